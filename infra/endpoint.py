@@ -1,0 +1,133 @@
+"""The embedded AWS endpoint: moto's server on 127.0.0.1, fixed to be fit for our tests.
+
+- Transactions cost O(items in the transaction) (infra/moto_fixes.py).
+- Requests are serialized: moto takes no lock per request, so without this a condition check and its write
+  could interleave with another request's; DynamoDB is linearizable per item, and race tests must test us,
+  not the emulator.
+- Tables and streams are created from template.yaml through the endpoint's CloudFormation.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import boto3
+from botocore.config import Config
+from moto.moto_server.werkzeug_app import (
+    DomainDispatcherApplication,
+    MotoRequestHandler,
+    create_backend_app,
+)
+from werkzeug.serving import BaseWSGIServer, make_server
+
+from infra import moto_fixes
+from infra.template import (
+    as_json,
+    data_resource_environment,
+    data_resources_template,
+    load_template,
+)
+
+REGION = "us-east-1"
+STACK_NAME = "onward"
+DUMMY_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
+
+WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+
+
+class SerializedApp:
+    """Runs one request at a time, response body included, so every request is atomic."""
+
+    def __init__(self, app: WsgiApp) -> None:
+        self._app = app
+        self._lock = threading.Lock()
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
+        with self._lock:
+            response = self._app(environ, start_response)
+            try:
+                return [b"".join(response)]
+            finally:
+                close = getattr(response, "close", None)
+                if close is not None:
+                    close()
+
+
+class _QuietRequestHandler(MotoRequestHandler):
+    def log_request(self, *args: Any, **kwargs: Any) -> None:
+        """Per-request access lines would drown the platform's structured logs."""
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """What `deploy` created: the environment that names every resource."""
+
+    environment: dict[str, str]
+
+
+class EmbeddedEndpoint:
+    """moto's server on 127.0.0.1 in this process. Use as a context manager or start()/stop()."""
+
+    def __init__(self, port: int = 0, host: str = "127.0.0.1") -> None:
+        moto_fixes.install()
+        app = SerializedApp(DomainDispatcherApplication(create_backend_app))
+        self._server: BaseWSGIServer = make_server(
+            host, port, app, threaded=True, request_handler=_QuietRequestHandler
+        )
+        self._thread = threading.Thread(target=self._server.serve_forever, name="embedded-aws", daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def start(self) -> EmbeddedEndpoint:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+    def __enter__(self) -> EmbeddedEndpoint:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def client(self, service: str) -> Any:
+        return boto3.client(
+            service,
+            endpoint_url=self.url,
+            region_name=REGION,
+            aws_access_key_id=DUMMY_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=DUMMY_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+            config=Config(retries={"mode": "standard"}),
+        )
+
+    def deploy(self, stack_name: str = STACK_NAME) -> Deployment:
+        """Create template.yaml's data resources through CloudFormation; return the environment for them."""
+        cloudformation = self.client("cloudformation")
+        template = data_resources_template(load_template())
+        cloudformation.create_stack(StackName=stack_name, TemplateBody=as_json(template))
+        status = cloudformation.describe_stacks(StackName=stack_name)["Stacks"][0]["StackStatus"]
+        if status != "CREATE_COMPLETE":
+            raise RuntimeError(f"stack {stack_name} ended in {status}")
+        resources = cloudformation.describe_stack_resources(StackName=stack_name)["StackResources"]
+        physical = {r["LogicalResourceId"]: r["PhysicalResourceId"] for r in resources}
+        environment = {
+            "AWS_ENDPOINT_URL": self.url,
+            "AWS_DEFAULT_REGION": REGION,
+            **DUMMY_CREDENTIALS,
+            **data_resource_environment(physical),
+        }
+        return Deployment(environment=environment)
+
+
+def export_lines(environment: dict[str, str]) -> list[str]:
+    """Shell `export` lines a person can paste to point any tool at the endpoint."""
+    return [f"export {name}={value}" for name, value in sorted(environment.items())]

@@ -1,0 +1,23 @@
+"""Retry delay: capped exponential backoff with equal jitter (pure)."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class BackoffPolicy:
+    base_s: float = 1.0
+    cap_s: float = 300.0
+
+    def ceiling(self, attempt: int) -> float:
+        """The largest delay after failed attempt number `attempt` (1-based): base * 2^(attempt-1), capped."""
+        if attempt < 1:
+            raise ValueError("attempt numbers start at 1")
+        return min(self.cap_s, self.base_s * 2 ** min(attempt - 1, 64))
+
+    def delay(self, attempt: int, rng: random.Random | None = None) -> float:
+        """A delay in [ceiling/2, ceiling]: never zero (no thundering retry), never past the cap."""
+        ceiling = self.ceiling(attempt)
+        return ceiling / 2 + (rng or random).uniform(0, ceiling / 2)

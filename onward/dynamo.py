@@ -1,0 +1,43 @@
+"""Plain Python values <-> DynamoDB attribute values (numbers as Decimal on the wire, int/float here)."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from typing import Any
+
+from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+
+Item = dict[str, Any]  # an item in DynamoDB's wire format: {"name": {"S": "..."}}
+
+_serializer = TypeSerializer()
+_deserializer = TypeDeserializer()
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, dict):
+        return {key: _plain(inner) for key, inner in value.items()}
+    if isinstance(value, list | set | tuple):
+        return [_plain(inner) for inner in value]
+    return value
+
+
+def to_attribute(value: Any) -> dict[str, Any]:
+    """One JSON-compatible value as a DynamoDB attribute value (floats travel as Decimal)."""
+    return _serializer.serialize(json.loads(json.dumps(value), parse_float=Decimal))
+
+
+def to_item(values: dict[str, Any]) -> Item:
+    """A dict of JSON-compatible values as a DynamoDB item; None values are left out."""
+    return {name: to_attribute(value) for name, value in values.items() if value is not None}
+
+
+def from_item(item: Item) -> dict[str, Any]:
+    return {name: _plain(_deserializer.deserialize(value)) for name, value in item.items()}
+
+
+def json_size(value: Any) -> int:
+    """Bytes of the compact JSON encoding: what a caller's params or result will cost in an item."""
+    return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())

@@ -1,0 +1,37 @@
+"""What the store refuses, as exceptions a caller can map to a clear answer (HTTP status, exit code)."""
+
+
+class OnwardError(Exception):
+    """Base of every refusal the core raises on purpose."""
+
+
+class InvalidRequest(OnwardError):
+    """The input breaks a rule (type name, tenant id, key, limits). Nothing was written."""
+
+
+class PayloadTooLarge(InvalidRequest):
+    """Params or a result would not fit in a DynamoDB item (400 KB). Nothing was written."""
+
+
+class JobNotFound(OnwardError):
+    """No such job for this tenant (another tenant's job is reported the same way)."""
+
+
+class IdempotencyConflict(OnwardError):
+    """The Idempotency-Key was already used for a different request."""
+
+    def __init__(self, key: str, job_id: str) -> None:
+        super().__init__(f"Idempotency-Key {key!r} was already used for another request (job {job_id})")
+        self.job_id = job_id
+
+
+class NotReplayable(OnwardError):
+    """Only dead or quarantined jobs can be replayed."""
+
+
+class StoreContention(OnwardError):
+    """A transition kept losing races for longer than its retry budget; safe to retry later."""
+
+
+class StoreInvariantViolation(OnwardError):
+    """A write the design says cannot fail did (e.g. a second outbox event for one version)."""

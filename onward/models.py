@@ -1,0 +1,153 @@
+"""Value objects of the job store (pydantic, frozen): Job, Run, OutboxEvent and what callers get back."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from onward.clock import EpochMs, iso
+from onward.states import JobState, RunOutcome
+
+JobId = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{32}$")]
+TenantId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")]
+JobType = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$", max_length=128)]
+WorkerId = Annotated[str, StringConstraints(min_length=1, max_length=128)]
+
+JOB_ID_PATTERN = re.compile(r"^[0-9a-f]{32}$")
+EVENT_SCHEMA = 1
+MAX_ERROR_MESSAGE = 1000
+MAX_INLINE_RESULT_BYTES = 1024
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ErrorSummary(_Frozen):
+    """Why an attempt failed: the exception class and a bounded message (flagged when cut)."""
+
+    error_type: str
+    message: str
+    message_truncated: bool = False
+
+    @classmethod
+    def of(cls, error_type: str, message: str) -> ErrorSummary:
+        cut = len(message) > MAX_ERROR_MESSAGE
+        return cls(error_type=error_type, message=message[:MAX_ERROR_MESSAGE], message_truncated=cut)
+
+
+class NewJob(_Frozen):
+    """What a tenant asks for. The tenant itself always comes from the credential, never from here."""
+
+    type: JobType
+    params: dict[str, Any] = Field(default_factory=dict)
+    max_attempts: int = Field(default=3, ge=1, le=100)
+
+
+class Job(_Frozen):
+    """The authoritative job row (the hot item the dispatcher reads)."""
+
+    job_id: JobId
+    tenant_id: TenantId
+    type: JobType
+    params: dict[str, Any]
+    state: JobState
+    version: int = Field(ge=1)
+    attempt: int = Field(ge=0)  # the fencing token: only ever rises, one per claim
+    attempt_floor: int = Field(default=0, ge=0)  # attempts before the last operator replay
+    max_attempts: int = Field(ge=1)
+    not_before: EpochMs
+    lease_owner: str | None = None
+    lease_expires_at: EpochMs | None = None
+    cancel_requested: bool = False
+    last_outcome: RunOutcome | None = None
+    last_error: ErrorSummary | None = None
+    created_at: EpochMs
+    updated_at: EpochMs  # when the current status became true
+
+    @property
+    def attempts_used(self) -> int:
+        """Attempts counted against max_attempts (a replay starts a fresh budget)."""
+        return self.attempt - self.attempt_floor
+
+    @property
+    def attempts_exhausted(self) -> bool:
+        return self.attempts_used >= self.max_attempts
+
+
+class Run(_Frozen):
+    """One attempt's record: written at claim, closed once with its outcome."""
+
+    job_id: JobId
+    attempt: int = Field(ge=1)
+    worker_id: str
+    claimed_at: EpochMs
+    lease_expires_at: EpochMs
+    finished_at: EpochMs | None = None
+    outcome: RunOutcome | None = None
+    error: ErrorSummary | None = None
+    # A zombie's late report, kept so support can see it (outcome becomes `fenced`).
+    reclaimed_as: RunOutcome | None = None
+    late_report: RunOutcome | None = None
+    late_report_at: EpochMs | None = None
+
+
+class OutboxEvent(_Frozen):
+    """One committed transition, as other consumers will read it (schema versioned)."""
+
+    event_id: str
+    job_id: JobId
+    tenant_id: TenantId
+    type: JobType
+    version: int = Field(ge=1)
+    status: JobState
+    attempt: int = Field(ge=0)
+    cancel_requested: bool = False
+    occurred_at: str
+    schema_version: int = Field(default=EVENT_SCHEMA, alias="schema")
+    error: ErrorSummary | None = None
+    result_size_bytes: int | None = None
+    result_inline: Any = None  # the result itself when it is at most MAX_INLINE_RESULT_BYTES
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+    @classmethod
+    def of(cls, job: Job, *, result: Any = None, result_size: int | None = None) -> OutboxEvent:
+        inline = result if result_size is not None and result_size <= MAX_INLINE_RESULT_BYTES else None
+        return cls(
+            event_id=f"{job.job_id}:{job.version}",
+            job_id=job.job_id,
+            tenant_id=job.tenant_id,
+            type=job.type,
+            version=job.version,
+            status=job.state,
+            attempt=job.attempt,
+            cancel_requested=job.cancel_requested,
+            occurred_at=iso(job.updated_at),
+            error=job.last_error if job.state in (JobState.RETRY_WAIT, JobState.DEAD, JobState.QUARANTINED) else None,
+            result_size_bytes=result_size,
+            result_inline=inline,
+        )
+
+
+class Lease(_Frozen):
+    """What a worker holds after a claim: the job, its attempt (the fencing token) and the lease."""
+
+    job: Job
+    worker_id: str
+    lease_expires_at: EpochMs
+
+    @property
+    def job_id(self) -> str:
+        return self.job.job_id
+
+    @property
+    def attempt(self) -> int:
+        return self.job.attempt
+
+    @property
+    def fencing_token(self) -> str:
+        """`<job_id>:<attempt>`: pass it to external systems to refuse writes from a superseded attempt."""
+        return f"{self.job.job_id}:{self.job.attempt}"

@@ -1,0 +1,87 @@
+"""The job state machine: states, run outcomes and the legal-transition table (pure)."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class JobState(StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    RETRY_WAIT = "retry_wait"
+    SUCCEEDED = "succeeded"
+    DEAD = "dead"
+    CANCELLED = "cancelled"
+    QUARANTINED = "quarantined"
+
+
+class RunOutcome(StrEnum):
+    """How one attempt ended; written once on its run record (`fenced` marks a zombie's late report)."""
+
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    LEASE_EXPIRED = "lease_expired"
+    RELEASED = "released"
+    CANCELLED = "cancelled"
+    FENCED = "fenced"
+
+
+class Transition(StrEnum):
+    """The operations that move a job; each one is a single conditional transaction in the store."""
+
+    CREATE = "create"
+    CLAIM = "claim"
+    EXHAUST = "exhaust"  # the claim found the attempts used up
+    COMPLETE = "complete"
+    FAIL = "fail"
+    REAP = "reap"
+    RELEASE = "release"
+    REQUEST_CANCEL = "request_cancel"
+    CANCEL = "cancel"
+    REPLAY = "replay"
+
+
+TERMINAL_STATES: frozenset[JobState] = frozenset(
+    {JobState.SUCCEEDED, JobState.DEAD, JobState.CANCELLED, JobState.QUARANTINED}
+)
+CLAIMABLE_STATES: frozenset[JobState] = frozenset({JobState.QUEUED, JobState.RETRY_WAIT})
+REPLAYABLE_STATES: frozenset[JobState] = frozenset({JobState.DEAD, JobState.QUARANTINED})
+
+_Q, _R, _W = JobState.QUEUED, JobState.RUNNING, JobState.RETRY_WAIT
+
+# (transition, from state) -> the states it may lead to. Anything absent is illegal.
+TRANSITIONS: dict[tuple[Transition, JobState], frozenset[JobState]] = {
+    (Transition.CLAIM, _Q): frozenset({_R}),
+    (Transition.CLAIM, _W): frozenset({_R}),
+    (Transition.EXHAUST, _Q): frozenset({JobState.DEAD, JobState.QUARANTINED}),
+    (Transition.EXHAUST, _W): frozenset({JobState.DEAD, JobState.QUARANTINED}),
+    (Transition.COMPLETE, _R): frozenset({JobState.SUCCEEDED}),
+    (Transition.FAIL, _R): frozenset({_W, JobState.DEAD}),
+    (Transition.REAP, _R): frozenset({_Q, JobState.QUARANTINED}),
+    (Transition.RELEASE, _R): frozenset({_Q}),
+    (Transition.REQUEST_CANCEL, _R): frozenset({_R}),
+    (Transition.CANCEL, _Q): frozenset({JobState.CANCELLED}),
+    (Transition.CANCEL, _W): frozenset({JobState.CANCELLED}),
+    (Transition.CANCEL, _R): frozenset({JobState.CANCELLED}),  # the worker acknowledging a request
+    (Transition.REPLAY, JobState.DEAD): frozenset({_Q}),
+    (Transition.REPLAY, JobState.QUARANTINED): frozenset({_Q}),
+}
+
+
+class IllegalTransition(ValueError):
+    """A transition the table does not allow (a bug in the caller, never a race)."""
+
+
+def is_terminal(state: JobState) -> bool:
+    return state in TERMINAL_STATES
+
+
+def allowed_sources(transition: Transition) -> frozenset[JobState]:
+    """The states a transition may start from: the store names them in its condition expression."""
+    return frozenset(source for (kind, source) in TRANSITIONS if kind is transition)
+
+
+def check_transition(transition: Transition, source: JobState, target: JobState) -> None:
+    """Raise IllegalTransition unless `transition` may move a job from `source` to `target`."""
+    if target not in TRANSITIONS.get((transition, source), frozenset()):
+        raise IllegalTransition(f"{transition.value}: {source.value} -> {target.value} is not allowed")

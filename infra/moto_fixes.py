@@ -1,4 +1,6 @@
-"""Our fix to moto's DynamoDB transactions, for the embedded endpoint (tested against moto 5.2.5).
+"""Our fixes to moto's DynamoDB, for the embedded endpoint (tested against moto 5.2.5).
+
+Transactions.
 
 moto deep-copies every table a transaction touches to be able to roll back, and keeps the copies: a
 transaction costs O(table size) and memory grows without bound. It also evaluates each condition after
@@ -12,6 +14,12 @@ state before the transaction.
    still fail (a validation error while applying), those items and the tables' stream records are restored;
 3. each table's stream receives exactly one record per item the committed transaction changed, with the
    image before the transaction and the image after it.
+
+Queries. moto's Query starts from `Table.all_items()`, which sorts every item of the table (comparing
+DynamoType objects) before filtering on the partition key: a claim's read of one tenant's ready queue cost
+O(table log table). `query` here hands moto's own query only the items of the queried partition (a dict
+lookup for the table's key; a cheap string comparison for an index's string partition key), so moto's
+filtering, sorting, paging and projection run unchanged on the partition alone.
 """
 
 from __future__ import annotations
@@ -86,7 +94,13 @@ def _cancellation_reason(action: _Action) -> tuple[str, str, dict[str, Any] | No
         action.request.get("ExpressionAttributeNames"),
         action.request.get("ExpressionAttributeValues"),
     )
-    if condition.expr(current):
+    try:
+        satisfied = condition.expr(current)
+    except TypeError:
+        # moto compares mismatched types (`txt > :number`) with Python's operators and raises, which the
+        # server turns into an HTTP 500; DynamoDB only compares values of one type: the condition is false.
+        satisfied = False
+    if satisfied:
         return _NO_REASON
     old_image = None
     if action.request.get("ReturnValuesOnConditionCheckFailure") == "ALL_OLD" and current is not None:
@@ -194,14 +208,50 @@ def transact_write_items(self: DynamoDBBackend, transact_items: list[dict[str, A
     touched.rewrite_stream_records()
 
 
+def _partition(table: Table, hash_key: DynamoType | None, index_name: str | None,
+               hash_key_conditions: list[tuple[str, DynamoType]] | None) -> list[Item] | None:
+    """The items a query can match, or None when only moto's full scan can tell."""
+    if index_name is None and hash_key is not None:
+        found = table.items.get(hash_key)
+        if found is None:
+            return []
+        return list(found.values()) if table.range_key_attr else [found]  # type: ignore[union-attr]
+    if index_name is not None and hash_key_conditions and all(v.type == "S" for _, v in hash_key_conditions):
+        wanted = [(name, value.value) for name, value in hash_key_conditions]
+        rows = table.items.values()
+        candidates = [item for row in rows for item in (row.values() if table.range_key_attr else [row])]
+        return [
+            item for item in candidates
+            if all((attr := item.attrs.get(name)) is not None and attr.type == "S" and attr.value == value
+                   for name, value in wanted)
+        ]
+    return None
+
+
+def query(self: Table, hash_key: DynamoType | None, *args: Any, **kwargs: Any) -> Any:
+    """moto's query, over the queried partition only instead of the whole sorted table."""
+    index_name = args[6] if len(args) > 6 else kwargs.get("index_name")
+    items = _partition(self, hash_key, index_name, kwargs.get("hash_key_conditions"))
+    if items is None:
+        return _original_query(self, hash_key, *args, **kwargs)
+    self.all_items = lambda: items  # type: ignore[method-assign] - requests are serialized (endpoint.py)
+    try:
+        return _original_query(self, hash_key, *args, **kwargs)
+    finally:
+        del self.all_items
+
+
 _original_transact_write_items = DynamoDBBackend.transact_write_items
+_original_query = Table.query
 
 
 def install() -> None:
-    """Replace moto's transaction method with ours (idempotent)."""
+    """Replace moto's transaction and query methods with ours (idempotent)."""
     DynamoDBBackend.transact_write_items = transact_write_items  # type: ignore[method-assign]
+    Table.query = query  # type: ignore[method-assign]
 
 
 def uninstall() -> None:
-    """Put moto's own method back (used by the benchmark to measure both side by side)."""
+    """Put moto's own methods back (used by the benchmark to measure both side by side)."""
     DynamoDBBackend.transact_write_items = _original_transact_write_items  # type: ignore[method-assign]
+    Table.query = _original_query  # type: ignore[method-assign]

@@ -1,0 +1,93 @@
+"""The command line as a person uses it: `onward endpoint`, `onward worker`, `onward up`."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import boto3
+
+from onward.models import NewJob
+from onward.states import TERMINAL_STATES
+from onward.store import JobStore
+
+ONWARD = [sys.executable, "-m", "onward.cli"]
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def read_exports(process: subprocess.Popen, timeout_s: float = 60) -> dict[str, str]:
+    environment: dict[str, str] = {}
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        line = process.stdout.readline()
+        if line.startswith("export "):
+            name, value = line.removeprefix("export ").strip().split("=", 1)
+            environment[name] = value
+        elif line.startswith("# Ctrl-C"):
+            return environment
+        elif not line and process.poll() is not None:
+            break
+    raise AssertionError(f"no export lines; got {environment}")
+
+
+def test_endpoint_prints_the_environment_and_serves_the_template_tables():
+    port = free_port()
+    process = subprocess.Popen([*ONWARD, "endpoint", "--port", str(port)], stdout=subprocess.PIPE, text=True)
+    try:
+        environment = read_exports(process)
+        assert environment["AWS_ENDPOINT_URL"] == f"http://127.0.0.1:{port}"
+        assert {"AWS_DEFAULT_REGION", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "JOBS_TABLE",
+                "OUTBOX_TABLE"} <= environment.keys()
+        client = boto3.client(
+            "dynamodb", endpoint_url=environment["AWS_ENDPOINT_URL"], region_name=environment["AWS_DEFAULT_REGION"],
+            aws_access_key_id="testing", aws_secret_access_key="testing",
+        )
+        tables = client.list_tables()["TableNames"]
+        assert environment["JOBS_TABLE"] in tables and environment["OUTBOX_TABLE"] in tables
+    finally:
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=15) == 0
+
+
+def test_worker_command_runs_a_module_registry_against_the_environment(environment, settings, dynamodb):
+    store = JobStore(settings, client=dynamodb)
+    job_ids = [store.create("acme", NewJob(type="demo.echo", params={"n": n})).job.job_id for n in range(5)]
+    process = subprocess.Popen(
+        [*ONWARD, "worker", "--module", "onward.demo", "--concurrency", "2"],
+        env={**os.environ, **environment}, stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if all(store.get(job_id).state in TERMINAL_STATES for job_id in job_ids):
+                break
+            time.sleep(0.2)
+        assert [store.result(job_id) for job_id in job_ids] == [{"n": n} for n in range(5)]
+    finally:
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=30) == 0
+
+
+def test_worker_command_refuses_a_module_without_a_registry(environment):
+    result = subprocess.run([*ONWARD, "worker", "--module", "json"], env={**os.environ, **environment},
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and "registry" in result.stderr
+
+
+def test_up_runs_the_demo_to_its_terminal_states():
+    result = subprocess.run([*ONWARD, "up", "--port", str(free_port()), "--exit-when-done"],
+                            capture_output=True, text=True, timeout=180)
+    assert result.returncode == 0, result.stderr
+    assert "All demo jobs reached a terminal state" in result.stdout
+    final = result.stdout.split("All demo jobs reached a terminal state:")[1]
+    for state in ("succeeded", "dead", "cancelled", "quarantined"):
+        assert state in final

@@ -20,6 +20,10 @@ DynamoType objects) before filtering on the partition key: a claim's read of one
 O(table log table). `query` here hands moto's own query only the items of the queried partition (a dict
 lookup for the table's key; a cheap string comparison for an index's string partition key), so moto's
 filtering, sorting, paging and projection run unchanged on the partition alone.
+
+Memory. moto's BaseModel appends every instance it builds to its class's `instances_tracked` (the
+reason moto's table copies were kept): `install` stops that for items and stream records, else every
+overwritten row, every copy taken before a write and every discarded stream record stays alive.
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ from moto.dynamodb.exceptions import (
 )
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.dynamo_type import DynamoType, Item
-from moto.dynamodb.models.table import Table
+from moto.dynamodb.models.table import StreamRecord, Table
 
 MAX_TRANSACTION_ACTIONS = 100
 _ACTION_KINDS = frozenset({"ConditionCheck", "Put", "Delete", "Update"})
@@ -245,13 +249,32 @@ _original_transact_write_items = DynamoDBBackend.transact_write_items
 _original_query = Table.query
 
 
+class _Untracked(list):  # type: ignore[type-arg]
+    """Stands in for a moto model's `instances_tracked`: moto appends every instance of every model to it
+    (for its /moto-api/data.json dashboard) and never lets go, so every Item ever built (each overwritten
+    row, each copy taken before a write) and every stream record, even a discarded one, would stay in
+    memory for the life of the endpoint."""
+
+    def append(self, instance: object) -> None:
+        """Keep nothing."""
+
+
+_UNTRACKED_MODELS = (Item, StreamRecord)
+
+
 def install() -> None:
-    """Replace moto's transaction and query methods with ours (idempotent)."""
+    """Replace moto's transaction and query methods with ours (idempotent); stop moto retaining every
+    item and stream record it ever built."""
     DynamoDBBackend.transact_write_items = transact_write_items  # type: ignore[method-assign]
     Table.query = query  # type: ignore[method-assign]
+    for model in _UNTRACKED_MODELS:
+        if not isinstance(model.instances_tracked, _Untracked):  # type: ignore[attr-defined]
+            model.instances_tracked = _Untracked()  # type: ignore[attr-defined]
 
 
 def uninstall() -> None:
     """Put moto's own methods back (used by the benchmark to measure both side by side)."""
     DynamoDBBackend.transact_write_items = _original_transact_write_items  # type: ignore[method-assign]
     Table.query = _original_query  # type: ignore[method-assign]
+    for model in _UNTRACKED_MODELS:
+        model.instances_tracked = []  # type: ignore[attr-defined]

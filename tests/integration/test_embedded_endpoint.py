@@ -1,0 +1,635 @@
+"""The embedded endpoint (moto's server + infra/moto_fixes.py + infra/endpoint.py), over real HTTP via boto3.
+
+Each test deploys its own stack from template.yaml, so tables and the outbox stream start empty. Where a
+test says "stock moto", it was checked against moto's own transaction method by swapping it back in for
+one request (`stock_moto()`), on the same endpoint: requests are serialized and tests run one at a time.
+"""
+
+from __future__ import annotations
+
+import copy
+import gc
+import itertools
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+from moto.dynamodb.models import DynamoDBBackend
+from moto.dynamodb.models.dynamo_type import Item
+from moto.dynamodb.models.table import StreamRecord, Table
+
+from infra import moto_fixes
+from infra.endpoint import EmbeddedEndpoint
+from infra.template import (
+    DATA_RESOURCE_TYPES,
+    data_resources_template,
+    environment_variable_for,
+    load_template,
+)
+
+pytestmark = pytest.mark.integration
+
+_stacks = itertools.count()
+
+
+# --- helpers --------------------------------------------------------------------------------------------
+
+class Stack:
+    """A fresh deployment of template.yaml's data resources, with clients for it."""
+
+    def __init__(self, endpoint: EmbeddedEndpoint) -> None:
+        self.endpoint = endpoint
+        self.environment = endpoint.deploy(f"ep-{next(_stacks)}").environment
+        self.jobs = self.environment["JOBS_TABLE"]
+        self.outbox = self.environment["OUTBOX_TABLE"]
+        self.db = endpoint.client("dynamodb")
+        self.streams = endpoint.client("dynamodbstreams")
+
+    def get(self, table: str, key: dict[str, Any]) -> dict[str, Any] | None:
+        return self.db.get_item(TableName=table, Key=key, ConsistentRead=True).get("Item")
+
+    def count(self, table: str) -> int:
+        return sum(page["Count"] for page in self.db.get_paginator("scan").paginate(TableName=table))
+
+    def outbox_records(self) -> list[dict[str, Any]]:
+        """Every record on the outbox table's stream, oldest first (describe_stream, TRIM_HORIZON)."""
+        arn = self.db.describe_table(TableName=self.outbox)["Table"]["LatestStreamArn"]
+        records: list[dict[str, Any]] = []
+        for shard in self.streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]:
+            iterator = self.streams.get_shard_iterator(
+                StreamArn=arn, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
+            )["ShardIterator"]
+            while iterator:
+                page = self.streams.get_records(ShardIterator=iterator, Limit=1000)
+                records.extend(page["Records"])
+                if not page["Records"]:
+                    break
+                iterator = page.get("NextShardIterator")
+        return records
+
+
+def job_key(name: str) -> dict[str, Any]:
+    return {"pk": {"S": f"JOB#{name}"}, "sk": {"S": "JOB"}}
+
+
+def job_item(name: str, **extra: Any) -> dict[str, Any]:
+    return {**job_key(name), "state": {"S": "queued"}, "version": {"N": "1"}, **extra}
+
+
+def event_key(job: str, version: int | str = 1) -> dict[str, Any]:
+    return {"job_id": {"S": job}, "version": {"N": str(version)}}
+
+
+def event_item(job: str, version: int = 1, **extra: Any) -> dict[str, Any]:
+    return {**event_key(job, version), "state": {"S": "queued"}, "time_bucket": {"S": "2026-11-30T06"},
+            "occurred_at": {"S": "2026-11-30T06:00:00.000Z"}, **extra}
+
+
+def error_of(call: Callable[[], Any]) -> ClientError:
+    with pytest.raises(ClientError) as caught:
+        call()
+    return caught.value
+
+
+def code(error: ClientError) -> str:
+    return error.response["Error"]["Code"]
+
+
+@contextmanager
+def stock_moto() -> Iterator[None]:
+    """moto's own TransactWriteItems for the duration (the endpoint's other fixes stay)."""
+    moto_fixes.uninstall()
+    try:
+        assert DynamoDBBackend.transact_write_items is not moto_fixes.transact_write_items
+        yield
+    finally:
+        moto_fixes.install()
+    assert DynamoDBBackend.transact_write_items is moto_fixes.transact_write_items
+
+
+@pytest.fixture
+def stack(endpoint: EmbeddedEndpoint) -> Stack:
+    assert DynamoDBBackend.transact_write_items is moto_fixes.transact_write_items
+    return Stack(endpoint)
+
+
+# --- all or nothing -------------------------------------------------------------------------------------
+
+def test_failed_condition_writes_nothing_and_reports_a_reason_per_item(stack: Stack) -> None:
+    """One failing ConditionCheck cancels the whole transaction: nothing is written (not the job Put
+    before it, not the outbox Put after it, no stream record), and CancellationReasons has one entry per
+    action, ConditionalCheckFailed for the failing one (with its old image under ALL_OLD) and None for
+    the others.
+
+    Without our fix's up-front evaluation of every condition, the Put listed before the failing check
+    would be applied first: our replacement no longer deep-copies tables to roll back, so it would
+    survive and the job would exist without its outbox event."""
+    existing = job_item("existing", version={"N": "7"}, note={"S": "before"})
+    stack.db.put_item(TableName=stack.jobs, Item=existing)
+
+    transaction = [
+        {"Put": {"TableName": stack.jobs, "Item": job_item("new"),
+                 "ConditionExpression": "attribute_not_exists(pk)"}},
+        {"ConditionCheck": {"TableName": stack.jobs, "Key": job_key("existing"),
+                            "ConditionExpression": "version = :v",
+                            "ExpressionAttributeValues": {":v": {"N": "6"}},
+                            "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}},
+        {"Put": {"TableName": stack.outbox, "Item": event_item("new"),
+                 "ConditionExpression": "attribute_not_exists(job_id)"}},
+        {"Update": {"TableName": stack.jobs, "Key": job_key("other"),
+                    "UpdateExpression": "SET n = :one", "ExpressionAttributeValues": {":one": {"N": "1"}}}},
+    ]
+    error = error_of(lambda: stack.db.transact_write_items(TransactItems=transaction))
+
+    assert code(error) == "TransactionCanceledException"
+    reasons = error.response["CancellationReasons"]
+    assert [reason["Code"] for reason in reasons] == ["None", "ConditionalCheckFailed", "None", "None"]
+    assert reasons[1]["Item"] == existing
+    assert all("Item" not in reason for position, reason in enumerate(reasons) if position != 1)
+    assert stack.get(stack.jobs, job_key("new")) is None
+    assert stack.get(stack.jobs, job_key("other")) is None
+    assert stack.get(stack.outbox, event_key("new")) is None
+    assert stack.get(stack.jobs, job_key("existing")) == existing
+    assert stack.outbox_records() == []
+
+    # Without ReturnValuesOnConditionCheckFailure the reason carries no item.
+    transaction[1]["ConditionCheck"].pop("ReturnValuesOnConditionCheckFailure")
+    error = error_of(lambda: stack.db.transact_write_items(TransactItems=transaction))
+    assert [reason["Code"] for reason in error.response["CancellationReasons"]] == [
+        "None", "ConditionalCheckFailed", "None", "None"]
+    assert "Item" not in error.response["CancellationReasons"][1]
+    assert stack.count(stack.jobs) == 1 and stack.count(stack.outbox) == 0
+
+
+def test_condition_comparing_mismatched_types_is_false_not_a_server_error(stack: Stack) -> None:
+    """DynamoDB only compares values of one type: `txt > :number` on a string attribute is false, so the
+    transaction is cancelled with ConditionalCheckFailed.
+
+    Without the TypeError guard in moto_fixes._cancellation_reason, moto's comparison raises TypeError,
+    the server answers HTTP 500 (which boto3 even retries) and the client never learns which item
+    failed."""
+    stack.db.put_item(TableName=stack.jobs, Item=job_item("text", txt={"S": "hello"}))
+    transaction = [
+        {"Put": {"TableName": stack.jobs, "Item": job_item("new")}},
+        {"ConditionCheck": {"TableName": stack.jobs, "Key": job_key("text"),
+                            "ConditionExpression": "txt > :n",
+                            "ExpressionAttributeValues": {":n": {"N": "1"}}}},
+    ]
+    error = error_of(lambda: stack.db.transact_write_items(TransactItems=transaction))
+
+    assert code(error) == "TransactionCanceledException"
+    assert [r["Code"] for r in error.response["CancellationReasons"]] == ["None", "ConditionalCheckFailed"]
+    assert stack.get(stack.jobs, job_key("new")) is None
+
+
+@pytest.mark.parametrize("alias", ["number", "arn"])
+def test_conditions_are_evaluated_against_the_state_before_the_transaction(stack: Stack, alias: str) -> None:
+    """DynamoDB evaluates every condition against the items as they were before the transaction; one
+    item addressed twice is a ValidationException and nothing is written.
+
+    With distinct items the order cannot show, so this addresses one item under two spellings: the
+    outbox key `version` 1 and 1.0 (one number to DynamoDB), or the table by name and by ARN. Stock moto
+    (checked below, in the same run) misses the duplicate because it compares keys and table names as
+    strings, applies the Put, and then evaluates the ConditionCheck against the Put's own write:
+    TransactionCanceledException [None, ConditionalCheckFailed]. Our fix identifies items by table and
+    typed key, and evaluates every condition before applying anything."""
+    if alias == "number":
+        put_key, check_table, check_key = event_key("j", "1"), stack.outbox, event_key("j", "1.0")
+    else:
+        arn = stack.db.describe_table(TableName=stack.outbox)["Table"]["TableArn"]
+        put_key, check_table, check_key = event_key("j"), arn, event_key("j")
+    transaction = [
+        {"Put": {"TableName": stack.outbox, "Item": {**event_item("j"), **put_key}}},
+        {"ConditionCheck": {"TableName": check_table, "Key": check_key,
+                            "ConditionExpression": "attribute_not_exists(job_id)"}},
+    ]
+
+    error = error_of(lambda: stack.db.transact_write_items(TransactItems=transaction))
+    assert code(error) == "ValidationException"
+    assert "multiple operations on one item" in error.response["Error"]["Message"]
+    assert stack.count(stack.outbox) == 0
+    assert stack.outbox_records() == []
+
+    with stock_moto():
+        stock = error_of(lambda: stack.db.transact_write_items(TransactItems=transaction))
+    assert code(stock) == "TransactionCanceledException"
+    assert [r["Code"] for r in stock.response["CancellationReasons"]] == ["None", "ConditionalCheckFailed"]
+
+
+def test_two_actions_on_one_item_is_a_validation_error(stack: Stack) -> None:
+    """Two actions on the same item: ValidationException, nothing written. Our replacement does its own
+    request validation (it replaces moto's method whole); without the identity check it would apply
+    both Puts, the second overwriting the first."""
+    transaction = [
+        {"Put": {"TableName": stack.jobs, "Item": job_item("same", note={"S": "first"})}},
+        {"Update": {"TableName": stack.jobs, "Key": job_key("same"), "UpdateExpression": "SET note = :n",
+                    "ExpressionAttributeValues": {":n": {"S": "second"}}}},
+        {"Put": {"TableName": stack.outbox, "Item": event_item("same")}},
+    ]
+    error = error_of(lambda: stack.db.transact_write_items(TransactItems=transaction))
+    assert code(error) == "ValidationException"
+    assert stack.count(stack.jobs) == 0 and stack.count(stack.outbox) == 0
+    assert stack.outbox_records() == []
+
+
+def test_more_than_100_actions_is_a_validation_error(stack: Stack) -> None:
+    """DynamoDB accepts up to 100 actions per transaction; 101 is a ValidationException and writes
+    nothing. Without the limit in our replacement, 101 Puts would be written."""
+    def puts(count: int) -> list[dict[str, Any]]:
+        return [{"Put": {"TableName": stack.jobs, "Item": job_item(f"bulk-{i}")}} for i in range(count)]
+
+    error = error_of(lambda: stack.db.transact_write_items(TransactItems=puts(101)))
+    assert code(error) == "ValidationException"
+    assert stack.count(stack.jobs) == 0
+
+    stack.db.transact_write_items(TransactItems=puts(100))
+    assert stack.count(stack.jobs) == 100
+
+
+@pytest.mark.parametrize("failure", ["number-plus-string", "item-over-400kb"])
+def test_action_failing_while_applied_rolls_back_the_earlier_ones(stack: Stack, failure: str) -> None:
+    """An action that passes its condition but fails while being applied (an update adding a number to
+    a string; an item over DynamoDB's 400 KB limit) fails the request, and the actions applied before
+    it are undone: the new job row and outbox event are gone, the modified row is back to its old
+    image, and the outbox stream carries no record.
+
+    Without _Touched.restore (our fix copies only the touched items, not the tables as stock moto does),
+    the Put, the Update and the stream record made before the failing action would all stay."""
+    stack.db.put_item(TableName=stack.jobs, Item=job_item("counter", n={"N": "5"}))
+    stack.db.put_item(TableName=stack.jobs, Item=job_item("text", txt={"S": "hello"}))
+    if failure == "number-plus-string":
+        failing = {"Update": {"TableName": stack.jobs, "Key": job_key("text"),
+                              "UpdateExpression": "SET txt = txt + :one",
+                              "ExpressionAttributeValues": {":one": {"N": "1"}}}}
+    else:
+        failing = {"Put": {"TableName": stack.jobs, "Item": job_item("huge", blob={"S": "x" * 420_000})}}
+    transaction = [
+        {"Put": {"TableName": stack.jobs, "Item": job_item("new"),
+                 "ConditionExpression": "attribute_not_exists(pk)"}},
+        {"Put": {"TableName": stack.outbox, "Item": event_item("new"),
+                 "ConditionExpression": "attribute_not_exists(job_id)"}},
+        {"Update": {"TableName": stack.jobs, "Key": job_key("counter"),
+                    "UpdateExpression": "SET n = n + :one",
+                    "ExpressionAttributeValues": {":one": {"N": "1"}}}},
+        {"Update": {"TableName": stack.outbox, "Key": event_key("created-by-update"),
+                    "UpdateExpression": "SET #s = :s", "ExpressionAttributeNames": {"#s": "state"},
+                    "ExpressionAttributeValues": {":s": {"S": "queued"}}}},
+        failing,
+    ]
+    error = error_of(lambda: stack.db.transact_write_items(TransactItems=transaction))
+
+    # moto reports these as ValidationException (DynamoDB cancels with a ValidationError reason).
+    assert code(error) in {"ValidationException", "TransactionCanceledException"}
+    assert stack.get(stack.jobs, job_key("new")) is None
+    assert stack.get(stack.jobs, job_key("huge")) is None
+    assert stack.get(stack.jobs, job_key("counter"))["n"] == {"N": "5"}
+    assert stack.get(stack.jobs, job_key("text"))["txt"] == {"S": "hello"}
+    assert stack.count(stack.outbox) == 0
+    assert stack.outbox_records() == []
+
+    # The endpoint still works normally afterwards, and the stream starts at the next committed change.
+    stack.db.transact_write_items(TransactItems=transaction[:4])
+    assert stack.get(stack.jobs, job_key("counter"))["n"] == {"N": "6"}
+    assert [r["eventName"] for r in stack.outbox_records()] == ["INSERT", "INSERT"]
+
+
+# --- the outbox stream ----------------------------------------------------------------------------------
+
+def test_outbox_stream_has_one_record_per_committed_change_and_none_for_cancelled(stack: Stack) -> None:
+    """The outbox stream (NEW_IMAGE) carries exactly one record per item a committed transaction changed,
+    in commit order, and nothing for cancelled or rolled-back transactions.
+
+    Without _Touched.rewrite_stream_records, the Update that creates an event would leave two INSERT
+    records (the first with the keys only); without the truncation on cancel, the rolled-back event
+    would be published although it was never committed."""
+    def tx(*actions: dict[str, Any]) -> None:
+        stack.db.transact_write_items(TransactItems=list(actions))
+
+    tx({"Put": {"TableName": stack.jobs, "Item": job_item("a")}},
+       {"Put": {"TableName": stack.outbox, "Item": event_item("a"),
+                "ConditionExpression": "attribute_not_exists(job_id)"}})
+    # Cancelled by a condition: the event is already there.
+    cancelled = error_of(lambda: tx(
+        {"Put": {"TableName": stack.outbox, "Item": event_item("a", state={"S": "duplicate"}),
+                 "ConditionExpression": "attribute_not_exists(job_id)"}},
+        {"Put": {"TableName": stack.outbox, "Item": event_item("b")}}))
+    assert code(cancelled) == "TransactionCanceledException"
+    # Rolled back while applying: a valid event Put, then an update that cannot be applied.
+    stack.db.put_item(TableName=stack.jobs, Item=job_item("text", txt={"S": "hello"}))
+    rolled_back = error_of(lambda: tx(
+        {"Put": {"TableName": stack.outbox, "Item": event_item("c")}},
+        {"Update": {"TableName": stack.jobs, "Key": job_key("text"), "UpdateExpression": "SET txt = txt + :n",
+                    "ExpressionAttributeValues": {":n": {"N": "1"}}}}))
+    assert code(rolled_back) in {"ValidationException", "TransactionCanceledException"}
+    # An Update that creates an event, one that modifies one, Puts that change one and then nothing,
+    # Deletes of an existing and of a missing event.
+    tx({"Update": {"TableName": stack.outbox, "Key": event_key("d"),
+                   "UpdateExpression": "SET #s = :s, time_bucket = :b, occurred_at = :o",
+                   "ExpressionAttributeNames": {"#s": "state"},
+                   "ExpressionAttributeValues": {":s": {"S": "queued"}, ":b": {"S": "2026-11-30T07"},
+                                                 ":o": {"S": "2026-11-30T07:00:00.000Z"}}}},
+       {"Put": {"TableName": stack.jobs, "Item": job_item("d")}})
+    tx({"Update": {"TableName": stack.outbox, "Key": event_key("a"), "UpdateExpression": "SET #s = :s",
+                   "ExpressionAttributeNames": {"#s": "state"},
+                   "ExpressionAttributeValues": {":s": {"S": "running"}}}})
+    for _ in range(2):  # the second Put writes the image d already has: no change, no record
+        tx({"Put": {"TableName": stack.outbox, "Item": event_item("d")}},
+           {"ConditionCheck": {"TableName": stack.jobs, "Key": job_key("d"),
+                               "ConditionExpression": "attribute_exists(pk)"}})
+    tx({"Delete": {"TableName": stack.outbox, "Key": event_key("a")}},
+       {"Delete": {"TableName": stack.outbox, "Key": event_key("never-existed")}})
+
+    records = stack.outbox_records()
+    summary = [(r["eventName"], r["dynamodb"]["Keys"]["job_id"]["S"]) for r in records]
+    assert summary == [("INSERT", "a"), ("INSERT", "d"), ("MODIFY", "a"), ("MODIFY", "d"), ("REMOVE", "a")]
+    assert records[0]["dynamodb"]["NewImage"] == event_item("a")
+    assert records[1]["dynamodb"]["NewImage"] == {
+        **event_key("d"), "state": {"S": "queued"}, "time_bucket": {"S": "2026-11-30T07"},
+        "occurred_at": {"S": "2026-11-30T07:00:00.000Z"}}
+    assert records[2]["dynamodb"]["NewImage"]["state"] == {"S": "running"}
+    assert records[3]["dynamodb"]["NewImage"] == event_item("d")
+    assert "NewImage" not in records[4]["dynamodb"]
+    sequence = [int(r["dynamodb"]["SequenceNumber"]) for r in records]
+    assert sequence == sorted(sequence) and len(set(sequence)) == len(sequence)
+
+
+def test_update_that_creates_an_item_yields_one_insert_with_the_full_image(stack: Stack) -> None:
+    """An Update inside a transaction that creates an item yields ONE INSERT record carrying the full
+    new image. Stock moto (checked below, in the same run) emits two INSERTs, the first with the keys
+    only: a stream consumer would publish a keys-only event. Our fix rewrites the records of each
+    committed transaction to one per changed item."""
+    def create_by_update(job: str) -> None:
+        stack.db.transact_write_items(TransactItems=[
+            {"Update": {"TableName": stack.outbox, "Key": event_key(job),
+                        "UpdateExpression": "SET #s = :s", "ExpressionAttributeNames": {"#s": "state"},
+                        "ExpressionAttributeValues": {":s": {"S": "queued"}},
+                        "ConditionExpression": "attribute_not_exists(job_id)"}},
+        ])
+
+    create_by_update("fixed")
+    records = stack.outbox_records()
+    assert [r["eventName"] for r in records] == ["INSERT"]
+    assert records[0]["dynamodb"]["NewImage"] == {**event_key("fixed"), "state": {"S": "queued"}}
+
+    with stock_moto():
+        create_by_update("stock")
+    stock = [r for r in stack.outbox_records() if r["dynamodb"]["Keys"]["job_id"]["S"] == "stock"]
+    assert [r["eventName"] for r in stock] == ["INSERT", "INSERT"]
+    assert stock[0]["dynamodb"]["NewImage"] == event_key("stock")
+
+
+# --- atomicity under concurrency ------------------------------------------------------------------------
+
+@pytest.fixture
+def frequent_thread_switches() -> Iterator[None]:
+    """Make the interpreter switch threads every few microseconds instead of every 5 ms, so that a
+    request handled without the endpoint's lock really does interleave with another one (with the
+    default interval the races below almost never show, lock or no lock)."""
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(interval)
+
+
+def _run_threads(count: int, work: Callable[[int], Any]) -> list[Any]:
+    """Run work(0..count-1) in threads started together; re-raise the first error."""
+    barrier = threading.Barrier(count)
+    results: list[Any] = [None] * count
+    errors: list[BaseException] = []
+
+    def run(index: int) -> None:
+        try:
+            barrier.wait()
+            results[index] = work(index)
+        except BaseException as error:  # noqa: BLE001 - handed to the test thread
+            errors.append(error)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not any(thread.is_alive() for thread in threads), "a worker thread hung"
+    if errors:
+        raise errors[0]
+    return results
+
+
+@pytest.mark.usefixtures("frequent_thread_switches")
+def test_concurrent_conditional_increments_lose_no_update(stack: Stack) -> None:
+    """8 threads x 50 read-then-conditional-write increments (`SET n = :new` if `n = :old`, retried on
+    ConditionalCheckFailed) end at exactly n = 400 with exactly 400 successful writes.
+
+    Without SerializedApp (moto takes no per-request lock), two requests can both evaluate `n = :old`
+    before either writes: both succeed, one increment is lost, and n ends below the success count."""
+    threads, increments = 8, 50
+    stack.db.put_item(TableName=stack.jobs, Item=job_item("counter", n={"N": "0"}))
+    clients = [stack.endpoint.client("dynamodb") for _ in range(threads)]
+
+    def increment(index: int) -> tuple[int, int]:
+        db, successes, conflicts = clients[index], 0, 0
+        while successes < increments:
+            old = int(db.get_item(TableName=stack.jobs, Key=job_key("counter"),
+                                  ConsistentRead=True)["Item"]["n"]["N"])
+            try:
+                db.update_item(TableName=stack.jobs, Key=job_key("counter"), UpdateExpression="SET n = :new",
+                               ConditionExpression="n = :old",
+                               ExpressionAttributeValues={":new": {"N": str(old + 1)},
+                                                          ":old": {"N": str(old)}})
+                successes += 1
+            except ClientError as error:
+                if code(error) != "ConditionalCheckFailedException":
+                    raise
+                conflicts += 1
+        return successes, conflicts
+
+    results = _run_threads(threads, increment)
+    assert sum(successes for successes, _ in results) == threads * increments
+    assert stack.get(stack.jobs, job_key("counter"))["n"] == {"N": str(threads * increments)}
+
+
+@pytest.mark.parametrize("api", ["put_item", "transact_write_items"])
+@pytest.mark.usefixtures("frequent_thread_switches")
+def test_concurrent_creates_of_one_key_have_exactly_one_winner(stack: Stack, api: str) -> None:
+    """16 threads create the same job (`attribute_not_exists(pk)`) at once, by PutItem or by the store's
+    two-item transaction (job row + outbox event): exactly one succeeds, the stored row is the winner's,
+    and the outbox holds exactly one event with one stream record.
+
+    Without the serialized requests, several condition checks can pass before any write lands: more than
+    one winner, the last writer's row stored, and several events published for one job."""
+    threads = 16
+    clients = [stack.endpoint.client("dynamodb") for _ in range(threads)]
+
+    def create(index: int) -> bool:
+        row = job_item("contended", owner={"S": f"thread-{index}"})
+        try:
+            if api == "put_item":
+                clients[index].put_item(TableName=stack.jobs, Item=row,
+                                        ConditionExpression="attribute_not_exists(pk)")
+                clients[index].put_item(TableName=stack.outbox,
+                                        Item=event_item("contended", owner=row["owner"]))
+            else:
+                clients[index].transact_write_items(TransactItems=[
+                    {"Put": {"TableName": stack.jobs, "Item": row,
+                             "ConditionExpression": "attribute_not_exists(pk)"}},
+                    {"Put": {"TableName": stack.outbox, "Item": event_item("contended", owner=row["owner"]),
+                             "ConditionExpression": "attribute_not_exists(job_id)"}},
+                ])
+        except ClientError as error:
+            expected = ("ConditionalCheckFailedException" if api == "put_item"
+                        else "TransactionCanceledException")
+            assert code(error) == expected
+            return False
+        return True
+
+    wins = _run_threads(threads, create)
+    assert wins.count(True) == 1
+    winner = f"thread-{wins.index(True)}"
+    assert stack.get(stack.jobs, job_key("contended"))["owner"] == {"S": winner}
+    assert stack.get(stack.outbox, event_key("contended"))["owner"] == {"S": winner}
+    records = stack.outbox_records()
+    published = [(r["eventName"], r["dynamodb"]["NewImage"]["owner"]["S"]) for r in records]
+    assert published == [("INSERT", winner)]
+
+
+# --- cost independent of table size ---------------------------------------------------------------------
+
+class _TableCopies:
+    """Counts copy.deepcopy calls made on a moto Table (copy.deepcopy is what infra.moto_fixes.copy and
+    moto's own models module both call)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._original = copy.deepcopy
+
+    def __call__(self, value: Any, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(value, Table):
+            self.count += 1
+        return self._original(value, *args, **kwargs)
+
+
+def _alive(kind: type) -> int:
+    gc.collect()
+    return sum(1 for thing in gc.get_objects() if isinstance(thing, kind))
+
+
+def _tables_alive() -> int:
+    return _alive(Table)
+
+
+def test_transactions_copy_no_table_and_retain_nothing(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
+    """300 two-table transactions (the outbox table has a stream) deep-copy no Table and leave no extra
+    Table alive: the cost of a transaction does not depend on the size of the tables it touches.
+
+    Stock moto deep-copies every table a transaction touches, O(table size) per transaction, and keeps
+    the copies (server memory past 24 GB with a stream). The same probe is run against stock moto for a
+    few transactions at the end, to show that it does see those copies."""
+    copies = _TableCopies()
+    monkeypatch.setattr(moto_fixes.copy, "deepcopy", copies)
+    for i in range(20):  # some content, so a copy would be a real one
+        stack.db.put_item(TableName=stack.jobs, Item=job_item(f"seed-{i}"))
+
+    def transaction(name: str) -> None:
+        stack.db.transact_write_items(TransactItems=[
+            {"Put": {"TableName": stack.jobs, "Item": job_item(name),
+                     "ConditionExpression": "attribute_not_exists(pk)"}},
+            {"Put": {"TableName": stack.outbox, "Item": event_item(name),
+                     "ConditionExpression": "attribute_not_exists(job_id)"}},
+        ])
+
+    alive_before = _tables_alive()
+    for i in range(300):
+        transaction(f"fixed-{i}")
+    assert copies.count == 0
+    assert _tables_alive() <= alive_before
+    assert len(stack.outbox_records()) == 300
+
+    with stock_moto():
+        for i in range(3):
+            transaction(f"stock-{i}")
+    assert copies.count >= 3  # the probe works: stock moto copied (at least) one table per transaction
+    assert _tables_alive() > alive_before
+
+
+def test_rewriting_one_row_retains_no_old_copies(stack: Stack) -> None:
+    """300 transactions that each rewrite one hot job row and add one outbox event leave 300 more items
+    alive (the events) and 300 more stream records (the events' records), not more: the cost in memory
+    of a transaction is what it stores.
+
+    moto's BaseModel keeps every instance it ever built in `instances_tracked`; without
+    moto_fixes._Untracked each of these transactions would also keep the row's previous image twice (our
+    copy before the write, moto's update_item copy) and the stream record our rewrite replaced. The same
+    probe is run against stock tracking at the end to show that it sees them."""
+    stack.db.put_item(TableName=stack.jobs, Item=job_item("hot", n={"N": "0"}))
+
+    def transaction(version: int) -> None:
+        stack.db.transact_write_items(TransactItems=[
+            {"Update": {"TableName": stack.jobs, "Key": job_key("hot"), "UpdateExpression": "SET n = :n",
+                        "ExpressionAttributeValues": {":n": {"N": str(version)}}}},
+            {"Put": {"TableName": stack.outbox, "Item": event_item("hot", version),
+                     "ConditionExpression": "attribute_not_exists(job_id)"}},
+        ])
+
+    transaction(1)  # warm: the first request of a kind builds moto's own singletons
+    items, records = _alive(Item), _alive(StreamRecord)
+    for version in range(2, 302):
+        transaction(version)
+    assert _alive(Item) - items <= 300 + 5
+    assert _alive(StreamRecord) - records <= 300 + 5
+    assert len(stack.outbox_records()) == 301
+
+    items, records = _alive(Item), _alive(StreamRecord)
+    with stock_moto():
+        for version in range(302, 312):
+            transaction(version)
+    assert _alive(Item) - items >= 10 + 2 * 10  # the probe works: stock moto keeps the old images
+    assert _alive(StreamRecord) - records >= 10
+
+
+# --- deployment from template.yaml ----------------------------------------------------------------------
+
+def test_template_deploys_tables_indexes_and_outbox_stream(stack: Stack) -> None:
+    """template.yaml's data resources deploy through the endpoint's CloudFormation: the jobs table with
+    the `ready` and `leases` GSIs, the outbox table with `by_time` and a NEW_IMAGE stream, named in the
+    environment as JOBS_TABLE / OUTBOX_TABLE. Without data_resources_template the SAM parts (functions,
+    APIs) would fail or be silently skipped by moto's CloudFormation."""
+    assert {"JOBS_TABLE", "OUTBOX_TABLE", "AWS_ENDPOINT_URL"} <= stack.environment.keys()
+    assert stack.environment["AWS_ENDPOINT_URL"] == stack.endpoint.url
+    assert {stack.jobs, stack.outbox} <= set(stack.db.list_tables()["TableNames"])
+
+    jobs = stack.db.describe_table(TableName=stack.jobs)["Table"]
+    assert {index["IndexName"] for index in jobs["GlobalSecondaryIndexes"]} == {"ready", "leases"}
+    assert {k["AttributeName"]: k["KeyType"] for k in jobs["KeySchema"]} == {"pk": "HASH", "sk": "RANGE"}
+
+    outbox = stack.db.describe_table(TableName=stack.outbox)["Table"]
+    assert {index["IndexName"] for index in outbox["GlobalSecondaryIndexes"]} == {"by_time"}
+    assert outbox["StreamSpecification"] == {"StreamEnabled": True, "StreamViewType": "NEW_IMAGE"}
+    assert outbox["LatestStreamArn"]
+    streams = stack.streams.list_streams(TableName=stack.outbox)["Streams"]
+    assert [s["StreamArn"] for s in streams] == [outbox["LatestStreamArn"]]
+
+
+def test_data_resources_template_keeps_only_data_resources() -> None:
+    """Only tables, Kinesis streams and queues (with the parameters and conditions they use) are sent to
+    the endpoint, without the SAM transform; `JobsTable` is read from JOBS_TABLE."""
+    template = load_template()
+    template["Resources"]["Api"] = {"Type": "AWS::Serverless::HttpApi", "Properties": {}}
+    template["Resources"]["Worker"] = {"Type": "AWS::Serverless::Function", "Properties": {}}
+
+    subset = data_resources_template(template)
+
+    assert set(subset["Resources"]) == {"JobsTable", "OutboxTable"}
+    assert all(r["Type"] in DATA_RESOURCE_TYPES for r in subset["Resources"].values())
+    assert "Transform" not in subset
+    assert subset["Parameters"] == template["Parameters"]
+    assert subset["Conditions"] == template["Conditions"]
+    assert subset["Resources"]["JobsTable"]["Properties"]["DeletionProtectionEnabled"] == {
+        "Fn::If": ["ProtectTables", True, False]}
+    assert environment_variable_for("JobsTable") == "JOBS_TABLE"
+    assert environment_variable_for("OutboxTable") == "OUTBOX_TABLE"

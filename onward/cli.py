@@ -93,7 +93,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     stop = threading.Event()
     with EmbeddedEndpoint(port=args.port) as endpoint:
         environment = endpoint.deploy().environment
-        settings = Settings(environment["JOBS_TABLE"], environment["OUTBOX_TABLE"], endpoint.url, "us-east-1")
+        settings = Settings.from_environment(environment)
         store = JobStore(settings, client=endpoint.client("dynamodb"))
         print(f"Onward: embedded AWS endpoint on {endpoint.url}")
         for line in export_lines(environment):

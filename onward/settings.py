@@ -1,9 +1,13 @@
-"""Resource names and endpoint, read from the environment (`onward endpoint` prints them; SAM sets them)."""
+"""Resource names and endpoint, read from the environment (`onward endpoint` prints them; SAM sets them).
+
+Each resource of template.yaml named `<Thing>Table` / `<Thing>Stream` reaches the code as the variable
+`<THING>_TABLE` / `<THING>_STREAM`. A component asks only for the names it uses (`settings.require`).
+"""
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import boto3
@@ -16,33 +20,51 @@ _CLIENT_CONFIG = Config(
     max_pool_connections=64,
 )
 
+_RESOURCES = ("jobs_table", "outbox_table", "status_table", "checkpoint_table", "conflicts_table",
+              "parked_table", "events_stream")
+
 
 class MissingSetting(RuntimeError):
     """A variable the code needs is not set."""
 
 
-def required(name: str) -> str:
-    value = os.environ.get(name)
-    if not value:
-        raise MissingSetting(f"{name} is not set (run `onward endpoint` and paste its export lines)")
-    return value
+def environment_variable(resource: str) -> str:
+    """`jobs_table` -> `JOBS_TABLE`."""
+    return resource.upper()
 
 
 @dataclass(frozen=True)
 class Settings:
-    jobs_table: str
-    outbox_table: str
+    jobs_table: str | None = None
+    outbox_table: str | None = None
     endpoint_url: str | None = None
     region: str | None = None
+    status_table: str | None = None
+    checkpoint_table: str | None = None
+    conflicts_table: str | None = None
+    parked_table: str | None = None
+    events_stream: str | None = None
 
     @classmethod
-    def from_environment(cls) -> Settings:
+    def from_environment(cls, environ: dict[str, str] | None = None) -> Settings:
+        source = os.environ if environ is None else environ
+        names = {resource: source.get(environment_variable(resource)) or None for resource in _RESOURCES}
         return cls(
-            jobs_table=required("JOBS_TABLE"),
-            outbox_table=required("OUTBOX_TABLE"),
-            endpoint_url=os.environ.get("AWS_ENDPOINT_URL") or None,
-            region=os.environ.get("AWS_DEFAULT_REGION") or os.environ.get("AWS_REGION") or None,
+            endpoint_url=source.get("AWS_ENDPOINT_URL") or None,
+            region=source.get("AWS_DEFAULT_REGION") or source.get("AWS_REGION") or None,
+            **names,
         )
+
+    def require(self, resource: str) -> str:
+        """The name of a resource this component needs; MissingSetting names the variable to set."""
+        if resource not in {f.name for f in fields(self)} - {"endpoint_url", "region"}:
+            raise ValueError(f"unknown resource {resource!r}")
+        value = getattr(self, resource)
+        if not value:
+            raise MissingSetting(
+                f"{environment_variable(resource)} is not set (run `onward endpoint` and paste its export lines)"
+            )
+        return value
 
     def client(self, service: str) -> Any:
         """A boto3 client with botocore's standard retry mode (throttling and transient errors)."""

@@ -24,7 +24,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from onward import lifecycle
 from onward.backoff import BackoffPolicy
-from onward.clock import Clock, EpochMs, iso, system_clock
+from onward.clock import Clock, EpochMs, system_clock
 from onward.dispatch import TenantPolicy, dispatch_order
 from onward.dynamo import Item, from_item, json_size, to_attribute, to_item
 from onward.errors import (
@@ -38,6 +38,7 @@ from onward.errors import (
 )
 from onward.lifecycle import Change, Decision, Refusal, RefusalReason
 from onward.models import JOB_ID_PATTERN, ErrorSummary, Job, Lease, NewJob, OutboxEvent, Run, TenantId
+from onward.outbox import OutboxReader, time_bucket
 from onward.settings import Settings
 from onward.states import CLAIMABLE_STATES, JobState, RunOutcome
 
@@ -163,8 +164,8 @@ class JobStore:
         rng: random.Random | None = None,
         outbox_retention_days: int = 7,
     ) -> None:
-        self._jobs = settings.jobs_table
-        self._outbox = settings.outbox_table
+        self._jobs = settings.require("jobs_table")
+        self._outbox = settings.require("outbox_table")
         self._db = client or settings.client("dynamodb")
         self._clock = clock
         self._backoff = backoff
@@ -265,13 +266,7 @@ class JobStore:
 
     def events(self, job_id: str) -> list[OutboxEvent]:
         """The job's outbox events in version order."""
-        items = self._query_all(
-            TableName=self._outbox,
-            KeyConditionExpression="job_id = :j",
-            ExpressionAttributeValues={":j": {"S": job_id}},
-            ConsistentRead=True,
-        )
-        return [OutboxEvent.model_validate(_outbox_fields(from_item(item))) for item in items]
+        return OutboxReader(self._db, self._outbox).job(job_id)
 
     def _read(self, job_id: str) -> tuple[Job, int]:
         if not isinstance(job_id, str) or not JOB_ID_PATTERN.match(job_id):
@@ -585,7 +580,7 @@ class JobStore:
         committed_s = change.after.updated_at // 1000
         item = {
             **event.model_dump(mode="json", by_alias=True),
-            "time_bucket": iso(change.after.updated_at)[:13],
+            "time_bucket": time_bucket(event.occurred_at),
             "expires_at": committed_s + self._retention_s,
         }
         return {"Put": {
@@ -598,6 +593,3 @@ class JobStore:
 def _without_keys(values: dict[str, Any]) -> dict[str, Any]:
     return {name: value for name, value in values.items() if name not in ("pk", "sk", "entity")}
 
-
-def _outbox_fields(values: dict[str, Any]) -> dict[str, Any]:
-    return {name: value for name, value in values.items() if name not in ("time_bucket", "expires_at")}

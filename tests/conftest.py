@@ -33,7 +33,7 @@ def environment(endpoint: EmbeddedEndpoint) -> dict[str, str]:
 
 @pytest.fixture
 def settings(environment: dict[str, str], endpoint: EmbeddedEndpoint) -> Settings:
-    return Settings(environment["JOBS_TABLE"], environment["OUTBOX_TABLE"], endpoint.url, "us-east-1")
+    return Settings.from_environment(environment)
 
 
 @pytest.fixture
@@ -49,3 +49,20 @@ def clock() -> ManualClock:
 @pytest.fixture
 def store(settings: Settings, dynamodb, clock: ManualClock) -> JobStore:
     return JobStore(settings, client=dynamodb, clock=clock)
+
+
+@pytest.fixture
+def stack_environment(environment: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """The deployment's environment in os.environ, as Lambda would give it to the handlers."""
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
+    return environment
+
+
+@pytest.fixture
+def pipeline(stack_environment, settings, endpoint):
+    from infra.pipeline import LocalPipeline
+
+    clients = {name: endpoint.client(name) for name in ("dynamodb", "dynamodbstreams", "kinesis")}
+    return LocalPipeline.build(settings, clients)

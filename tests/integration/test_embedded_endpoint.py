@@ -601,7 +601,8 @@ def test_template_deploys_tables_indexes_and_outbox_stream(stack: Stack) -> None
     APIs) would fail or be silently skipped by moto's CloudFormation."""
     assert {"JOBS_TABLE", "OUTBOX_TABLE", "AWS_ENDPOINT_URL"} <= stack.environment.keys()
     assert stack.environment["AWS_ENDPOINT_URL"] == stack.endpoint.url
-    assert {stack.jobs, stack.outbox} <= set(stack.db.list_tables()["TableNames"])
+    tables = {name for page in stack.db.get_paginator("list_tables").paginate() for name in page["TableNames"]}
+    assert {stack.jobs, stack.outbox} <= tables
 
     jobs = stack.db.describe_table(TableName=stack.jobs)["Table"]
     assert {index["IndexName"] for index in jobs["GlobalSecondaryIndexes"]} == {"ready", "leases"}
@@ -624,7 +625,9 @@ def test_data_resources_template_keeps_only_data_resources() -> None:
 
     subset = data_resources_template(template)
 
-    assert set(subset["Resources"]) == {"JobsTable", "OutboxTable"}
+    assert set(subset["Resources"]) == {
+        "JobsTable", "OutboxTable", "StatusTable", "CheckpointTable", "ConflictsTable", "ParkedTable",
+        "EventsStream"}
     assert all(r["Type"] in DATA_RESOURCE_TYPES for r in subset["Resources"].values())
     assert "Transform" not in subset
     assert subset["Parameters"] == template["Parameters"]

@@ -1,0 +1,67 @@
+"""Reading the outbox: one job's events, a window of time (the `by_time` index), or everything.
+
+The outbox is the retained history of every committed transition; replay, rebuild and the relay's
+recovery from a trimmed stream all read it here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from typing import Any
+
+from onward.dynamo import Item, from_item
+from onward.models import OutboxEvent
+
+_STORAGE_ONLY = ("time_bucket", "expires_at")
+
+
+def event_from_image(image: Item) -> OutboxEvent:
+    """The event an outbox item (DynamoDB wire format, e.g. a stream record's NewImage) holds."""
+    values = {name: value for name, value in from_item(image).items() if name not in _STORAGE_ONLY}
+    return OutboxEvent.model_validate(values)
+
+
+def time_bucket(occurred_at: str) -> str:
+    """The `by_time` partition of an event: its hour, e.g. 2026-11-30T06."""
+    return occurred_at[:13]
+
+
+def _parse(moment: str) -> datetime:
+    return datetime.fromisoformat(moment.replace("Z", "+00:00"))
+
+
+class OutboxReader:
+    def __init__(self, client: Any, table: str) -> None:
+        self._db = client
+        self._table = table
+
+    def job(self, job_id: str) -> list[OutboxEvent]:
+        """A job's events in version order."""
+        return [event_from_image(item) for item in self._query(
+            KeyConditionExpression="job_id = :j", ExpressionAttributeValues={":j": {"S": job_id}},
+            ConsistentRead=True)]
+
+    def window(self, since: str, until: str) -> Iterator[OutboxEvent]:
+        """Events committed in [since, until] (ISO-8601 UTC), hour partition by hour, in time order."""
+        start, end = _parse(since), _parse(until)
+        hour = start.replace(minute=0, second=0, microsecond=0)
+        while hour <= end:
+            bucket = hour.strftime("%Y-%m-%dT%H")
+            for item in self._query(
+                IndexName="by_time",
+                KeyConditionExpression="time_bucket = :b AND occurred_at BETWEEN :s AND :u",
+                ExpressionAttributeValues={":b": {"S": bucket}, ":s": {"S": since}, ":u": {"S": until}},
+            ):
+                yield event_from_image(item)
+            hour += timedelta(hours=1)
+
+    def all(self) -> Iterator[OutboxEvent]:
+        """Every retained event (a full scan: for rebuilds and audits, not for hot paths)."""
+        for page in self._db.get_paginator("scan").paginate(TableName=self._table):
+            for item in page["Items"]:
+                yield event_from_image(item)
+
+    def _query(self, **query: Any) -> Iterator[Item]:
+        for page in self._db.get_paginator("query").paginate(TableName=self._table, **query):
+            yield from page["Items"]

@@ -1,0 +1,64 @@
+"""Parked records: input a consumer could not parse or validate, kept with its raw bytes and the reason,
+so the stream behind it keeps moving and a person can inspect (and re-drive) it later."""
+
+from __future__ import annotations
+
+import base64
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from onward.clock import Clock, iso, system_clock
+
+
+@dataclass(frozen=True)
+class ParkedRecord:
+    source: str  # "projector" or "relay"
+    shard_id: str
+    sequence_number: str
+    reason: str
+    raw: bytes
+    parked_at: str
+
+
+class ParkedRecords:
+    """Records that were set aside (a recorder: it only records and lists)."""
+
+    def __init__(self, client: Any, table: str, clock: Clock = system_clock) -> None:
+        self._db = client
+        self._table = table
+        self._clock = clock
+
+    def park(self, source: str, shard_id: str, sequence_number: str, raw: bytes, reason: str) -> None:
+        parked_at = iso(self._clock())
+        self._db.put_item(
+            TableName=self._table,
+            Item={
+                "source": {"S": source},
+                # Idempotent for a redelivered record: the same shard and sequence number park once.
+                "parked_id": {"S": f"{shard_id}#{int(sequence_number):080d}" if sequence_number.isdigit()
+                              else f"{shard_id}#{uuid.uuid4().hex}"},
+                "shard_id": {"S": shard_id},
+                "sequence_number": {"S": sequence_number},
+                "reason": {"S": reason[:2000]},
+                "raw": {"B": raw},
+                "parked_at": {"S": parked_at},
+            },
+        )
+
+    def list(self, source: str) -> list[ParkedRecord]:
+        pages = self._db.get_paginator("query").paginate(
+            TableName=self._table,
+            KeyConditionExpression="#s = :s",
+            ExpressionAttributeNames={"#s": "source"},
+            ExpressionAttributeValues={":s": {"S": source}},
+        )
+        return [
+            ParkedRecord(i["source"]["S"], i["shard_id"]["S"], i["sequence_number"]["S"], i["reason"]["S"],
+                         _bytes(i["raw"]["B"]), i["parked_at"]["S"])
+            for page in pages for i in page["Items"]
+        ]
+
+
+def _bytes(value: Any) -> bytes:
+    return value if isinstance(value, bytes) else base64.b64decode(value)

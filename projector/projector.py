@@ -1,0 +1,154 @@
+"""The status projector: Kinesis events -> the status view, guarded by version.
+
+Each event costs ONE conditional UpdateItem: written when the view holds no version or an older one;
+otherwise DynamoDB refuses and returns the view's item (ReturnValuesOnConditionCheckFailure=ALL_OLD), which
+is enough to classify the refusal with no extra read: duplicate, stale, or conflict. A conflict (same
+version, different content) is kept as its own item with both payloads and never overwrites the view.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from aws_lambda_powertools import Logger
+from botocore.exceptions import ClientError
+from pydantic import ValidationError
+
+from onward.checkpoints import CheckpointStore
+from onward.clock import Clock, iso, system_clock
+from onward.dynamo import from_item, to_attribute
+from onward.models import EVENT_SCHEMA, OutboxEvent
+from onward.parking import ParkedRecords
+from onward.projection import ProjectionOutcome, classify, view_fields
+
+logger = Logger(service="onward-projector")
+
+CONSUMER = "projector"
+
+
+class UnreadableRecord(ValueError):
+    """A record that is not a valid event of a schema this projector knows."""
+
+
+def parse_event(data: bytes) -> OutboxEvent:
+    try:
+        payload = json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise UnreadableRecord(f"not JSON: {error}") from error
+    if not isinstance(payload, dict):
+        raise UnreadableRecord("not a JSON object")
+    if payload.get("schema") != EVENT_SCHEMA:
+        raise UnreadableRecord(f"unsupported schema {payload.get('schema')!r} (this projector reads {EVENT_SCHEMA})")
+    try:
+        return OutboxEvent.model_validate(payload)
+    except ValidationError as error:
+        raise UnreadableRecord(f"invalid event: {error.error_count()} errors: {error.errors()[0]['msg']}") from error
+
+
+@dataclass
+class BatchTally:
+    """What one batch did; the handler turns it into metrics."""
+
+    outcomes: dict[ProjectionOutcome, int] = field(default_factory=dict)
+    parked: int = 0
+    newest_event_at: str | None = None
+    lag_ms: list[int] = field(default_factory=list)
+
+    def count(self, outcome: ProjectionOutcome) -> None:
+        self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
+
+
+class StatusProjector:
+    def __init__(
+        self,
+        client: Any,
+        status_table: str,
+        conflicts_table: str,
+        checkpoints: CheckpointStore,
+        parked: ParkedRecords,
+        clock: Clock = system_clock,
+    ) -> None:
+        self._db = client
+        self._status = status_table
+        self._conflicts = conflicts_table
+        self._checkpoints = checkpoints
+        self._parked = parked
+        self._clock = clock
+
+    def project(self, event: OutboxEvent) -> ProjectionOutcome:
+        """Upsert the view if `event` is newer than what it holds; one request on every common path."""
+        fields = {**view_fields(event), "projected_at": iso(self._clock())}
+        present = {name: value for name, value in fields.items() if value is not None and name != "job_id"}
+        absent = [name for name, value in fields.items() if value is None]
+        names = {f"#f{i}": name for i, name in enumerate([*present, *absent])}
+        alias = {name: key for key, name in names.items()}
+        expression = "SET " + ", ".join(f"{alias[n]} = :f{i}" for i, n in enumerate(present))
+        if absent:
+            expression += " REMOVE " + ", ".join(alias[n] for n in absent)
+        try:
+            self._db.update_item(
+                TableName=self._status,
+                Key={"job_id": {"S": event.job_id}},
+                UpdateExpression=expression,
+                ConditionExpression="attribute_not_exists(job_id) OR #version < :version",
+                ExpressionAttributeNames={**names, "#version": "version"},
+                ExpressionAttributeValues={**{f":f{i}": to_attribute(v) for i, v in enumerate(present.values())},
+                                           ":version": {"N": str(event.version)}},
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+            return ProjectionOutcome.APPLIED
+        except ClientError as error:
+            if error.response["Error"]["Code"] != "ConditionalCheckFailedException":
+                raise
+            held = from_item(error.response.get("Item", {}))
+        outcome = classify(held.get("version"), held.get("digest"), event)
+        if outcome is ProjectionOutcome.CONFLICT:
+            self._keep_conflict(event, held)
+        return outcome
+
+    def _keep_conflict(self, event: OutboxEvent, held: dict[str, Any]) -> None:
+        incoming = view_fields(event)
+        self._db.put_item(
+            TableName=self._conflicts,
+            Item={
+                "job_id": {"S": event.job_id},
+                "conflict_id": {"S": f"{event.version:012d}#{incoming['digest']}"},
+                "version": {"N": str(event.version)},
+                "view_payload": {"S": json.dumps(held, sort_keys=True, default=str)},
+                "incoming_payload": {"S": event.model_dump_json(by_alias=True)},
+                "detected_at": {"S": iso(self._clock())},
+            },
+        )
+        logger.error("same-version conflict kept apart; the view is unchanged",
+                     extra={"job_id": event.job_id, "version": event.version, "view_digest": held.get("digest"),
+                            "incoming_digest": incoming["digest"]})
+
+    def handle_record(self, shard_id: str, sequence_number: str, data: bytes, tally: BatchTally) -> None:
+        """Project one record; an unreadable one is parked with its raw bytes and the reason (the shard
+        moves on). DynamoDB errors propagate: the batch stops there and the record is retried."""
+        try:
+            event = parse_event(data)
+        except UnreadableRecord as error:
+            self._parked.park(CONSUMER, shard_id, sequence_number, data, str(error))
+            tally.parked += 1
+            logger.warning("record parked", extra={"shard_id": shard_id, "sequence_number": sequence_number,
+                                                   "reason": str(error)})
+            return
+        outcome = self.project(event)
+        tally.count(outcome)
+        tally.newest_event_at = max(tally.newest_event_at or "", event.occurred_at)
+        if outcome is ProjectionOutcome.APPLIED:
+            tally.lag_ms.append(self._clock() - _epoch_ms(event.occurred_at))
+
+    def finish_batch(self, shard_id: str, tally: BatchTally) -> None:
+        """Raise the shard's watermark: newest event time projected, and now as the processing time."""
+        if tally.newest_event_at is not None:
+            self._checkpoints.raise_watermark(CONSUMER, shard_id, tally.newest_event_at, iso(self._clock()))
+
+
+def _epoch_ms(moment: str) -> int:
+    from datetime import datetime
+
+    return int(datetime.fromisoformat(moment.replace("Z", "+00:00")).timestamp() * 1000)

@@ -1,0 +1,88 @@
+"""Lambda entry point for the outbox table's DynamoDB stream (INSERT records) -> Kinesis."""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.data_classes import DynamoDBStreamEvent
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from onward.checkpoints import CheckpointStore
+from onward.outbox import OutboxReader
+from onward.parking import ParkedRecords
+from onward.settings import Settings
+from relay.publisher import KinesisPublisher
+from relay.relay import Relay, StreamRecord
+
+logger = Logger(service="onward-relay")
+metrics = Metrics(namespace="Onward", service="relay")
+
+
+def build_relay() -> Relay:
+    return _relay_for(Settings.from_environment())
+
+
+@cache
+def _relay_for(settings: Settings) -> Relay:
+    dynamodb = settings.client("dynamodb")
+    return Relay(
+        KinesisPublisher(settings.client("kinesis"), settings.require("events_stream")),
+        CheckpointStore(dynamodb, settings.require("checkpoint_table")),
+        ParkedRecords(dynamodb, settings.require("parked_table")),
+        OutboxReader(dynamodb, settings.require("outbox_table")),
+    )
+
+
+@cache
+def _shard_ranges(stream_arn: str) -> tuple[tuple[str, int, int | None], ...]:
+    description = Settings.from_environment().client("dynamodbstreams").describe_stream(StreamArn=stream_arn)
+    return tuple(
+        (shard["ShardId"], int(shard["SequenceNumberRange"]["StartingSequenceNumber"]),
+         int(shard["SequenceNumberRange"]["EndingSequenceNumber"])
+         if "EndingSequenceNumber" in shard["SequenceNumberRange"] else None)
+        for shard in description["StreamDescription"]["Shards"]
+    )
+
+
+def resolve_shard(stream_arn: str, sequence_number: str) -> str | None:
+    """The shard a batch came from. Lambda's DynamoDB-stream events do not name it, so it is looked up by
+    sequence range; when the ranges of open shards overlap it cannot be told, and None is returned: the
+    relay then skips nothing by checkpoint (Lambda's own position still holds) and publishes the batch."""
+    for refresh in (False, True):
+        if refresh:
+            _shard_ranges.cache_clear()
+        number = int(sequence_number)
+        matches = [shard for shard, start, end in _shard_ranges(stream_arn)
+                   if start <= number and (end is None or number <= end)]
+        if len(matches) == 1:
+            return matches[0]
+        if len(matches) > 1:
+            return None
+    return None
+
+
+@metrics.log_metrics
+@logger.inject_lambda_context
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    stream_event = DynamoDBStreamEvent(event)
+    records = [
+        StreamRecord(
+            sequence_number=record.dynamodb.sequence_number,
+            event_name=record.event_name.name if record.event_name else "",
+            new_image=record.dynamodb.raw_event.get("NewImage"),
+        )
+        for record in stream_event.records
+    ]
+    if not records:
+        return {"batchItemFailures": []}
+    shard_id = resolve_shard(event["Records"][0]["eventSourceARN"], records[0].sequence_number)
+    outcome = build_relay().relay(shard_id, records)
+    metrics.add_metric(name="RelayPublished", unit=MetricUnit.Count, value=outcome.published)
+    metrics.add_metric(name="RelayRetriedEntries", unit=MetricUnit.Count, value=outcome.retried_entries)
+    metrics.add_metric(name="RelayAlreadyPublished", unit=MetricUnit.Count, value=outcome.already_published)
+    metrics.add_metric(name="RelayParked", unit=MetricUnit.Count, value=outcome.parked)
+    failures = [] if outcome.first_unpublished is None else [{"itemIdentifier": outcome.first_unpublished}]
+    return {"batchItemFailures": failures}

@@ -1,0 +1,133 @@
+"""Publishing events to Kinesis with PutRecords: batches of at most 500 records and 5 MiB, only the failed
+entries retried (capped exponential backoff with jitter), and never two events of one job in flight at once,
+so a retried entry can never land behind a later event of the same job."""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from onward.backoff import BackoffPolicy
+from onward.models import OutboxEvent
+
+MAX_RECORDS_PER_REQUEST = 500
+MAX_BYTES_PER_REQUEST = 5 * 1024 * 1024
+MAX_RECORD_BYTES = 1024 * 1024
+RETRIABLE_CODES = frozenset({"ProvisionedThroughputExceededException", "InternalFailure", "KMSThrottlingException"})
+
+
+class RecordTooLarge(ValueError):
+    """An event whose record would exceed Kinesis' 1 MiB limit (results are summarised, so this is a bug)."""
+
+
+@dataclass
+class PublishStats:
+    requests: int = 0
+    records: int = 0
+    retried_entries: int = 0
+    failed_entries: int = 0
+    error_codes: dict[str, int] = field(default_factory=dict)
+
+
+def encode(event: OutboxEvent) -> bytes:
+    """The public wire format: one JSON object per record."""
+    return event.model_dump_json(by_alias=True, exclude_none=True).encode()
+
+
+class KinesisPublisher:
+    def __init__(
+        self,
+        client: Any,
+        stream_name: str,
+        *,
+        backoff: BackoffPolicy = BackoffPolicy(base_s=0.05, cap_s=2.0),
+        max_retries: int = 8,
+        sleep: Callable[[float], None] = time.sleep,
+        rng: random.Random | None = None,
+    ) -> None:
+        self._kinesis = client
+        self._stream = stream_name
+        self._backoff = backoff
+        self._max_retries = max_retries
+        self._sleep = sleep
+        self._rng = rng or random.Random()
+        self.stats = PublishStats()
+
+    def publish(self, events: Sequence[OutboxEvent]) -> list[bool]:
+        """Publish `events` (in stream order); returns, per event, whether it was published. Stops at the
+        first entry that still fails after its retries: no later event goes out after that."""
+        published = [False] * len(events)
+        pending = list(range(len(events)))
+        while pending:
+            wave, pending = _one_per_job(events, pending)
+            for chunk in _chunks(events, wave):
+                accepted = self._put_chunk(events, chunk)
+                for index in accepted:
+                    published[index] = True
+                if len(accepted) < len(chunk):
+                    return published
+        return published
+
+    def _put_chunk(self, events: Sequence[OutboxEvent], chunk: list[int]) -> set[int]:
+        """One PutRecords, then only its failed entries again while they fail retriably; the accepted ones."""
+        accepted: set[int] = set()
+        remaining = chunk
+        for attempt in range(1, self._max_retries + 2):
+            response = self._kinesis.put_records(
+                StreamName=self._stream,
+                Records=[{"Data": encode(events[i]), "PartitionKey": events[i].job_id} for i in remaining],
+            )
+            self.stats.requests += 1
+            retry: list[int] = []
+            permanent = False
+            for index, entry in zip(remaining, response["Records"]):
+                code = entry.get("ErrorCode")
+                if code is None:
+                    accepted.add(index)
+                    continue
+                self.stats.error_codes[code] = self.stats.error_codes.get(code, 0) + 1
+                permanent = permanent or code not in RETRIABLE_CODES
+                retry.append(index)
+            self.stats.records += len(remaining) - len(retry)
+            if not retry:
+                break
+            if permanent or attempt > self._max_retries:
+                self.stats.failed_entries += len(retry)
+                break
+            self.stats.retried_entries += len(retry)
+            self._sleep(self._backoff.delay(attempt, self._rng))
+            remaining = retry
+        return accepted
+
+
+def _one_per_job(events: Sequence[OutboxEvent], pending: list[int]) -> tuple[list[int], list[int]]:
+    """Split `pending` into the first pending event of each job, and the rest (still in order)."""
+    wave: list[int] = []
+    rest: list[int] = []
+    seen: set[str] = set()
+    for index in pending:
+        key = events[index].job_id
+        if key in seen:
+            rest.append(index)
+        else:
+            seen.add(key)
+            wave.append(index)
+    return wave, rest
+
+
+def _chunks(events: Sequence[OutboxEvent], wave: list[int]) -> list[list[int]]:
+    chunks: list[list[int]] = [[]]
+    size = 0
+    for index in wave:
+        record_size = len(encode(events[index])) + len(events[index].job_id)
+        if record_size > MAX_RECORD_BYTES:
+            raise RecordTooLarge(f"event {events[index].event_id} is {record_size} bytes")
+        if len(chunks[-1]) == MAX_RECORDS_PER_REQUEST or size + record_size > MAX_BYTES_PER_REQUEST:
+            chunks.append([])
+            size = 0
+        chunks[-1].append(index)
+        size += record_size
+    return [chunk for chunk in chunks if chunk]

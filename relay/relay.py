@@ -1,0 +1,145 @@
+"""The relay: committed outbox events (the outbox table's stream) -> Kinesis, with its own checkpoint.
+
+For one batch of stream records from one shard: records at or before the relay's checkpoint were published
+already and are skipped; INSERTs are published (relay.publisher); the checkpoint then moves past the
+longest contiguous run of records that are done. The answer names the first record not done, so the event
+source resumes there (Lambda's partial batch response; the local poller does the same).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from aws_lambda_powertools import Logger
+from pydantic import ValidationError
+
+from onward.checkpoints import Checkpoint, CheckpointStore
+from onward.clock import Clock, iso, system_clock
+from onward.faults import fault_point
+from onward.models import OutboxEvent
+from onward.outbox import OutboxReader, event_from_image
+from onward.parking import ParkedRecords
+from relay.publisher import KinesisPublisher
+
+logger = Logger(service="onward-relay")
+
+CONSUMER = "relay"
+RECOVERY_MARGIN = timedelta(minutes=5)
+
+
+@dataclass(frozen=True)
+class StreamRecord:
+    """One outbox-stream record, as the relay needs it (from a Lambda event or the Streams API)."""
+
+    sequence_number: str
+    event_name: str  # INSERT | MODIFY | REMOVE
+    new_image: dict[str, Any] | None
+
+
+@dataclass
+class RelayOutcome:
+    published: int = 0
+    already_published: int = 0
+    ignored: int = 0  # not INSERTs: the outbox is append-only, TTL removals are not events
+    parked: int = 0
+    first_unpublished: str | None = None  # where the event source must resume; None: the batch is done
+    checkpoint: Checkpoint | None = None
+    retried_entries: int = 0
+    requests: int = 0
+    error_codes: dict[str, int] = field(default_factory=dict)
+
+
+class Relay:
+    def __init__(
+        self,
+        publisher: KinesisPublisher,
+        checkpoints: CheckpointStore,
+        parked: ParkedRecords,
+        outbox: OutboxReader,
+        clock: Clock = system_clock,
+    ) -> None:
+        self._publisher = publisher
+        self._checkpoints = checkpoints
+        self._parked = parked
+        self._outbox = outbox
+        self._clock = clock
+
+    def checkpoint(self, shard_id: str) -> Checkpoint | None:
+        return self._checkpoints.checkpoint(CONSUMER, shard_id)
+
+    def relay(self, shard_id: str | None, records: Sequence[StreamRecord]) -> RelayOutcome:
+        """Publish one batch of one shard's records. With `shard_id` None (the shard could not be told)
+        nothing is skipped by checkpoint and none is written: the event source's position alone holds."""
+        outcome = RelayOutcome()
+        checkpoint = self.checkpoint(shard_id) if shard_id is not None else None
+        todo: list[StreamRecord] = []
+        for record in records:
+            if checkpoint is not None and checkpoint.covers(record.sequence_number):
+                outcome.already_published += 1
+            else:
+                todo.append(record)
+
+        events: list[OutboxEvent] = []
+        event_of: dict[int, int] = {}  # position in todo -> position in events
+        for position, record in enumerate(todo):
+            if record.event_name != "INSERT" or record.new_image is None:
+                outcome.ignored += 1
+                continue
+            try:
+                event = event_from_image(record.new_image)
+            except (ValidationError, KeyError, TypeError, ValueError) as error:
+                self._parked.park(CONSUMER, shard_id or "unknown", record.sequence_number,
+                                  repr(record.new_image).encode(), f"invalid outbox image: {error}")
+                outcome.parked += 1
+                continue
+            event_of[position] = len(events)
+            events.append(event)
+
+        before = self._publisher.stats.requests, self._publisher.stats.retried_entries
+        fault_point("relay.before_put_records")
+        published = self._publisher.publish(events) if events else []
+        fault_point("relay.after_put_records")
+        outcome.requests = self._publisher.stats.requests - before[0]
+        outcome.retried_entries = self._publisher.stats.retried_entries - before[1]
+        outcome.published = sum(published)
+        outcome.error_codes = dict(self._publisher.stats.error_codes)
+
+        done_through: StreamRecord | None = None
+        event_time = checkpoint.event_time if checkpoint else None
+        for position, record in enumerate(todo):
+            index = event_of.get(position)
+            if index is not None and not published[index]:
+                outcome.first_unpublished = record.sequence_number
+                break
+            done_through = record
+            if index is not None:
+                event_time = max(event_time or "", events[index].occurred_at)
+        if done_through is not None and shard_id is not None:
+            advanced = Checkpoint(shard_id, done_through.sequence_number, event_time or iso(self._clock()))
+            self._checkpoints.advance(CONSUMER, advanced)
+            outcome.checkpoint = advanced
+        logger.info("relayed", extra={"shard_id": shard_id, "published": outcome.published,
+                                      "already_published": outcome.already_published,
+                                      "first_unpublished": outcome.first_unpublished})
+        return outcome
+
+    def recover(self, shard_id: str) -> int:
+        """The stream was trimmed past this shard's checkpoint: re-publish from the outbox every event
+        committed since the checkpoint's event time (minus a margin), so nothing is lost. Duplicates are
+        absorbed by the projector's version guard. Returns the number of events re-published."""
+        checkpoint = self.checkpoint(shard_id)
+        if checkpoint is None:
+            since = "1970-01-01T00:00:00.000Z"
+        else:
+            reached = datetime.fromisoformat(checkpoint.event_time.replace("Z", "+00:00"))
+            since = iso(int((reached - RECOVERY_MARGIN).timestamp() * 1000))
+        events = sorted(self._outbox.window(since, iso(self._clock())), key=lambda e: (e.occurred_at, e.version))
+        published = self._publisher.publish(events)
+        logger.warning("re-published from the outbox after the stream was trimmed",
+                       extra={"shard_id": shard_id, "since": since, "events": sum(published)})
+        if not all(published):
+            raise RuntimeError(f"recovery of shard {shard_id}: {len(published) - sum(published)} events unpublished")
+        return len(events)

@@ -151,3 +151,23 @@ class Lease(_Frozen):
     def fencing_token(self) -> str:
         """`<job_id>:<attempt>`: pass it to external systems to refuse writes from a superseded attempt."""
         return f"{self.job.job_id}:{self.job.attempt}"
+
+
+class StatusView(BaseModel):
+    """One job's row in the status view, as the projector wrote it."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    job_id: JobId
+    tenant_id: TenantId
+    type: JobType
+    status: JobState
+    version: int
+    attempt: int
+    cancel_requested: bool = False
+    occurred_at: str  # when this status became true (the transition's commit time)
+    projected_at: str  # when the projector wrote it
+    digest: str
+    error: ErrorSummary | None = None
+    result_size_bytes: int | None = None
+    result_inline: Any = None

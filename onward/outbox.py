@@ -14,6 +14,7 @@ from onward.dynamo import Item, from_item
 from onward.models import OutboxEvent
 
 _STORAGE_ONLY = ("time_bucket", "expires_at")
+MAX_WINDOW_HOURS = 7 * 24  # past this, one scan costs less than an index query per hour
 
 
 def event_from_image(image: Item) -> OutboxEvent:
@@ -43,8 +44,18 @@ class OutboxReader:
             ConsistentRead=True)]
 
     def window(self, since: str, until: str) -> Iterator[OutboxEvent]:
-        """Events committed in [since, until] (ISO-8601 UTC), hour partition by hour, in time order."""
+        """Events committed in [since, until] (ISO-8601 UTC): one query per hour of the `by_time` index, in
+        time order; a window longer than MAX_WINDOW_HOURS is read with one filtered scan instead."""
         start, end = _parse(since), _parse(until)
+        if end - start > timedelta(hours=MAX_WINDOW_HOURS):
+            pages = self._db.get_paginator("scan").paginate(
+                TableName=self._table,
+                FilterExpression="occurred_at BETWEEN :s AND :u",
+                ExpressionAttributeValues={":s": {"S": since}, ":u": {"S": until}},
+            )
+            events = [event_from_image(item) for page in pages for item in page["Items"]]
+            yield from sorted(events, key=lambda event: (event.occurred_at, event.job_id, event.version))
+            return
         hour = start.replace(minute=0, second=0, microsecond=0)
         while hour <= end:
             bucket = hour.strftime("%Y-%m-%dT%H")

@@ -14,7 +14,7 @@ import json
 import random
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -267,6 +267,17 @@ class JobStore:
     def events(self, job_id: str) -> list[OutboxEvent]:
         """The job's outbox events in version order."""
         return OutboxReader(self._db, self._outbox).job(job_id)
+
+    def all_jobs(self) -> Iterator[Job]:
+        """Every job row (a scan: for reconciliation and audits, not for hot paths)."""
+        pages = self._db.get_paginator("scan").paginate(
+            TableName=self._jobs,
+            FilterExpression="entity = :job",
+            ExpressionAttributeValues={":job": {"S": "job"}},
+        )
+        for page in pages:
+            for item in page["Items"]:
+                yield _job_from_item(item)[0]
 
     def _read(self, job_id: str) -> tuple[Job, int]:
         if not isinstance(job_id, str) or not JOB_ID_PATTERN.match(job_id):

@@ -1,10 +1,11 @@
-"""`onward`: the command line. Local-stack commands import infra (moto) lazily, so `onward worker` runs
-against AWS without it."""
+"""`onward`: the command line. Each command builds what it needs and hands it to the core; local-stack
+commands import infra (moto) lazily, so the other commands run against AWS without it."""
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import signal
 import sys
 import threading
@@ -90,9 +91,15 @@ def cmd_up(args: argparse.Namespace) -> int:
     """For now: the embedded endpoint, a worker pool, the reaper and a demo workload, with progress."""
     from infra.endpoint import EmbeddedEndpoint, export_lines
 
+    from infra.pipeline import LocalPipeline
+    from infra.pollers import run_poller
+    from onward.view import StatusViewReader
+
     stop = threading.Event()
     with EmbeddedEndpoint(port=args.port) as endpoint:
         environment = endpoint.deploy().environment
+        os.environ.update(environment)  # the handlers read their resources from it, as on Lambda
+        os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
         settings = Settings.from_environment(environment)
         store = JobStore(settings, client=endpoint.client("dynamodb"))
         print(f"Onward: embedded AWS endpoint on {endpoint.url}")
@@ -101,8 +108,16 @@ def cmd_up(args: argparse.Namespace) -> int:
         from onward.demo import registry
 
         pool = _start_pool(store, registry, args.workers, args.lease_s)
-        reaper = threading.Thread(target=run_reaper, args=(store, 1.0, stop), daemon=True)
-        reaper.start()
+        clients = {name: endpoint.client(name) for name in ("dynamodb", "dynamodbstreams", "kinesis")}
+        pipeline = LocalPipeline.build(settings, clients)
+        background = [
+            threading.Thread(target=run_reaper, args=(store, 1.0, stop), daemon=True),
+            threading.Thread(target=run_poller, args=(pipeline.relay_poller, stop), daemon=True),
+            threading.Thread(target=run_poller, args=(pipeline.projector_poller, stop), daemon=True),
+        ]
+        for thread in background:
+            thread.start()
+        view = StatusViewReader(endpoint.client("dynamodb"), settings.require("status_table"))
         jobs = [store.create(tenant, request).job.job_id for tenant, request in DEMO_WORKLOAD]
         print(f"Enqueued {len(jobs)} demo jobs for tenants acme, globex, initech")
         started = time.monotonic()
@@ -115,11 +130,13 @@ def cmd_up(args: argparse.Namespace) -> int:
             counts = Counter(job.state.value for job in states)
             summary = " ".join(f"{state}={n}" for state, n in sorted(counts.items()))
             print(f"  t={time.monotonic() - started:5.1f}s {summary}", flush=True)
-            if all(is_terminal(job.state) for job in states):
-                print("All demo jobs reached a terminal state:")
-                for job in states:
+            views = [view.get(job.job_id) for job in states]
+            if all(is_terminal(job.state) for job in states) and all(
+                    shown is not None and shown.version == job.version for job, shown in zip(states, views)):
+                print("All demo jobs reached a terminal state, and the status view shows each one:")
+                for job, shown in zip(states, views):
                     print(f"  {job.job_id} {job.tenant_id:8} {job.type:11} {job.state.value:12} "
-                          f"v{job.version} attempts={job.attempt}")
+                          f"v{job.version} attempts={job.attempt} view={shown.status.value}/v{shown.version}")
                 break
             stop.wait(1.0)
         if args.exit_when_done:
@@ -129,6 +146,73 @@ def cmd_up(args: argparse.Namespace) -> int:
             _wait_for_interrupt(stop)
         _stop_pool(pool)
     return 0
+
+
+def _clients(settings: Settings) -> tuple[object, object]:
+    return settings.client("dynamodb"), settings.client("kinesis")
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    from onward.outbox import OutboxReader
+    from relay.publisher import KinesisPublisher
+    from relay.replay import ReplaySelection, replay
+
+    settings = Settings.from_environment()
+    dynamodb, kinesis = _clients(settings)
+    selection = ReplaySelection(job_id=args.job, tenant_id=args.tenant, since=args.since, until=args.until)
+    summary = replay(
+        OutboxReader(dynamodb, settings.require("outbox_table")),
+        KinesisPublisher(kinesis, settings.require("events_stream")),
+        selection,
+        progress=lambda done, total: print(f"  published {done}/{total}", flush=True),
+    )
+    print(f"replay: {summary.selected} events selected, {summary.published} re-published "
+          "(already-projected ones become counted duplicates)")
+    return 0 if summary.published == summary.selected else 1
+
+
+def cmd_rebuild_view(args: argparse.Namespace) -> int:
+    from onward.outbox import OutboxReader
+    from onward.view import StatusViewReader
+    from projector.rebuild import compare
+
+    settings = Settings.from_environment()
+    dynamodb = settings.client("dynamodb")
+    diff = compare(OutboxReader(dynamodb, settings.require("outbox_table")).all(),
+                   StatusViewReader(dynamodb, settings.require("status_table")).all())
+    if diff.identical:
+        print(f"rebuild-view: the view rebuilt from the outbox is identical to the live view ({diff.jobs} jobs)")
+        return 0
+    print(f"rebuild-view: {diff.jobs} jobs in the outbox; {len(diff.missing)} missing from the view, "
+          f"{len(diff.different)} different, {len(diff.extra)} in the view only")
+    for label, job_ids in (("missing", diff.missing), ("different", diff.different), ("extra", diff.extra)):
+        for job_id in job_ids[:20]:
+            print(f"  {label}: {job_id}")
+    return 1
+
+
+def cmd_reconcile(args: argparse.Namespace) -> int:
+    from onward.clock import system_clock
+    from onward.outbox import OutboxReader
+    from onward.view import StatusViewReader
+    from relay.publisher import KinesisPublisher
+    from relay.reconcile import find_lagging, repair
+
+    settings = Settings.from_environment()
+    dynamodb, kinesis = _clients(settings)
+    store = JobStore(settings, client=dynamodb)
+    lagging = find_lagging(store.all_jobs(), StatusViewReader(dynamodb, settings.require("status_table")),
+                           system_clock(), args.threshold_s)
+    for lag in lagging:
+        shown = "never" if lag.view_version is None else f"v{lag.view_version}"
+        print(f"  {lag.job_id}: job v{lag.job_version}, view {shown}, behind for {lag.behind_s:.0f}s")
+    print(f"reconcile: {len(lagging)} jobs behind the authority for more than {args.threshold_s:g}s")
+    if lagging and args.repair:
+        published = repair(lagging, OutboxReader(dynamodb, settings.require("outbox_table")),
+                           KinesisPublisher(kinesis, settings.require("events_stream")))
+        print(f"reconcile: re-published {published} events")
+        return 0
+    return 1 if lagging else 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -144,6 +228,21 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--concurrency", type=int, default=4)
     worker.add_argument("--lease-s", type=float, default=30.0)
     worker.set_defaults(run=cmd_worker)
+
+    replay_ = commands.add_parser("replay", help="re-publish outbox events of a window to the events stream")
+    replay_.add_argument("--job", help="one job's events")
+    replay_.add_argument("--tenant", help="one tenant's events")
+    replay_.add_argument("--since", help="ISO-8601 UTC, e.g. 2026-11-30T06:00:00.000Z")
+    replay_.add_argument("--until", help="ISO-8601 UTC (default: now)")
+    replay_.set_defaults(run=cmd_replay)
+
+    rebuild = commands.add_parser("rebuild-view", help="rebuild the view from the outbox and compare it")
+    rebuild.set_defaults(run=cmd_rebuild_view)
+
+    reconcile = commands.add_parser("reconcile", help="report jobs whose view is behind the job table")
+    reconcile.add_argument("--threshold-s", type=float, default=60.0)
+    reconcile.add_argument("--repair", action="store_true", help="re-publish what the view is missing")
+    reconcile.set_defaults(run=cmd_reconcile)
 
     up = commands.add_parser("up", help="run the platform on this machine")
     up.add_argument("--port", type=int, default=4566, help="port of the embedded AWS endpoint")

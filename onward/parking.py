@@ -10,6 +10,8 @@ from typing import Any
 
 from onward.clock import Clock, iso, system_clock
 
+MAX_RAW_BYTES = 300_000  # a DynamoDB item holds 400 KB; a larger record keeps its head, flagged as cut
+
 
 @dataclass(frozen=True)
 class ParkedRecord:
@@ -19,6 +21,8 @@ class ParkedRecord:
     reason: str
     raw: bytes
     parked_at: str
+    raw_size: int  # bytes of the record as received
+    raw_truncated: bool = False  # True: `raw` holds the first MAX_RAW_BYTES only (an item holds 400 KB)
 
 
 class ParkedRecords:
@@ -41,7 +45,9 @@ class ParkedRecords:
                 "shard_id": {"S": shard_id},
                 "sequence_number": {"S": sequence_number},
                 "reason": {"S": reason[:2000]},
-                "raw": {"B": raw},
+                "raw": {"B": raw[:MAX_RAW_BYTES]},
+                "raw_size": {"N": str(len(raw))},
+                "raw_truncated": {"BOOL": len(raw) > MAX_RAW_BYTES},
                 "parked_at": {"S": parked_at},
             },
         )
@@ -55,7 +61,8 @@ class ParkedRecords:
         )
         return [
             ParkedRecord(i["source"]["S"], i["shard_id"]["S"], i["sequence_number"]["S"], i["reason"]["S"],
-                         _bytes(i["raw"]["B"]), i["parked_at"]["S"])
+                         _bytes(i["raw"]["B"]), i["parked_at"]["S"], int(i["raw_size"]["N"]),
+                         i["raw_truncated"]["BOOL"])
             for page in pages for i in page["Items"]
         ]
 

@@ -1,9 +1,12 @@
 """The status projector: Kinesis events -> the status view, guarded by version.
 
-Each event costs ONE conditional UpdateItem: written when the view holds no version or an older one;
+Each event costs ONE conditional write: written when the view holds no version or an older one;
 otherwise DynamoDB refuses and returns the view's item (ReturnValuesOnConditionCheckFailure=ALL_OLD), which
 is enough to classify the refusal with no extra read: duplicate, stale, or conflict. A conflict (same
 version, different content) is kept as its own item with both payloads and never overwrites the view.
+
+The write is a PutItem, not an UpdateItem: a view item is derived from its event alone, so the whole item
+is replaced; it costs the same write units and DynamoDB evaluates no update expression.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from pydantic import ValidationError
 
 from onward.checkpoints import CheckpointStore
 from onward.clock import Clock, iso, system_clock
-from onward.dynamo import from_item, to_attribute
+from onward.dynamo import from_item, to_item
 from onward.models import EVENT_SCHEMA, OutboxEvent
 from onward.parking import ParkedRecords
 from onward.projection import ProjectionOutcome, classify, view_fields
@@ -78,24 +81,15 @@ class StatusProjector:
         self._clock = clock
 
     def project(self, event: OutboxEvent) -> ProjectionOutcome:
-        """Upsert the view if `event` is newer than what it holds; one request on every common path."""
-        fields = {**view_fields(event), "projected_at": iso(self._clock())}
-        present = {name: value for name, value in fields.items() if value is not None and name != "job_id"}
-        absent = [name for name, value in fields.items() if value is None]
-        names = {f"#f{i}": name for i, name in enumerate([*present, *absent])}
-        alias = {name: key for key, name in names.items()}
-        expression = "SET " + ", ".join(f"{alias[n]} = :f{i}" for i, n in enumerate(present))
-        if absent:
-            expression += " REMOVE " + ", ".join(alias[n] for n in absent)
+        """Write the view if `event` is newer than what it holds; one request on every common path."""
+        item = to_item({**view_fields(event), "projected_at": iso(self._clock())})
         try:
-            self._db.update_item(
+            self._db.put_item(
                 TableName=self._status,
-                Key={"job_id": {"S": event.job_id}},
-                UpdateExpression=expression,
+                Item=item,
                 ConditionExpression="attribute_not_exists(job_id) OR #version < :version",
-                ExpressionAttributeNames={**names, "#version": "version"},
-                ExpressionAttributeValues={**{f":f{i}": to_attribute(v) for i, v in enumerate(present.values())},
-                                           ":version": {"N": str(event.version)}},
+                ExpressionAttributeNames={"#version": "version"},
+                ExpressionAttributeValues={":version": {"N": str(event.version)}},
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
             return ProjectionOutcome.APPLIED

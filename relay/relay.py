@@ -22,7 +22,7 @@ from onward.faults import fault_point
 from onward.models import OutboxEvent
 from onward.outbox import OutboxReader, event_from_image
 from onward.parking import ParkedRecords
-from relay.publisher import KinesisPublisher
+from relay.publisher import MAX_RECORD_BYTES, KinesisPublisher, encode
 
 logger = Logger(service="onward-relay")
 
@@ -95,17 +95,24 @@ class Relay:
                                   repr(record.new_image).encode(), f"invalid outbox image: {error}")
                 outcome.parked += 1
                 continue
+            if len(encode(event)) + len(event.job_id) > MAX_RECORD_BYTES:
+                self._parked.park(CONSUMER, shard_id or "unknown", record.sequence_number,
+                                  encode(event), "event larger than a Kinesis record (1 MiB)")
+                outcome.parked += 1
+                continue
             event_of[position] = len(events)
             events.append(event)
 
-        before = self._publisher.stats.requests, self._publisher.stats.retried_entries
+        stats = self._publisher.stats
+        before = stats.requests, stats.retried_entries, dict(stats.error_codes)
         fault_point("relay.before_put_records")
         published = self._publisher.publish(events) if events else []
         fault_point("relay.after_put_records")
         outcome.requests = self._publisher.stats.requests - before[0]
         outcome.retried_entries = self._publisher.stats.retried_entries - before[1]
         outcome.published = sum(published)
-        outcome.error_codes = dict(self._publisher.stats.error_codes)
+        outcome.error_codes = {code: count - before[2].get(code, 0) for code, count in stats.error_codes.items()
+                               if count > before[2].get(code, 0)}
 
         done_through: StreamRecord | None = None
         event_time = checkpoint.event_time if checkpoint else None

@@ -185,11 +185,11 @@ def test_each_event_costs_one_request_fresh_duplicate_or_stale_and_two_for_a_con
     job_id = new_job_id()
     v1, v2 = make_event(job_id, 1, "queued", attempt=0), make_event(job_id, 2, "running")
     cases = [
-        (v1, A, ["UpdateItem"]),  # fresh: no view yet
-        (v2, A, ["UpdateItem"]),  # fresh: newer than the view
-        (v2, D, ["UpdateItem"]),  # duplicate
-        (v1, S, ["UpdateItem"]),  # stale
-        (make_event(job_id, 2, "running", attempt=9), C, ["UpdateItem", "PutItem"]),  # conflict: kept apart
+        (v1, A, ["PutItem"]),  # fresh: no view yet
+        (v2, A, ["PutItem"]),  # fresh: newer than the view
+        (v2, D, ["PutItem"]),  # duplicate
+        (v1, S, ["PutItem"]),  # stale
+        (make_event(job_id, 2, "running", attempt=9), C, ["PutItem", "PutItem"]),  # conflict: kept apart
     ]
     for event, expected, requests in cases:
         outcome, made = counter.during(projector.project, event)
@@ -321,7 +321,7 @@ def test_a_failing_record_stops_the_batch_and_redelivery_from_it_applies_the_res
     def throttled_on_y_v1(self: StatusProjector, event: OutboxEvent) -> ProjectionOutcome:
         if (event.job_id, event.version) == (y, 1):
             error = {"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow down"}}
-            raise ClientError(error, "UpdateItem")
+            raise ClientError(error, "PutItem")
         return original(self, event)
 
     with mock.patch.object(StatusProjector, "project", throttled_on_y_v1):

@@ -1,0 +1,567 @@
+"""The relay over the embedded endpoint: the outbox table's real DynamoDB stream -> relay.app.handler (driven
+by infra.pollers.OutboxStreamPoller, as Lambda's mapping would) -> the real Kinesis events stream, read back
+with the Kinesis API. Crashes are injected at the relay's named fault points (onward.faults)."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+
+from infra.lambda_context import LocalLambdaContext
+from infra.pipeline import LocalPipeline
+from infra.pollers import OutboxStreamPoller
+from onward.checkpoints import CheckpointStore
+from onward.clock import system_clock
+from onward.dynamo import from_item
+from onward.faults import InjectedCrash, injected
+from onward.models import ErrorSummary, NewJob, OutboxEvent
+from onward.outbox import OutboxReader
+from onward.parking import ParkedRecords
+from onward.projection import ProjectionOutcome
+from onward.store import JobStore
+from projector import app as projector_app
+from relay import app as relay_app
+from relay.publisher import KinesisPublisher
+from relay.relay import Relay, StreamRecord
+
+pytestmark = pytest.mark.integration
+
+ECHO = NewJob(type="demo.echo", params={"n": 1})
+THROTTLED = "ProvisionedThroughputExceededException"
+
+
+# --- helpers --------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class KinesisRecord:
+    shard_id: str
+    sequence_number: int  # moto's are small integers per shard: compare as integers
+    partition_key: str
+    payload: dict[str, Any]
+
+    @property
+    def event_id(self) -> str:
+        return self.payload["event_id"]
+
+
+def kinesis_records(endpoint, settings) -> list[KinesisRecord]:
+    """Everything in the events stream, shard by shard, in sequence order."""
+    kinesis = endpoint.client("kinesis")
+    found: list[KinesisRecord] = []
+    for shard in kinesis.list_shards(StreamName=settings.events_stream)["Shards"]:
+        iterator = kinesis.get_shard_iterator(StreamName=settings.events_stream, ShardId=shard["ShardId"],
+                                              ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
+        while True:
+            response = kinesis.get_records(ShardIterator=iterator, Limit=10_000)
+            found += [KinesisRecord(shard["ShardId"], int(r["SequenceNumber"]), r["PartitionKey"],
+                                    json.loads(r["Data"])) for r in response["Records"]]
+            if not response["Records"]:
+                break
+            iterator = response["NextShardIterator"]
+    return sorted(found, key=lambda r: (r.shard_id, r.sequence_number))
+
+
+def outbox_events(settings, dynamodb) -> list[OutboxEvent]:
+    return list(OutboxReader(dynamodb, settings.outbox_table).all())
+
+
+def event_counts(records: list[KinesisRecord]) -> Counter[str]:
+    return Counter(r.event_id for r in records)
+
+
+def outbox_counts(settings, dynamodb) -> Counter[str]:
+    """Each outbox event once: what Kinesis must hold after a delivery without duplicates."""
+    return Counter(e.event_id for e in outbox_events(settings, dynamodb))
+
+
+def sequence(stream_record: dict[str, Any]) -> str:
+    return stream_record["dynamodb"]["SequenceNumber"]
+
+
+def stream_arn(settings, dynamodb) -> str:
+    return dynamodb.describe_table(TableName=settings.outbox_table)["Table"]["LatestStreamArn"]
+
+
+def stream_records(endpoint, arn: str) -> tuple[str, list[dict[str, Any]]]:
+    """The outbox stream's (single) shard and all its records, as the DynamoDB Streams API returns them."""
+    streams = endpoint.client("dynamodbstreams")
+    (shard,) = streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]
+    iterator = streams.get_shard_iterator(StreamArn=arn, ShardId=shard["ShardId"],
+                                          ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
+    records: list[dict[str, Any]] = []
+    while True:
+        response = streams.get_records(ShardIterator=iterator, Limit=1000)
+        records += response["Records"]
+        if not response["Records"]:
+            return shard["ShardId"], records
+        iterator = response["NextShardIterator"]
+
+
+def restart(settings, endpoint, batch_size: int = 100) -> LocalPipeline:
+    """A fresh relay and projector, as after a crash: new clients, new pollers, no position in memory."""
+    clients = {name: endpoint.client(name) for name in ("dynamodb", "dynamodbstreams", "kinesis")}
+    return LocalPipeline.build(settings, clients, batch_size=batch_size)
+
+
+def relay_until_idle(poller: OutboxStreamPoller) -> None:
+    while poller.poll_once():
+        pass
+
+
+def relay_checkpoint(settings, dynamodb, shard_id: str):
+    return CheckpointStore(dynamodb, settings.checkpoint_table).checkpoint("relay", shard_id)
+
+
+def view(settings, dynamodb, job_id: str) -> dict[str, Any] | None:
+    item = dynamodb.get_item(TableName=settings.status_table, Key={"job_id": {"S": job_id}},
+                             ConsistentRead=True).get("Item")
+    return None if item is None else from_item(item)
+
+
+def assert_views_final(store: JobStore, settings, dynamodb, job_ids) -> None:
+    for job_id in job_ids:
+        job = store.get(job_id)
+        shown = view(settings, dynamodb, job_id)
+        assert shown is not None, f"{job_id} missing from the view"
+        assert (shown["version"], shown["status"]) == (job.version, job.state.value), job_id
+
+
+def assert_each_job_in_version_order(records: list[KinesisRecord]) -> None:
+    """Per job: one Kinesis shard, and its versions in sequence order (first deliveries only: a
+    redelivered duplicate may follow later)."""
+    by_job: dict[str, list[KinesisRecord]] = {}
+    for record in records:
+        by_job.setdefault(record.payload["job_id"], []).append(record)
+    for job_id, mine in by_job.items():
+        assert len({r.shard_id for r in mine}) == 1, f"{job_id} spread over shards"
+        firsts: list[int] = []
+        for record in sorted(mine, key=lambda r: r.sequence_number):
+            if record.payload["version"] not in firsts:
+                firsts.append(record.payload["version"])
+        assert firsts == sorted(firsts) == list(range(1, len(firsts) + 1)), (job_id, firsts)
+
+
+def busy_history(store: JobStore, clock, jobs: int = 16) -> list[str]:
+    """Jobs of two tenants with interleaved histories: cancelled at once, completed, failed then retried
+    and completed, and a few left queued. Returns their ids."""
+    ids = [store.create("acme" if n % 2 else "globex", ECHO).job.job_id for n in range(jobs)]
+    clock.advance(1)
+    store.cancel(ids[0])
+    claims = 0
+    while True:
+        lease = store.claim("w1", 30)
+        if lease is None:
+            clock.advance(600)  # past any retry backoff
+            lease = store.claim("w1", 30)
+            if lease is None:
+                break
+        claims += 1
+        clock.advance(1)
+        if claims % 4 == 0 and lease.attempt == 1:
+            store.fail(lease, ErrorSummary.of("ConnectionError", "flaky upstream"))
+        else:
+            store.complete(lease, {"claim": claims})
+        clock.advance(1)
+    ids += [store.create("acme", ECHO).job.job_id for _ in range(2)]  # never claimed: v1 only
+    return ids
+
+
+def lifecycle(store: JobStore, clock, tenant: str = "acme") -> str:
+    """One job created, claimed and completed (v1..v3), the clock moving a second per step. Only this
+    job is due while it runs, so the claim takes it."""
+    job_id = store.create(tenant, ECHO).job.job_id
+    clock.advance(1)
+    lease = store.claim("w1", 30)
+    assert lease is not None and lease.job_id == job_id
+    clock.advance(1)
+    store.complete(lease, {"job": job_id})
+    clock.advance(1)
+    return job_id
+
+
+class CountingProjector:
+    """Stands in for projector.app.build_projector(): the real projector, plus a count of every outcome
+    the handler's batches tallied."""
+
+    def __init__(self, real) -> None:
+        self._real = real
+        self.outcomes: Counter[ProjectionOutcome] = Counter()
+
+    def handle_record(self, *args: Any) -> None:
+        self._real.handle_record(*args)
+
+    def finish_batch(self, shard_id: str, tally) -> None:
+        self.outcomes.update(tally.outcomes)
+        self._real.finish_batch(shard_id, tally)
+
+
+class RecordingRelay(Relay):
+    """The real relay, keeping each batch's RelayOutcome (and its publisher, for the stats)."""
+
+    outcomes: list
+    publisher: KinesisPublisher
+
+    def relay(self, shard_id, records):
+        outcome = super().relay(shard_id, records)
+        self.outcomes.append(outcome)
+        return outcome
+
+
+class Sleeps(list):
+    def __call__(self, seconds: float) -> None:
+        self.append(seconds)
+
+
+def own_relay(settings, endpoint, kinesis, sleeps: Sleeps) -> RecordingRelay:
+    """A relay wired like relay.app's, but on a Kinesis client the test holds, with a recorded sleep."""
+    dynamodb = endpoint.client("dynamodb")
+    publisher = KinesisPublisher(kinesis, settings.events_stream, sleep=sleeps)
+    relay = RecordingRelay(
+        publisher,
+        CheckpointStore(dynamodb, settings.checkpoint_table),
+        ParkedRecords(dynamodb, settings.parked_table),
+        OutboxReader(dynamodb, settings.outbox_table),
+    )
+    relay.outcomes, relay.publisher = [], publisher
+    return relay
+
+
+# --- delivery -------------------------------------------------------------------------------------------
+
+def test_every_event_reaches_kinesis_once_in_version_order_keyed_by_job_id(store, clock, settings, dynamodb,
+                                                                          endpoint, stack_environment):
+    """Without the relay's checkpoint-driven resumption across its 16-record batches, records would be
+    repeated or skipped; without partition key = job_id a job's events would spread over the two Kinesis
+    shards and lose their order; without one event per job per PutRecords call, a job's later event
+    could be accepted before a retried earlier one."""
+    job_ids = busy_history(store, clock)
+
+    restart(settings, endpoint, batch_size=16).drain()
+
+    events = outbox_events(settings, dynamodb)
+    records = kinesis_records(endpoint, settings)
+    assert len(events) > 40 and len({r.shard_id for r in records}) == 2
+    assert Counter(r.event_id for r in records) == Counter(e.event_id for e in events)  # each exactly once
+    assert all(r.partition_key == r.payload["job_id"] for r in records)
+    published = {r.event_id: OutboxEvent.model_validate(r.payload) for r in records}
+    assert all(published[e.event_id] == e for e in events)  # the event contract, field for field
+    assert_each_job_in_version_order(records)
+    assert_views_final(store, settings, dynamodb, job_ids)
+
+
+def test_checkpoint_advances_to_the_last_record_and_a_new_poller_resumes_after_it(
+        store, clock, settings, dynamodb, endpoint, stack_environment):
+    """Without the relay's own checkpoint (sequence number + event time) a restarted relay would start
+    again at the trim horizon and publish everything twice; without the skip of covered records, an
+    event source that redelivers from an older position (a Lambda mapping re-created) would too."""
+    first = [lifecycle(store, clock) for _ in range(5)]
+    relay_until_idle(restart(settings, endpoint).relay_poller)
+
+    arn = stream_arn(settings, dynamodb)
+    shard_id, seen = stream_records(endpoint, arn)
+    checkpoint = relay_checkpoint(settings, dynamodb, shard_id)
+    assert checkpoint.sequence_number == sequence(seen[-1])
+    newest = max(e.occurred_at for e in outbox_events(settings, dynamodb))
+    assert checkpoint.event_time == newest == seen[-1]["dynamodb"]["NewImage"]["occurred_at"]["S"]
+
+    second = [lifecycle(store, clock) for _ in range(3)]
+    fresh = restart(settings, endpoint)  # a new poller: starts AFTER the checkpoint
+    fresh.drain()
+
+    records = kinesis_records(endpoint, settings)
+    assert event_counts(records) == outbox_counts(settings, dynamodb)
+    _, seen = stream_records(endpoint, arn)
+    moved = relay_checkpoint(settings, dynamodb, shard_id)
+    assert moved.sequence_number == sequence(seen[-1])
+    newest = max(e.occurred_at for e in outbox_events(settings, dynamodb))
+    assert moved.event_time == newest > checkpoint.event_time
+    assert_views_final(store, settings, dynamodb, first + second)
+
+    # The whole stream delivered again from its start: every record is at or before the checkpoint.
+    again = relay_app.build_relay().relay(shard_id, [
+        StreamRecord(sequence(r), r["eventName"], r["dynamodb"].get("NewImage"))
+        for r in seen])
+    assert (again.published, again.already_published, again.first_unpublished) == (0, len(seen), None)
+    assert len(kinesis_records(endpoint, settings)) == len(records)
+
+
+# --- crashes --------------------------------------------------------------------------------------------
+
+def test_a_crash_before_put_records_loses_nothing(store, clock, settings, dynamodb, endpoint,
+                                                  stack_environment):
+    """The checkpoint is written only after PutRecords: if it moved first, the crashed batch would be
+    skipped on restart and those jobs would never reach the view."""
+    job_ids = busy_history(store, clock, jobs=8)
+    crashed = restart(settings, endpoint)
+    with injected("relay.before_put_records") as fired, pytest.raises(InjectedCrash):
+        crashed.relay_poller.poll_once()
+    assert fired == ["relay.before_put_records"]
+    shard_id, _ = stream_records(endpoint, stream_arn(settings, dynamodb))
+    assert kinesis_records(endpoint, settings) == []
+    assert relay_checkpoint(settings, dynamodb, shard_id) is None
+
+    restart(settings, endpoint).drain()
+
+    records = kinesis_records(endpoint, settings)
+    assert event_counts(records) == outbox_counts(settings, dynamodb)
+    assert_each_job_in_version_order(records)
+    assert_views_final(store, settings, dynamodb, job_ids)
+
+
+def test_a_crash_after_put_records_republishes_that_batch_and_the_projector_counts_duplicates(
+        store, settings, dynamodb, endpoint, stack_environment, monkeypatch):
+    """PutRecords succeeded but the checkpoint write never happened: on restart the batch goes out again.
+    Without the projector's version guard the second copies would be re-applied (or, after a newer
+    version, move the view backwards); with it they are counted duplicates and the view ends final."""
+    job_ids = [store.create("acme", ECHO).job.job_id for _ in range(20)]  # stream records 1..20: every v1
+    for _ in range(20):
+        store.complete(store.claim("w1", 30), {"ok": True})  # records 21..60: v2, v3
+    crashed = restart(settings, endpoint, batch_size=10)
+    assert crashed.relay_poller.poll_once() == 10  # batch 1: published and checkpointed
+    with injected("relay.after_put_records"), pytest.raises(InjectedCrash):
+        crashed.relay_poller.poll_once()  # batch 2: published, then the relay dies
+    shard_id, seen = stream_records(endpoint, stream_arn(settings, dynamodb))
+    assert relay_checkpoint(settings, dynamodb, shard_id).sequence_number == sequence(seen[9])
+    crashed_batch = {f"{job_id}:1" for job_id in job_ids[10:20]}
+    assert {r.event_id for r in kinesis_records(endpoint, settings)} == {f"{j}:1" for j in job_ids}
+
+    counting = CountingProjector(projector_app.build_projector())
+    monkeypatch.setattr(projector_app, "build_projector", lambda: counting)
+    restart(settings, endpoint, batch_size=10).drain()
+
+    records = kinesis_records(endpoint, settings)
+    counts = Counter(r.event_id for r in records)
+    assert len(records) == 60 + 10
+    assert {event_id for event_id, n in counts.items() if n == 2} == crashed_batch
+    assert set(counts.values()) == {1, 2} and set(counts) == set(outbox_counts(settings, dynamodb))
+    assert counting.outcomes == {ProjectionOutcome.APPLIED: 60, ProjectionOutcome.DUPLICATE: 10}
+    assert dynamodb.scan(TableName=settings.conflicts_table, Select="COUNT")["Count"] == 0
+    assert_each_job_in_version_order(records)
+    assert_views_final(store, settings, dynamodb, job_ids)
+
+
+# --- Kinesis refusing entries ---------------------------------------------------------------------------
+
+class PartialFailures:
+    """botocore hooks on one Kinesis client that make chosen entries of its first PutRecords calls fail
+    the way Kinesis does: the entry is not written (dropped from the request before it is sent) and its
+    response entry carries an ErrorCode, the others are written and answered normally.
+    `plan[n]` maps entry positions of call n to the error code they get."""
+
+    def __init__(self, kinesis, plan: list[dict[int, str]]) -> None:
+        self.plan = plan
+        self.calls = 0
+        self._failing: dict[int, str] = {}
+        kinesis.meta.events.register("before-parameter-build.kinesis.PutRecords", self._drop)
+        kinesis.meta.events.register("after-call.kinesis.PutRecords", self._answer)
+
+    def _drop(self, params: dict[str, Any], **_: Any) -> None:
+        self._failing = self.plan[self.calls] if self.calls < len(self.plan) else {}
+        self.calls += 1
+        assert len(self._failing) < len(params["Records"]), "leave at least one entry to send"
+        params["Records"] = [r for n, r in enumerate(params["Records"]) if n not in self._failing]
+
+    def _answer(self, parsed: dict[str, Any], **_: Any) -> None:
+        written = iter(parsed["Records"])
+        total = len(parsed["Records"]) + len(self._failing)
+        parsed["Records"] = [{"ErrorCode": self._failing[n], "ErrorMessage": "Rate exceeded for shard"}
+                             if n in self._failing else next(written) for n in range(total)]
+        parsed["FailedRecordCount"] = len(self._failing)
+
+
+def test_entries_kinesis_refuses_are_retried_alone_counted_and_kept_in_job_order(
+        store, settings, dynamodb, endpoint, stack_environment, monkeypatch):
+    """Without retrying the failed entries the throttled events would be lost (or, retried with the whole
+    request, the accepted ones duplicated); without holding a job's next event until its earlier one is
+    accepted, v2 of a throttled job would land in Kinesis before its v1."""
+    job_ids = [store.create("acme", ECHO).job.job_id for _ in range(8)]
+    for _ in range(8):
+        store.complete(store.claim("w1", 30), {"ok": True})
+    kinesis = endpoint.client("kinesis")
+    failures = PartialFailures(kinesis, [{0: THROTTLED, 3: THROTTLED, 5: THROTTLED}, {1: "InternalFailure"}])
+    sleeps = Sleeps()
+    relay = own_relay(settings, endpoint, kinesis, sleeps)
+    monkeypatch.setattr(relay_app, "build_relay", lambda: relay)
+
+    restart(settings, endpoint).drain()
+
+    # One batch of 24 records: v1s (8 entries, 3 refused), the 3 again (1 refused), that 1, then v2s, v3s.
+    assert failures.calls == 5
+    assert sum(o.retried_entries for o in relay.outcomes) == 4 == relay.publisher.stats.retried_entries
+    assert sum(o.requests for o in relay.outcomes) == 5
+    assert relay.publisher.stats.error_codes == {THROTTLED: 3, "InternalFailure": 1}
+    assert len(sleeps) == 2 and sleeps[1] > sleeps[0] / 2
+    assert sum(o.published for o in relay.outcomes) == 24
+    records = kinesis_records(endpoint, settings)
+    assert event_counts(records) == outbox_counts(settings, dynamodb)
+    assert_each_job_in_version_order(records)
+    assert_views_final(store, settings, dynamodb, job_ids)
+
+
+def test_an_entry_that_keeps_failing_is_reported_so_the_event_source_resumes_there(
+        store, settings, dynamodb, endpoint, stack_environment, monkeypatch):
+    """The handler's partial batch response names the first record not published, and the checkpoint
+    stops before it: without that, Lambda (and the poller) would move past an event Kinesis never took."""
+    job_ids = [store.create("acme", ECHO).job.job_id for _ in range(4)]
+    kinesis = endpoint.client("kinesis")
+    PartialFailures(kinesis, [{2: "KMSAccessDeniedException"}])  # not retriable: the publish stops
+    relay = own_relay(settings, endpoint, kinesis, Sleeps())
+    monkeypatch.setattr(relay_app, "build_relay", lambda: relay)
+    arn = stream_arn(settings, dynamodb)
+    shard_id, seen = stream_records(endpoint, arn)
+
+    response = relay_app.handler({"Records": [lambda_record(r, arn) for r in seen]},
+                                 LocalLambdaContext("onward-relay"))
+
+    assert response == {"batchItemFailures": [{"itemIdentifier": sequence(seen[2])}]}
+    assert relay_checkpoint(settings, dynamodb, shard_id).sequence_number == sequence(seen[1])
+
+    restart(settings, endpoint).drain()  # Kinesis takes it now: resumes at the failed record
+    records = kinesis_records(endpoint, settings)
+    assert {r.event_id for r in records} == {f"{j}:1" for j in job_ids}
+    assert_views_final(store, settings, dynamodb, job_ids)
+
+
+# --- trimmed stream -------------------------------------------------------------------------------------
+
+class TrimmedStreams:
+    """The outbox stream's client as after a long relay outage: everything up to now was trimmed. Reading
+    after the relay's checkpoint fails (once) with TrimmedDataAccessException, and the trim horizon is the
+    stream's current end."""
+
+    def __init__(self, real) -> None:
+        self._real = real
+        self.refused: list[str] = []
+
+    def get_shard_iterator(self, **request: Any) -> dict[str, Any]:
+        if request["ShardIteratorType"] == "AFTER_SEQUENCE_NUMBER" and not self.refused:
+            self.refused.append(request["SequenceNumber"])
+            error = {"Code": "TrimmedDataAccessException",
+                     "Message": "the requested sequence number is beyond the trim horizon"}
+            raise ClientError({"Error": error}, "GetShardIterator")
+        if request["ShardIteratorType"] == "TRIM_HORIZON":
+            request = {**request, "ShardIteratorType": "LATEST"}
+        return self._real.get_shard_iterator(**request)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+
+def test_a_trimmed_stream_is_recovered_from_the_outbox_since_the_checkpoint_time_minus_a_margin(
+        store, clock, settings, dynamodb, endpoint, stack_environment):
+    """Without Relay.recover the events committed while the relay was away (job c) would be silently
+    skipped: the trimmed stream no longer holds them. Without the margin, an event committed just
+    before the checkpoint's time by a writer whose clock lags could be missed; with it, job b (within the
+    margin) is re-published too, and job a (older) is not."""
+    now = system_clock()
+    clock.now = now - 60 * 60_000
+    job_a = lifecycle(store, clock)
+    clock.now = now - 10 * 60_000
+    job_b = lifecycle(store, clock)
+    relay_until_idle(restart(settings, endpoint).relay_poller)
+    arn = stream_arn(settings, dynamodb)
+    shard_id, _ = stream_records(endpoint, arn)
+    checkpoint = relay_checkpoint(settings, dynamodb, shard_id)
+    assert checkpoint.event_time == store.events(job_b)[-1].occurred_at
+    clock.now = now - 5 * 60_000
+    job_c = lifecycle(store, clock)  # committed while the relay was away, then trimmed from the stream
+
+    pipeline = restart(settings, endpoint)
+    streams = TrimmedStreams(endpoint.client("dynamodbstreams"))
+    pipeline.relay_poller = OutboxStreamPoller(streams, arn, relay_app.handler, relay_app.build_relay())
+    pipeline.drain()
+    assert streams.refused == [checkpoint.sequence_number]
+    clock.now = system_clock()
+    job_d = lifecycle(store, clock)  # after the recovery: read from the stream again
+    pipeline.drain()
+
+    counts = Counter(r.event_id for r in kinesis_records(endpoint, settings))
+    copies = {job: {counts[e.event_id] for e in store.events(job)} for job in (job_a, job_b, job_c, job_d)}
+    assert copies == {job_a: {1}, job_b: {2}, job_c: {1}, job_d: {1}}
+    assert set(counts) == {e.event_id for e in outbox_events(settings, dynamodb)}  # nothing lost
+    assert_each_job_in_version_order(kinesis_records(endpoint, settings))
+    assert_views_final(store, settings, dynamodb, [job_a, job_b, job_c, job_d])
+
+
+# --- the Lambda handler ---------------------------------------------------------------------------------
+
+_KEEP: Any = object()
+
+
+def lambda_record(record: dict[str, Any], arn: str, *, event_name: str | None = None,
+                  new_image: Any = _KEEP, old_image: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A DynamoDB-stream record as Lambda delivers it (the shape OutboxStreamPoller builds), optionally
+    with another event name or images (new_image=None: no NewImage, as in a REMOVE)."""
+    dynamodb = {**record["dynamodb"],
+                "ApproximateCreationDateTime": record["dynamodb"]["ApproximateCreationDateTime"].timestamp()}
+    if new_image is None:
+        del dynamodb["NewImage"]
+    elif new_image is not _KEEP:
+        dynamodb["NewImage"] = new_image
+    if old_image is not None:
+        dynamodb |= {"OldImage": old_image, "StreamViewType": "NEW_AND_OLD_IMAGES"}
+    return {"eventID": record["eventID"], "eventName": event_name or record["eventName"],
+            "eventVersion": "1.1", "eventSource": "aws:dynamodb", "awsRegion": "us-east-1",
+            "dynamodb": dynamodb, "eventSourceARN": arn}
+
+
+def test_the_handler_publishes_inserts_ignores_other_records_and_parks_a_bad_image(
+        store, settings, dynamodb, endpoint, stack_environment):
+    """Without the INSERT filter a MODIFY/REMOVE (a TTL expiry) would be published as an event; without
+    parking, one invalid image would fail the batch forever and block every record behind it."""
+    job_ids = [store.create("acme", ECHO).job.job_id for _ in range(6)]
+    arn = stream_arn(settings, dynamodb)
+    shard_id, seen = stream_records(endpoint, arn)
+    broken = {**seen[3]["dynamodb"]["NewImage"], "version": {"S": "three"}}
+    event = {"Records": [
+        lambda_record(seen[0], arn),
+        lambda_record(seen[1], arn, event_name="MODIFY"),
+        lambda_record(seen[2], arn, event_name="REMOVE", new_image=None,
+                      old_image=seen[2]["dynamodb"]["NewImage"]),
+        lambda_record(seen[3], arn, new_image=broken),
+        lambda_record(seen[4], arn),
+        lambda_record(seen[5], arn),
+    ]}
+
+    assert relay_app.handler(event, LocalLambdaContext("onward-relay")) == {"batchItemFailures": []}
+
+    assert {r.event_id for r in kinesis_records(endpoint, settings)} == {f"{job_ids[n]}:1" for n in (0, 4, 5)}
+    (parked,) = ParkedRecords(dynamodb, settings.parked_table).list("relay")
+    assert (parked.shard_id, parked.sequence_number) == (shard_id, sequence(seen[3]))
+    assert parked.reason.startswith("invalid outbox image") and b"three" in parked.raw
+    assert relay_checkpoint(settings, dynamodb, shard_id).sequence_number == sequence(seen[5])
+    assert relay_app.handler({"Records": []}, LocalLambdaContext("onward-relay")) == {"batchItemFailures": []}
+
+
+def test_an_event_too_large_for_a_kinesis_record_is_parked_not_retried_forever(store, settings, dynamodb,
+                                                                                stack_environment):
+    """Kinesis refuses records over 1 MiB. Without the size check the relay would fail that batch on
+    every redelivery and block the shard behind it; it is parked with its bytes and the shard moves on."""
+    job = store.create("acme", NewJob(type="demo.echo")).job
+    (event,) = store.events(job.job_id)
+    huge = event.model_copy(update={"error": ErrorSummary(error_type="E", message="x" * 1_100_000)})
+    image = {name: value for name, value in _image_of(huge).items()}
+    relay = relay_app.build_relay()
+    outcome = relay.relay("shard-big", [StreamRecord("7", "INSERT", image)])
+    assert (outcome.parked, outcome.published, outcome.first_unpublished) == (1, 0, None)
+    assert outcome.checkpoint is not None and outcome.checkpoint.sequence_number == "7"
+    (parked,) = ParkedRecords(dynamodb, settings.parked_table).list("relay")
+    assert "1 MiB" in parked.reason and parked.raw_size > 1_000_000
+    assert parked.raw_truncated and parked.raw == _encoded(huge)[: len(parked.raw)]
+
+
+def _encoded(event: OutboxEvent) -> bytes:
+    from relay.publisher import encode
+
+    return encode(event)
+
+
+def _image_of(event: OutboxEvent) -> dict[str, Any]:
+    from onward.dynamo import to_item
+
+    return to_item(event.model_dump(mode="json", by_alias=True))

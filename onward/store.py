@@ -1,10 +1,33 @@
 """JobStore: the authoritative job state on DynamoDB.
 
 Every transition is ONE TransactWriteItems: the job row (conditional on the state, attempt and version it
-was decided from), the attempt's run record, the result where there is one, and one outbox event
-(`attribute_not_exists`, so a version can never be published twice). What a transition does is decided by
-onward.lifecycle from the current row; when the conditional write loses a race, the store re-reads and
-asks again, so the caller always gets an answer that matches the committed state.
+was decided from), the attempt's run record, the result where there is one, the tenant's dispatch
+counters, and one outbox event (`attribute_not_exists`, so a version can never be published twice). What a
+transition does is decided by onward.lifecycle from the current row; when the conditional write loses a
+race, the store re-reads and asks again, so the caller always gets an answer that matches the committed
+state.
+
+Tenants and fair dispatch (onward.dispatch decides; this module keeps the counters it needs). Under the
+partition key `TENANTS`, per tenant `t`:
+- `t`: the registry item (weight, cap, ready_shards);
+- `t#RUNNING`: `running`, `ended_ms`, `started_ms_sum` (dispatch.Usage). The claim adds one running
+  attempt in its own transaction, with the condition `running < cap` (so a cap holds under any
+  concurrency) unless it flexes; a flexing claim instead carries a ConditionCheck `running >= cap` on each
+  other capped tenant with waiting jobs, so it cannot pass one that came back below its cap meanwhile.
+  Every transition that ends a running attempt (complete, fail, reap, release, cancel acknowledgement)
+  takes it off and adds its run time to `ended_ms`, in ITS transaction.
+  The count is exact (one item, no shards); the price is that one item takes every claim and end of the
+  tenant: DynamoDB allows about 1,000 write units/s per item and a transactional write costs two, so
+  about 250 jobs/s started AND ended per tenant (concurrent claims of one tenant also meet there as
+  TransactionConflicts, which the claim retries). Shard it only with the cap split over the shards.
+- `t#WAITING#k`: `waiting`, the tenant's queued + retry_wait jobs in ready shard k, changed in the same
+  transaction as the job (create, claim, retry, release, reap, cancel, exhaust, replay). The claim queries
+  only shards that have waiting jobs, so idle tenants cost it nothing. Sharded like the ready queue, so a
+  tenant enqueueing millions spreads its creates over `ready_shards` items (each takes about 250 jobs/s,
+  create and claim); the sum stays exact, as every shard is changed transactionally.
+One consistent Query of `TENANTS` reads every tenant's settings and counters for a claim (a few KB).
+All tenants' counters share that partition key; DynamoDB splits a hot partition key by sort key, but until
+it does they share one partition's ~1,000 WCU/s: move them to per-tenant keys when that binds.
 """
 
 from __future__ import annotations
@@ -25,7 +48,16 @@ from pydantic import TypeAdapter, ValidationError
 from onward import lifecycle
 from onward.backoff import BackoffPolicy
 from onward.clock import Clock, EpochMs, system_clock
-from onward.dispatch import TenantPolicy, dispatch_order
+from onward.dispatch import (
+    Candidate,
+    TenantLoad,
+    TenantPolicy,
+    Usage,
+    UsageChange,
+    dispatch_order,
+    on_claim,
+    on_end,
+)
 from onward.dynamo import Item, from_item, json_size, to_attribute, to_item
 from onward.errors import (
     IdempotencyConflict,
@@ -49,6 +81,8 @@ LEASE_SHARDS = 4  # partitions of the `leases` index, so the reaper's reads are 
 TENANT_CACHE_MS = 2_000
 MAX_ROUNDS = 25  # re-read-and-decide rounds before a transition gives up with StoreContention
 CANDIDATES_PER_QUERY = 8
+CREATE_ATTEMPTS = 8  # a create whose transaction meets a TransactionConflict (on a WAITING counter) retries
+TENANTS_PK = "TENANTS"
 
 _tenant_id = TypeAdapter(TenantId)
 
@@ -103,6 +137,55 @@ class Tenant:
     ready_shards: int = 1
 
 
+class TenantEntity(StrEnum):
+    """The kinds of item under the `TENANTS` partition key (their `entity` attribute)."""
+
+    SETTINGS = "tenant"
+    RUNNING = "tenant_running"
+    WAITING = "tenant_waiting"
+
+
+@dataclass(frozen=True)
+class TenantState:
+    """A tenant's settings and dispatch counters, as one claim read them."""
+
+    tenant: Tenant
+    usage: Usage = Usage()
+    waiting_by_shard: dict[int, int] = field(default_factory=dict)
+
+    def load(self) -> TenantLoad:
+        waiting = sum(count for count in self.waiting_by_shard.values() if count > 0)
+        return TenantLoad(self.tenant.tenant_id, self.tenant.policy, self.usage, waiting)
+
+    def shards_with_work(self) -> list[int]:
+        return sorted(shard for shard, count in self.waiting_by_shard.items() if count > 0)
+
+
+@dataclass(frozen=True)
+class _Slot:
+    """How a claim takes a running slot: keep the tenant below `cap` (None: flex, or no cap), lift a
+    returning tenant's used worker time to `lift_to_ms` (only if it still has nothing running), and, when
+    flexing, only while every tenant in `others_at_cap` (tenant id, cap) is still at its cap."""
+
+    cap: int | None
+    lift_to_ms: int | None = None
+    others_at_cap: tuple[tuple[str, int], ...] = ()
+
+
+class _SlotRefused(Exception):  # noqa: N818 - control flow inside the claim, never escapes the store
+    """The claim's condition on the tenant's RUNNING counter failed: it reached its cap meanwhile, or
+    (lifting) another claim started one of its jobs first."""
+
+
+class _FlexRefused(Exception):  # noqa: N818 - control flow inside the claim, never escapes the store
+    """A flexing claim found another tenant with waiting jobs back below its cap: it must be served first."""
+
+
+class _Found(StrEnum):
+    NOTHING_DUE = "nothing_due"
+    AT_CAP = "at_cap"
+
+
 # --- item keys and shapes -------------------------------------------------------------------------------
 
 def _job_key(job_id: str) -> Item:
@@ -119,6 +202,14 @@ def _idempotency_key(tenant_id: str, key: str) -> Item:
 
 def _ready_shard(job_id: str, shards: int) -> int:
     return int(job_id[:8], 16) % shards
+
+
+def _running_key(tenant_id: str) -> Item:
+    return {"pk": {"S": TENANTS_PK}, "sk": {"S": f"{tenant_id}#RUNNING"}}
+
+
+def _waiting_key(tenant_id: str, shard: int) -> Item:
+    return {"pk": {"S": TENANTS_PK}, "sk": {"S": f"{tenant_id}#WAITING#{shard}"}}
 
 
 def _job_attributes(job: Job, ready_shards: int) -> dict[str, Any]:
@@ -173,7 +264,6 @@ class JobStore:
         self._retention_s = outbox_retention_days * 86_400
         self._tenants: dict[str, Tenant] = {}
         self._tenants_read_at: EpochMs | None = None
-        self._rotation = 0
 
     # --- tenants ------------------------------------------------------------------------------------------
 
@@ -184,26 +274,44 @@ class JobStore:
         self._tenants[tenant.tenant_id] = tenant
 
     def tenants(self, *, fresh: bool = False) -> list[Tenant]:
-        now = self._clock()
-        if fresh or self._tenants_read_at is None or now - self._tenants_read_at > TENANT_CACHE_MS:
-            pages = self._db.get_paginator("query").paginate(
-                TableName=self._jobs,
-                KeyConditionExpression="pk = :p",
-                ExpressionAttributeValues={":p": {"S": "TENANTS"}},
-                ConsistentRead=True,
-            )
-            found = {}
-            for page in pages:
-                for item in page["Items"]:
-                    values = from_item(item)
-                    found[values["sk"]] = Tenant(
-                        values["sk"],
-                        TenantPolicy(weight=values["weight"], cap=values.get("cap")),
+        """The registered tenants (cached for TENANT_CACHE_MS unless `fresh`)."""
+        if fresh or self._tenants_read_at is None or self._clock() - self._tenants_read_at > TENANT_CACHE_MS:
+            self.tenant_states()
+        return sorted(self._tenants.values(), key=lambda t: t.tenant_id)
+
+    def tenant_states(self) -> dict[str, TenantState]:
+        """Every tenant's settings and dispatch counters (running, used worker time, waiting jobs), read
+        with one consistent Query: what a claim decides from, and what operators and tests can watch."""
+        pages = self._db.get_paginator("query").paginate(
+            TableName=self._jobs,
+            KeyConditionExpression="pk = :p",
+            ExpressionAttributeValues={":p": {"S": TENANTS_PK}},
+            ConsistentRead=True,
+        )
+        tenants: dict[str, Tenant] = {}
+        usage: dict[str, Usage] = {}
+        waiting: dict[str, dict[int, int]] = {}
+        for page in pages:
+            for item in page["Items"]:
+                values = from_item(item)
+                entity = values.get("entity")
+                tenant_id = values["sk"].split("#", 1)[0]
+                if entity == TenantEntity.SETTINGS:
+                    tenants[tenant_id] = Tenant(
+                        tenant_id, TenantPolicy(weight=values["weight"], cap=values.get("cap")),
                         values["ready_shards"],
                     )
-            self._tenants = found
-            self._tenants_read_at = now
-        return sorted(self._tenants.values(), key=lambda t: t.tenant_id)
+                elif entity == TenantEntity.RUNNING:
+                    usage[tenant_id] = Usage(values.get("running", 0), values.get("ended_ms", 0),
+                                             values.get("started_ms_sum", 0))
+                elif entity == TenantEntity.WAITING:
+                    waiting.setdefault(tenant_id, {})[values["shard"]] = values.get("waiting", 0)
+        self._tenants = tenants
+        self._tenants_read_at = self._clock()
+        return {
+            tenant_id: TenantState(tenant, usage.get(tenant_id, Usage()), waiting.get(tenant_id, {}))
+            for tenant_id, tenant in tenants.items()
+        }
 
     def _tenant(self, tenant_id: str) -> Tenant:
         """The tenant's settings, registering it with defaults the first time it is seen."""
@@ -227,8 +335,8 @@ class JobStore:
     @staticmethod
     def _tenant_item(tenant: Tenant) -> Item:
         return to_item({
-            "pk": "TENANTS", "sk": tenant.tenant_id, "entity": "tenant", "weight": tenant.policy.weight,
-            "cap": tenant.policy.cap, "ready_shards": tenant.ready_shards,
+            "pk": TENANTS_PK, "sk": tenant.tenant_id, "entity": TenantEntity.SETTINGS.value,
+            "weight": tenant.policy.weight, "cap": tenant.policy.cap, "ready_shards": tenant.ready_shards,
         })
 
     @staticmethod
@@ -316,6 +424,7 @@ class JobStore:
                 "ConditionExpression": "attribute_not_exists(pk)",
             }},
             self._outbox_put(change),
+            *self._counter_updates(change, tenant.ready_shards),
         ]
         if idempotency_key is not None:
             items.append({"Put": {
@@ -326,16 +435,22 @@ class JobStore:
                 },
                 "ConditionExpression": "attribute_not_exists(pk)",
             }})
-        try:
-            self._db.transact_write_items(TransactItems=items)
-        except ClientError as error:
-            codes = _reason_codes(error)
-            if idempotency_key is not None and len(codes) == 3 and codes[2] == "ConditionalCheckFailed":
-                earlier = self._resolve_idempotency(tenant_id, idempotency_key, request)
-                if earlier is not None:
-                    return earlier
-            raise
-        return Created(change.after, created=True)
+        for attempt in range(CREATE_ATTEMPTS):
+            try:
+                self._db.transact_write_items(TransactItems=items)
+                return Created(change.after, created=True)
+            except ClientError as error:
+                codes = _reason_codes(error)
+                if idempotency_key is not None and codes and codes[-1] == "ConditionalCheckFailed":
+                    earlier = self._resolve_idempotency(tenant_id, idempotency_key, request)
+                    if earlier is not None:
+                        return earlier
+                # Nothing was written: a conflict with a concurrent transaction on the tenant's WAITING
+                # counter is retried as it is (same job id, same items).
+                if "TransactionConflict" not in codes or attempt == CREATE_ATTEMPTS - 1:
+                    raise
+                time.sleep(self._rng.uniform(0, 0.002 * 2 ** attempt))
+        raise AssertionError("unreachable")
 
     def _resolve_idempotency(self, tenant_id: str, key: str, request: NewJob) -> Created | None:
         item = self._db.get_item(
@@ -351,22 +466,93 @@ class JobStore:
     # --- the worker's side --------------------------------------------------------------------------------
 
     def claim(self, worker_id: str, lease_s: float) -> Lease | None:
-        """Lease the next due job, tenants taken in dispatch order. The attempt counter is incremented
-        inside the claim; a job whose attempts are used up is ended (dead / quarantined) instead."""
-        now = self._clock()
+        """Lease the next due job, None when no job is due.
+
+        Tenants are taken in onward.dispatch's fair order (least weighted worker time first), read from
+        their counters with one Query; only tenants with waiting jobs are queried. A tenant at its cap is
+        skipped while a tenant below its cap has a due job; when none has (as the ready queries this claim
+        made show), tenants at their cap are served past it (flex), so no worker idles while a job is due.
+        The running count changes in the claim's own transaction, conditional on `running < cap`, so a cap
+        holds however many workers claim at once; a flexing claim's transaction checks instead that the
+        other capped tenants with waiting jobs are still at their caps (else it decides again). The attempt counter is incremented
+        inside the claim; a job whose attempts are used up is ended (dead / quarantined) on the way."""
         lease_ms = int(lease_s * 1000)
-        tenants = self.tenants()
-        self._rotation += 1
-        for tenant in dispatch_order(tenants, self._rotation):
-            for shard in range(tenant.ready_shards):
-                for job_id in self._due_jobs(f"{tenant.tenant_id}#{shard}", now):
-                    decision = self._transition(
-                        job_id, lambda job: lifecycle.claim(job, worker_id, lease_ms, self._clock())
-                    )
+        for _ in range(MAX_ROUNDS):
+            try:
+                return self._claim_once(worker_id, lease_ms)
+            except _FlexRefused:
+                continue  # a capped tenant came back below its cap: decide again from fresh counters
+        return None
+
+    def _claim_once(self, worker_id: str, lease_ms: int) -> Lease | None:
+        states = self.tenant_states()
+        order = dispatch_order([state.load() for state in states.values()], self._clock())
+        reached_cap: list[Candidate] = []
+        for candidate in order.within_cap:
+            found = self._claim_from(states[candidate.tenant_id], candidate, worker_id, lease_ms)
+            if isinstance(found, Lease):
+                return found
+            if found is _Found.AT_CAP:  # it reached its cap while this claim read it; it still has work
+                reached_cap.append(candidate)
+        # No tenant below its cap has a due job: serve the capped ones past their caps, in fair order. The
+        # flexing transaction also checks that the other capped tenants are still at their caps (they were
+        # when the counters were read): if one came back below, it goes first (_FlexRefused).
+        capped = sorted([*order.flex, *reached_cap], key=lambda candidate: candidate.virtual_time)
+        for candidate in capped:
+            others = tuple((other.tenant_id, cap) for other in capped
+                           if other is not candidate and (cap := states[other.tenant_id].tenant.policy.cap))
+            found = self._claim_from(states[candidate.tenant_id], candidate, worker_id, lease_ms,
+                                     flex_while_at_cap=others)
+            if isinstance(found, Lease):
+                return found
+        return None
+
+    def _claim_from(
+        self,
+        state: TenantState,
+        candidate: Candidate,
+        worker_id: str,
+        lease_ms: int,
+        *,
+        flex_while_at_cap: tuple[tuple[str, int], ...] | None = None,
+    ) -> Lease | _Found:
+        """Claim one due job of this tenant (its ready shards that have waiting jobs, due time order),
+        within its cap, or past it (`flex_while_at_cap` given: while those tenants are at their caps).
+
+        NOTHING_DUE means its ready queries showed no due job it had not tried: when every job a query
+        showed was taken by concurrent claims (or ended on the way), the shard is queried again, else the
+        claim would flex a capped tenant while this one still has due jobs. (Jobs already tried are not
+        tried again, so a lagging index cannot keep the claim here.)"""
+        tenant = state.tenant
+        if flex_while_at_cap is None:
+            slot = _Slot(cap=tenant.policy.cap, lift_to_ms=candidate.lift_to_ms)
+        else:
+            slot = _Slot(cap=None, lift_to_ms=candidate.lift_to_ms, others_at_cap=flex_while_at_cap)
+        tried: set[str] = set()
+        for shard in state.shards_with_work():
+            for _ in range(MAX_ROUNDS):
+                job_ids = [job_id for job_id in self._due_jobs(f"{tenant.tenant_id}#{shard}", self._clock())
+                           if job_id not in tried]
+                if not job_ids:
+                    break
+                tried.update(job_ids)
+                for job_id in job_ids:
+                    while True:
+                        try:
+                            decision = self._transition(
+                                job_id, lambda job: lifecycle.claim(job, worker_id, lease_ms, self._clock()),
+                                slot=slot,
+                            )
+                            break
+                        except _SlotRefused:
+                            if slot.lift_to_ms is None:
+                                return _Found.AT_CAP
+                            # another claim started one of its jobs: no lift now
+                            slot = _Slot(cap=slot.cap, others_at_cap=slot.others_at_cap)
                     if isinstance(decision, Change) and decision.after.state is JobState.RUNNING:
                         return Lease(job=decision.after, worker_id=worker_id,
                                      lease_expires_at=decision.after.lease_expires_at or 0)
-        return None
+        return _Found.NOTHING_DUE
 
     def _due_jobs(self, ready_pk: str, now: EpochMs) -> list[str]:
         items = self._db.query(
@@ -424,7 +610,9 @@ class JobStore:
             job, lease.attempt, lease.worker_id, now))
 
     def _report(self, lease: Lease, claimed: RunOutcome, decide: Callable[[Job, EpochMs], Decision]) -> Report:
-        decision = self._transition(lease.job_id, lambda job: decide(job, self._clock()))
+        # lease.job is the row the claim wrote: its updated_at is the claim's time (the run's claimed_at).
+        decision = self._transition(lease.job_id, lambda job: decide(job, self._clock()),
+                                    claimed_at=lease.job.updated_at)
         if isinstance(decision, Change):
             return Report(ReportStatus.APPLIED, decision.after)
         self._record_fenced(lease, claimed)
@@ -491,16 +679,29 @@ class JobStore:
 
     # --- the one way a job changes ------------------------------------------------------------------------
 
-    def _transition(self, job_id: str, decide: Callable[[Job], Decision]) -> Decision:
+    def _transition(
+        self,
+        job_id: str,
+        decide: Callable[[Job], Decision],
+        *,
+        slot: _Slot | None = None,
+        claimed_at: EpochMs | None = None,
+    ) -> Decision:
+        """Read, decide, commit; again while the commit loses a race. `slot`: how a claim takes its running
+        slot (_SlotRefused when the tenant's counter refuses it). `claimed_at`: when the attempt that this
+        transition may end was claimed, if the caller knows (else it is read from the run record)."""
         for round_ in range(MAX_ROUNDS):
             job, shards = self._read(job_id)
             decision = decide(job)
-            if isinstance(decision, Refusal) or self._commit(decision, shards):
+            if isinstance(decision, Refusal) or self._commit(decision, shards, slot=slot,
+                                                             claimed_at=claimed_at):
                 return decision
             time.sleep(self._rng.uniform(0, 0.002 * 2 ** min(round_, 6)))
         raise StoreContention(f"job {job_id}: gave up after {MAX_ROUNDS} lost races")
 
-    def _commit(self, change: Change, shards: int) -> bool:
+    def _commit(
+        self, change: Change, shards: int, *, slot: _Slot | None = None, claimed_at: EpochMs | None = None
+    ) -> bool:
         """One transaction; False when the job row moved since it was read (the caller re-decides)."""
         assert change.before is not None
         items = [self._job_update(change, shards)]
@@ -522,7 +723,14 @@ class JobStore:
                          "value": to_attribute(change.result)},
                 "ConditionExpression": "attribute_not_exists(pk)",
             }})
+        running = self._running_update(change, slot, claimed_at)
+        running_at = len(items) if running is not None else None
+        waiting = self._waiting_update(change, shards)
+        items.extend(update for update in (running, waiting) if update is not None)
         items.append(self._outbox_put(change))
+        checks_from = len(items)
+        if running is not None and slot is not None:
+            items.extend(self._still_at_cap(tenant_id, cap) for tenant_id, cap in slot.others_at_cap)
         try:
             self._db.transact_write_items(TransactItems=items)
             return True
@@ -532,6 +740,10 @@ class JobStore:
             codes = _reason_codes(error)
             if codes and codes[0] == "ConditionalCheckFailed" or "TransactionConflict" in codes:
                 return False
+            if running_at is not None and codes[running_at:running_at + 1] == ["ConditionalCheckFailed"]:
+                raise _SlotRefused() from error
+            if "ConditionalCheckFailed" in codes[checks_from:]:
+                raise _FlexRefused() from error
             raise StoreInvariantViolation(
                 f"{change.transition.value} of job {change.after.job_id} v{change.after.version} refused: {codes}"
             ) from error
@@ -570,6 +782,94 @@ class JobStore:
             "ExpressionAttributeValues": values,
         }}
 
+    # --- tenant counters, in the transition's own transaction ----------------------------------------------
+
+    def _counter_updates(self, change: Change, shards: int) -> list[dict[str, Any]]:
+        """The counter updates of a transition that cannot start or end an attempt (create)."""
+        waiting = self._waiting_update(change, shards)
+        return [] if waiting is None else [waiting]
+
+    def _waiting_update(self, change: Change, shards: int) -> dict[str, Any] | None:
+        """+1 / -1 on the tenant's WAITING counter of the job's ready shard when the job enters / leaves
+        the queue (queued or retry_wait)."""
+        was = change.before is not None and change.before.state in CLAIMABLE_STATES
+        delta = (change.after.state in CLAIMABLE_STATES) - was
+        if not delta:
+            return None
+        shard = _ready_shard(change.after.job_id, shards)
+        return {"Update": {
+            "TableName": self._jobs,
+            "Key": _waiting_key(change.after.tenant_id, shard),
+            "UpdateExpression": "SET #entity = :entity, #shard = :shard ADD #waiting :delta",
+            "ExpressionAttributeNames": {"#entity": "entity", "#shard": "shard", "#waiting": "waiting"},
+            "ExpressionAttributeValues": {":entity": {"S": TenantEntity.WAITING.value},
+                                          ":shard": {"N": str(shard)}, ":delta": {"N": str(delta)}},
+        }}
+
+    def _running_update(
+        self, change: Change, slot: _Slot | None, claimed_at: EpochMs | None
+    ) -> dict[str, Any] | None:
+        """The tenant's RUNNING counter when an attempt starts (claim: `dispatch.on_claim`, conditional on
+        the cap unless flexing, and the lift of a returning tenant) or ends (`dispatch.on_end`: complete,
+        fail, reap, release, cancel acknowledgement)."""
+        before = change.before
+        was_running = before is not None and before.state is JobState.RUNNING
+        delta = (change.after.state is JobState.RUNNING) - was_running
+        if not delta:
+            return None
+        names = {"#entity": "entity"}
+        values: dict[str, Any] = {":entity": {"S": TenantEntity.RUNNING.value}}
+        sets = ["#entity = :entity"]
+        condition = None
+        if delta > 0:
+            assert change.open_run is not None
+            usage_change = on_claim(change.open_run.claimed_at)
+            slot = slot or _Slot(cap=None)
+            if slot.lift_to_ms is not None:
+                assert usage_change.ended_ms == 0
+                names["#lifted"] = "ended_ms"
+                sets.append("#lifted = :lift")
+                values |= {":lift": {"N": str(slot.lift_to_ms)}, ":zero": {"N": "0"}}
+                condition = "attribute_not_exists(#running) OR #running = :zero"
+            elif slot.cap is not None:
+                values[":cap"] = {"N": str(slot.cap)}
+                condition = "attribute_not_exists(#running) OR #running < :cap"
+        else:
+            assert before is not None and change.close_run is not None
+            if claimed_at is None:
+                claimed_at = self._claimed_at(before.job_id, before.attempt)
+            usage_change = on_end(claimed_at, change.close_run.finished_at)
+        adds = _usage_adds(usage_change, names, values)
+        update: dict[str, Any] = {
+            "TableName": self._jobs,
+            "Key": _running_key(change.after.tenant_id),
+            "UpdateExpression": f"SET {', '.join(sets)} ADD {adds}",
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": values,
+        }
+        if condition is not None:
+            update["ConditionExpression"] = condition
+        return {"Update": update}
+
+    def _still_at_cap(self, tenant_id: str, cap: int) -> dict[str, Any]:
+        """A flexing claim's check that another tenant with waiting jobs is still at its cap."""
+        return {"ConditionCheck": {
+            "TableName": self._jobs,
+            "Key": _running_key(tenant_id),
+            "ConditionExpression": "#running >= :cap",
+            "ExpressionAttributeNames": {"#running": "running"},
+            "ExpressionAttributeValues": {":cap": {"N": str(cap)}},
+        }}
+
+    def _claimed_at(self, job_id: str, attempt: int) -> EpochMs:
+        """When an attempt was claimed, from its run record (for a transition without the worker's lease:
+        the reaper's)."""
+        item = self._db.get_item(TableName=self._jobs, Key=_run_key(job_id, attempt), ConsistentRead=True,
+                                 ProjectionExpression="claimed_at").get("Item")
+        if item is None:
+            raise StoreInvariantViolation(f"job {job_id} attempt {attempt} is running without a run record")
+        return int(item["claimed_at"]["N"])
+
     def _run_close(self, change: Change) -> dict[str, Any]:
         closure = change.close_run
         assert closure is not None
@@ -599,6 +899,20 @@ class JobStore:
             "Item": to_item(item),
             "ConditionExpression": "attribute_not_exists(job_id)",
         }}
+
+
+def _usage_adds(change: UsageChange, names: dict[str, str], values: dict[str, Any]) -> str:
+    """`change` as the ADD clause of an update expression (names and values put into `names`, `values`);
+    `running` is always named (conditions use it), zero terms are left out."""
+    names["#running"] = "running"
+    clauses = []
+    for attribute, amount in (("running", change.running), ("ended_ms", change.ended_ms),
+                              ("started_ms_sum", change.started_ms_sum)):
+        if amount:
+            names[f"#{attribute}"] = attribute
+            values[f":{attribute}"] = {"N": str(amount)}
+            clauses.append(f"#{attribute} :{attribute}")
+    return ", ".join(clauses)
 
 
 def _without_keys(values: dict[str, Any]) -> dict[str, Any]:

@@ -209,7 +209,7 @@ def report(results: dict[str, Any]) -> str:
     worst = max(results["onward"][phase]["requests_per_event"] for phase in PHASES)
     lines += [
         "",
-        f"onward requests per event, fresh / duplicate / stale: "
+        "onward requests per event, fresh / duplicate / stale: "
         + " / ".join(f"{results['onward'][p]['requests_per_event']:.2f}" for p in PHASES)
         + f" (target {target_requests:g} alike): {verdict(worst <= target_requests)}",
         f"throughput onward / naive on fresh events: {results['speedup']['fresh']:.2f}x "

@@ -53,12 +53,9 @@ from onward.dispatch import (
     TenantLoad,
     TenantPolicy,
     Usage,
-    UsageChange,
     dispatch_order,
-    on_claim,
-    on_end,
 )
-from onward.dynamo import Item, from_item, json_size, to_attribute, to_item
+from onward.dynamo import Item, from_item, json_size, to_item
 from onward.errors import (
     IdempotencyConflict,
     InvalidRequest,
@@ -70,19 +67,30 @@ from onward.errors import (
 )
 from onward.lifecycle import Change, Decision, Refusal, RefusalReason
 from onward.models import JOB_ID_PATTERN, ErrorSummary, Job, Lease, NewJob, OutboxEvent, Run, TenantId
-from onward.outbox import OutboxReader, time_bucket
+from onward.outbox import OutboxReader
 from onward.settings import Settings
-from onward.states import CLAIMABLE_STATES, JobState, RunOutcome
+from onward.writes import (
+    LEASE_SHARDS,
+    TENANTS_PK,
+    Slot,
+    TenantEntity,
+    TransitionWrites,
+    ends_attempt,
+    idempotency_item_key,
+    job_attributes,
+    job_from_item,
+    job_key,
+    run_key,
+)
+from onward.states import JobState, RunOutcome
 
 MAX_PARAMS_BYTES = 300_000  # the job row must stay under DynamoDB's 400 KB item limit
 MAX_RESULT_BYTES = 350_000
 MAX_IDEMPOTENCY_KEY = 128
-LEASE_SHARDS = 4  # partitions of the `leases` index, so the reaper's reads are never one hot key
 TENANT_CACHE_MS = 2_000
 MAX_ROUNDS = 25  # re-read-and-decide rounds before a transition gives up with StoreContention
 CANDIDATES_PER_QUERY = 8
 CREATE_ATTEMPTS = 8  # a create whose transaction meets a TransactionConflict (on a WAITING counter) retries
-TENANTS_PK = "TENANTS"
 
 _tenant_id = TypeAdapter(TenantId)
 
@@ -137,14 +145,6 @@ class Tenant:
     ready_shards: int = 1
 
 
-class TenantEntity(StrEnum):
-    """The kinds of item under the `TENANTS` partition key (their `entity` attribute)."""
-
-    SETTINGS = "tenant"
-    RUNNING = "tenant_running"
-    WAITING = "tenant_waiting"
-
-
 @dataclass(frozen=True)
 class TenantState:
     """A tenant's settings and dispatch counters, as one claim read them."""
@@ -161,17 +161,6 @@ class TenantState:
         return sorted(shard for shard, count in self.waiting_by_shard.items() if count > 0)
 
 
-@dataclass(frozen=True)
-class _Slot:
-    """How a claim takes a running slot: keep the tenant below `cap` (None: flex, or no cap), lift a
-    returning tenant's used worker time to `lift_to_ms` (only if it still has nothing running), and, when
-    flexing, only while every tenant in `others_at_cap` (tenant id, cap) is still at its cap."""
-
-    cap: int | None
-    lift_to_ms: int | None = None
-    others_at_cap: tuple[tuple[str, int], ...] = ()
-
-
 class _SlotRefused(Exception):  # noqa: N818 - control flow inside the claim, never escapes the store
     """The claim's condition on the tenant's RUNNING counter failed: it reached its cap meanwhile, or
     (lifting) another claim started one of its jobs first."""
@@ -184,52 +173,6 @@ class _FlexRefused(Exception):  # noqa: N818 - control flow inside the claim, ne
 class _Found(StrEnum):
     NOTHING_DUE = "nothing_due"
     AT_CAP = "at_cap"
-
-
-# --- item keys and shapes -------------------------------------------------------------------------------
-
-def _job_key(job_id: str) -> Item:
-    return {"pk": {"S": f"JOB#{job_id}"}, "sk": {"S": "JOB"}}
-
-
-def _run_key(job_id: str, attempt: int) -> Item:
-    return {"pk": {"S": f"JOB#{job_id}"}, "sk": {"S": f"RUN#{attempt:06d}"}}
-
-
-def _idempotency_key(tenant_id: str, key: str) -> Item:
-    return {"pk": {"S": f"IDEM#{tenant_id}#{key}"}, "sk": {"S": "IDEM"}}
-
-
-def _ready_shard(job_id: str, shards: int) -> int:
-    return int(job_id[:8], 16) % shards
-
-
-def _running_key(tenant_id: str) -> Item:
-    return {"pk": {"S": TENANTS_PK}, "sk": {"S": f"{tenant_id}#RUNNING"}}
-
-
-def _waiting_key(tenant_id: str, shard: int) -> Item:
-    return {"pk": {"S": TENANTS_PK}, "sk": {"S": f"{tenant_id}#WAITING#{shard}"}}
-
-
-def _job_attributes(job: Job, ready_shards: int) -> dict[str, Any]:
-    """The job row as stored, with the sparse index keys that put it in `ready` or `leases`."""
-    row = {"pk": f"JOB#{job.job_id}", "sk": "JOB", "entity": "job", **job.model_dump(mode="json")}
-    row["ready_shards"] = ready_shards
-    if job.state in CLAIMABLE_STATES:
-        row["ready_pk"] = f"{job.tenant_id}#{_ready_shard(job.job_id, ready_shards)}"
-        row["ready_due"] = job.not_before
-    if job.state is JobState.RUNNING:
-        row["lease_pk"] = f"LEASE#{int(job.job_id[-8:], 16) % LEASE_SHARDS}"
-    return {name: value for name, value in row.items() if value is not None}
-
-
-def _job_from_item(item: Item) -> tuple[Job, int]:
-    values = from_item(item)
-    shards = values.pop("ready_shards", 1)
-    for derived in ("pk", "sk", "entity", "ready_pk", "ready_due", "lease_pk"):
-        values.pop(derived, None)
-    return Job.model_validate(values), shards
 
 
 def _request_digest(request: NewJob) -> str:
@@ -261,7 +204,7 @@ class JobStore:
         self._clock = clock
         self._backoff = backoff
         self._rng = rng or random.Random()
-        self._retention_s = outbox_retention_days * 86_400
+        self._writes = TransitionWrites(self._jobs, self._outbox, outbox_retention_days * 86_400)
         self._tenants: dict[str, Tenant] = {}
         self._tenants_read_at: EpochMs | None = None
 
@@ -385,15 +328,15 @@ class JobStore:
         )
         for page in pages:
             for item in page["Items"]:
-                yield _job_from_item(item)[0]
+                yield job_from_item(item)[0]
 
     def _read(self, job_id: str) -> tuple[Job, int]:
         if not isinstance(job_id, str) or not JOB_ID_PATTERN.match(job_id):
             raise JobNotFound(job_id)
-        item = self._db.get_item(TableName=self._jobs, Key=_job_key(job_id), ConsistentRead=True).get("Item")
+        item = self._db.get_item(TableName=self._jobs, Key=job_key(job_id), ConsistentRead=True).get("Item")
         if item is None:
             raise JobNotFound(job_id)
-        return _job_from_item(item)
+        return job_from_item(item)
 
     def _query_all(self, **query: Any) -> list[Item]:
         return [item for page in self._db.get_paginator("query").paginate(**query) for item in page["Items"]]
@@ -420,17 +363,17 @@ class JobStore:
         items = [
             {"Put": {
                 "TableName": self._jobs,
-                "Item": to_item(_job_attributes(change.after, tenant.ready_shards)),
+                "Item": to_item(job_attributes(change.after, tenant.ready_shards)),
                 "ConditionExpression": "attribute_not_exists(pk)",
             }},
-            self._outbox_put(change),
-            *self._counter_updates(change, tenant.ready_shards),
+            self._writes.outbox_put(change),
+            *filter(None, [self._writes.waiting_update(change, tenant.ready_shards)]),
         ]
         if idempotency_key is not None:
             items.append({"Put": {
                 "TableName": self._jobs,
                 "Item": {
-                    **_idempotency_key(tenant_id, idempotency_key),
+                    **idempotency_item_key(tenant_id, idempotency_key),
                     **to_item({"job_id": change.after.job_id, "digest": _request_digest(request)}),
                 },
                 "ConditionExpression": "attribute_not_exists(pk)",
@@ -454,7 +397,7 @@ class JobStore:
 
     def _resolve_idempotency(self, tenant_id: str, key: str, request: NewJob) -> Created | None:
         item = self._db.get_item(
-            TableName=self._jobs, Key=_idempotency_key(tenant_id, key), ConsistentRead=True
+            TableName=self._jobs, Key=idempotency_item_key(tenant_id, key), ConsistentRead=True
         ).get("Item")
         if item is None:
             return None
@@ -525,9 +468,9 @@ class JobStore:
         tried again, so a lagging index cannot keep the claim here.)"""
         tenant = state.tenant
         if flex_while_at_cap is None:
-            slot = _Slot(cap=tenant.policy.cap, lift_to_ms=candidate.lift_to_ms)
+            slot = Slot(cap=tenant.policy.cap, lift_to_ms=candidate.lift_to_ms)
         else:
-            slot = _Slot(cap=None, lift_to_ms=candidate.lift_to_ms, others_at_cap=flex_while_at_cap)
+            slot = Slot(cap=None, lift_to_ms=candidate.lift_to_ms, others_at_cap=flex_while_at_cap)
         tried: set[str] = set()
         for shard in state.shards_with_work():
             for _ in range(MAX_ROUNDS):
@@ -548,7 +491,7 @@ class JobStore:
                             if slot.lift_to_ms is None:
                                 return _Found.AT_CAP
                             # another claim started one of its jobs: no lift now
-                            slot = _Slot(cap=slot.cap, others_at_cap=slot.others_at_cap)
+                            slot = Slot(cap=slot.cap, others_at_cap=slot.others_at_cap)
                     if isinstance(decision, Change) and decision.after.state is JobState.RUNNING:
                         return Lease(job=decision.after, worker_id=worker_id,
                                      lease_expires_at=decision.after.lease_expires_at or 0)
@@ -572,7 +515,7 @@ class JobStore:
         try:
             attributes = self._db.update_item(
                 TableName=self._jobs,
-                Key=_job_key(lease.job_id),
+                Key=job_key(lease.job_id),
                 UpdateExpression="SET lease_expires_at = :e",
                 ConditionExpression="#s = :running AND attempt = :a AND lease_owner = :w",
                 ExpressionAttributeNames={"#s": "state"},
@@ -623,7 +566,7 @@ class JobStore:
         try:
             self._db.update_item(
                 TableName=self._jobs,
-                Key=_run_key(lease.job_id, lease.attempt),
+                Key=run_key(lease.job_id, lease.attempt),
                 UpdateExpression=(
                     "SET reclaimed_as = if_not_exists(outcome, :none), outcome = :fenced, "
                     "late_report = :claimed, late_report_at = :now"
@@ -684,7 +627,7 @@ class JobStore:
         job_id: str,
         decide: Callable[[Job], Decision],
         *,
-        slot: _Slot | None = None,
+        slot: Slot | None = None,
         claimed_at: EpochMs | None = None,
     ) -> Decision:
         """Read, decide, commit; again while the commit loses a race. `slot`: how a claim takes its running
@@ -700,37 +643,28 @@ class JobStore:
         raise StoreContention(f"job {job_id}: gave up after {MAX_ROUNDS} lost races")
 
     def _commit(
-        self, change: Change, shards: int, *, slot: _Slot | None = None, claimed_at: EpochMs | None = None
+        self, change: Change, shards: int, *, slot: Slot | None = None, claimed_at: EpochMs | None = None
     ) -> bool:
         """One transaction; False when the job row moved since it was read (the caller re-decides)."""
         assert change.before is not None
-        items = [self._job_update(change, shards)]
+        writes = self._writes
+        items = [writes.job_update(change, shards)]
         if change.open_run is not None:
-            items.append({"Put": {
-                "TableName": self._jobs,
-                "Item": {**_run_key(change.after.job_id, change.open_run.attempt),
-                         **to_item({"entity": "run", **change.open_run.model_dump(mode="json")})},
-                "ConditionExpression": "attribute_not_exists(pk)",
-            }})
+            items.append(writes.open_run(change))
         if change.close_run is not None:
-            items.append(self._run_close(change))
+            items.append(writes.run_close(change))
         if change.has_result:
-            items.append({"Put": {
-                "TableName": self._jobs,
-                "Item": {"pk": {"S": f"JOB#{change.after.job_id}"}, "sk": {"S": "RESULT"},
-                         **to_item({"entity": "result", "attempt": change.after.attempt,
-                                    "size_bytes": json_size(change.result)}),
-                         "value": to_attribute(change.result)},
-                "ConditionExpression": "attribute_not_exists(pk)",
-            }})
-        running = self._running_update(change, slot, claimed_at)
+            items.append(writes.result_put(change))
+        if ends_attempt(change) and claimed_at is None:
+            claimed_at = self._claimed_at(change.after.job_id, change.close_run.attempt)  # type: ignore[union-attr]
+        running = writes.running_update(change, slot, claimed_at)
         running_at = len(items) if running is not None else None
-        waiting = self._waiting_update(change, shards)
+        waiting = writes.waiting_update(change, shards)
         items.extend(update for update in (running, waiting) if update is not None)
-        items.append(self._outbox_put(change))
+        items.append(writes.outbox_put(change))
         checks_from = len(items)
         if running is not None and slot is not None:
-            items.extend(self._still_at_cap(tenant_id, cap) for tenant_id, cap in slot.others_at_cap)
+            items.extend(writes.still_at_cap(tenant_id, cap) for tenant_id, cap in slot.others_at_cap)
         try:
             self._db.transact_write_items(TransactItems=items)
             return True
@@ -748,171 +682,14 @@ class JobStore:
                 f"{change.transition.value} of job {change.after.job_id} v{change.after.version} refused: {codes}"
             ) from error
 
-    def _job_update(self, change: Change, shards: int) -> dict[str, Any]:
-        before = _job_attributes(change.before, shards)  # type: ignore[arg-type]
-        after = _job_attributes(change.after, shards)
-        changed = {name: value for name, value in after.items() if before.get(name) != value}
-        removed = [name for name in before if name not in after]
-        names = {f"#a{i}": name for i, name in enumerate([*changed, *removed])}
-        aliases = {name: alias for alias, name in names.items()}
-        values = {f":v{i}": to_attribute(value) for i, value in enumerate(changed.values())}
-        clauses = []
-        if changed:
-            clauses.append("SET " + ", ".join(f"{aliases[n]} = :v{i}" for i, n in enumerate(changed)))
-        if removed:
-            clauses.append("REMOVE " + ", ".join(aliases[n] for n in removed))
-        names |= {"#state": "state", "#version": "version", "#attempt": "attempt"}
-        values |= {
-            ":expected_state": {"S": change.before.state.value},  # type: ignore[union-attr]
-            ":expected_version": {"N": str(change.before.version)},  # type: ignore[union-attr]
-            ":expected_attempt": {"N": str(change.before.attempt)},  # type: ignore[union-attr]
-        }
-        condition = "#state = :expected_state AND #version = :expected_version AND #attempt = :expected_attempt"
-        if change.close_run is not None and change.close_run.outcome is RunOutcome.LEASE_EXPIRED:
-            # A heartbeat may have renewed the lease since the reaper read the row.
-            names["#lease"] = "lease_expires_at"
-            values[":reaped_at"] = {"N": str(change.close_run.finished_at)}
-            condition += " AND #lease <= :reaped_at"
-        return {"Update": {
-            "TableName": self._jobs,
-            "Key": _job_key(change.after.job_id),
-            "UpdateExpression": " ".join(clauses),
-            "ConditionExpression": condition,
-            "ExpressionAttributeNames": names,
-            "ExpressionAttributeValues": values,
-        }}
-
-    # --- tenant counters, in the transition's own transaction ----------------------------------------------
-
-    def _counter_updates(self, change: Change, shards: int) -> list[dict[str, Any]]:
-        """The counter updates of a transition that cannot start or end an attempt (create)."""
-        waiting = self._waiting_update(change, shards)
-        return [] if waiting is None else [waiting]
-
-    def _waiting_update(self, change: Change, shards: int) -> dict[str, Any] | None:
-        """+1 / -1 on the tenant's WAITING counter of the job's ready shard when the job enters / leaves
-        the queue (queued or retry_wait)."""
-        was = change.before is not None and change.before.state in CLAIMABLE_STATES
-        delta = (change.after.state in CLAIMABLE_STATES) - was
-        if not delta:
-            return None
-        shard = _ready_shard(change.after.job_id, shards)
-        return {"Update": {
-            "TableName": self._jobs,
-            "Key": _waiting_key(change.after.tenant_id, shard),
-            "UpdateExpression": "SET #entity = :entity, #shard = :shard ADD #waiting :delta",
-            "ExpressionAttributeNames": {"#entity": "entity", "#shard": "shard", "#waiting": "waiting"},
-            "ExpressionAttributeValues": {":entity": {"S": TenantEntity.WAITING.value},
-                                          ":shard": {"N": str(shard)}, ":delta": {"N": str(delta)}},
-        }}
-
-    def _running_update(
-        self, change: Change, slot: _Slot | None, claimed_at: EpochMs | None
-    ) -> dict[str, Any] | None:
-        """The tenant's RUNNING counter when an attempt starts (claim: `dispatch.on_claim`, conditional on
-        the cap unless flexing, and the lift of a returning tenant) or ends (`dispatch.on_end`: complete,
-        fail, reap, release, cancel acknowledgement)."""
-        before = change.before
-        was_running = before is not None and before.state is JobState.RUNNING
-        delta = (change.after.state is JobState.RUNNING) - was_running
-        if not delta:
-            return None
-        names = {"#entity": "entity"}
-        values: dict[str, Any] = {":entity": {"S": TenantEntity.RUNNING.value}}
-        sets = ["#entity = :entity"]
-        condition = None
-        if delta > 0:
-            assert change.open_run is not None
-            usage_change = on_claim(change.open_run.claimed_at)
-            slot = slot or _Slot(cap=None)
-            if slot.lift_to_ms is not None:
-                assert usage_change.ended_ms == 0
-                names["#lifted"] = "ended_ms"
-                sets.append("#lifted = :lift")
-                values |= {":lift": {"N": str(slot.lift_to_ms)}, ":zero": {"N": "0"}}
-                condition = "attribute_not_exists(#running) OR #running = :zero"
-            elif slot.cap is not None:
-                values[":cap"] = {"N": str(slot.cap)}
-                condition = "attribute_not_exists(#running) OR #running < :cap"
-        else:
-            assert before is not None and change.close_run is not None
-            if claimed_at is None:
-                claimed_at = self._claimed_at(before.job_id, before.attempt)
-            usage_change = on_end(claimed_at, change.close_run.finished_at)
-        adds = _usage_adds(usage_change, names, values)
-        update: dict[str, Any] = {
-            "TableName": self._jobs,
-            "Key": _running_key(change.after.tenant_id),
-            "UpdateExpression": f"SET {', '.join(sets)} ADD {adds}",
-            "ExpressionAttributeNames": names,
-            "ExpressionAttributeValues": values,
-        }
-        if condition is not None:
-            update["ConditionExpression"] = condition
-        return {"Update": update}
-
-    def _still_at_cap(self, tenant_id: str, cap: int) -> dict[str, Any]:
-        """A flexing claim's check that another tenant with waiting jobs is still at its cap."""
-        return {"ConditionCheck": {
-            "TableName": self._jobs,
-            "Key": _running_key(tenant_id),
-            "ConditionExpression": "#running >= :cap",
-            "ExpressionAttributeNames": {"#running": "running"},
-            "ExpressionAttributeValues": {":cap": {"N": str(cap)}},
-        }}
-
     def _claimed_at(self, job_id: str, attempt: int) -> EpochMs:
         """When an attempt was claimed, from its run record (for a transition without the worker's lease:
         the reaper's)."""
-        item = self._db.get_item(TableName=self._jobs, Key=_run_key(job_id, attempt), ConsistentRead=True,
+        item = self._db.get_item(TableName=self._jobs, Key=run_key(job_id, attempt), ConsistentRead=True,
                                  ProjectionExpression="claimed_at").get("Item")
         if item is None:
             raise StoreInvariantViolation(f"job {job_id} attempt {attempt} is running without a run record")
         return int(item["claimed_at"]["N"])
-
-    def _run_close(self, change: Change) -> dict[str, Any]:
-        closure = change.close_run
-        assert closure is not None
-        fields = {"outcome": closure.outcome.value, "finished_at": closure.finished_at}
-        if closure.error is not None:
-            fields["error"] = closure.error.model_dump(mode="json")
-        return {"Update": {
-            "TableName": self._jobs,
-            "Key": _run_key(change.after.job_id, closure.attempt),
-            "UpdateExpression": "SET " + ", ".join(f"#{name} = :{name}" for name in fields),
-            "ConditionExpression": "attribute_exists(pk) AND attribute_not_exists(#outcome)",
-            "ExpressionAttributeNames": {f"#{name}": name for name in fields},
-            "ExpressionAttributeValues": {f":{name}": to_attribute(value) for name, value in fields.items()},
-        }}
-
-    def _outbox_put(self, change: Change) -> dict[str, Any]:
-        size = json_size(change.result) if change.has_result else None
-        event = OutboxEvent.of(change.after, result=change.result, result_size=size)
-        committed_s = change.after.updated_at // 1000
-        item = {
-            **event.model_dump(mode="json", by_alias=True),
-            "time_bucket": time_bucket(event.occurred_at),
-            "expires_at": committed_s + self._retention_s,
-        }
-        return {"Put": {
-            "TableName": self._outbox,
-            "Item": to_item(item),
-            "ConditionExpression": "attribute_not_exists(job_id)",
-        }}
-
-
-def _usage_adds(change: UsageChange, names: dict[str, str], values: dict[str, Any]) -> str:
-    """`change` as the ADD clause of an update expression (names and values put into `names`, `values`);
-    `running` is always named (conditions use it), zero terms are left out."""
-    names["#running"] = "running"
-    clauses = []
-    for attribute, amount in (("running", change.running), ("ended_ms", change.ended_ms),
-                              ("started_ms_sum", change.started_ms_sum)):
-        if amount:
-            names[f"#{attribute}"] = attribute
-            values[f":{attribute}"] = {"N": str(amount)}
-            clauses.append(f"#{attribute} :{attribute}")
-    return ", ".join(clauses)
 
 
 def _without_keys(values: dict[str, Any]) -> dict[str, Any]:

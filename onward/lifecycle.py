@@ -84,6 +84,7 @@ def create(job_id: str, tenant_id: str, request: NewJob, now: EpochMs) -> Change
         type=request.type,
         params=request.params,
         max_attempts=request.max_attempts,
+        priority=request.priority,
         state=JobState.QUEUED,
         version=1,
         attempt=0,

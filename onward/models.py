@@ -44,6 +44,7 @@ class NewJob(_Frozen):
     type: JobType
     params: dict[str, Any] = Field(default_factory=dict)
     max_attempts: int = Field(default=3, ge=1, le=100)
+    priority: int = Field(default=0, ge=0, le=9)  # within the tenant: a due job of a higher priority goes first
 
 
 class Job(_Frozen):
@@ -58,6 +59,7 @@ class Job(_Frozen):
     attempt: int = Field(ge=0)  # the fencing token: only ever rises, one per claim
     attempt_floor: int = Field(default=0, ge=0)  # attempts before the last operator replay
     max_attempts: int = Field(ge=1)
+    priority: int = Field(default=0, ge=0, le=9)
     not_before: EpochMs
     lease_owner: str | None = None
     lease_expires_at: EpochMs | None = None

@@ -20,7 +20,8 @@ partition key `TENANTS`, per tenant `t`:
   tenant: DynamoDB allows about 1,000 write units/s per item and a transactional write costs two, so
   about 250 jobs/s started AND ended per tenant (concurrent claims of one tenant also meet there as
   TransactionConflicts, which the claim retries). Shard it only with the cap split over the shards.
-- `t#WAITING#k`: `waiting`, the tenant's queued + retry_wait jobs in ready shard k, changed in the same
+- `t#WAITING#k#p`: `waiting`, the tenant's queued + retry_wait jobs in ready shard k of priority band p
+  (writes.ReadyQueue; the claim reads the bands from the highest priority down), changed in the same
   transaction as the job (create, claim, retry, release, reap, cancel, exhaust, replay). The claim queries
   only shards that have waiting jobs, so idle tenants cost it nothing. Sharded like the ready queue, so a
   tenant enqueueing millions spreads its creates over `ready_shards` items (each takes about 250 jobs/s,
@@ -72,6 +73,7 @@ from onward.settings import Settings
 from onward.writes import (
     LEASE_SHARDS,
     TENANTS_PK,
+    ReadyQueue,
     Slot,
     TenantEntity,
     TransitionWrites,
@@ -151,14 +153,16 @@ class TenantState:
 
     tenant: Tenant
     usage: Usage = Usage()
-    waiting_by_shard: dict[int, int] = field(default_factory=dict)
+    waiting_by_queue: dict[ReadyQueue, int] = field(default_factory=dict)
 
     def load(self) -> TenantLoad:
-        waiting = sum(count for count in self.waiting_by_shard.values() if count > 0)
+        waiting = sum(count for count in self.waiting_by_queue.values() if count > 0)
         return TenantLoad(self.tenant.tenant_id, self.tenant.policy, self.usage, waiting)
 
-    def shards_with_work(self) -> list[int]:
-        return sorted(shard for shard, count in self.waiting_by_shard.items() if count > 0)
+    def queues_with_work(self) -> list[ReadyQueue]:
+        """The ready queues holding waiting jobs, highest priority first."""
+        return sorted((queue for queue, count in self.waiting_by_queue.items() if count > 0),
+                      key=lambda queue: (-queue.priority, queue.shard))
 
 
 class _SlotRefused(Exception):  # noqa: N818 - control flow inside the claim, never escapes the store
@@ -233,7 +237,7 @@ class JobStore:
         )
         tenants: dict[str, Tenant] = {}
         usage: dict[str, Usage] = {}
-        waiting: dict[str, dict[int, int]] = {}
+        waiting: dict[str, dict[ReadyQueue, int]] = {}
         for page in pages:
             for item in page["Items"]:
                 values = from_item(item)
@@ -248,7 +252,8 @@ class JobStore:
                     usage[tenant_id] = Usage(values.get("running", 0), values.get("ended_ms", 0),
                                              values.get("started_ms_sum", 0))
                 elif entity == TenantEntity.WAITING:
-                    waiting.setdefault(tenant_id, {})[values["shard"]] = values.get("waiting", 0)
+                    queue = ReadyQueue(values["shard"], values.get("priority", 0))
+                    waiting.setdefault(tenant_id, {})[queue] = values.get("waiting", 0)
         self._tenants = tenants
         self._tenants_read_at = self._clock()
         return {
@@ -459,7 +464,8 @@ class JobStore:
         *,
         flex_while_at_cap: tuple[tuple[str, int], ...] | None = None,
     ) -> Lease | _Found:
-        """Claim one due job of this tenant (its ready shards that have waiting jobs, due time order),
+        """Claim one due job of this tenant (its ready queues that have waiting jobs: highest priority band
+        first, then due time order),
         within its cap, or past it (`flex_while_at_cap` given: while those tenants are at their caps).
 
         NOTHING_DUE means its ready queries showed no due job it had not tried: when every job a query
@@ -472,9 +478,9 @@ class JobStore:
         else:
             slot = Slot(cap=None, lift_to_ms=candidate.lift_to_ms, others_at_cap=flex_while_at_cap)
         tried: set[str] = set()
-        for shard in state.shards_with_work():
+        for queue in state.queues_with_work():
             for _ in range(MAX_ROUNDS):
-                job_ids = [job_id for job_id in self._due_jobs(f"{tenant.tenant_id}#{shard}", self._clock())
+                job_ids = [job_id for job_id in self._due_jobs(queue.partition(tenant.tenant_id), self._clock())
                            if job_id not in tried]
                 if not job_ids:
                     break

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 from onward.clock import EpochMs
 from onward.dispatch import UsageChange, on_claim, on_end
@@ -62,8 +62,23 @@ def running_key(tenant_id: str) -> Item:
     return {"pk": {"S": TENANTS_PK}, "sk": {"S": f"{tenant_id}#RUNNING"}}
 
 
-def waiting_key(tenant_id: str, shard: int) -> Item:
-    return {"pk": {"S": TENANTS_PK}, "sk": {"S": f"{tenant_id}#WAITING#{shard}"}}
+class ReadyQueue(NamedTuple):
+    """One partition of a tenant's `ready` index: one shard of one priority band. A claim reads the bands
+    from the highest priority down, so a due job of a higher priority goes first."""
+
+    shard: int
+    priority: int
+
+    def partition(self, tenant_id: str) -> str:
+        return f"{tenant_id}#{self.shard}#{self.priority}"
+
+
+def ready_queue(job: Job, shards: int) -> ReadyQueue:
+    return ReadyQueue(ready_shard(job.job_id, shards), job.priority)
+
+
+def waiting_key(tenant_id: str, queue: ReadyQueue) -> Item:
+    return {"pk": {"S": TENANTS_PK}, "sk": {"S": f"{tenant_id}#WAITING#{queue.shard}#{queue.priority}"}}
 
 
 def job_attributes(job: Job, ready_shards: int) -> dict[str, Any]:
@@ -71,7 +86,7 @@ def job_attributes(job: Job, ready_shards: int) -> dict[str, Any]:
     row = {"pk": f"JOB#{job.job_id}", "sk": "JOB", "entity": "job", **job.model_dump(mode="json")}
     row["ready_shards"] = ready_shards
     if job.state in CLAIMABLE_STATES:
-        row["ready_pk"] = f"{job.tenant_id}#{ready_shard(job.job_id, ready_shards)}"
+        row["ready_pk"] = ready_queue(job, ready_shards).partition(job.tenant_id)
         row["ready_due"] = job.not_before
     if job.state is JobState.RUNNING:
         row["lease_pk"] = f"LEASE#{int(job.job_id[-8:], 16) % LEASE_SHARDS}"
@@ -160,14 +175,16 @@ class TransitionWrites:
         delta = (change.after.state in CLAIMABLE_STATES) - was
         if not delta:
             return None
-        shard = ready_shard(change.after.job_id, shards)
+        queue = ready_queue(change.after, shards)
         return {"Update": {
             "TableName": self.jobs_table,
-            "Key": waiting_key(change.after.tenant_id, shard),
-            "UpdateExpression": "SET #entity = :entity, #shard = :shard ADD #waiting :delta",
-            "ExpressionAttributeNames": {"#entity": "entity", "#shard": "shard", "#waiting": "waiting"},
+            "Key": waiting_key(change.after.tenant_id, queue),
+            "UpdateExpression": "SET #entity = :entity, #shard = :shard, #priority = :priority ADD #waiting :delta",
+            "ExpressionAttributeNames": {"#entity": "entity", "#shard": "shard", "#priority": "priority",
+                                         "#waiting": "waiting"},
             "ExpressionAttributeValues": {":entity": {"S": TenantEntity.WAITING.value},
-                                          ":shard": {"N": str(shard)}, ":delta": {"N": str(delta)}},
+                                          ":shard": {"N": str(queue.shard)}, ":priority": {"N": str(queue.priority)},
+                                          ":delta": {"N": str(delta)}},
         }}
 
     def running_update(

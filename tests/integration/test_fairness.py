@@ -117,7 +117,7 @@ def assert_counters_settled(store: JobStore) -> None:
         assert (state.usage.running, state.usage.started_ms_sum) == (0, 0), tenant_id
         waiting = sum(1 for job in jobs if job.tenant_id == tenant_id and job.state in CLAIMABLE_STATES)
         assert state.load().waiting == waiting, tenant_id
-        assert all(count >= 0 for count in state.waiting_by_shard.values()), tenant_id
+        assert all(count >= 0 for count in state.waiting_by_queue.values()), tenant_id
 
 
 # --- with real Worker threads -----------------------------------------------------------------------------

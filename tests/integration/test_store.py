@@ -337,3 +337,36 @@ def test_terminal_jobs_absorb_every_late_operation(store, clock):
     assert store.reap() == []
     assert store.claim("w2", 30) is None
     assert store.get(job.job_id) == final
+
+
+# --- priorities inside a tenant -------------------------------------------------------------------------
+
+def test_a_due_job_of_higher_priority_is_claimed_first_and_keeps_its_priority_on_retry(store, clock):
+    """Without the per-priority ready queues the claim would take the tenant's jobs in due-time order only."""
+    low = store.create("acme", NewJob(type="demo.echo", priority=0)).job
+    clock.advance(1)
+    high = store.create("acme", NewJob(type="demo.echo", priority=7)).job
+    clock.advance(1)
+    first = store.claim("w1", 30)
+    assert first.job_id == high.job_id
+    report = store.fail(first, ErrorSummary.of("E", "transient"))
+    assert report.job.priority == 7
+    clock.now = report.job.not_before
+    assert store.claim("w1", 30).job_id == high.job_id  # due again: still ahead of the low one
+    assert store.claim("w1", 30).job_id == low.job_id
+
+
+def test_a_delayed_high_priority_job_does_not_block_a_due_lower_one(store, clock):
+    high = store.create("acme", NewJob(type="demo.echo", priority=9)).job
+    low = store.create("acme", NewJob(type="demo.echo", priority=1)).job
+    store.fail(store.claim("w1", 30), ErrorSummary.of("E", "x"))  # high now waits for its backoff
+    assert store.get(high.job_id).state is JobState.RETRY_WAIT
+    assert store.claim("w1", 30).job_id == low.job_id
+
+
+def test_priority_must_be_between_zero_and_nine():
+    from pydantic import ValidationError
+
+    for bad in (-1, 10):
+        with pytest.raises(ValidationError):
+            NewJob(type="demo.echo", priority=bad)

@@ -215,6 +215,27 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
     return 1 if lagging else 0
 
 
+def cmd_capacity(args: argparse.Namespace) -> int:
+    import json
+
+    from onward.capacity import UNITS, Workload, assess
+
+    try:
+        workload = Workload(args.arrival_rate, args.slots, args.write_ms, args.recovered_write_ms,
+                            args.observed_after, args.outage)
+    except ValueError as error:
+        print(f"onward capacity: {error}", file=sys.stderr)
+        return 2
+    report = assess(workload).as_dict()
+    if args.json:
+        print(json.dumps(report))
+        return 0
+    for name, value in report.items():
+        shown = "never (arrivals exceed the recovered ceiling)" if value is None else f"{value:,.1f} {UNITS[name]}"
+        print(f"{name:24} {shown}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="onward", description="Onward background-job platform")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -243,6 +264,16 @@ def build_parser() -> argparse.ArgumentParser:
     reconcile.add_argument("--threshold-s", type=float, default=60.0)
     reconcile.add_argument("--repair", action="store_true", help="re-publish what the view is missing")
     reconcile.set_defaults(run=cmd_reconcile)
+
+    capacity = commands.add_parser("capacity", help="backlog, drain time and retention envelope arithmetic")
+    capacity.add_argument("--arrival-rate", type=float, required=True, help="events/s arriving")
+    capacity.add_argument("--slots", type=int, required=True, help="writes in flight")
+    capacity.add_argument("--write-ms", type=float, required=True, help="per write while degraded")
+    capacity.add_argument("--recovered-write-ms", type=float, required=True, help="per write once recovered")
+    capacity.add_argument("--observed-after", type=float, default=0.0, help="seconds the backlog had grown")
+    capacity.add_argument("--outage", type=float, default=0.0, help="seconds of outage (no completions) after")
+    capacity.add_argument("--json", action="store_true")
+    capacity.set_defaults(run=cmd_capacity)
 
     up = commands.add_parser("up", help="run the platform on this machine")
     up.add_argument("--port", type=int, default=4566, help="port of the embedded AWS endpoint")

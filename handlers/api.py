@@ -1,0 +1,494 @@
+"""Lambda entry point for the HTTP API (API Gateway HTTP API, payload 2.0); the local gateway
+(infra/gateway.py) invokes the same `handler` with the same event shape.
+
+Thin: authenticate, parse the request at the edge (pydantic, extra fields refused), call the core
+(JobStore, StatusViewReader, CheckpointStore, onward.freshness), shape the response. Errors are
+application/problem+json. The tenant ALWAYS comes from the credential. Another tenant's job is answered
+exactly like a missing one. Tokens are never logged (the event is not logged at all).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hmac
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cache
+from typing import Any, Protocol
+
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
+
+from onward.checkpoints import CheckpointStore
+from onward.clock import iso, system_clock
+from onward.dynamo import from_item
+from onward.errors import (
+    IdempotencyConflict,
+    InvalidRequest,
+    JobNotFound,
+    NotReplayable,
+    PayloadTooLarge,
+    StoreContention,
+)
+from onward.freshness import STALE_AFTER_S, freshness
+from onward.models import JOB_ID_PATTERN, NewJob, StatusView
+from onward.settings import Settings
+from onward.states import JobState
+from onward.store import CancelStatus, JobStore
+from onward.view import StatusViewReader
+
+logger = Logger(service="onward-api")
+
+MAX_BODY_BYTES = 256 * 1024
+DEFAULT_JOB_TYPES = ("demo.echo", "demo.sleep", "demo.flaky", "demo.fail", "demo.crash")
+OPERATOR_ROLE = "onward-operator"
+DEFAULT_LIMIT = 20
+MAX_LIMIT = 100
+LIST_ROUNDS = 10  # queries one listing page may make while a status filter skips rows
+PROBLEM_JSON = "application/problem+json"
+PROJECTOR = "projector"
+
+
+# --- errors -------------------------------------------------------------------------------------------------
+
+class Problem(Exception):
+    """An HTTP answer as application/problem+json."""
+
+    def __init__(self, status: int, title: str, detail: str, *, slug: str | None = None,
+                 extra: Mapping[str, Any] | None = None, headers: Mapping[str, str] | None = None) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.title = title
+        self.detail = detail
+        self.slug = slug or title.lower().replace(" ", "-")
+        self.extra = dict(extra or {})
+        self.headers = dict(headers or {})
+
+    def response(self) -> Response:
+        body = {"type": f"https://onward.dev/problems/{self.slug}", "title": self.title, "status": self.status,
+                "detail": self.detail, **self.extra}
+        return Response(self.status, PROBLEM_JSON, json.dumps(body), headers=self.headers)
+
+
+def not_found(job_id: str) -> Problem:
+    # The same answer for a missing job and for another tenant's job: nothing tells them apart.
+    return Problem(404, "Not found", f"no job {job_id!r}", slug="job-not-found")
+
+
+# --- authentication -----------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Principal:
+    tenant_id: str | None  # None: an operator credential bound to no tenant
+    operator: bool = False
+
+
+class Authenticator(Protocol):
+    def authenticate(self, event: Mapping[str, Any]) -> Principal | None:
+        """The caller behind this request, None when it presented no valid credential."""
+
+
+def bearer_token(event: Mapping[str, Any]) -> str | None:
+    headers = {k.lower(): v for k, v in (event.get("headers") or {}).items()}
+    scheme, _, token = (headers.get("authorization") or "").partition(" ")
+    token = token.strip()
+    return token if scheme.lower() == "bearer" and token else None
+
+
+class TokenAuthenticator:
+    """Local credentials: ONWARD_TOKENS="tenant=secret,tenant2=secret2" and ONWARD_OPERATOR_TOKEN."""
+
+    def __init__(self, tokens: Mapping[str, str], operator_token: str | None = None) -> None:
+        self._tokens = [(secret, tenant) for tenant, secret in tokens.items()]
+        self._operator = operator_token or None
+
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str] | None = None) -> TokenAuthenticator:
+        source = os.environ if environ is None else environ
+        tokens: dict[str, str] = {}
+        for pair in filter(None, (part.strip() for part in source.get("ONWARD_TOKENS", "").split(","))):
+            tenant, sep, secret = pair.partition("=")
+            if not sep or not tenant.strip() or not secret.strip():
+                raise ValueError("ONWARD_TOKENS is a comma list of tenant=secret")  # the value is not echoed
+            tokens[tenant.strip()] = secret.strip()
+        return cls(tokens, source.get("ONWARD_OPERATOR_TOKEN") or None)
+
+    def authenticate(self, event: Mapping[str, Any]) -> Principal | None:
+        token = bearer_token(event)
+        if token is None:
+            return None
+        found: Principal | None = None
+        for secret, tenant in self._tokens:  # compare with every secret, in constant time each
+            if hmac.compare_digest(token.encode(), secret.encode()):
+                found = Principal(tenant)
+        if self._operator is not None and hmac.compare_digest(token.encode(), self._operator.encode()):
+            found = Principal(None, operator=True)
+        return found
+
+
+class JwtClaimsAuthenticator:
+    """On AWS: API Gateway's JWT authorizer verified the token; its claims name the tenant (claim from
+    ONWARD_TENANT_CLAIM, default "tenant"); a `scope` or `groups` claim containing onward-operator makes the
+    caller an operator."""
+
+    def __init__(self, tenant_claim: str = "tenant") -> None:
+        self._claim = tenant_claim
+
+    def authenticate(self, event: Mapping[str, Any]) -> Principal | None:
+        claims = (((event.get("requestContext") or {}).get("authorizer") or {}).get("jwt") or {}).get("claims")
+        if not isinstance(claims, Mapping):
+            return None
+        operator = any(OPERATOR_ROLE in _claim_values(claims.get(name)) for name in ("scope", "groups"))
+        tenant = claims.get(self._claim)
+        tenant = tenant if isinstance(tenant, str) and tenant else None
+        if tenant is None and not operator:
+            return None
+        return Principal(tenant, operator=operator)
+
+
+def _claim_values(value: Any) -> list[str]:
+    if isinstance(value, str):  # "a b" (OAuth scope) or "[a b]" (how HTTP APIs flatten arrays)
+        return value.strip("[]").replace(",", " ").split()
+    if isinstance(value, list):
+        return [str(v) for v in value]
+    return []
+
+
+def authenticator_from_environment(environ: Mapping[str, str] | None = None) -> Authenticator:
+    """ONWARD_AUTH=tokens|jwt; by default tokens when ONWARD_TOKENS or ONWARD_OPERATOR_TOKEN is set."""
+    source = os.environ if environ is None else environ
+    mode = source.get("ONWARD_AUTH") or (
+        "tokens" if source.get("ONWARD_TOKENS") or source.get("ONWARD_OPERATOR_TOKEN") else "jwt")
+    if mode == "tokens":
+        return TokenAuthenticator.from_environment(source)
+    return JwtClaimsAuthenticator(source.get("ONWARD_TENANT_CLAIM") or "tenant")
+
+
+def known_job_types(environ: Mapping[str, str] | None = None) -> frozenset[str]:
+    source = os.environ if environ is None else environ
+    configured = [t.strip() for t in source.get("ONWARD_JOB_TYPES", "").split(",") if t.strip()]
+    return frozenset(configured or DEFAULT_JOB_TYPES)
+
+
+# --- the core, built once per deployment ---------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Core:
+    store: JobStore
+    view: StatusViewReader
+    checkpoints: CheckpointStore
+    db: Any
+    status_table: str
+
+
+def build_core() -> Core:
+    return _core_for(Settings.from_environment())
+
+
+@cache
+def _core_for(settings: Settings) -> Core:
+    dynamodb = settings.client("dynamodb")
+    status_table = settings.require("status_table")
+    return Core(
+        JobStore(settings, client=dynamodb),
+        StatusViewReader(dynamodb, status_table),
+        CheckpointStore(dynamodb, settings.require("checkpoint_table")),
+        dynamodb,
+        status_table,
+    )
+
+
+# --- request bodies --------------------------------------------------------------------------------------------
+
+class CreateJobBody(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    type: StrictStr
+    params: dict[str, Any] = Field(default_factory=dict)
+    max_attempts: StrictInt = Field(default=3, ge=1, le=100)
+    priority: StrictInt = Field(default=0, ge=0, le=9)
+
+
+# --- the app ------------------------------------------------------------------------------------------------
+
+app = APIGatewayHttpResolver(debug=False)
+
+
+def _json(status: int, body: Any, headers: Mapping[str, str] | None = None) -> Response:
+    return Response(status, "application/json", json.dumps(body), headers=dict(headers or {}))
+
+
+def _principal() -> Principal:
+    principal = authenticator_from_environment().authenticate(app.current_event.raw_event)
+    if principal is None:
+        raise Problem(401, "Unauthorized", "send Authorization: Bearer <token>",
+                      headers={"WWW-Authenticate": 'Bearer realm="onward"'})
+    return principal
+
+
+def _tenant_scope(principal: Principal) -> str | None:
+    """The tenant a job must belong to (None: an operator bound to no tenant sees every job)."""
+    return None if principal.operator and principal.tenant_id is None else principal.tenant_id
+
+
+def _job_id(job_id: str) -> str:
+    if not JOB_ID_PATTERN.match(job_id):
+        raise not_found(job_id)
+    return job_id
+
+
+def _body() -> Any:
+    event = app.current_event
+    raw: bytes
+    body = event.body or ""
+    if event.is_base64_encoded:
+        try:
+            raw = base64.b64decode(body, validate=True)
+        except (binascii.Error, ValueError) as error:
+            raise Problem(400, "Malformed body", "the body is not valid base64") from error
+    else:
+        raw = body.encode()
+    if len(raw) > MAX_BODY_BYTES:
+        raise Problem(413, "Payload too large", f"the body takes {len(raw)} bytes; the limit is {MAX_BODY_BYTES}")
+    try:
+        return json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as error:
+        raise Problem(400, "Malformed JSON", f"the body is not valid JSON: {error}") from error
+
+
+def _view_summary(view: StatusView) -> dict[str, Any]:
+    summary: dict[str, Any] = {
+        "job_id": view.job_id, "type": view.type, "status": view.status.value, "version": view.version,
+        "attempt": view.attempt, "cancel_requested": view.cancel_requested, "updated_at": view.occurred_at,
+    }
+    if view.result_size_bytes is not None:
+        summary["result"] = {"size_bytes": view.result_size_bytes, "inline": view.result_inline}
+    if view.error is not None:
+        summary["error"] = view.error.model_dump(mode="json")
+    return summary
+
+
+@app.get("/health")
+def health() -> Response:
+    return _json(200, {"status": "ok"})
+
+
+@app.get("/openapi.json")
+def openapi() -> Response:
+    from handlers.openapi import DOCUMENT
+
+    return _json(200, DOCUMENT)
+
+
+@app.post("/jobs")
+def create_job() -> Response:
+    principal = _principal()
+    if principal.tenant_id is None:
+        raise Problem(403, "Forbidden", "this credential names no tenant to create jobs for")
+    payload = _body()
+    if not isinstance(payload, dict):
+        raise Problem(422, "Invalid request", "the body must be a JSON object", slug="validation")
+    try:
+        body = CreateJobBody.model_validate(payload)
+        request = NewJob(**body.model_dump())
+    except ValidationError as error:
+        raise Problem(422, "Invalid request", "the body does not match the schema", slug="validation",
+                      extra={"errors": [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]}
+                                        for e in error.errors(include_input=False, include_url=False)]}) from error
+    if request.type not in known_job_types():
+        raise Problem(422, "Unknown job type", f"no job type {request.type!r}; known: "
+                      + ", ".join(sorted(known_job_types())), slug="unknown-job-type")
+    key = (app.current_event.headers or {}).get("idempotency-key")
+    created = build_core().store.create(principal.tenant_id, request, idempotency_key=key)
+    job = created.job
+    return _json(202 if created.created else 200,
+                 {"job_id": job.job_id, "status": job.state.value, "version": job.version},
+                 headers={"Location": f"/jobs/{job.job_id}"})
+
+
+@app.get("/jobs")
+def list_jobs() -> Response:
+    principal = _principal()
+    query = app.current_event.query_string_parameters or {}
+    tenant = principal.tenant_id
+    if principal.operator and query.get("tenant"):
+        tenant = query["tenant"]
+    if tenant is None:
+        raise Problem(400, "Bad request", "an operator lists one tenant's jobs: pass ?tenant=")
+    try:
+        limit = int(query.get("limit", DEFAULT_LIMIT))
+    except ValueError:
+        limit = 0
+    if not 1 <= limit <= MAX_LIMIT:
+        raise Problem(400, "Bad request", f"limit is an integer from 1 to {MAX_LIMIT}")
+    status = query.get("status")
+    if status is not None and status not in {s.value for s in JobState}:
+        raise Problem(400, "Bad request", f"unknown status {status!r}")
+    start = _decode_cursor(query.get("cursor"), tenant) if query.get("cursor") else None
+    core = build_core()
+    request: dict[str, Any] = {
+        "TableName": core.status_table, "IndexName": "by_tenant", "ScanIndexForward": False,
+        "KeyConditionExpression": "tenant_id = :t", "ExpressionAttributeValues": {":t": {"S": tenant}},
+    }
+    if status is not None:
+        request["FilterExpression"] = "#s = :s"
+        request["ExpressionAttributeNames"] = {"#s": "status"}
+        request["ExpressionAttributeValues"][":s"] = {"S": status}
+    views: list[StatusView] = []
+    for _ in range(LIST_ROUNDS):
+        page = core.db.query(**request, Limit=limit - len(views),
+                             **({"ExclusiveStartKey": start} if start else {}))
+        views.extend(StatusView.model_validate(from_item(item)) for item in page["Items"])
+        start = page.get("LastEvaluatedKey")
+        if start is None or len(views) >= limit:
+            break
+    marks = core.checkpoints.watermarks(PROJECTOR)
+    now = system_clock()
+    jobs = [{**_view_summary(v), "freshness": freshness(v.occurred_at, marks, now, _stale_after()).model_dump()}
+            for v in views]
+    return _json(200, {"jobs": jobs, "cursor": _encode_cursor(start) if start else None})
+
+
+def _encode_cursor(key: dict[str, Any]) -> str:
+    return base64.urlsafe_b64encode(json.dumps(key, sort_keys=True, separators=(",", ":")).encode()).decode()
+
+
+def _decode_cursor(cursor: str, tenant: str) -> dict[str, Any]:
+    try:
+        key = json.loads(base64.urlsafe_b64decode(cursor.encode()))
+        valid = (isinstance(key, dict) and set(key) == {"job_id", "tenant_id", "occurred_at"}
+                 and all(isinstance(v, dict) and set(v) == {"S"} and isinstance(v["S"], str) for v in key.values())
+                 and key["tenant_id"]["S"] == tenant)
+    except (ValueError, binascii.Error):
+        valid = False
+    if not valid:
+        raise Problem(400, "Bad request", "the cursor is not one this API returned for this tenant")
+    return key
+
+
+def _stale_after() -> float:
+    try:
+        return float(os.environ.get("ONWARD_STALE_AFTER_S", STALE_AFTER_S))
+    except ValueError:
+        return STALE_AFTER_S
+
+
+@app.get("/jobs/<job_id>")
+def get_job(job_id: str) -> Response:
+    principal = _principal()
+    job_id = _job_id(job_id)
+    scope = _tenant_scope(principal)
+    core = build_core()
+    view = core.view.get(job_id)
+    marks = core.checkpoints.watermarks(PROJECTOR)
+    now = system_clock()
+    if view is not None:
+        if scope is not None and view.tenant_id != scope:
+            raise not_found(job_id)
+        fresh = freshness(view.occurred_at, marks, now, _stale_after())
+        return _json(200, {**_view_summary(view), "source": "view", "freshness": fresh.model_dump()})
+    # The view has not seen the job yet: answer from the job row, marked as such and stale.
+    job = core.store.get(job_id, scope)
+    fresh = freshness(iso(job.updated_at), marks, now, _stale_after()).model_copy(update={"stale": True})
+    body: dict[str, Any] = {
+        "job_id": job.job_id, "type": job.type, "status": job.state.value, "version": job.version,
+        "attempt": job.attempt, "cancel_requested": job.cancel_requested, "updated_at": iso(job.updated_at),
+        "source": "job_table", "freshness": fresh.model_dump(),
+    }
+    if job.last_error is not None:
+        body["error"] = job.last_error.model_dump(mode="json")
+    return _json(200, body)
+
+
+@app.get("/jobs/<job_id>/runs")
+def job_runs(job_id: str) -> Response:
+    principal = _principal()
+    runs = build_core().store.runs(_job_id(job_id), _tenant_scope(principal))
+    return _json(200, {"job_id": job_id, "runs": [run.model_dump(mode="json") for run in runs]})
+
+
+@app.post("/jobs/<job_id>/cancel")
+def cancel_job(job_id: str) -> Response:
+    principal = _principal()
+    outcome = build_core().store.cancel(_job_id(job_id), _tenant_scope(principal))
+    if outcome.status is CancelStatus.ALREADY_ENDED:
+        raise Problem(409, "Already completed", f"job {job_id} already ended as {outcome.job.state.value}",
+                      slug="already-completed", extra={"job_status": outcome.job.state.value})
+    status = "cancelled" if outcome.status is CancelStatus.CANCELLED else "cancel_requested"
+    return _json(202, {"job_id": job_id, "status": status, "version": outcome.job.version})
+
+
+@app.post("/jobs/<job_id>/replay")
+def replay_job(job_id: str) -> Response:
+    principal = _principal()
+    if not principal.operator:
+        raise Problem(403, "Forbidden", "replay is for operators")
+    core = build_core()
+    scope = principal.tenant_id  # an operator bound to a tenant replays only that tenant's jobs
+    core.store.get(_job_id(job_id), scope)
+    job = core.store.replay(job_id)
+    return _json(202, {"job_id": job.job_id, "status": job.state.value, "version": job.version})
+
+
+# --- error mapping ----------------------------------------------------------------------------------------------
+
+@app.exception_handler(Problem)
+def _problem(error: Problem) -> Response:
+    return error.response()
+
+
+@app.exception_handler(JobNotFound)
+def _job_not_found(error: JobNotFound) -> Response:
+    return not_found(str(error.args[0]) if error.args else "").response()
+
+
+@app.exception_handler(IdempotencyConflict)
+def _idempotency_conflict(error: IdempotencyConflict) -> Response:
+    return Problem(409, "Idempotency conflict",
+                   "this Idempotency-Key was already used for a different request",
+                   slug="idempotency-conflict").response()
+
+
+@app.exception_handler(NotReplayable)
+def _not_replayable(error: NotReplayable) -> Response:
+    return Problem(409, "Not replayable", str(error), slug="not-replayable").response()
+
+
+@app.exception_handler(PayloadTooLarge)
+def _payload_too_large(error: PayloadTooLarge) -> Response:
+    return Problem(413, "Payload too large", str(error)).response()
+
+
+@app.exception_handler(InvalidRequest)
+def _invalid(error: InvalidRequest) -> Response:
+    return Problem(400, "Bad request", str(error)).response()
+
+
+@app.exception_handler(StoreContention)
+def _contention(error: StoreContention) -> Response:
+    return Problem(503, "Busy", "the job is contended; retry shortly", headers={"Retry-After": "1"}).response()
+
+
+@app.not_found
+def _route_not_found(error: Exception) -> Response:
+    return Problem(404, "Not found", "no such route", slug="route-not-found").response()
+
+
+@app.exception_handler(Exception)
+def _unexpected(error: Exception) -> Response:
+    logger.exception("unhandled error", extra={"route": app.current_event.path})
+    return Problem(500, "Internal error", "the request failed; it is safe to retry with the same "
+                   "Idempotency-Key").response()
+
+
+@logger.inject_lambda_context(log_event=False)
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    return app.resolve(event, context)
+
+
+__all__ = ["Authenticator", "JwtClaimsAuthenticator", "Principal", "TokenAuthenticator", "app", "handler"]

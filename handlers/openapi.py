@@ -1,0 +1,135 @@
+"""The OpenAPI document of the HTTP API (handlers/api.py), written by hand to say exactly what the code
+answers; tests/integration/test_api.py checks routes and status codes against the running API."""
+
+from __future__ import annotations
+
+from typing import Any
+
+PROBLEM = {"$ref": "#/components/schemas/Problem"}
+
+
+def _problem(description: str) -> dict[str, Any]:
+    return {"description": description, "content": {"application/problem+json": {"schema": PROBLEM}}}
+
+
+def _ok(description: str, schema: str) -> dict[str, Any]:
+    return {"description": description,
+            "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{schema}"}}}}
+
+
+UNAUTHORIZED = _problem("no valid bearer token")
+NOT_FOUND = _problem("no such job for this tenant (another tenant's job is answered the same way)")
+JOB_ID = {"name": "job_id", "in": "path", "required": True, "schema": {"type": "string", "pattern": "^[0-9a-f]{32}$"}}
+SECURED = [{"bearer": []}]
+
+DOCUMENT: dict[str, Any] = {
+    "openapi": "3.1.0",
+    "info": {"title": "Onward", "version": "1.0.0",
+             "description": "Background jobs: submit, watch (status view with freshness), cancel, replay."},
+    "paths": {
+        "/health": {"get": {"operationId": "health", "security": [], "responses": {
+            "200": {"description": "the API answers",
+                    "content": {"application/json": {"schema": {"type": "object"}}}}}}},
+        "/openapi.json": {"get": {"operationId": "openapi", "security": [], "responses": {
+            "200": {"description": "this document", "content": {"application/json": {"schema": {"type": "object"}}}}}}},
+        "/jobs": {
+            "post": {
+                "operationId": "createJob", "security": SECURED,
+                "parameters": [{"name": "Idempotency-Key", "in": "header", "required": False,
+                                "schema": {"type": "string", "minLength": 1, "maxLength": 128}}],
+                "requestBody": {"required": True, "content": {"application/json": {
+                    "schema": {"$ref": "#/components/schemas/NewJob"}}}},
+                "responses": {
+                    "200": _ok("an earlier request with this Idempotency-Key created the job; nothing new",
+                               "Accepted"),
+                    "202": _ok("the job is queued", "Accepted"),
+                    "400": _problem("malformed JSON or an invalid Idempotency-Key"),
+                    "401": UNAUTHORIZED,
+                    "403": _problem("the credential names no tenant (an operator token)"),
+                    "409": _problem("the Idempotency-Key was used for a different request"),
+                    "413": _problem("the body is over 256 KiB"),
+                    "422": _problem("unknown fields, wrong types, or an unknown job type"),
+                },
+            },
+            "get": {
+                "operationId": "listJobs", "security": SECURED,
+                "parameters": [
+                    {"name": "status", "in": "query", "schema": {"$ref": "#/components/schemas/Status"}},
+                    {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 100,
+                                                                 "default": 20}},
+                    {"name": "cursor", "in": "query", "schema": {"type": "string"},
+                     "description": "opaque; the `cursor` of the previous page"},
+                ],
+                "responses": {"200": _ok("the tenant's jobs from the status view, newest first", "JobPage"),
+                              "400": _problem("bad limit, status or cursor"),
+                              "401": UNAUTHORIZED},
+            },
+        },
+        "/jobs/{job_id}": {"get": {
+            "operationId": "getJob", "security": SECURED, "parameters": [JOB_ID],
+            "responses": {"200": _ok("the job's status with its freshness", "JobStatus"),
+                          "401": UNAUTHORIZED, "404": NOT_FOUND}}},
+        "/jobs/{job_id}/runs": {"get": {
+            "operationId": "getJobRuns", "security": SECURED, "parameters": [JOB_ID],
+            "responses": {"200": _ok("one record per attempt, from the authoritative table", "Runs"),
+                          "401": UNAUTHORIZED, "404": NOT_FOUND}}},
+        "/jobs/{job_id}/cancel": {"post": {
+            "operationId": "cancelJob", "security": SECURED, "parameters": [JOB_ID],
+            "responses": {"202": _ok("cancelled, or cancel requested (a running job stops at its next heartbeat)",
+                                     "CancelAccepted"),
+                          "401": UNAUTHORIZED, "404": NOT_FOUND,
+                          "409": _problem("already completed")}}},
+        "/jobs/{job_id}/replay": {"post": {
+            "operationId": "replayJob", "security": SECURED, "parameters": [JOB_ID],
+            "responses": {"202": _ok("queued again as a new version", "Accepted"),
+                          "401": UNAUTHORIZED, "403": _problem("operators only"), "404": NOT_FOUND,
+                          "409": _problem("only dead or quarantined jobs replay")}}},
+    },
+    "components": {
+        "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        "schemas": {
+            "Status": {"type": "string", "enum": ["queued", "running", "retry_wait", "succeeded", "dead",
+                                                  "cancelled", "quarantined"]},
+            "Problem": {"type": "object", "required": ["type", "title", "status", "detail"], "properties": {
+                "type": {"type": "string"}, "title": {"type": "string"}, "status": {"type": "integer"},
+                "detail": {"type": "string"}}},
+            "NewJob": {"type": "object", "additionalProperties": False, "required": ["type"], "properties": {
+                "type": {"type": "string"}, "params": {"type": "object"},
+                "max_attempts": {"type": "integer", "minimum": 1, "maximum": 100, "default": 3},
+                "priority": {"type": "integer", "minimum": 0, "maximum": 9, "default": 0}}},
+            "Accepted": {"type": "object", "required": ["job_id", "status", "version"], "properties": {
+                "job_id": {"type": "string"}, "status": {"$ref": "#/components/schemas/Status"},
+                "version": {"type": "integer"}}},
+            "CancelAccepted": {"type": "object", "required": ["job_id", "status", "version"], "properties": {
+                "job_id": {"type": "string"}, "status": {"type": "string", "enum": ["cancelled", "cancel_requested"]},
+                "version": {"type": "integer"}}},
+            "Freshness": {"type": "object", "required": ["as_of", "age_s", "view_lag_s", "stale"], "properties": {
+                "as_of": {"type": "string", "format": "date-time"}, "age_s": {"type": "number"},
+                "view_lag_s": {"type": ["number", "null"]}, "watermark": {"type": ["string", "null"]},
+                "stale": {"type": "boolean"}}},
+            "JobStatus": {"type": "object",
+                          "required": ["job_id", "type", "status", "version", "attempt", "updated_at", "freshness"],
+                          "properties": {
+                              "job_id": {"type": "string"}, "type": {"type": "string"},
+                              "status": {"$ref": "#/components/schemas/Status"}, "version": {"type": "integer"},
+                              "attempt": {"type": "integer"}, "cancel_requested": {"type": "boolean"},
+                              "updated_at": {"type": "string", "format": "date-time"},
+                              "result": {"type": "object"}, "error": {"type": "object"},
+                              "source": {"type": "string", "enum": ["view", "job_table"],
+                                         "description": "job_table: the view has not seen the job yet"},
+                              "freshness": {"$ref": "#/components/schemas/Freshness"}}},
+            "JobPage": {"type": "object", "required": ["jobs", "cursor"], "properties": {
+                "jobs": {"type": "array", "items": {"$ref": "#/components/schemas/JobStatus"}},
+                "cursor": {"type": ["string", "null"]}}},
+            "Runs": {"type": "object", "required": ["job_id", "runs"], "properties": {
+                "job_id": {"type": "string"}, "runs": {"type": "array", "items": {"type": "object"}}}},
+        },
+    },
+}
+
+for _item in DOCUMENT["paths"].values():
+    for _operation in _item.values():
+        if _operation["security"]:
+            _operation["responses"]["500"] = _problem("an unexpected failure; safe to retry (with the same "
+                                                      "Idempotency-Key for a create)")
+            _operation["responses"]["503"] = _problem("contention on the job; retry after Retry-After")

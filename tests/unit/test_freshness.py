@@ -1,0 +1,41 @@
+from __future__ import annotations
+
+from onward.checkpoints import Watermark
+from onward.clock import iso
+from onward.freshness import freshness
+
+NOW = 1_800_000_000_000
+
+
+def mark(shard: str, newest_s_ago: float, processed_s_ago: float = 0) -> Watermark:
+    return Watermark(shard, iso(NOW - int(newest_s_ago * 1000)), iso(NOW - int(processed_s_ago * 1000)))
+
+
+def test_age_and_lag_from_the_oldest_shard_watermark() -> None:
+    f = freshness(iso(NOW - 12_000), [mark("a", 2), mark("b", 5)], NOW, stale_after_s=30)
+    assert f.as_of == iso(NOW - 12_000)
+    assert f.age_s == 12.0
+    assert f.view_lag_s == 5.0
+    assert f.watermark == iso(NOW - 5_000)
+    assert f.stale is False
+
+
+def test_a_busy_projector_far_behind_is_stale_even_if_it_just_processed_a_batch() -> None:
+    f = freshness(iso(NOW - 1_000), [mark("a", newest_s_ago=600, processed_s_ago=0)], NOW, stale_after_s=30)
+    assert f.view_lag_s == 600.0
+    assert f.stale is True
+
+
+def test_lag_over_threshold_is_stale_and_at_threshold_is_not() -> None:
+    assert freshness(iso(NOW), [mark("a", 30)], NOW, stale_after_s=30).stale is False
+    assert freshness(iso(NOW), [mark("a", 30.001)], NOW, stale_after_s=30).stale is True
+
+
+def test_no_watermark_means_unknown_lag_and_stale() -> None:
+    f = freshness(iso(NOW - 1_000), [], NOW)
+    assert f.view_lag_s is None and f.watermark is None and f.stale is True
+
+
+def test_clock_skew_never_gives_negative_ages() -> None:
+    f = freshness(iso(NOW + 5_000), [mark("a", -3)], NOW)
+    assert f.age_s == 0.0 and f.view_lag_s == 0.0

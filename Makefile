@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 up: $(STAMP)
-	$(BIN)/onward up
+	$(BIN)/onward up --demo
 
 test: $(STAMP)
 	$(BIN)/python -m pytest

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import secrets
 import os
 import signal
 import sys
@@ -87,26 +88,44 @@ DEMO_WORKLOAD: list[tuple[str, NewJob]] = [
 ]
 
 
-def cmd_up(args: argparse.Namespace) -> int:
-    """For now: the embedded endpoint, a worker pool, the reaper and a demo workload, with progress."""
-    from infra.endpoint import EmbeddedEndpoint, export_lines
+DEMO_TENANTS = ("acme", "globex", "initech")
 
+
+def _tokens(args: argparse.Namespace) -> tuple[dict[str, str], str]:
+    """Tenant -> secret from --token TENANT=SECRET (demo tenants get fresh secrets), and the operator's."""
+    tokens = {tenant: secrets.token_urlsafe(12) for tenant in DEMO_TENANTS} if args.demo else {}
+    for pair in args.token:
+        tenant, _, secret = pair.partition("=")
+        if not tenant or not secret:
+            raise SystemExit(f"onward up: --token wants TENANT=SECRET, got {pair!r}")
+        tokens[tenant] = secret
+    return tokens, args.operator_token or secrets.token_urlsafe(12)
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    """The platform on this machine: embedded endpoint (tables and stream from template.yaml), worker pool,
+    reaper, relay and projector behind local event-source pollers, and the HTTP API; `--demo` adds a
+    mixed workload and follows it to its end."""
+    from infra.endpoint import EmbeddedEndpoint, export_lines
+    from infra.gateway import LocalGateway
     from infra.pipeline import LocalPipeline
     from infra.pollers import run_poller
-    from onward.view import StatusViewReader
+    from onward.demo import registry
 
+    tokens, operator_token = _tokens(args)
     stop = threading.Event()
     with EmbeddedEndpoint(port=args.port) as endpoint:
         environment = endpoint.deploy().environment
         os.environ.update(environment)  # the handlers read their resources from it, as on Lambda
         os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
+        os.environ["ONWARD_TOKENS"] = ",".join(f"{tenant}={secret}" for tenant, secret in tokens.items())
+        os.environ["ONWARD_OPERATOR_TOKEN"] = operator_token
+        os.environ.setdefault("ONWARD_JOB_TYPES", ",".join(sorted(registry.types)))
         settings = Settings.from_environment(environment)
         store = JobStore(settings, client=endpoint.client("dynamodb"))
         print(f"Onward: embedded AWS endpoint on {endpoint.url}")
         for line in export_lines(environment):
             print("  " + line)
-        from onward.demo import registry
-
         pool = _start_pool(store, registry, args.workers, args.lease_s)
         clients = {name: endpoint.client(name) for name in ("dynamodb", "dynamodbstreams", "kinesis")}
         pipeline = LocalPipeline.build(settings, clients)
@@ -117,35 +136,48 @@ def cmd_up(args: argparse.Namespace) -> int:
         ]
         for thread in background:
             thread.start()
-        view = StatusViewReader(endpoint.client("dynamodb"), settings.require("status_table"))
-        jobs = [store.create(tenant, request).job.job_id for tenant, request in DEMO_WORKLOAD]
-        print(f"Enqueued {len(jobs)} demo jobs for tenants acme, globex, initech")
-        started = time.monotonic()
-        cancelled = False
-        while not stop.is_set():
-            states = [store.get(job_id) for job_id in jobs]
-            if not cancelled and states[5].state.value == "running":
-                print(f"  cancelling {jobs[5]} (running demo.sleep): {store.cancel(jobs[5]).status.value}")
-                cancelled = True
-            counts = Counter(job.state.value for job in states)
-            summary = " ".join(f"{state}={n}" for state, n in sorted(counts.items()))
-            print(f"  t={time.monotonic() - started:5.1f}s {summary}", flush=True)
-            views = [view.get(job.job_id) for job in states]
-            if all(is_terminal(job.state) for job in states) and all(
-                    shown is not None and shown.version == job.version for job, shown in zip(states, views)):
-                print("All demo jobs reached a terminal state, and the status view shows each one:")
-                for job, shown in zip(states, views):
-                    print(f"  {job.job_id} {job.tenant_id:8} {job.type:11} {job.state.value:12} "
-                          f"v{job.version} attempts={job.attempt} view={shown.status.value}/v{shown.version}")
-                break
-            stop.wait(1.0)
-        if args.exit_when_done:
-            stop.set()
-        else:
-            print("Still serving the endpoint; Ctrl-C stops everything.", flush=True)
-            _wait_for_interrupt(stop)
-        _stop_pool(pool)
+        with LocalGateway(port=args.http_port) as gateway:
+            print(f"HTTP API and status page: {gateway.url}  (Authorization: Bearer <token>)")
+            for tenant, secret in tokens.items():
+                print(f"  tenant {tenant:10} token {secret}")
+            print(f"  operator          token {operator_token}", flush=True)
+            if args.demo:
+                _follow_demo(store, settings, endpoint.client("dynamodb"), stop)
+            if args.exit_when_done:
+                stop.set()
+            else:
+                print("Serving; Ctrl-C stops everything.", flush=True)
+                _wait_for_interrupt(stop)
+            _stop_pool(pool)
     return 0
+
+
+def _follow_demo(store: JobStore, settings: Settings, dynamodb: object, stop: threading.Event) -> None:
+    """Enqueue the demo workload and print progress until every job ended and the view shows it."""
+    from onward.view import StatusViewReader
+
+    view = StatusViewReader(dynamodb, settings.require("status_table"))
+    jobs = [store.create(tenant, request).job.job_id for tenant, request in DEMO_WORKLOAD]
+    print(f"Enqueued {len(jobs)} demo jobs for tenants {', '.join(DEMO_TENANTS)}")
+    started = time.monotonic()
+    cancelled = False
+    while not stop.is_set():
+        states = [store.get(job_id) for job_id in jobs]
+        if not cancelled and states[5].state.value == "running":
+            print(f"  cancelling {jobs[5]} (running demo.sleep): {store.cancel(jobs[5]).status.value}")
+            cancelled = True
+        counts = Counter(job.state.value for job in states)
+        summary = " ".join(f"{state}={n}" for state, n in sorted(counts.items()))
+        print(f"  t={time.monotonic() - started:5.1f}s {summary}", flush=True)
+        views = [view.get(job.job_id) for job in states]
+        if all(is_terminal(job.state) for job in states) and all(
+                shown is not None and shown.version == job.version for job, shown in zip(states, views)):
+            print("All demo jobs reached a terminal state, and the status view shows each one:")
+            for job, shown in zip(states, views):
+                print(f"  {job.job_id} {job.tenant_id:8} {job.type:11} {job.state.value:12} "
+                      f"v{job.version} attempts={job.attempt} view={shown.status.value}/v{shown.version}")
+            return
+        stop.wait(1.0)
 
 
 def _clients(settings: Settings) -> tuple[object, object]:
@@ -277,6 +309,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     up = commands.add_parser("up", help="run the platform on this machine")
     up.add_argument("--port", type=int, default=4566, help="port of the embedded AWS endpoint")
+    up.add_argument("--http-port", type=int, default=8000, help="port of the HTTP API and status page")
+    up.add_argument("--demo", action="store_true", help="enqueue a mixed demo workload and follow it")
+    up.add_argument("--token", action="append", default=[], metavar="TENANT=SECRET", help="a tenant's token")
+    up.add_argument("--operator-token", help="the operator's token (default: a fresh one, printed)")
     up.add_argument("--workers", type=int, default=4)
     up.add_argument("--lease-s", type=float, default=3.0)
     up.add_argument("--exit-when-done", action="store_true", help="stop once the demo jobs have all ended")

@@ -84,10 +84,48 @@ def test_worker_command_refuses_a_module_without_a_registry(environment):
 
 
 def test_up_runs_the_demo_to_its_terminal_states():
-    result = subprocess.run([*ONWARD, "up", "--port", str(free_port()), "--exit-when-done"],
-                            capture_output=True, text=True, timeout=180)
+    result = subprocess.run([*ONWARD, "up", "--demo", "--port", str(free_port()), "--http-port", str(free_port()),
+                             "--exit-when-done"], capture_output=True, text=True, timeout=180)
     assert result.returncode == 0, result.stderr
     assert "All demo jobs reached a terminal state, and the status view shows each one" in result.stdout
     final = result.stdout.split("shows each one:")[1]
     for state in ("succeeded", "dead", "cancelled", "quarantined"):
         assert state in final
+    assert "HTTP API and status page: http://127.0.0.1:" in result.stdout
+    assert "tenant acme" in result.stdout and "operator" in result.stdout
+
+
+def test_up_serves_the_http_api_with_the_tokens_it_prints():
+    """`onward up` starts the HTTP API with the tokens given; the tenant comes from the token."""
+    import json
+    import urllib.request
+
+    http_port = free_port()
+    process = subprocess.Popen([*ONWARD, "up", "--port", str(free_port()), "--http-port", str(http_port),
+                                "--token", "acme=s3cret", "--operator-token", "op"], stdout=subprocess.PIPE,
+                               text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if "Serving; Ctrl-C" in process.stdout.readline():
+                break
+        request = urllib.request.Request(f"http://127.0.0.1:{http_port}/jobs", method="POST",
+                                         data=json.dumps({"type": "demo.echo", "params": {"x": 1}}).encode(),
+                                         headers={"Authorization": "Bearer s3cret",
+                                                  "Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=10) as response:
+            created = json.loads(response.read())
+        assert response.status == 202 and created["status"] == "queued"
+        job_url = f"http://127.0.0.1:{http_port}/jobs/{created['job_id']}"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            with urllib.request.urlopen(urllib.request.Request(
+                    job_url, headers={"Authorization": "Bearer s3cret"}), timeout=10) as response:
+                job = json.loads(response.read())
+            if job["status"] == "succeeded":
+                break
+            time.sleep(0.3)
+        assert job["status"] == "succeeded" and job["version"] == 3
+    finally:
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=30) == 0

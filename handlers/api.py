@@ -26,7 +26,6 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, Validat
 
 from onward.checkpoints import CheckpointStore
 from onward.clock import iso, system_clock
-from onward.dynamo import from_item
 from onward.errors import (
     IdempotencyConflict,
     InvalidRequest,
@@ -49,7 +48,6 @@ DEFAULT_JOB_TYPES = ("demo.echo", "demo.sleep", "demo.flaky", "demo.fail", "demo
 OPERATOR_ROLE = "onward-operator"
 DEFAULT_LIMIT = 20
 MAX_LIMIT = 100
-LIST_ROUNDS = 10  # queries one listing page may make while a status filter skips rows
 PROBLEM_JSON = "application/problem+json"
 PROJECTOR = "projector"
 
@@ -182,8 +180,6 @@ class Core:
     store: JobStore
     view: StatusViewReader
     checkpoints: CheckpointStore
-    db: Any
-    status_table: str
 
 
 def build_core() -> Core:
@@ -193,13 +189,10 @@ def build_core() -> Core:
 @cache
 def _core_for(settings: Settings) -> Core:
     dynamodb = settings.client("dynamodb")
-    status_table = settings.require("status_table")
     return Core(
         JobStore(settings, client=dynamodb),
-        StatusViewReader(dynamodb, status_table),
+        StatusViewReader(dynamodb, settings.require("status_table")),
         CheckpointStore(dynamodb, settings.require("checkpoint_table")),
-        dynamodb,
-        status_table,
     )
 
 
@@ -331,22 +324,7 @@ def list_jobs() -> Response:
         raise Problem(400, "Bad request", f"unknown status {status!r}")
     start = _decode_cursor(query.get("cursor"), tenant) if query.get("cursor") else None
     core = build_core()
-    request: dict[str, Any] = {
-        "TableName": core.status_table, "IndexName": "by_tenant", "ScanIndexForward": False,
-        "KeyConditionExpression": "tenant_id = :t", "ExpressionAttributeValues": {":t": {"S": tenant}},
-    }
-    if status is not None:
-        request["FilterExpression"] = "#s = :s"
-        request["ExpressionAttributeNames"] = {"#s": "status"}
-        request["ExpressionAttributeValues"][":s"] = {"S": status}
-    views: list[StatusView] = []
-    for _ in range(LIST_ROUNDS):
-        page = core.db.query(**request, Limit=limit - len(views),
-                             **({"ExclusiveStartKey": start} if start else {}))
-        views.extend(StatusView.model_validate(from_item(item)) for item in page["Items"])
-        start = page.get("LastEvaluatedKey")
-        if start is None or len(views) >= limit:
-            break
+    views, start = core.view.for_tenant(tenant, limit=limit, status=status, start=start)
     marks = core.checkpoints.watermarks(PROJECTOR)
     now = system_clock()
     jobs = [{**_view_summary(v), "freshness": freshness(v.occurred_at, marks, now, _stale_after()).model_dump()}

@@ -555,6 +555,19 @@ class StoreModel(RuleBasedStateMachine):
     def late_report_by_current_owner(self, data: st.DataObject, kind: str) -> None:
         self._late(data.draw(st.sampled_from(self._owners_zombies()), label="owner's superseded lease"), kind)
 
+    @precondition(lambda self: self._holders())
+    @rule(data=st.data(), kind=LATE)
+    def worker_restarts(self, data: st.DataObject, kind: str) -> None:
+        """A worker stalls past its lease, the reaper takes the job back, the worker restarts under the same
+        id and claims again; then the stalled thread of its old attempt reports. When the new claim got the
+        same job, only the attempt number can fence the old report."""
+        lease = data.draw(st.sampled_from(self._holders()), label="stalled worker's lease")
+        self._advance_past(self.model[lease.job_id].lease_expires_at or self.now)
+        self._single(("reap", None, None))
+        again = self._claim(lease.worker_id, 30)
+        if again is not None and again.job_id == lease.job_id:
+            self._late(lease, kind)
+
     def _late(self, lease: Lease, kind: str) -> None:
         before = self.store.get(lease.job_id)
         op: Op = (("fail", lease, kind == "fail permanently") if kind.startswith("fail")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import secrets
 import os
 import signal
@@ -102,6 +103,14 @@ def _tokens(args: argparse.Namespace) -> tuple[dict[str, str], str]:
     return tokens, args.operator_token or secrets.token_urlsafe(12)
 
 
+def _set_log_level(level: str) -> None:
+    """The components' structured (JSON) logs at `level`; the progress lines are printed regardless."""
+    os.environ["POWERTOOLS_LOG_LEVEL"] = level
+    for name in list(logging.root.manager.loggerDict):
+        if name.startswith("onward-"):
+            logging.getLogger(name).setLevel(level)
+
+
 def cmd_up(args: argparse.Namespace) -> int:
     """The platform on this machine: embedded endpoint (tables and stream from template.yaml), worker pool,
     reaper, relay and projector behind local event-source pollers, and the HTTP API; `--demo` adds a
@@ -113,6 +122,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     from onward.demo import registry
 
     tokens, operator_token = _tokens(args)
+    _set_log_level(args.log_level)
     stop = threading.Event()
     with EmbeddedEndpoint(port=args.port) as endpoint:
         environment = endpoint.deploy().environment
@@ -137,7 +147,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         for thread in background:
             thread.start()
         with LocalGateway(port=args.http_port) as gateway:
-            print(f"HTTP API and status page: {gateway.url}  (Authorization: Bearer <token>)")
+            print(f"HTTP API: {gateway.url}  (Authorization: Bearer <token>; OpenAPI at /openapi.json)")
             for tenant, secret in tokens.items():
                 print(f"  tenant {tenant:10} token {secret}")
             print(f"  operator          token {operator_token}", flush=True)
@@ -309,12 +319,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     up = commands.add_parser("up", help="run the platform on this machine")
     up.add_argument("--port", type=int, default=4566, help="port of the embedded AWS endpoint")
-    up.add_argument("--http-port", type=int, default=8000, help="port of the HTTP API and status page")
+    up.add_argument("--http-port", type=int, default=8000, help="port of the HTTP API")
     up.add_argument("--demo", action="store_true", help="enqueue a mixed demo workload and follow it")
     up.add_argument("--token", action="append", default=[], metavar="TENANT=SECRET", help="a tenant's token")
     up.add_argument("--operator-token", help="the operator's token (default: a fresh one, printed)")
     up.add_argument("--workers", type=int, default=4)
     up.add_argument("--lease-s", type=float, default=3.0)
+    up.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+                    help="level of the components' structured logs (default WARNING: progress stays readable)")
     up.add_argument("--exit-when-done", action="store_true", help="stop once the demo jobs have all ended")
     up.set_defaults(run=cmd_up)
     return parser

@@ -91,7 +91,7 @@ def test_up_runs_the_demo_to_its_terminal_states():
     final = result.stdout.split("shows each one:")[1]
     for state in ("succeeded", "dead", "cancelled", "quarantined"):
         assert state in final
-    assert "HTTP API and status page: http://127.0.0.1:" in result.stdout
+    assert "HTTP API: http://127.0.0.1:" in result.stdout
     assert "tenant acme" in result.stdout and "operator" in result.stdout
 
 

@@ -6,21 +6,24 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
-import secrets
 import os
+import secrets
 import signal
 import sys
 import threading
 import time
 from collections import Counter
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from onward.models import NewJob
-from onward.reaper import run_reaper
 from onward.settings import Settings
 from onward.states import is_terminal
 from onward.store import JobStore
-from onward.worker import Registry, Worker
+from onward.worker import Registry
+
+if TYPE_CHECKING:
+    from onward.lag import LagReport
 
 
 def _wait_for_interrupt(stop: threading.Event) -> None:
@@ -45,35 +48,20 @@ def cmd_endpoint(args: argparse.Namespace) -> int:
     return 0
 
 
-def _start_pool(store: JobStore, registry: Registry, size: int, lease_s: float) -> list[tuple[Worker, threading.Thread]]:
-    pool = []
-    for number in range(size):
-        worker = Worker(store, registry, worker_id=f"w-{number:02d}", lease_s=lease_s)
-        thread = threading.Thread(target=worker.run, name=worker.worker_id, daemon=True)
-        thread.start()
-        pool.append((worker, thread))
-    return pool
-
-
-def _stop_pool(pool: list[tuple[Worker, threading.Thread]]) -> None:
-    for worker, _ in pool:
-        worker.shutdown()
-    for _, thread in pool:
-        thread.join(timeout=30)
-
-
 def cmd_worker(args: argparse.Namespace) -> int:
     module = importlib.import_module(args.module)
     registry = getattr(module, "registry", None)
     if not isinstance(registry, Registry):
         print(f"onward worker: {args.module} has no `registry` (an onward.worker.Registry)", file=sys.stderr)
         return 2
-    store = JobStore(Settings.from_environment())
-    pool = _start_pool(store, registry, args.concurrency, args.lease_s)
+    from infra.platform import WorkerPool
+
+    pool = WorkerPool(JobStore(Settings.from_environment()), registry, args.concurrency, args.lease_s)
+    pool.start()
     print(f"onward worker: {args.concurrency} workers running {sorted(registry.types)}; Ctrl-C stops them",
           flush=True)
     _wait_for_interrupt(threading.Event())
-    _stop_pool(pool)
+    pool.stop()
     return 0
 
 
@@ -111,54 +99,77 @@ def _set_log_level(level: str) -> None:
             logging.getLogger(name).setLevel(level)
 
 
+def _target_environment(args: argparse.Namespace) -> dict[str, str]:
+    """The environment naming the stack's resources on the endpoint `--endpoint-url` / `--aws` chose
+    (resource names read from CloudFormation; `--deploy` first creates the data resources)."""
+    from botocore.exceptions import ClientError
+
+    from infra.endpoint import deploy_data_resources, stack_environment
+
+    environment = {"AWS_ENDPOINT_URL": args.endpoint_url} if args.endpoint_url else {}
+    cloudformation = Settings.from_environment({**os.environ, **environment}).client("cloudformation")
+    if args.deploy:
+        try:
+            deploy_data_resources(cloudformation, args.stack)
+            print(f"Created the data resources of template.yaml as stack {args.stack}")
+        except ClientError as error:
+            if error.response["Error"]["Code"] != "AlreadyExistsException":
+                raise
+            print(f"Stack {args.stack} exists; using it")
+    try:
+        return {**environment, **stack_environment(cloudformation, args.stack)}
+    except ClientError as error:
+        raise SystemExit(f"onward up: cannot read stack {args.stack!r}: {error.response['Error']['Message']} "
+                         "(deploy it with `sam deploy`, or pass --deploy)") from error
+
+
 def cmd_up(args: argparse.Namespace) -> int:
-    """The platform on this machine: embedded endpoint (tables and stream from template.yaml), worker pool,
-    reaper, relay and projector behind local event-source pollers, and the HTTP API; `--demo` adds a
-    mixed workload and follows it to its end."""
+    """The platform on this machine: worker pool, reaper, heartbeats, relay and projector behind local
+    event-source pollers, and the HTTP API, against the embedded endpoint (tables and stream from
+    template.yaml) or, with --endpoint-url / --aws, against another endpoint. `--demo` adds a mixed workload
+    and follows it to its end."""
+    from contextlib import ExitStack
+
     from infra.endpoint import EmbeddedEndpoint, export_lines
-    from infra.gateway import LocalGateway
-    from infra.pipeline import LocalPipeline
-    from infra.pollers import run_poller
+    from infra.platform import LocalPlatform, PlatformOptions
     from onward.demo import registry
 
     tokens, operator_token = _tokens(args)
     _set_log_level(args.log_level)
     stop = threading.Event()
-    with EmbeddedEndpoint(port=args.port) as endpoint:
-        environment = endpoint.deploy().environment
+    with ExitStack() as stack:
+        if args.endpoint_url or args.aws:
+            environment = _target_environment(args)
+            where = args.endpoint_url or "AWS (default endpoints and credentials)"
+        else:
+            endpoint = stack.enter_context(EmbeddedEndpoint(port=args.port))
+            environment = endpoint.deploy().environment
+            where = f"embedded AWS endpoint on {endpoint.url}"
         os.environ.update(environment)  # the handlers read their resources from it, as on Lambda
         os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
         os.environ["ONWARD_TOKENS"] = ",".join(f"{tenant}={secret}" for tenant, secret in tokens.items())
         os.environ["ONWARD_OPERATOR_TOKEN"] = operator_token
+        os.environ["ONWARD_STALE_AFTER_S"] = str(args.stale_after_s)
         os.environ.setdefault("ONWARD_JOB_TYPES", ",".join(sorted(registry.types)))
-        settings = Settings.from_environment(environment)
-        store = JobStore(settings, client=endpoint.client("dynamodb"))
-        print(f"Onward: embedded AWS endpoint on {endpoint.url}")
+        settings = Settings.from_environment()
+        print(f"Onward: {where}")
         for line in export_lines(environment):
             print("  " + line)
-        pool = _start_pool(store, registry, args.workers, args.lease_s)
-        clients = {name: endpoint.client(name) for name in ("dynamodb", "dynamodbstreams", "kinesis")}
-        pipeline = LocalPipeline.build(settings, clients)
-        background = [
-            threading.Thread(target=run_reaper, args=(store, 1.0, stop), daemon=True),
-            threading.Thread(target=run_poller, args=(pipeline.relay_poller, stop), daemon=True),
-            threading.Thread(target=run_poller, args=(pipeline.projector_poller, stop), daemon=True),
-        ]
-        for thread in background:
-            thread.start()
-        with LocalGateway(port=args.http_port) as gateway:
-            print(f"HTTP API: {gateway.url}  (Authorization: Bearer <token>; OpenAPI at /openapi.json)")
-            for tenant, secret in tokens.items():
-                print(f"  tenant {tenant:10} token {secret}")
-            print(f"  operator          token {operator_token}", flush=True)
-            if args.demo:
-                _follow_demo(store, settings, endpoint.client("dynamodb"), stop)
-            if args.exit_when_done:
-                stop.set()
-            else:
-                print("Serving; Ctrl-C stops everything.", flush=True)
-                _wait_for_interrupt(stop)
-            _stop_pool(pool)
+        clients = {name: settings.client(name) for name in ("dynamodb", "dynamodbstreams", "kinesis")}
+        options = PlatformOptions(workers=args.workers, lease_s=args.lease_s, http_port=args.http_port,
+                                  heartbeat_interval_s=args.heartbeat_s)
+        platform = stack.enter_context(LocalPlatform(settings, clients, registry, options))
+        print(f"HTTP API and status page: {platform.url}/  (Authorization: Bearer <token>; "
+              "OpenAPI at /openapi.json)")
+        for tenant, secret in tokens.items():
+            print(f"  tenant {tenant:10} token {secret}")
+        print(f"  operator          token {operator_token}", flush=True)
+        if args.demo:
+            _follow_demo(platform.store, settings, clients["dynamodb"], stop)
+        if not args.exit_when_done:
+            print("Serving; Ctrl-C stops everything.", flush=True)
+            _wait_for_interrupt(stop)
+        print("Stopping...", flush=True)
     return 0
 
 
@@ -278,6 +289,47 @@ def cmd_capacity(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_lag(args: argparse.Namespace) -> int:
+    import json
+
+    from onward.lag import LagProbe
+
+    settings = Settings.from_environment()
+    dynamodb, kinesis = _clients(settings)
+    probe = LagProbe(dynamodb, kinesis, settings.require("checkpoint_table"), settings.require("outbox_table"),
+                     settings.require("events_stream"), outbox_retention_s=args.outbox_retention_days * 86400.0)
+    if not args.json:
+        print(f"sampling the pipeline for {args.window_s:g}s...", file=sys.stderr, flush=True)
+    report = probe.measure(args.window_s)
+    if args.json:
+        print(json.dumps(report.as_dict()))
+    else:
+        print(_lag_text(report))
+    return 0 if report.outbox_covers and report.stream_covers else 1
+
+
+def _lag_text(r: LagReport) -> str:
+    def seconds(value: float | None, never: str = "unknown") -> str:
+        return never if value is None else f"{value:,.1f} s"
+
+    lines = [
+        f"processing age       {seconds(r.processing_age_s, 'unknown (a shard has no watermark yet)')}",
+        f"relay checkpoint age {seconds(r.relay_age_s, 'unknown (no checkpoint yet)')}",
+        f"backlog              {r.backlog:,} events",
+        f"arrival rate         {r.arrival_rate_per_s:,.1f} events/s (over {r.window_s:g} s)",
+        f"service rate         {r.service_rate_per_s:,.1f} events/s",
+        f"projected drain      {seconds(r.drain_s, 'never: arrivals outrun service')}",
+        f"retention envelope   {seconds(r.envelope_s, 'unbounded')}",
+        f"outbox retention     {r.outbox_retention_s / 3600:,.1f} h: "
+        f"{'covers' if r.outbox_covers else 'DOES NOT cover'} 2x the envelope",
+        f"stream retention     {r.stream_retention_s / 3600:,.1f} h: "
+        f"{'covers' if r.stream_covers else 'DOES NOT cover'} 2x the envelope",
+    ]
+    lines += [f"  shard {s.shard_id}: watermark {s.watermark or 'none'}, age {seconds(s.age_s)}, "
+              f"backlog {s.backlog:,}" for s in r.shards]
+    return "\n".join(lines)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="onward", description="Onward background-job platform")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -317,6 +369,13 @@ def build_parser() -> argparse.ArgumentParser:
     capacity.add_argument("--json", action="store_true")
     capacity.set_defaults(run=cmd_capacity)
 
+    lag = commands.add_parser("lag", help="live processing age, backlog, drain time and retention cover")
+    lag.add_argument("--window-s", type=float, default=5.0, help="seconds between the two samples")
+    lag.add_argument("--outbox-retention-days", type=float, default=7.0,
+                     help="the OutboxRetentionDays the stack was deployed with")
+    lag.add_argument("--json", action="store_true")
+    lag.set_defaults(run=cmd_lag)
+
     up = commands.add_parser("up", help="run the platform on this machine")
     up.add_argument("--port", type=int, default=4566, help="port of the embedded AWS endpoint")
     up.add_argument("--http-port", type=int, default=8000, help="port of the HTTP API")
@@ -327,6 +386,17 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--lease-s", type=float, default=3.0)
     up.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
                     help="level of the components' structured logs (default WARNING: progress stays readable)")
+    target = up.add_mutually_exclusive_group()
+    target.add_argument("--endpoint-url", help="run against this AWS endpoint (another emulator) instead of "
+                        "starting the embedded one")
+    target.add_argument("--aws", action="store_true", help="run against AWS itself (default credentials chain)")
+    up.add_argument("--stack", default="onward", help="with --endpoint-url/--aws: the CloudFormation stack "
+                    "whose tables and stream to use (default onward)")
+    up.add_argument("--deploy", action="store_true", help="with --endpoint-url/--aws: first create the "
+                    "template's data resources as that stack")
+    up.add_argument("--heartbeat-s", type=float, default=5.0, help="seconds between pipeline heartbeats")
+    up.add_argument("--stale-after-s", type=float, default=30.0,
+                    help="view lag past which the API and the page say updates are delayed")
     up.add_argument("--exit-when-done", action="store_true", help="stop once the demo jobs have all ended")
     up.set_defaults(run=cmd_up)
     return parser

@@ -17,6 +17,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
+from pathlib import Path
 from typing import Any, Protocol
 
 from aws_lambda_powertools import Logger
@@ -34,7 +35,7 @@ from onward.errors import (
     PayloadTooLarge,
     StoreContention,
 )
-from onward.freshness import STALE_AFTER_S, freshness
+from onward.freshness import STALE_AFTER_S, freshness, view_lag
 from onward.models import JOB_ID_PATTERN, NewJob, StatusView
 from onward.settings import Settings
 from onward.states import JobState
@@ -50,6 +51,8 @@ DEFAULT_LIMIT = 20
 MAX_LIMIT = 100
 PROBLEM_JSON = "application/problem+json"
 PROJECTOR = "projector"
+WEB_TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
+             ".css": "text/css; charset=utf-8", ".svg": "image/svg+xml"}
 
 
 # --- errors -------------------------------------------------------------------------------------------------
@@ -271,6 +274,35 @@ def health() -> Response:
     return _json(200, {"status": "ok"})
 
 
+@app.get("/")
+def status_page() -> Response:
+    return _static("index.html")
+
+
+@app.get("/web/<name>")
+def status_page_asset(name: str) -> Response:
+    return _static(name)
+
+
+def _static(name: str) -> Response:
+    """A file of the status page (web/), from a fixed list: nothing else on disk can be named."""
+    found = web_files().get(name)
+    if found is None:
+        raise Problem(404, "Not found", "no such file", slug="route-not-found")
+    content_type, body = found
+    return Response(200, content_type, body, headers={
+        "Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff",
+        "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'"})
+
+
+@cache
+def web_files() -> dict[str, tuple[str, str]]:
+    """name -> (content type, text) of every file of the status page."""
+    root = Path(os.environ.get("ONWARD_WEB_ROOT") or Path(__file__).resolve().parent.parent / "web")
+    return {path.name: (WEB_TYPES[path.suffix], path.read_text(encoding="utf-8"))
+            for path in sorted(root.iterdir()) if path.suffix in WEB_TYPES}
+
+
 @app.get("/openapi.json")
 def openapi() -> Response:
     from handlers.openapi import DOCUMENT
@@ -329,7 +361,16 @@ def list_jobs() -> Response:
     now = system_clock()
     jobs = [{**_view_summary(v), "freshness": freshness(v.occurred_at, marks, now, _stale_after()).model_dump()}
             for v in views]
-    return _json(200, {"jobs": jobs, "cursor": _encode_cursor(start) if start else None})
+    return _json(200, {"jobs": jobs, "cursor": _encode_cursor(start) if start else None,
+                       "view": view_lag(marks, now, _stale_after()).model_dump()})
+
+
+@app.get("/view")
+def view_health() -> Response:
+    """How far behind the status view may be right now (any valid credential)."""
+    _principal()
+    marks = build_core().checkpoints.watermarks(PROJECTOR)
+    return _json(200, view_lag(marks, system_clock(), _stale_after()).model_dump())
 
 
 def _encode_cursor(key: dict[str, Any]) -> str:

@@ -32,6 +32,21 @@ DOCUMENT: dict[str, Any] = {
                     "content": {"application/json": {"schema": {"type": "object"}}}}}}},
         "/openapi.json": {"get": {"operationId": "openapi", "security": [], "responses": {
             "200": {"description": "this document", "content": {"application/json": {"schema": {"type": "object"}}}}}}},
+        "/": {"get": {"operationId": "statusPage", "security": [], "responses": {
+            "200": {"description": "the status page (HTML; its scripts and styles are under /web/)",
+                    "content": {"text/html": {"schema": {"type": "string"}}}}}}},
+        "/web/{name}": {"get": {
+            "operationId": "statusPageAsset", "security": [],
+            "parameters": [{"name": "name", "in": "path", "required": True,
+                            "schema": {"type": "string", "pattern": "^[a-z0-9-]+\\.(js|css|svg)$"}}],
+            "responses": {"200": {"description": "a static file of the status page",
+                                  "content": {"text/javascript": {"schema": {"type": "string"}},
+                                              "text/css": {"schema": {"type": "string"}},
+                                              "image/svg+xml": {"schema": {"type": "string"}}}},
+                          "404": _problem("no such file")}}},
+        "/view": {"get": {"operationId": "viewLag", "security": SECURED, "responses": {
+            "200": _ok("how far behind the status view may be right now", "ViewLag"),
+            "401": UNAUTHORIZED}}},
         "/jobs": {
             "post": {
                 "operationId": "createJob", "security": SECURED,
@@ -118,9 +133,20 @@ DOCUMENT: dict[str, Any] = {
                               "source": {"type": "string", "enum": ["view", "job_table"],
                                          "description": "job_table: the view has not seen the job yet"},
                               "freshness": {"$ref": "#/components/schemas/Freshness"}}},
-            "JobPage": {"type": "object", "required": ["jobs", "cursor"], "properties": {
+            "ViewLag": {"type": "object",
+                        "required": ["as_of", "view_lag_s", "watermark", "stale", "stale_after_s", "shards"],
+                        "properties": {
+                            "as_of": {"type": "string", "format": "date-time", "description": "measured at"},
+                            "view_lag_s": {"type": ["number", "null"],
+                                           "description": "upper bound of how far behind the view is"},
+                            "watermark": {"type": ["string", "null"], "format": "date-time",
+                                          "description": "the view is complete up to this commit time"},
+                            "stale": {"type": "boolean"}, "stale_after_s": {"type": "number"},
+                            "shards": {"type": "integer"}}},
+            "JobPage": {"type": "object", "required": ["jobs", "cursor", "view"], "properties": {
                 "jobs": {"type": "array", "items": {"$ref": "#/components/schemas/JobStatus"}},
-                "cursor": {"type": ["string", "null"]}}},
+                "cursor": {"type": ["string", "null"]},
+                "view": {"$ref": "#/components/schemas/ViewLag"}}},
             "Runs": {"type": "object", "required": ["job_id", "runs"], "properties": {
                 "job_id": {"type": "string"}, "runs": {"type": "array", "items": {"type": "object"}}}},
         },

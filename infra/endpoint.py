@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import io
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from moto.moto_server.werkzeug_app import (
 from werkzeug.serving import BaseWSGIServer, make_server
 
 from infra import moto_fixes
+from infra.metering import Meter
 from infra.template import (
     as_json,
     data_resource_environment,
@@ -39,21 +41,41 @@ WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 
 class SerializedApp:
-    """Runs one request at a time, response body included, so every request is atomic."""
+    """Runs one request at a time, response body included, so every request is atomic. An optional
+    `meter` (infra.metering.Meter) sees each request just before and just after it runs."""
 
-    def __init__(self, app: WsgiApp) -> None:
+    def __init__(self, app: WsgiApp, meter: Meter | None = None) -> None:
         self._app = app
         self._lock = threading.Lock()
+        self._meter = meter
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
         with self._lock:
-            response = self._app(environ, start_response)
-            try:
-                return [b"".join(response)]
-            finally:
-                close = getattr(response, "close", None)
-                if close is not None:
-                    close()
+            if self._meter is None:
+                return self._run(environ, start_response)
+            body = environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
+            environ["wsgi.input"] = io.BytesIO(body)
+            headers = {name[5:].replace("_", "-").lower(): value for name, value in environ.items()
+                       if name.startswith("HTTP_")}
+            pending = self._meter.before(headers, body)
+            status: list[int] = []
+
+            def recording_start_response(code: str, *args: Any) -> Any:
+                status.append(int(code.split()[0]))
+                return start_response(code, *args)
+
+            answer = self._run(environ, recording_start_response)
+            self._meter.after(pending, status[0] if status else 500)
+            return answer
+
+    def _run(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
+        response = self._app(environ, start_response)
+        try:
+            return [b"".join(response)]
+        finally:
+            close = getattr(response, "close", None)
+            if close is not None:
+                close()
 
 
 class _QuietRequestHandler(MotoRequestHandler):
@@ -71,9 +93,9 @@ class Deployment:
 class EmbeddedEndpoint:
     """moto's server on 127.0.0.1 in this process. Use as a context manager or start()/stop()."""
 
-    def __init__(self, port: int = 0, host: str = "127.0.0.1") -> None:
+    def __init__(self, port: int = 0, host: str = "127.0.0.1", meter: Meter | None = None) -> None:
         moto_fixes.install()
-        app = SerializedApp(DomainDispatcherApplication(create_backend_app))
+        app = SerializedApp(DomainDispatcherApplication(create_backend_app), meter)
         self._server: BaseWSGIServer = make_server(
             host, port, app, threaded=True, request_handler=_QuietRequestHandler
         )
@@ -112,20 +134,37 @@ class EmbeddedEndpoint:
     def deploy(self, stack_name: str = STACK_NAME) -> Deployment:
         """Create template.yaml's data resources through CloudFormation; return the environment for them."""
         cloudformation = self.client("cloudformation")
-        template = data_resources_template(load_template())
-        cloudformation.create_stack(StackName=stack_name, TemplateBody=as_json(template))
-        status = cloudformation.describe_stacks(StackName=stack_name)["Stacks"][0]["StackStatus"]
-        if status != "CREATE_COMPLETE":
-            raise RuntimeError(f"stack {stack_name} ended in {status}")
-        resources = cloudformation.describe_stack_resources(StackName=stack_name)["StackResources"]
-        physical = {r["LogicalResourceId"]: r["PhysicalResourceId"] for r in resources}
+        deploy_data_resources(cloudformation, stack_name)
         environment = {
             "AWS_ENDPOINT_URL": self.url,
             "AWS_DEFAULT_REGION": REGION,
             **DUMMY_CREDENTIALS,
-            **data_resource_environment(physical),
+            **stack_environment(cloudformation, stack_name),
         }
         return Deployment(environment=environment)
+
+
+def deploy_data_resources(cloudformation: Any, stack_name: str = STACK_NAME) -> None:
+    """Create template.yaml's data resources (tables, stream) as a CloudFormation stack, through any
+    endpoint's CloudFormation (this one, another emulator)."""
+    template = data_resources_template(load_template())
+    cloudformation.create_stack(StackName=stack_name, TemplateBody=as_json(template))
+    cloudformation.get_waiter("stack_create_complete").wait(
+        StackName=stack_name, WaiterConfig={"Delay": 1, "MaxAttempts": 600})
+
+
+def stack_environment(cloudformation: Any, stack_name: str = STACK_NAME) -> dict[str, str]:
+    """The variables naming a deployed stack's data resources (`JOBS_TABLE=...`), read from CloudFormation:
+    works for the stack `sam deploy` made on AWS as for one made by deploy_data_resources."""
+    stack = cloudformation.describe_stacks(StackName=stack_name)["Stacks"][0]
+    if not stack["StackStatus"].endswith("_COMPLETE") or "ROLLBACK" in stack["StackStatus"]:
+        raise RuntimeError(f"stack {stack_name} is {stack['StackStatus']}")
+    wanted = set(data_resources_template(load_template())["Resources"])
+    physical: dict[str, str] = {}
+    for page in cloudformation.get_paginator("list_stack_resources").paginate(StackName=stack_name):
+        physical.update({r["LogicalResourceId"]: r["PhysicalResourceId"] for r in page["StackResourceSummaries"]
+                         if r["LogicalResourceId"] in wanted})
+    return data_resource_environment(physical)
 
 
 def export_lines(environment: dict[str, str]) -> list[str]:

@@ -1,4 +1,4 @@
-"""How fresh a status shown from the status view is (pure).
+"""How fresh the status view is (pure).
 
 A status is always shown with when it became true (`as_of`, the transition's commit time) and with how far
 behind the view may be (`view_lag_s`), so a reader can tell "this job has not changed for 5 minutes" from
@@ -8,15 +8,14 @@ The choice of view_lag_s. The projector keeps, per Kinesis shard, a watermark: `
 commit time it has projected from that shard) and `processed_at` (when it last finished a batch). Measuring
 the lag from `processed_at` would lie in the dangerous direction: a projector that keeps finishing batches
 but is ten minutes behind the stream (high iterator age) looks fresh. Measuring from `newest_event_at` can
-only err the safe way: the view is confirmed complete up to the OLDEST shard's newest projected event, so
+only err the safe way: the view is confirmed complete up to the OLDEST shard's newest projected commit, so
 
     view_lag_s = now - min over shards of newest_event_at      (None when no shard has a watermark yet)
 
-is an upper bound on how far behind the view is. Its price: when nothing is committed for a while (an idle
-stream) the bound keeps growing and the status reads as possibly delayed. That is a false alarm, never a
-false reassurance; the cure is a periodic heartbeat event through the outbox per shard, which moves every
-watermark while the system is idle. `stale` is true when the lag exceeds the threshold, or when it cannot be
-known (no watermark at all).
+is an upper bound on how far behind the view is. An idle system would make that bound grow without end;
+pipeline heartbeats (onward.heartbeat) pass through the same path on a schedule and move every shard's
+watermark, so an idle healthy system reads as fresh (lag about one heartbeat interval) while a stopped relay
+or projector stops them too. `stale` is true when the lag exceeds the threshold, or cannot be known.
 """
 
 from __future__ import annotations
@@ -25,31 +24,31 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Protocol
 
-from pydantic import BaseModel, ConfigDict
-
 from onward.clock import EpochMs, iso
+from onward.models import Freshness, ViewLag
 
 STALE_AFTER_S = 30.0
 
 
 class _Watermark(Protocol):
     newest_event_at: str
-    processed_at: str
-
-
-class Freshness(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    as_of: str  # when the shown status became true (commit time of its transition)
-    age_s: float  # now - as_of
-    view_lag_s: float | None  # upper bound of how far behind the view is; None when unknown
-    watermark: str | None  # the view is confirmed complete up to this commit time
-    stale: bool
 
 
 def epoch_ms(moment: str) -> EpochMs:
     """ISO-8601 (with Z) -> epoch milliseconds."""
     return int(datetime.fromisoformat(moment).timestamp() * 1000)
+
+
+def view_lag(watermarks: Iterable[_Watermark], now_ms: EpochMs, stale_after_s: float = STALE_AFTER_S) -> ViewLag:
+    """The whole view's lag bound from the projector's per-shard watermarks."""
+    marks = [epoch_ms(mark.newest_event_at) for mark in watermarks]
+    if not marks:
+        return ViewLag(as_of=iso(now_ms), view_lag_s=None, watermark=None, stale=True,
+                       stale_after_s=stale_after_s, shards=0)
+    confirmed = min(marks)
+    lag_s = round(max(0.0, (now_ms - confirmed) / 1000), 3)
+    return ViewLag(as_of=iso(now_ms), view_lag_s=lag_s, watermark=iso(confirmed), stale=lag_s > stale_after_s,
+                   stale_after_s=stale_after_s, shards=len(marks))
 
 
 def freshness(
@@ -58,11 +57,8 @@ def freshness(
     now_ms: EpochMs,
     stale_after_s: float = STALE_AFTER_S,
 ) -> Freshness:
-    age_s = max(0.0, (now_ms - epoch_ms(occurred_at)) / 1000)
-    marks = [epoch_ms(mark.newest_event_at) for mark in watermarks]
-    if not marks:
-        return Freshness(as_of=occurred_at, age_s=round(age_s, 3), view_lag_s=None, watermark=None, stale=True)
-    confirmed = min(marks)
-    lag_s = max(0.0, (now_ms - confirmed) / 1000)
-    return Freshness(as_of=occurred_at, age_s=round(age_s, 3), view_lag_s=round(lag_s, 3),
-                     watermark=iso(confirmed), stale=lag_s > stale_after_s)
+    """One shown status: when it became true, and the view's lag bound."""
+    age_s = round(max(0.0, (now_ms - epoch_ms(occurred_at)) / 1000), 3)
+    lag = view_lag(watermarks, now_ms, stale_after_s)
+    return Freshness(as_of=occurred_at, age_s=age_s, view_lag_s=lag.view_lag_s, watermark=lag.watermark,
+                     stale=lag.stale)

@@ -173,3 +173,24 @@ class StatusView(BaseModel):
     error: ErrorSummary | None = None
     result_size_bytes: int | None = None
     result_inline: Any = None
+
+
+class Freshness(_Frozen):
+    """How fresh one status shown from the view is (onward.freshness computes it)."""
+
+    as_of: str  # when the shown status became true (commit time of its transition)
+    age_s: float  # now - as_of
+    view_lag_s: float | None  # upper bound of how far behind the view is; None when unknown
+    watermark: str | None  # the view is confirmed complete up to this commit time
+    stale: bool
+
+
+class ViewLag(_Frozen):
+    """How far behind the whole status view may be, right now (onward.freshness computes it)."""
+
+    as_of: str  # when this was measured
+    view_lag_s: float | None  # None: no shard has been projected yet
+    watermark: str | None  # the view is confirmed complete up to this commit time
+    stale: bool
+    stale_after_s: float  # the threshold `stale` was judged by
+    shards: int  # shards with a watermark

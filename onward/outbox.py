@@ -1,7 +1,8 @@
 """Reading the outbox: one job's events, a window of time (the `by_time` index), or everything.
 
 The outbox is the retained history of every committed transition; replay, rebuild and the relay's
-recovery from a trimmed stream all read it here.
+recovery from a trimmed stream all read it here. Pipeline heartbeats (onward.heartbeat) share the table
+and are never returned as events.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from onward.dynamo import Item, from_item
+from onward.heartbeat import is_heartbeat_image
 from onward.models import OutboxEvent
 
 _STORAGE_ONLY = ("time_bucket", "expires_at")
@@ -53,7 +55,8 @@ class OutboxReader:
                 FilterExpression="occurred_at BETWEEN :s AND :u",
                 ExpressionAttributeValues={":s": {"S": since}, ":u": {"S": until}},
             )
-            events = [event_from_image(item) for page in pages for item in page["Items"]]
+            events = [event_from_image(item) for page in pages for item in page["Items"]
+                      if not is_heartbeat_image(item)]
             yield from sorted(events, key=lambda event: (event.occurred_at, event.job_id, event.version))
             return
         hour = start.replace(minute=0, second=0, microsecond=0)
@@ -71,7 +74,8 @@ class OutboxReader:
         """Every retained event (a full scan: for rebuilds and audits, not for hot paths)."""
         for page in self._db.get_paginator("scan").paginate(TableName=self._table):
             for item in page["Items"]:
-                yield event_from_image(item)
+                if not is_heartbeat_image(item):
+                    yield event_from_image(item)
 
     def _query(self, **query: Any) -> Iterator[Item]:
         for page in self._db.get_paginator("query").paginate(TableName=self._table, **query):

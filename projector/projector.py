@@ -22,6 +22,7 @@ from pydantic import ValidationError
 from onward.checkpoints import CheckpointStore
 from onward.clock import Clock, iso, system_clock
 from onward.dynamo import from_item, to_item
+from onward.heartbeat import Heartbeat, decode_heartbeat
 from onward.models import EVENT_SCHEMA, OutboxEvent
 from onward.parking import ParkedRecords
 from onward.projection import ProjectionOutcome, classify, view_fields
@@ -35,13 +36,20 @@ class UnreadableRecord(ValueError):
     """A record that is not a valid event of a schema this projector knows."""
 
 
-def parse_event(data: bytes) -> OutboxEvent:
+def parse_record(data: bytes) -> OutboxEvent | Heartbeat:
+    """A record's job event, or a pipeline heartbeat; UnreadableRecord says why it is neither."""
     try:
         payload = json.loads(data)
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise UnreadableRecord(f"not JSON: {error}") from error
     if not isinstance(payload, dict):
         raise UnreadableRecord("not a JSON object")
+    try:
+        heartbeat = decode_heartbeat(payload)
+    except ValidationError as error:
+        raise UnreadableRecord(f"invalid heartbeat: {error.errors()[0]['msg']}") from error
+    if heartbeat is not None:
+        return heartbeat
     if payload.get("schema") != EVENT_SCHEMA:
         raise UnreadableRecord(f"unsupported schema {payload.get('schema')!r} (this projector reads {EVENT_SCHEMA})")
     try:
@@ -56,6 +64,7 @@ class BatchTally:
 
     outcomes: dict[ProjectionOutcome, int] = field(default_factory=dict)
     parked: int = 0
+    heartbeats: int = 0
     newest_event_at: str | None = None
     lag_ms: list[int] = field(default_factory=list)
 
@@ -123,12 +132,16 @@ class StatusProjector:
         """Project one record; an unreadable one is parked with its raw bytes and the reason (the shard
         moves on). DynamoDB errors propagate: the batch stops there and the record is retried."""
         try:
-            event = parse_event(data)
+            event = parse_record(data)
         except UnreadableRecord as error:
             self._parked.park(CONSUMER, shard_id, sequence_number, data, str(error))
             tally.parked += 1
             logger.warning("record parked", extra={"shard_id": shard_id, "sequence_number": sequence_number,
                                                    "reason": str(error)})
+            return
+        if isinstance(event, Heartbeat):  # the shard is projected up to this moment; the view is untouched
+            tally.heartbeats += 1
+            tally.newest_event_at = max(tally.newest_event_at or "", event.occurred_at)
             return
         outcome = self.project(event)
         tally.count(outcome)

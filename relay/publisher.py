@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from onward.backoff import BackoffPolicy
+from onward.heartbeat import Heartbeat, encode_heartbeat
 from onward.models import OutboxEvent
 
 MAX_RECORDS_PER_REQUEST = 500
@@ -71,6 +72,25 @@ class KinesisPublisher:
                     return published
         return published
 
+    def publish_heartbeat(self, heartbeat: Heartbeat) -> bool:
+        """Put `heartbeat` on every open shard (ExplicitHashKey = the shard's first hash key), so that each
+        shard's watermark moves; whether every shard took it. The shards are listed each time (one request
+        per heartbeat), so a reshard is followed at once."""
+        data = encode_heartbeat(heartbeat)
+        records = [{"Data": data, "PartitionKey": "heartbeat", "ExplicitHashKey": key}
+                   for key in _open_shard_hash_keys(self._kinesis, self._stream)]
+        for attempt in range(1, self._max_retries + 2):
+            response = self._kinesis.put_records(StreamName=self._stream, Records=records)
+            self.stats.requests += 1
+            failed = [record for record, entry in zip(records, response["Records"]) if entry.get("ErrorCode")]
+            if not failed:
+                return True
+            if attempt > self._max_retries:
+                return False
+            self._sleep(self._backoff.delay(attempt, self._rng))
+            records = failed
+        return False
+
     def _put_chunk(self, events: Sequence[OutboxEvent], chunk: list[int]) -> set[int]:
         """One PutRecords, then only its failed entries again while they fail retriably; the accepted ones."""
         accepted: set[int] = set()
@@ -101,6 +121,15 @@ class KinesisPublisher:
             self._sleep(self._backoff.delay(attempt, self._rng))
             remaining = retry
         return accepted
+
+
+def _open_shard_hash_keys(kinesis: Any, stream: str) -> list[str]:
+    """The starting hash key of each open shard (a closed shard has an EndingSequenceNumber)."""
+    keys: list[str] = []
+    for page in kinesis.get_paginator("list_shards").paginate(StreamName=stream):
+        keys += [shard["HashKeyRange"]["StartingHashKey"] for shard in page["Shards"]
+                 if "EndingSequenceNumber" not in shard["SequenceNumberRange"]]
+    return keys
 
 
 def _one_per_job(events: Sequence[OutboxEvent], pending: list[int]) -> tuple[list[int], list[int]]:

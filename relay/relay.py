@@ -2,7 +2,8 @@
 
 For one batch of stream records from one shard: records at or before the relay's checkpoint were published
 already and are skipped; INSERTs are published (relay.publisher); the checkpoint then moves past the
-longest contiguous run of records that are done. The answer names the first record not done, so the event
+longest contiguous run of records that are done. Pipeline heartbeats (onward.heartbeat) go to every
+events shard after the batch's events. The answer names the first record not done, so the event
 source resumes there (Lambda's partial batch response; the local poller does the same).
 """
 
@@ -19,6 +20,7 @@ from pydantic import ValidationError
 from onward.checkpoints import Checkpoint, CheckpointStore
 from onward.clock import Clock, iso, system_clock
 from onward.faults import fault_point
+from onward.heartbeat import Heartbeat, heartbeat_from_image, is_heartbeat_image
 from onward.models import OutboxEvent
 from onward.outbox import OutboxReader, event_from_image
 from onward.parking import ParkedRecords
@@ -45,6 +47,7 @@ class RelayOutcome:
     already_published: int = 0
     ignored: int = 0  # not INSERTs: the outbox is append-only, TTL removals are not events
     parked: int = 0
+    heartbeats: int = 0  # pipeline heartbeats passed on to every events shard
     first_unpublished: str | None = None  # where the event source must resume; None: the batch is done
     checkpoint: Checkpoint | None = None
     retried_entries: int = 0
@@ -84,9 +87,13 @@ class Relay:
 
         events: list[OutboxEvent] = []
         event_of: dict[int, int] = {}  # position in todo -> position in events
+        heartbeats: dict[int, Heartbeat] = {}  # position in todo -> heartbeat
         for position, record in enumerate(todo):
             if record.event_name != "INSERT" or record.new_image is None:
                 outcome.ignored += 1
+                continue
+            if is_heartbeat_image(record.new_image):
+                heartbeats[position] = heartbeat_from_image(record.new_image)
                 continue
             try:
                 event = event_from_image(record.new_image)
@@ -107,6 +114,10 @@ class Relay:
         before = stats.requests, stats.retried_entries, dict(stats.error_codes)
         fault_point("relay.before_put_records")
         published = self._publisher.publish(events) if events else []
+        # A heartbeat goes out after every event of the batch, only once they all did: it vouches for them.
+        heartbeat_sent = bool(heartbeats) and all(published) and self._publisher.publish_heartbeat(
+            max(heartbeats.values(), key=lambda heartbeat: heartbeat.occurred_at))
+        outcome.heartbeats = len(heartbeats) if heartbeat_sent else 0
         fault_point("relay.after_put_records")
         outcome.requests = self._publisher.stats.requests - before[0]
         outcome.retried_entries = self._publisher.stats.retried_entries - before[1]
@@ -118,12 +129,14 @@ class Relay:
         event_time = checkpoint.event_time if checkpoint else None
         for position, record in enumerate(todo):
             index = event_of.get(position)
-            if index is not None and not published[index]:
+            if (index is not None and not published[index]) or (position in heartbeats and not heartbeat_sent):
                 outcome.first_unpublished = record.sequence_number
                 break
             done_through = record
             if index is not None:
                 event_time = max(event_time or "", events[index].occurred_at)
+            elif position in heartbeats:
+                event_time = max(event_time or "", heartbeats[position].occurred_at)
         if done_through is not None and shard_id is not None:
             advanced = Checkpoint(shard_id, done_through.sequence_number, event_time or iso(self._clock()))
             self._checkpoints.advance(CONSUMER, advanced)

@@ -91,7 +91,7 @@ def test_up_runs_the_demo_to_its_terminal_states():
     final = result.stdout.split("shows each one:")[1]
     for state in ("succeeded", "dead", "cancelled", "quarantined"):
         assert state in final
-    assert "HTTP API: http://127.0.0.1:" in result.stdout
+    assert "HTTP API and status page: http://127.0.0.1:" in result.stdout
     assert "tenant acme" in result.stdout and "operator" in result.stdout
 
 
@@ -129,3 +129,18 @@ def test_up_serves_the_http_api_with_the_tokens_it_prints():
     finally:
         process.send_signal(signal.SIGINT)
         assert process.wait(timeout=30) == 0
+
+
+def test_lag_prints_the_pipelines_age_backlog_and_retention_cover(environment):
+    import json
+
+    result = subprocess.run([*ONWARD, "lag", "--window-s", "0.2", "--json"], env={**os.environ, **environment},
+                            capture_output=True, text=True, timeout=60)
+    report = json.loads(result.stdout)
+    assert report["backlog"] == 0 and report["stream_retention_s"] == 24 * 3600
+    assert report["processing_age_s"] is None  # nothing projected yet: unknown, so nothing is said to cover
+    assert result.returncode == 1 and report["outbox_covers"] is False
+    text = subprocess.run([*ONWARD, "lag", "--window-s", "0.2"], env={**os.environ, **environment},
+                          capture_output=True, text=True, timeout=60)
+    assert "processing age       unknown (a shard has no watermark yet)" in text.stdout
+    assert "stream retention     24.0 h" in text.stdout

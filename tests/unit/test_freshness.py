@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from onward.checkpoints import Watermark
 from onward.clock import iso
-from onward.freshness import freshness
+from onward.freshness import freshness, view_lag
 
 NOW = 1_800_000_000_000
 
@@ -39,3 +39,11 @@ def test_no_watermark_means_unknown_lag_and_stale() -> None:
 def test_clock_skew_never_gives_negative_ages() -> None:
     f = freshness(iso(NOW + 5_000), [mark("a", -3)], NOW)
     assert f.age_s == 0.0 and f.view_lag_s == 0.0
+
+
+def test_view_lag_is_the_oldest_shards_bound_and_unknown_without_watermarks() -> None:
+    lag = view_lag([mark("a", 1), mark("b", 4)], NOW, stale_after_s=3)
+    assert (lag.view_lag_s, lag.watermark, lag.stale, lag.shards) == (4.0, iso(NOW - 4_000), True, 2)
+    empty = view_lag([], NOW, stale_after_s=3)
+    assert (empty.view_lag_s, empty.watermark, empty.stale, empty.shards) == (None, None, True, 0)
+    assert empty.as_of == iso(NOW) and empty.stale_after_s == 3

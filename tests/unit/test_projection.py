@@ -21,7 +21,7 @@ from onward.lifecycle import Change, Decision
 from onward.models import EVENT_SCHEMA, ErrorSummary, Job, NewJob, OutboxEvent
 from onward.projection import ProjectionOutcome, classify, digest, fold, view_fields
 from onward.states import JobState
-from projector.projector import UnreadableRecord, parse_event
+from projector.projector import UnreadableRecord, parse_record
 from relay.publisher import encode
 
 GOLDEN = Path(__file__).resolve().parent.parent / "events" / "outbox_event_v1.json"
@@ -76,8 +76,8 @@ def test_the_golden_sample_round_trips_through_the_wire_format_unchanged():
     wire = encode(event)
     assert json.loads(wire) == payload
     assert OutboxEvent.model_validate_json(wire) == event
-    assert parse_event(wire) == event  # and the projector reads it as the same event
-    assert digest(parse_event(wire)) == digest(event) == GOLDEN_DIGEST
+    assert parse_record(wire) == event  # and the projector reads it as the same event
+    assert digest(parse_record(wire)) == digest(event) == GOLDEN_DIGEST
 
 
 def test_the_contract_field_names_are_pinned():
@@ -101,7 +101,7 @@ def test_unknown_fields_and_other_schemas_are_refused():
     with pytest.raises(ValueError):
         OutboxEvent.model_validate({**golden_payload(), "state": "succeeded"})
     with pytest.raises(UnreadableRecord, match="schema"):
-        parse_event(json.dumps({**golden_payload(), "schema": 2}).encode())
+        parse_record(json.dumps({**golden_payload(), "schema": 2}).encode())
 
 
 # --- digest ---------------------------------------------------------------------------------------------

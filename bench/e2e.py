@@ -1,0 +1,171 @@
+"""End to end on the embedded stack: N jobs submitted over HTTP until all are visible as succeeded.
+
+    .venv/bin/python bench/e2e.py [--jobs N] [--workers W] [--json]
+
+The whole platform runs in this process (infra/platform.py: HTTP API, worker pool running demo.echo,
+reaper, heartbeats, relay and projector pollers) against an EmbeddedEndpoint with a Meter
+(infra/metering.py), which sees every AWS request the platform makes. The bench's own polling of the view
+is not metered. Prints:
+
+- jobs/s from the first submit until every job shows `succeeded` in the status view;
+- commit-to-visible lag p50/p99: for each job's final status, the view's projected_at minus the
+  transition's commit time;
+- requests per job by service and operation, and transactions per job against the floor of 3 (create,
+  claim, complete), as ratios;
+- DynamoDB write units per job, computed from the items' real sizes by DynamoDB's billing rules (2 per KB
+  per item in a transaction, 1 otherwise, global secondary index writes included), split into the job's
+  three transactions and everything else;
+- Kinesis records and bytes per job.
+
+Idle costs (workers' empty claims, reaper scans, heartbeats, stream polls) are real costs and are counted
+in; with more jobs per second they weigh less per job. Times come from a shared machine: read the ratios
+and counts, not the absolute values.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+import urllib.request
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # runnable as a script from anywhere
+os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
+os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
+
+import boto3  # noqa: E402
+from botocore.config import Config  # noqa: E402
+
+from infra.endpoint import REGION, EmbeddedEndpoint  # noqa: E402
+from infra.metering import OBSERVER_AGENT, Meter  # noqa: E402
+from infra.platform import LocalPlatform, PlatformOptions  # noqa: E402
+from onward.demo import registry  # noqa: E402
+from onward.freshness import epoch_ms  # noqa: E402
+from onward.settings import Settings  # noqa: E402
+from onward.view import StatusViewReader  # noqa: E402
+
+JOBS = 300
+FLOOR_TRANSACTIONS_PER_JOB = 3  # create, claim, complete
+TOKEN = "bench-secret"
+
+
+def _percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+def _submit(base: str, number: int) -> str:
+    request = urllib.request.Request(
+        f"{base}/jobs", method="POST", data=json.dumps({"type": "demo.echo", "params": {"n": number}}).encode(),
+        headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json",
+                 "Idempotency-Key": f"bench-{number}"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.loads(response.read())["job_id"]
+
+
+def run(jobs: int = JOBS, workers: int = 4, progress: Any = None) -> dict[str, Any]:
+    say = progress or (lambda line: None)
+    meter = Meter(REGION)
+    with EmbeddedEndpoint(meter=meter) as endpoint:
+        environment = endpoint.deploy(f"bench-e2e-{uuid.uuid4().hex[:8]}").environment
+        os.environ.update(environment)
+        os.environ.update({"ONWARD_TOKENS": f"bench={TOKEN}", "ONWARD_JOB_TYPES": ",".join(registry.types)})
+        settings = Settings.from_environment(environment)
+        clients = {name: endpoint.client(name) for name in ("dynamodb", "dynamodbstreams", "kinesis")}
+        observer = boto3.client("dynamodb", endpoint_url=endpoint.url, region_name=REGION,
+                                aws_access_key_id="testing", aws_secret_access_key="testing",
+                                config=Config(user_agent_extra=OBSERVER_AGENT))
+        view = StatusViewReader(observer, settings.require("status_table"))
+        options = PlatformOptions(workers=workers, lease_s=30.0, http_port=0)
+        with LocalPlatform(settings, clients, registry, options) as platform:
+            meter.reset()
+            started = time.perf_counter()
+            with ThreadPoolExecutor(max_workers=8) as pool:
+                job_ids = list(pool.map(lambda n: _submit(platform.url, n), range(jobs)))
+            submitted_s = time.perf_counter() - started
+            say(f"submitted {jobs} jobs over HTTP in {submitted_s:.1f}s")
+            wanted = set(job_ids)
+            while True:
+                shown = {v.job_id: v for v in view.all() if v.job_id in wanted and v.status.value == "succeeded"}
+                if len(shown) == len(wanted):
+                    break
+                say(f"  {len(shown)}/{jobs} visible as succeeded")
+                time.sleep(0.5)
+            elapsed_s = time.perf_counter() - started
+            reading = meter.reset()
+    lags = [(epoch_ms(v.projected_at) - epoch_ms(v.occurred_at)) / 1000 for v in shown.values()]
+    requests = dict(sorted(reading.requests.items()))
+    transactions = reading.requests.get("dynamodb.TransactWriteItems", 0)
+    job_transaction_units = reading.write_units.get("dynamodb.TransactWriteItems", 0)
+    total_units = reading.table_write_units + reading.index_write_units
+    dynamodb_requests = sum(n for name, n in requests.items() if name.startswith("dynamodb."))
+    return {
+        "jobs": jobs,
+        "workers": workers,
+        "elapsed_s": round(elapsed_s, 2),
+        "jobs_per_s": round(jobs / elapsed_s, 1),
+        "lag_p50_s": round(_percentile(lags, 0.50), 3),
+        "lag_p99_s": round(_percentile(lags, 0.99), 3),
+        "requests_per_job": {name: round(n / jobs, 3) for name, n in requests.items()},
+        "dynamodb_requests_per_job": round(dynamodb_requests / jobs, 2),
+        "transactions_per_job": round(transactions / jobs, 3),
+        "transactions_vs_floor": round(transactions / jobs / FLOOR_TRANSACTIONS_PER_JOB, 3),
+        "cancelled_transactions": reading.cancelled_transactions,
+        "failed_conditional_writes": reading.failed_conditional_writes,
+        "write_units_per_job": round(total_units / jobs, 2),
+        "write_units_per_job_table": round(reading.table_write_units / jobs, 2),
+        "write_units_per_job_indexes": round(reading.index_write_units / jobs, 2),
+        "write_units_per_job_in_transactions": round(job_transaction_units / jobs, 2),
+        "write_units_per_job_other": round((total_units - job_transaction_units) / jobs, 2),
+        "write_units_by_operation_per_job": {name: round(n / jobs, 3)
+                                             for name, n in sorted(reading.write_units.items())},
+        "kinesis_records_per_job": round(reading.kinesis_records / jobs, 3),
+        "kinesis_bytes_per_job": round(reading.kinesis_bytes / jobs),
+    }
+
+
+def report(results: dict[str, Any]) -> str:
+    lines = [
+        f"End to end: {results['jobs']} jobs over HTTP, {results['workers']} workers, "
+        f"{results['elapsed_s']}s until all visible as succeeded",
+        f"  throughput                 {results['jobs_per_s']} jobs/s",
+        f"  commit-to-visible lag      p50 {results['lag_p50_s']}s   p99 {results['lag_p99_s']}s",
+        f"  transactions per job       {results['transactions_per_job']}  "
+        f"({results['transactions_vs_floor']}x the floor of {FLOOR_TRANSACTIONS_PER_JOB}); "
+        f"{results['cancelled_transactions']} cancelled, "
+        f"{results['failed_conditional_writes']} failed conditional writes",
+        f"  DynamoDB requests per job  {results['dynamodb_requests_per_job']}",
+        f"  write units per job        {results['write_units_per_job']}  (table "
+        f"{results['write_units_per_job_table']}, indexes {results['write_units_per_job_indexes']}; "
+        f"job transactions {results['write_units_per_job_in_transactions']}, "
+        f"other {results['write_units_per_job_other']})",
+        f"  Kinesis per job            {results['kinesis_records_per_job']} records, "
+        f"{results['kinesis_bytes_per_job']} bytes",
+        "  requests per job by operation:",
+    ]
+    lines += [f"    {name:40} {value}" for name, value in results["requests_per_job"].items()]
+    lines.append("  write units per job by operation:")
+    lines += [f"    {name:40} {value}" for name, value in results["write_units_by_operation_per_job"].items()]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--jobs", type=int, default=JOBS)
+    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    args = parser.parse_args(argv)
+    results = run(args.jobs, args.workers, progress=lambda line: print(line, file=sys.stderr, flush=True))
+    print(json.dumps(results, sort_keys=True) if args.json else report(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

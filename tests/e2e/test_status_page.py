@@ -1,0 +1,171 @@
+"""The status page in a real browser: Debian's Chromium (/usr/bin/chromium) driven by Playwright, against
+the whole platform (workers, reaper, heartbeats, relay and projector pollers, HTTP API) on the embedded
+endpoint. A missing browser fails these tests; `.ci/run` installs it.
+
+What breaks without which code:
+- without pipeline heartbeats (onward.heartbeat, relayed to every shard and raising the watermarks), an
+  idle healthy system reads as delayed: the notice would never clear after the projector restarts and the
+  page would cry wolf while nothing happens (test_delay_notice_appears_when_the_projector_stops_...).
+- if freshness were measured from the projector's processing time instead of projected commit times, a
+  stopped projector would not be noticed: the notice would never appear.
+- if the page made a new Idempotency-Key for a retry, a response lost after the server committed would
+  create the job twice (test_a_retry_after_a_lost_response_reuses_the_idempotency_key).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from infra.platform import LocalPlatform, PlatformOptions
+from onward.demo import registry
+
+pytestmark = pytest.mark.integration
+
+CHROMIUM = Path(os.environ.get("ONWARD_CHROMIUM", "/usr/bin/chromium"))
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run"]
+TOKENS = {"acme": "acme-page-secret", "globex": "globex-page-secret"}
+STALE_AFTER_S = 3.0
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    if not CHROMIUM.exists():
+        pytest.fail(f"no browser at {CHROMIUM}: install Debian's chromium (`apt-get install -y chromium`); "
+                    ".ci/run does it")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def platform(stack_environment, settings, endpoint, monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalPlatform]:
+    monkeypatch.setenv("ONWARD_TOKENS", ",".join(f"{tenant}={secret}" for tenant, secret in TOKENS.items()))
+    monkeypatch.setenv("ONWARD_OPERATOR_TOKEN", "operator-page-secret")
+    monkeypatch.setenv("ONWARD_STALE_AFTER_S", str(STALE_AFTER_S))
+    monkeypatch.setenv("ONWARD_JOB_TYPES", ",".join(sorted(registry.types)))
+    clients = {name: endpoint.client(name) for name in ("dynamodb", "dynamodbstreams", "kinesis")}
+    options = PlatformOptions(workers=2, lease_s=3.0, heartbeat_interval_s=0.4, poll_idle_s=0.1, http_port=0)
+    with LocalPlatform(settings, clients, registry, options) as running:
+        yield running
+
+
+@pytest.fixture
+def page(browser, platform: LocalPlatform):
+    context = browser.new_context()
+    page = context.new_page()
+    page.set_default_timeout(30_000)
+    page.goto(platform.url + "/")
+    yield page
+    context.close()
+
+
+def sign_in(page, tenant: str = "acme") -> None:
+    page.get_by_label("Bearer token").fill(TOKENS[tenant])
+    page.get_by_role("button", name="Use token").click()
+
+
+def submit(page, job_type: str, params: str = "{}") -> None:
+    page.get_by_label("Type").fill(job_type)
+    page.get_by_label("Params (JSON object)").fill(params)
+    page.get_by_role("button", name="Submit").click()
+
+
+def submitted_job_id(page) -> str:
+    from playwright.sync_api import expect
+
+    status = page.locator("#submit-status")
+    expect(status).to_have_text(re.compile(r"Job [0-9a-f]{32} "))
+    return re.search(r"[0-9a-f]{32}", status.inner_text()).group(0)
+
+
+def test_a_submitted_job_is_watched_to_succeeded_with_ticking_freshness(page) -> None:
+    from playwright.sync_api import expect
+
+    sign_in(page)
+    expect(page.locator("#token-status")).to_contain_text("Token set")
+    submit(page, "demo.echo", '{"hello": "browser"}')
+    job_id = submitted_job_id(page)
+    row = page.locator(f'tr[data-job-id="{job_id}"]')
+    expect(row.locator(".status")).to_have_text("succeeded")
+    expect(row.locator(".updated")).to_have_text(re.compile(r"^updated \d+ s ago$"))
+    first = int(re.search(r"\d+", row.locator(".updated").inner_text()).group(0))
+    expect(row.locator(".updated")).to_have_text(re.compile(rf"^updated (?!{first} )\d+ s ago$"), timeout=5_000)
+    expect(page.locator("#delay-notice")).to_be_hidden()
+    expect(page.locator("#lag-summary")).to_contain_text("Projection lag now")
+    assert page.locator("#lag-chart polyline").get_attribute("points")
+
+
+def test_delay_notice_appears_when_the_projector_stops_and_clears_when_it_restarts(page, platform) -> None:
+    from playwright.sync_api import expect
+
+    sign_in(page)
+    expect(page.locator("#lag-summary")).to_contain_text("Projection lag now")
+    notice = page.locator("#delay-notice")
+    expect(notice).to_be_hidden()
+
+    platform.projector.stop()
+    submit(page, "demo.echo")
+    job_id = submitted_job_id(page)
+    expect(notice).to_be_visible(timeout=15_000)
+    expect(notice).to_contain_text(re.compile(r"Updates delayed: last confirmed at \d\d:\d\d:\d\d"))
+    assert page.locator(f'tr[data-job-id="{job_id}"]').count() == 0  # the view has not heard of it
+
+    platform.projector.start()
+    expect(notice).to_be_hidden(timeout=15_000)
+    expect(page.locator(f'tr[data-job-id="{job_id}"] .status')).to_have_text("succeeded")
+    page.wait_for_timeout(STALE_AFTER_S * 2 * 1000)  # idle now: only heartbeats keep the view confirmed
+    expect(notice).to_be_hidden()
+
+
+def test_a_retry_after_a_lost_response_reuses_the_idempotency_key(page, platform) -> None:
+    """The first POST reaches the API (the job is committed) but its response is lost on the way back."""
+    from playwright.sync_api import expect
+
+    keys: list[str] = []
+
+    def lose_first_response(route) -> None:
+        if route.request.method != "POST":
+            route.continue_()
+            return
+        keys.append(route.request.headers["idempotency-key"])
+        if len(keys) == 1:
+            route.fetch()  # the server creates the job...
+            route.abort("connectionreset")  # ...and the browser never hears of it
+        else:
+            route.continue_()
+
+    page.route("**/jobs", lose_first_response)
+    sign_in(page)
+    submit(page, "demo.echo", '{"once": true}')
+    expect(page.locator("#submit-status")).to_contain_text("Network error")
+    page.get_by_role("button", name="Submit").click()
+    expect(page.locator("#submit-status")).to_contain_text("was already submitted; nothing new was created")
+    assert len(keys) == 2 and keys[0] == keys[1]
+    acme_jobs = [job for job in platform.store.all_jobs() if job.tenant_id == "acme"]
+    assert len(acme_jobs) == 1
+
+    submit(page, "demo.echo", '{"once": true}')  # a new submit after an answer is a new job
+    expect(page.locator("#submit-status")).to_contain_text("queued")
+    assert len(keys) == 3 and keys[2] != keys[0]
+
+
+def test_a_refused_token_and_a_refused_job_are_said_plainly(page) -> None:
+    from playwright.sync_api import expect
+
+    page.get_by_label("Bearer token").fill("not-a-token")
+    page.get_by_role("button", name="Use token").click()
+    expect(page.locator("#token-status")).to_contain_text("not accepted")
+    sign_in(page, "globex")
+    submit(page, "no.such.type")
+    expect(page.locator("#submit-status")).to_contain_text("Not submitted. Unknown job type")
+    submit(page, "demo.echo", "{not json")
+    expect(page.locator("#submit-status")).to_contain_text("Params are not valid JSON")

@@ -3,8 +3,12 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# aws-sam-cli pins an older boto3 than ours: it lives in its own environment.
+SAM_VENV ?= .venv-sam
+SAM_STAMP := $(SAM_VENV)/.installed
+SAM := SAM_CLI_TELEMETRY=0 $(SAM_VENV)/bin/sam
 
-.PHONY: up test bench endpoint clean
+.PHONY: up test bench endpoint clean sam-build soak
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -15,14 +19,41 @@ $(STAMP): pyproject.toml
 up: $(STAMP)
 	$(BIN)/onward up --demo
 
-test: $(STAMP)
-	$(BIN)/python -m pytest
+$(SAM_STAMP):
+	$(PYTHON) -m venv $(SAM_VENV)
+	$(SAM_VENV)/bin/pip install --quiet --upgrade pip
+	$(SAM_VENV)/bin/pip install --quiet aws-sam-cli
+	touch $(SAM_STAMP)
+
+# The suite includes `sam build` (tests/integration/test_sam_build.py), so it needs aws-sam-cli too.
+test: $(STAMP) $(SAM_STAMP)
+	ONWARD_SAM=$(SAM_VENV)/bin/sam $(BIN)/python -m pytest
+
+# What `sam deploy` uploads, built offline into .aws-sam/build (samconfig.toml: build in source).
+sam-build: $(SAM_STAMP)
+	$(SAM) build
+
+# Called by `sam build` (Metadata BuildMethod: makefile) for each function, in this directory, with
+# ARTIFACTS_DIR set: the function's code is the runtime packages and the status page, nothing else.
+# Powertools, pydantic and the X-Ray SDK come from the Powertools layer, boto3 from the Lambda runtime.
+LAMBDA_SOURCES := onward relay projector handlers web
+build-ApiFunction build-RelayFunction build-ProjectorFunction build-ReaperFunction build-WorkerFunction:
+	cp -R $(LAMBDA_SOURCES) "$(ARTIFACTS_DIR)/"
+	find "$(ARTIFACTS_DIR)" -name __pycache__ -type d -prune -exec rm -rf {} +
+
+# The long crash-point soak (the short one runs in `make test`): 20,000 jobs, then its audit table.
+soak: $(STAMP)
+	$(BIN)/python -m tests.soak.driver --jobs $(or $(JOBS),20000)
 
 bench: $(STAMP)
 	$(BIN)/python bench/transactions.py
+	$(BIN)/python bench/relay.py
+	$(BIN)/python bench/projector.py
+	$(BIN)/python bench/fairness.py
+	$(BIN)/python bench/e2e.py
 
 endpoint: $(STAMP)
 	$(BIN)/onward endpoint
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis
+	rm -rf $(VENV) $(SAM_VENV) .aws-sam .pytest_cache .hypothesis .cache

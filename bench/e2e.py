@@ -1,15 +1,17 @@
 """End to end on the embedded stack: N jobs submitted over HTTP until all are visible as succeeded.
 
-    .venv/bin/python bench/e2e.py [--jobs N] [--workers W] [--json]
+    .venv/bin/python bench/e2e.py [--jobs N] [--workers W] [--rate R] [--json]
 
 The whole platform runs in this process (infra/platform.py: HTTP API, worker pool running demo.echo,
 reaper, heartbeats, relay and projector pollers) against an EmbeddedEndpoint with a Meter
 (infra/metering.py), which sees every AWS request the platform makes. The bench's own polling of the view
 is not metered. Prints:
 
-- jobs/s from the first submit until every job shows `succeeded` in the status view;
+- jobs/s from the first submit until every job shows `succeeded` in the status view, for a burst of N
+  jobs and then for N jobs submitted at half the burst's rate (or once, at --rate);
 - commit-to-visible lag p50/p99: for each job's final status, the view's projected_at minus the
-  transition's commit time;
+  transition's commit time. In a burst the embedded endpoint (one request at a time) is saturated and the
+  lag is mostly queueing; the paced run shows the lag of a load the stack sustains;
 - requests per job by service and operation, and transactions per job against the floor of 3 (create,
   claim, complete), as ratios;
 - DynamoDB write units per job, computed from the items' real sizes by DynamoDB's billing rules (2 per KB
@@ -70,7 +72,21 @@ def _submit(base: str, number: int) -> str:
         return json.loads(response.read())["job_id"]
 
 
-def run(jobs: int = JOBS, workers: int = 4, progress: Any = None) -> dict[str, Any]:
+def _paced_submit(base: str, jobs: int, rate: float | None) -> list[str]:
+    """Submit `jobs` over HTTP: all at once (8 connections) when `rate` is None, else one every 1/rate s."""
+    started = time.perf_counter()
+
+    def submit(number: int) -> str:
+        if rate is not None:
+            time.sleep(max(0.0, started + number / rate - time.perf_counter()))
+        return _submit(base, number)
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        return list(pool.map(submit, range(jobs)))
+
+
+def run(jobs: int = JOBS, workers: int = 4, progress: Any = None, rate: float | None = None) -> dict[str, Any]:
+    """One run: `jobs` submitted as a burst (rate None) or at `rate` jobs/s, until all are visible."""
     say = progress or (lambda line: None)
     meter = Meter(REGION)
     with EmbeddedEndpoint(meter=meter) as endpoint:
@@ -87,8 +103,7 @@ def run(jobs: int = JOBS, workers: int = 4, progress: Any = None) -> dict[str, A
         with LocalPlatform(settings, clients, registry, options) as platform:
             meter.reset()
             started = time.perf_counter()
-            with ThreadPoolExecutor(max_workers=8) as pool:
-                job_ids = list(pool.map(lambda n: _submit(platform.url, n), range(jobs)))
+            job_ids = _paced_submit(platform.url, jobs, rate)
             submitted_s = time.perf_counter() - started
             say(f"submitted {jobs} jobs over HTTP in {submitted_s:.1f}s")
             wanted = set(job_ids)
@@ -109,6 +124,7 @@ def run(jobs: int = JOBS, workers: int = 4, progress: Any = None) -> dict[str, A
     return {
         "jobs": jobs,
         "workers": workers,
+        "submitted_at_per_s": rate,
         "elapsed_s": round(elapsed_s, 2),
         "jobs_per_s": round(jobs / elapsed_s, 1),
         "lag_p50_s": round(_percentile(lags, 0.50), 3),
@@ -132,8 +148,9 @@ def run(jobs: int = JOBS, workers: int = 4, progress: Any = None) -> dict[str, A
 
 
 def report(results: dict[str, Any]) -> str:
+    pace = "as one burst" if results["submitted_at_per_s"] is None else f"at {results['submitted_at_per_s']} jobs/s"
     lines = [
-        f"End to end: {results['jobs']} jobs over HTTP, {results['workers']} workers, "
+        f"End to end: {results['jobs']} jobs over HTTP {pace}, {results['workers']} workers, "
         f"{results['elapsed_s']}s until all visible as succeeded",
         f"  throughput                 {results['jobs_per_s']} jobs/s",
         f"  commit-to-visible lag      p50 {results['lag_p50_s']}s   p99 {results['lag_p99_s']}s",
@@ -160,10 +177,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--jobs", type=int, default=JOBS)
     parser.add_argument("--workers", type=int, default=4)
-    parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    parser.add_argument("--rate", type=float, help="only one run, submitting this many jobs/s")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of the tables")
     args = parser.parse_args(argv)
-    results = run(args.jobs, args.workers, progress=lambda line: print(line, file=sys.stderr, flush=True))
-    print(json.dumps(results, sort_keys=True) if args.json else report(results))
+    say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
+    if args.rate is not None:
+        runs = [run(args.jobs, args.workers, say, rate=args.rate)]
+    else:
+        # A burst measures the most jobs/s (its lag is mostly queueing behind the burst); a second run at
+        # half that rate measures the lag a sustainable load sees.
+        burst = run(args.jobs, args.workers, say)
+        runs = [burst, run(args.jobs, args.workers, say, rate=round(burst["jobs_per_s"] / 2, 1))]
+    print(json.dumps(runs, sort_keys=True) if args.json else "\n\n".join(report(r) for r in runs))
     return 0
 
 

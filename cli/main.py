@@ -150,6 +150,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         os.environ["ONWARD_TOKENS"] = ",".join(f"{tenant}={secret}" for tenant, secret in tokens.items())
         os.environ["ONWARD_OPERATOR_TOKEN"] = operator_token
         os.environ["ONWARD_STALE_AFTER_S"] = str(args.stale_after_s)
+        os.environ["ONWARD_HEARTBEAT_INTERVAL_S"] = str(args.heartbeat_s)
         os.environ.setdefault("ONWARD_JOB_TYPES", ",".join(sorted(registry.types)))
         settings = Settings.from_environment()
         print(f"Onward: {where}")
@@ -396,7 +397,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "template's data resources as that stack")
     up.add_argument("--heartbeat-s", type=float, default=5.0, help="seconds between pipeline heartbeats")
     up.add_argument("--stale-after-s", type=float, default=30.0,
-                    help="view lag past which the API and the page say updates are delayed")
+                    help="freshness objective: past it plus one heartbeat interval, the API and the page say "
+                    "updates are delayed")
     up.add_argument("--exit-when-done", action="store_true", help="stop once the demo jobs have all ended")
     up.set_defaults(run=cmd_up)
     return parser

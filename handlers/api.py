@@ -20,8 +20,10 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Protocol
 
-from aws_lambda_powertools import Logger
+from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
+from aws_lambda_powertools.logging import correlation_paths
+from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
 
@@ -40,9 +42,12 @@ from onward.models import JOB_ID_PATTERN, NewJob, StatusView
 from onward.settings import Settings
 from onward.states import JobState
 from onward.store import CancelStatus, JobStore
+from onward.telemetry import discard_unflushed
 from onward.view import StatusViewReader
 
 logger = Logger(service="onward-api")
+metrics = Metrics(namespace="Onward", service="api")
+tracer = Tracer(service="onward-api")
 
 MAX_BODY_BYTES = 256 * 1024
 DEFAULT_JOB_TYPES = ("demo.echo", "demo.sleep", "demo.flaky", "demo.fail", "demo.crash")
@@ -330,6 +335,7 @@ def create_job() -> Response:
                       + ", ".join(sorted(known_job_types())), slug="unknown-job-type")
     key = (app.current_event.headers or {}).get("idempotency-key")
     created = build_core().store.create(principal.tenant_id, request, idempotency_key=key)
+    metrics.add_metric(name="JobsCreated" if created.created else "JobsCreateRepeated", unit=MetricUnit.Count, value=1)
     job = created.job
     return _json(202 if created.created else 200,
                  {"job_id": job.job_id, "status": job.state.value, "version": job.version},
@@ -391,10 +397,14 @@ def _decode_cursor(cursor: str, tenant: str) -> dict[str, Any]:
 
 
 def _stale_after() -> float:
+    """The freshness objective plus the heartbeat interval: an idle view is confirmed only once per
+    heartbeat, so a smaller threshold would cry "delayed" on a healthy idle system."""
     try:
-        return float(os.environ.get("ONWARD_STALE_AFTER_S", STALE_AFTER_S))
+        objective = float(os.environ.get("ONWARD_STALE_AFTER_S", STALE_AFTER_S))
+        heartbeat = float(os.environ.get("ONWARD_HEARTBEAT_INTERVAL_S", 0))
     except ValueError:
         return STALE_AFTER_S
+    return objective + heartbeat
 
 
 @app.get("/jobs/<job_id>")
@@ -505,7 +515,10 @@ def _unexpected(error: Exception) -> Response:
                    "Idempotency-Key").response()
 
 
-@logger.inject_lambda_context(log_event=False)
+@discard_unflushed(metrics)
+@metrics.log_metrics
+@tracer.capture_lambda_handler(capture_response=False)  # responses hold tenant data: keep them out of traces
+@logger.inject_lambda_context(log_event=False, correlation_id_path=correlation_paths.API_GATEWAY_HTTP)
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     return app.resolve(event, context)
 

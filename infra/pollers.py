@@ -8,22 +8,17 @@ partial batch response the way Lambda does: the next batch starts at the lowest 
 from __future__ import annotations
 
 import base64
-import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from aws_lambda_powertools import Logger
 from botocore.exceptions import ClientError
 
 from infra.lambda_context import LocalLambdaContext
 from onward.checkpoints import Checkpoint, CheckpointStore
 from onward.clock import iso, system_clock
 from relay.relay import Relay
-
-logger = Logger(service="onward-pollers")
 
 Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
 REGION = "us-east-1"
@@ -180,17 +175,3 @@ class EventsStreamPoller:
             "awsRegion": REGION,
             "eventSourceARN": self._arn,
         }
-
-
-def run_poller(poller: OutboxStreamPoller | EventsStreamPoller, stop: threading.Event, idle_s: float = 0.2) -> None:
-    """Poll until `stop`; back off while the source is empty or failing."""
-    while not stop.is_set():
-        try:
-            delivered = poller.poll_once()
-        except Exception:  # noqa: BLE001 - Lambda retries a failed invocation; so does the poller
-            logger.exception("poll failed; retrying")
-            delivered = 0
-        if not delivered:
-            stop.wait(idle_s)
-        else:
-            time.sleep(0)

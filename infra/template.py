@@ -45,17 +45,63 @@ def load_template(path: Path = TEMPLATE_PATH) -> dict[str, Any]:
 
 def data_resources_template(template: dict[str, Any]) -> dict[str, Any]:
     """The part of the template an emulator can deploy: its data resources with the parameters and
-    conditions they use, without the SAM transform."""
+    conditions they use (only those: the others, such as the JWT issuer, need no answer here), without
+    the SAM transform. Works on template.yaml as on its SAM translation."""
     resources = {
         name: resource
         for name, resource in template["Resources"].items()
         if resource["Type"] in DATA_RESOURCE_TYPES
     }
+    conditions = template.get("Conditions", {})
+    used_conditions: set[str] = set()
+    todo = _conditions_used(resources)
+    while todo:  # conditions may name other conditions
+        name = todo.pop()
+        if name not in used_conditions and name in conditions:
+            used_conditions.add(name)
+            todo |= _conditions_used(conditions[name])
+    kept_conditions = {name: conditions[name] for name in conditions if name in used_conditions}
+    used_names = referenced_names((resources, kept_conditions))
+    parameters = {name: p for name, p in template.get("Parameters", {}).items() if name in used_names}
     subset: dict[str, Any] = {"AWSTemplateFormatVersion": "2010-09-09", "Resources": resources}
-    for section in ("Parameters", "Conditions"):
-        if section in template:
-            subset[section] = template[section]
+    if parameters:
+        subset["Parameters"] = parameters
+    if kept_conditions:
+        subset["Conditions"] = kept_conditions
     return subset
+
+
+def _walk(node: Any) -> Any:
+    yield node
+    children = node.values() if isinstance(node, dict) else node if isinstance(node, list | tuple) else ()
+    for child in children:
+        yield from _walk(child)
+
+
+def referenced_names(node: Any) -> set[str]:
+    """Names used by `Ref` and `${Name}` in Fn::Sub (parameters, resources, pseudo parameters)."""
+    names: set[str] = set()
+    for item in _walk(node):
+        if isinstance(item, dict):
+            if isinstance(item.get("Ref"), str):
+                names.add(item["Ref"])
+            sub = item.get("Fn::Sub")
+            text = sub[0] if isinstance(sub, list) else sub
+            if isinstance(text, str):
+                names |= {m.split(".")[0] for m in re.findall(r"\$\{([^!}][^}]*)\}", text)}
+    return names
+
+
+def _conditions_used(node: Any) -> set[str]:
+    """Conditions named by `Condition:` keys, `Fn::If` and `{"Condition": name}` inside conditions."""
+    names: set[str] = set()
+    for item in _walk(node):
+        if isinstance(item, dict):
+            if isinstance(item.get("Condition"), str):
+                names.add(item["Condition"])
+            if isinstance(item.get("Fn::If"), list) and item["Fn::If"]:
+                names.add(item["Fn::If"][0])
+    return names
 
 
 def environment_variable_for(logical_id: str) -> str:

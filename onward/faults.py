@@ -1,7 +1,17 @@
 """Named fault points: places where a crash drill can kill a component on purpose.
 
-In production no hook is installed and `fault_point` does nothing. A drill installs a hook (usually one
-raising `InjectedCrash`) for a name, so the crash happens exactly at that boundary, inside the real code.
+In production no hook is installed and `fault_point` does nothing (one dict lookup). A drill installs a
+hook (usually one raising `InjectedCrash`) for a name, so the crash happens exactly at that boundary, inside
+the real code. A fault point may name its `subject` (the job, attempt or record passing through); a hook
+reads it with `fault_subject()`, so a drill can aim a fault at one job instead of at random.
+
+Points in the code (grep `fault_point(` for the exact places):
+- worker.after_claim, worker.before_report (subject `<job_id>:<attempt>`), worker.heartbeat (same; a
+  crash there ends only the heartbeat thread: the worker goes on and becomes a zombie past its lease);
+- store.before_commit, store.after_commit (subject `<transition>:<job_id>`), store.reap.before_transition
+  (subject the job id);
+- relay.before_put_records, relay.after_put_records;
+- projector.after_record (subject `<shard>:<sequence number>`, after the record was projected).
 """
 
 from __future__ import annotations
@@ -14,6 +24,7 @@ Hook = Callable[[str], None]
 
 _hooks: dict[str, Hook] = {}
 _lock = threading.Lock()
+_current = threading.local()
 
 
 class InjectedCrash(BaseException):
@@ -21,11 +32,22 @@ class InjectedCrash(BaseException):
     component dies there, as it would from a kill."""
 
 
-def fault_point(name: str) -> None:
-    """Mark a crash boundary; runs the hook installed for `name`, if any."""
+def fault_point(name: str, subject: str | None = None) -> None:
+    """Mark a crash boundary; runs the hook installed for `name`, if any, with `subject` readable through
+    `fault_subject()` while it runs."""
     hook = _hooks.get(name)
     if hook is not None:
-        hook(name)
+        previous = getattr(_current, "subject", None)
+        _current.subject = subject
+        try:
+            hook(name)
+        finally:
+            _current.subject = previous
+
+
+def fault_subject() -> str | None:
+    """Inside a hook: the subject its fault point named (None when it named none)."""
+    return getattr(_current, "subject", None)
 
 
 @contextmanager
@@ -46,5 +68,16 @@ def injected(name: str, hook: Hook | None = None, *, times: int = 1) -> Iterator
     _hooks[name] = crash
     try:
         yield fired
+    finally:
+        _hooks.pop(name, None)
+
+
+@contextmanager
+def installed(name: str, hook: Hook) -> Iterator[None]:
+    """Within the block, every pass through `name` runs `hook`, which decides for itself (a soak's random
+    or aimed faults)."""
+    _hooks[name] = hook
+    try:
+        yield
     finally:
         _hooks.pop(name, None)

@@ -7,7 +7,7 @@ Each resource of template.yaml named `<Thing>Table` / `<Thing>Stream` reaches th
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 import boto3
@@ -20,6 +20,7 @@ _CLIENT_CONFIG = Config(
     max_pool_connections=64,
 )
 
+DEFAULT_OUTBOX_RETENTION_DAYS = 7
 _RESOURCES = ("jobs_table", "outbox_table", "status_table", "checkpoint_table", "conflicts_table",
               "parked_table", "events_stream")
 
@@ -44,6 +45,7 @@ class Settings:
     conflicts_table: str | None = None
     parked_table: str | None = None
     events_stream: str | None = None
+    outbox_retention_days: int = DEFAULT_OUTBOX_RETENTION_DAYS  # the TTL writers stamp on outbox events
 
     @classmethod
     def from_environment(cls, environ: dict[str, str] | None = None) -> Settings:
@@ -52,12 +54,13 @@ class Settings:
         return cls(
             endpoint_url=source.get("AWS_ENDPOINT_URL") or None,
             region=source.get("AWS_DEFAULT_REGION") or source.get("AWS_REGION") or None,
+            outbox_retention_days=int(source.get("ONWARD_OUTBOX_RETENTION_DAYS") or DEFAULT_OUTBOX_RETENTION_DAYS),
             **names,
         )
 
     def require(self, resource: str) -> str:
         """The name of a resource this component needs; MissingSetting names the variable to set."""
-        if resource not in {f.name for f in fields(self)} - {"endpoint_url", "region"}:
+        if resource not in _RESOURCES:
             raise ValueError(f"unknown resource {resource!r}")
         value = getattr(self, resource)
         if not value:

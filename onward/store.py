@@ -36,6 +36,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -66,10 +67,12 @@ from onward.errors import (
     StoreContention,
     StoreInvariantViolation,
 )
+from onward.faults import fault_point
 from onward.lifecycle import Change, Decision, Refusal, RefusalReason
 from onward.models import JOB_ID_PATTERN, ErrorSummary, Job, Lease, NewJob, OutboxEvent, Run, TenantId
 from onward.outbox import OutboxReader
 from onward.settings import Settings
+from onward.states import JobState, RunOutcome
 from onward.writes import (
     LEASE_SHARDS,
     TENANTS_PK,
@@ -84,7 +87,6 @@ from onward.writes import (
     job_key,
     run_key,
 )
-from onward.states import JobState, RunOutcome
 
 MAX_PARAMS_BYTES = 300_000  # the job row must stay under DynamoDB's 400 KB item limit
 MAX_RESULT_BYTES = 350_000
@@ -95,6 +97,25 @@ CANDIDATES_PER_QUERY = 8
 CREATE_ATTEMPTS = 8  # a create whose transaction meets a TransactionConflict (on a WAITING counter) retries
 
 _tenant_id = TypeAdapter(TenantId)
+
+
+class StoreStats:
+    """Transactions the store had to decide again, by cause (TransactionConflict: a concurrent transaction
+    on an item; ConditionalCheckFailed: the job row moved since it was read). Throttling and 5xx retries are
+    botocore's (standard mode, onward.settings) and show in each response's RetryAttempts, not here."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._lost: dict[str, int] = {}
+
+    def lost_race(self, cause: str) -> None:
+        with self._lock:
+            self._lost[cause] = self._lost.get(cause, 0) + 1
+
+    def lost_races(self) -> dict[str, int]:
+        """Cause -> transactions re-decided after losing to it, since this store was built."""
+        with self._lock:
+            return dict(self._lost)
 
 
 class ReportStatus(StrEnum):
@@ -200,7 +221,7 @@ class JobStore:
         clock: Clock = system_clock,
         backoff: BackoffPolicy = BackoffPolicy(),
         rng: random.Random | None = None,
-        outbox_retention_days: int = 7,
+        outbox_retention_days: int | None = None,  # default: the deployment's (settings.outbox_retention_days)
     ) -> None:
         self._jobs = settings.require("jobs_table")
         self._outbox = settings.require("outbox_table")
@@ -208,9 +229,11 @@ class JobStore:
         self._clock = clock
         self._backoff = backoff
         self._rng = rng or random.Random()
-        self._writes = TransitionWrites(self._jobs, self._outbox, outbox_retention_days * 86_400)
+        retention_days = settings.outbox_retention_days if outbox_retention_days is None else outbox_retention_days
+        self._writes = TransitionWrites(self._jobs, self._outbox, retention_days * 86_400)
         self._tenants: dict[str, Tenant] = {}
         self._tenants_read_at: EpochMs | None = None
+        self.stats = StoreStats()
 
     # --- tenants ------------------------------------------------------------------------------------------
 
@@ -603,6 +626,7 @@ class JobStore:
                 Limit=limit,
             )["Items"]
             for item in expired:
+                fault_point("store.reap.before_transition", item["pk"]["S"].removeprefix("JOB#"))
                 decision = self._transition(item["pk"]["S"].removeprefix("JOB#"), lambda job: lifecycle.reap(job, now))
                 if isinstance(decision, Change):
                     moved.append(decision.after)
@@ -671,14 +695,19 @@ class JobStore:
         checks_from = len(items)
         if running is not None and slot is not None:
             items.extend(writes.still_at_cap(tenant_id, cap) for tenant_id, cap in slot.others_at_cap)
+        subject = f"{change.transition.value}:{change.after.job_id}"
+        fault_point("store.before_commit", subject)
         try:
             self._db.transact_write_items(TransactItems=items)
-            return True
         except ClientError as error:
             if error.response["Error"]["Code"] != "TransactionCanceledException":
                 raise
             codes = _reason_codes(error)
-            if codes and codes[0] == "ConditionalCheckFailed" or "TransactionConflict" in codes:
+            if "TransactionConflict" in codes:
+                self.stats.lost_race("TransactionConflict")
+                return False
+            if codes and codes[0] == "ConditionalCheckFailed":
+                self.stats.lost_race("ConditionalCheckFailed")
                 return False
             if running_at is not None and codes[running_at:running_at + 1] == ["ConditionalCheckFailed"]:
                 raise _SlotRefused() from error
@@ -687,6 +716,8 @@ class JobStore:
             raise StoreInvariantViolation(
                 f"{change.transition.value} of job {change.after.job_id} v{change.after.version} refused: {codes}"
             ) from error
+        fault_point("store.after_commit", subject)  # committed; the caller never hears of it
+        return True
 
     def _claimed_at(self, job_id: str, attempt: int) -> EpochMs:
         """When an attempt was claimed, from its run record (for a transition without the worker's lease:

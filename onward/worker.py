@@ -18,6 +18,7 @@ from typing import Any
 from aws_lambda_powertools import Logger
 
 from onward.errors import PayloadTooLarge
+from onward.faults import fault_point
 from onward.models import ErrorSummary, Lease
 from onward.store import JobStore, Report
 
@@ -147,6 +148,7 @@ class Worker:
             context.shutting_down.set()
         log = {"job_id": job.job_id, "attempt": lease.attempt, "type": job.type, "worker_id": self.worker_id}
         logger.info("claimed", extra=log)
+        fault_point("worker.after_claim", lease.fencing_token)  # dies holding a lease nobody renews
         done = threading.Event()
         beats = threading.Thread(target=self._heartbeat, args=(lease, context, done), daemon=True)
         beats.start()
@@ -168,6 +170,7 @@ class Worker:
             return self._store.fail(lease, error, permanent=True)
         try:
             result = handler(context)
+            fault_point("worker.before_report", lease.fencing_token)  # work done, not reported (or late)
         except Stopped:
             if context.cancel_requested.is_set():
                 return self._store.acknowledge_cancel(lease)
@@ -184,6 +187,7 @@ class Worker:
 
     def _heartbeat(self, lease: Lease, context: JobContext, done: threading.Event) -> None:
         while not done.wait(self._heartbeat_s):
+            fault_point("worker.heartbeat", lease.fencing_token)  # a crash here stops only the heartbeats
             beat = self._store.heartbeat(lease, self._lease_s)
             if not beat.held:
                 context.lease_lost.set()

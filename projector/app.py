@@ -7,22 +7,50 @@ resumes at the lowest failed sequence number; the version guard absorbs what it 
 
 from __future__ import annotations
 
+import threading
+from collections import Counter
 from functools import cache
 from typing import Any
 
-from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.data_classes.kinesis_stream_event import KinesisStreamRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from onward.checkpoints import CheckpointStore
+from onward.faults import fault_point
 from onward.parking import ParkedRecords
+from onward.projection import ProjectionOutcome
 from onward.settings import Settings
+from onward.telemetry import discard_unflushed
 from projector.projector import BatchTally, StatusProjector
 
 logger = Logger(service="onward-projector")
 metrics = Metrics(namespace="Onward", service="projector")
+tracer = Tracer(service="onward-projector")
+
+
+class OutcomeTotals:
+    """Every outcome this process's batches projected, a crashed batch's included (what its metrics would
+    have said had it lived): read by local drills and the soak audit; on Lambda the metrics are the record."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: Counter[str] = Counter()
+
+    def add(self, tally: BatchTally) -> None:
+        with self._lock:
+            self._counts.update({outcome.value: count for outcome, count in tally.outcomes.items()})
+            self._counts["parked"] += tally.parked
+
+    def snapshot(self) -> dict[str, int]:
+        """Counts by outcome (applied, duplicate, stale, conflict) and parked, zero when none."""
+        with self._lock:
+            return {name: self._counts.get(name, 0) for name in [*(o.value for o in ProjectionOutcome), "parked"]}
+
+
+totals = OutcomeTotals()
 
 
 class EarlierRecordFailed(RuntimeError):
@@ -50,7 +78,9 @@ def shard_of(record: KinesisStreamRecord) -> str:
     return record.event_id.split(":", 1)[0]
 
 
+@discard_unflushed(metrics)
 @metrics.log_metrics
+@tracer.capture_lambda_handler(capture_response=False)
 @logger.inject_lambda_context
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     projector = build_projector()
@@ -64,13 +94,17 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         try:
             projector.handle_record(shard_of(record), record.kinesis.sequence_number,
                                     record.kinesis.data_as_bytes(), tally)
+            fault_point("projector.after_record", f"{shard_of(record)}:{record.kinesis.sequence_number}")
         except Exception:
             failed = True
             raise
 
     processor = BatchProcessor(event_type=EventType.KinesisDataStreams, raise_on_entire_batch_failure=False)
-    response = process_partial_response(event=event, record_handler=record_handler, processor=processor,
-                                        context=context)
+    try:
+        response = process_partial_response(event=event, record_handler=record_handler, processor=processor,
+                                            context=context)
+    finally:
+        totals.add(tally)
     records = event.get("Records", [])
     if records:
         projector.finish_batch(shard_of(KinesisStreamRecord(records[0])), tally)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
-from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.data_classes import DynamoDBStreamEvent
 from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -14,11 +14,13 @@ from onward.checkpoints import CheckpointStore
 from onward.outbox import OutboxReader
 from onward.parking import ParkedRecords
 from onward.settings import Settings
+from onward.telemetry import discard_unflushed
 from relay.publisher import KinesisPublisher
 from relay.relay import Relay, StreamRecord
 
 logger = Logger(service="onward-relay")
 metrics = Metrics(namespace="Onward", service="relay")
+tracer = Tracer(service="onward-relay")
 
 
 def build_relay() -> Relay:
@@ -64,7 +66,9 @@ def resolve_shard(stream_arn: str, sequence_number: str) -> str | None:
     return None
 
 
+@discard_unflushed(metrics)
 @metrics.log_metrics
+@tracer.capture_lambda_handler(capture_response=False)
 @logger.inject_lambda_context
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     stream_event = DynamoDBStreamEvent(event)

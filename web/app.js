@@ -121,17 +121,17 @@ function renderNotice(unreachable) {
   const view = state.view;
   let text = null;
   if (unreachable) {
-    const since = state.lastPollOk ? ` Last answer ${Math.round((Date.now() - state.lastPollOk) / 1000)} s ago.` : "";
+    const since = state.lastPollOk ? ` Last answer at ${clock(new Date(state.lastPollOk).toISOString())}.` : "";
     text = `${unreachable}${since} Statuses below may be out of date.`;
   } else if (view && view.stale) {
     text = view.watermark
-      ? `Updates delayed: last confirmed at ${clock(view.watermark)} ` +
-        `(the status view may be ${Math.round(view.view_lag_s)} s behind; expected within ` +
+      ? `Updates delayed: last confirmed at ${clock(view.watermark)} (expected within ` +
         `${view.stale_after_s} s). Statuses below may be out of date.`
       : "Updates delayed: the status view has not confirmed anything yet.";
   }
   notice.hidden = text === null;
-  notice.textContent = text || "";
+  // An alert is announced on every change: only change it when what it says changes (no ticking numbers).
+  if (notice.textContent !== (text || "")) notice.textContent = text || "";
 }
 
 function renderJobs() {
@@ -174,10 +174,6 @@ function jobRow(job) {
 function tick() {
   for (const td of document.querySelectorAll("td.updated")) {
     td.textContent = `updated ${ago(td.dataset.updatedAt)}`;
-  }
-  if (state.view && state.view.stale && state.view.watermark) {
-    state.view = { ...state.view, view_lag_s: (serverNow() - Date.parse(state.view.watermark)) / 1000 };
-    renderNotice(null);
   }
 }
 

@@ -169,3 +169,15 @@ def test_a_refused_token_and_a_refused_job_are_said_plainly(page) -> None:
     expect(page.locator("#submit-status")).to_contain_text("Not submitted. Unknown job type")
     submit(page, "demo.echo", "{not json")
     expect(page.locator("#submit-status")).to_contain_text("Params are not valid JSON")
+
+
+def test_an_unreachable_api_is_said_instead_of_showing_old_statuses_silently(page) -> None:
+    from playwright.sync_api import expect
+
+    sign_in(page)
+    expect(page.locator("#list-status")).to_contain_text(re.compile("No jobs yet|Showing"))
+    page.route("**/jobs?limit=50", lambda route: route.abort("connectionrefused"))
+    notice = page.locator("#delay-notice")
+    expect(notice).to_contain_text(re.compile(r"The API cannot be reached\. Last answer at \d\d:\d\d:\d\d\."))
+    page.unroute("**/jobs?limit=50")
+    expect(notice).to_be_hidden()

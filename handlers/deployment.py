@@ -1,0 +1,28 @@
+"""What the scheduled handlers share, built once per Lambda environment from its variables (JOBS_TABLE,
+OUTBOX_TABLE, ONWARD_OUTBOX_RETENTION_DAYS): the JobStore and the heartbeat emitter of this deployment."""
+
+from __future__ import annotations
+
+from functools import cache
+
+from onward.heartbeat import HeartbeatEmitter
+from onward.settings import Settings
+from onward.store import JobStore
+
+
+def job_store() -> JobStore:
+    return _store_for(Settings.from_environment())
+
+
+@cache
+def _store_for(settings: Settings) -> JobStore:
+    return JobStore(settings)
+
+
+def heartbeat_emitter() -> HeartbeatEmitter:
+    return _emitter_for(Settings.from_environment())
+
+
+@cache
+def _emitter_for(settings: Settings) -> HeartbeatEmitter:
+    return HeartbeatEmitter(settings.client("dynamodb"), settings.require("outbox_table"))

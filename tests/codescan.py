@@ -1,0 +1,204 @@
+"""Static reading of the project's own code, for the template tests: which project modules a Lambda handler
+can reach, which AWS SDK operations those modules call, and which environment variables they read.
+
+Nothing is imported or executed: modules are parsed with `ast`. The reading is per MODULE, not per code
+path: if a module that a handler imports calls `scan` anywhere, the handler is taken to call `scan`. That
+over-approximates (a function is granted what its modules can do), never under-approximates, as long as
+the code follows three conventions the tests rely on:
+
+- AWS clients are made with a literal service name (`settings.client("dynamodb")`, `boto3.client("kinesis")`);
+- SDK operations are called as attributes (`self._db.put_item(...)`, `get_paginator("query")`), with
+  `IndexName="..."` literals for index queries and `settings.require("<resource>")` for resource names;
+- environment variables are read with literal names (`os.environ.get("X")`, `source.get("X")` where
+  `source` is `os.environ` or a mapping standing in for it, `settings.require("jobs_table")` -> JOBS_TABLE).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+import botocore.session
+
+ROOT = Path(__file__).resolve().parent.parent
+PROJECT_PACKAGES = ("onward", "relay", "projector", "handlers")  # what the functions ship (see Makefile)
+
+# SDK service -> IAM action prefix (DynamoDB Streams' actions are in the dynamodb namespace).
+SERVICES = {"dynamodb": "dynamodb", "dynamodbstreams": "dynamodb", "kinesis": "kinesis", "sqs": "sqs",
+            "cloudwatch": "cloudwatch"}
+# TransactWriteItems / TransactGetItems are not IAM actions: each item's action is authorized on its own.
+TRANSACT_ITEM_ACTIONS = {"Put": "dynamodb:PutItem", "Update": "dynamodb:UpdateItem",
+                         "Delete": "dynamodb:DeleteItem", "ConditionCheck": "dynamodb:ConditionCheckItem",
+                         "Get": "dynamodb:GetItem"}
+_ENV_NAME = re.compile(r"^[A-Z][A-Z0-9_]*[A-Z0-9]$")
+
+
+@cache
+def operations(service: str) -> dict[str, str]:
+    """snake_case method name -> API operation name (PutItem), from botocore's model of the service."""
+    model = botocore.session.get_session().get_service_model(service)
+    return {botocore.xform_name(name): name for name in model.operation_names}
+
+
+@dataclass(frozen=True)
+class SdkCall:
+    service: str
+    operation: str  # API name, e.g. TransactWriteItems
+    module: str
+    line: int
+
+
+@dataclass
+class CodeReading:
+    """What a handler's reachable modules do, read statically."""
+
+    modules: list[str]
+    calls: list[SdkCall] = field(default_factory=list)
+    transact_item_kinds: set[str] = field(default_factory=set)  # "Put", "Update", ... in TransactItems
+    index_names: set[str] = field(default_factory=set)
+    required_resources: set[str] = field(default_factory=set)  # settings.require("jobs_table") -> jobs_table
+    environment: set[str] = field(default_factory=set)
+
+    def actions(self) -> set[str]:
+        """IAM actions the calls need."""
+        needed: set[str] = set()
+        for call in self.calls:
+            if call.operation in {"TransactWriteItems", "TransactGetItems"}:
+                wanted = {"Get"} if call.operation == "TransactGetItems" else {"Put", "Update", "Delete",
+                                                                                 "ConditionCheck"}
+                needed |= {TRANSACT_ITEM_ACTIONS[kind] for kind in self.transact_item_kinds & wanted}
+            else:
+                needed.add(f"{SERVICES[call.service]}:{call.operation}")
+        return needed
+
+    def services(self) -> set[str]:
+        return {call.service for call in self.calls}
+
+
+def module_file(name: str) -> Path | None:
+    base = ROOT.joinpath(*name.split("."))
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _is_project(name: str) -> bool:
+    return name.split(".")[0] in PROJECT_PACKAGES
+
+
+def _imports(tree: ast.Module, module: str, is_package: bool) -> set[str]:
+    found: set[str] = set()
+    package = module if is_package else module.rpartition(".")[0]
+    for node in ast.walk(tree):  # imports inside functions count too (lazy imports run as well)
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[: len(parts) - node.level + 1])
+                source = f"{base}.{node.module}" if node.module else base
+            else:
+                source = node.module or ""
+            found.add(source)
+            found |= {f"{source}.{alias.name}" for alias in node.names}  # `from pkg import submodule`
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+              and node.func.attr == "import_module" and node.args
+              and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+            found.add(node.args[0].value)
+    modules = set()
+    for name in found:
+        parts = name.split(".")
+        for end in range(1, len(parts) + 1):  # importing a.b.c runs a/__init__, a/b/__init__ too
+            prefix = ".".join(parts[:end])
+            if _is_project(prefix) and module_file(prefix) is not None:
+                modules.add(prefix)
+    return modules
+
+
+def reachable_modules(roots: Iterable[str]) -> list[str]:
+    """Project modules imported, directly or not, by the root modules (roots included)."""
+    seen: set[str] = set()
+    todo = list(roots)
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        path = module_file(name)
+        if path is None:
+            raise ModuleNotFoundError(name)
+        seen.add(name)
+        tree = ast.parse(path.read_text(), str(path))
+        todo.extend(_imports(tree, name, path.name == "__init__.py") - seen)
+    return sorted(seen)
+
+
+def _literal(node: ast.AST | None) -> str | None:
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+
+
+def _client_service(node: ast.AST) -> str | None:
+    """`<anything>.client("svc")` -> "svc"."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "client":
+        return _literal(node.args[0]) if node.args else _literal(
+            next((k.value for k in node.keywords if k.arg == "service_name"), None))
+    return None
+
+
+def _environ_like(node: ast.AST) -> bool:
+    """`os.environ`, or a name standing in for it (`source`, `environ`, `env`)."""
+    if isinstance(node, ast.Attribute) and node.attr == "environ":
+        return True
+    return isinstance(node, ast.Name) and node.id in {"environ", "source", "env", "environment"}
+
+
+def read_code(roots: Iterable[str]) -> CodeReading:
+    """Read every module reachable from `roots`."""
+    modules = reachable_modules(roots)
+    reading = CodeReading(modules)
+    trees = {name: ast.parse(module_file(name).read_text()) for name in modules}  # type: ignore[union-attr]
+    created = {service for tree in trees.values() for node in ast.walk(tree)
+               if (service := _client_service(node)) in SERVICES}
+    for name, tree in trees.items():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Dict):
+                reading.transact_item_kinds |= {key for k in node.keys
+                                                if (key := _literal(k)) in TRANSACT_ITEM_ACTIONS}
+            if isinstance(node, ast.keyword) and node.arg == "IndexName" and _literal(node.value):
+                reading.index_names.add(node.value.value)  # type: ignore[attr-defined]
+            if isinstance(node, ast.Dict):
+                for key, value in zip(node.keys, node.values):
+                    if _literal(key) == "IndexName" and _literal(value):
+                        reading.index_names.add(value.value)  # type: ignore[attr-defined]
+            if isinstance(node, ast.Subscript) and _environ_like(node.value):
+                if (variable := _literal(node.slice)) and _ENV_NAME.match(variable):
+                    reading.environment.add(variable)
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+                continue
+            method, receiver = node.func.attr, node.func.value
+            first = _literal(node.args[0]) if node.args else None
+            if method in {"get", "getenv"} and first and _ENV_NAME.match(first) and (
+                    _environ_like(receiver) or (isinstance(receiver, ast.Name) and receiver.id == "os")):
+                reading.environment.add(first)
+            if method == "require" and first:
+                reading.required_resources.add(first)
+                reading.environment.add(first.upper())
+            if method == "get_paginator" and first:
+                method = first
+            direct = _client_service(receiver)
+            candidates = [s for s in ([direct] if direct else sorted(created)) if method in operations(s)]
+            if len(candidates) > 1:
+                raise AmbiguousCall(f"{name}:{node.lineno}: .{method}() could be {candidates}; call it on "
+                                    f"`<settings>.client(\"...\")` directly or name the client distinctly")
+            if candidates:
+                service = candidates[0]
+                reading.calls.append(SdkCall(service, operations(service)[method], name, node.lineno))
+    return reading
+
+
+class AmbiguousCall(ValueError):
+    """An SDK method name that more than one of the clients in reach offer."""

@@ -1,0 +1,532 @@
+"""The crash-point soak: the embedded stack under a multi-tenant workload while named fault points kill its
+components, then an audit of everything it left behind (tests/soak/audit.py).
+
+What runs, each in its own thread, as on AWS but on this machine:
+- a submitter creating jobs for several tenants (the store's create, with Idempotency-Keys);
+- a pool of onward.worker.Worker threads; a worker that dies (InjectedCrash) is replaced by a new one with
+  a new id, as a restarted process would be;
+- the reaper (onward.reaper.reap_once on a short interval), restarted when it dies;
+- the relay and the projector behind their local event-source pollers (infra.pollers), calling the Lambda
+  handlers; a poller that dies is rebuilt from nothing but the checkpoints, as Lambda would resume;
+- a canceller that cancels random jobs while they are queued, running or finished.
+Faults (tests/soak/faults.py): random crashes at every named fault point, and aimed faults at chosen jobs'
+first attempts (dies after claim, dies mid-job, zombie, reaper race, cancel race, cancel while running).
+
+    python -m tests.soak.driver --jobs 20000          # the long soak; prints the audit table
+    python -m tests.soak.driver --jobs 300 --seed 3   # exit status 1 when a check fails
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "ERROR")  # before the loggers are built on import
+os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
+
+import argparse
+import json
+import random
+import re
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from infra.endpoint import EmbeddedEndpoint
+from infra.pollers import EventsStreamPoller, OutboxStreamPoller
+from onward.backoff import BackoffPolicy
+from onward.checkpoints import CheckpointStore
+from onward.dynamo import from_item
+from onward.faults import InjectedCrash, fault_subject, installed
+from onward.models import NewJob, OutboxEvent, Run
+from onward.reaper import reap_once
+from onward.settings import Settings
+from onward.states import TERMINAL_STATES, JobState
+from onward.store import JobStore
+from onward.worker import JobContext, Registry, Worker
+from onward.writes import job_from_item
+from projector import app as projector_app
+from relay import app as relay_app
+from tests.soak.audit import Audit, Injected, KinesisCopy, Snapshot, ViewRow, audit
+from tests.soak.faults import RANDOM_POINTS, Aim, FaultRates, RandomFaults
+
+JOB_TYPE = "soak.work"
+_JOB_ID = re.compile(r"[0-9a-f]{32}")
+TENANTS = ("acme", "globex", "initech", "umbrella")
+
+
+@dataclass(frozen=True)
+class SoakConfig:
+    jobs: int = 300
+    tenants: int = 4
+    workers: int = 6
+    lease_s: float = 1.0
+    aimed_per_kind: int = 3  # jobs per Aim
+    seed: int = 7
+    batch_size: int = 100
+    timeout_s: float = 600.0
+    rates: FaultRates = field(default_factory=FaultRates)
+    flaky_share: float = 0.1  # jobs whose first attempt raises (a failed attempt, retried after backoff)
+    cancel_share: float = 0.03  # jobs the canceller cancels at a random moment
+    progress: bool = False  # a line on stderr every 30 s while it settles
+
+
+@dataclass(frozen=True)
+class SoakResult:
+    audit: Audit
+    seconds: float
+    jobs: int
+
+
+# --- the workload -----------------------------------------------------------------------------------------
+
+def soak_handler(context: JobContext) -> dict[str, Any]:
+    """The soak's job: waits `ms` (waking up on cancel or a lost lease), fails its first `fail_attempts`
+    attempts, and returns its fencing token so the audit can tell which attempt's result was stored."""
+    context.wait(context.params.get("ms", 5) / 1000)
+    if context.attempt <= context.params.get("fail_attempts", 0):
+        raise RuntimeError(f"flaky attempt {context.attempt}")
+    return {"attempt": context.attempt, "token": context.fencing_token}
+
+
+class Supervised:
+    """A component loop in a thread that is restarted (rebuilt by `make`) each time an injected crash
+    kills it."""
+
+    def __init__(self, name: str, make: Callable[[], Callable[[], None]], stop: threading.Event) -> None:
+        self.name = name
+        self.restarts = 0
+        self.errors = 0  # exceptions that were not injected (each is logged)
+        self._make = make
+        self._stop = stop
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    def start(self) -> Supervised:
+        self._thread.start()
+        return self
+
+    def join(self, timeout: float = 30.0) -> None:
+        self._thread.join(timeout)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            loop = self._make()
+            try:
+                loop()
+            except InjectedCrash:
+                self.restarts += 1
+            except Exception as error:  # noqa: BLE001 - a real failure: restarted like Lambda, and counted
+                self.errors += 1
+                print(f"soak: {self.name} failed: {error!r}", file=sys.stderr)
+                time.sleep(0.05)
+
+
+class Soak:
+    """One soak run on a deployed stack (its environment must already be in os.environ for the handlers)."""
+
+    def __init__(self, endpoint: EmbeddedEndpoint, settings: Settings, config: SoakConfig) -> None:
+        self._endpoint = endpoint
+        self._settings = settings
+        self._config = config
+        self._rng = random.Random(config.seed)
+        self._db = endpoint.client("dynamodb")
+        self.store = JobStore(settings, client=self._db, backoff=BackoffPolicy(base_s=0.05, cap_s=0.5))
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._random = RandomFaults(config.rates, config.seed)
+        self._aims: dict[str, Aim] = {}  # job id -> its aimed fault
+        self._aimed_fired: dict[str, int] = {}
+        self._zombies: set[str] = set()
+        self._raced: set[str] = set()
+        self._cancelled_running: set[str] = set()
+        self._cancel_answers: list[tuple[str, str, str]] = []
+        self._found_by_reaper: dict[str, threading.Event] = {}
+        self._reporting: dict[str, threading.Event] = {}
+        self._reaper_met: set[str] = set()
+        self._handled: Counter[tuple[str, int]] = Counter()
+        self._pending: tuple[int, int, int] | None = None  # the last full check's counts, for progress lines
+        self._submitted: list[str] = []
+
+    # --- faults ---------------------------------------------------------------------------------------
+
+    def _aimed(self, token: str | None) -> Aim | None:
+        """The aimed fault of this passing attempt: only a first attempt (`<job>:1`) is aimed at."""
+        if token is None:
+            return None
+        job_id, _, attempt = token.rpartition(":")
+        return self._aims.get(job_id) if attempt == "1" else None
+
+    def _spared(self, subject: str | None) -> bool:
+        """Aimed jobs get no random faults (their audit knows exactly what happened to them)."""
+        found = _JOB_ID.search(subject or "")
+        return found is not None and found.group(0) in self._aims
+
+    def _fire(self, name: str) -> None:
+        with self._lock:
+            self._aimed_fired[name] = self._aimed_fired.get(name, 0) + 1
+
+    def _random_hook(self, point: str) -> Callable[[str], None]:
+        def hook(name: str) -> None:
+            subject = fault_subject()
+            if point == "projector.after_record" and subject is not None:
+                shard, _, sequence = subject.rpartition(":")
+                with self._lock:
+                    self._handled[(shard, int(sequence))] += 1
+            if point.startswith(("worker.", "store.")) and self._spared(subject):
+                return
+            if self._random.decide(point):
+                raise InjectedCrash(f"{name} {subject or ''}".strip())
+        return hook
+
+    def _after_claim(self, name: str) -> None:
+        token = fault_subject()
+        aim = self._aimed(token)
+        assert token is not None
+        if aim is Aim.CRASH_AFTER_CLAIM:
+            self._fire(f"aimed {aim}")
+            raise InjectedCrash(token)
+        if aim is Aim.CANCEL_RUNNING:
+            self._fire(f"aimed {aim}")
+            job_id = token.rpartition(":")[0]
+            self._cancelled_running.add(job_id)
+            threading.Thread(target=self._cancel, args=(job_id, 0.1), daemon=True).start()
+            return
+        if aim is None and not self._spared(token) and self._random.decide(name):
+            raise InjectedCrash(token)
+
+    def _heartbeat(self, name: str) -> None:
+        aim = self._aimed(fault_subject())
+        if aim in (Aim.ZOMBIE, Aim.REAPER_RACE):
+            raise InjectedCrash(f"heartbeats of {fault_subject()} stop")  # only the heartbeat thread ends
+
+    def _before_report(self, name: str) -> None:
+        token = fault_subject()
+        assert token is not None
+        job_id = token.rpartition(":")[0]
+        aim = self._aimed(token)
+        if aim is Aim.CRASH_MID_JOB:
+            self._fire(f"aimed {aim}")
+            raise InjectedCrash(token)
+        if aim is Aim.ZOMBIE:
+            self._fire(f"aimed {aim}")
+            deadline = time.monotonic() + 20 * self._config.lease_s
+            while time.monotonic() < deadline:  # stalled (GC pause, partition) until the job was reclaimed
+                job = self.store.get(job_id)
+                if job.state is not JobState.RUNNING or job.attempt != 1:
+                    with self._lock:
+                        self._zombies.add(token)
+                    break
+                time.sleep(0.05)
+            return  # now it reports, late
+        if aim is Aim.REAPER_RACE:
+            self._fire(f"aimed {aim}")
+            found = self._event(self._found_by_reaper, job_id)
+            if found.wait(20 * self._config.lease_s):
+                with self._lock:
+                    self._raced.add(token)
+                    head_start = len(self._raced) % 2 == 0  # every other race, the reaper starts first
+            else:
+                head_start = False
+            self._event(self._reporting, job_id).set()  # the reaper goes on as this report starts
+            if head_start:
+                time.sleep(0.05)
+            return
+        if aim is Aim.CANCEL_RACE:
+            self._fire(f"aimed {aim}")
+            with self._lock:
+                self._cancelled_running.add(job_id)
+            start = threading.Barrier(2)
+            threading.Thread(target=self._cancel, args=(job_id, 0.0, start), daemon=True).start()
+            start.wait(5)
+            return
+        if aim is None and not self._spared(token) and self._random.decide(name):
+            raise InjectedCrash(token)
+
+    def _reap_transition(self, name: str) -> None:
+        job_id = fault_subject() or ""
+        if self._aims.get(job_id) is Aim.REAPER_RACE and job_id not in self._reaper_met:
+            self._reaper_met.add(job_id)
+            self._event(self._found_by_reaper, job_id).set()
+            self._event(self._reporting, job_id).wait(5)  # both transitions start together
+            return
+        if not self._spared(job_id) and self._random.decide(name):
+            raise InjectedCrash(f"reaper at {job_id}")
+
+    def _event(self, events: dict[str, threading.Event], key: str) -> threading.Event:
+        with self._lock:
+            return events.setdefault(key, threading.Event())
+
+    def _cancel(self, job_id: str, delay_s: float, start: threading.Barrier | None = None) -> None:
+        if start is not None:
+            start.wait(5)
+        time.sleep(delay_s)
+        try:
+            outcome = self.store.cancel(job_id)
+        except InjectedCrash:
+            return
+        with self._lock:
+            self._cancel_answers.append((job_id, outcome.status.value, outcome.job.state.value))
+
+    @contextmanager
+    def _faults(self) -> Iterator[None]:
+        hooks: dict[str, Callable[[str], None]] = {point: self._random_hook(point) for point in RANDOM_POINTS}
+        hooks |= {"worker.after_claim": self._after_claim, "worker.before_report": self._before_report,
+                  "worker.heartbeat": self._heartbeat, "store.reap.before_transition": self._reap_transition}
+        previous = threading.excepthook
+
+        def quiet(args: threading.ExceptHookArgs) -> None:  # a heartbeat thread ended by an injected crash
+            if not issubclass(args.exc_type, InjectedCrash):
+                previous(args)
+
+        threading.excepthook = quiet
+        try:
+            with ExitStack() as stack:
+                for point, hook in hooks.items():
+                    stack.enter_context(installed(point, hook))
+                yield
+        finally:
+            threading.excepthook = previous
+
+    # --- the components ---------------------------------------------------------------------------------
+
+    def _registry(self) -> Registry:
+        registry = Registry()
+        registry.register(JOB_TYPE)(soak_handler)
+        return registry
+
+    def _worker_loop(self) -> Callable[[], None]:
+        worker = Worker(self.store, self._registry(), lease_s=self._config.lease_s, idle_s=0.1)
+        stop = self._stop
+
+        def loop() -> None:
+            watcher = threading.Thread(target=lambda: (stop.wait(), worker.shutdown()), daemon=True)
+            watcher.start()
+            worker.run()
+        return loop
+
+    def _reaper_loop(self) -> Callable[[], None]:
+        def loop() -> None:
+            while not self._stop.wait(0.2):
+                reap_once(self.store)
+        return loop
+
+    def _relay_loop(self) -> Callable[[], None]:
+        outbox = self._db.describe_table(TableName=self._settings.require("outbox_table"))["Table"]
+        poller = OutboxStreamPoller(self._endpoint.client("dynamodbstreams"), outbox["LatestStreamArn"],
+                                    relay_app.handler, relay_app.build_relay(), batch_size=self._config.batch_size)
+        return lambda: self._poll(poller)
+
+    def _projector_loop(self) -> Callable[[], None]:
+        poller = EventsStreamPoller(self._endpoint.client("kinesis"), self._settings.require("events_stream"),
+                                    projector_app.handler,
+                                    CheckpointStore(self._db, self._settings.require("checkpoint_table")),
+                                    batch_size=self._config.batch_size)
+        return lambda: self._poll(poller)
+
+    def _poll(self, poller: OutboxStreamPoller | EventsStreamPoller) -> None:
+        while not self._stop.is_set():
+            if not poller.poll_once():
+                self._stop.wait(0.05)
+
+    def _submit(self, numbers: range) -> None:
+        """Create jobs `numbers` of the workload; the first `aimed_per_kind * len(Aim)` are aimed at (they
+        are created before any worker starts, so each is aimed before it can be claimed)."""
+        config = self._config
+        tenants = TENANTS[: config.tenants]
+        for number in numbers:
+            aimed = number < config.aimed_per_kind * len(Aim)
+            params: dict[str, Any] = {"ms": self._rng.choice((1, 5, 10, 20))}
+            if not aimed and self._rng.random() < config.flaky_share:  # an aimed first attempt must report
+                params["fail_attempts"] = 1
+            request = NewJob(type=JOB_TYPE, params=params, max_attempts=8)
+            created = self.store.create(tenants[number % len(tenants)], request, idempotency_key=f"soak-{number}")
+            job_id = created.job.job_id
+            with self._lock:
+                self._submitted.append(job_id)
+            if aimed:
+                self._aims[job_id] = list(Aim)[number % len(Aim)]
+            elif self._rng.random() < config.cancel_share:
+                threading.Thread(target=self._cancel, args=(job_id, self._rng.uniform(0, 1.0)), daemon=True).start()
+
+    # --- running ----------------------------------------------------------------------------------------
+
+    def run(self) -> SoakResult:
+        started = time.monotonic()
+        before = projector_app.totals.snapshot()
+        aimed = min(self._config.jobs, self._config.aimed_per_kind * len(Aim))
+        self._submit(range(aimed))
+        with self._faults():
+            components = [Supervised(f"worker-{n}", self._worker_loop, self._stop).start()
+                          for n in range(self._config.workers)]
+            components += [Supervised("reaper", self._reaper_loop, self._stop).start(),
+                           Supervised("relay", self._relay_loop, self._stop).start(),
+                           Supervised("projector", self._projector_loop, self._stop).start()]
+            try:
+                self._submit(range(aimed, self._config.jobs))
+                self._settle(started)
+            finally:
+                self._stop.set()
+                for component in components:
+                    component.join()
+        after = projector_app.totals.snapshot()
+        projected = {name: after[name] - before.get(name, 0) for name in after}
+        snapshot = self.snapshot(projected, dict(self._handled))
+        restarts: Counter[str] = Counter()
+        errors: Counter[str] = Counter()
+        for component in components:
+            kind = component.name.split("-")[0]
+            restarts[kind] += component.restarts
+            errors[kind] += component.errors
+        injected = Injected(
+            fired={**self._random.fired, **self._aimed_fired},
+            restarts=dict(restarts),
+            real_errors={kind: count for kind, count in errors.items() if count},
+            zombie_attempts=frozenset(self._zombies),
+            raced_reaper=frozenset(self._raced),
+            cancelled_while_running=frozenset(self._cancelled_running),
+            cancel_answers=tuple(self._cancel_answers),
+        )
+        return SoakResult(audit(snapshot, injected, list(self._submitted)), time.monotonic() - started,
+                          len(self._submitted))
+
+    def _settle(self, started: float) -> None:
+        """Wait until every job is terminal and the view shows each job's row version."""
+        deadline = started + self._config.timeout_s
+        reported = time.monotonic()
+        while time.monotonic() < deadline:
+            if self._settled():
+                return
+            if self._config.progress and time.monotonic() - reported > 30:
+                reported = time.monotonic()
+                states = self.store.tenant_states().values()
+                print(f"soak: {time.monotonic() - started:.0f} s: {len(self._submitted)} submitted, "
+                      f"{sum(s.load().waiting for s in states)} waiting, {sum(s.usage.running for s in states)} "
+                      f"running; last full check (missing, not terminal, view behind): {self._pending}",
+                      file=sys.stderr, flush=True)
+            # a full check scans every table on the serialized endpoint, slowing the pipeline it waits for
+            time.sleep(1.0 if self._pending is None else min(5.0, 0.5 + sum(self._pending) / 100))
+        raise TimeoutError(f"the soak did not settle within {self._config.timeout_s} s")
+
+    def _settled(self) -> bool:
+        """The tenants' counters first (one Query: nothing running or waiting means every job ended), then
+        the full scans (which the serialized endpoint pays for with everyone's latency)."""
+        if any(state.usage.running or state.load().waiting for state in self.store.tenant_states().values()):
+            self._pending = None
+            return False
+        jobs = self._scan_jobs()
+        open_jobs = [j for j, job in jobs.items() if job.state not in TERMINAL_STATES]
+        view = self._scan_view()
+        behind = [j for j, job in jobs.items() if j not in view or view[j].version != job.version]
+        self._pending = (len(self._submitted) - len(jobs), len(open_jobs), len(behind))
+        return self._pending == (0, 0, 0)
+
+    # --- reading back -----------------------------------------------------------------------------------
+
+    def _scan(self, table: str) -> Iterator[dict[str, Any]]:
+        for page in self._db.get_paginator("scan").paginate(TableName=table):
+            yield from page["Items"]
+
+    def _scan_jobs(self) -> dict[str, Any]:
+        return {item["pk"]["S"].removeprefix("JOB#"): job_from_item(item)[0]
+                for item in self._scan(self._settings.require("jobs_table"))
+                if item["pk"]["S"].startswith("JOB#") and item["sk"]["S"] == "JOB"}
+
+    def _scan_view(self) -> dict[str, ViewRow]:
+        rows = {}
+        for item in self._scan(self._settings.require("status_table")):
+            values = from_item(item)
+            rows[values["job_id"]] = ViewRow(values["job_id"], values["status"], int(values["version"]))
+        return rows
+
+    def snapshot(self, projected: dict[str, int], handled: dict[tuple[str, int], int]) -> Snapshot:
+        jobs: dict[str, Any] = {}
+        runs: dict[str, list[Run]] = {}
+        results: dict[str, Any] = {}
+        for item in self._scan(self._settings.require("jobs_table")):
+            pk, sk = item["pk"]["S"], item["sk"]["S"]
+            if not pk.startswith("JOB#"):
+                continue
+            job_id = pk.removeprefix("JOB#")
+            if sk == "JOB":
+                jobs[job_id] = job_from_item(item)[0]
+            elif sk.startswith("RUN#"):
+                values = {k: v for k, v in from_item(item).items() if k not in ("pk", "sk", "entity")}
+                runs.setdefault(job_id, []).append(Run.model_validate(values))
+            elif sk == "RESULT":
+                results[job_id] = from_item(item).get("value")
+        outbox: dict[str, list[OutboxEvent]] = {}
+        for item in self._scan(self._settings.require("outbox_table")):
+            values = {k: v for k, v in from_item(item).items() if k in OutboxEvent.model_fields
+                      or k == "schema"}
+            event = OutboxEvent.model_validate(values)
+            outbox.setdefault(event.job_id, []).append(event)
+        return Snapshot(
+            jobs=jobs,
+            runs={j: sorted(rs, key=lambda r: r.attempt) for j, rs in runs.items()},
+            results=results,
+            outbox={j: sorted(es, key=lambda e: e.version) for j, es in outbox.items()},
+            view=self._scan_view(),
+            kinesis=self._kinesis(),
+            projected=projected,
+            handled=handled,
+        )
+
+    def _kinesis(self) -> list[KinesisCopy]:
+        kinesis = self._endpoint.client("kinesis")
+        stream = self._settings.require("events_stream")
+        copies: list[KinesisCopy] = []
+        for shard in kinesis.list_shards(StreamName=stream)["Shards"]:
+            iterator = kinesis.get_shard_iterator(StreamName=stream, ShardId=shard["ShardId"],
+                                                  ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
+            while True:
+                response = kinesis.get_records(ShardIterator=iterator, Limit=10_000)
+                for record in response["Records"]:
+                    try:
+                        payload = json.loads(record["Data"])
+                    except ValueError:
+                        continue
+                    if not isinstance(payload, dict) or "event_id" not in payload:
+                        continue  # not a job event (a watermark heartbeat)
+                    copies.append(KinesisCopy(shard["ShardId"], int(record["SequenceNumber"]), payload["event_id"],
+                                              payload["job_id"], payload["version"]))
+                if not response["Records"]:
+                    break
+                iterator = response["NextShardIterator"]
+        return copies
+
+
+def run_soak(endpoint: EmbeddedEndpoint, environment: dict[str, str], config: SoakConfig) -> SoakResult:
+    """Run one soak on a deployed stack; `environment` must already be in os.environ (the handlers read it)."""
+    relay_app._relay_for.cache_clear()
+    projector_app._projector_for.cache_clear()
+    return Soak(endpoint, Settings.from_environment(environment), config).run()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Crash-point soak of the embedded stack, then its audit.")
+    parser.add_argument("--jobs", type=int, default=20_000)
+    parser.add_argument("--workers", type=int, default=8)
+    parser.add_argument("--tenants", type=int, default=4, choices=range(1, len(TENANTS) + 1))
+    parser.add_argument("--aimed-per-kind", type=int, default=10)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--timeout", type=float, default=3 * 3600)
+    args = parser.parse_args(argv)
+    config = SoakConfig(jobs=args.jobs, workers=args.workers, tenants=args.tenants,
+                        aimed_per_kind=args.aimed_per_kind, seed=args.seed, timeout_s=args.timeout, progress=True)
+    with EmbeddedEndpoint() as endpoint:
+        environment = endpoint.deploy("soak").environment
+        os.environ.update(environment)
+        result = run_soak(endpoint, environment, config)
+    print(f"soak: {result.jobs} jobs, {config.workers} workers, {config.tenants} tenants, seed {config.seed}: "
+          f"{result.seconds:.1f} s ({result.jobs / result.seconds:.1f} jobs/s)")
+    print(result.audit.table())
+    print("AUDIT PASSED" if result.audit.ok else "AUDIT FAILED")
+    return 0 if result.audit.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

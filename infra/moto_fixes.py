@@ -1,4 +1,4 @@
-"""Our fixes to moto's DynamoDB, for the embedded endpoint (tested against moto 5.2.5).
+"""Our fixes to moto's DynamoDB and Kinesis, for the embedded endpoint (tested against moto 5.2.5).
 
 Transactions.
 
@@ -19,7 +19,17 @@ Queries. moto's Query starts from `Table.all_items()`, which sorts every item of
 DynamoType objects) before filtering on the partition key: a claim's read of one tenant's ready queue cost
 O(table log table). `query` here hands moto's own query only the items of the queried partition (a dict
 lookup for the table's key; a cheap string comparison for an index's string partition key), so moto's
-filtering, sorting, paging and projection run unchanged on the partition alone.
+filtering, sorting, paging and projection run unchanged on the partition alone. For a global secondary
+index with a string partition key, the items of each index partition are kept in a map, built once per
+index and brought up to date at each query from the items written since (every write path marks what it
+touches: moto's put, update and delete, and our transactions), so an index query costs O(partition + items
+written since the last one) instead of O(table): a claim reading a tenant's ready queue no longer slows as
+the table grows.
+
+Kinesis. moto's shard finds its newest sequence number by listing every key on each PutRecord, and
+GetRecords walks the shard from its first record: both cost O(records in the shard). moto numbers a
+shard's records 1, 2, 3, ..., so here the newest is the last key and GetRecords looks the next ones up
+directly (falling back to moto's walk should the numbers ever not be consecutive).
 
 Memory. moto's BaseModel appends every instance it builds to its class's `instances_tracked` (the
 reason moto's table copies were kept): `install` stops that for items and stream records, else every
@@ -44,6 +54,7 @@ from moto.dynamodb.exceptions import (
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.dynamo_type import DynamoType, Item
 from moto.dynamodb.models.table import StreamRecord, Table
+from moto.kinesis.models import Shard
 
 MAX_TRANSACTION_ACTIONS = 100
 _ACTION_KINDS = frozenset({"ConditionCheck", "Put", "Delete", "Update"})
@@ -168,6 +179,7 @@ def _attributes(item: Item | None) -> dict[str, Any] | None:
 
 
 def _store(action: _Action, item: Item | None) -> None:
+    _mark_written(action.table, (action.hash_key, action.range_key))
     items = action.table.items
     if action.range_key is None:
         if item is None:
@@ -220,6 +232,12 @@ def _partition(table: Table, hash_key: DynamoType | None, index_name: str | None
         if found is None:
             return []
         return list(found.values()) if table.range_key_attr else [found]  # type: ignore[union-attr]
+    if index_name is not None and hash_key_conditions and len(hash_key_conditions) == 1:
+        name, value = hash_key_conditions[0]
+        index = next((i for i in table.global_indexes if i.name == index_name), None)
+        if index is not None and value.type == "S" and [
+                k["AttributeName"] for k in index.schema if k["KeyType"] == "HASH"] == [name]:
+            return _index_partitions(table, index_name, name).items(table, value.value)
     if index_name is not None and hash_key_conditions and all(v.type == "S" for _, v in hash_key_conditions):
         wanted = [(name, value.value) for name, value in hash_key_conditions]
         rows = table.items.values()
@@ -245,8 +263,134 @@ def query(self: Table, hash_key: DynamoType | None, *args: Any, **kwargs: Any) -
         del self.all_items
 
 
+Identity = tuple[DynamoType, DynamoType | None]  # an item's (hash key, range key)
+_generation = 0  # bumped by install/uninstall: a map built under another generation may have missed writes
+
+
+def _lookup(table: Table, identity: Identity) -> Item | None:
+    hash_key, range_key = identity
+    found = table.items.get(hash_key)
+    if found is None or range_key is None:
+        return found  # type: ignore[return-value]
+    return found.get(range_key)  # type: ignore[union-attr]
+
+
+class _IndexPartitions:
+    """index partition key value -> the identities of the items in that partition, for one index."""
+
+    def __init__(self, table: Table, attribute: str) -> None:
+        self.attribute = attribute
+        self.generation = _generation
+        self.pending: set[Identity] = set()
+        self._members: dict[str, dict[Identity, None]] = {}
+        self._partition_of: dict[Identity, str] = {}
+        for hash_key, row in table.items.items():
+            if table.range_key_attr is None:
+                self._place((hash_key, None), row)  # type: ignore[arg-type]
+            else:
+                for range_key, item in row.items():  # type: ignore[union-attr]
+                    self._place((hash_key, range_key), item)
+
+    def _place(self, identity: Identity, item: Item | None) -> None:
+        old = self._partition_of.pop(identity, None)
+        if old is not None:
+            members = self._members[old]
+            members.pop(identity, None)
+            if not members:
+                del self._members[old]
+        attribute = None if item is None else item.attrs.get(self.attribute)
+        if attribute is not None and attribute.type == "S":
+            self._members.setdefault(attribute.value, {})[identity] = None
+            self._partition_of[identity] = attribute.value
+
+    def items(self, table: Table, value: str) -> list[Item]:
+        for identity in self.pending:
+            self._place(identity, _lookup(table, identity))
+        self.pending.clear()
+        found = (_lookup(table, identity) for identity in self._members.get(value, {}))
+        return [item for item in found if item is not None]
+
+
+def _index_partitions(table: Table, index_name: str, attribute: str) -> _IndexPartitions:
+    maps: dict[str, _IndexPartitions] = table.__dict__.setdefault("_onward_index_partitions", {})
+    current = maps.get(index_name)
+    if current is None or current.generation != _generation or current.attribute != attribute:
+        current = maps[index_name] = _IndexPartitions(table, attribute)
+    return current
+
+
+def _mark_written(table: Table, identity: Identity) -> None:
+    for partitions in table.__dict__.get("_onward_index_partitions", {}).values():
+        partitions.pending.add(identity)
+
+
+def _identity_of(table: Table, attributes: dict[str, Any]) -> Identity:
+    range_key = DynamoType(attributes[table.range_key_attr]) if table.range_key_attr else None
+    return DynamoType(attributes[table.hash_key_attr]), range_key
+
+
+def table_put_item(self: Table, item_attrs: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+    try:
+        return _original_table_put_item(self, item_attrs, *args, **kwargs)
+    finally:
+        if self.hash_key_attr in item_attrs and (self.range_key_attr is None or self.range_key_attr in item_attrs):
+            _mark_written(self, _identity_of(self, item_attrs))
+
+
+def table_delete_item(self: Table, hash_key: DynamoType, range_key: DynamoType | None) -> Any:
+    try:
+        return _original_table_delete_item(self, hash_key, range_key)
+    finally:
+        _mark_written(self, (hash_key, range_key if self.range_key_attr else None))
+
+
+def update_item(self: DynamoDBBackend, table_name: str, key: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+    """moto updates an item in place: mark it written whatever happens."""
+    try:
+        return _original_update_item(self, table_name, key, *args, **kwargs)
+    finally:
+        try:
+            table = self.get_table(table_name)  # a name or an ARN
+        except Exception:  # noqa: BLE001 - no such table: nothing was written
+            table = None
+        if table is not None and table.hash_key_attr in key:
+            _mark_written(table, _identity_of(table, key))
+
+
+def shard_max_sequence_number(self: Shard) -> int:
+    return next(reversed(self.records)) if self.records else 0
+
+
+def shard_min_sequence_number(self: Shard) -> int:
+    return next(iter(self.records)) if self.records else 0
+
+
+def shard_get_records(self: Shard, last_sequence_id: str, limit: int | None) -> tuple[list[Any], int, int]:
+    """moto's answer (records after `last_sequence_id`, the last one returned, millis behind the newest),
+    found by key instead of by walking the shard."""
+    if not self.records:
+        return [], int(last_sequence_id), 0
+    first, newest = next(iter(self.records)), next(reversed(self.records))
+    if newest - first + 1 != len(self.records):
+        return _original_shard_get_records(self, last_sequence_id, limit)
+    position = max(int(last_sequence_id), first - 1)
+    results = []
+    while position < newest and (limit is None or len(results) < limit):
+        position += 1
+        results.append(self.records[position])
+    last = results[-1].sequence_number if results else int(last_sequence_id)
+    behind = self.records[newest].created_at - results[-1].created_at if results else 0.0
+    return results, last, int(behind * 1000)
+
+
+_original_shard_get_records = Shard.get_records
+_original_shard_max = Shard.get_max_sequence_number
+_original_shard_min = Shard.get_min_sequence_number
 _original_transact_write_items = DynamoDBBackend.transact_write_items
+_original_update_item = DynamoDBBackend.update_item
 _original_query = Table.query
+_original_table_put_item = Table.put_item
+_original_table_delete_item = Table.delete_item
 
 
 class _Untracked(list):  # type: ignore[type-arg]
@@ -263,10 +407,19 @@ _UNTRACKED_MODELS = (Item, StreamRecord)
 
 
 def install() -> None:
-    """Replace moto's transaction and query methods with ours (idempotent); stop moto retaining every
-    item and stream record it ever built."""
+    """Replace moto's transaction and query methods with ours and mark every write for the index maps
+    (idempotent); stop moto retaining every item and stream record it ever built."""
+    global _generation
+    if Table.query is not query:
+        _generation += 1
     DynamoDBBackend.transact_write_items = transact_write_items  # type: ignore[method-assign]
+    DynamoDBBackend.update_item = update_item  # type: ignore[method-assign]
     Table.query = query  # type: ignore[method-assign]
+    Table.put_item = table_put_item  # type: ignore[method-assign]
+    Table.delete_item = table_delete_item  # type: ignore[method-assign]
+    Shard.get_records = shard_get_records  # type: ignore[method-assign]
+    Shard.get_max_sequence_number = shard_max_sequence_number  # type: ignore[method-assign]
+    Shard.get_min_sequence_number = shard_min_sequence_number  # type: ignore[method-assign]
     for model in _UNTRACKED_MODELS:
         if not isinstance(model.instances_tracked, _Untracked):  # type: ignore[attr-defined]
             model.instances_tracked = _Untracked()  # type: ignore[attr-defined]
@@ -274,7 +427,15 @@ def install() -> None:
 
 def uninstall() -> None:
     """Put moto's own methods back (used by the benchmark to measure both side by side)."""
+    global _generation
+    _generation += 1
     DynamoDBBackend.transact_write_items = _original_transact_write_items  # type: ignore[method-assign]
+    DynamoDBBackend.update_item = _original_update_item  # type: ignore[method-assign]
     Table.query = _original_query  # type: ignore[method-assign]
+    Table.put_item = _original_table_put_item  # type: ignore[method-assign]
+    Table.delete_item = _original_table_delete_item  # type: ignore[method-assign]
+    Shard.get_records = _original_shard_get_records  # type: ignore[method-assign]
+    Shard.get_max_sequence_number = _original_shard_max  # type: ignore[method-assign]
+    Shard.get_min_sequence_number = _original_shard_min  # type: ignore[method-assign]
     for model in _UNTRACKED_MODELS:
         model.instances_tracked = []  # type: ignore[attr-defined]

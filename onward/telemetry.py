@@ -1,15 +1,22 @@
-"""Powertools metrics that never pile up: with POWERTOOLS_METRICS_DISABLED (on this machine: `onward up`,
-the tests) Powertools 3.37's flush prints nothing but also keeps every metric added, so a long local run
-grows without end and, were metrics enabled later in the process, an invocation would publish the
-previous ones' values. `discard_unflushed` drops whatever the flush left, after each invocation."""
+"""Powertools metrics that never pile up and stay quiet when there is nothing to say.
+
+With POWERTOOLS_METRICS_DISABLED (on this machine: `onward up`, the tests) Powertools 3.37's flush
+prints nothing but also keeps every metric added, so a long local run grows without end and, were
+metrics enabled later in the process, an invocation would publish the previous ones' values.
+`discard_unflushed` drops whatever the flush left, after each invocation."""
 
 from __future__ import annotations
 
 import functools
+import warnings
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
 Handler = TypeVar("Handler", bound=Callable[..., Any])
+
+# Powertools warns on every invocation that adds no metric (an API GET, an idle poll): expected here, and
+# on a local run it would print a warning per request.
+warnings.filterwarnings("ignore", message="No application metrics to publish", category=UserWarning)
 
 
 class ClearableMetrics(Protocol):

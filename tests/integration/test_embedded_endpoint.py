@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.dynamo_type import Item
 from moto.dynamodb.models.table import StreamRecord, Table
@@ -640,3 +642,90 @@ def test_data_resources_template_keeps_only_data_resources() -> None:
         "Fn::If": ["ProtectTables", True, False]}
     assert environment_variable_for("JobsTable") == "JOBS_TABLE"
     assert environment_variable_for("OutboxTable") == "OUTBOX_TABLE"
+
+
+# --- index partitions and Kinesis lookups (moto_fixes) -----------------------------------------------------
+
+READY_PARTITIONS = ("acme#0#0", "acme#0#1", "globex#0#0")
+_index_writes = st.lists(st.tuples(
+    st.sampled_from(["put", "update_key", "update_other", "remove_key", "delete", "transact", "cancelled"]),
+    st.integers(0, 5),  # which job row
+    st.sampled_from(READY_PARTITIONS),
+    st.integers(1, 3),  # due time
+), min_size=1, max_size=25)
+
+
+def ready_query(stack: Stack, partition: str) -> list[tuple[str, int]]:
+    items = stack.db.query(TableName=stack.jobs, IndexName="ready", KeyConditionExpression="ready_pk = :p",
+                           ExpressionAttributeValues={":p": {"S": partition}})["Items"]
+    return sorted((item["pk"]["S"], int(item["ready_due"]["N"])) for item in items)
+
+
+def ready_scan(stack: Stack, partition: str) -> list[tuple[str, int]]:
+    items = [item for page in stack.db.get_paginator("scan").paginate(TableName=stack.jobs)
+             for item in page["Items"] if item.get("ready_pk", {}).get("S") == partition]
+    return sorted((item["pk"]["S"], int(item["ready_due"]["N"])) for item in items)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(writes=_index_writes)
+def test_an_index_query_sees_exactly_what_a_scan_sees_after_any_writes(endpoint: EmbeddedEndpoint, writes) -> None:
+    """The index partition maps are brought up to date from every write path: without the marking in
+    moto's put/update/delete and in our transactions (rollback included), a job entering, leaving or
+    moving between ready queues would be missed by a claim or claimed from the wrong queue."""
+    stack = Stack(endpoint)
+    for partition in READY_PARTITIONS:  # build every map first, so that later writes must update them
+        assert ready_query(stack, partition) == []
+    for kind, number, partition, due in writes:
+        key = job_key(f"j{number}")
+        ready = {"ready_pk": {"S": partition}, "ready_due": {"N": str(due)}}
+        if kind == "put":
+            stack.db.put_item(TableName=stack.jobs, Item={**job_item(f"j{number}"), **ready})
+        elif kind == "update_key":
+            stack.db.update_item(TableName=stack.jobs, Key=key, UpdateExpression="SET ready_pk = :p, ready_due = :d",
+                                 ExpressionAttributeValues={":p": ready["ready_pk"], ":d": ready["ready_due"]})
+        elif kind == "update_other":
+            stack.db.update_item(TableName=stack.jobs, Key=key, UpdateExpression="SET version = :v",
+                                 ExpressionAttributeValues={":v": {"N": str(due)}})
+        elif kind == "remove_key":
+            stack.db.update_item(TableName=stack.jobs, Key=key, UpdateExpression="REMOVE ready_pk, ready_due")
+        elif kind == "delete":
+            stack.db.delete_item(TableName=stack.jobs, Key=key)
+        else:  # a transaction moving the job; "cancelled" fails its condition on a second item: no change
+            items = [{"Update": {"TableName": stack.jobs, "Key": key,
+                                 "UpdateExpression": "SET ready_pk = :p, ready_due = :d",
+                                 "ExpressionAttributeValues": {":p": ready["ready_pk"], ":d": ready["ready_due"]}}}]
+            if kind == "cancelled":
+                items.append({"ConditionCheck": {"TableName": stack.jobs, "Key": job_key("never"),
+                                                 "ConditionExpression": "attribute_exists(pk)"}})
+            try:
+                stack.db.transact_write_items(TransactItems=items)
+            except ClientError as error:
+                assert kind == "cancelled" and code(error) == "TransactionCanceledException"
+        for ready_partition in READY_PARTITIONS:
+            assert ready_query(stack, ready_partition) == ready_scan(stack, ready_partition), (kind, number)
+
+
+def test_kinesis_records_are_read_back_by_key_in_order_and_page_by_page(stack: Stack) -> None:
+    kinesis = stack.endpoint.client("kinesis")
+    stream = stack.environment["EVENTS_STREAM"]
+    shard = kinesis.list_shards(StreamName=stream)["Shards"][0]
+    for number in range(25):
+        kinesis.put_record(StreamName=stream, Data=f"r{number}".encode(), PartitionKey="k",
+                           ExplicitHashKey=shard["HashKeyRange"]["StartingHashKey"])
+    iterator = kinesis.get_shard_iterator(StreamName=stream, ShardId=shard["ShardId"],
+                                          ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
+    seen, behind = [], []
+    while True:
+        page = kinesis.get_records(ShardIterator=iterator, Limit=10)
+        if not page["Records"]:
+            break
+        seen += [record["Data"].decode() for record in page["Records"]]
+        behind.append(page["MillisBehindLatest"])
+        iterator = page["NextShardIterator"]
+    assert seen == [f"r{number}" for number in range(25)] and len(behind) == 3 and behind[-1] == 0
+    sequence = [int(r["SequenceNumber"]) for r in kinesis.get_records(
+        ShardIterator=kinesis.get_shard_iterator(StreamName=stream, ShardId=shard["ShardId"],
+                                                 ShardIteratorType="AT_SEQUENCE_NUMBER",
+                                                 StartingSequenceNumber="10")["ShardIterator"])["Records"]]
+    assert sequence == list(range(10, 26))

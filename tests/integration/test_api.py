@@ -18,9 +18,10 @@ import pytest
 
 from handlers import api
 from handlers.openapi import DOCUMENT
-from infra.gateway import LocalGateway, build_event
+from infra.gateway import build_event
 from onward.models import ErrorSummary
 from onward.store import JobStore
+from tests.integration.api_support import http_call, serve_api
 
 TOKENS = {"acme": "acme-secret", "globex": "globex-secret"}
 OPERATOR = "operator-secret"
@@ -45,19 +46,9 @@ class Client:
 
     def call(self, method: str, path: str, *, token: str | None = None, body: Any = None, raw: bytes | None = None,
              headers: dict[str, str] | None = None) -> Reply:
-        data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
-        request = urllib.request.Request(self.url + path, data=data, method=method, headers=dict(headers or {}))
-        if data is not None:
-            request.add_header("Content-Type", "application/json")
-        if token is not None:
-            request.add_header("Authorization", f"Bearer {token}")
-        try:
-            with urllib.request.urlopen(request, timeout=30) as response:
-                status, reply_headers, payload = response.status, dict(response.headers), response.read()
-        except urllib.error.HTTPError as error:
-            status, reply_headers, payload = error.code, dict(error.headers), error.read()
-        reply_headers = {k.lower(): v for k, v in reply_headers.items()}
-        reply = Reply(status, reply_headers, json.loads(payload) if payload else None)
+        answer = http_call(self.url, method, path, token=token, body=body, raw=raw, headers=headers)
+        status, reply_headers = answer.status, answer.headers
+        reply = Reply(status, reply_headers, answer.body)
         documented = DOCUMENT["paths"][_template(path)][method.lower()]["responses"]
         assert str(status) in documented, f"{method} {path} answered {status}, not in the OpenAPI document"
         if status >= 400:
@@ -74,14 +65,8 @@ class Client:
 
 @pytest.fixture
 def client(stack_environment, monkeypatch: pytest.MonkeyPatch) -> Iterator[Client]:
-    monkeypatch.setenv("ONWARD_TOKENS", ",".join(f"{t}={s}" for t, s in TOKENS.items()))
-    monkeypatch.setenv("ONWARD_OPERATOR_TOKEN", OPERATOR)
-    monkeypatch.delenv("ONWARD_AUTH", raising=False)
-    monkeypatch.delenv("ONWARD_JOB_TYPES", raising=False)
-    api._core_for.cache_clear()
-    with LocalGateway(port=0) as gateway:
-        yield Client(gateway.url)
-    api._core_for.cache_clear()
+    with serve_api(monkeypatch, TOKENS, OPERATOR) as url:
+        yield Client(url)
 
 
 def _count_items(dynamodb, table: str) -> int:

@@ -11,8 +11,6 @@ from __future__ import annotations
 import io
 import json
 import logging
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -20,10 +18,11 @@ from typing import Any
 import pytest
 
 from handlers import api
-from infra.gateway import LocalGateway, build_event
+from infra.gateway import build_event
 from infra.lambda_context import LocalLambdaContext
 from onward.models import ErrorSummary, NewJob
 from onward.store import JobStore
+from tests.integration.api_support import http_call, serve_api
 
 pytestmark = pytest.mark.integration
 
@@ -40,30 +39,14 @@ class Answer:
 
 
 def call(url: str, method: str, path: str, token: str | None, body: Any = None) -> Answer:
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(url + path, data=data, method=method)
-    if data is not None:
-        request.add_header("Content-Type", "application/json")
-    if token is not None:
-        request.add_header("Authorization", f"Bearer {token}")
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            status, headers, payload = response.status, dict(response.headers), response.read()
-    except urllib.error.HTTPError as error:
-        status, headers, payload = error.code, dict(error.headers), error.read()
-    return Answer(status, json.loads(payload) if payload else None, {k.lower(): v for k, v in headers.items()})
+    answer = http_call(url, method, path, token=token, body=body)
+    return Answer(answer.status, answer.body, answer.headers)
 
 
 @pytest.fixture
 def gateway(stack_environment, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    monkeypatch.setenv("ONWARD_TOKENS", ",".join(f"{t}={s}" for t, s in TOKENS.items()))
-    monkeypatch.setenv("ONWARD_OPERATOR_TOKEN", OPERATOR)
-    monkeypatch.delenv("ONWARD_AUTH", raising=False)
-    monkeypatch.delenv("ONWARD_JOB_TYPES", raising=False)
-    api._core_for.cache_clear()
-    with LocalGateway(port=0) as running:
-        yield running.url
-    api._core_for.cache_clear()
+    with serve_api(monkeypatch, TOKENS, OPERATOR) as url:
+        yield url
 
 
 def _same_answer(foreign: Answer, missing: Answer, foreign_id: str) -> None:

@@ -24,10 +24,9 @@ from hypothesis import HealthCheck, given
 from hypothesis import strategies as st
 from schemathesis import GenerationMode
 
-from handlers import api
-from infra.gateway import LocalGateway
 from onward.models import NewJob
 from onward.store import JobStore
+from tests.integration.api_support import serve_api
 
 pytestmark = pytest.mark.integration
 
@@ -39,14 +38,8 @@ EXAMPLES = 25
 
 @pytest.fixture
 def gateway(stack_environment, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    monkeypatch.setenv("ONWARD_TOKENS", ",".join(f"{t}={s}" for t, s in TOKENS.items()))
-    monkeypatch.setenv("ONWARD_OPERATOR_TOKEN", OPERATOR)
-    monkeypatch.delenv("ONWARD_AUTH", raising=False)
-    monkeypatch.delenv("ONWARD_JOB_TYPES", raising=False)
-    api._core_for.cache_clear()
-    with LocalGateway(port=0) as running:
-        yield running.url
-    api._core_for.cache_clear()
+    with serve_api(monkeypatch, TOKENS, OPERATOR) as url:
+        yield url
 
 
 def _count(dynamodb, table: str) -> int:

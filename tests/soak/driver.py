@@ -72,7 +72,7 @@ class SoakConfig:
     rates: FaultRates = field(default_factory=FaultRates)
     flaky_share: float = 0.1  # jobs whose first attempt raises (a failed attempt, retried after backoff)
     cancel_share: float = 0.03  # jobs the canceller cancels at a random moment
-    progress: bool = False  # a line on stderr every 30 s while it settles
+    progress: bool = False  # lines on stderr: every 500 jobs submitted, then every 30 s while it settles
 
 
 @dataclass(frozen=True)
@@ -150,6 +150,7 @@ class Soak:
         self._handled: Counter[tuple[str, int]] = Counter()
         self._pending: tuple[int, int, int] | None = None  # the last full check's counts, for progress lines
         self._submitted: list[str] = []
+        self._started = time.monotonic()
 
     # --- faults ---------------------------------------------------------------------------------------
 
@@ -347,6 +348,10 @@ class Soak:
             job_id = created.job.job_id
             with self._lock:
                 self._submitted.append(job_id)
+                submitted = len(self._submitted)
+            if config.progress and submitted % 500 == 0:
+                print(f"soak: {time.monotonic() - self._started:.0f} s: {submitted}/{config.jobs} submitted",
+                      file=sys.stderr, flush=True)
             if aimed:
                 self._aims[job_id] = list(Aim)[number % len(Aim)]
             elif self._rng.random() < config.cancel_share:
@@ -355,7 +360,7 @@ class Soak:
     # --- running ----------------------------------------------------------------------------------------
 
     def run(self) -> SoakResult:
-        started = time.monotonic()
+        started = self._started = time.monotonic()
         before = projector_app.totals.snapshot()
         aimed = min(self._config.jobs, self._config.aimed_per_kind * len(Aim))
         self._submit(range(aimed))

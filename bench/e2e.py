@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 import time
 import urllib.request
@@ -45,22 +44,18 @@ os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
 import boto3  # noqa: E402
 from botocore.config import Config  # noqa: E402
 
+from bench.fairness import percentile  # noqa: E402
 from infra.endpoint import REGION, EmbeddedEndpoint  # noqa: E402
 from infra.metering import OBSERVER_AGENT, Meter  # noqa: E402
 from infra.platform import LocalPlatform, PlatformOptions  # noqa: E402
+from onward.clock import epoch_ms  # noqa: E402
 from onward.demo import registry  # noqa: E402
-from onward.freshness import epoch_ms  # noqa: E402
 from onward.settings import Settings  # noqa: E402
 from onward.view import StatusViewReader  # noqa: E402
 
 JOBS = 300
 FLOOR_TRANSACTIONS_PER_JOB = 3  # create, claim, complete
 TOKEN = "bench-secret"
-
-
-def _percentile(values: list[float], fraction: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
 def _submit(base: str, number: int) -> str:
@@ -115,7 +110,7 @@ def run(jobs: int = JOBS, workers: int = 4, progress: Any = None, rate: float | 
                 time.sleep(0.5)
             elapsed_s = time.perf_counter() - started
             reading = meter.reset()
-    lags = [(epoch_ms(v.projected_at) - epoch_ms(v.occurred_at)) / 1000 for v in shown.values()]
+    lags = sorted((epoch_ms(v.projected_at) - epoch_ms(v.occurred_at)) / 1000 for v in shown.values())
     requests = dict(sorted(reading.requests.items()))
     transactions = reading.requests.get("dynamodb.TransactWriteItems", 0)
     job_transaction_units = reading.write_units.get("dynamodb.TransactWriteItems", 0)
@@ -127,8 +122,8 @@ def run(jobs: int = JOBS, workers: int = 4, progress: Any = None, rate: float | 
         "submitted_at_per_s": rate,
         "elapsed_s": round(elapsed_s, 2),
         "jobs_per_s": round(jobs / elapsed_s, 1),
-        "lag_p50_s": round(_percentile(lags, 0.50), 3),
-        "lag_p99_s": round(_percentile(lags, 0.99), 3),
+        "lag_p50_s": round(percentile(lags, 0.50), 3),
+        "lag_p99_s": round(percentile(lags, 0.99), 3),
         "requests_per_job": {name: round(n / jobs, 3) for name, n in requests.items()},
         "dynamodb_requests_per_job": round(dynamodb_requests / jobs, 2),
         "transactions_per_job": round(transactions / jobs, 3),

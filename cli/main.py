@@ -298,7 +298,8 @@ def cmd_lag(args: argparse.Namespace) -> int:
     settings = Settings.from_environment()
     dynamodb, kinesis = _clients(settings)
     probe = LagProbe(dynamodb, kinesis, settings.require("checkpoint_table"), settings.require("outbox_table"),
-                     settings.require("events_stream"), outbox_retention_s=args.outbox_retention_days * 86400.0)
+                     settings.require("events_stream"),
+                     outbox_retention_s=(args.outbox_retention_days or settings.outbox_retention_days) * 86400.0)
     if not args.json:
         print(f"sampling the pipeline for {args.window_s:g}s...", file=sys.stderr, flush=True)
     report = probe.measure(args.window_s)
@@ -372,8 +373,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     lag = commands.add_parser("lag", help="live processing age, backlog, drain time and retention cover")
     lag.add_argument("--window-s", type=float, default=5.0, help="seconds between the two samples")
-    lag.add_argument("--outbox-retention-days", type=float, default=7.0,
-                     help="the OutboxRetentionDays the stack was deployed with")
+    lag.add_argument("--outbox-retention-days", type=float,
+                     help="the OutboxRetentionDays the stack was deployed with (default: "
+                     "ONWARD_OUTBOX_RETENTION_DAYS, else 7)")
     lag.add_argument("--json", action="store_true")
     lag.set_defaults(run=cmd_lag)
 

@@ -27,7 +27,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
 
-from onward.checkpoints import CheckpointStore
+from onward.checkpoints import PROJECTOR_CONSUMER, CheckpointStore
 from onward.clock import iso, system_clock
 from onward.errors import (
     IdempotencyConflict,
@@ -37,7 +37,7 @@ from onward.errors import (
     PayloadTooLarge,
     StoreContention,
 )
-from onward.freshness import STALE_AFTER_S, freshness, view_lag
+from onward.freshness import STALE_AFTER_S, freshness_of, view_lag
 from onward.models import JOB_ID_PATTERN, NewJob, StatusView
 from onward.settings import Settings
 from onward.states import JobState
@@ -55,7 +55,6 @@ OPERATOR_ROLE = "onward-operator"
 DEFAULT_LIMIT = 20
 MAX_LIMIT = 100
 PROBLEM_JSON = "application/problem+json"
-PROJECTOR = "projector"
 WEB_TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
              ".css": "text/css; charset=utf-8", ".svg": "image/svg+xml"}
 
@@ -363,19 +362,18 @@ def list_jobs() -> Response:
     start = _decode_cursor(query.get("cursor"), tenant) if query.get("cursor") else None
     core = build_core()
     views, start = core.view.for_tenant(tenant, limit=limit, status=status, start=start)
-    marks = core.checkpoints.watermarks(PROJECTOR)
     now = system_clock()
-    jobs = [{**_view_summary(v), "freshness": freshness(v.occurred_at, marks, now, _stale_after()).model_dump()}
-            for v in views]
+    lag = view_lag(core.checkpoints.watermarks(PROJECTOR_CONSUMER), now, _stale_after())
+    jobs = [{**_view_summary(v), "freshness": freshness_of(v.occurred_at, lag, now).model_dump()} for v in views]
     return _json(200, {"jobs": jobs, "cursor": _encode_cursor(start) if start else None,
-                       "view": view_lag(marks, now, _stale_after()).model_dump()})
+                       "view": lag.model_dump()})
 
 
 @app.get("/view")
 def view_health() -> Response:
     """How far behind the status view may be right now (any valid credential)."""
     _principal()
-    marks = build_core().checkpoints.watermarks(PROJECTOR)
+    marks = build_core().checkpoints.watermarks(PROJECTOR_CONSUMER)
     return _json(200, view_lag(marks, system_clock(), _stale_after()).model_dump())
 
 
@@ -414,16 +412,17 @@ def get_job(job_id: str) -> Response:
     scope = _tenant_scope(principal)
     core = build_core()
     view = core.view.get(job_id)
-    marks = core.checkpoints.watermarks(PROJECTOR)
+    if view is not None and scope is not None and view.tenant_id != scope:
+        raise not_found(job_id)
+    job = None if view is not None else core.store.get(job_id, scope)  # JobNotFound: a 404
     now = system_clock()
+    lag = view_lag(core.checkpoints.watermarks(PROJECTOR_CONSUMER), now, _stale_after())
     if view is not None:
-        if scope is not None and view.tenant_id != scope:
-            raise not_found(job_id)
-        fresh = freshness(view.occurred_at, marks, now, _stale_after())
+        fresh = freshness_of(view.occurred_at, lag, now)
         return _json(200, {**_view_summary(view), "source": "view", "freshness": fresh.model_dump()})
     # The view has not seen the job yet: answer from the job row, marked as such and stale.
-    job = core.store.get(job_id, scope)
-    fresh = freshness(iso(job.updated_at), marks, now, _stale_after()).model_copy(update={"stale": True})
+    assert job is not None
+    fresh = freshness_of(iso(job.updated_at), lag, now).model_copy(update={"stale": True})
     body: dict[str, Any] = {
         "job_id": job.job_id, "type": job.type, "status": job.state.value, "version": job.version,
         "attempt": job.attempt, "cancel_requested": job.cancel_requested, "updated_at": iso(job.updated_at),

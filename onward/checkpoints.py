@@ -16,6 +16,8 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 SEQUENCE_WIDTH = 80
+RELAY_CONSUMER = "relay"  # its checkpoints
+PROJECTOR_CONSUMER = "projector"  # its watermarks
 
 
 def sequence_key(sequence_number: str | int) -> str:

@@ -21,10 +21,9 @@ or projector stops them too. `stale` is true when the lag exceeds the threshold,
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import datetime
 from typing import Protocol
 
-from onward.clock import EpochMs, iso
+from onward.clock import EpochMs, epoch_ms, iso
 from onward.models import Freshness, ViewLag
 
 STALE_AFTER_S = 30.0
@@ -32,11 +31,6 @@ STALE_AFTER_S = 30.0
 
 class _Watermark(Protocol):
     newest_event_at: str
-
-
-def epoch_ms(moment: str) -> EpochMs:
-    """ISO-8601 (with Z) -> epoch milliseconds."""
-    return int(datetime.fromisoformat(moment).timestamp() * 1000)
 
 
 def view_lag(watermarks: Iterable[_Watermark], now_ms: EpochMs, stale_after_s: float = STALE_AFTER_S) -> ViewLag:
@@ -58,7 +52,11 @@ def freshness(
     stale_after_s: float = STALE_AFTER_S,
 ) -> Freshness:
     """One shown status: when it became true, and the view's lag bound."""
+    return freshness_of(occurred_at, view_lag(watermarks, now_ms, stale_after_s), now_ms)
+
+
+def freshness_of(occurred_at: str, lag: ViewLag, now_ms: EpochMs) -> Freshness:
+    """One shown status, with the view's lag already measured (one measure serves a whole page)."""
     age_s = round(max(0.0, (now_ms - epoch_ms(occurred_at)) / 1000), 3)
-    lag = view_lag(watermarks, now_ms, stale_after_s)
     return Freshness(as_of=occurred_at, age_s=age_s, view_lag_s=lag.view_lag_s, watermark=lag.watermark,
                      stale=lag.stale)

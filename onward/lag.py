@@ -16,32 +16,17 @@ outbox itself (every committed event, with its commit time). From them:
 
 from __future__ import annotations
 
-import hashlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from onward.checkpoints import CheckpointStore
-from onward.clock import Clock, EpochMs, iso, system_clock
-from onward.freshness import epoch_ms
+from onward.checkpoints import PROJECTOR_CONSUMER, RELAY_CONSUMER, CheckpointStore
+from onward.clock import Clock, EpochMs, epoch_ms, iso, system_clock
 from onward.outbox import OutboxReader
+from onward.shards import Shard, open_shards
 
-PROJECTOR = "projector"
-RELAY = "relay"
 RETENTION_MARGIN = 2.0  # retention should be at least twice the envelope
-
-
-@dataclass(frozen=True)
-class Shard:
-    shard_id: str
-    starting_hash: int
-    ending_hash: int
-
-    def holds(self, partition_key: str) -> bool:
-        """Whether Kinesis puts a record with this partition key on this shard (MD5 of the key)."""
-        hashed = int.from_bytes(hashlib.md5(partition_key.encode()).digest(), "big")  # noqa: S324 - Kinesis' own hash
-        return self.starting_hash <= hashed <= self.ending_hash
 
 
 @dataclass(frozen=True)
@@ -146,23 +131,15 @@ class LagProbe:
         self._sleep = sleep
 
     def snapshot(self) -> Snapshot:
-        marks = {mark.shard_id: epoch_ms(mark.newest_event_at) for mark in self._checkpoints.watermarks(PROJECTOR)}
-        relay = [epoch_ms(c.event_time) for c in self._checkpoints.checkpoints(RELAY)]
+        marks = {mark.shard_id: epoch_ms(mark.newest_event_at) for mark in self._checkpoints.watermarks(PROJECTOR_CONSUMER)}
+        relay = [epoch_ms(c.event_time) for c in self._checkpoints.checkpoints(RELAY_CONSUMER)]
         return Snapshot(self._clock(), marks, min(relay) if relay else None)
-
-    def shards(self) -> list[Shard]:
-        found: list[Shard] = []
-        for page in self._kinesis.get_paginator("list_shards").paginate(StreamName=self._stream):
-            found += [Shard(s["ShardId"], int(s["HashKeyRange"]["StartingHashKey"]),
-                            int(s["HashKeyRange"]["EndingHashKey"]))
-                      for s in page["Shards"] if "EndingSequenceNumber" not in s["SequenceNumberRange"]]
-        return found
 
     def measure(self, window_s: float) -> LagReport:
         before = self.snapshot()
         self._sleep(window_s)
         after = self.snapshot()
-        shards = self.shards()
+        shards = open_shards(self._kinesis, self._stream)
         oldest = min([*before.watermarks.values(), before.taken_at - 3_600_000])
         commits = [Commit(event.job_id, epoch_ms(event.occurred_at))
                    for event in self._outbox.window(iso(oldest), iso(after.taken_at))]

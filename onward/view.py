@@ -8,7 +8,6 @@ from typing import Any
 from onward.dynamo import from_item
 from onward.models import StatusView
 
-
 Key = dict[str, Any]  # a DynamoDB LastEvaluatedKey of the by_tenant index
 MAX_PAGE_QUERIES = 10  # a status filter can leave pages thin: stop after this many queries
 

@@ -7,8 +7,6 @@ resumes at the lowest failed sequence number; the version guard absorbs what it 
 
 from __future__ import annotations
 
-import threading
-from collections import Counter
 from functools import cache
 from typing import Any
 
@@ -21,36 +19,14 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from onward.checkpoints import CheckpointStore
 from onward.faults import fault_point
 from onward.parking import ParkedRecords
-from onward.projection import ProjectionOutcome
 from onward.settings import Settings
 from onward.telemetry import discard_unflushed
-from projector.projector import BatchTally, StatusProjector
+from projector.projector import BatchTally, OutcomeTotals, StatusProjector
 
 logger = Logger(service="onward-projector")
 metrics = Metrics(namespace="Onward", service="projector")
 tracer = Tracer(service="onward-projector")
-
-
-class OutcomeTotals:
-    """Every outcome this process's batches projected, a crashed batch's included (what its metrics would
-    have said had it lived): read by local drills and the soak audit; on Lambda the metrics are the record."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._counts: Counter[str] = Counter()
-
-    def add(self, tally: BatchTally) -> None:
-        with self._lock:
-            self._counts.update({outcome.value: count for outcome, count in tally.outcomes.items()})
-            self._counts["parked"] += tally.parked
-
-    def snapshot(self) -> dict[str, int]:
-        """Counts by outcome (applied, duplicate, stale, conflict) and parked, zero when none."""
-        with self._lock:
-            return {name: self._counts.get(name, 0) for name in [*(o.value for o in ProjectionOutcome), "parked"]}
-
-
-totals = OutcomeTotals()
+totals = OutcomeTotals()  # this process's outcomes, crashed batches included (local drills read it)
 
 
 class EarlierRecordFailed(RuntimeError):
@@ -91,10 +67,10 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         nonlocal failed
         if failed:
             raise EarlierRecordFailed(record.kinesis.sequence_number)
+        shard_id, sequence_number = shard_of(record), record.kinesis.sequence_number
         try:
-            projector.handle_record(shard_of(record), record.kinesis.sequence_number,
-                                    record.kinesis.data_as_bytes(), tally)
-            fault_point("projector.after_record", f"{shard_of(record)}:{record.kinesis.sequence_number}")
+            projector.handle_record(shard_id, sequence_number, record.kinesis.data_as_bytes(), tally)
+            fault_point("projector.after_record", f"{shard_id}:{sequence_number}")
         except Exception:
             failed = True
             raise

@@ -12,6 +12,8 @@ is replaced; it costs the same write units and DynamoDB evaluates no update expr
 from __future__ import annotations
 
 import json
+import threading
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,8 +21,8 @@ from aws_lambda_powertools import Logger
 from botocore.exceptions import ClientError
 from pydantic import ValidationError
 
-from onward.checkpoints import CheckpointStore
-from onward.clock import Clock, iso, system_clock
+from onward.checkpoints import PROJECTOR_CONSUMER, CheckpointStore
+from onward.clock import Clock, epoch_ms, iso, system_clock
 from onward.dynamo import from_item, to_item
 from onward.heartbeat import Heartbeat, decode_heartbeat
 from onward.models import EVENT_SCHEMA, OutboxEvent
@@ -29,7 +31,7 @@ from onward.projection import ProjectionOutcome, classify, view_fields
 
 logger = Logger(service="onward-projector")
 
-CONSUMER = "projector"
+CONSUMER = PROJECTOR_CONSUMER
 
 
 class UnreadableRecord(ValueError):
@@ -70,6 +72,25 @@ class BatchTally:
 
     def count(self, outcome: ProjectionOutcome) -> None:
         self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
+
+
+class OutcomeTotals:
+    """Every outcome this process's batches projected, a crashed batch's included (what its metrics would
+    have said had it lived): read by local drills and the soak audit; on Lambda the metrics are the record."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: Counter[str] = Counter()
+
+    def add(self, tally: BatchTally) -> None:
+        with self._lock:
+            self._counts.update({outcome.value: count for outcome, count in tally.outcomes.items()})
+            self._counts["parked"] += tally.parked
+
+    def snapshot(self) -> dict[str, int]:
+        """Counts by outcome (applied, duplicate, stale, conflict) and parked, zero when none."""
+        with self._lock:
+            return {name: self._counts.get(name, 0) for name in [*(o.value for o in ProjectionOutcome), "parked"]}
 
 
 class StatusProjector:
@@ -147,15 +168,9 @@ class StatusProjector:
         tally.count(outcome)
         tally.newest_event_at = max(tally.newest_event_at or "", event.occurred_at)
         if outcome is ProjectionOutcome.APPLIED:
-            tally.lag_ms.append(self._clock() - _epoch_ms(event.occurred_at))
+            tally.lag_ms.append(self._clock() - epoch_ms(event.occurred_at))
 
     def finish_batch(self, shard_id: str, tally: BatchTally) -> None:
         """Raise the shard's watermark: newest event time projected, and now as the processing time."""
         if tally.newest_event_at is not None:
             self._checkpoints.raise_watermark(CONSUMER, shard_id, tally.newest_event_at, iso(self._clock()))
-
-
-def _epoch_ms(moment: str) -> int:
-    from datetime import datetime
-
-    return int(datetime.fromisoformat(moment.replace("Z", "+00:00")).timestamp() * 1000)

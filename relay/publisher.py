@@ -13,6 +13,7 @@ from typing import Any
 from onward.backoff import BackoffPolicy
 from onward.heartbeat import Heartbeat, encode_heartbeat
 from onward.models import OutboxEvent
+from onward.shards import open_shards
 
 MAX_RECORDS_PER_REQUEST = 500
 MAX_BYTES_PER_REQUEST = 5 * 1024 * 1024
@@ -65,9 +66,9 @@ class KinesisPublisher:
         while pending:
             wave, pending = _one_per_job(events, pending)
             for chunk in _chunks(events, wave):
-                accepted = self._put_chunk(events, chunk)
-                for index in accepted:
-                    published[index] = True
+                accepted = self._put_records([_record(events[i]) for i in chunk])
+                for position in accepted:
+                    published[chunk[position]] = True
                 if len(accepted) < len(chunk):
                     return published
         return published
@@ -77,40 +78,29 @@ class KinesisPublisher:
         shard's watermark moves; whether every shard took it. The shards are listed each time (one request
         per heartbeat), so a reshard is followed at once."""
         data = encode_heartbeat(heartbeat)
-        records = [{"Data": data, "PartitionKey": "heartbeat", "ExplicitHashKey": key}
-                   for key in _open_shard_hash_keys(self._kinesis, self._stream)]
-        for attempt in range(1, self._max_retries + 2):
-            response = self._kinesis.put_records(StreamName=self._stream, Records=records)
-            self.stats.requests += 1
-            failed = [record for record, entry in zip(records, response["Records"]) if entry.get("ErrorCode")]
-            if not failed:
-                return True
-            if attempt > self._max_retries:
-                return False
-            self._sleep(self._backoff.delay(attempt, self._rng))
-            records = failed
-        return False
+        records = [{"Data": data, "PartitionKey": "heartbeat", "ExplicitHashKey": str(shard.starting_hash)}
+                   for shard in open_shards(self._kinesis, self._stream)]
+        return len(self._put_records(records)) == len(records)
 
-    def _put_chunk(self, events: Sequence[OutboxEvent], chunk: list[int]) -> set[int]:
-        """One PutRecords, then only its failed entries again while they fail retriably; the accepted ones."""
+    def _put_records(self, records: list[dict[str, Any]]) -> set[int]:
+        """One PutRecords, then only its failed entries again while they fail retriably; the positions (in
+        `records`) of the accepted ones."""
         accepted: set[int] = set()
-        remaining = chunk
+        remaining = list(range(len(records)))
         for attempt in range(1, self._max_retries + 2):
-            response = self._kinesis.put_records(
-                StreamName=self._stream,
-                Records=[{"Data": encode(events[i]), "PartitionKey": events[i].job_id} for i in remaining],
-            )
+            response = self._kinesis.put_records(StreamName=self._stream,
+                                                 Records=[records[position] for position in remaining])
             self.stats.requests += 1
             retry: list[int] = []
             permanent = False
-            for index, entry in zip(remaining, response["Records"]):
+            for position, entry in zip(remaining, response["Records"]):
                 code = entry.get("ErrorCode")
                 if code is None:
-                    accepted.add(index)
+                    accepted.add(position)
                     continue
                 self.stats.error_codes[code] = self.stats.error_codes.get(code, 0) + 1
                 permanent = permanent or code not in RETRIABLE_CODES
-                retry.append(index)
+                retry.append(position)
             self.stats.records += len(remaining) - len(retry)
             if not retry:
                 break
@@ -123,13 +113,8 @@ class KinesisPublisher:
         return accepted
 
 
-def _open_shard_hash_keys(kinesis: Any, stream: str) -> list[str]:
-    """The starting hash key of each open shard (a closed shard has an EndingSequenceNumber)."""
-    keys: list[str] = []
-    for page in kinesis.get_paginator("list_shards").paginate(StreamName=stream):
-        keys += [shard["HashKeyRange"]["StartingHashKey"] for shard in page["Shards"]
-                 if "EndingSequenceNumber" not in shard["SequenceNumberRange"]]
-    return keys
+def _record(event: OutboxEvent) -> dict[str, Any]:
+    return {"Data": encode(event), "PartitionKey": event.job_id}
 
 
 def _one_per_job(events: Sequence[OutboxEvent], pending: list[int]) -> tuple[list[int], list[int]]:

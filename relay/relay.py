@@ -11,14 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
 from typing import Any
 
 from aws_lambda_powertools import Logger
 from pydantic import ValidationError
 
-from onward.checkpoints import Checkpoint, CheckpointStore
-from onward.clock import Clock, iso, system_clock
+from onward.checkpoints import RELAY_CONSUMER, Checkpoint, CheckpointStore
+from onward.clock import Clock, epoch_ms, iso, system_clock
 from onward.faults import fault_point
 from onward.heartbeat import Heartbeat, heartbeat_from_image, is_heartbeat_image
 from onward.models import OutboxEvent
@@ -28,8 +27,8 @@ from relay.publisher import MAX_RECORD_BYTES, KinesisPublisher, encode
 
 logger = Logger(service="onward-relay")
 
-CONSUMER = "relay"
-RECOVERY_MARGIN = timedelta(minutes=5)
+CONSUMER = RELAY_CONSUMER
+RECOVERY_MARGIN_MS = 5 * 60 * 1000
 
 
 @dataclass(frozen=True)
@@ -154,8 +153,7 @@ class Relay:
         if checkpoint is None:
             since = "1970-01-01T00:00:00.000Z"
         else:
-            reached = datetime.fromisoformat(checkpoint.event_time.replace("Z", "+00:00"))
-            since = iso(int((reached - RECOVERY_MARGIN).timestamp() * 1000))
+            since = iso(epoch_ms(checkpoint.event_time) - RECOVERY_MARGIN_MS)
         events = sorted(self._outbox.window(since, iso(self._clock())), key=lambda e: (e.occurred_at, e.version))
         published = self._publisher.publish(events)
         logger.warning("re-published from the outbox after the stream was trimmed",

@@ -26,6 +26,7 @@ from onward.models import OutboxEvent
 from onward.settings import Settings
 from onward.states import JobState
 from relay.publisher import KinesisPublisher
+from tests.support import PartialFailures
 
 THROTTLED = "ProvisionedThroughputExceededException"
 TENANT = "acme"
@@ -71,30 +72,6 @@ class RefusedCalls:
 
     def _after(self, parsed: dict[str, Any], **_: Any) -> None:
         self.retry_attempts.append(parsed.get("ResponseMetadata", {}).get("RetryAttempts", 0))
-
-
-class RefusedEntries:
-    """Entries of the first PutRecords calls refused the way Kinesis does (not written; ErrorCode in the
-    answer). `plan[n]`: entry positions of call n -> error code."""
-
-    def __init__(self, kinesis: Any, plan: list[dict[int, str]]) -> None:
-        self.plan = plan
-        self.calls = 0
-        self._failing: dict[int, str] = {}
-        kinesis.meta.events.register("before-parameter-build.kinesis.PutRecords", self._drop)
-        kinesis.meta.events.register("after-call.kinesis.PutRecords", self._answer)
-
-    def _drop(self, params: dict[str, Any], **_: Any) -> None:
-        self._failing = self.plan[self.calls] if self.calls < len(self.plan) else {}
-        self.calls += 1
-        params["Records"] = [r for n, r in enumerate(params["Records"]) if n not in self._failing]
-
-    def _answer(self, parsed: dict[str, Any], **_: Any) -> None:
-        written = iter(parsed["Records"])
-        total = len(parsed["Records"]) + len(self._failing)
-        parsed["Records"] = [{"ErrorCode": self._failing[n], "ErrorMessage": "Rate exceeded for shard"}
-                             if n in self._failing else next(written) for n in range(total)]
-        parsed["FailedRecordCount"] = len(self._failing)
 
 
 @dataclass(frozen=True)
@@ -144,7 +121,7 @@ def run_drill(kinesis: Any, stream: str, *, refused_calls: int = 2,
     events = drill_events()
     calls = RefusedCalls(kinesis, "kinesis", "PutRecords", refused_calls,
                          lambda request: error_response(request.url, THROTTLED, "Rate exceeded for stream"))
-    entries = RefusedEntries(kinesis, entry_plan if entry_plan is not None
+    entries = PartialFailures(kinesis, entry_plan if entry_plan is not None
                              else [{0: THROTTLED, 2: THROTTLED, 4: THROTTLED}, {1: THROTTLED}])
     sleeps: list[float] = []
     publisher = KinesisPublisher(kinesis, stream, sleep=sleeps.append)

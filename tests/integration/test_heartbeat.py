@@ -19,8 +19,9 @@ import pytest
 
 from infra.pipeline import LocalPipeline
 from onward.checkpoints import CheckpointStore
+from onward.clock import epoch_ms
 from onward.faults import InjectedCrash, injected
-from onward.freshness import epoch_ms, view_lag
+from onward.freshness import view_lag
 from onward.heartbeat import HeartbeatEmitter
 from onward.models import NewJob
 from onward.outbox import OutboxReader

@@ -28,6 +28,7 @@ from projector import app as projector_app
 from relay import app as relay_app
 from relay.publisher import KinesisPublisher
 from relay.relay import Relay, StreamRecord
+from tests.support import PartialFailures
 
 pytestmark = pytest.mark.integration
 
@@ -346,33 +347,6 @@ def test_a_crash_after_put_records_republishes_that_batch_and_the_projector_coun
 
 
 # --- Kinesis refusing entries ---------------------------------------------------------------------------
-
-class PartialFailures:
-    """botocore hooks on one Kinesis client that make chosen entries of its first PutRecords calls fail
-    the way Kinesis does: the entry is not written (dropped from the request before it is sent) and its
-    response entry carries an ErrorCode, the others are written and answered normally.
-    `plan[n]` maps entry positions of call n to the error code they get."""
-
-    def __init__(self, kinesis, plan: list[dict[int, str]]) -> None:
-        self.plan = plan
-        self.calls = 0
-        self._failing: dict[int, str] = {}
-        kinesis.meta.events.register("before-parameter-build.kinesis.PutRecords", self._drop)
-        kinesis.meta.events.register("after-call.kinesis.PutRecords", self._answer)
-
-    def _drop(self, params: dict[str, Any], **_: Any) -> None:
-        self._failing = self.plan[self.calls] if self.calls < len(self.plan) else {}
-        self.calls += 1
-        assert len(self._failing) < len(params["Records"]), "leave at least one entry to send"
-        params["Records"] = [r for n, r in enumerate(params["Records"]) if n not in self._failing]
-
-    def _answer(self, parsed: dict[str, Any], **_: Any) -> None:
-        written = iter(parsed["Records"])
-        total = len(parsed["Records"]) + len(self._failing)
-        parsed["Records"] = [{"ErrorCode": self._failing[n], "ErrorMessage": "Rate exceeded for shard"}
-                             if n in self._failing else next(written) for n in range(total)]
-        parsed["FailedRecordCount"] = len(self._failing)
-
 
 def test_entries_kinesis_refuses_are_retried_alone_counted_and_kept_in_job_order(
         store, settings, dynamodb, endpoint, stack_environment, monkeypatch):

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from onward.lag import Commit, Shard, Snapshot, assess
+from onward.lag import Commit, Snapshot, assess
+from onward.shards import Shard
 
 MAX_HASH = 2**128 - 1
 ONE_SHARD = [Shard("shard-0", 0, MAX_HASH)]

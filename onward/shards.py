@@ -1,0 +1,29 @@
+"""The events stream's shards as Onward needs them: which open shards there are, and which one Kinesis
+puts a partition key on (the MD5 of the key, read as a 128-bit number, falls in the shard's hash range)."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Shard:
+    shard_id: str
+    starting_hash: int
+    ending_hash: int
+
+    def holds(self, partition_key: str) -> bool:
+        """Whether Kinesis puts a record with this partition key on this shard."""
+        hashed = int.from_bytes(hashlib.md5(partition_key.encode()).digest(), "big")  # noqa: S324 - Kinesis' own hash
+        return self.starting_hash <= hashed <= self.ending_hash
+
+
+def open_shards(kinesis: Any, stream: str) -> list[Shard]:
+    """The stream's open shards (a closed one, after a reshard, has an EndingSequenceNumber)."""
+    found: list[Shard] = []
+    for page in kinesis.get_paginator("list_shards").paginate(StreamName=stream):
+        found += [Shard(s["ShardId"], int(s["HashKeyRange"]["StartingHashKey"]), int(s["HashKeyRange"]["EndingHashKey"]))
+                  for s in page["Shards"] if "EndingSequenceNumber" not in s["SequenceNumberRange"]]
+    return found

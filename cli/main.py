@@ -36,14 +36,14 @@ def _wait_for_interrupt(stop: threading.Event) -> None:
 
 
 def cmd_endpoint(args: argparse.Namespace) -> int:
-    from infra.endpoint import EmbeddedEndpoint, export_lines
+    from infra.endpoint import END_OF_EXPORTS, EmbeddedEndpoint, export_lines
 
     with EmbeddedEndpoint(port=args.port) as endpoint:
         deployment = endpoint.deploy()
         print("# Onward embedded AWS endpoint on", endpoint.url, "- paste these lines into a shell:")
         for line in export_lines(deployment.environment):
             print(line)
-        print("# Ctrl-C stops it.", flush=True)
+        print(END_OF_EXPORTS, flush=True)
         _wait_for_interrupt(threading.Event())
     return 0
 

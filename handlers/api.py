@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hmac
 import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
@@ -27,6 +26,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
 
+from handlers.auth import Principal, authenticator_from_environment
 from onward.checkpoints import PROJECTOR_CONSUMER, CheckpointStore
 from onward.clock import iso, system_clock
 from onward.errors import (
@@ -37,7 +37,7 @@ from onward.errors import (
     PayloadTooLarge,
     StoreContention,
 )
-from onward.freshness import STALE_AFTER_S, freshness_of, view_lag
+from onward.freshness import freshness_of, view_lag
 from onward.models import JOB_ID_PATTERN, NewJob, StatusView
 from onward.settings import Settings
 from onward.states import JobState
@@ -51,7 +51,6 @@ tracer = Tracer(service="onward-api")
 
 MAX_BODY_BYTES = 256 * 1024
 DEFAULT_JOB_TYPES = ("demo.echo", "demo.sleep", "demo.flaky", "demo.fail", "demo.crash")
-OPERATOR_ROLE = "onward-operator"
 DEFAULT_LIMIT = 20
 MAX_LIMIT = 100
 PROBLEM_JSON = "application/problem+json"
@@ -85,95 +84,6 @@ def not_found(job_id: str) -> Problem:
     return Problem(404, "Not found", f"no job {job_id!r}", slug="job-not-found")
 
 
-# --- authentication -----------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Principal:
-    tenant_id: str | None  # None: an operator credential bound to no tenant
-    operator: bool = False
-
-
-class Authenticator(Protocol):
-    def authenticate(self, event: Mapping[str, Any]) -> Principal | None:
-        """The caller behind this request, None when it presented no valid credential."""
-
-
-def bearer_token(event: Mapping[str, Any]) -> str | None:
-    headers = {k.lower(): v for k, v in (event.get("headers") or {}).items()}
-    scheme, _, token = (headers.get("authorization") or "").partition(" ")
-    token = token.strip()
-    return token if scheme.lower() == "bearer" and token else None
-
-
-class TokenAuthenticator:
-    """Local credentials: ONWARD_TOKENS="tenant=secret,tenant2=secret2" and ONWARD_OPERATOR_TOKEN."""
-
-    def __init__(self, tokens: Mapping[str, str], operator_token: str | None = None) -> None:
-        self._tokens = [(secret, tenant) for tenant, secret in tokens.items()]
-        self._operator = operator_token or None
-
-    @classmethod
-    def from_environment(cls, environ: Mapping[str, str] | None = None) -> TokenAuthenticator:
-        source = os.environ if environ is None else environ
-        tokens: dict[str, str] = {}
-        for pair in filter(None, (part.strip() for part in source.get("ONWARD_TOKENS", "").split(","))):
-            tenant, sep, secret = pair.partition("=")
-            if not sep or not tenant.strip() or not secret.strip():
-                raise ValueError("ONWARD_TOKENS is a comma list of tenant=secret")  # the value is not echoed
-            tokens[tenant.strip()] = secret.strip()
-        return cls(tokens, source.get("ONWARD_OPERATOR_TOKEN") or None)
-
-    def authenticate(self, event: Mapping[str, Any]) -> Principal | None:
-        token = bearer_token(event)
-        if token is None:
-            return None
-        found: Principal | None = None
-        for secret, tenant in self._tokens:  # compare with every secret, in constant time each
-            if hmac.compare_digest(token.encode(), secret.encode()):
-                found = Principal(tenant)
-        if self._operator is not None and hmac.compare_digest(token.encode(), self._operator.encode()):
-            found = Principal(None, operator=True)
-        return found
-
-
-class JwtClaimsAuthenticator:
-    """On AWS: API Gateway's JWT authorizer verified the token; its claims name the tenant (claim from
-    ONWARD_TENANT_CLAIM, default "tenant"); a `scope` or `groups` claim containing onward-operator makes the
-    caller an operator."""
-
-    def __init__(self, tenant_claim: str = "tenant") -> None:
-        self._claim = tenant_claim
-
-    def authenticate(self, event: Mapping[str, Any]) -> Principal | None:
-        claims = (((event.get("requestContext") or {}).get("authorizer") or {}).get("jwt") or {}).get("claims")
-        if not isinstance(claims, Mapping):
-            return None
-        operator = any(OPERATOR_ROLE in _claim_values(claims.get(name)) for name in ("scope", "groups"))
-        tenant = claims.get(self._claim)
-        tenant = tenant if isinstance(tenant, str) and tenant else None
-        if tenant is None and not operator:
-            return None
-        return Principal(tenant, operator=operator)
-
-
-def _claim_values(value: Any) -> list[str]:
-    if isinstance(value, str):  # "a b" (OAuth scope) or "[a b]" (how HTTP APIs flatten arrays)
-        return value.strip("[]").replace(",", " ").split()
-    if isinstance(value, list):
-        return [str(v) for v in value]
-    return []
-
-
-def authenticator_from_environment(environ: Mapping[str, str] | None = None) -> Authenticator:
-    """ONWARD_AUTH=tokens|jwt; by default tokens when ONWARD_TOKENS or ONWARD_OPERATOR_TOKEN is set."""
-    source = os.environ if environ is None else environ
-    mode = source.get("ONWARD_AUTH") or (
-        "tokens" if source.get("ONWARD_TOKENS") or source.get("ONWARD_OPERATOR_TOKEN") else "jwt")
-    if mode == "tokens":
-        return TokenAuthenticator.from_environment(source)
-    return JwtClaimsAuthenticator(source.get("ONWARD_TENANT_CLAIM") or "tenant")
-
-
 def known_job_types(environ: Mapping[str, str] | None = None) -> frozenset[str]:
     source = os.environ if environ is None else environ
     configured = [t.strip() for t in source.get("ONWARD_JOB_TYPES", "").split(",") if t.strip()]
@@ -184,6 +94,7 @@ def known_job_types(environ: Mapping[str, str] | None = None) -> frozenset[str]:
 
 @dataclass(frozen=True)
 class Core:
+    settings: Settings
     store: JobStore
     view: StatusViewReader
     checkpoints: CheckpointStore
@@ -197,6 +108,7 @@ def build_core() -> Core:
 def _core_for(settings: Settings) -> Core:
     dynamodb = settings.client("dynamodb")
     return Core(
+        settings,
         JobStore(settings, client=dynamodb),
         StatusViewReader(dynamodb, settings.require("status_table")),
         CheckpointStore(dynamodb, settings.require("checkpoint_table")),
@@ -363,7 +275,7 @@ def list_jobs() -> Response:
     core = build_core()
     views, start = core.view.for_tenant(tenant, limit=limit, status=status, start=start)
     now = system_clock()
-    lag = view_lag(core.checkpoints.watermarks(PROJECTOR_CONSUMER), now, _stale_after())
+    lag = view_lag(core.checkpoints.watermarks(PROJECTOR_CONSUMER), now, core.settings.stale_after_s)
     jobs = [{**_view_summary(v), "freshness": freshness_of(v.occurred_at, lag, now).model_dump()} for v in views]
     return _json(200, {"jobs": jobs, "cursor": _encode_cursor(start) if start else None,
                        "view": lag.model_dump()})
@@ -373,8 +285,9 @@ def list_jobs() -> Response:
 def view_health() -> Response:
     """How far behind the status view may be right now (any valid credential)."""
     _principal()
-    marks = build_core().checkpoints.watermarks(PROJECTOR_CONSUMER)
-    return _json(200, view_lag(marks, system_clock(), _stale_after()).model_dump())
+    core = build_core()
+    marks = core.checkpoints.watermarks(PROJECTOR_CONSUMER)
+    return _json(200, view_lag(marks, system_clock(), core.settings.stale_after_s).model_dump())
 
 
 def _encode_cursor(key: dict[str, Any]) -> str:
@@ -394,17 +307,6 @@ def _decode_cursor(cursor: str, tenant: str) -> dict[str, Any]:
     return key
 
 
-def _stale_after() -> float:
-    """The freshness objective plus the heartbeat interval: an idle view is confirmed only once per
-    heartbeat, so a smaller threshold would cry "delayed" on a healthy idle system."""
-    try:
-        objective = float(os.environ.get("ONWARD_STALE_AFTER_S", STALE_AFTER_S))
-        heartbeat = float(os.environ.get("ONWARD_HEARTBEAT_INTERVAL_S", 0))
-    except ValueError:
-        return STALE_AFTER_S
-    return objective + heartbeat
-
-
 @app.get("/jobs/<job_id>")
 def get_job(job_id: str) -> Response:
     principal = _principal()
@@ -416,7 +318,7 @@ def get_job(job_id: str) -> Response:
         raise not_found(job_id)
     job = None if view is not None else core.store.get(job_id, scope)  # JobNotFound: a 404
     now = system_clock()
-    lag = view_lag(core.checkpoints.watermarks(PROJECTOR_CONSUMER), now, _stale_after())
+    lag = view_lag(core.checkpoints.watermarks(PROJECTOR_CONSUMER), now, core.settings.stale_after_s)
     if view is not None:
         fresh = freshness_of(view.occurred_at, lag, now)
         return _json(200, {**_view_summary(view), "source": "view", "freshness": fresh.model_dump()})
@@ -522,4 +424,4 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     return app.resolve(event, context)
 
 
-__all__ = ["Authenticator", "JwtClaimsAuthenticator", "Principal", "TokenAuthenticator", "app", "handler"]
+__all__ = ["app", "handler"]

@@ -10,6 +10,9 @@
 from __future__ import annotations
 
 import io
+import signal
+import subprocess
+import sys
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -170,3 +173,60 @@ def stack_environment(cloudformation: Any, stack_name: str = STACK_NAME) -> dict
 def export_lines(environment: dict[str, str]) -> list[str]:
     """Shell `export` lines a person can paste to point any tool at the endpoint."""
     return [f"export {name}={value}" for name, value in sorted(environment.items())]
+
+
+END_OF_EXPORTS = "# Ctrl-C stops it."
+
+
+def read_exports(lines: Iterable[str]) -> dict[str, str]:
+    """The environment `onward endpoint` printed, read from its output up to the line that ends the exports;
+    RuntimeError when the output ended first (the process died: its stderr says why)."""
+    environment: dict[str, str] = {}
+    for line in lines:
+        if line.startswith("export "):
+            name, _, value = line.removeprefix("export ").strip().partition("=")
+            environment[name] = value
+        elif line.startswith(END_OF_EXPORTS):
+            return environment
+    raise RuntimeError(f"`onward endpoint` ended before it printed its exports (got {sorted(environment)})")
+
+
+class EndpointProcess:
+    """`onward endpoint` in a child process on 127.0.0.1: the same embedded endpoint, stack "onward"
+    deployed, with an interpreter (and a GIL) of its own. Long runs use it so that the emulator and the
+    many client threads driving it do not share one core."""
+
+    def __init__(self) -> None:
+        self._process: subprocess.Popen[str] | None = None
+        self.environment: dict[str, str] = {}
+
+    @property
+    def url(self) -> str:
+        return self.environment["AWS_ENDPOINT_URL"]
+
+    def start(self) -> EndpointProcess:
+        self._process = subprocess.Popen([sys.executable, "-m", "cli", "endpoint", "--port", "0"],
+                                         stdout=subprocess.PIPE, text=True)
+        assert self._process.stdout is not None
+        try:
+            self.environment = read_exports(self._process.stdout)
+        except RuntimeError:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        if self._process is None or self._process.poll() is not None:
+            return
+        self._process.send_signal(signal.SIGINT)
+        try:
+            self._process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait()
+
+    def __enter__(self) -> EndpointProcess:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

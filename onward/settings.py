@@ -6,12 +6,16 @@ Each resource of template.yaml named `<Thing>Table` / `<Thing>Stream` reaches th
 
 from __future__ import annotations
 
+import math
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import boto3
 from botocore.config import Config
+
+from onward.freshness import STALE_AFTER_S
 
 _CLIENT_CONFIG = Config(
     retries={"mode": "standard", "max_attempts": 8},
@@ -27,6 +31,10 @@ _RESOURCES = ("jobs_table", "outbox_table", "status_table", "checkpoint_table", 
 
 class MissingSetting(RuntimeError):
     """A variable the code needs is not set."""
+
+
+class InvalidSetting(ValueError):
+    """A variable is set to a value the code cannot use."""
 
 
 def environment_variable(resource: str) -> str:
@@ -46,17 +54,27 @@ class Settings:
     parked_table: str | None = None
     events_stream: str | None = None
     outbox_retention_days: int = DEFAULT_OUTBOX_RETENTION_DAYS  # the TTL writers stamp on outbox events
+    freshness_objective_s: float = STALE_AFTER_S  # ONWARD_STALE_AFTER_S
+    heartbeat_interval_s: float = 0.0  # ONWARD_HEARTBEAT_INTERVAL_S: how often idle shards are confirmed
 
     @classmethod
-    def from_environment(cls, environ: dict[str, str] | None = None) -> Settings:
+    def from_environment(cls, environ: Mapping[str, str] | None = None) -> Settings:
         source = os.environ if environ is None else environ
         names = {resource: source.get(environment_variable(resource)) or None for resource in _RESOURCES}
         return cls(
             endpoint_url=source.get("AWS_ENDPOINT_URL") or None,
             region=source.get("AWS_DEFAULT_REGION") or source.get("AWS_REGION") or None,
-            outbox_retention_days=int(source.get("ONWARD_OUTBOX_RETENTION_DAYS") or DEFAULT_OUTBOX_RETENTION_DAYS),
+            outbox_retention_days=int(_number(source, "ONWARD_OUTBOX_RETENTION_DAYS", DEFAULT_OUTBOX_RETENTION_DAYS)),
+            freshness_objective_s=_number(source, "ONWARD_STALE_AFTER_S", STALE_AFTER_S),
+            heartbeat_interval_s=_number(source, "ONWARD_HEARTBEAT_INTERVAL_S", 0.0),
             **names,
         )
+
+    @property
+    def stale_after_s(self) -> float:
+        """When the view counts as delayed: the freshness objective plus the heartbeat interval, since an
+        idle view is confirmed only once per heartbeat (a smaller threshold would cry "delayed" when idle)."""
+        return self.freshness_objective_s + self.heartbeat_interval_s
 
     def require(self, resource: str) -> str:
         """The name of a resource this component needs; MissingSetting names the variable to set."""
@@ -72,3 +90,16 @@ class Settings:
     def client(self, service: str) -> Any:
         """A boto3 client with botocore's standard retry mode (throttling and transient errors)."""
         return boto3.client(service, endpoint_url=self.endpoint_url, region_name=self.region, config=_CLIENT_CONFIG)
+
+
+def _number(source: Mapping[str, str], variable: str, default: float) -> float:
+    raw = source.get(variable)
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise InvalidSetting(f"{variable} must be a number, not {raw!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise InvalidSetting(f"{variable} must be a finite number >= 0, not {raw!r}")
+    return value

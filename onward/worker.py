@@ -17,6 +17,7 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 
+from onward.backoff import BackoffPolicy
 from onward.errors import PayloadTooLarge
 from onward.faults import fault_point
 from onward.models import ErrorSummary, Lease
@@ -102,13 +103,16 @@ class Worker:
         lease_s: float = 30.0,
         heartbeat_s: float | None = None,
         idle_s: float = 0.5,
+        idle_max_s: float = 2.0,
     ) -> None:
         self.worker_id = worker_id or f"w-{uuid.uuid4().hex[:8]}"
         self._store = store
         self._registry = registry
         self._lease_s = lease_s
         self._heartbeat_s = heartbeat_s if heartbeat_s is not None else lease_s / 3
-        self._idle_s = idle_s
+        # An idle worker polls less and less often (idle_s doubling up to idle_max_s, jittered): a pool
+        # waiting for work costs a few claims a second instead of one per worker per idle_s.
+        self._idle = BackoffPolicy(base_s=idle_s, cap_s=max(idle_s, idle_max_s))
         self._stopping = threading.Event()
         self._current: JobContext | None = None
 
@@ -121,6 +125,7 @@ class Worker:
 
     def run(self) -> None:
         """Claim and run jobs until `shutdown()`."""
+        empty_claims = 0
         while not self._stopping.is_set():
             try:
                 worked = self.run_once()
@@ -129,8 +134,9 @@ class Worker:
             except Exception:  # noqa: BLE001 - a worker loop must survive a transient store error
                 logger.exception("worker loop error", extra={"worker_id": self.worker_id})
                 worked = False
-            if not worked:
-                self._stopping.wait(self._idle_s)
+            empty_claims = 0 if worked else empty_claims + 1
+            if empty_claims:
+                self._stopping.wait(self._idle.delay(empty_claims))
 
     def run_once(self) -> bool:
         """Claim one job and run it to its end. False when nothing was due."""

@@ -10,7 +10,7 @@ the code follows three conventions the tests rely on:
 - SDK operations are called as attributes (`self._db.put_item(...)`, `get_paginator("query")`), with
   `IndexName="..."` literals for index queries and `settings.require("<resource>")` for resource names;
 - environment variables are read with literal names (`os.environ.get("X")`, `source.get("X")` where
-  `source` is `os.environ` or a mapping standing in for it, `settings.require("jobs_table")` -> JOBS_TABLE).
+  `source` is `os.environ` or a mapping standing in for it, `helper(source, "X", ...)`, `settings.require("jobs_table")` -> JOBS_TABLE).
 """
 
 from __future__ import annotations
@@ -176,6 +176,10 @@ def read_code(roots: Iterable[str]) -> CodeReading:
                         reading.index_names.add(value.value)  # type: ignore[attr-defined]
             if isinstance(node, ast.Subscript) and _environ_like(node.value):
                 if (variable := _literal(node.slice)) and _ENV_NAME.match(variable):
+                    reading.environment.add(variable)
+            if isinstance(node, ast.Call) and len(node.args) >= 2 and _environ_like(node.args[0]):
+                # a helper handed the environment and a variable's name: `_number(source, "X", 0)`
+                if (variable := _literal(node.args[1])) and _ENV_NAME.match(variable):
                     reading.environment.add(variable)
             if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
                 continue

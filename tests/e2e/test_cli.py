@@ -10,6 +10,9 @@ import sys
 import time
 
 import boto3
+import pytest
+
+import infra.endpoint
 
 from onward.models import NewJob
 from onward.states import TERMINAL_STATES
@@ -24,19 +27,8 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def read_exports(process: subprocess.Popen, timeout_s: float = 60) -> dict[str, str]:
-    environment: dict[str, str] = {}
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        line = process.stdout.readline()
-        if line.startswith("export "):
-            name, value = line.removeprefix("export ").strip().split("=", 1)
-            environment[name] = value
-        elif line.startswith("# Ctrl-C"):
-            return environment
-        elif not line and process.poll() is not None:
-            break
-    raise AssertionError(f"no export lines; got {environment}")
+def read_exports(process: subprocess.Popen) -> dict[str, str]:
+    return infra.endpoint.read_exports(process.stdout)
 
 
 def test_endpoint_prints_the_environment_and_serves_the_template_tables():
@@ -144,3 +136,19 @@ def test_lag_prints_the_pipelines_age_backlog_and_retention_cover(environment):
                           capture_output=True, text=True, timeout=60)
     assert "processing age       unknown (a shard has no watermark yet)" in text.stdout
     assert "stream retention     24.0 h" in text.stdout
+
+
+def test_an_endpoint_process_serves_its_stack_until_stopped():
+    with infra.endpoint.EndpointProcess() as emulator:
+        environment = emulator.environment
+        client = boto3.client("dynamodb", endpoint_url=emulator.url, region_name=environment["AWS_DEFAULT_REGION"],
+                              aws_access_key_id="testing", aws_secret_access_key="testing")
+        assert environment["JOBS_TABLE"] in client.list_tables()["TableNames"]
+    assert emulator._process is not None and emulator._process.returncode == 0  # stopped by SIGINT, cleanly
+
+
+def test_exports_that_never_end_are_an_error_not_a_partial_environment():
+    lines = ["# Onward embedded AWS endpoint on http://127.0.0.1:1\n", "export JOBS_TABLE=j\n"]
+    with pytest.raises(RuntimeError, match="ended before it printed its exports"):
+        infra.endpoint.read_exports(iter(lines))
+    assert infra.endpoint.read_exports(iter([*lines, infra.endpoint.END_OF_EXPORTS + "\n"])) == {"JOBS_TABLE": "j"}

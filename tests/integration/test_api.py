@@ -312,21 +312,6 @@ def test_gateway_builds_an_http_api_v2_event() -> None:
     assert "pathParameters" not in event and "authorizer" not in event["requestContext"]
 
 
-def test_jwt_claims_name_the_tenant_and_the_operator_role() -> None:
-    def event(claims: dict[str, Any]) -> dict[str, Any]:
-        return {"requestContext": {"authorizer": {"jwt": {"claims": claims, "scopes": None}}}}
-
-    auth = api.JwtClaimsAuthenticator("custom:tenant")
-    assert auth.authenticate(event({"custom:tenant": "acme"})) == api.Principal("acme")
-    assert auth.authenticate(event({"custom:tenant": "acme", "scope": "jobs onward-operator"})) == api.Principal(
-        "acme", operator=True)
-    assert auth.authenticate(event({"groups": "[onward-operator other]"})) == api.Principal(None, operator=True)
-    assert auth.authenticate(event({"sub": "x"})) is None
-    assert auth.authenticate({"requestContext": {}}) is None
-    assert api.authenticator_from_environment({"ONWARD_TENANT_CLAIM": "org"}).authenticate(
-        event({"org": "globex"})) == api.Principal("globex")
-
-
 def test_tokens_never_reach_the_logs(client: Client, monkeypatch: pytest.MonkeyPatch) -> None:
     logged = io.StringIO()
     for log_handler in api.logger.handlers:

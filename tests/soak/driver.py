@@ -36,7 +36,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from infra.endpoint import EmbeddedEndpoint
+from infra.endpoint import EmbeddedEndpoint, EndpointProcess
 from infra.pollers import EventsStreamPoller, OutboxStreamPoller
 from onward.backoff import BackoffPolicy
 from onward.checkpoints import CheckpointStore
@@ -128,12 +128,11 @@ class Supervised:
 class Soak:
     """One soak run on a deployed stack (its environment must already be in os.environ for the handlers)."""
 
-    def __init__(self, endpoint: EmbeddedEndpoint, settings: Settings, config: SoakConfig) -> None:
-        self._endpoint = endpoint
+    def __init__(self, settings: Settings, config: SoakConfig) -> None:
         self._settings = settings
         self._config = config
         self._rng = random.Random(config.seed)
-        self._db = endpoint.client("dynamodb")
+        self._db = settings.client("dynamodb")
         self.store = JobStore(settings, client=self._db, backoff=BackoffPolicy(base_s=0.05, cap_s=0.5))
         self._stop = threading.Event()
         self._lock = threading.Lock()
@@ -148,8 +147,10 @@ class Soak:
         self._reporting: dict[str, threading.Event] = {}
         self._reaper_met: set[str] = set()
         self._handled: Counter[tuple[str, int]] = Counter()
-        self._pending: tuple[int, int, int] | None = None  # the last full check's counts, for progress lines
+        self._pending: tuple[int, int, int] | None = None  # the last check's counts, for progress lines
         self._submitted: list[str] = []
+        self._unsettled: set[str] = set()  # jobs not yet seen terminal with the view at their version
+        self._checked = 0  # how many of _submitted were added to _unsettled
         self._started = time.monotonic()
 
     # --- faults ---------------------------------------------------------------------------------------
@@ -300,7 +301,8 @@ class Soak:
         return registry
 
     def _worker_loop(self) -> Callable[[], None]:
-        worker = Worker(self.store, self._registry(), lease_s=self._config.lease_s, idle_s=0.1)
+        worker = Worker(self.store, self._registry(), lease_s=self._config.lease_s, idle_s=0.1,
+                        idle_max_s=1.0)
         stop = self._stop
 
         def loop() -> None:
@@ -317,12 +319,12 @@ class Soak:
 
     def _relay_loop(self) -> Callable[[], None]:
         outbox = self._db.describe_table(TableName=self._settings.require("outbox_table"))["Table"]
-        poller = OutboxStreamPoller(self._endpoint.client("dynamodbstreams"), outbox["LatestStreamArn"],
+        poller = OutboxStreamPoller(self._settings.client("dynamodbstreams"), outbox["LatestStreamArn"],
                                     relay_app.handler, relay_app.build_relay(), batch_size=self._config.batch_size)
         return lambda: self._poll(poller)
 
     def _projector_loop(self) -> Callable[[], None]:
-        poller = EventsStreamPoller(self._endpoint.client("kinesis"), self._settings.require("events_stream"),
+        poller = EventsStreamPoller(self._settings.client("kinesis"), self._settings.require("events_stream"),
                                     projector_app.handler,
                                     CheckpointStore(self._db, self._settings.require("checkpoint_table")),
                                     batch_size=self._config.batch_size)
@@ -410,35 +412,47 @@ class Soak:
                 states = self.store.tenant_states().values()
                 print(f"soak: {time.monotonic() - started:.0f} s: {len(self._submitted)} submitted, "
                       f"{sum(s.load().waiting for s in states)} waiting, {sum(s.usage.running for s in states)} "
-                      f"running; last full check (missing, not terminal, view behind): {self._pending}",
+                      f"running; last check (missing, not terminal, view behind): {self._pending}",
                       file=sys.stderr, flush=True)
-            # a full check scans every table on the serialized endpoint, slowing the pipeline it waits for
-            time.sleep(1.0 if self._pending is None else min(5.0, 0.5 + sum(self._pending) / 100))
+            time.sleep(1.0 if self._pending is None else min(5.0, 0.5 + sum(self._pending) / 1000))
         raise TimeoutError(f"the soak did not settle within {self._config.timeout_s} s")
 
     def _settled(self) -> bool:
         """The tenants' counters first (one Query: nothing running or waiting means every job ended), then
-        the full scans (which the serialized endpoint pays for with everyone's latency)."""
+        the jobs not yet seen settled, read by key: a settled job (terminal, its view at its row's version)
+        stays settled, so each check reads fewer, and the pipeline it waits for keeps the endpoint."""
         if any(state.usage.running or state.load().waiting for state in self.store.tenant_states().values()):
             self._pending = None
             return False
-        jobs = self._scan_jobs()
-        open_jobs = [j for j, job in jobs.items() if job.state not in TERMINAL_STATES]
-        view = self._scan_view()
-        behind = [j for j, job in jobs.items() if j not in view or view[j].version != job.version]
-        self._pending = (len(self._submitted) - len(jobs), len(open_jobs), len(behind))
-        return self._pending == (0, 0, 0)
+        with self._lock:
+            self._unsettled.update(self._submitted[self._checked:])
+            self._checked = len(self._submitted)
+        jobs = self._get_by_key(self._settings.require("jobs_table"),
+                                [{"pk": {"S": f"JOB#{j}"}, "sk": {"S": "JOB"}} for j in self._unsettled])
+        rows = {item["pk"]["S"].removeprefix("JOB#"): job_from_item(item)[0] for item in jobs}
+        terminal = [j for j, job in rows.items() if job.state in TERMINAL_STATES]
+        views = {item["job_id"]["S"]: int(item["version"]["N"]) for item in self._get_by_key(
+            self._settings.require("status_table"), [{"job_id": {"S": j}} for j in terminal])}
+        self._unsettled -= {j for j in terminal if views.get(j) == rows[j].version}
+        missing = len(self._unsettled - rows.keys())
+        not_terminal = len(rows) - len(terminal)
+        self._pending = (missing, not_terminal, len(self._unsettled) - missing - not_terminal)
+        return not self._unsettled
+
+    def _get_by_key(self, table: str, keys: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+        """The items at `keys` (BatchGetItem, 100 keys a request, unprocessed keys asked again)."""
+        for start in range(0, len(keys), 100):
+            request: dict[str, Any] = {table: {"Keys": keys[start:start + 100], "ConsistentRead": True}}
+            while request:
+                response = self._db.batch_get_item(RequestItems=request)
+                yield from response["Responses"].get(table, [])
+                request = response.get("UnprocessedKeys") or {}
 
     # --- reading back -----------------------------------------------------------------------------------
 
     def _scan(self, table: str) -> Iterator[dict[str, Any]]:
         for page in self._db.get_paginator("scan").paginate(TableName=table):
             yield from page["Items"]
-
-    def _scan_jobs(self) -> dict[str, Any]:
-        return {item["pk"]["S"].removeprefix("JOB#"): job_from_item(item)[0]
-                for item in self._scan(self._settings.require("jobs_table"))
-                if item["pk"]["S"].startswith("JOB#") and item["sk"]["S"] == "JOB"}
 
     def _scan_view(self) -> dict[str, ViewRow]:
         rows = {}
@@ -481,7 +495,7 @@ class Soak:
         )
 
     def _kinesis(self) -> list[KinesisCopy]:
-        kinesis = self._endpoint.client("kinesis")
+        kinesis = self._settings.client("kinesis")
         stream = self._settings.require("events_stream")
         copies: list[KinesisCopy] = []
         for shard in kinesis.list_shards(StreamName=stream)["Shards"]:
@@ -504,11 +518,12 @@ class Soak:
         return copies
 
 
-def run_soak(endpoint: EmbeddedEndpoint, environment: dict[str, str], config: SoakConfig) -> SoakResult:
-    """Run one soak on a deployed stack; `environment` must already be in os.environ (the handlers read it)."""
+def run_soak(environment: dict[str, str], config: SoakConfig) -> SoakResult:
+    """Run one soak on the stack `environment` names (endpoint, tables, stream); it must already be in
+    os.environ, where the handlers read it."""
     relay_app._relay_for.cache_clear()
     projector_app._projector_for.cache_clear()
-    return Soak(endpoint, Settings.from_environment(environment), config).run()
+    return Soak(Settings.from_environment(environment), config).run()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -519,13 +534,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--aimed-per-kind", type=int, default=10)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--timeout", type=float, default=3 * 3600)
+    parser.add_argument("--endpoint", choices=("process", "thread"), default="process",
+                        help="the embedded endpoint in a child process (default: its own core) or in this one")
     args = parser.parse_args(argv)
     config = SoakConfig(jobs=args.jobs, workers=args.workers, tenants=args.tenants,
                         aimed_per_kind=args.aimed_per_kind, seed=args.seed, timeout_s=args.timeout, progress=True)
-    with EmbeddedEndpoint() as endpoint:
-        environment = endpoint.deploy("soak").environment
+    with ExitStack() as stack:
+        if args.endpoint == "process":
+            environment = stack.enter_context(EndpointProcess()).environment
+        else:
+            environment = stack.enter_context(EmbeddedEndpoint()).deploy("soak").environment
         os.environ.update(environment)
-        result = run_soak(endpoint, environment, config)
+        result = run_soak(environment, config)
     print(f"soak: {result.jobs} jobs, {config.workers} workers, {config.tenants} tenants, seed {config.seed}: "
           f"{result.seconds:.1f} s ({result.jobs / result.seconds:.1f} jobs/s)")
     print(result.audit.table())

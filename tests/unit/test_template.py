@@ -34,6 +34,9 @@ UNSET_ON_PURPOSE = {
     "ONWARD_WEB_ROOT": "defaults to web/ beside handlers/, where the Makefile's build target puts it",
     "ONWARD_OUTBOX_RETENTION_DAYS": "read by Settings everywhere, used only where JobStore writes events "
                                     "(test_outbox_writers_get_the_retention_parameter)",
+    "ONWARD_STALE_AFTER_S": "read by Settings everywhere, used only by the API's freshness answers "
+                            "(test_the_api_gets_the_freshness_parameters)",
+    "ONWARD_HEARTBEAT_INTERVAL_S": "as ONWARD_STALE_AFTER_S",
 }
 
 
@@ -131,6 +134,13 @@ def test_outbox_writers_get_the_retention_parameter(function: str) -> None:
     """Whoever builds a JobStore stamps outbox TTLs: it must get OutboxRetentionDays, not the default."""
     if "onward.store" in code_of(function).modules:
         assert function_environment(function)["ONWARD_OUTBOX_RETENTION_DAYS"] == {"Ref": "OutboxRetentionDays"}
+
+
+def test_the_api_gets_the_freshness_parameters() -> None:
+    """The API says "delayed" past the objective plus one heartbeat interval: both must be the stack's."""
+    environment = function_environment("ApiFunction")
+    assert environment["ONWARD_STALE_AFTER_S"] == {"Ref": "FreshnessObjectiveSeconds"}
+    assert environment["ONWARD_HEARTBEAT_INTERVAL_S"] == {"Ref": "HeartbeatIntervalSeconds"}
 
 
 def test_unset_on_purpose_lists_only_variables_some_function_reads() -> None:

@@ -1,0 +1,104 @@
+"""Who is calling the HTTP API: the tenant (and operator role) behind a request's credential.
+
+Two authenticators, chosen by ONWARD_AUTH: local bearer tokens (`onward up` prints them), and on AWS the
+claims API Gateway's JWT authorizer already verified. Neither logs or echoes a token.
+"""
+
+from __future__ import annotations
+
+import hmac
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+OPERATOR_ROLE = "onward-operator"
+
+
+@dataclass(frozen=True)
+class Principal:
+    tenant_id: str | None  # None: an operator credential bound to no tenant
+    operator: bool = False
+
+
+class Authenticator(Protocol):
+    def authenticate(self, event: Mapping[str, Any]) -> Principal | None:
+        """The caller behind this request, None when it presented no valid credential."""
+
+
+def bearer_token(event: Mapping[str, Any]) -> str | None:
+    headers = {k.lower(): v for k, v in (event.get("headers") or {}).items()}
+    scheme, _, token = (headers.get("authorization") or "").partition(" ")
+    token = token.strip()
+    return token if scheme.lower() == "bearer" and token else None
+
+
+class TokenAuthenticator:
+    """Local credentials: ONWARD_TOKENS="tenant=secret,tenant2=secret2" and ONWARD_OPERATOR_TOKEN."""
+
+    def __init__(self, tokens: Mapping[str, str], operator_token: str | None = None) -> None:
+        self._tokens = [(secret, tenant) for tenant, secret in tokens.items()]
+        self._operator = operator_token or None
+
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str] | None = None) -> TokenAuthenticator:
+        source = os.environ if environ is None else environ
+        tokens: dict[str, str] = {}
+        for pair in filter(None, (part.strip() for part in source.get("ONWARD_TOKENS", "").split(","))):
+            tenant, sep, secret = pair.partition("=")
+            if not sep or not tenant.strip() or not secret.strip():
+                raise ValueError("ONWARD_TOKENS is a comma list of tenant=secret")  # the value is not echoed
+            tokens[tenant.strip()] = secret.strip()
+        return cls(tokens, source.get("ONWARD_OPERATOR_TOKEN") or None)
+
+    def authenticate(self, event: Mapping[str, Any]) -> Principal | None:
+        token = bearer_token(event)
+        if token is None:
+            return None
+        found: Principal | None = None
+        for secret, tenant in self._tokens:  # compare with every secret, in constant time each
+            if hmac.compare_digest(token.encode(), secret.encode()):
+                found = Principal(tenant)
+        if self._operator is not None and hmac.compare_digest(token.encode(), self._operator.encode()):
+            found = Principal(None, operator=True)
+        return found
+
+
+class JwtClaimsAuthenticator:
+    """On AWS: API Gateway's JWT authorizer verified the token; its claims name the tenant (claim from
+    ONWARD_TENANT_CLAIM, default "tenant"); a `scope` or `groups` claim containing onward-operator makes the
+    caller an operator."""
+
+    def __init__(self, tenant_claim: str = "tenant") -> None:
+        self._claim = tenant_claim
+
+    def authenticate(self, event: Mapping[str, Any]) -> Principal | None:
+        claims = (((event.get("requestContext") or {}).get("authorizer") or {}).get("jwt") or {}).get("claims")
+        if not isinstance(claims, Mapping):
+            return None
+        operator = any(OPERATOR_ROLE in _claim_values(claims.get(name)) for name in ("scope", "groups"))
+        tenant = claims.get(self._claim)
+        tenant = tenant if isinstance(tenant, str) and tenant else None
+        if tenant is None and not operator:
+            return None
+        return Principal(tenant, operator=operator)
+
+
+def _claim_values(value: Any) -> list[str]:
+    if isinstance(value, str):  # "a b" (OAuth scope) or "[a b]" (how HTTP APIs flatten arrays)
+        return value.strip("[]").replace(",", " ").split()
+    if isinstance(value, list):
+        return [str(v) for v in value]
+    return []
+
+
+def authenticator_from_environment(environ: Mapping[str, str] | None = None) -> Authenticator:
+    """ONWARD_AUTH=tokens|jwt; by default tokens when ONWARD_TOKENS or ONWARD_OPERATOR_TOKEN is set."""
+    source = os.environ if environ is None else environ
+    mode = source.get("ONWARD_AUTH") or (
+        "tokens" if source.get("ONWARD_TOKENS") or source.get("ONWARD_OPERATOR_TOKEN") else "jwt")
+    if mode == "tokens":
+        return TokenAuthenticator.from_environment(source)
+    return JwtClaimsAuthenticator(source.get("ONWARD_TENANT_CLAIM") or "tenant")
+
+

@@ -1,0 +1,32 @@
+"""onward/settings.py: what the environment configures, and refusing what it cannot mean."""
+
+from __future__ import annotations
+
+import pytest
+
+from onward.freshness import STALE_AFTER_S
+from onward.settings import InvalidSetting, MissingSetting, Settings
+
+
+def test_names_come_from_the_variables_of_the_template() -> None:
+    settings = Settings.from_environment({"JOBS_TABLE": "jobs", "EVENTS_STREAM": "events", "OUTBOX_TABLE": ""})
+    assert settings.require("jobs_table") == "jobs" and settings.require("events_stream") == "events"
+    with pytest.raises(MissingSetting, match="OUTBOX_TABLE"):
+        settings.require("outbox_table")
+    with pytest.raises(ValueError, match="unknown resource"):
+        settings.require("jobs")
+
+
+def test_the_stale_threshold_is_the_objective_plus_one_heartbeat_interval() -> None:
+    assert Settings.from_environment({}).stale_after_s == STALE_AFTER_S  # no heartbeats configured: the objective
+    settings = Settings.from_environment({"ONWARD_STALE_AFTER_S": "10", "ONWARD_HEARTBEAT_INTERVAL_S": "60"})
+    assert settings.stale_after_s == 70.0
+    assert Settings.from_environment({"ONWARD_OUTBOX_RETENTION_DAYS": "3"}).outbox_retention_days == 3
+
+
+@pytest.mark.parametrize("variable", ["ONWARD_STALE_AFTER_S", "ONWARD_HEARTBEAT_INTERVAL_S",
+                                      "ONWARD_OUTBOX_RETENTION_DAYS"])
+@pytest.mark.parametrize("value", ["soon", "-1", "nan", "inf"])
+def test_a_number_that_is_not_one_is_refused_by_name(variable: str, value: str) -> None:
+    with pytest.raises(InvalidSetting, match=variable):
+        Settings.from_environment({variable: value})

@@ -31,6 +31,12 @@ GetRecords walks the shard from its first record: both cost O(records in the sha
 shard's records 1, 2, 3, ..., so here the newest is the last key and GetRecords looks the next ones up
 directly (falling back to moto's walk should the numbers ever not be consecutive).
 
+Resharding. moto moves a split or merged shard's records into its children, and keeps routing new records
+to the closed parent (it looks shards up in creation order, closed ones included, with an exclusive end
+hash); GetRecords on a closed shard never ends. As on Kinesis here: a closed shard keeps its records, only
+open shards receive new ones, and GetRecords past the end of a closed shard answers NextShardIterator null,
+which is how a consumer knows the parent is drained and its children may be read.
+
 Routing. moto's server finds each request's service by listing its own package directory (one `isdir`
 per moto module, about 150) on every request: that listing was about two thirds of the endpoint's CPU under
 load. `install` lists it once.
@@ -43,6 +49,9 @@ overwritten row, every copy taken before a write and every discarded stream reco
 from __future__ import annotations
 
 import copy
+from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,7 +68,9 @@ from moto.dynamodb.exceptions import (
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.dynamo_type import DynamoType, Item
 from moto.dynamodb.models.table import StreamRecord, Table
-from moto.kinesis.models import Shard
+from moto.kinesis.models import KinesisBackend, Shard, Stream
+from moto.kinesis.utils import decompose_shard_iterator
+from moto.utilities.utils import md5_hash
 
 MAX_TRANSACTION_ACTIONS = 100
 _ACTION_KINDS = frozenset({"ConditionCheck", "Put", "Delete", "Update"})
@@ -388,6 +399,55 @@ def shard_get_records(self: Shard, last_sequence_id: str, limit: int | None) -> 
     return results, last, int(behind * 1000)
 
 
+def stream_shard_for_key(self: Stream, partition_key: str, explicit_hash_key: str) -> Shard | None:
+    """The open shard whose (inclusive) hash range holds the key: moto's own checks, then the lookup."""
+    probe = _original_shard_for_key(self, partition_key, explicit_hash_key)  # validates the arguments
+    key = int(explicit_hash_key) if explicit_hash_key else int(md5_hash(partition_key.encode()).hexdigest(), 16)
+    found = [shard for shard in self.shards.values() if shard.is_open and shard.starting_hash <= key <= shard.ending_hash]
+    return found[0] if found else probe
+
+
+def stream_split_shard(self: Stream, shard_to_split: str, new_starting_hash_key: str) -> None:
+    """moto's split, with the parent's records left in the parent."""
+    with _records_kept(self, shard_to_split):
+        _original_split_shard(self, shard_to_split, new_starting_hash_key)
+
+
+def stream_merge_shards(self: Stream, shard_to_merge: str, adjacent_shard_to_merge: str) -> None:
+    """moto's merge, with both parents' records left in the parents."""
+    with _records_kept(self, shard_to_merge, adjacent_shard_to_merge):
+        _original_merge_shards(self, shard_to_merge, adjacent_shard_to_merge)
+
+
+@contextmanager
+def _records_kept(stream: Stream, *shard_ids: str) -> Iterator[None]:
+    """Hide the shards' records from moto while it reshards (so it moves none), then give them back."""
+    shards = [stream.shards[shard_id] for shard_id in shard_ids if shard_id in stream.shards]
+    kept = [shard.records for shard in shards]
+    for shard in shards:
+        shard.records = OrderedDict()
+    try:
+        yield
+    finally:
+        for shard, records in zip(shards, kept, strict=True):
+            shard.records = records
+
+
+def backend_get_records(self: KinesisBackend, stream_arn: str | None, shard_iterator: str,
+                        limit: int | None) -> tuple[str | None, list[Any], int]:
+    """moto's GetRecords; past the last record of a closed shard, NextShardIterator is null."""
+    next_iterator, records, behind = _original_backend_get_records(self, stream_arn, shard_iterator, limit)
+    stream_name, shard_id, last_sequence = decompose_shard_iterator(shard_iterator)
+    shard = self.describe_stream(stream_arn=stream_arn, stream_name=stream_name).get_shard(shard_id)
+    if not shard.is_open and not records and int(last_sequence) >= shard.get_max_sequence_number():
+        return None, records, behind
+    return next_iterator, records, behind
+
+
+_original_shard_for_key = Stream.get_shard_for_key
+_original_split_shard = Stream.split_shard
+_original_merge_shards = Stream.merge_shards
+_original_backend_get_records = KinesisBackend.get_records
 _original_list_of_moto_modules = moto_backends.list_of_moto_modules
 _MOTO_MODULES: tuple[str, ...] = ()
 
@@ -438,6 +498,10 @@ def install() -> None:
     Shard.get_max_sequence_number = shard_max_sequence_number  # type: ignore[method-assign]
     Shard.get_min_sequence_number = shard_min_sequence_number  # type: ignore[method-assign]
     moto_backends.list_of_moto_modules = list_of_moto_modules  # type: ignore[assignment]
+    Stream.get_shard_for_key = stream_shard_for_key  # type: ignore[method-assign]
+    Stream.split_shard = stream_split_shard  # type: ignore[method-assign]
+    Stream.merge_shards = stream_merge_shards  # type: ignore[method-assign]
+    KinesisBackend.get_records = backend_get_records  # type: ignore[method-assign,assignment]
     for model in _UNTRACKED_MODELS:
         if not isinstance(model.instances_tracked, _Untracked):  # type: ignore[attr-defined]
             model.instances_tracked = _Untracked()  # type: ignore[attr-defined]
@@ -456,5 +520,9 @@ def uninstall() -> None:
     Shard.get_max_sequence_number = _original_shard_max  # type: ignore[method-assign]
     Shard.get_min_sequence_number = _original_shard_min  # type: ignore[method-assign]
     moto_backends.list_of_moto_modules = _original_list_of_moto_modules  # type: ignore[assignment]
+    Stream.get_shard_for_key = _original_shard_for_key  # type: ignore[method-assign]
+    Stream.split_shard = _original_split_shard  # type: ignore[method-assign]
+    Stream.merge_shards = _original_merge_shards  # type: ignore[method-assign]
+    KinesisBackend.get_records = _original_backend_get_records  # type: ignore[method-assign]
     for model in _UNTRACKED_MODELS:
         model.instances_tracked = []  # type: ignore[attr-defined]

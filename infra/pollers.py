@@ -119,6 +119,7 @@ class EventsStreamPoller:
         self._consumer = consumer
         self._batch_size = batch_size
         self._iterators: dict[str, str | None] = {}
+        self._drained: set[str] = set()  # closed shards read to their end
         self._arn = kinesis.describe_stream_summary(StreamName=stream_name)["StreamDescriptionSummary"]["StreamARN"]
 
     def _start(self, shard_id: str, after: str | None = None, at: str | None = None) -> str:
@@ -132,9 +133,16 @@ class EventsStreamPoller:
         return self._kinesis.get_shard_iterator(**request)["ShardIterator"]
 
     def poll_once(self) -> int:
+        """One batch per readable shard; the number of records delivered to the handler. As Lambda does
+        after a reshard, a child shard is read only once its parents are drained (read to their end)."""
         delivered = 0
-        for shard in self._kinesis.list_shards(StreamName=self._stream)["Shards"]:
+        shards = self._kinesis.list_shards(StreamName=self._stream)["Shards"]
+        listed = {shard["ShardId"] for shard in shards}
+        for shard in shards:
             shard_id = shard["ShardId"]
+            parents = {shard.get("ParentShardId"), shard.get("AdjacentParentShardId")} & listed
+            if shard_id in self._drained or not parents <= self._drained:
+                continue
             if self._iterators.get(shard_id) is None:
                 stored = self._positions.checkpoint(self._consumer, shard_id)
                 self._iterators[shard_id] = self._start(shard_id, after=stored.sequence_number if stored else None)
@@ -142,6 +150,8 @@ class EventsStreamPoller:
             records = response["Records"]
             if not records:
                 self._iterators[shard_id] = response.get("NextShardIterator")
+                if self._iterators[shard_id] is None:  # a closed shard, read to its end
+                    self._drained.add(shard_id)
                 continue
             event = {"Records": [self._lambda_record(shard_id, r) for r in records]}
             result = self._handler(event, LocalLambdaContext("onward-projector"))

@@ -2,7 +2,8 @@
 
 - The relay's checkpoint per outbox-stream shard: the last sequence number published, and the event time
   it had reached (to re-publish from the outbox if the stream was trimmed past it).
-- The projector's watermark per Kinesis shard: the newest event time projected and when.
+- The projector's watermark per Kinesis shard: the newest event time projected and when, and the shard's
+  parents once a heartbeat named them (onward.heartbeat).
 
 Sequence numbers are decimal strings of up to 56 digits (Kinesis), beyond DynamoDB's 38-digit numbers:
 they are stored zero-padded so that string order is numeric order, and compared as integers.
@@ -40,6 +41,7 @@ class Watermark:
     shard_id: str
     newest_event_at: str  # the newest occurred_at projected from this shard
     processed_at: str  # when the projector last finished a batch from this shard
+    parents: tuple[str, ...] = ()  # shards this one was resharded from: drained before it was read
 
 
 class CheckpointStore:
@@ -87,7 +89,7 @@ class CheckpointStore:
         item = self._get(consumer, shard_id)
         if item is None or "newest_event_at" not in item:
             return None
-        return Watermark(shard_id, item["newest_event_at"]["S"], item["processed_at"]["S"])
+        return _watermark(item)
 
     def watermarks(self, consumer: str) -> list[Watermark]:
         items = self._db.query(
@@ -95,20 +97,25 @@ class CheckpointStore:
             KeyConditionExpression="consumer = :c",
             ExpressionAttributeValues={":c": {"S": consumer}},
         )["Items"]
-        return [Watermark(i["shard_id"]["S"], i["newest_event_at"]["S"], i["processed_at"]["S"])
-                for i in items if "newest_event_at" in i]
+        return [_watermark(i) for i in items if "newest_event_at" in i]
 
-    def raise_watermark(self, consumer: str, shard_id: str, newest_event_at: str, processed_at: str) -> None:
-        """Record a finished batch: processed_at always, newest_event_at only forward. One request, two
-        when the batch held only older events (a replay)."""
+    def raise_watermark(self, consumer: str, shard_id: str, newest_event_at: str, processed_at: str,
+                        parents: tuple[str, ...] = ()) -> None:
+        """Record a finished batch: processed_at always, newest_event_at only forward, and the shard's
+        parents when known. One request, two when the batch held only older events (a replay)."""
         key = self._key(consumer, shard_id)
+        values = {":p": {"S": processed_at}}
+        also = ""
+        if parents:
+            values[":ps"] = {"SS": sorted(parents)}
+            also = ", parents = :ps"
         try:
             self._db.update_item(
                 TableName=self._table,
                 Key=key,
-                UpdateExpression="SET processed_at = :p, newest_event_at = :t",
+                UpdateExpression=f"SET processed_at = :p, newest_event_at = :t{also}",
                 ConditionExpression="attribute_not_exists(newest_event_at) OR newest_event_at <= :t",
-                ExpressionAttributeValues={":p": {"S": processed_at}, ":t": {"S": newest_event_at}},
+                ExpressionAttributeValues={**values, ":t": {"S": newest_event_at}},
             )
         except ClientError as error:
             if error.response["Error"]["Code"] != "ConditionalCheckFailedException":
@@ -116,8 +123,8 @@ class CheckpointStore:
             self._db.update_item(
                 TableName=self._table,
                 Key=key,
-                UpdateExpression="SET processed_at = :p",
-                ExpressionAttributeValues={":p": {"S": processed_at}},
+                UpdateExpression=f"SET processed_at = :p{also}",
+                ExpressionAttributeValues=values,
             )
 
     def _get(self, consumer: str, shard_id: str) -> dict[str, Any] | None:
@@ -127,3 +134,8 @@ class CheckpointStore:
     @staticmethod
     def _key(consumer: str, shard_id: str) -> dict[str, Any]:
         return {"consumer": {"S": consumer}, "shard_id": {"S": shard_id}}
+
+
+def _watermark(item: dict[str, Any]) -> Watermark:
+    return Watermark(item["shard_id"]["S"], item["newest_event_at"]["S"], item["processed_at"]["S"],
+                     tuple(sorted(item.get("parents", {}).get("SS", []))))

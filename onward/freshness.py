@@ -30,12 +30,21 @@ STALE_AFTER_S = 30.0
 
 
 class _Watermark(Protocol):
-    newest_event_at: str
+    @property
+    def shard_id(self) -> str: ...
+    @property
+    def newest_event_at(self) -> str: ...
+    @property
+    def parents(self) -> tuple[str, ...]: ...
 
 
 def view_lag(watermarks: Iterable[_Watermark], now_ms: EpochMs, stale_after_s: float = STALE_AFTER_S) -> ViewLag:
-    """The whole view's lag bound from the projector's per-shard watermarks."""
-    marks = [epoch_ms(mark.newest_event_at) for mark in watermarks]
+    """The whole view's lag bound from the projector's per-shard watermarks: the oldest of them, leaving
+    out a shard that another one names as its parent (after a reshard a child shard is read only once its
+    parents are drained; a drained parent receives nothing more and its watermark would stay old)."""
+    watermarks = list(watermarks)
+    retired = {parent for mark in watermarks for parent in mark.parents}
+    marks = [epoch_ms(mark.newest_event_at) for mark in watermarks if mark.shard_id not in retired]
     if not marks:
         return ViewLag(as_of=iso(now_ms), view_lag_s=None, watermark=None, stale=True,
                        stale_after_s=stale_after_s, shards=0)

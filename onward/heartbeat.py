@@ -5,7 +5,9 @@ Kinesis shard's newest projected commit time (onward.freshness). With no traffic
 without end and an idle, healthy system would read as delayed. So, on a schedule, a heartbeat is written to
 the outbox like any commit; the relay publishes it to EVERY shard of the events stream after the events
 before it, and the projector raises each shard's watermark to the heartbeat's time without touching the
-view. A heartbeat seen on a shard therefore proves the shard was projected up to that moment; a stopped
+view. After a reshard, each copy also names its shard's parents: Kinesis consumers read a child shard only
+once its parents are drained, so the parents' watermarks (frozen at their last event) stop counting then
+(onward.freshness). A heartbeat seen on a shard therefore proves the shard was projected up to that moment; a stopped
 relay or projector stops the heartbeats too, and the lag grows as it should.
 
 Heartbeat items live under one partition (`job_id = HEARTBEAT`, version = epoch ms) with no `time_bucket`
@@ -34,6 +36,7 @@ class Heartbeat(BaseModel):
 
     kind: Literal["heartbeat"] = HEARTBEAT_KIND
     occurred_at: str  # the moment it was committed to the outbox
+    parents: tuple[str, ...] = ()  # on Kinesis: the parent shards of the shard it was put on (after a reshard)
 
 
 def is_heartbeat_image(image: Item) -> bool:
@@ -46,7 +49,8 @@ def heartbeat_from_image(image: Item) -> Heartbeat:
 
 
 def encode_heartbeat(heartbeat: Heartbeat) -> bytes:
-    return heartbeat.model_dump_json().encode()
+    """The record's data; `parents` only when there are some (a stream never resharded keeps the format)."""
+    return heartbeat.model_dump_json(exclude=None if heartbeat.parents else {"parents"}).encode()
 
 
 def decode_heartbeat(payload: dict[str, Any]) -> Heartbeat | None:

@@ -13,6 +13,7 @@ class Shard:
     shard_id: str
     starting_hash: int
     ending_hash: int
+    parents: tuple[str, ...] = ()  # the shards this one was split or merged from (read before it)
 
     def holds(self, partition_key: str) -> bool:
         """Whether Kinesis puts a record with this partition key on this shard."""
@@ -24,6 +25,12 @@ def open_shards(kinesis: Any, stream: str) -> list[Shard]:
     """The stream's open shards (a closed one, after a reshard, has an EndingSequenceNumber)."""
     found: list[Shard] = []
     for page in kinesis.get_paginator("list_shards").paginate(StreamName=stream):
-        found += [Shard(s["ShardId"], int(s["HashKeyRange"]["StartingHashKey"]), int(s["HashKeyRange"]["EndingHashKey"]))
-                  for s in page["Shards"] if "EndingSequenceNumber" not in s["SequenceNumberRange"]]
+        found += [_shard(listed) for listed in page["Shards"]
+                  if "EndingSequenceNumber" not in listed["SequenceNumberRange"]]
     return found
+
+
+def _shard(listed: dict[str, Any]) -> Shard:
+    hashes = listed["HashKeyRange"]
+    parents = tuple(p for p in (listed.get("ParentShardId"), listed.get("AdjacentParentShardId")) if p)
+    return Shard(listed["ShardId"], int(hashes["StartingHashKey"]), int(hashes["EndingHashKey"]), parents)

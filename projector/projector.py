@@ -68,6 +68,7 @@ class BatchTally:
     parked: int = 0
     heartbeats: int = 0
     newest_event_at: str | None = None
+    parents: tuple[str, ...] = ()  # the shard's parents, as its heartbeats name them
     lag_ms: list[int] = field(default_factory=list)
 
     def count(self, outcome: ProjectionOutcome) -> None:
@@ -163,6 +164,7 @@ class StatusProjector:
         if isinstance(event, Heartbeat):  # the shard is projected up to this moment; the view is untouched
             tally.heartbeats += 1
             tally.newest_event_at = max(tally.newest_event_at or "", event.occurred_at)
+            tally.parents = event.parents or tally.parents
             return
         outcome = self.project(event)
         tally.count(outcome)
@@ -171,6 +173,8 @@ class StatusProjector:
             tally.lag_ms.append(self._clock() - epoch_ms(event.occurred_at))
 
     def finish_batch(self, shard_id: str, tally: BatchTally) -> None:
-        """Raise the shard's watermark: newest event time projected, and now as the processing time."""
+        """Raise the shard's watermark: newest event time projected, and now as the processing time (and
+        the shard's parents, once a heartbeat named them: they are drained, their watermarks retire)."""
         if tally.newest_event_at is not None:
-            self._checkpoints.raise_watermark(CONSUMER, shard_id, tally.newest_event_at, iso(self._clock()))
+            self._checkpoints.raise_watermark(CONSUMER, shard_id, tally.newest_event_at, iso(self._clock()),
+                                              parents=tally.parents)

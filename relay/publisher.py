@@ -76,9 +76,10 @@ class KinesisPublisher:
     def publish_heartbeat(self, heartbeat: Heartbeat) -> bool:
         """Put `heartbeat` on every open shard (ExplicitHashKey = the shard's first hash key), so that each
         shard's watermark moves; whether every shard took it. The shards are listed each time (one request
-        per heartbeat), so a reshard is followed at once."""
-        data = encode_heartbeat(heartbeat)
-        records = [{"Data": data, "PartitionKey": "heartbeat", "ExplicitHashKey": str(shard.starting_hash)}
+        per heartbeat), so a reshard is followed at once. Each copy names the parents of its shard: once it is
+        projected, the parents are drained and their watermarks no longer bound the view's lag."""
+        records = [{"Data": encode_heartbeat(heartbeat.model_copy(update={"parents": shard.parents})),
+                    "PartitionKey": "heartbeat", "ExplicitHashKey": str(shard.starting_hash)}
                    for shard in open_shards(self._kinesis, self._stream)]
         return len(self._put_records(records)) == len(records)
 

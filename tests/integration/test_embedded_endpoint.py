@@ -729,3 +729,44 @@ def test_kinesis_records_are_read_back_by_key_in_order_and_page_by_page(stack: S
                                                  ShardIteratorType="AT_SEQUENCE_NUMBER",
                                                  StartingSequenceNumber="10")["ShardIterator"])["Records"]]
     assert sequence == list(range(10, 26))
+
+
+def _read_shard(kinesis: Any, stream: str, shard_id: str) -> tuple[list[str], str | None]:
+    """Every record's data of a shard from its start, and the iterator the last empty page answered."""
+    iterator: str | None = kinesis.get_shard_iterator(StreamName=stream, ShardId=shard_id,
+                                                      ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
+    seen: list[str] = []
+    while iterator is not None:
+        page = kinesis.get_records(ShardIterator=iterator, Limit=10)
+        seen += [record["Data"].decode() for record in page["Records"]]
+        iterator = page.get("NextShardIterator")
+        if not page["Records"]:
+            break
+    return seen, iterator
+
+
+def test_a_split_shard_keeps_its_records_and_closes_and_only_open_shards_receive_new_ones(stack: Stack) -> None:
+    """As Kinesis resharding works (stock moto moves the parent's records into the children, keeps routing
+    new records to the closed parent, and never ends a closed shard's iterator)."""
+    kinesis = stack.endpoint.client("kinesis")
+    stream = stack.environment["EVENTS_STREAM"]
+    parent = kinesis.list_shards(StreamName=stream)["Shards"][0]
+    low, high = (int(parent["HashKeyRange"][key]) for key in ("StartingHashKey", "EndingHashKey"))
+    for number in range(3):
+        kinesis.put_record(StreamName=stream, Data=f"before{number}".encode(), PartitionKey="k",
+                           ExplicitHashKey=str(low))
+    middle = (low + high) // 2
+    kinesis.split_shard(StreamName=stream, ShardToSplit=parent["ShardId"], NewStartingHashKey=str(middle))
+    shards = {shard["ShardId"]: shard for shard in kinesis.list_shards(StreamName=stream)["Shards"]}
+    children = [shard for shard in shards.values() if shard.get("ParentShardId") == parent["ShardId"]]
+    assert len(children) == 2 and "EndingSequenceNumber" in shards[parent["ShardId"]]["SequenceNumberRange"]
+    for key in (low, middle - 1, middle, high):  # both ends of both children's ranges, inclusive
+        put = kinesis.put_record(StreamName=stream, Data=f"after{key}".encode(), PartitionKey="k",
+                                 ExplicitHashKey=str(key))
+        assert put["ShardId"] in {child["ShardId"] for child in children}
+
+    assert _read_shard(kinesis, stream, parent["ShardId"]) == ([f"before{n}" for n in range(3)], None)
+    first, second = sorted(children, key=lambda shard: int(shard["HashKeyRange"]["StartingHashKey"]))
+    assert _read_shard(kinesis, stream, first["ShardId"])[0] == [f"after{low}", f"after{middle - 1}"]
+    seen, iterator = _read_shard(kinesis, stream, second["ShardId"])
+    assert seen == [f"after{middle}", f"after{high}"] and iterator is not None  # an open shard never ends

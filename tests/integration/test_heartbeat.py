@@ -97,3 +97,43 @@ def test_a_heartbeat_is_held_back_until_the_events_before_it_are_published(pipel
     marks = projector_watermarks(settings, dynamodb)
     assert len(marks) == len(shards) and all(mark.newest_event_at == beat.occurred_at for mark in marks)
     assert StatusViewReader(dynamodb, settings.status_table).get(created.job_id).version == created.version
+
+
+def test_after_a_reshard_children_are_read_after_their_parents_and_the_drained_parents_retire(
+        settings, stack_environment, dynamodb, store, clock, endpoint):
+    """Without the parents in the children's heartbeats (and view_lag leaving named parents out), the
+    closed parents' watermarks stay at their last event and the view reads as delayed forever after a
+    reshard. Without the poller reading parents to their end first, a job's newer event (on a child) could
+    be projected before its older one (on the parent), which the version guard would have to absorb."""
+    from projector import app as projector_app
+
+    clients = {name: endpoint.client(name) for name in ("dynamodb", "dynamodbstreams", "kinesis")}
+    pipeline = LocalPipeline.build(settings, clients, batch_size=2)  # a parent takes several batches to drain
+    kinesis = clients["kinesis"]
+    stream = settings.events_stream
+    jobs = [store.create("acme", NewJob(type="demo.echo")).job.job_id for _ in range(8)]
+    while pipeline.relay_poller.poll_once():  # every version 1 published to the parents, none projected yet
+        pass
+    parents = {shard["ShardId"] for shard in kinesis.list_shards(StreamName=stream)["Shards"]}
+    kinesis.update_shard_count(StreamName=stream, TargetShardCount=2 * len(parents), ScalingType="UNIFORM_SCALING")
+    children = [shard for shard in kinesis.list_shards(StreamName=stream)["Shards"] if shard["ShardId"] not in parents]
+    assert len(children) == 2 * len(parents) and {child["ParentShardId"] for child in children} == parents
+
+    clock.advance(60)
+    for job_id in jobs:
+        store.cancel(job_id)  # version 2 of each job goes to a child shard; version 1 waits on a parent
+    HeartbeatEmitter(dynamodb, settings.outbox_table, clock=clock).emit()
+    while pipeline.relay_poller.poll_once():  # every version 2 and the heartbeat on the children
+        pass
+    stale_before = projector_app.totals.snapshot()["stale"]
+    pipeline.drain()
+
+    assert projector_app.totals.snapshot()["stale"] == stale_before  # every event arrived in version order
+    view = StatusViewReader(dynamodb, settings.status_table)
+    assert all(view.get(job_id).version == store.get(job_id).version == 2 for job_id in jobs)
+    marks = projector_watermarks(settings, dynamodb)
+    assert {mark.shard_id: mark.parents for mark in marks if mark.parents} == {
+        child["ShardId"]: (child["ParentShardId"],) for child in children}
+    lag = view_lag(marks, clock() + 1_000, stale_after_s=30)
+    assert (lag.stale, lag.shards) == (False, len(children))  # the parents' old watermarks no longer count
+    assert view_lag([mark for mark in marks if mark.shard_id in parents], clock() + 1_000, stale_after_s=30).stale

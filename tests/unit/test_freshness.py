@@ -7,8 +7,8 @@ from onward.freshness import freshness, view_lag
 NOW = 1_800_000_000_000
 
 
-def mark(shard: str, newest_s_ago: float, processed_s_ago: float = 0) -> Watermark:
-    return Watermark(shard, iso(NOW - int(newest_s_ago * 1000)), iso(NOW - int(processed_s_ago * 1000)))
+def mark(shard: str, newest_s_ago: float, processed_s_ago: float = 0, parents: tuple[str, ...] = ()) -> Watermark:
+    return Watermark(shard, iso(NOW - int(newest_s_ago * 1000)), iso(NOW - int(processed_s_ago * 1000)), parents)
 
 
 def test_age_and_lag_from_the_oldest_shard_watermark() -> None:
@@ -47,3 +47,16 @@ def test_view_lag_is_the_oldest_shards_bound_and_unknown_without_watermarks() ->
     empty = view_lag([], NOW, stale_after_s=3)
     assert (empty.view_lag_s, empty.watermark, empty.stale, empty.shards) == (None, None, True, 0)
     assert empty.as_of == iso(NOW) and empty.stale_after_s == 3
+
+
+def test_a_drained_parent_shard_stops_bounding_the_lag_once_a_child_names_it() -> None:
+    """After a reshard the parent gets nothing more: its watermark stays at its last event. Without the
+    retirement the view would read as delayed forever; a child names its parents only once it was read,
+    which a consumer does only after the parents were drained."""
+    before = [mark("p", 600), mark("q", 1)]
+    assert view_lag(before, NOW, stale_after_s=30).stale is True  # the child has no heartbeat yet: p counts
+    after = [mark("p", 600), mark("q", 1), mark("c1", 2, parents=("p",)), mark("c2", 3, parents=("p",))]
+    lag = view_lag(after, NOW, stale_after_s=30)
+    assert (lag.view_lag_s, lag.stale, lag.shards) == (3.0, False, 3)
+    merged = [mark("a", 900), mark("b", 800), mark("m", 5, parents=("a", "b"))]  # a merge names two parents
+    assert view_lag(merged, NOW, stale_after_s=30).view_lag_s == 5.0

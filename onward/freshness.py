@@ -21,7 +21,7 @@ or projector stops them too. `stale` is true when the lag exceeds the threshold,
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from onward.clock import EpochMs, epoch_ms, iso
 from onward.models import Freshness, ViewLag
@@ -38,13 +38,21 @@ class _Watermark(Protocol):
     def parents(self) -> tuple[str, ...]: ...
 
 
+_W = TypeVar("_W", bound=_Watermark)
+
+
+def live_watermarks(watermarks: Iterable[_W]) -> list[_W]:
+    """The watermarks that still bound the view: all but those of shards another one names as its parent
+    (a child shard is read only once its parents are drained, so a named parent receives nothing more)."""
+    marks = list(watermarks)
+    retired = {parent for mark in marks for parent in mark.parents}
+    return [mark for mark in marks if mark.shard_id not in retired]
+
+
 def view_lag(watermarks: Iterable[_Watermark], now_ms: EpochMs, stale_after_s: float = STALE_AFTER_S) -> ViewLag:
-    """The whole view's lag bound from the projector's per-shard watermarks: the oldest of them, leaving
-    out a shard that another one names as its parent (after a reshard a child shard is read only once its
-    parents are drained; a drained parent receives nothing more and its watermark would stay old)."""
-    watermarks = list(watermarks)
-    retired = {parent for mark in watermarks for parent in mark.parents}
-    marks = [epoch_ms(mark.newest_event_at) for mark in watermarks if mark.shard_id not in retired]
+    """The whole view's lag bound from the projector's per-shard watermarks: the oldest live one (a drained
+    parent shard's watermark stays at its last event and would otherwise read as delayed forever)."""
+    marks = [epoch_ms(mark.newest_event_at) for mark in live_watermarks(watermarks)]
     if not marks:
         return ViewLag(as_of=iso(now_ms), view_lag_s=None, watermark=None, stale=True,
                        stale_after_s=stale_after_s, shards=0)

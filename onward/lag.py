@@ -23,6 +23,7 @@ from typing import Any
 
 from onward.checkpoints import PROJECTOR_CONSUMER, RELAY_CONSUMER, CheckpointStore
 from onward.clock import Clock, EpochMs, epoch_ms, iso, system_clock
+from onward.freshness import live_watermarks
 from onward.outbox import OutboxReader
 from onward.shards import Shard, open_shards
 
@@ -131,7 +132,8 @@ class LagProbe:
         self._sleep = sleep
 
     def snapshot(self) -> Snapshot:
-        marks = {mark.shard_id: epoch_ms(mark.newest_event_at) for mark in self._checkpoints.watermarks(PROJECTOR_CONSUMER)}
+        marks = {mark.shard_id: epoch_ms(mark.newest_event_at)
+                 for mark in live_watermarks(self._checkpoints.watermarks(PROJECTOR_CONSUMER))}
         relay = [epoch_ms(c.event_time) for c in self._checkpoints.checkpoints(RELAY_CONSUMER)]
         return Snapshot(self._clock(), marks, min(relay) if relay else None)
 

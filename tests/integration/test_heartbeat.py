@@ -23,6 +23,7 @@ from onward.clock import epoch_ms
 from onward.faults import InjectedCrash, injected
 from onward.freshness import view_lag
 from onward.heartbeat import HeartbeatEmitter
+from onward.lag import LagProbe
 from onward.models import NewJob
 from onward.outbox import OutboxReader
 from onward.parking import ParkedRecords
@@ -137,3 +138,5 @@ def test_after_a_reshard_children_are_read_after_their_parents_and_the_drained_p
     lag = view_lag(marks, clock() + 1_000, stale_after_s=30)
     assert (lag.stale, lag.shards) == (False, len(children))  # the parents' old watermarks no longer count
     assert view_lag([mark for mark in marks if mark.shard_id in parents], clock() + 1_000, stale_after_s=30).stale
+    probe = LagProbe(dynamodb, kinesis, settings.checkpoint_table, settings.outbox_table, stream, 86_400, clock=clock)
+    assert set(probe.snapshot().watermarks) == {child["ShardId"] for child in children}  # `onward lag` agrees

@@ -41,6 +41,11 @@ Routing. moto's server finds each request's service by listing its own package d
 per moto module, about 150) on every request: that listing was about two thirds of the endpoint's CPU under
 load. `install` lists it once.
 
+Responses. moto writes every DynamoDB answer by walking botocore's output shapes member by member (about a
+third of the endpoint's CPU once routing was fixed). The answers of the item operations are already plain
+JSON in DynamoDB's wire format, so they are dumped directly (binary values base64, as the shapes say);
+anything else (a timestamp, an error) still goes through moto's serializer.
+
 Memory. moto's BaseModel appends every instance it builds to its class's `instances_tracked` (the
 reason moto's table copies were kept): `install` stops that for items and stream records, else every
 overwritten row, every copy taken before a write and every discarded stream record stays alive.
@@ -48,7 +53,9 @@ overwritten row, every copy taken before a write and every discarded stream reco
 
 from __future__ import annotations
 
+import base64
 import copy
+import json
 from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -68,6 +75,7 @@ from moto.dynamodb.exceptions import (
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.dynamo_type import DynamoType, Item
 from moto.dynamodb.models.table import StreamRecord, Table
+from moto.dynamodb.responses import DynamoResult
 from moto.kinesis.models import KinesisBackend, Shard, Stream
 from moto.kinesis.utils import decompose_shard_iterator
 from moto.utilities.utils import md5_hash
@@ -444,6 +452,36 @@ def backend_get_records(self: KinesisBackend, stream_arn: str | None, shard_iter
     return next_iterator, records, behind
 
 
+# Item operations whose answers hold only strings, numbers, booleans, lists, maps and binary values.
+PLAIN_JSON_OPERATIONS = frozenset({"GetItem", "PutItem", "UpdateItem", "DeleteItem", "Query", "Scan", "BatchGetItem",
+                                   "BatchWriteItem", "TransactWriteItems", "TransactGetItems"})
+
+
+class _NotPlainJson(TypeError):
+    pass
+
+
+def _wire_value(value: Any) -> str:
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode()
+    raise _NotPlainJson(type(value).__name__)
+
+
+def dynamo_result_execute(self: DynamoResult, context: Any) -> tuple[int, dict[str, str], str]:
+    """moto's answer to an item operation, dumped directly; moto's serializer for anything else."""
+    operation = context.operation_model
+    if operation.name in PLAIN_JSON_OPERATIONS and not isinstance(self.result, Exception):
+        try:
+            body = json.dumps(self.result, default=_wire_value, separators=(",", ":"))
+        except _NotPlainJson:
+            pass
+        else:
+            version = operation.service_model.metadata.get("jsonVersion", "1.0")
+            return 200, {"Content-Type": f"application/x-amz-json-{version}"}, body
+    return _original_dynamo_result_execute(self, context)
+
+
+_original_dynamo_result_execute = DynamoResult.execute_result
 _original_shard_for_key = Stream.get_shard_for_key
 _original_split_shard = Stream.split_shard
 _original_merge_shards = Stream.merge_shards
@@ -502,6 +540,7 @@ def install() -> None:
     Stream.split_shard = stream_split_shard  # type: ignore[method-assign]
     Stream.merge_shards = stream_merge_shards  # type: ignore[method-assign]
     KinesisBackend.get_records = backend_get_records  # type: ignore[method-assign,assignment]
+    DynamoResult.execute_result = dynamo_result_execute  # type: ignore[method-assign,assignment]
     for model in _UNTRACKED_MODELS:
         if not isinstance(model.instances_tracked, _Untracked):  # type: ignore[attr-defined]
             model.instances_tracked = _Untracked()  # type: ignore[attr-defined]
@@ -524,5 +563,6 @@ def uninstall() -> None:
     Stream.split_shard = _original_split_shard  # type: ignore[method-assign]
     Stream.merge_shards = _original_merge_shards  # type: ignore[method-assign]
     KinesisBackend.get_records = _original_backend_get_records  # type: ignore[method-assign]
+    DynamoResult.execute_result = _original_dynamo_result_execute  # type: ignore[method-assign]
     for model in _UNTRACKED_MODELS:
         model.instances_tracked = []  # type: ignore[attr-defined]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import gc
 import itertools
+import json
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -23,6 +24,7 @@ from hypothesis import strategies as st
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.dynamo_type import Item
 from moto.dynamodb.models.table import StreamRecord, Table
+from moto.dynamodb.responses import DynamoResult
 
 from infra import moto_fixes
 from infra.endpoint import EmbeddedEndpoint
@@ -770,3 +772,44 @@ def test_a_split_shard_keeps_its_records_and_closes_and_only_open_shards_receive
     assert _read_shard(kinesis, stream, first["ShardId"])[0] == [f"after{low}", f"after{middle - 1}"]
     seen, iterator = _read_shard(kinesis, stream, second["ShardId"])
     assert seen == [f"after{middle}", f"after{high}"] and iterator is not None  # an open shard never ends
+
+
+def _item_operations(stack: Stack) -> list[dict[str, Any]]:
+    """One answer of each item operation, over an item holding every attribute type."""
+    table, db = stack.jobs, stack.db
+    key = {"pk": {"S": "JOB#fast"}, "sk": {"S": "JOB"}}
+    item = {**key, "s": {"S": "text é"}, "n": {"N": "12.5"}, "b": {"B": b"\x00\xffraw"}, "ss": {"SS": ["a", "b"]},
+            "ns": {"NS": ["1", "2"]}, "bs": {"BS": [b"\x01", b"\x02"]}, "m": {"M": {"x": {"L": [{"NULL": True}]}}},
+            "l": {"L": [{"BOOL": False}, {"N": "-3"}]}, "t": {"BOOL": True}}
+    total = {"ReturnConsumedCapacity": "TOTAL"}
+    answers = [
+        db.put_item(TableName=table, Item=item, **total),
+        db.put_item(TableName=table, Item=item, ReturnValues="ALL_OLD"),
+        db.get_item(TableName=table, Key=key, ConsistentRead=True, **total),
+        db.update_item(TableName=table, Key=key, UpdateExpression="SET n = n + :one", ReturnValues="ALL_NEW",
+                       ExpressionAttributeValues={":one": {"N": "1"}}),
+        db.query(TableName=table, KeyConditionExpression="pk = :p", ExpressionAttributeValues={":p": key["pk"]},
+                 **total),
+        db.query(TableName=table, KeyConditionExpression="pk = :p", Select="COUNT",
+                 ExpressionAttributeValues={":p": key["pk"]}),
+        db.scan(TableName=table, Limit=1),
+        db.batch_get_item(RequestItems={table: {"Keys": [key, {"pk": {"S": "JOB#none"}, "sk": {"S": "JOB"}}]}}),
+        db.transact_get_items(TransactItems=[{"Get": {"TableName": table, "Key": key}}]),
+        db.transact_write_items(TransactItems=[{"Update": {"TableName": table, "Key": key,
+                                                           "UpdateExpression": "REMOVE t"}}], **total),
+        db.batch_write_item(RequestItems={table: [{"PutRequest": {"Item": {**key, "sk": {"S": "OTHER"}}}}]}),
+        db.delete_item(TableName=table, Key=key, ReturnValues="ALL_OLD"),
+    ]
+    for answer in answers:
+        answer.pop("ResponseMetadata")
+    return json.loads(json.dumps(answers, default=repr).replace(table, "<table>"))
+
+
+def test_item_answers_dumped_directly_equal_what_motos_serializer_writes(
+        endpoint: EmbeddedEndpoint, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fast path for item operations' answers (moto_fixes.dynamo_result_execute) must be exact: the same
+    answers, as boto3 parses them, as moto's own shape-driven serializer gives."""
+    fast = _item_operations(Stack(endpoint))
+    monkeypatch.setattr(DynamoResult, "execute_result", moto_fixes._original_dynamo_result_execute)
+    assert _item_operations(Stack(endpoint)) == fast
+    assert fast[2]["Item"]["b"] == {"B": repr(b"\x00\xffraw")} and fast[5]["Count"] == 1

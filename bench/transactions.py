@@ -89,7 +89,7 @@ def _use(implementation: str) -> None:
 
 
 def _check(implementation: str) -> None:
-    fixed_in_place = DynamoDBBackend.transact_write_items is moto_fixes.transact_write_items
+    fixed_in_place = DynamoDBBackend.transact_write_items is moto_fixes.transactions.transact_write_items
     if fixed_in_place != (implementation == "fixed"):
         raise RuntimeError(f"the {implementation} transaction method is not in effect")
 

@@ -1,6 +1,6 @@
 """The embedded AWS endpoint: moto's server on 127.0.0.1, fixed to be fit for our tests.
 
-- Transactions cost O(items in the transaction) (infra/moto_fixes.py).
+- Transactions cost O(items in the transaction) (infra/moto_fixes/).
 - Requests are serialized: moto takes no lock per request, so without this a condition check and its write
   could interleave with another request's; DynamoDB is linearizable per item, and race tests must test us,
   not the emulator.

@@ -1,4 +1,4 @@
-"""The embedded endpoint (moto's server + infra/moto_fixes.py + infra/endpoint.py), over real HTTP via boto3.
+"""The embedded endpoint (moto's server + infra/moto_fixes/ + infra/endpoint.py), over real HTTP via boto3.
 
 Each test deploys its own stack from template.yaml, so tables and the outbox stream start empty. Where a
 test says "stock moto", it was checked against moto's own transaction method by swapping it back in for
@@ -108,16 +108,16 @@ def stock_moto() -> Iterator[None]:
     """moto's own TransactWriteItems for the duration (the endpoint's other fixes stay)."""
     moto_fixes.uninstall()
     try:
-        assert DynamoDBBackend.transact_write_items is not moto_fixes.transact_write_items
+        assert DynamoDBBackend.transact_write_items is not moto_fixes.transactions.transact_write_items
         yield
     finally:
         moto_fixes.install()
-    assert DynamoDBBackend.transact_write_items is moto_fixes.transact_write_items
+    assert DynamoDBBackend.transact_write_items is moto_fixes.transactions.transact_write_items
 
 
 @pytest.fixture
 def stack(endpoint: EmbeddedEndpoint) -> Stack:
-    assert DynamoDBBackend.transact_write_items is moto_fixes.transact_write_items
+    assert DynamoDBBackend.transact_write_items is moto_fixes.transactions.transact_write_items
     return Stack(endpoint)
 
 
@@ -173,7 +173,7 @@ def test_condition_comparing_mismatched_types_is_false_not_a_server_error(stack:
     """DynamoDB only compares values of one type: `txt > :number` on a string attribute is false, so the
     transaction is cancelled with ConditionalCheckFailed.
 
-    Without the TypeError guard in moto_fixes._cancellation_reason, moto's comparison raises TypeError,
+    Without the TypeError guard in moto_fixes.transactions._cancellation_reason, moto's comparison raises TypeError,
     the server answers HTTP 500 (which boto3 even retries) and the client never learns which item
     failed."""
     stack.db.put_item(TableName=stack.jobs, Item=job_item("text", txt={"S": "hello"}))
@@ -505,7 +505,7 @@ def test_concurrent_creates_of_one_key_have_exactly_one_winner(stack: Stack, api
 # --- cost independent of table size ---------------------------------------------------------------------
 
 class _TableCopies:
-    """Counts copy.deepcopy calls made on a moto Table (copy.deepcopy is what infra.moto_fixes.copy and
+    """Counts copy.deepcopy calls made on a moto Table (copy.deepcopy is what infra.moto_fixes.transactions.copy and
     moto's own models module both call)."""
 
     def __init__(self) -> None:
@@ -535,7 +535,7 @@ def test_transactions_copy_no_table_and_retain_nothing(stack: Stack, monkeypatch
     the copies (server memory past 24 GB with a stream). The same probe is run against stock moto for a
     few transactions at the end, to show that it does see those copies."""
     copies = _TableCopies()
-    monkeypatch.setattr(moto_fixes.copy, "deepcopy", copies)
+    monkeypatch.setattr(moto_fixes.transactions.copy, "deepcopy", copies)
     for i in range(20):  # some content, so a copy would be a real one
         stack.db.put_item(TableName=stack.jobs, Item=job_item(f"seed-{i}"))
 
@@ -807,9 +807,9 @@ def _item_operations(stack: Stack) -> list[dict[str, Any]]:
 
 def test_item_answers_dumped_directly_equal_what_motos_serializer_writes(
         endpoint: EmbeddedEndpoint, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The fast path for item operations' answers (moto_fixes.dynamo_result_execute) must be exact: the same
+    """The fast path for item operations' answers (moto_fixes.server.dynamo_result_execute) must be exact: the same
     answers, as boto3 parses them, as moto's own shape-driven serializer gives."""
     fast = _item_operations(Stack(endpoint))
-    monkeypatch.setattr(DynamoResult, "execute_result", moto_fixes._original_dynamo_result_execute)
+    monkeypatch.setattr(DynamoResult, "execute_result", moto_fixes.server._original_dynamo_result_execute)
     assert _item_operations(Stack(endpoint)) == fast
     assert fast[2]["Item"]["b"] == {"B": repr(b"\x00\xffraw")} and fast[5]["Count"] == 1

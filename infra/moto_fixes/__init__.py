@@ -1,0 +1,65 @@
+"""Our fixes to moto, for the embedded endpoint (tested against moto 5.2.5); each module says what it fixes
+and why:
+
+- `transactions`: TransactWriteItems all-or-nothing in O(items in the transaction), conditions checked
+  against the state before it, one stream record per changed item;
+- `queries`: a Query reads only its partition (index partitions kept in maps updated from every write);
+- `kinesis`: records found by sequence number; resharding as Kinesis does it;
+- `server`: the request's service found without listing moto's package on every request; item
+  operations' answers written without walking botocore's shapes;
+- here, memory: moto keeps every item and stream record it ever built.
+
+`install()` puts them all in place (idempotent), `uninstall()` puts moto's own back (the transaction
+benchmark measures both side by side).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from moto.dynamodb.models.dynamo_type import Item
+from moto.dynamodb.models.table import StreamRecord
+
+from infra.moto_fixes import kinesis, queries, server, transactions
+
+# (owner, attribute, ours); moto's own, read before anything is patched, to put back
+_PATCHES: tuple[tuple[Any, str, Any], ...] = (*transactions.PATCHES, *queries.PATCHES, *kinesis.PATCHES,
+                                              *server.PATCHES)
+_ORIGINALS = tuple(getattr(owner, attribute) for owner, attribute, _ in _PATCHES)
+
+
+class _Untracked(list):  # type: ignore[type-arg]
+    """Stands in for a moto model's `instances_tracked`: moto appends every instance of every model to it
+    (for its /moto-api/data.json dashboard) and never lets go, so every Item ever built (each overwritten
+    row, each copy taken before a write) and every stream record, even a discarded one, would stay in
+    memory for the life of the endpoint."""
+
+    def append(self, instance: object) -> None:
+        """Keep nothing."""
+
+
+_UNTRACKED_MODELS = (Item, StreamRecord)
+
+
+def install() -> None:
+    """Put every fix in place (idempotent)."""
+    if not installed():
+        queries.new_generation()
+    for owner, attribute, ours in _PATCHES:
+        setattr(owner, attribute, ours)
+    for model in _UNTRACKED_MODELS:
+        if not isinstance(model.instances_tracked, _Untracked):  # type: ignore[attr-defined]
+            model.instances_tracked = _Untracked()  # type: ignore[attr-defined]
+
+
+def uninstall() -> None:
+    """Put moto's own methods back."""
+    queries.new_generation()
+    for (owner, attribute, _), original in zip(_PATCHES, _ORIGINALS, strict=True):
+        setattr(owner, attribute, original)
+    for model in _UNTRACKED_MODELS:
+        model.instances_tracked = []  # type: ignore[attr-defined]
+
+
+def installed() -> bool:
+    return all(getattr(owner, attribute) is ours for owner, attribute, ours in _PATCHES)

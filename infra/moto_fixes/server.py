@@ -1,0 +1,65 @@
+"""Routing. moto's server finds each request's service by listing its own package directory (one `isdir`
+per moto module, about 150) on every request: that listing was about two thirds of the endpoint's CPU under
+load. `install` lists it once.
+
+Responses. moto writes every DynamoDB answer by walking botocore's output shapes member by member (about a
+third of the endpoint's CPU once routing was fixed). The answers of the item operations are already plain
+JSON in DynamoDB's wire format, so they are dumped directly (binary values base64, as the shapes say);
+anything else (a timestamp, an error) still goes through moto's serializer.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+from moto import backends as moto_backends
+from moto.dynamodb.responses import DynamoResult
+
+# Item operations whose answers hold only strings, numbers, booleans, lists, maps and binary values.
+PLAIN_JSON_OPERATIONS = frozenset({"GetItem", "PutItem", "UpdateItem", "DeleteItem", "Query", "Scan", "BatchGetItem",
+                                   "BatchWriteItem", "TransactWriteItems", "TransactGetItems"})
+
+
+class _NotPlainJson(TypeError):
+    pass
+
+
+def _wire_value(value: Any) -> str:
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode()
+    raise _NotPlainJson(type(value).__name__)
+
+
+def dynamo_result_execute(self: DynamoResult, context: Any) -> tuple[int, dict[str, str], str]:
+    """moto's answer to an item operation, dumped directly; moto's serializer for anything else."""
+    operation = context.operation_model
+    if operation.name in PLAIN_JSON_OPERATIONS and not isinstance(self.result, Exception):
+        try:
+            body = json.dumps(self.result, default=_wire_value, separators=(",", ":"))
+        except _NotPlainJson:
+            pass
+        else:
+            version = operation.service_model.metadata.get("jsonVersion", "1.0")
+            return 200, {"Content-Type": f"application/x-amz-json-{version}"}, body
+    return _original_dynamo_result_execute(self, context)
+
+
+_original_dynamo_result_execute = DynamoResult.execute_result
+_original_list_of_moto_modules = moto_backends.list_of_moto_modules
+_MOTO_MODULES: tuple[str, ...] = ()
+
+
+def list_of_moto_modules() -> tuple[str, ...]:
+    """moto's module names, listed once: the package directory does not change while the server runs."""
+    global _MOTO_MODULES
+    if not _MOTO_MODULES:
+        _MOTO_MODULES = tuple(_original_list_of_moto_modules())
+    return _MOTO_MODULES
+
+
+PATCHES = (
+    (moto_backends, "list_of_moto_modules", list_of_moto_modules),
+    (DynamoResult, "execute_result", dynamo_result_execute),
+)

@@ -43,3 +43,18 @@ def test_short_soak_with_every_fault_kind_passes_its_audit(environment, stack_en
     assert fired["fenced runs (zombie reports recorded)"] >= 3
     assert fired["  relay redeliveries (Kinesis copies beyond the first)"] > 0
     assert fired["  projector redeliveries (records handled again after a crash)"] > 0
+
+
+def test_the_long_soak_command_runs_on_an_endpoint_process_and_prints_its_audit():
+    """`make soak` as a person runs it (here with few jobs): the endpoint in a child process, progress on
+    stderr, the audit table on stdout, exit status 0 only when every check holds."""
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "-m", "tests.soak.driver", "--jobs", "60", "--workers", "4",
+                             "--aimed-per-kind", "1", "--seed", "5", "--timeout", "300"],
+                            capture_output=True, text=True, timeout=400, check=False)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "soak: 60 jobs, 4 workers, 4 tenants, seed 5:" in result.stdout
+    assert "checks" in result.stdout and "violations=0" in result.stdout and result.stdout.rstrip().endswith(
+        "AUDIT PASSED")

@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, Validat
 
 from handlers.auth import Principal, authenticator_from_environment
 from onward.checkpoints import PROJECTOR_CONSUMER, CheckpointStore
-from onward.clock import iso, system_clock
+from onward.clock import EpochMs, iso, system_clock
 from onward.errors import (
     IdempotencyConflict,
     InvalidRequest,
@@ -38,7 +38,7 @@ from onward.errors import (
     StoreContention,
 )
 from onward.freshness import freshness_of, view_lag
-from onward.models import JOB_ID_PATTERN, NewJob, StatusView
+from onward.models import JOB_ID_PATTERN, NewJob, StatusView, ViewLag
 from onward.settings import Settings
 from onward.states import JobState
 from onward.store import CancelStatus, JobStore
@@ -275,7 +275,7 @@ def list_jobs() -> Response:
     core = build_core()
     views, start = core.view.for_tenant(tenant, limit=limit, status=status, start=start)
     now = system_clock()
-    lag = view_lag(core.checkpoints.watermarks(PROJECTOR_CONSUMER), now, core.settings.stale_after_s)
+    lag = _view_lag(core, now)
     jobs = [{**_view_summary(v), "freshness": freshness_of(v.occurred_at, lag, now).model_dump()} for v in views]
     return _json(200, {"jobs": jobs, "cursor": _encode_cursor(start) if start else None,
                        "view": lag.model_dump()})
@@ -285,9 +285,12 @@ def list_jobs() -> Response:
 def view_health() -> Response:
     """How far behind the status view may be right now (any valid credential)."""
     _principal()
-    core = build_core()
-    marks = core.checkpoints.watermarks(PROJECTOR_CONSUMER)
-    return _json(200, view_lag(marks, system_clock(), core.settings.stale_after_s).model_dump())
+    return _json(200, _view_lag(build_core(), system_clock()).model_dump())
+
+
+def _view_lag(core: Core, now: EpochMs) -> ViewLag:
+    """How far behind the view may be now: one Query of the projector's watermarks."""
+    return view_lag(core.checkpoints.watermarks(PROJECTOR_CONSUMER), now, core.settings.stale_after_s)
 
 
 def _encode_cursor(key: dict[str, Any]) -> str:
@@ -318,7 +321,7 @@ def get_job(job_id: str) -> Response:
         raise not_found(job_id)
     job = None if view is not None else core.store.get(job_id, scope)  # JobNotFound: a 404
     now = system_clock()
-    lag = view_lag(core.checkpoints.watermarks(PROJECTOR_CONSUMER), now, core.settings.stale_after_s)
+    lag = _view_lag(core, now)
     if view is not None:
         fresh = freshness_of(view.occurred_at, lag, now)
         return _json(200, {**_view_summary(view), "source": "view", "freshness": fresh.model_dump()})

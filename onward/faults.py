@@ -65,11 +65,8 @@ def injected(name: str, hook: Hook | None = None, *, times: int = 1) -> Iterator
             raise InjectedCrash(point)
         hook(point)
 
-    _hooks[name] = crash
-    try:
+    with installed(name, crash):
         yield fired
-    finally:
-        _hooks.pop(name, None)
 
 
 @contextmanager

@@ -85,6 +85,7 @@ from onward.writes import (
     job_attributes,
     job_from_item,
     job_key,
+    run_from_item,
     run_key,
 )
 
@@ -334,7 +335,7 @@ class JobStore:
             ExpressionAttributeValues={":p": {"S": f"JOB#{job_id}"}, ":r": {"S": "RUN#"}},
             ConsistentRead=True,
         )
-        return [Run.model_validate(_without_keys(from_item(item))) for item in items]
+        return [run_from_item(item) for item in items]
 
     def result(self, job_id: str, tenant_id: str | None = None) -> Any:
         self.get(job_id, tenant_id)
@@ -626,8 +627,9 @@ class JobStore:
                 Limit=limit,
             )["Items"]
             for item in expired:
-                fault_point("store.reap.before_transition", item["pk"]["S"].removeprefix("JOB#"))
-                decision = self._transition(item["pk"]["S"].removeprefix("JOB#"), lambda job: lifecycle.reap(job, now))
+                job_id = item["pk"]["S"].removeprefix("JOB#")
+                fault_point("store.reap.before_transition", job_id)
+                decision = self._transition(job_id, lambda job: lifecycle.reap(job, now))
                 if isinstance(decision, Change):
                     moved.append(decision.after)
         return moved
@@ -729,6 +731,4 @@ class JobStore:
         return int(item["claimed_at"]["N"])
 
 
-def _without_keys(values: dict[str, Any]) -> dict[str, Any]:
-    return {name: value for name, value in values.items() if name not in ("pk", "sk", "entity")}
 

@@ -15,7 +15,7 @@ from onward.clock import EpochMs
 from onward.dispatch import UsageChange, on_claim, on_end
 from onward.dynamo import Item, from_item, json_size, to_attribute, to_item
 from onward.lifecycle import Change
-from onward.models import Job, OutboxEvent
+from onward.models import Job, OutboxEvent, Run
 from onward.outbox import time_bucket
 from onward.states import CLAIMABLE_STATES, JobState, RunOutcome
 
@@ -99,6 +99,14 @@ def job_from_item(item: Item) -> tuple[Job, int]:
     for derived in ("pk", "sk", "entity", "ready_pk", "ready_due", "lease_pk"):
         values.pop(derived, None)
     return Job.model_validate(values), shards
+
+
+def run_from_item(item: Item) -> Run:
+    """The run record an item of the jobs table (sk `RUN#<attempt>`) holds."""
+    values = from_item(item)
+    for derived in ("pk", "sk", "entity"):
+        values.pop(derived, None)
+    return Run.model_validate(values)
 
 
 def ends_attempt(change: Change) -> bool:

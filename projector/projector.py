@@ -31,7 +31,6 @@ from onward.projection import ProjectionOutcome, classify, view_fields
 
 logger = Logger(service="onward-projector")
 
-CONSUMER = PROJECTOR_CONSUMER
 
 
 class UnreadableRecord(ValueError):
@@ -156,7 +155,7 @@ class StatusProjector:
         try:
             event = parse_record(data)
         except UnreadableRecord as error:
-            self._parked.park(CONSUMER, shard_id, sequence_number, data, str(error))
+            self._parked.park(PROJECTOR_CONSUMER, shard_id, sequence_number, data, str(error))
             tally.parked += 1
             logger.warning("record parked", extra={"shard_id": shard_id, "sequence_number": sequence_number,
                                                    "reason": str(error)})
@@ -176,5 +175,5 @@ class StatusProjector:
         """Raise the shard's watermark: newest event time projected, and now as the processing time (and
         the shard's parents, once a heartbeat named them: they are drained, their watermarks retire)."""
         if tally.newest_event_at is not None:
-            self._checkpoints.raise_watermark(CONSUMER, shard_id, tally.newest_event_at, iso(self._clock()),
-                                              parents=tally.parents)
+            self._checkpoints.raise_watermark(PROJECTOR_CONSUMER, shard_id, tally.newest_event_at,
+                                              iso(self._clock()), parents=tally.parents)

@@ -27,7 +27,6 @@ from relay.publisher import MAX_RECORD_BYTES, KinesisPublisher, encode
 
 logger = Logger(service="onward-relay")
 
-CONSUMER = RELAY_CONSUMER
 RECOVERY_MARGIN_MS = 5 * 60 * 1000
 
 
@@ -70,7 +69,7 @@ class Relay:
         self._clock = clock
 
     def checkpoint(self, shard_id: str) -> Checkpoint | None:
-        return self._checkpoints.checkpoint(CONSUMER, shard_id)
+        return self._checkpoints.checkpoint(RELAY_CONSUMER, shard_id)
 
     def relay(self, shard_id: str | None, records: Sequence[StreamRecord]) -> RelayOutcome:
         """Publish one batch of one shard's records. With `shard_id` None (the shard could not be told)
@@ -97,12 +96,12 @@ class Relay:
             try:
                 event = event_from_image(record.new_image)
             except (ValidationError, KeyError, TypeError, ValueError) as error:
-                self._parked.park(CONSUMER, shard_id or "unknown", record.sequence_number,
+                self._parked.park(RELAY_CONSUMER, shard_id or "unknown", record.sequence_number,
                                   repr(record.new_image).encode(), f"invalid outbox image: {error}")
                 outcome.parked += 1
                 continue
             if len(encode(event)) + len(event.job_id) > MAX_RECORD_BYTES:
-                self._parked.park(CONSUMER, shard_id or "unknown", record.sequence_number,
+                self._parked.park(RELAY_CONSUMER, shard_id or "unknown", record.sequence_number,
                                   encode(event), "event larger than a Kinesis record (1 MiB)")
                 outcome.parked += 1
                 continue
@@ -138,7 +137,7 @@ class Relay:
                 event_time = max(event_time or "", heartbeats[position].occurred_at)
         if done_through is not None and shard_id is not None:
             advanced = Checkpoint(shard_id, done_through.sequence_number, event_time or iso(self._clock()))
-            self._checkpoints.advance(CONSUMER, advanced)
+            self._checkpoints.advance(RELAY_CONSUMER, advanced)
             outcome.checkpoint = advanced
         logger.info("relayed", extra={"shard_id": shard_id, "published": outcome.published,
                                       "already_published": outcome.already_published,

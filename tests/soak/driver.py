@@ -43,12 +43,14 @@ from onward.checkpoints import CheckpointStore
 from onward.dynamo import from_item
 from onward.faults import InjectedCrash, fault_subject, installed
 from onward.models import NewJob, OutboxEvent, Run
+from onward.outbox import OutboxReader
 from onward.reaper import reap_once
 from onward.settings import Settings
 from onward.states import TERMINAL_STATES, JobState
 from onward.store import JobStore
+from onward.view import StatusViewReader
 from onward.worker import JobContext, Registry, Worker
-from onward.writes import job_from_item
+from onward.writes import job_from_item, run_from_item
 from projector import app as projector_app
 from relay import app as relay_app
 from tests.soak.audit import Audit, Injected, KinesisCopy, Snapshot, ViewRow, audit
@@ -454,13 +456,6 @@ class Soak:
         for page in self._db.get_paginator("scan").paginate(TableName=table):
             yield from page["Items"]
 
-    def _scan_view(self) -> dict[str, ViewRow]:
-        rows = {}
-        for item in self._scan(self._settings.require("status_table")):
-            values = from_item(item)
-            rows[values["job_id"]] = ViewRow(values["job_id"], values["status"], int(values["version"]))
-        return rows
-
     def snapshot(self, projected: dict[str, int], handled: dict[tuple[str, int], int]) -> Snapshot:
         jobs: dict[str, Any] = {}
         runs: dict[str, list[Run]] = {}
@@ -473,22 +468,19 @@ class Soak:
             if sk == "JOB":
                 jobs[job_id] = job_from_item(item)[0]
             elif sk.startswith("RUN#"):
-                values = {k: v for k, v in from_item(item).items() if k not in ("pk", "sk", "entity")}
-                runs.setdefault(job_id, []).append(Run.model_validate(values))
+                runs.setdefault(job_id, []).append(run_from_item(item))
             elif sk == "RESULT":
                 results[job_id] = from_item(item).get("value")
         outbox: dict[str, list[OutboxEvent]] = {}
-        for item in self._scan(self._settings.require("outbox_table")):
-            values = {k: v for k, v in from_item(item).items() if k in OutboxEvent.model_fields
-                      or k == "schema"}
-            event = OutboxEvent.model_validate(values)
+        for event in OutboxReader(self._db, self._settings.require("outbox_table")).all():
             outbox.setdefault(event.job_id, []).append(event)
+        view = StatusViewReader(self._db, self._settings.require("status_table")).all()
         return Snapshot(
             jobs=jobs,
             runs={j: sorted(rs, key=lambda r: r.attempt) for j, rs in runs.items()},
             results=results,
             outbox={j: sorted(es, key=lambda e: e.version) for j, es in outbox.items()},
-            view=self._scan_view(),
+            view={row.job_id: ViewRow(row.job_id, row.status.value, row.version) for row in view},
             kinesis=self._kinesis(),
             projected=projected,
             handled=handled,

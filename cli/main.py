@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import math
 import os
 import secrets
 import signal
@@ -13,9 +14,10 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from onward.clock import parse_instant
 from onward.models import NewJob
 from onward.settings import Settings
 from onward.states import is_terminal
@@ -81,14 +83,19 @@ DEMO_TENANTS = ("acme", "globex", "initech")
 
 
 def _tokens(args: argparse.Namespace) -> tuple[dict[str, str], str]:
-    """Tenant -> secret from --token TENANT=SECRET (demo tenants get fresh secrets), and the operator's."""
-    tokens = {tenant: secrets.token_urlsafe(12) for tenant in DEMO_TENANTS} if args.demo else {}
-    for pair in args.token:
-        tenant, _, secret = pair.partition("=")
-        if not tenant or not secret:
-            raise SystemExit(f"onward up: --token wants TENANT=SECRET, got {pair!r}")
-        tokens[tenant] = secret
-    return tokens, args.operator_token or secrets.token_urlsafe(12)
+    """Tenant -> secret from --token TENANT=SECRET (demo tenants without one get fresh secrets), and the
+    operator's; refused at start (exit status 2, the reason, no secret echoed) when they cannot all work."""
+    from handlers.auth import InvalidTokens, parse_tokens
+
+    operator = args.operator_token or secrets.token_urlsafe(12)
+    try:
+        tokens = parse_tokens(args.token, operator)
+    except InvalidTokens as error:
+        print(f"onward up: --token / --operator-token: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
+    if args.demo:
+        tokens = {**{tenant: secrets.token_urlsafe(12) for tenant in DEMO_TENANTS}, **tokens}
+    return tokens, operator
 
 
 def _set_log_level(level: str) -> None:
@@ -213,6 +220,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
     settings = Settings.from_environment()
     dynamodb, kinesis = _clients(settings)
+    if args.since is not None and args.until is not None and args.until < args.since:
+        print("onward replay: --until is before --since", file=sys.stderr)
+        return 2
     selection = ReplaySelection(job_id=args.job, tenant_id=args.tenant, since=args.since, until=args.until)
     summary = replay(
         OutboxReader(dynamodb, settings.require("outbox_table")),
@@ -332,73 +342,126 @@ def _lag_text(r: LagReport) -> str:
     return "\n".join(lines)
 
 
+def _bounded(kind: type[int] | type[float], low: float, high: float | None = None,
+             *, low_inclusive: bool = True) -> Callable[[str], float]:
+    """An argparse type: a number of `kind` within [low, high] (or (low, high] without low_inclusive), so
+    a value that cannot work is refused at start with the rule, not met later as a spinning loop."""
+    def parse(text: str) -> float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if kind is int else 'a number'}") from None
+        if not math.isfinite(value) or value < low or (value == low and not low_inclusive) or (
+                high is not None and value > high):
+            low_text = f">= {low:g}" if low_inclusive else f"> {low:g}"
+            raise argparse.ArgumentTypeError(
+                f"{text} is out of range: {low_text}" + ("" if high is None else f" and <= {high:g}"))
+        return value
+
+    return parse
+
+
+class _DefaultsShown(argparse.HelpFormatter):
+    """--help shows each flag's default, where it has one worth saying (not None, False or an empty list)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if action.default in (None, False, [], argparse.SUPPRESS) or "%(default)" in text:
+            return text
+        return f"{text} (default: %(default)s)"
+
+
+PORT = _bounded(int, 0, 65535)
+POSITIVE_SECONDS = _bounded(float, 0, low_inclusive=False)
+
+
+def _instant(text: str) -> int:
+    try:
+        return parse_instant(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="onward", description="Onward background-job platform")
     commands = parser.add_subparsers(dest="command", required=True)
 
-    endpoint = commands.add_parser("endpoint", help="run the embedded AWS endpoint alone and print its exports")
-    endpoint.add_argument("--port", type=int, default=4566)
+    def command(name: str, help_text: str) -> argparse.ArgumentParser:
+        # every flag's default is shown by --help
+        return commands.add_parser(name, help=help_text, description=help_text, formatter_class=_DefaultsShown)
+
+    endpoint = command("endpoint", "run the embedded AWS endpoint alone and print its exports")
+    endpoint.add_argument("--port", type=PORT, default=4566, help="port on 127.0.0.1 (0: any free port)")
     endpoint.set_defaults(run=cmd_endpoint)
 
-    worker = commands.add_parser("worker", help="run a worker pool for the handlers in a module")
+    worker = command("worker", "run a worker pool for the handlers in a module")
     worker.add_argument("--module", required=True, help="module with a `registry` (onward.worker.Registry)")
-    worker.add_argument("--concurrency", type=int, default=4)
-    worker.add_argument("--lease-s", type=float, default=30.0)
+    worker.add_argument("--concurrency", type=_bounded(int, 1, 1024), default=4, help="jobs run at once")
+    worker.add_argument("--lease-s", type=POSITIVE_SECONDS, default=30.0,
+                        help="lease per claim, renewed every third of it while the job runs")
     worker.set_defaults(run=cmd_worker)
 
-    replay_ = commands.add_parser("replay", help="re-publish outbox events of a window to the events stream")
+    replay_ = command("replay", "re-publish outbox events of a window to the events stream")
     replay_.add_argument("--job", help="one job's events")
     replay_.add_argument("--tenant", help="one tenant's events")
-    replay_.add_argument("--since", help="ISO-8601 UTC, e.g. 2026-11-30T06:00:00.000Z")
-    replay_.add_argument("--until", help="ISO-8601 UTC (default: now)")
+    replay_.add_argument("--since", type=_instant, help="ISO-8601 with a zone, e.g. 2026-11-30T06:00:00Z or "
+                         "2026-11-30T08:00:00+02:00 (inclusive)")
+    replay_.add_argument("--until", type=_instant, help="ISO-8601 with a zone, inclusive (default: now)")
     replay_.set_defaults(run=cmd_replay)
 
-    rebuild = commands.add_parser("rebuild-view", help="rebuild the view from the outbox and compare it")
+    rebuild = command("rebuild-view", "rebuild the view from the outbox and compare it")
     rebuild.set_defaults(run=cmd_rebuild_view)
 
-    reconcile = commands.add_parser("reconcile", help="report jobs whose view is behind the job table")
-    reconcile.add_argument("--threshold-s", type=float, default=60.0)
+    reconcile = command("reconcile", "report jobs whose view is behind the job table")
+    reconcile.add_argument("--threshold-s", type=_bounded(float, 0), default=60.0,
+                           help="report jobs whose view has been behind for longer than this")
     reconcile.add_argument("--repair", action="store_true", help="re-publish what the view is missing")
     reconcile.set_defaults(run=cmd_reconcile)
 
-    capacity = commands.add_parser("capacity", help="backlog, drain time and retention envelope arithmetic")
+    capacity = command("capacity", "backlog, drain time and retention envelope arithmetic")
     capacity.add_argument("--arrival-rate", type=float, required=True, help="events/s arriving")
     capacity.add_argument("--slots", type=int, required=True, help="writes in flight")
     capacity.add_argument("--write-ms", type=float, required=True, help="per write while degraded")
     capacity.add_argument("--recovered-write-ms", type=float, required=True, help="per write once recovered")
     capacity.add_argument("--observed-after", type=float, default=0.0, help="seconds the backlog had grown")
     capacity.add_argument("--outage", type=float, default=0.0, help="seconds of outage (no completions) after")
-    capacity.add_argument("--json", action="store_true")
+    capacity.add_argument("--json", action="store_true", help="print one JSON object")
     capacity.set_defaults(run=cmd_capacity)
 
-    lag = commands.add_parser("lag", help="live processing age, backlog, drain time and retention cover")
-    lag.add_argument("--window-s", type=float, default=5.0, help="seconds between the two samples")
-    lag.add_argument("--outbox-retention-days", type=float,
+    lag = command("lag", "live processing age, backlog, drain time and retention cover")
+    lag.add_argument("--window-s", type=POSITIVE_SECONDS, default=5.0, help="seconds between the two samples")
+    lag.add_argument("--outbox-retention-days", type=_bounded(float, 0, low_inclusive=False),
                      help="the OutboxRetentionDays the stack was deployed with (default: "
                      "ONWARD_OUTBOX_RETENTION_DAYS, else 7)")
-    lag.add_argument("--json", action="store_true")
+    lag.add_argument("--json", action="store_true", help="print one JSON object")
     lag.set_defaults(run=cmd_lag)
 
-    up = commands.add_parser("up", help="run the platform on this machine")
-    up.add_argument("--port", type=int, default=4566, help="port of the embedded AWS endpoint")
-    up.add_argument("--http-port", type=int, default=8000, help="port of the HTTP API")
+    up = command("up", "run the platform on this machine")
+    up.add_argument("--port", type=PORT, default=4566, help="port of the embedded AWS endpoint on 127.0.0.1")
+    up.add_argument("--http-port", type=PORT, default=8000, help="port of the HTTP API on 127.0.0.1")
     up.add_argument("--demo", action="store_true", help="enqueue a mixed demo workload and follow it")
-    up.add_argument("--token", action="append", default=[], metavar="TENANT=SECRET", help="a tenant's token")
-    up.add_argument("--operator-token", help="the operator's token (default: a fresh one, printed)")
-    up.add_argument("--workers", type=int, default=4)
-    up.add_argument("--lease-s", type=float, default=3.0)
+    up.add_argument("--token", action="append", default=[], metavar="TENANT=SECRET",
+                    help="a tenant's bearer token; repeat for each tenant (one secret per tenant, visible ASCII "
+                    "without commas)")
+    up.add_argument("--operator-token", metavar="SECRET", help="the operator's token (default: a fresh one, "
+                    "printed)")
+    up.add_argument("--workers", type=_bounded(int, 0, 256), default=4, help="worker threads (0: none)")
+    up.add_argument("--lease-s", type=POSITIVE_SECONDS, default=3.0,
+                    help="lease of each claim, renewed every third of it; a vanished worker's job is "
+                    "requeued after it")
     up.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
-                    help="level of the components' structured logs (default WARNING: progress stays readable)")
+                    help="level of the components' structured logs (WARNING keeps the progress readable)")
     target = up.add_mutually_exclusive_group()
     target.add_argument("--endpoint-url", help="run against this AWS endpoint (another emulator) instead of "
                         "starting the embedded one")
     target.add_argument("--aws", action="store_true", help="run against AWS itself (default credentials chain)")
     up.add_argument("--stack", default="onward", help="with --endpoint-url/--aws: the CloudFormation stack "
-                    "whose tables and stream to use (default onward)")
+                    "whose tables and stream to use")
     up.add_argument("--deploy", action="store_true", help="with --endpoint-url/--aws: first create the "
                     "template's data resources as that stack")
-    up.add_argument("--heartbeat-s", type=float, default=5.0, help="seconds between pipeline heartbeats")
-    up.add_argument("--stale-after-s", type=float, default=30.0,
+    up.add_argument("--heartbeat-s", type=_bounded(float, 0.1, 3600), default=5.0,
+                    help="seconds between pipeline heartbeats (they keep an idle view confirmed fresh)")
+    up.add_argument("--stale-after-s", type=POSITIVE_SECONDS, default=30.0,
                     help="freshness objective: past it plus one heartbeat interval, the API and the page say "
                     "updates are delayed")
     up.add_argument("--exit-when-done", action="store_true", help="stop once the demo jobs have all ended")

@@ -13,6 +13,8 @@ import base64
 import binascii
 import json
 import os
+import re
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
@@ -38,7 +40,7 @@ from onward.errors import (
     StoreContention,
 )
 from onward.freshness import freshness_of, view_lag
-from onward.models import JOB_ID_PATTERN, NewJob, StatusView, ViewLag
+from onward.models import JOB_ID_PATTERN, NewJob, Run, StatusView, StorableParams, ViewLag
 from onward.settings import Settings
 from onward.states import JobState
 from onward.store import CancelStatus, JobStore
@@ -50,6 +52,10 @@ metrics = Metrics(namespace="Onward", service="api")
 tracer = Tracer(service="onward-api")
 
 MAX_BODY_BYTES = 256 * 1024
+MAX_CURSOR_CHARS = 2048
+IDEMPOTENCY_KEY = re.compile(r"[ -~]{1,128}")
+# The answers of the API are per caller and change with every poll: no cache may keep them.
+NO_STORE = {"Cache-Control": "no-store"}
 DEFAULT_JOB_TYPES = ("demo.echo", "demo.sleep", "demo.flaky", "demo.fail", "demo.crash")
 DEFAULT_LIMIT = 20
 MAX_LIMIT = 100
@@ -76,7 +82,7 @@ class Problem(Exception):
     def response(self) -> Response:
         body = {"type": f"https://onward.dev/problems/{self.slug}", "title": self.title, "status": self.status,
                 "detail": self.detail, **self.extra}
-        return Response(self.status, PROBLEM_JSON, json.dumps(body), headers=self.headers)
+        return Response(self.status, PROBLEM_JSON, json.dumps(body), headers={**NO_STORE, **self.headers})
 
 
 def not_found(job_id: str) -> Problem:
@@ -121,7 +127,7 @@ class CreateJobBody(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     type: StrictStr
-    params: dict[str, Any] = Field(default_factory=dict)
+    params: StorableParams = Field(default_factory=dict)
     max_attempts: StrictInt = Field(default=3, ge=1, le=100)
     priority: StrictInt = Field(default=0, ge=0, le=9)
 
@@ -132,7 +138,7 @@ app = APIGatewayHttpResolver(debug=False)
 
 
 def _json(status: int, body: Any, headers: Mapping[str, str] | None = None) -> Response:
-    return Response(status, "application/json", json.dumps(body), headers=dict(headers or {}))
+    return Response(status, "application/json", json.dumps(body), headers={**NO_STORE, **(headers or {})})
 
 
 def _principal() -> Principal:
@@ -143,9 +149,16 @@ def _principal() -> Principal:
     return principal
 
 
-def _tenant_scope(principal: Principal) -> str | None:
-    """The tenant a job must belong to (None: an operator bound to no tenant sees every job)."""
-    return None if principal.operator and principal.tenant_id is None else principal.tenant_id
+def _tenant_scope(principal: Principal, asked: str | None = None) -> str | None:
+    """The one scoping rule of every route: the tenant whose jobs this request may see or change. A tenant's
+    credential (a tenant token, or an operator bound to a tenant) is confined to its tenant: asking for
+    another one is refused, never silently widened or narrowed. Only an operator bound to no tenant may name
+    any tenant (`asked`), and without one it is not confined (None)."""
+    if principal.tenant_id is None:
+        return asked
+    if asked is not None and asked != principal.tenant_id:
+        raise Problem(403, "Forbidden", "this credential is confined to its own tenant", slug="other-tenant")
+    return principal.tenant_id
 
 
 def _job_id(job_id: str) -> str:
@@ -155,7 +168,14 @@ def _job_id(job_id: str) -> str:
 
 
 def _body() -> Any:
+    """The request's JSON body: 415 unless it is declared JSON, 413 over MAX_BODY_BYTES, 400 unless it is
+    JSON that can be stored (no NaN or Infinity, no nesting that exhausts the parser)."""
     event = app.current_event
+    content_type = (event.headers or {}).get("content-type", "")
+    media_type = content_type.split(";", 1)[0].strip().lower()
+    if media_type != "application/json":
+        raise Problem(415, "Unsupported media type", "send the body as Content-Type: application/json",
+                      headers={"Accept": "application/json"})
     raw: bytes
     body = event.body or ""
     if event.is_base64_encoded:
@@ -168,9 +188,15 @@ def _body() -> Any:
     if len(raw) > MAX_BODY_BYTES:
         raise Problem(413, "Payload too large", f"the body takes {len(raw)} bytes; the limit is {MAX_BODY_BYTES}")
     try:
-        return json.loads(raw)
+        return json.loads(raw, parse_constant=_refuse_constant)
+    except RecursionError as error:
+        raise Problem(400, "Malformed JSON", "the body nests too deeply") from error
     except (ValueError, UnicodeDecodeError) as error:
         raise Problem(400, "Malformed JSON", f"the body is not valid JSON: {error}") from error
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON (and not a number DynamoDB can store)")
 
 
 def _view_summary(view: StatusView) -> dict[str, Any]:
@@ -238,13 +264,17 @@ def create_job() -> Response:
         body = CreateJobBody.model_validate(payload)
         request = NewJob(**body.model_dump())
     except ValidationError as error:
-        raise Problem(422, "Invalid request", "the body does not match the schema", slug="validation",
-                      extra={"errors": [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]}
-                                        for e in error.errors(include_input=False, include_url=False)]}) from error
+        errors = [{"loc": list(e["loc"]), "msg": e["msg"].removeprefix("Value error, "), "type": e["type"]}
+                  for e in error.errors(include_input=False, include_url=False)]
+        shown = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in errors[:3])
+        raise Problem(422, "Invalid request", f"the body does not match the schema: {shown}", slug="validation",
+                      extra={"errors": errors}) from error
     if request.type not in known_job_types():
         raise Problem(422, "Unknown job type", f"no job type {request.type!r}; known: "
                       + ", ".join(sorted(known_job_types())), slug="unknown-job-type")
     key = (app.current_event.headers or {}).get("idempotency-key")
+    if key is not None and not IDEMPOTENCY_KEY.fullmatch(key):
+        raise Problem(400, "Bad request", "an Idempotency-Key is 1 to 128 printable ASCII characters")
     created = build_core().store.create(principal.tenant_id, request, idempotency_key=key)
     metrics.add_metric(name="JobsCreated" if created.created else "JobsCreateRepeated", unit=MetricUnit.Count, value=1)
     job = created.job
@@ -257,9 +287,7 @@ def create_job() -> Response:
 def list_jobs() -> Response:
     principal = _principal()
     query = app.current_event.query_string_parameters or {}
-    tenant = principal.tenant_id
-    if principal.operator and query.get("tenant"):
-        tenant = query["tenant"]
+    tenant = _tenant_scope(principal, query.get("tenant"))
     if tenant is None:
         raise Problem(400, "Bad request", "an operator lists one tenant's jobs: pass ?tenant=")
     try:
@@ -299,11 +327,11 @@ def _encode_cursor(key: dict[str, Any]) -> str:
 
 def _decode_cursor(cursor: str, tenant: str) -> dict[str, Any]:
     try:
-        key = json.loads(base64.urlsafe_b64decode(cursor.encode()))
+        key = json.loads(base64.urlsafe_b64decode(cursor.encode())) if len(cursor) <= MAX_CURSOR_CHARS else None
         valid = (isinstance(key, dict) and set(key) == {"job_id", "tenant_id", "occurred_at"}
                  and all(isinstance(v, dict) and set(v) == {"S"} and isinstance(v["S"], str) for v in key.values())
                  and key["tenant_id"]["S"] == tenant)
-    except (ValueError, binascii.Error):
+    except (ValueError, binascii.Error, RecursionError):
         valid = False
     if not valid:
         raise Problem(400, "Bad request", "the cursor is not one this API returned for this tenant")
@@ -342,7 +370,19 @@ def get_job(job_id: str) -> Response:
 def job_runs(job_id: str) -> Response:
     principal = _principal()
     runs = build_core().store.runs(_job_id(job_id), _tenant_scope(principal))
-    return _json(200, {"job_id": job_id, "runs": [run.model_dump(mode="json") for run in runs]})
+    return _json(200, {"job_id": job_id, "runs": [_run_summary(run) for run in runs]})
+
+
+RUN_TIMES = ("claimed_at", "lease_expires_at", "finished_at", "late_report_at")
+
+
+def _run_summary(run: Run) -> dict[str, Any]:
+    """A run record as the API shows it: times as ISO-8601 UTC, like every other time the API answers."""
+    shown = run.model_dump(mode="json")
+    for name in RUN_TIMES:
+        if shown.get(name) is not None:
+            shown[name] = iso(shown[name])
+    return shown
 
 
 @app.post("/jobs/<job_id>/cancel")
@@ -362,8 +402,7 @@ def replay_job(job_id: str) -> Response:
     if not principal.operator:
         raise Problem(403, "Forbidden", "replay is for operators")
     core = build_core()
-    scope = principal.tenant_id  # an operator bound to a tenant replays only that tenant's jobs
-    core.store.get(_job_id(job_id), scope)
+    core.store.get(_job_id(job_id), _tenant_scope(principal))  # bound to a tenant: only that tenant's jobs
     job = core.store.replay(job_id)
     return _json(202, {"job_id": job.job_id, "status": job.state.value, "version": job.version})
 
@@ -409,7 +448,17 @@ def _contention(error: StoreContention) -> Response:
 
 @app.not_found
 def _route_not_found(error: Exception) -> Response:
+    allowed = _methods_allowed(app.current_event.path)
+    if allowed:
+        return Problem(405, "Method not allowed", f"{app.current_event.http_method} is not allowed here; "
+                       f"allowed: {', '.join(allowed)}", headers={"Allow": ", ".join(allowed)}).response()
     return Problem(404, "Not found", "no such route", slug="route-not-found").response()
+
+
+def _methods_allowed(path: str) -> list[str]:
+    """The methods of the routes that match this path (for a 405's Allow header)."""
+    routes = [*app._static_routes, *app._dynamic_routes]  # the resolver's own table: no second copy
+    return sorted({route.method for route in routes if route.rule.match(path)})
 
 
 @app.exception_handler(Exception)
@@ -419,12 +468,24 @@ def _unexpected(error: Exception) -> Response:
                    "Idempotency-Key").response()
 
 
+# Lambda runs one invocation per execution environment at a time, and Powertools relies on it: the resolver
+# keeps the current event on a class attribute (BaseRouter.current_event) and the logger keeps the
+# correlation id, both shared by every thread. A threaded server in one process (the local gateway) would
+# otherwise answer one request with another's headers, body or credential.
+_one_invocation_at_a_time = threading.Lock()
+
+
 @discard_unflushed(metrics)
 @metrics.log_metrics
 @tracer.capture_lambda_handler(capture_response=False)  # responses hold tenant data: keep them out of traces
 @logger.inject_lambda_context(log_event=False, correlation_id_path=correlation_paths.API_GATEWAY_HTTP)
-def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+def _invoke(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     return app.resolve(event, context)
+
+
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    with _one_invocation_at_a_time:
+        return _invoke(event, context)
 
 
 __all__ = ["app", "handler"]

@@ -8,11 +8,50 @@ from __future__ import annotations
 
 import hmac
 import os
-from collections.abc import Mapping
+import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 OPERATOR_ROLE = "onward-operator"
+TENANT_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")  # onward.models.TenantId
+# What a bearer token can be, carried in an Authorization header and in the comma list ONWARD_TOKENS.
+SECRET_PATTERN = re.compile(r"^[!-+\--~]{1,512}$")  # visible ASCII except the comma
+
+
+class InvalidTokens(ValueError):
+    """The local token configuration cannot work; the message says why without echoing a secret."""
+
+
+def parse_tokens(pairs: Iterable[str], operator_token: str | None = None) -> dict[str, str]:
+    """Tenant -> secret from TENANT=SECRET pairs, refused (InvalidTokens) unless every tenant id is valid and
+    named once, every secret is visible ASCII without commas, and no two credentials share a secret (one
+    secret for two tenants would act as whichever was checked last)."""
+    tokens: dict[str, str] = {}
+    owners: dict[str, str] = {}
+    if operator_token is not None:
+        if not SECRET_PATTERN.match(operator_token):
+            raise InvalidTokens("the operator token must be 1 to 512 visible ASCII characters without commas")
+        owners[operator_token] = "the operator"
+    for number, pair in enumerate(pairs, start=1):
+        tenant, sep, secret = pair.partition("=")
+        tenant = tenant.strip()
+        if not sep:
+            raise InvalidTokens(f"token {number} is not TENANT=SECRET")
+        if not TENANT_PATTERN.match(tenant):
+            raise InvalidTokens(f"token {number}: {tenant!r} is not a tenant id (letters, digits, '_', '.', '-'; "
+                                "1 to 64, starting with a letter or digit)")
+        if tenant in tokens:
+            raise InvalidTokens(f"tenant {tenant!r} is given more than one token")
+        if not SECRET_PATTERN.match(secret):
+            raise InvalidTokens(f"the token of tenant {tenant!r} must be 1 to 512 visible ASCII characters "
+                                "without spaces or commas")
+        if secret in owners:
+            raise InvalidTokens(f"tenant {tenant!r} has the same token as {owners[secret]}: each credential "
+                                "needs its own")
+        owners[secret] = f"tenant {tenant!r}"
+        tokens[tenant] = secret
+    return tokens
 
 
 @dataclass(frozen=True)
@@ -42,14 +81,17 @@ class TokenAuthenticator:
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str] | None = None) -> TokenAuthenticator:
+        """From ONWARD_TOKENS (a comma list of tenant=secret) and ONWARD_OPERATOR_TOKEN, by parse_tokens' rules
+        (InvalidTokens names the variable; no value is echoed)."""
         source = os.environ if environ is None else environ
-        tokens: dict[str, str] = {}
-        for pair in filter(None, (part.strip() for part in source.get("ONWARD_TOKENS", "").split(","))):
-            tenant, sep, secret = pair.partition("=")
-            if not sep or not tenant.strip() or not secret.strip():
-                raise ValueError("ONWARD_TOKENS is a comma list of tenant=secret")  # the value is not echoed
-            tokens[tenant.strip()] = secret.strip()
-        return cls(tokens, source.get("ONWARD_OPERATOR_TOKEN") or None)
+        operator = source.get("ONWARD_OPERATOR_TOKEN") or None
+        pairs = [part.strip() for part in source.get("ONWARD_TOKENS", "").split(",") if part.strip()]
+        try:
+            tokens = parse_tokens([tenant.strip() + sep + secret.strip()
+                                   for tenant, sep, secret in (pair.partition("=") for pair in pairs)], operator)
+        except InvalidTokens as error:
+            raise InvalidTokens(f"ONWARD_TOKENS is a comma list of tenant=secret: {error}") from None
+        return cls(tokens, operator)
 
     def authenticate(self, event: Mapping[str, Any]) -> Principal | None:
         token = bearer_token(event)

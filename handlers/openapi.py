@@ -51,33 +51,41 @@ DOCUMENT: dict[str, Any] = {
             "post": {
                 "operationId": "createJob", "security": SECURED,
                 "parameters": [{"name": "Idempotency-Key", "in": "header", "required": False,
-                                "schema": {"type": "string", "minLength": 1, "maxLength": 128}}],
+                                "description": "a retry with the same key and body returns the first answer",
+                                "schema": {"type": "string", "pattern": "^[ -~]{1,128}$"}}],
                 "requestBody": {"required": True, "content": {"application/json": {
                     "schema": {"$ref": "#/components/schemas/NewJob"}}}},
                 "responses": {
                     "200": _ok("an earlier request with this Idempotency-Key created the job; nothing new",
                                "Accepted"),
                     "202": _ok("the job is queued", "Accepted"),
-                    "400": _problem("malformed JSON or an invalid Idempotency-Key"),
+                    "400": _problem("malformed JSON (NaN and Infinity included, or nested too deeply) or an "
+                                    "invalid Idempotency-Key"),
                     "401": UNAUTHORIZED,
                     "403": _problem("the credential names no tenant (an operator token)"),
                     "409": _problem("the Idempotency-Key was used for a different request"),
-                    "413": _problem("the body is over 256 KiB"),
-                    "422": _problem("unknown fields, wrong types, or an unknown job type"),
+                    "413": _problem("the body is over 256 KiB, or params over 300,000 bytes as JSON"),
+                    "415": _problem("the body is not declared Content-Type: application/json"),
+                    "422": _problem("unknown fields, wrong types, params DynamoDB cannot store, or an unknown "
+                                    "job type; `errors` lists each place and why"),
                 },
             },
             "get": {
                 "operationId": "listJobs", "security": SECURED,
                 "parameters": [
+                    {"name": "tenant", "in": "query", "schema": {"$ref": "#/components/schemas/TenantId"},
+                     "description": "operators not bound to a tenant name the tenant to list; any other "
+                                    "credential may only name its own (403 otherwise)"},
                     {"name": "status", "in": "query", "schema": {"$ref": "#/components/schemas/Status"}},
                     {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 100,
                                                                  "default": 20}},
-                    {"name": "cursor", "in": "query", "schema": {"type": "string"},
+                    {"name": "cursor", "in": "query", "schema": {"type": "string", "maxLength": 2048},
                      "description": "opaque; the `cursor` of the previous page"},
                 ],
                 "responses": {"200": _ok("the tenant's jobs from the status view, newest first", "JobPage"),
-                              "400": _problem("bad limit, status or cursor"),
-                              "401": UNAUTHORIZED},
+                              "400": _problem("bad limit, status or cursor, or an operator without ?tenant="),
+                              "401": UNAUTHORIZED,
+                              "403": _problem("a tenant's credential named another tenant")},
             },
         },
         "/jobs/{job_id}": {"get": {
@@ -108,8 +116,16 @@ DOCUMENT: dict[str, Any] = {
             "Problem": {"type": "object", "required": ["type", "title", "status", "detail"], "properties": {
                 "type": {"type": "string"}, "title": {"type": "string"}, "status": {"type": "integer"},
                 "detail": {"type": "string"}}},
+            "TenantId": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"},
             "NewJob": {"type": "object", "additionalProperties": False, "required": ["type"], "properties": {
-                "type": {"type": "string"}, "params": {"type": "object"},
+                "type": {"type": "string", "maxLength": 128, "pattern": "^[a-z][a-z0-9_]*(\\.[a-z][a-z0-9_]*)*$",
+                         "description": "one of the deployment's job types (422 names them)"},
+                "params": {"type": "object", "propertyNames": {"minLength": 1},
+                           "description": "stored as a DynamoDB map, so within DynamoDB's rules: at most "
+                                          "300,000 bytes as JSON, nesting at most 31 levels below params, "
+                                          "numbers of at most 38 significant digits with a magnitude from "
+                                          "1e-130 to below 1e126 (no NaN or Infinity), valid Unicode "
+                                          "strings, no empty keys"},
                 "max_attempts": {"type": "integer", "minimum": 1, "maximum": 100, "default": 3},
                 "priority": {"type": "integer", "minimum": 0, "maximum": 9, "default": 0}}},
             "Accepted": {"type": "object", "required": ["job_id", "status", "version"], "properties": {
@@ -134,9 +150,10 @@ DOCUMENT: dict[str, Any] = {
                                          "description": "job_table: the view has not seen the job yet"},
                               "freshness": {"$ref": "#/components/schemas/Freshness"}}},
             "ViewLag": {"type": "object",
-                        "required": ["as_of", "view_lag_s", "watermark", "stale", "stale_after_s", "shards"],
+                        "required": ["measured_at", "view_lag_s", "watermark", "stale", "stale_after_s", "shards"],
                         "properties": {
-                            "as_of": {"type": "string", "format": "date-time", "description": "measured at"},
+                            "measured_at": {"type": "string", "format": "date-time",
+                                            "description": "when this lag was measured"},
                             "view_lag_s": {"type": ["number", "null"],
                                            "description": "upper bound of how far behind the view is"},
                             "watermark": {"type": ["string", "null"], "format": "date-time",
@@ -148,7 +165,19 @@ DOCUMENT: dict[str, Any] = {
                 "cursor": {"type": ["string", "null"]},
                 "view": {"$ref": "#/components/schemas/ViewLag"}}},
             "Runs": {"type": "object", "required": ["job_id", "runs"], "properties": {
-                "job_id": {"type": "string"}, "runs": {"type": "array", "items": {"type": "object"}}}},
+                "job_id": {"type": "string"}, "runs": {"type": "array", "items": {"$ref": "#/components/schemas/Run"}}}},
+            "Run": {"type": "object", "required": ["job_id", "attempt", "worker_id", "claimed_at", "lease_expires_at"],
+                    "properties": {
+                        "job_id": {"type": "string"}, "attempt": {"type": "integer", "minimum": 1},
+                        "worker_id": {"type": "string"},
+                        "claimed_at": {"type": "string", "format": "date-time"},
+                        "lease_expires_at": {"type": "string", "format": "date-time"},
+                        "finished_at": {"type": ["string", "null"], "format": "date-time"},
+                        "outcome": {"type": ["string", "null"], "enum": [
+                            "succeeded", "failed", "lease_expired", "released", "cancelled", "fenced", None]},
+                        "error": {"type": ["object", "null"]},
+                        "reclaimed_as": {"type": ["string", "null"]}, "late_report": {"type": ["string", "null"]},
+                        "late_report_at": {"type": ["string", "null"], "format": "date-time"}}},
         },
     },
 }

@@ -19,6 +19,20 @@ def epoch_ms(moment: str) -> EpochMs:
     return int(datetime.fromisoformat(moment).timestamp() * 1000)
 
 
+def parse_instant(text: str) -> EpochMs:
+    """A moment a person typed (RFC 3339 / ISO-8601 with a zone: `2026-11-30T08:00:00Z`, `...+02:00`) as
+    epoch milliseconds. ValueError for anything else: a time without a zone names no moment at all."""
+    try:
+        moment = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise ValueError(f"{text!r} is not an ISO-8601 time such as 2026-11-30T08:00:00Z") from None
+    if "T" not in text.upper() and " " not in text.strip():
+        raise ValueError(f"{text!r} is a date; give a time with its zone, such as {text.strip()}T00:00:00Z")
+    if moment.tzinfo is None:
+        raise ValueError(f"{text!r} has no zone; add Z (UTC) or an offset such as +02:00")
+    return int(moment.timestamp() * 1000)
+
+
 def iso(at: EpochMs) -> str:
     """ISO-8601 UTC with milliseconds, e.g. 2026-11-30T06:50:58.123Z."""
     return datetime.fromtimestamp(at / 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"

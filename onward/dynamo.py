@@ -24,9 +24,20 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def _number(text: str) -> int | Decimal:
+    """An integer as DynamoDB takes it: 10**40 has one significant digit, but boto3's serializer refuses its
+    41-digit coefficient unless it is normalized."""
+    if len(text.lstrip("-")) <= 38:
+        return int(text)
+    sign, digits, exponent = Decimal(text).as_tuple()
+    kept = "".join(map(str, digits)).rstrip("0")  # exact: Decimal.normalize() would round to 28 digits
+    return Decimal((sign, tuple(map(int, kept or "0")), exponent + len(digits) - len(kept or "0")))
+
+
 def to_attribute(value: Any) -> dict[str, Any]:
-    """One JSON-compatible value as a DynamoDB attribute value (floats travel as Decimal)."""
-    return _serializer.serialize(json.loads(json.dumps(value), parse_float=Decimal))
+    """One JSON-compatible value as a DynamoDB attribute value (floats travel as Decimal). Check values from
+    outside with onward.documents.check_storable first: this raises on what DynamoDB cannot hold."""
+    return _serializer.serialize(json.loads(json.dumps(value), parse_float=Decimal, parse_int=_number))
 
 
 def to_item(values: dict[str, Any]) -> Item:

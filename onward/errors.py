@@ -35,3 +35,7 @@ class StoreContention(OnwardError):
 
 class StoreInvariantViolation(OnwardError):
     """A write the design says cannot fail did (e.g. a second outbox event for one version)."""
+
+
+class UnstorableValue(InvalidRequest, ValueError):
+    """A document (params, a result) holds a value DynamoDB cannot store. Nothing was written."""

@@ -54,11 +54,11 @@ def view_lag(watermarks: Iterable[_Watermark], now_ms: EpochMs, stale_after_s: f
     parent shard's watermark stays at its last event and would otherwise read as delayed forever)."""
     marks = [epoch_ms(mark.newest_event_at) for mark in live_watermarks(watermarks)]
     if not marks:
-        return ViewLag(as_of=iso(now_ms), view_lag_s=None, watermark=None, stale=True,
+        return ViewLag(measured_at=iso(now_ms), view_lag_s=None, watermark=None, stale=True,
                        stale_after_s=stale_after_s, shards=0)
     confirmed = min(marks)
     lag_s = round(max(0.0, (now_ms - confirmed) / 1000), 3)
-    return ViewLag(as_of=iso(now_ms), view_lag_s=lag_s, watermark=iso(confirmed), stale=lag_s > stale_after_s,
+    return ViewLag(measured_at=iso(now_ms), view_lag_s=lag_s, watermark=iso(confirmed), stale=lag_s > stale_after_s,
                    stale_after_s=stale_after_s, shards=len(marks))
 
 

@@ -5,15 +5,24 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
 from onward.clock import EpochMs, iso
+from onward.documents import check_storable
 from onward.states import JobState, RunOutcome
 
 JobId = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{32}$")]
 TenantId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")]
 JobType = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$", max_length=128)]
 WorkerId = Annotated[str, StringConstraints(min_length=1, max_length=128)]
+
+
+def _storable_params(params: dict[str, Any]) -> dict[str, Any]:
+    check_storable(params, "params", depth=1)  # UnstorableValue is a ValueError: pydantic reports it as such
+    return params
+
+
+StorableParams = Annotated[dict[str, Any], AfterValidator(_storable_params)]
 
 JOB_ID_PATTERN = re.compile(r"^[0-9a-f]{32}$")
 EVENT_SCHEMA = 1
@@ -34,15 +43,22 @@ class ErrorSummary(_Frozen):
 
     @classmethod
     def of(cls, error_type: str, message: str) -> ErrorSummary:
+        """From any exception's name and text: cut to MAX_ERROR_MESSAGE characters, and made valid Unicode
+        (a lone surrogate in a handler's message would otherwise make the report itself unstorable)."""
         cut = len(message) > MAX_ERROR_MESSAGE
-        return cls(error_type=error_type, message=message[:MAX_ERROR_MESSAGE], message_truncated=cut)
+        return cls(error_type=_valid_unicode(error_type)[:MAX_ERROR_MESSAGE],
+                   message=_valid_unicode(message[:MAX_ERROR_MESSAGE]), message_truncated=cut)
+
+
+def _valid_unicode(text: str) -> str:
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 class NewJob(_Frozen):
     """What a tenant asks for. The tenant itself always comes from the credential, never from here."""
 
     type: JobType
-    params: dict[str, Any] = Field(default_factory=dict)
+    params: StorableParams = Field(default_factory=dict)
     max_attempts: int = Field(default=3, ge=1, le=100)
     priority: int = Field(default=0, ge=0, le=9)  # within the tenant: a due job of a higher priority goes first
 
@@ -188,7 +204,7 @@ class Freshness(_Frozen):
 class ViewLag(_Frozen):
     """How far behind the whole status view may be, right now (onward.freshness computes it)."""
 
-    as_of: str  # when this was measured
+    measured_at: str  # when this was measured (a status's Freshness.as_of is when the STATUS became true)
     view_lag_s: float | None  # None: no shard has been projected yet
     watermark: str | None  # the view is confirmed complete up to this commit time
     stale: bool

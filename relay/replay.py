@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from onward.clock import iso, system_clock
+from onward.clock import EpochMs, epoch_ms, iso, system_clock
 from onward.models import OutboxEvent
 from onward.outbox import OutboxReader
 from relay.publisher import KinesisPublisher
@@ -19,8 +19,8 @@ EPOCH = "1970-01-01T00:00:00.000Z"
 class ReplaySelection:
     job_id: str | None = None
     tenant_id: str | None = None
-    since: str | None = None  # ISO-8601 UTC, inclusive
-    until: str | None = None
+    since: EpochMs | None = None  # inclusive; parse what a person typed with onward.clock.parse_instant
+    until: EpochMs | None = None  # inclusive
 
 
 @dataclass(frozen=True)
@@ -34,14 +34,15 @@ def select(reader: OutboxReader, selection: ReplaySelection) -> list[OutboxEvent
     if selection.job_id is not None:
         events: Iterable[OutboxEvent] = reader.job(selection.job_id)
     elif selection.since is not None:
-        events = reader.window(selection.since, selection.until or iso(system_clock()))
+        until = selection.until if selection.until is not None else system_clock()
+        events = reader.window(iso(selection.since), iso(until))  # the index's canonical UTC text
     else:
         events = reader.all()
     chosen = [
         event for event in events
         if (selection.tenant_id is None or event.tenant_id == selection.tenant_id)
-        and (selection.since is None or event.occurred_at >= selection.since)
-        and (selection.until is None or event.occurred_at <= selection.until)
+        and (selection.since is None or epoch_ms(event.occurred_at) >= selection.since)
+        and (selection.until is None or epoch_ms(event.occurred_at) <= selection.until)
     ]
     return sorted(chosen, key=lambda event: (event.occurred_at, event.job_id, event.version))
 

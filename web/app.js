@@ -44,9 +44,13 @@ async function api(method, path, { body, headers } = {}) {
   return { status: response.status, data };
 }
 
+// The API's problem details as a person reads them: title and detail, then each validation error's place.
 function problemText(answer) {
   const data = answer.data || {};
-  return data.title ? `${data.title}: ${data.detail || ""}` : `HTTP ${answer.status}`;
+  if (!data.title) return `HTTP ${answer.status}`;
+  const errors = Array.isArray(data.errors) ? data.errors : [];
+  const places = errors.map((e) => `${(e.loc || []).join(".") || "body"}: ${e.msg}`);
+  return errors.length ? `${data.title}: ${places.join("; ")}` : `${data.title}: ${data.detail || ""}`;
 }
 
 function ago(isoTime) {
@@ -70,6 +74,13 @@ function useToken(event) {
   start();
 }
 
+// A refused token is forgotten, so a reload does not send it again.
+function forgetToken() {
+  state.token = "";
+  sessionStorage.removeItem("onward.token");
+  $("submit-button").disabled = true;
+}
+
 function start() {
   if (!state.token) return;
   $("submit-button").disabled = false;
@@ -91,7 +102,7 @@ async function poll() {
   }
   if (answer.status === 401) {
     clearInterval(state.pollTimer);
-    $("submit-button").disabled = true;
+    forgetToken();
     say("token-status", "This token was not accepted. Paste another one.");
     say("list-status", "Not signed in.");
     return;
@@ -103,9 +114,9 @@ async function poll() {
   state.lastPollOk = Date.now();
   state.jobs = answer.data.jobs;
   state.view = answer.data.view;
-  state.skewMs = Date.parse(state.view.as_of) - Date.now();
+  state.skewMs = Date.parse(state.view.measured_at) - Date.now();
   if (state.view.view_lag_s !== null) {
-    state.lagSamples.push({ at: Date.parse(state.view.as_of), lag: state.view.view_lag_s });
+    state.lagSamples.push({ at: Date.parse(state.view.measured_at), lag: state.view.view_lag_s });
   }
   const oldest = serverNow() - CHART_WINDOW_S * 1000;
   state.lagSamples = state.lagSamples.filter((sample) => sample.at >= oldest);
@@ -153,6 +164,12 @@ function jobRow(job) {
   row.dataset.jobId = job.job_id;
   const status = cell(job.status + (job.cancel_requested && !TERMINAL.has(job.status) ? " (cancel requested)" : ""),
                       `status status-${job.status}`);
+  if (job.error) {  // why it failed (dead, quarantined, or the last attempt of a job waiting to retry)
+    const reason = document.createElement("span");
+    reason.className = "reason";
+    reason.textContent = `${job.error.error_type}: ${job.error.message}`;
+    status.append(document.createElement("br"), reason);
+  }
   const updated = cell(`updated ${ago(job.updated_at)}`, "updated");
   updated.dataset.updatedAt = job.updated_at;
   updated.title = `became ${job.status} at ${job.updated_at}`;
@@ -209,7 +226,9 @@ async function submitJob(event) {
     say("submit-status", `Params are not valid JSON: ${error.message}`);
     return;
   }
-  const body = { type: $("job-type").value.trim(), params, max_attempts: Number($("job-attempts").value) };
+  const body = { type: $("job-type").value.trim(), params };
+  const attempts = $("job-attempts").value.trim();
+  if (attempts !== "") body.max_attempts = Number(attempts);  // empty: the API's default, never 0
   const retry = state.pending !== null && JSON.stringify(state.pending.body) === JSON.stringify(body);
   state.pending = { key: retry ? state.pending.key : newKey(), body };
   $("submit-button").disabled = true;

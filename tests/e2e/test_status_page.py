@@ -181,3 +181,30 @@ def test_an_unreachable_api_is_said_instead_of_showing_old_statuses_silently(pag
     expect(notice).to_contain_text(re.compile(r"The API cannot be reached\. Last answer at \d\d:\d\d:\d\d\."))
     page.unroute("**/jobs?limit=50")
     expect(notice).to_be_hidden()
+
+
+def test_the_page_shows_validation_errors_and_why_a_job_died_and_forgets_a_refused_token(page, platform) -> None:
+    """Before: a 422 said only "the body does not match the schema" (the API's `errors` were dropped), a
+    dead job showed no reason, an empty "Max attempts" was sent as 0 (a 422 for a field the user left
+    empty), and a token the API refused stayed in sessionStorage and was sent again after a reload."""
+    from playwright.sync_api import expect
+
+    sign_in(page, "globex")
+    submit(page, "demo.echo", '{"n": 1e200}')
+    status = page.locator("#submit-status")
+    expect(status).to_contain_text("Not submitted. Invalid request: params: params.n: a magnitude outside")
+
+    page.get_by_label("Max attempts").fill("")
+    submit(page, "demo.fail", '{"permanent": true}')
+    job_id = submitted_job_id(page)
+    row = page.locator(f'tr[data-job-id="{job_id}"]')
+    expect(row.locator(".status")).to_contain_text("dead")
+    expect(row.locator(".reason")).to_contain_text(re.compile(r"^\w+: .+"))
+    assert platform.store.get(job_id).max_attempts == 3  # the API's default, not 0
+
+    page.evaluate("sessionStorage.setItem('onward.token', 'revoked-token')")
+    page.reload()
+    expect(page.locator("#token-status")).to_contain_text("not accepted")
+    assert page.evaluate("sessionStorage.getItem('onward.token')") is None
+    page.reload()
+    expect(page.locator("#list-status")).to_contain_text("Paste a token")

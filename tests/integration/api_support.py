@@ -28,7 +28,7 @@ def http_call(url: str, method: str, path: str, *, token: str | None = None, bod
               raw: bytes | None = None, headers: dict[str, str] | None = None) -> HttpAnswer:
     data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
     request = urllib.request.Request(url + path, data=data, method=method, headers=dict(headers or {}))
-    if data is not None:
+    if data is not None and not any(name.lower() == "content-type" for name in (headers or {})):
         request.add_header("Content-Type", "application/json")
     if token is not None:
         request.add_header("Authorization", f"Bearer {token}")

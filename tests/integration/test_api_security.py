@@ -89,15 +89,17 @@ def test_another_tenants_job_is_answered_like_a_missing_one_in_every_state(gatew
 
 
 def test_listing_is_scoped_to_the_callers_tenant_whatever_it_asks(gateway, settings, dynamodb, pipeline):
-    """A tenant's ?tenant= is ignored (only an operator names a tenant), and a cursor minted for another
-    tenant is refused like a forged one: without both, a listing would reveal another tenant's jobs."""
+    """A tenant's ?tenant= naming another tenant is refused (only an operator bound to no tenant names one),
+    and a cursor minted for another tenant is refused like a forged one: without both, a listing would reveal
+    another tenant's jobs."""
     store = JobStore(settings, client=dynamodb)
     for _ in range(3):
         store.create("globex", NewJob(type="demo.echo"))
     mine = store.create("acme", NewJob(type="demo.echo")).job.job_id
     pipeline.drain()
 
-    listed = call(gateway, "GET", "/jobs?tenant=globex&limit=1", TOKENS["acme"])
+    assert call(gateway, "GET", "/jobs?tenant=globex&limit=1", TOKENS["acme"]).status == 403
+    listed = call(gateway, "GET", "/jobs?tenant=acme&limit=1", TOKENS["acme"])
     assert [job["job_id"] for job in listed.body["jobs"]] == [mine]
     theirs = call(gateway, "GET", "/jobs?tenant=globex&limit=1", OPERATOR)
     assert theirs.status == 200 and theirs.body["cursor"]

@@ -112,3 +112,76 @@ def test_no_request_the_schema_allows_or_forbids_gets_a_500_or_a_write_when_refu
     assert {400, 401, 404, 422} <= refused, f"the fuzzing reached the refusals: {sorted(refused)}"
     assert any(status < 300 for status in seen["POST /jobs"]), "some creates were valid and accepted"
     assert not unbreakable & {"POST /jobs", "GET /jobs", "GET /jobs/{job_id}"}, "these have inputs to break"
+
+
+# --- hostile JSON, generated as text (schemathesis only makes what a JSON encoder can) ---------------------------
+
+def _json_text(leaf: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
+    return st.recursive(leaf, lambda inner: st.lists(inner, max_size=3).map(lambda items: "[" + ",".join(items) + "]")
+                        | st.lists(st.tuples(KEY_TEXT, inner), max_size=3).map(
+                            lambda pairs: "{" + ",".join(f"{k}:{v}" for k, v in pairs) + "}"), max_leaves=8)
+
+
+KEY_TEXT = st.sampled_from(['""', '"a"', '"\\ud800"', '"\\udfff x"', '"k\\u0000"', '"\\u00e9"'])
+HOSTILE_LEAF = st.one_of(
+    st.integers(-(10**60), 10**60).map(str),  # beyond 38 significant digits too
+    st.sampled_from(["1e200", "-1e200", "1e-200", "1e126", "1e-131", "1e125", "1e-130", "NaN", "Infinity",
+                     "-Infinity", "1e400", "-0.0", "0", "true", "null"]),
+    st.floats(allow_nan=False, allow_infinity=False).map(repr),
+    st.sampled_from(['"\\ud800"', '"\\udc00\\ud800"', '"ok"', '""', '"\\u0000"', '"\\ud83d\\ude00"']),
+    st.integers(30, 4000).map(lambda depth: "[" * depth + "]" * depth),  # past DynamoDB's 32 levels, and deeper
+)
+HOSTILE_PARAMS = _json_text(HOSTILE_LEAF)
+
+
+def test_hostile_json_in_params_is_never_a_500_and_a_refusal_writes_nothing(gateway, settings, dynamodb):
+    """Numbers DynamoDB cannot hold (over 38 digits, 1e200, 1e-200, NaN, Infinity), lone surrogates in keys
+    and values, empty keys and nesting past 32 levels, mixed with what is fine: each create is accepted
+    (and then stored exactly) or refused with problem+json and nothing written. Before the edge checks,
+    most of these were 500s, NaN was stored as null, and an empty key reached the outbox stream."""
+    from tests.integration.api_support import http_call
+
+    JobStore(settings, client=dynamodb).create("acme", NewJob(type="demo.echo"))  # the tenant exists
+    tables = (settings.jobs_table, settings.outbox_table)
+    statuses: set[int] = set()
+
+    @hypothesis.settings(max_examples=120, deadline=None, database=None, derandomize=True,
+                         suppress_health_check=list(HealthCheck))
+    @given(params=HOSTILE_PARAMS)
+    def fuzz(params: str) -> None:
+        before = tuple(_count(dynamodb, table) for table in tables)
+        raw = ('{"type": "demo.echo", "params": {"p": ' + params + "}}").encode()
+        answer = http_call(gateway, "POST", "/jobs", token=TOKENS["acme"], raw=raw)
+        statuses.add(answer.status)
+        assert answer.status < 500, (params[:200], answer.body)
+        if answer.status >= 400:
+            assert answer.headers["content-type"] == "application/problem+json"
+            assert answer.body["status"] == answer.status
+            assert tuple(_count(dynamodb, table) for table in tables) == before, params[:200]
+        else:
+            stored = JobStore(settings, client=dynamodb).get(answer.body["job_id"]).params["p"]
+            assert json.dumps(stored) == json.dumps(json.loads(params)) or stored == json.loads(params) or (
+                isinstance(stored, int | float) and float(stored) == float(json.loads(params))), params[:200]
+
+    fuzz()
+    assert {202, 400, 422} <= statuses, statuses
+
+
+def test_hostile_cursors_are_never_a_500(gateway):
+    """Any text, and base64 of hostile JSON (deep nesting included: before, a RecursionError and a 500), as
+    the list's cursor: answered 200 (a valid cursor) or 400, never a 5xx."""
+    import base64
+    from urllib.parse import quote
+
+    from tests.integration.api_support import http_call
+
+    @hypothesis.settings(max_examples=60, deadline=None, database=None, derandomize=True,
+                         suppress_health_check=list(HealthCheck))
+    @given(cursor=st.one_of(st.text(max_size=3000), HOSTILE_PARAMS.map(
+        lambda text: base64.urlsafe_b64encode(text.encode("utf-8", "surrogatepass")).decode())))
+    def fuzz(cursor: str) -> None:
+        answer = http_call(gateway, "GET", f"/jobs?cursor={quote(cursor.encode('utf-8', 'surrogatepass'))}",
+                           token=TOKENS["acme"])
+        assert answer.status in (200, 400), (cursor[:100], answer.body)
+
+    fuzz()

@@ -104,6 +104,8 @@ def http_event(method: str, path: str, *, claims: dict[str, str] | None = None, 
     event["requestContext"]["authorizer"]["jwt"]["claims"] = claims or {}
     event["body"] = base64.b64encode(json.dumps(body).encode()).decode() if body is not None else None
     event["isBase64Encoded"] = body is not None
+    if body is not None:  # what a client sending JSON declares (API Gateway lower-cases header names)
+        event["headers"]["content-type"] = "application/json"
     return event
 
 

@@ -81,3 +81,26 @@ def test_reconcile_finds_a_lagging_view_and_repairs_it(finished_jobs, store, pip
     pipeline.drain()
     assert StatusViewReader(dynamodb, settings.status_table).get(lagging.job_id).version == 1
     assert main(["reconcile", "--threshold-s", "60"]) == 0
+
+
+def test_replay_windows_compare_moments_not_text(store, pipeline, clock, capsys):
+    """--since/--until are parsed with their zone and compared as moments. Before, they were compared with
+    the events' UTC text: `...T10:00:00+02:00` (08:00 UTC) sorted after every 09:xxZ event, so a window
+    given with an offset selected the wrong events (here: none instead of the later two)."""
+    from onward.clock import iso
+
+    early = store.create("acme", NewJob(type="demo.echo")).job.job_id  # at the test clock's start
+    clock.advance(3600)
+    late = [store.create("acme", NewJob(type="demo.echo")).job.job_id for _ in range(2)]
+    cut = clock.now - 1800 * 1000  # half an hour before the late ones, in UTC
+    offset = iso(cut).replace("Z", "")[:19]
+    hours, minutes = int(offset[11:13]), int(offset[14:16])
+    shifted = f"{offset[:11]}{(hours + 2) % 24:02d}:{minutes:02d}{offset[16:]}+02:00"
+    assert (hours + 2) < 24, "the test clock's hour leaves room for +02:00 on the same day"
+
+    before, after = iso(clock.now - 7200 * 1000), iso(clock.now + 60 * 1000)  # the test clock is not now
+    assert main(["replay", "--tenant", "acme", "--since", shifted, "--until", after]) == 0
+    assert "2 events selected, 2 re-published" in capsys.readouterr().out
+    assert main(["replay", "--tenant", "acme", "--since", before, "--until", shifted]) == 0
+    assert "1 events selected, 1 re-published" in capsys.readouterr().out
+    assert early and len(late) == 2

@@ -46,7 +46,7 @@ def test_view_lag_is_the_oldest_shards_bound_and_unknown_without_watermarks() ->
     assert (lag.view_lag_s, lag.watermark, lag.stale, lag.shards) == (4.0, iso(NOW - 4_000), True, 2)
     empty = view_lag([], NOW, stale_after_s=3)
     assert (empty.view_lag_s, empty.watermark, empty.stale, empty.shards) == (None, None, True, 0)
-    assert empty.as_of == iso(NOW) and empty.stale_after_s == 3
+    assert empty.measured_at == iso(NOW) and empty.stale_after_s == 3
 
 
 def test_a_drained_parent_shard_stops_bounding_the_lag_once_a_child_names_it() -> None:

@@ -1,0 +1,102 @@
+"""What a JSON document must be for DynamoDB to store it as a map attribute (pure).
+
+Params and results travel as JSON and are stored as DynamoDB maps, so they must fit DynamoDB's rules, not
+only JSON's. A value that breaks one is refused at the edge with its location, before anything is written:
+stored anyway, it would fail the write (a 500 for a create; for a result, no report and a lapsed lease) or,
+where an emulator accepts it, poison every consumer of the stream record that carries it.
+
+The rules (DynamoDB's limits, docs: "Service, account, and table quotas" and "Supported data types"):
+- numbers: at most 38 significant digits, magnitude 0 or from 1e-130 to below 1e126; no NaN or Infinity;
+- strings (and map keys): valid Unicode, so encodable as UTF-8 (no lone surrogates); map keys not empty;
+- nesting: at most 32 levels of lists and maps, counting the attribute itself as level 1.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from onward.errors import UnstorableValue
+
+MAX_DEPTH = 32
+MAX_DIGITS = 38
+MIN_MAGNITUDE = Decimal("1e-130")
+MAX_MAGNITUDE = Decimal("1e126")
+
+Location = tuple[str | int, ...]
+
+
+def storable_problems(value: Any, *, depth: int = 1) -> Iterator[tuple[Location, str]]:
+    """Each place in `value` DynamoDB cannot store, with the reason; `depth` is the nesting level of `value`
+    itself (1: it is a top-level attribute)."""
+    stack: list[tuple[Location, Any, int]] = [((), value, depth)]
+    while stack:  # iterative: a document of any depth is judged without recursion
+        where, current, level = stack.pop()
+        if isinstance(current, dict | list) and level > MAX_DEPTH:
+            yield where, f"nested deeper than DynamoDB's {MAX_DEPTH} levels"
+            continue
+        if isinstance(current, dict):
+            for key, inner in current.items():
+                if not isinstance(key, str):
+                    yield (*where, str(key)), "map keys must be strings"
+                elif key == "":
+                    yield (*where, key), "an empty map key (DynamoDB refuses empty attribute names)"
+                elif not _encodable(key):
+                    yield (*where, key.encode("utf-8", "backslashreplace").decode()), \
+                        "a map key that is not valid Unicode (a lone surrogate)"
+                else:
+                    stack.append(((*where, key), inner, level + 1))
+        elif isinstance(current, list):
+            stack.extend(((*where, index), inner, level + 1) for index, inner in enumerate(current))
+        elif isinstance(current, str):
+            if not _encodable(current):
+                yield where, "a string that is not valid Unicode (a lone surrogate)"
+        elif isinstance(current, bool) or current is None:
+            continue
+        elif isinstance(current, int | float | Decimal):
+            reason = number_problem(current)
+            if reason is not None:
+                yield where, reason
+        else:
+            yield where, f"a {type(current).__name__} is not a JSON value"
+
+
+def number_problem(number: int | float | Decimal) -> str | None:
+    """Why DynamoDB cannot store this number, None when it can."""
+    if isinstance(number, float) and not math.isfinite(number):
+        return "NaN and Infinity are not numbers DynamoDB can store"
+    try:
+        exact = Decimal(number) if isinstance(number, int) else Decimal(repr(number)) if isinstance(
+            number, float) else number
+    except (InvalidOperation, ValueError):
+        return "not a number DynamoDB can store"
+    if not exact.is_finite():
+        return "NaN and Infinity are not numbers DynamoDB can store"
+    if exact.is_zero():
+        return None
+    digits = len("".join(map(str, exact.as_tuple().digits)).strip("0"))  # exact: no context rounds it
+    if digits > MAX_DIGITS:
+        return f"{digits} significant digits; DynamoDB keeps at most {MAX_DIGITS}"
+    magnitude = abs(exact)
+    if magnitude >= MAX_MAGNITUDE or magnitude < MIN_MAGNITUDE:
+        return "a magnitude outside DynamoDB's range (1e-130 to below 1e126)"
+    return None
+
+
+def check_storable(value: Any, where: str = "value", *, depth: int = 1) -> None:
+    """Raise UnstorableValue naming the first place in `value` DynamoDB cannot store, and why."""
+    for location, reason in storable_problems(value, depth=depth):
+        path = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" if part.isidentifier()
+                       else f"[{json.dumps(part)}]" for part in location)
+        raise UnstorableValue(f"{where}{path}: {reason}")
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

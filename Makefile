@@ -8,7 +8,7 @@ SAM_VENV ?= .venv-sam
 SAM_STAMP := $(SAM_VENV)/.installed
 SAM := SAM_CLI_TELEMETRY=0 $(SAM_VENV)/bin/sam
 
-.PHONY: up test bench endpoint clean sam-build soak
+.PHONY: up test bench endpoint clean sam-build soak browser
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,8 +25,16 @@ $(SAM_STAMP):
 	$(SAM_VENV)/bin/pip install --quiet aws-sam-cli
 	touch $(SAM_STAMP)
 
+# The browser tests drive Debian's Chromium (Playwright downloads nothing): installed here when missing.
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  echo "installing Debian's chromium for the browser tests"; \
+	  SUDO=""; [ "$$(id -u)" -ne 0 ] && SUDO="sudo"; \
+	  $$SUDO apt-get update -qq || true; \
+	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+
 # The suite includes `sam build` (tests/integration/test_sam_build.py), so it needs aws-sam-cli too.
-test: $(STAMP) $(SAM_STAMP)
+test: $(STAMP) $(SAM_STAMP) browser
 	ONWARD_SAM=$(SAM_VENV)/bin/sam $(BIN)/python -m pytest
 
 # What `sam deploy` uploads, built offline into .aws-sam/build (samconfig.toml: build in source).

@@ -3,34 +3,51 @@
 Each poller reads its source through the real AWS API of the embedded endpoint (DynamoDB Streams, Kinesis),
 builds events of the exact shape Lambda sends, invokes the SAME handler that runs on AWS, and honours its
 partial batch response the way Lambda does: the next batch starts at the lowest failed sequence number.
+
+Shards are isolated, as Lambda's pollers are: whatever fails while one shard is polled (GetRecords, the
+handler raising, an expired iterator) is logged without record contents, that shard resumes from its last
+good position after a backoff of its own, and every other shard is still polled. A record the AWS SDK
+cannot parse (moto's stream record for a map with an empty-string key is one) is found by reading one
+record at a time, parked with its raw JSON and the reason, and its shard continues after it.
 """
 
 from __future__ import annotations
 
 import base64
-from collections.abc import Callable
+import json
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from botocore.exceptions import ClientError
+from aws_lambda_powertools import Logger
+from botocore.exceptions import BotoCoreError, ClientError
 
 from infra.lambda_context import LocalLambdaContext
-from onward.checkpoints import Checkpoint, CheckpointStore
+from onward.checkpoints import PROJECTOR_CONSUMER, RELAY_CONSUMER, Checkpoint, CheckpointStore
 from onward.clock import iso, system_clock
+from onward.parking import ParkedRecords
 from relay.relay import Relay
 
 Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
+Monotonic = Callable[[], float]
 REGION = "us-east-1"
+
+AT_SEQUENCE_NUMBER = "AT_SEQUENCE_NUMBER"
+AFTER_SEQUENCE_NUMBER = "AFTER_SEQUENCE_NUMBER"
+TRIM_HORIZON = "TRIM_HORIZON"
+EXPIRED_ITERATOR = "ExpiredIteratorException"
+INSERT = "INSERT"
+RAW_ANSWER_HOOK = "onward-local-mappings-raw-get-records"
+
+logger = Logger(service="onward-local-mappings")
 
 
 def _epoch_s(value: Any) -> float:
     return value.timestamp() if isinstance(value, datetime) else float(value)
-
-
-@dataclass
-class _Position:
-    iterator: str | None
 
 
 def _failed_sequence(response: dict[str, Any]) -> str | None:
@@ -38,18 +55,245 @@ def _failed_sequence(response: dict[str, Any]) -> str | None:
     return min((f["itemIdentifier"] for f in failures), key=int) if failures else None
 
 
-class OutboxStreamPoller:
+def _error_code(error: Exception) -> str | None:
+    return error.response.get("Error", {}).get("Code") if isinstance(error, ClientError) else None
+
+
+# --- reading records, even those the SDK cannot parse -------------------------------------------------------
+
+@dataclass(frozen=True)
+class UnreadableRecord:
+    """A stream record the AWS SDK could not parse, as the service sent it."""
+
+    sequence_number: str
+    raw: bytes  # the record's JSON from the service's answer
+    event_name: str | None  # DynamoDB stream records: INSERT, MODIFY, REMOVE; Kinesis records: None
+    reason: str  # the parser's error
+
+
+@dataclass(frozen=True)
+class RecordBatch:
+    """One GetRecords answer: the parsed records, in stream order, up to the first unreadable one if any."""
+
+    records: list[dict[str, Any]]
+    next_iterator: str | None
+    unreadable: UnreadableRecord | None = None  # the record that ended the batch; read on after it
+
+
+class _UnparsableAnswer(Exception):
+    """GetRecords answered, and botocore could not parse the answer: `body` is what the service sent."""
+
+    def __init__(self, body: bytes, error: Exception) -> None:
+        super().__init__(type(error).__name__)
+        self.body = body
+        self.error = error
+
+
+_raw_answers = threading.local()  # the last GetRecords answer body, per thread (parsing runs on the caller's)
+
+
+def _keep_raw_answer(response_dict: dict[str, Any], **_: Any) -> None:
+    _raw_answers.body = response_dict.get("body")
+
+
+class RecordReader:
+    """GetRecords on one client (DynamoDB Streams or Kinesis) that survives an answer the SDK cannot parse:
+    the batch is read again one record at a time from the same iterator, and the record that cannot be
+    parsed is returned raw (from a botocore `before-parse` hook on the client) instead of raising."""
+
+    def __init__(self, client: Any, sequence_of: Callable[[dict[str, Any]], str]) -> None:
+        self._client = client
+        self._sequence_of = sequence_of
+        meta = getattr(client, "meta", None)
+        if meta is not None:  # a test's fake client may have none: then an unparsable answer just raises
+            service = meta.service_model.service_id.hyphenize()
+            meta.events.register(f"before-parse.{service}.GetRecords", _keep_raw_answer,
+                                 unique_id=RAW_ANSWER_HOOK)
+
+    def read(self, iterator: str, limit: int) -> RecordBatch:
+        try:
+            response = self._get_records(iterator, limit)
+        except _UnparsableAnswer:
+            return self._read_one_by_one(iterator, limit)
+        return RecordBatch(response["Records"], response.get("NextShardIterator"))
+
+    def _get_records(self, iterator: str, limit: int) -> dict[str, Any]:
+        _raw_answers.body = None
+        try:
+            response = self._client.get_records(ShardIterator=iterator, Limit=limit)
+        except (ClientError, BotoCoreError):
+            raise  # the service refused, or the connection failed: nothing to parse
+        except Exception as error:
+            body, _raw_answers.body = getattr(_raw_answers, "body", None), None
+            if body is None:
+                raise
+            raise _UnparsableAnswer(body, error) from error
+        _raw_answers.body = None  # not kept: a Kinesis answer can hold megabytes
+        return response
+
+    def _read_one_by_one(self, iterator: str, limit: int) -> RecordBatch:
+        records: list[dict[str, Any]] = []
+        for _ in range(limit):
+            try:
+                response = self._get_records(iterator, 1)
+            except _UnparsableAnswer as unparsable:
+                return RecordBatch(records, None, self._unreadable(unparsable))
+            records += response["Records"]
+            next_iterator = response.get("NextShardIterator")
+            if not response["Records"] or next_iterator is None:
+                return RecordBatch(records, next_iterator)
+            iterator = next_iterator
+        return RecordBatch(records, iterator)
+
+    def _unreadable(self, unparsable: _UnparsableAnswer) -> UnreadableRecord:
+        """The single record of a Limit=1 answer; the parser's own error when the answer names none."""
+        try:
+            (record,) = json.loads(unparsable.body)["Records"]
+            sequence_number = str(self._sequence_of(record))
+        except (ValueError, KeyError, TypeError):
+            raise unparsable.error from None
+        reason = f"{type(unparsable.error).__name__}: {unparsable.error}"
+        return UnreadableRecord(sequence_number, json.dumps(record, separators=(",", ":")).encode(),
+                                record.get("eventName"), reason)
+
+
+# --- one poller per source, shard by shard ------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ShardBackoff:
+    """How long a shard whose poll failed waits before it is polled again: `first_s`, doubled for each
+    further failure in a row, at most `max_s`."""
+
+    first_s: float = 0.5
+    max_s: float = 30.0
+
+    def delay_s(self, failures: int) -> float:
+        return min(self.max_s, self.first_s * 2 ** (failures - 1))
+
+
+@dataclass(frozen=True)
+class StreamPosition:
+    """Where a shard is read from again: at or after a sequence number."""
+
+    iterator_type: str  # AT_SEQUENCE_NUMBER | AFTER_SEQUENCE_NUMBER
+    sequence_number: str
+
+
+@dataclass
+class _ShardCursor:
+    """One shard's reading state: the live iterator, the last good position to re-create it from, and
+    its failures in a row."""
+
+    iterator: str | None = None
+    resume: StreamPosition | None = None  # None: from the consumer's stored position
+    failures: int = 0
+    retry_at: float = 0.0  # time.monotonic() before which the shard is not polled
+
+
+class _ShardPoller(ABC):
+    """What both mappings share: every shard polled on its own, a failing shard backed off."""
+
+    def __init__(self, reader: RecordReader, source: str, stream: str, batch_size: int,
+                 parked: ParkedRecords | None, backoff: ShardBackoff, monotonic: Monotonic) -> None:
+        self._reader = reader
+        self._source = source  # the consumer the records are for: names it in logs and parked records
+        self._stream = stream  # the stream's name or ARN, as its API takes it
+        self._batch_size = batch_size
+        self._parked = parked
+        self._backoff = backoff
+        self._monotonic = monotonic
+        self._cursors: dict[str, _ShardCursor] = {}
+
+    @property
+    def failing_shards(self) -> frozenset[str]:
+        """Shards whose last poll failed (each waits out its backoff, then resumes from its last good
+        position)."""
+        return frozenset(shard_id for shard_id, cursor in self._cursors.items() if cursor.failures)
+
+    @abstractmethod
+    def _open(self, shard_id: str, position: StreamPosition | None) -> str:
+        """An iterator at `position`, or at the consumer's stored position when None."""
+
+    @abstractmethod
+    def _poll_shard(self, shard_id: str, cursor: _ShardCursor) -> int:
+        """One batch of one shard; the records delivered to the handler or parked."""
+
+    def _poll_shards(self, shard_ids: Iterable[str]) -> int:
+        """Poll each shard in turn (`shard_ids` is consumed lazily); the records taken from all of them."""
+        taken = 0
+        for shard_id in shard_ids:
+            cursor = self._cursors.setdefault(shard_id, _ShardCursor())
+            if cursor.retry_at > self._monotonic():
+                continue
+            try:
+                taken += self._poll_shard(shard_id, cursor)
+            except Exception as error:  # noqa: BLE001 - one shard's failure must not stop the others
+                self._shard_failed(shard_id, cursor, error)
+            else:
+                cursor.failures = 0
+        return taken
+
+    def _shard_failed(self, shard_id: str, cursor: _ShardCursor, error: Exception) -> None:
+        cursor.iterator = None  # re-created from cursor.resume: an invalid iterator is not reused
+        cursor.failures += 1
+        delay_s = self._backoff.delay_s(cursor.failures)
+        cursor.retry_at = self._monotonic() + delay_s
+        # The error's class and code only: its message may quote a record.
+        logger.warning("polling a shard failed; it resumes from its last good position",
+                       extra={"source": self._source, "shard_id": shard_id, "error": type(error).__name__,
+                              "error_code": _error_code(error), "failures": cursor.failures,
+                              "retry_in_s": delay_s})
+
+    def _read(self, shard_id: str, cursor: _ShardCursor) -> RecordBatch:
+        """The shard's next batch; an expired iterator is re-created from the last good position once."""
+        if cursor.iterator is None:
+            cursor.iterator = self._open(shard_id, cursor.resume)
+        try:
+            return self._reader.read(cursor.iterator, self._batch_size)
+        except ClientError as error:
+            if _error_code(error) != EXPIRED_ITERATOR:
+                raise
+        cursor.iterator = self._open(shard_id, cursor.resume)
+        return self._reader.read(cursor.iterator, self._batch_size)
+
+    def _move(self, shard_id: str, cursor: _ShardCursor, position: StreamPosition) -> None:
+        cursor.resume = position
+        cursor.iterator = None  # set first: should opening fail, the shard is retried from `position`
+        cursor.iterator = self._open(shard_id, position)
+
+    def _park(self, shard_id: str, record: UnreadableRecord) -> None:
+        if self._parked is None:
+            raise RuntimeError("an unreadable record and no parked table to set it aside in")
+        reason = (f"the AWS SDK could not parse this record of GetRecords ({record.reason}); "
+                  f"stream {self._stream}, shard {shard_id}, sequence number {record.sequence_number}")
+        self._parked.park(self._source, shard_id, record.sequence_number, record.raw, reason)
+        logger.warning("parked an unreadable stream record", extra={
+            "source": self._source, "shard_id": shard_id, "sequence_number": record.sequence_number})
+
+
+def _stream_record_sequence(record: dict[str, Any]) -> str:
+    return record["dynamodb"]["SequenceNumber"]
+
+
+def _kinesis_record_sequence(record: dict[str, Any]) -> str:
+    return record["SequenceNumber"]
+
+
+class OutboxStreamPoller(_ShardPoller):
     """The relay's event source: the outbox table's DynamoDB stream, INSERT records only (the filter
     template.yaml puts on the mapping), batches of `batch_size`. Starts after the relay's own checkpoint;
-    when the stream was trimmed past it, the relay re-publishes from the outbox first."""
+    when the stream was trimmed past it, the relay re-publishes from the outbox first. An unreadable
+    INSERT is parked in `parked` (source "relay"); without `parked` its shard stays on it, backed off."""
 
-    def __init__(self, streams: Any, stream_arn: str, handler: Handler, relay: Relay, batch_size: int = 100) -> None:
+    def __init__(self, streams: Any, stream_arn: str, handler: Handler, relay: Relay, batch_size: int = 100,
+                 *, parked: ParkedRecords | None = None, backoff: ShardBackoff = ShardBackoff(),
+                 monotonic: Monotonic = time.monotonic) -> None:
+        super().__init__(RecordReader(streams, _stream_record_sequence), RELAY_CONSUMER, stream_arn,
+                         batch_size, parked, backoff, monotonic)
         self._streams = streams
         self._arn = stream_arn
         self._handler = handler
         self._relay = relay
-        self._batch_size = batch_size
-        self._positions: dict[str, _Position] = {}
 
     def _iterator(self, shard_id: str, kind: str, sequence_number: str | None = None) -> str:
         request = {"StreamArn": self._arn, "ShardId": shard_id, "ShardIteratorType": kind}
@@ -57,40 +301,48 @@ class OutboxStreamPoller:
             request["SequenceNumber"] = sequence_number
         return self._streams.get_shard_iterator(**request)["ShardIterator"]
 
-    def _start(self, shard_id: str) -> str:
+    def _open(self, shard_id: str, position: StreamPosition | None) -> str:
+        if position is not None:
+            return self._iterator(shard_id, position.iterator_type, position.sequence_number)
         checkpoint = self._relay.checkpoint(shard_id)
         if checkpoint is None:
-            return self._iterator(shard_id, "TRIM_HORIZON")
+            return self._iterator(shard_id, TRIM_HORIZON)
         try:
-            return self._iterator(shard_id, "AFTER_SEQUENCE_NUMBER", checkpoint.sequence_number)
+            return self._iterator(shard_id, AFTER_SEQUENCE_NUMBER, checkpoint.sequence_number)
         except ClientError as error:
-            if error.response["Error"]["Code"] != "TrimmedDataAccessException":
+            if _error_code(error) != "TrimmedDataAccessException":
                 raise
             self._relay.recover(shard_id)
-            return self._iterator(shard_id, "TRIM_HORIZON")
+            return self._iterator(shard_id, TRIM_HORIZON)
 
     def poll_once(self) -> int:
-        """One batch per shard; the number of records delivered to the handler."""
-        delivered = 0
+        """One batch per shard; the number of records delivered to the handler or parked. A shard that
+        fails is skipped until its backoff ends; failing to list the shards raises."""
         shards = self._streams.describe_stream(StreamArn=self._arn)["StreamDescription"]["Shards"]
-        for shard in shards:
-            shard_id = shard["ShardId"]
-            position = self._positions.setdefault(shard_id, _Position(None))
-            if position.iterator is None:
-                position.iterator = self._start(shard_id)
-            response = self._streams.get_records(ShardIterator=position.iterator, Limit=self._batch_size)
-            records = [r for r in response["Records"] if r["eventName"] == "INSERT"]
-            next_iterator = response.get("NextShardIterator")
-            if not records:
-                position.iterator = next_iterator
-                continue
-            event = {"Records": [self._lambda_record(r) for r in records]}
-            result = self._handler(event, LocalLambdaContext("onward-relay"))
-            delivered += len(records)
+        return self._poll_shards(shard["ShardId"] for shard in shards)
+
+    def _poll_shard(self, shard_id: str, cursor: _ShardCursor) -> int:
+        batch = self._read(shard_id, cursor)
+        inserts = [r for r in batch.records if r["eventName"] == INSERT]
+        if inserts:
+            result = self._handler({"Records": [self._lambda_record(r) for r in inserts]},
+                                   LocalLambdaContext("onward-relay"))
             failed = _failed_sequence(result)
-            position.iterator = (self._iterator(shard_id, "AT_SEQUENCE_NUMBER", failed)
-                                 if failed is not None else next_iterator)
-        return delivered
+            if failed is not None:
+                self._move(shard_id, cursor, StreamPosition(AT_SEQUENCE_NUMBER, failed))
+                return len(inserts)
+        taken = len(inserts)
+        if batch.unreadable is not None:
+            if batch.unreadable.event_name == INSERT:  # the mapping's filter drops the others unread
+                self._park(shard_id, batch.unreadable)
+                taken += 1
+            self._move(shard_id, cursor, StreamPosition(AFTER_SEQUENCE_NUMBER,
+                                                        batch.unreadable.sequence_number))
+            return taken
+        if batch.records:
+            cursor.resume = StreamPosition(AFTER_SEQUENCE_NUMBER, _stream_record_sequence(batch.records[-1]))
+        cursor.iterator = batch.next_iterator
+        return taken
 
     def _lambda_record(self, record: dict[str, Any]) -> dict[str, Any]:
         dynamodb = dict(record["dynamodb"])
@@ -106,67 +358,83 @@ class OutboxStreamPoller:
         }
 
 
-class EventsStreamPoller:
+class EventsStreamPoller(_ShardPoller):
     """The projector's event source: every shard of the Kinesis events stream, batches of `batch_size`.
-    Its position (what Lambda's mapping keeps for itself) is kept in the checkpoint table as `consumer`."""
+    Its position (what Lambda's mapping keeps for itself) is kept in the checkpoint table as `consumer`.
+    An unreadable record is parked in `parked` (source "projector"); without `parked` its shard stays on
+    it, backed off, while the other shards go on."""
 
     def __init__(self, kinesis: Any, stream_name: str, handler: Handler, positions: CheckpointStore,
-                 batch_size: int = 100, consumer: str = "local-mapping:projector") -> None:
+                 batch_size: int = 100, consumer: str = "local-mapping:projector", *,
+                 parked: ParkedRecords | None = None, backoff: ShardBackoff = ShardBackoff(),
+                 monotonic: Monotonic = time.monotonic) -> None:
+        super().__init__(RecordReader(kinesis, _kinesis_record_sequence), PROJECTOR_CONSUMER, stream_name,
+                         batch_size, parked, backoff, monotonic)
         self._kinesis = kinesis
-        self._stream = stream_name
         self._handler = handler
         self._positions = positions
         self._consumer = consumer
-        self._batch_size = batch_size
-        self._iterators: dict[str, str | None] = {}
         self._drained: set[str] = set()  # closed shards read to their end
         self._arn = kinesis.describe_stream_summary(StreamName=stream_name)["StreamDescriptionSummary"]["StreamARN"]
 
-    def _start(self, shard_id: str, after: str | None = None, at: str | None = None) -> str:
+    def _open(self, shard_id: str, position: StreamPosition | None) -> str:
         request: dict[str, Any] = {"StreamName": self._stream, "ShardId": shard_id}
-        if at is not None:
-            request |= {"ShardIteratorType": "AT_SEQUENCE_NUMBER", "StartingSequenceNumber": at}
-        elif after is not None:
-            request |= {"ShardIteratorType": "AFTER_SEQUENCE_NUMBER", "StartingSequenceNumber": after}
+        if position is None:
+            stored = self._positions.checkpoint(self._consumer, shard_id)
+            position = StreamPosition(AFTER_SEQUENCE_NUMBER, stored.sequence_number) if stored else None
+        if position is None:
+            request["ShardIteratorType"] = TRIM_HORIZON
         else:
-            request |= {"ShardIteratorType": "TRIM_HORIZON"}
+            request |= {"ShardIteratorType": position.iterator_type,
+                        "StartingSequenceNumber": position.sequence_number}
         return self._kinesis.get_shard_iterator(**request)["ShardIterator"]
 
     def poll_once(self) -> int:
-        """One batch per readable shard; the number of records delivered to the handler. As Lambda does
-        after a reshard, a child shard is read only once its parents are drained (read to their end)."""
-        delivered = 0
-        shards = self._kinesis.list_shards(StreamName=self._stream)["Shards"]
+        """One batch per readable shard; the number of records delivered to the handler or parked. As
+        Lambda does after a reshard, a child shard is read only once its parents are drained (read to
+        their end). A shard that fails is skipped until its backoff ends; failing to list shards raises."""
+        return self._poll_shards(self._readable(self._kinesis.list_shards(StreamName=self._stream)["Shards"]))
+
+    def _readable(self, shards: list[dict[str, Any]]) -> Iterator[str]:
+        """The shards to poll, decided as the poll reaches each: a parent drained earlier in the same poll
+        lets its children be read in it too."""
         listed = {shard["ShardId"] for shard in shards}
         for shard in shards:
-            shard_id = shard["ShardId"]
             parents = {shard.get("ParentShardId"), shard.get("AdjacentParentShardId")} & listed
-            if shard_id in self._drained or not parents <= self._drained:
-                continue
-            if self._iterators.get(shard_id) is None:
-                stored = self._positions.checkpoint(self._consumer, shard_id)
-                self._iterators[shard_id] = self._start(shard_id, after=stored.sequence_number if stored else None)
-            response = self._kinesis.get_records(ShardIterator=self._iterators[shard_id], Limit=self._batch_size)
-            records = response["Records"]
-            if not records:
-                self._iterators[shard_id] = response.get("NextShardIterator")
-                if self._iterators[shard_id] is None:  # a closed shard, read to its end
-                    self._drained.add(shard_id)
-                continue
-            event = {"Records": [self._lambda_record(shard_id, r) for r in records]}
-            result = self._handler(event, LocalLambdaContext("onward-projector"))
-            delivered += len(records)
+            if shard["ShardId"] not in self._drained and parents <= self._drained:
+                yield shard["ShardId"]
+
+    def _poll_shard(self, shard_id: str, cursor: _ShardCursor) -> int:
+        batch = self._read(shard_id, cursor)
+        taken = 0
+        if batch.records:
+            result = self._handler({"Records": [self._lambda_record(shard_id, r) for r in batch.records]},
+                                   LocalLambdaContext("onward-projector"))
+            taken = len(batch.records)
             failed = _failed_sequence(result)
             if failed is not None:
-                self._iterators[shard_id] = self._start(shard_id, at=failed)
-                done = [r for r in records if int(r["SequenceNumber"]) < int(failed)]
-            else:
-                self._iterators[shard_id] = response.get("NextShardIterator")
-                done = records
-            if done:
-                self._positions.advance(self._consumer, Checkpoint(shard_id, done[-1]["SequenceNumber"],
-                                                                   iso(system_clock())))
-        return delivered
+                done = [r for r in batch.records if int(_kinesis_record_sequence(r)) < int(failed)]
+                if done:
+                    self._remember(shard_id, _kinesis_record_sequence(done[-1]))
+                self._move(shard_id, cursor, StreamPosition(AT_SEQUENCE_NUMBER, failed))
+                return taken
+            self._remember(shard_id, _kinesis_record_sequence(batch.records[-1]))
+        if batch.unreadable is not None:
+            self._park(shard_id, batch.unreadable)
+            self._remember(shard_id, batch.unreadable.sequence_number)
+            self._move(shard_id, cursor, StreamPosition(AFTER_SEQUENCE_NUMBER,
+                                                        batch.unreadable.sequence_number))
+            return taken + 1
+        if batch.records:
+            cursor.resume = StreamPosition(AFTER_SEQUENCE_NUMBER, _kinesis_record_sequence(batch.records[-1]))
+        cursor.iterator = batch.next_iterator
+        if not batch.records and batch.next_iterator is None:  # a closed shard, read to its end
+            self._drained.add(shard_id)
+        return taken
+
+    def _remember(self, shard_id: str, sequence_number: str) -> None:
+        """The mapping's own position: the shard is done up to `sequence_number`."""
+        self._positions.advance(self._consumer, Checkpoint(shard_id, sequence_number, iso(system_clock())))
 
     def _lambda_record(self, shard_id: str, record: dict[str, Any]) -> dict[str, Any]:
         return {

@@ -1,0 +1,393 @@
+"""The local HTTP gateway (infra/gateway.py) against hostile or broken HTTP, over raw sockets.
+
+Most tests put a stub handler behind the gateway (no AWS needed, so they are fast); the last one puts the
+real handlers.api handler behind it. Every refusal must be application/problem+json, close the connection
+when the request's framing is unknown, and never hang a thread or print the request.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from infra import gateway as gateway_module
+from infra.gateway import FORWARDED_METHODS, LocalGateway
+from tests.integration.api_support import serve_api
+
+pytestmark = pytest.mark.integration
+
+PROBLEM_JSON = "application/problem+json"
+CLIENT_TIMEOUT_S = 0.5
+TOKEN = "hostile-secret-1d4f"
+SECRET = f"Bearer {TOKEN}"
+
+
+def echo_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """A payload-2.0 handler that answers 200 with what it was given (method, body, content-length)."""
+    answer = {"method": event["requestContext"]["http"]["method"], "body": event.get("body"),
+              "content_length": event["headers"].get("content-length"),
+              "transfer_encoding": event["headers"].get("transfer-encoding")}
+    return {"statusCode": 200, "headers": {"content-type": "application/json"}, "body": json.dumps(answer)}
+
+
+@dataclass(frozen=True)
+class RawReply:
+    status: int
+    headers: dict[str, str]  # lower-case names
+    body: bytes
+    closed: bool  # the server closed the connection after this answer
+    continued: bool  # a 100 Continue came before it
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+@pytest.fixture(scope="module")
+def gateway() -> Iterator[LocalGateway]:
+    """One gateway for the module: every test opens its own connections, and stopping one takes 0.5 s."""
+    with LocalGateway(echo_handler, port=0, client_timeout_s=CLIENT_TIMEOUT_S) as running:
+        yield running
+
+
+def address(running: LocalGateway) -> tuple[str, int]:
+    host, port = running.url.removeprefix("http://").split(":")
+    return host, int(port)
+
+
+def read_reply(sock: socket.socket, *, head: bool = False, close_wait_s: float = 3.0) -> RawReply:
+    """One HTTP answer read off `sock` (a 100 Continue before it is skipped), then whether the server
+    closed the connection within `close_wait_s`."""
+    sock.settimeout(10)
+    buffer = b""
+    continued = False
+    while True:
+        while b"\r\n\r\n" not in buffer:
+            chunk = sock.recv(65536)
+            if not chunk:
+                raise AssertionError(f"connection closed before an answer: {buffer!r}")
+            buffer += chunk
+        head_bytes, buffer = buffer.split(b"\r\n\r\n", 1)
+        status_line, *lines = head_bytes.decode("latin-1").split("\r\n")
+        status = int(status_line.split()[1])
+        if status != 100:
+            break
+        continued = True
+    headers = {name.strip().lower(): value.strip() for name, value in (line.split(":", 1) for line in lines)}
+    length = 0 if head else int(headers.get("content-length", "0"))
+    while len(buffer) < length:
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        buffer += chunk
+    body, rest = buffer[:length], buffer[length:]
+    sock.settimeout(close_wait_s)
+    try:
+        closed = not rest and sock.recv(1) == b""
+    except TimeoutError:
+        closed = False
+    except ConnectionResetError:
+        closed = True
+    return RawReply(status, headers, body, closed, continued)
+
+
+def exchange(running: LocalGateway, raw: bytes, **read: Any) -> RawReply:
+    with socket.create_connection(address(running), timeout=10) as sock:
+        sock.sendall(raw)
+        return read_reply(sock, **read)
+
+
+def assert_problem(reply: RawReply, status: int) -> dict[str, Any]:
+    assert reply.status == status, reply
+    assert reply.headers["content-type"] == PROBLEM_JSON
+    assert reply.headers["cache-control"] == "no-store"
+    problem = reply.json()
+    assert set(problem) == {"type", "title", "status", "detail"} and problem["status"] == status
+    assert problem["type"].startswith("https://onward.dev/problems/")
+    assert problem["title"] and problem["detail"]
+    return problem
+
+
+# --- framing ------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("length_headers", [
+    ["abc"], ["-5"], ["1e3"], ["+5"], ["5", "6"], ["5, 6"], ["\u0663"], [""],
+], ids=["letters", "negative", "exponent", "plus-sign", "two-headers", "list", "arabic-digit", "empty"])
+def test_a_malformed_content_length_is_a_400_problem_and_the_connection_closes(gateway, length_headers):
+    """Before: int() raised ValueError inside _serve (or rfile.read(-5) raised), the thread died with a
+    traceback on stderr and the client got no answer; two different lengths were read as one."""
+    lines = "".join(f"Content-Length: {value}\r\n" for value in length_headers).encode("utf-8")
+    reply = exchange(gateway, b"POST /jobs HTTP/1.1\r\nHost: x\r\n" + lines + b"\r\nhello")
+    problem = assert_problem(reply, 400)
+    assert "Content-Length" in problem["detail"]
+    assert reply.closed, "the body's length is unknown: the connection cannot be reused"
+
+
+def test_the_same_content_length_twice_is_accepted(gateway):
+    """RFC 9110 8.6 allows a repeated identical length; before, a list "5, 5" made int() raise."""
+    reply = exchange(gateway, b"POST /jobs HTTP/1.1\r\nHost: x\r\nContent-Length: 5, 5\r\n"
+                              b"Connection: close\r\n\r\nhello")
+    assert reply.status == 200 and reply.json()["body"] == "hello"
+
+
+def test_a_body_over_the_limit_is_a_413_problem_before_any_100_continue(gateway):
+    """Before: 413 as application/json {"message": ...}, and 100 Continue was sent first, so a client
+    started uploading a body the gateway then refused."""
+    too_long = gateway_module.MAX_PAYLOAD_BYTES + 1
+    reply = exchange(gateway, f"POST /jobs HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
+                              f"Content-Length: {too_long}\r\n\r\n".encode())
+    assert_problem(reply, 413)
+    assert not reply.continued, "no 100 Continue for a body that is refused anyway"
+    assert reply.closed
+
+
+def test_a_body_within_the_limit_gets_100_continue_then_its_answer(gateway):
+    """Expect: 100-continue (curl sends it for bodies over 1 KiB) still works now that it is deferred."""
+    reply = exchange(gateway, b"POST /jobs HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
+                              b"Content-Length: 5\r\nConnection: close\r\n\r\nhello")
+    assert reply.continued and reply.status == 200 and reply.json()["body"] == "hello"
+
+
+def test_a_chunked_body_is_decoded_and_forwarded_with_its_length(gateway):
+    """Before: Transfer-Encoding: chunked without Content-Length became an empty body, so `curl -T -`,
+    requests with a generator or urllib with an iterable silently posted nothing."""
+    chunked = b"5;ext=1\r\nhello\r\n6\r\n world\r\n0\r\nX-Trailer: t\r\n\r\n"
+    reply = exchange(gateway, b"POST /jobs HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+                              b"Connection: close\r\n\r\n" + chunked)
+    assert reply.status == 200
+    assert reply.json() == {"method": "POST", "body": "hello world", "content_length": "11",
+                            "transfer_encoding": None}
+
+    host, port = address(gateway)
+    connection = http.client.HTTPConnection(host, port, timeout=10)  # what urllib/requests send for a stream
+    connection.request("POST", "/jobs", body=iter([b'{"type":', b'"demo.echo"}']), encode_chunked=True)
+    answer = connection.getresponse()
+    assert answer.status == 200 and json.loads(answer.read())["body"] == '{"type":"demo.echo"}'
+    connection.close()
+
+
+@pytest.mark.parametrize(("body", "status"), [
+    (b"zz\r\nhello\r\n0\r\n\r\n", 400),  # not a hex size
+    (b"5\r\nhelloXX0\r\n\r\n", 400),  # no CRLF after the chunk
+    (b"ffffffffff\r\n", 413),  # a chunk over the limit
+    (b"5\r\nhel", 400),  # the client stops mid-chunk and closes
+], ids=["bad-size", "no-crlf", "huge-chunk", "cut-short"])
+def test_a_broken_chunked_body_is_a_problem_and_closes(gateway, body, status):
+    """Before: the chunked framing was ignored, so these bytes were read as the next request's line."""
+    with socket.create_connection(address(gateway), timeout=10) as sock:
+        sock.sendall(b"POST /jobs HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n" + body)
+        sock.shutdown(socket.SHUT_WR)
+        reply = read_reply(sock)
+    assert_problem(reply, status)
+    assert reply.closed
+
+
+@pytest.mark.parametrize(("headers", "status"), [
+    (b"Transfer-Encoding: chunked\r\nContent-Length: 5\r\n", 400),  # a request-smuggling shape
+    (b"Transfer-Encoding: gzip\r\n", 400),  # chunked is not the final coding: length unknown
+    (b"Transfer-Encoding: gzip, chunked\r\n", 501),  # a coding the gateway does not decode
+], ids=["te-and-cl", "not-chunked", "gzip-chunked"])
+def test_transfer_encodings_other_than_chunked_are_refused(gateway, headers, status):
+    """Before: Transfer-Encoding was ignored; with Content-Length too, the gateway and a proxy in front of
+    it could disagree on where the request ends (request smuggling)."""
+    reply = exchange(gateway, b"POST /jobs HTTP/1.1\r\nHost: x\r\n" + headers
+                     + b"\r\n5\r\nhello\r\n0\r\n\r\n")
+    assert_problem(reply, status)
+    assert reply.closed
+
+
+# --- methods ------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("method", ["TRACE", "CONNECT"])
+def test_trace_and_connect_are_405_problems_naming_the_forwarded_methods(gateway, method):
+    """Before: BaseHTTPRequestHandler's HTML 501 page (text/html), no Allow header."""
+    reply = exchange(gateway, f"{method} /jobs HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    assert_problem(reply, 405)
+    assert [m.strip() for m in reply.headers["allow"].split(",")] == list(FORWARDED_METHODS)
+    assert reply.closed
+
+
+def test_an_unknown_method_is_a_501_problem_that_does_not_echo_it(gateway):
+    """Before: an HTML 501 page quoting the method ("Unsupported method ('...')")."""
+    reply = exchange(gateway, b"F<b>OO /jobs HTTP/1.1\r\nHost: x\r\n\r\n")
+    problem = assert_problem(reply, 501)
+    assert b"<b>" not in reply.body and "F<b>OO" not in json.dumps(problem)
+    assert reply.closed
+
+
+# --- oversized and malformed request heads ------------------------------------------------------------------
+
+def test_a_request_line_over_64_kib_is_a_414_problem(gateway):
+    """Before: BaseHTTPRequestHandler's HTML 414 page."""
+    reply = exchange(gateway, b"GET /" + b"a" * 70_000 + b" HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert_problem(reply, 414)
+    assert reply.closed
+
+
+@pytest.mark.parametrize("head", [
+    b"".join(b"X-H%d: v\r\n" % n for n in range(120)),  # too many headers
+    b"X-Long: " + b"v" * 70_000 + b"\r\n",  # one header line too long
+], ids=["too-many", "too-long"])
+def test_too_many_or_too_long_headers_are_a_431_problem(gateway, head):
+    """Before: BaseHTTPRequestHandler's HTML 431 page, quoting the parser's message."""
+    reply = exchange(gateway, b"GET /jobs HTTP/1.1\r\nHost: x\r\n" + head + b"\r\n")
+    problem = assert_problem(reply, 431)
+    assert "X-" not in problem["detail"]
+    assert reply.closed
+
+
+@pytest.mark.parametrize("request_line", [
+    b"GET /jobs HTTP/<script>alert(1)</script>", b"GET /jobs HTTP/1.1 extra <i>", b"<script>",
+    b"GET /jobs HTTP/2.0",
+], ids=["bad-version", "four-words", "one-word", "http2"])
+def test_a_malformed_request_line_is_a_problem_that_never_echoes_it(gateway, request_line):
+    """Before: HTML error pages built from the request line ("Bad request version ('HTTP/<script>...')"),
+    some sent as bare HTTP/0.9 bodies without a status line."""
+    reply = exchange(gateway, request_line + b"\r\nHost: x\r\n\r\n")
+    assert reply.status in (400, 505)
+    assert_problem(reply, reply.status)
+    assert b"script" not in reply.body and b"<i>" not in reply.body
+    assert reply.closed
+
+
+def test_an_http_0_9_request_is_refused_with_a_status_line(gateway):
+    """Before: `GET /jobs` (HTTP/0.9) was forwarded and answered with a bare body: no status, no headers."""
+    reply = exchange(gateway, b"GET /jobs\r\n")
+    assert_problem(reply, 400)
+
+
+# --- stalled and idle clients -------------------------------------------------------------------------------
+
+def test_a_body_that_never_comes_is_a_408_problem_and_the_connection_closes(gateway):
+    """Before: rfile.read(100) waited forever with no socket timeout: one thread held per such client."""
+    started = time.monotonic()
+    with socket.create_connection(address(gateway), timeout=10) as sock:
+        sock.sendall(b"POST /jobs HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nonly-part")
+        reply = read_reply(sock)
+    assert_problem(reply, 408)
+    assert reply.closed
+    assert CLIENT_TIMEOUT_S <= time.monotonic() - started < CLIENT_TIMEOUT_S + 3
+
+
+def test_headers_that_never_end_are_a_408_problem(gateway):
+    """Before: parse_headers waited forever for the blank line."""
+    with socket.create_connection(address(gateway), timeout=10) as sock:
+        sock.sendall(b"GET /jobs HTTP/1.1\r\nHost: x\r\n")
+        reply = read_reply(sock)
+    assert_problem(reply, 408)
+    assert reply.closed
+
+
+def test_an_idle_keep_alive_connection_is_closed_quietly(gateway, capfd):
+    """Before: an idle keep-alive connection was held open forever (no timeout); a timeout alone would have
+    printed "Request timed out" through log_error."""
+    with socket.create_connection(address(gateway), timeout=10) as sock:
+        sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        reply = read_reply(sock, close_wait_s=0.05)
+        assert reply.status == 200 and not reply.closed, "kept alive after a good request"
+        sock.settimeout(CLIENT_TIMEOUT_S + 3)
+        assert sock.recv(1) == b"", "closed, without an answer, after the idle timeout"
+    time.sleep(0.1)
+    captured = capfd.readouterr()
+    assert captured.out == "" and captured.err == ""
+
+
+def test_a_client_stalled_mid_body_does_not_block_another_client(gateway):
+    """Each connection is read on its own thread: while the first client stalls sending its body, a second
+    is answered at once. Before, the first thread waited forever (no timeout) although others were served."""
+    with socket.create_connection(address(gateway), timeout=10) as stalled:
+        stalled.sendall(b"POST /jobs HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\nstart")
+        started = time.monotonic()
+        reply = exchange(gateway, b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        assert reply.status == 200 and time.monotonic() - started < CLIENT_TIMEOUT_S
+        assert_problem(read_reply(stalled), 408)
+
+
+# --- the handler's side -------------------------------------------------------------------------------------
+
+def test_a_failing_or_malformed_handler_answer_is_a_500_problem_and_prints_nothing(capfd):
+    """Before: a failing handler was answered as application/json {"message": ...}; a handler answer
+    with CR/LF in a header value was written as is (a split response), and a malformed one (statusCode
+    "abc") raised out of _serve with a traceback."""
+    answers = iter([RuntimeError(SECRET), {"statusCode": 200, "headers": {"x-a": "1\r\nSet-Cookie: evil=1"}},
+                    {"statusCode": "abc"}])
+
+    def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        answer = next(answers)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    with LocalGateway(handler, port=0, client_timeout_s=CLIENT_TIMEOUT_S) as running:
+        for _ in range(3):
+            reply = exchange(running, f"GET /jobs HTTP/1.1\r\nAuthorization: {SECRET}\r\n\r\n".encode())
+            assert_problem(reply, 500)
+            assert "set-cookie" not in reply.headers
+    captured = capfd.readouterr()
+    assert SECRET not in captured.out + captured.err
+
+
+def test_nothing_of_a_hostile_request_is_echoed_or_printed(gateway, capfd):
+    """Before: BaseHTTPRequestHandler's error pages quoted the request line, so a token sent there came back
+    in an HTML page (for a bad version as a bare HTTP/0.9 body, no status line), and a bad Content-Length
+    printed a traceback."""
+    replies = [
+        exchange(gateway, f"GET /jobs HTTP/9 {SECRET}\r\nAuthorization: {SECRET}\r\n\r\n".encode()),
+        exchange(gateway, f"BREW /{TOKEN} HTTP/1.1\r\nAuthorization: {SECRET}\r\n\r\n".encode()),
+        exchange(gateway, f"POST /jobs HTTP/1.1\r\nAuthorization: {SECRET}\r\nContent-Length: x\r\n\r\n"
+                          .encode()),
+    ]
+    assert [reply.status for reply in replies] == [400, 501, 400]
+    assert all(TOKEN.encode() not in reply.body for reply in replies)
+    time.sleep(0.1)
+    captured = capfd.readouterr()
+    assert TOKEN not in captured.out + captured.err and "Traceback" not in captured.err
+
+
+def test_many_hostile_clients_at_once_all_get_answers(gateway):
+    """Threads per connection: 20 clients sending broken requests at once each get their problem."""
+    statuses: list[int] = []
+    lock = threading.Lock()
+
+    def one(n: int) -> None:
+        reply = exchange(gateway, f"POST /jobs HTTP/1.1\r\nHost: x\r\nContent-Length: {n}x\r\n\r\n".encode())
+        with lock:
+            statuses.append(reply.status)
+
+    threads = [threading.Thread(target=one, args=(n,)) for n in range(20)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=15)
+    assert statuses == [400] * 20
+
+
+# --- the real API behind the gateway ------------------------------------------------------------------------
+
+def test_the_real_api_behind_the_gateway_answers_hostile_http_with_problems(stack_environment, monkeypatch):
+    """The same refusals with handlers.api.handler behind the gateway, and a good request still served.
+    Before: TRACE got an HTML 501 page and a malformed Content-Length killed the connection unanswered."""
+    with serve_api(monkeypatch, {"acme": "acme-secret"}, "operator-secret") as url:
+        running_address = url.removeprefix("http://").split(":")
+        target = (running_address[0], int(running_address[1]))
+
+        def send(raw: bytes) -> RawReply:
+            with socket.create_connection(target, timeout=10) as sock:
+                sock.sendall(raw)
+                return read_reply(sock)
+
+        assert send(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").status == 200
+        assert_problem(send(b"TRACE /jobs HTTP/1.1\r\nHost: x\r\n\r\n"), 405)
+        assert_problem(send(b"POST /jobs HTTP/1.1\r\nHost: x\r\nContent-Length: 1e3\r\n\r\n"), 400)
+        created = send(b"POST /jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer acme-secret\r\n"
+                       b"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n"
+                       b"Connection: close\r\n\r\n"
+                       b"8\r\n{\"type\":\r\nc\r\n\"demo.echo\"}\r\n0\r\n\r\n")
+        assert created.status in (201, 202), created

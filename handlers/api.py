@@ -26,9 +26,19 @@ from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
+from pydantic import BaseModel, ValidationError
 
 from handlers.auth import Principal, authenticator_from_environment
+from handlers.contract import (
+    Accepted,
+    CancelAccepted,
+    Health,
+    JobPage,
+    JobStatus,
+    ProblemDetails,
+    RunRecord,
+    Runs,
+)
 from onward.checkpoints import PROJECTOR_CONSUMER, CheckpointStore
 from onward.clock import EpochMs, iso, system_clock
 from onward.errors import (
@@ -40,7 +50,7 @@ from onward.errors import (
     StoreContention,
 )
 from onward.freshness import freshness_of, view_lag
-from onward.models import JOB_ID_PATTERN, NewJob, Run, StatusView, StorableParams, ViewLag
+from onward.models import JOB_ID_PATTERN, NewJob, ViewLag
 from onward.settings import Settings
 from onward.states import JobState
 from onward.store import CancelStatus, JobStore
@@ -80,9 +90,10 @@ class Problem(Exception):
         self.headers = dict(headers or {})
 
     def response(self) -> Response:
-        body = {"type": f"https://onward.dev/problems/{self.slug}", "title": self.title, "status": self.status,
-                "detail": self.detail, **self.extra}
-        return Response(self.status, PROBLEM_JSON, json.dumps(body), headers={**NO_STORE, **self.headers})
+        body = ProblemDetails(type=f"https://onward.dev/problems/{self.slug}", title=self.title, status=self.status,
+                              detail=self.detail, **self.extra)
+        return Response(self.status, PROBLEM_JSON, body.model_dump_json(exclude_none=True),
+                        headers={**NO_STORE, **self.headers})
 
 
 def not_found(job_id: str) -> Problem:
@@ -121,24 +132,15 @@ def _core_for(settings: Settings) -> Core:
     )
 
 
-# --- request bodies --------------------------------------------------------------------------------------------
-
-class CreateJobBody(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    type: StrictStr
-    params: StorableParams = Field(default_factory=dict)
-    max_attempts: StrictInt = Field(default=3, ge=1, le=100)
-    priority: StrictInt = Field(default=0, ge=0, le=9)
-
-
 # --- the app ------------------------------------------------------------------------------------------------
 
 app = APIGatewayHttpResolver(debug=False)
 
 
-def _json(status: int, body: Any, headers: Mapping[str, str] | None = None) -> Response:
-    return Response(status, "application/json", json.dumps(body), headers={**NO_STORE, **(headers or {})})
+def _json(status: int, body: BaseModel | dict[str, Any], headers: Mapping[str, str] | None = None) -> Response:
+    """An answer of the contract (handlers.contract), or a document, as JSON."""
+    text = body.model_dump_json() if isinstance(body, BaseModel) else json.dumps(body)
+    return Response(status, "application/json", text, headers={**NO_STORE, **(headers or {})})
 
 
 def _principal() -> Principal:
@@ -199,21 +201,9 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON (and not a number DynamoDB can store)")
 
 
-def _view_summary(view: StatusView) -> dict[str, Any]:
-    summary: dict[str, Any] = {
-        "job_id": view.job_id, "type": view.type, "status": view.status.value, "version": view.version,
-        "attempt": view.attempt, "cancel_requested": view.cancel_requested, "updated_at": view.occurred_at,
-    }
-    if view.result_size_bytes is not None:
-        summary["result"] = {"size_bytes": view.result_size_bytes, "inline": view.result_inline}
-    if view.error is not None:
-        summary["error"] = view.error.model_dump(mode="json")
-    return summary
-
-
 @app.get("/health")
 def health() -> Response:
-    return _json(200, {"status": "ok"})
+    return _json(200, Health())
 
 
 @app.get("/")
@@ -247,9 +237,9 @@ def web_files() -> dict[str, tuple[str, str]]:
 
 @app.get("/openapi.json")
 def openapi() -> Response:
-    from handlers.openapi import DOCUMENT
+    from handlers.openapi import document
 
-    return _json(200, DOCUMENT)
+    return _json(200, document(known_job_types()))
 
 
 @app.post("/jobs")
@@ -261,8 +251,7 @@ def create_job() -> Response:
     if not isinstance(payload, dict):
         raise Problem(422, "Invalid request", "the body must be a JSON object", slug="validation")
     try:
-        body = CreateJobBody.model_validate(payload)
-        request = NewJob(**body.model_dump())
+        request = NewJob.model_validate(payload)
     except ValidationError as error:
         errors = [{"loc": list(e["loc"]), "msg": e["msg"].removeprefix("Value error, "), "type": e["type"]}
                   for e in error.errors(include_input=False, include_url=False)]
@@ -278,8 +267,7 @@ def create_job() -> Response:
     created = build_core().store.create(principal.tenant_id, request, idempotency_key=key)
     metrics.add_metric(name="JobsCreated" if created.created else "JobsCreateRepeated", unit=MetricUnit.Count, value=1)
     job = created.job
-    return _json(202 if created.created else 200,
-                 {"job_id": job.job_id, "status": job.state.value, "version": job.version},
+    return _json(202 if created.created else 200, Accepted(job_id=job.job_id, status=job.state, version=job.version),
                  headers={"Location": f"/jobs/{job.job_id}"})
 
 
@@ -304,16 +292,15 @@ def list_jobs() -> Response:
     views, start = core.view.for_tenant(tenant, limit=limit, status=status, start=start)
     now = system_clock()
     lag = _view_lag(core, now)
-    jobs = [{**_view_summary(v), "freshness": freshness_of(v.occurred_at, lag, now).model_dump()} for v in views]
-    return _json(200, {"jobs": jobs, "cursor": _encode_cursor(start) if start else None,
-                       "view": lag.model_dump()})
+    jobs = [JobStatus.of_view(view, freshness_of(view.occurred_at, lag, now)) for view in views]
+    return _json(200, JobPage(jobs=jobs, cursor=_encode_cursor(start) if start else None, view=lag))
 
 
 @app.get("/view")
 def view_health() -> Response:
     """How far behind the status view may be right now (any valid credential)."""
     _principal()
-    return _json(200, _view_lag(build_core(), system_clock()).model_dump())
+    return _json(200, _view_lag(build_core(), system_clock()))
 
 
 def _view_lag(core: Core, now: EpochMs) -> ViewLag:
@@ -351,38 +338,18 @@ def get_job(job_id: str) -> Response:
     now = system_clock()
     lag = _view_lag(core, now)
     if view is not None:
-        fresh = freshness_of(view.occurred_at, lag, now)
-        return _json(200, {**_view_summary(view), "source": "view", "freshness": fresh.model_dump()})
+        return _json(200, JobStatus.of_view(view, freshness_of(view.occurred_at, lag, now)))
     # The view has not seen the job yet: answer from the job row, marked as such and stale.
     assert job is not None
     fresh = freshness_of(iso(job.updated_at), lag, now).model_copy(update={"stale": True})
-    body: dict[str, Any] = {
-        "job_id": job.job_id, "type": job.type, "status": job.state.value, "version": job.version,
-        "attempt": job.attempt, "cancel_requested": job.cancel_requested, "updated_at": iso(job.updated_at),
-        "source": "job_table", "freshness": fresh.model_dump(),
-    }
-    if job.last_error is not None:
-        body["error"] = job.last_error.model_dump(mode="json")
-    return _json(200, body)
+    return _json(200, JobStatus.of_job(job, iso(job.updated_at), fresh))
 
 
 @app.get("/jobs/<job_id>/runs")
 def job_runs(job_id: str) -> Response:
     principal = _principal()
     runs = build_core().store.runs(_job_id(job_id), _tenant_scope(principal))
-    return _json(200, {"job_id": job_id, "runs": [_run_summary(run) for run in runs]})
-
-
-RUN_TIMES = ("claimed_at", "lease_expires_at", "finished_at", "late_report_at")
-
-
-def _run_summary(run: Run) -> dict[str, Any]:
-    """A run record as the API shows it: times as ISO-8601 UTC, like every other time the API answers."""
-    shown = run.model_dump(mode="json")
-    for name in RUN_TIMES:
-        if shown.get(name) is not None:
-            shown[name] = iso(shown[name])
-    return shown
+    return _json(200, Runs(job_id=job_id, runs=[RunRecord.of(run) for run in runs]))
 
 
 @app.post("/jobs/<job_id>/cancel")
@@ -393,7 +360,7 @@ def cancel_job(job_id: str) -> Response:
         raise Problem(409, "Already completed", f"job {job_id} already ended as {outcome.job.state.value}",
                       slug="already-completed", extra={"job_status": outcome.job.state.value})
     status = "cancelled" if outcome.status is CancelStatus.CANCELLED else "cancel_requested"
-    return _json(202, {"job_id": job_id, "status": status, "version": outcome.job.version})
+    return _json(202, CancelAccepted(job_id=job_id, status=status, version=outcome.job.version))
 
 
 @app.post("/jobs/<job_id>/replay")
@@ -404,7 +371,7 @@ def replay_job(job_id: str) -> Response:
     core = build_core()
     core.store.get(_job_id(job_id), _tenant_scope(principal))  # bound to a tenant: only that tenant's jobs
     job = core.store.replay(job_id)
-    return _json(202, {"job_id": job.job_id, "status": job.state.value, "version": job.version})
+    return _json(202, Accepted(job_id=job.job_id, status=job.state, version=job.version))
 
 
 # --- error mapping ----------------------------------------------------------------------------------------------

@@ -1,11 +1,30 @@
-"""The OpenAPI document of the HTTP API (handlers/api.py), written by hand to say exactly what the code
-answers; tests/integration/test_api.py checks routes and status codes against the running API."""
+"""The OpenAPI document of the HTTP API (handlers/api.py). The schemas are generated from the contract's
+pydantic models (handlers.contract, onward.models), the same ones the API validates with and answers from;
+the paths (routes, parameters, status codes) are written here, and tests/integration/test_api.py checks them
+against the app's routes and every answer it gives."""
 
 from __future__ import annotations
 
 from typing import Any
 
-PROBLEM = {"$ref": "#/components/schemas/Problem"}
+from pydantic.json_schema import models_json_schema
+
+from handlers.contract import ANSWERS
+from onward.models import NewJob
+from onward.states import TERMINAL_STATES
+
+PROBLEM = {"$ref": "#/components/schemas/ProblemDetails"}
+REF_TEMPLATE = "#/components/schemas/{model}"
+
+
+def _schemas() -> dict[str, Any]:
+    """Every body's schema, from its model: requests as validated, answers as serialized."""
+    _, generated = models_json_schema([(NewJob, "validation"), *((model, "serialization") for model in ANSWERS)],
+                                      ref_template=REF_TEMPLATE)
+    schemas: dict[str, Any] = generated["$defs"]
+    schemas["JobState"]["x-terminal"] = sorted(TERMINAL_STATES)  # the statuses that never change again
+    schemas["TenantId"] = {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"}
+    return schemas
 
 
 def _problem(description: str) -> dict[str, Any]:
@@ -28,8 +47,7 @@ DOCUMENT: dict[str, Any] = {
              "description": "Background jobs: submit, watch (status view with freshness), cancel, replay."},
     "paths": {
         "/health": {"get": {"operationId": "health", "security": [], "responses": {
-            "200": {"description": "the API answers",
-                    "content": {"application/json": {"schema": {"type": "object"}}}}}}},
+            "200": _ok("the API answers", "Health")}}},
         "/openapi.json": {"get": {"operationId": "openapi", "security": [], "responses": {
             "200": {"description": "this document", "content": {"application/json": {"schema": {"type": "object"}}}}}}},
         "/": {"get": {"operationId": "statusPage", "security": [], "responses": {
@@ -76,7 +94,7 @@ DOCUMENT: dict[str, Any] = {
                     {"name": "tenant", "in": "query", "schema": {"$ref": "#/components/schemas/TenantId"},
                      "description": "operators not bound to a tenant name the tenant to list; any other "
                                     "credential may only name its own (403 otherwise)"},
-                    {"name": "status", "in": "query", "schema": {"$ref": "#/components/schemas/Status"}},
+                    {"name": "status", "in": "query", "schema": {"$ref": "#/components/schemas/JobState"}},
                     {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 100,
                                                                  "default": 20}},
                     {"name": "cursor", "in": "query", "schema": {"type": "string", "maxLength": 2048},
@@ -110,75 +128,7 @@ DOCUMENT: dict[str, Any] = {
     },
     "components": {
         "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
-        "schemas": {
-            "Status": {"type": "string", "enum": ["queued", "running", "retry_wait", "succeeded", "dead",
-                                                  "cancelled", "quarantined"]},
-            "Problem": {"type": "object", "required": ["type", "title", "status", "detail"], "properties": {
-                "type": {"type": "string"}, "title": {"type": "string"}, "status": {"type": "integer"},
-                "detail": {"type": "string"}}},
-            "TenantId": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"},
-            "NewJob": {"type": "object", "additionalProperties": False, "required": ["type"], "properties": {
-                "type": {"type": "string", "maxLength": 128, "pattern": "^[a-z][a-z0-9_]*(\\.[a-z][a-z0-9_]*)*$",
-                         "description": "one of the deployment's job types (422 names them)"},
-                "params": {"type": "object", "propertyNames": {"minLength": 1},
-                           "description": "stored as a DynamoDB map, so within DynamoDB's rules: at most "
-                                          "300,000 bytes as JSON, nesting at most 31 levels below params, "
-                                          "numbers of at most 38 significant digits with a magnitude from "
-                                          "1e-130 to below 1e126 (no NaN or Infinity), valid Unicode "
-                                          "strings, no empty keys"},
-                "max_attempts": {"type": "integer", "minimum": 1, "maximum": 100, "default": 3},
-                "priority": {"type": "integer", "minimum": 0, "maximum": 9, "default": 0}}},
-            "Accepted": {"type": "object", "required": ["job_id", "status", "version"], "properties": {
-                "job_id": {"type": "string"}, "status": {"$ref": "#/components/schemas/Status"},
-                "version": {"type": "integer"}}},
-            "CancelAccepted": {"type": "object", "required": ["job_id", "status", "version"], "properties": {
-                "job_id": {"type": "string"}, "status": {"type": "string", "enum": ["cancelled", "cancel_requested"]},
-                "version": {"type": "integer"}}},
-            "Freshness": {"type": "object", "required": ["as_of", "age_s", "view_lag_s", "stale"], "properties": {
-                "as_of": {"type": "string", "format": "date-time"}, "age_s": {"type": "number"},
-                "view_lag_s": {"type": ["number", "null"]}, "watermark": {"type": ["string", "null"]},
-                "stale": {"type": "boolean"}}},
-            "JobStatus": {"type": "object",
-                          "required": ["job_id", "type", "status", "version", "attempt", "updated_at", "freshness"],
-                          "properties": {
-                              "job_id": {"type": "string"}, "type": {"type": "string"},
-                              "status": {"$ref": "#/components/schemas/Status"}, "version": {"type": "integer"},
-                              "attempt": {"type": "integer"}, "cancel_requested": {"type": "boolean"},
-                              "updated_at": {"type": "string", "format": "date-time"},
-                              "result": {"type": "object"}, "error": {"type": "object"},
-                              "source": {"type": "string", "enum": ["view", "job_table"],
-                                         "description": "job_table: the view has not seen the job yet"},
-                              "freshness": {"$ref": "#/components/schemas/Freshness"}}},
-            "ViewLag": {"type": "object",
-                        "required": ["measured_at", "view_lag_s", "watermark", "stale", "stale_after_s", "shards"],
-                        "properties": {
-                            "measured_at": {"type": "string", "format": "date-time",
-                                            "description": "when this lag was measured"},
-                            "view_lag_s": {"type": ["number", "null"],
-                                           "description": "upper bound of how far behind the view is"},
-                            "watermark": {"type": ["string", "null"], "format": "date-time",
-                                          "description": "the view is complete up to this commit time"},
-                            "stale": {"type": "boolean"}, "stale_after_s": {"type": "number"},
-                            "shards": {"type": "integer"}}},
-            "JobPage": {"type": "object", "required": ["jobs", "cursor", "view"], "properties": {
-                "jobs": {"type": "array", "items": {"$ref": "#/components/schemas/JobStatus"}},
-                "cursor": {"type": ["string", "null"]},
-                "view": {"$ref": "#/components/schemas/ViewLag"}}},
-            "Runs": {"type": "object", "required": ["job_id", "runs"], "properties": {
-                "job_id": {"type": "string"}, "runs": {"type": "array", "items": {"$ref": "#/components/schemas/Run"}}}},
-            "Run": {"type": "object", "required": ["job_id", "attempt", "worker_id", "claimed_at", "lease_expires_at"],
-                    "properties": {
-                        "job_id": {"type": "string"}, "attempt": {"type": "integer", "minimum": 1},
-                        "worker_id": {"type": "string"},
-                        "claimed_at": {"type": "string", "format": "date-time"},
-                        "lease_expires_at": {"type": "string", "format": "date-time"},
-                        "finished_at": {"type": ["string", "null"], "format": "date-time"},
-                        "outcome": {"type": ["string", "null"], "enum": [
-                            "succeeded", "failed", "lease_expired", "released", "cancelled", "fenced", None]},
-                        "error": {"type": ["object", "null"]},
-                        "reclaimed_as": {"type": ["string", "null"]}, "late_report": {"type": ["string", "null"]},
-                        "late_report_at": {"type": ["string", "null"], "format": "date-time"}}},
-        },
+        "schemas": _schemas(),
     },
 }
 
@@ -188,3 +138,13 @@ for _item in DOCUMENT["paths"].values():
             _operation["responses"]["500"] = _problem("an unexpected failure; safe to retry (with the same "
                                                       "Idempotency-Key for a create)")
             _operation["responses"]["503"] = _problem("contention on the job; retry after Retry-After")
+
+
+def document(job_types: frozenset[str]) -> dict[str, Any]:
+    """The document as served: DOCUMENT with this deployment's job types as the examples of a job's type
+    (the status page offers them)."""
+    served = {**DOCUMENT, "components": {**DOCUMENT["components"], "schemas": dict(DOCUMENT["components"]["schemas"])}}
+    new_job = served["components"]["schemas"]["NewJob"]
+    properties = {**new_job["properties"], "type": {**new_job["properties"]["type"], "examples": sorted(job_types)}}
+    served["components"]["schemas"]["NewJob"] = {**new_job, "properties": properties}
+    return served

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt, StringConstraints
 
 from onward.clock import EpochMs, iso
 from onward.documents import check_storable
@@ -58,9 +58,14 @@ class NewJob(_Frozen):
     """What a tenant asks for. The tenant itself always comes from the credential, never from here."""
 
     type: JobType
-    params: StorableParams = Field(default_factory=dict)
-    max_attempts: int = Field(default=3, ge=1, le=100)
-    priority: int = Field(default=0, ge=0, le=9)  # within the tenant: a due job of a higher priority goes first
+    params: StorableParams = Field(
+        default_factory=dict, json_schema_extra={"propertyNames": {"minLength": 1}},
+        description="stored as a DynamoDB map, so within DynamoDB's rules: at most 300,000 bytes as JSON, "
+                    "nesting at most 32 levels (params itself is the first), numbers of at most 38 significant "
+                    "digits with a magnitude from 1e-130 to below 1e126 (no NaN or Infinity), valid Unicode "
+                    "strings, no empty keys")
+    max_attempts: StrictInt = Field(default=3, ge=1, le=100)  # strict: "3" is a client's bug, not a 3
+    priority: StrictInt = Field(default=0, ge=0, le=9)  # within the tenant: a due job of a higher priority goes first
 
 
 class Job(_Frozen):

@@ -5,7 +5,6 @@
 const POLL_MS = 2000;
 const TICK_MS = 1000;
 const CHART_WINDOW_S = 300;
-const TERMINAL = new Set(["succeeded", "dead", "cancelled", "quarantined"]);
 
 const state = {
   token: sessionStorage.getItem("onward.token") || "",
@@ -162,7 +161,8 @@ function cell(text, className) {
 function jobRow(job) {
   const row = document.createElement("tr");
   row.dataset.jobId = job.job_id;
-  const status = cell(job.status + (job.cancel_requested && !TERMINAL.has(job.status) ? " (cancel requested)" : ""),
+  // `terminal` comes from the API: the page keeps no copy of the state machine's lists
+  const status = cell(job.status + (job.cancel_requested && !job.terminal ? " (cancel requested)" : ""),
                       `status status-${job.status}`);
   if (job.error) {  // why it failed (dead, quarantined, or the last attempt of a job waiting to retry)
     const reason = document.createElement("span");
@@ -174,7 +174,7 @@ function jobRow(job) {
   updated.dataset.updatedAt = job.updated_at;
   updated.title = `became ${job.status} at ${job.updated_at}`;
   const actions = document.createElement("td");
-  if (!TERMINAL.has(job.status) && !job.cancel_requested) {
+  if (!job.terminal && !job.cancel_requested) {
     const button = document.createElement("button");
     button.type = "button";
     button.textContent = "Cancel";
@@ -270,7 +270,20 @@ async function cancel(jobId, button) {
   poll();
 }
 
+// The job types this deployment accepts, from the API's own document (no list kept here).
+async function offerJobTypes() {
+  try {
+    const answer = await fetch("/openapi.json");
+    const types = (await answer.json()).components.schemas.NewJob.properties.type.examples || [];
+    $("job-types").replaceChildren(...types.map((name) => Object.assign(document.createElement("option"),
+                                                                           { value: name })));
+  } catch {
+    // the field still takes any type; the API names the known ones when it refuses one
+  }
+}
+
 document.addEventListener("DOMContentLoaded", () => {
+  offerJobTypes();
   $("token-form").addEventListener("submit", useToken);
   $("submit-form").addEventListener("submit", submitJob);
   setInterval(tick, TICK_MS);

@@ -208,3 +208,21 @@ def test_the_page_shows_validation_errors_and_why_a_job_died_and_forgets_a_refus
     assert page.evaluate("sessionStorage.getItem('onward.token')") is None
     page.reload()
     expect(page.locator("#list-status")).to_contain_text("Paste a token")
+
+
+def test_the_page_takes_its_job_types_and_final_statuses_from_the_api(page, platform) -> None:
+    """The page keeps no copy of the contract: the job types it offers come from /openapi.json and a row's
+    cancel button from the status's `terminal` flag. Before, both were lists written into the page, which
+    drifted silently when the registry or the state machine changed."""
+    from playwright.sync_api import expect
+
+    options = page.locator("#job-types option")
+    expect(options).to_have_count(len(registry.types))
+    assert sorted(options.evaluate_all("nodes => nodes.map(n => n.value)")) == sorted(registry.types)
+    sign_in(page)
+    submit(page, "demo.sleep", '{"seconds": 30}')
+    row = page.locator(f'tr[data-job-id="{submitted_job_id(page)}"]')
+    expect(row.locator(".status")).to_have_text("running")
+    row.get_by_role("button", name=re.compile("Cancel job")).click()
+    expect(row.locator(".status")).to_have_text("cancelled", timeout=15_000)
+    expect(row.get_by_role("button")).to_have_count(0)

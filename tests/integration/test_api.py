@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 
 from handlers import api
-from handlers.openapi import DOCUMENT
+from handlers.contract import ANSWERS
+from handlers.openapi import DOCUMENT, document
 from infra.gateway import build_event
 from onward.models import ErrorSummary
 from onward.store import JobStore
@@ -40,6 +41,17 @@ def _template(path: str) -> str:
     return re.sub(r"^/jobs/[^/]+", "/jobs/{job_id}", path) if path.startswith("/jobs/") else path
 
 
+CONTRACT = {model.__name__: model for model in ANSWERS}
+
+
+def _conforms(documented: dict[str, Any], content_type: str, body: Any) -> None:
+    """The answer is what the document says, parsed by the very model the schema was generated from: the
+    document and the code cannot drift apart unnoticed."""
+    schema = documented["content"][content_type]["schema"]
+    if "$ref" in schema:
+        CONTRACT[schema["$ref"].rsplit("/", 1)[1]].model_validate_json(json.dumps(body))
+
+
 class Client:
     def __init__(self, url: str) -> None:
         self.url = url
@@ -51,6 +63,7 @@ class Client:
         reply = Reply(status, reply_headers, answer.body)
         documented = DOCUMENT["paths"][_template(path)][method.lower()]["responses"]
         assert str(status) in documented, f"{method} {path} answered {status}, not in the OpenAPI document"
+        _conforms(documented[str(status)], reply_headers["content-type"], answer.body)
         if status >= 400:
             assert reply_headers["content-type"] == "application/problem+json"
             assert {"type", "title", "status", "detail"} <= set(reply.body)
@@ -280,7 +293,9 @@ def _app_routes() -> set[tuple[str, str]]:
 
 def test_openapi_document_lists_exactly_the_apps_routes(client: Client) -> None:
     served = client.call("GET", "/openapi.json")
-    assert served.status == 200 and served.body == json.loads(json.dumps(DOCUMENT))
+    assert served.status == 200 and served.body == json.loads(json.dumps(document(api.known_job_types())))
+    assert served.body["components"]["schemas"]["NewJob"]["properties"]["type"]["examples"] == sorted(
+        api.known_job_types())
     documented = {(method, path) for path, item in DOCUMENT["paths"].items() for method in item}
     assert documented == _app_routes()
     secured = {(method, path) for path, item in DOCUMENT["paths"].items() for method, op in item.items()

@@ -90,12 +90,13 @@ class Relay:
             if record.event_name != "INSERT" or record.new_image is None:
                 outcome.ignored += 1
                 continue
-            if is_heartbeat_image(record.new_image):
-                heartbeats[position] = heartbeat_from_image(record.new_image)
-                continue
             try:
+                if is_heartbeat_image(record.new_image):
+                    heartbeats[position] = heartbeat_from_image(record.new_image)
+                    continue
                 event = event_from_image(record.new_image)
-            except (ValidationError, KeyError, TypeError, ValueError) as error:
+            except (ValidationError, KeyError, TypeError, ValueError, AttributeError) as error:
+                # AttributeError: an image whose attribute values are not typed as DynamoDB types them
                 self._parked.park(RELAY_CONSUMER, shard_id or "unknown", record.sequence_number,
                                   repr(record.new_image).encode(), f"invalid outbox image: {error}")
                 outcome.parked += 1

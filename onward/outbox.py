@@ -25,11 +25,6 @@ def event_from_image(image: Item) -> OutboxEvent:
     return OutboxEvent.model_validate(values)
 
 
-def time_bucket(occurred_at: str) -> str:
-    """The `by_time` partition of an event: its hour, e.g. 2026-11-30T06."""
-    return occurred_at[:13]
-
-
 def _parse(moment: str) -> datetime:
     return datetime.fromisoformat(moment.replace("Z", "+00:00"))
 

@@ -16,7 +16,6 @@ from onward.dispatch import UsageChange, on_claim, on_end
 from onward.dynamo import Item, from_item, json_size, to_attribute, to_item
 from onward.lifecycle import Change
 from onward.models import Job, OutboxEvent, Run
-from onward.outbox import time_bucket
 from onward.states import CLAIMABLE_STATES, JobState, RunOutcome
 
 LEASE_SHARDS = 4  # partitions of the `leases` index, so the reaper's reads are never one hot key
@@ -40,6 +39,12 @@ class Slot:
     cap: int | None
     lift_to_ms: int | None = None
     others_at_cap: tuple[tuple[str, int], ...] = ()
+
+
+def time_bucket(occurred_at: str) -> str:
+    """The `by_time` index partition of an outbox event: its hour, e.g. 2026-11-30T06 (the index is read
+    hour by hour by onward.outbox.OutboxReader.window)."""
+    return occurred_at[:13]
 
 
 def job_key(job_id: str) -> Item:

@@ -49,7 +49,7 @@ def storable_problems(value: Any, *, depth: int = 1) -> Iterator[tuple[Location,
                         "a map key that is not valid Unicode (a lone surrogate)"
                 else:
                     stack.append(((*where, key), inner, level + 1))
-        elif isinstance(current, list):
+        elif isinstance(current, list | tuple):  # a tuple is written as a JSON array, as json.dumps does
             stack.extend(((*where, index), inner, level + 1) for index, inner in enumerate(current))
         elif isinstance(current, str):
             if not _encodable(current):

@@ -15,7 +15,9 @@ from onward.clock import EpochMs
 from onward.models import ErrorSummary, Job, NewJob, Run
 from onward.states import (
     CLAIMABLE_STATES,
+    ENDS_WITH_ERROR,
     REPLAYABLE_STATES,
+    IllegalTransition,
     JobState,
     RunOutcome,
     Transition,
@@ -67,7 +69,10 @@ Decision = Change | Refusal
 def _advance(before: Job, transition: Transition, now: EpochMs, **updates: Any) -> Job:
     target = updates.get("state", before.state)
     check_transition(transition, before.state, target)
-    return before.model_copy(update={"version": before.version + 1, "updated_at": now, **updates})
+    after = before.model_copy(update={"version": before.version + 1, "updated_at": now, **updates})
+    if target in ENDS_WITH_ERROR and after.last_error is None:
+        raise IllegalTransition(f"{transition.value}: {target.value} without the reason (last_error)")
+    return after
 
 
 def _holds(job: Job, attempt: int, worker_id: str) -> bool:
@@ -107,7 +112,11 @@ def claim(job: Job, worker_id: str, lease_ms: int, now: EpochMs) -> Decision:
     if job.not_before > now:
         return Refusal(RefusalReason.NOT_DUE, job)
     if job.attempts_exhausted:
-        return Change(Transition.EXHAUST, job, _advance(job, Transition.EXHAUST, now, state=exhausted_state(job)))
+        last = job.last_outcome.value if job.last_outcome else "unrecorded"
+        used = f"{job.attempts_used} of {job.max_attempts} attempts used, the last one {last}"
+        error = job.last_error or ErrorSummary.of("AttemptsExhausted", used)
+        after = _advance(job, Transition.EXHAUST, now, state=exhausted_state(job), last_error=error)
+        return Change(Transition.EXHAUST, job, after)
     attempt = job.attempt + 1
     expires = now + lease_ms
     after = _advance(
@@ -145,11 +154,17 @@ def fail(
     retry_delay_ms: int,
     now: EpochMs,
 ) -> Decision:
+    """The attempt failed: retry after `retry_delay_ms`, or dead when `permanent` or out of attempts;
+    cancelled when the tenant asked to cancel (the error is kept on the job and the run record)."""
     if not _holds(job, attempt, worker_id):
         return Refusal(RefusalReason.FENCED, job)
-    give_up = permanent or job.attempts_exhausted
-    state = JobState.DEAD if give_up else JobState.RETRY_WAIT
-    not_before = job.not_before if give_up else now + retry_delay_ms
+    if job.cancel_requested:
+        state = JobState.CANCELLED
+    elif permanent or job.attempts_exhausted:
+        state = JobState.DEAD
+    else:
+        state = JobState.RETRY_WAIT
+    not_before = now + retry_delay_ms if state is JobState.RETRY_WAIT else job.not_before
     after = _advance(
         job, Transition.FAIL, now, state=state, not_before=not_before, last_outcome=RunOutcome.FAILED,
         last_error=error, **_NO_LEASE,
@@ -158,30 +173,37 @@ def fail(
 
 
 def reap(job: Job, now: EpochMs) -> Decision:
-    """A running job whose lease lapsed goes back to the queue, or to quarantine at its limit."""
+    """A running job whose lease lapsed goes back to the queue, or to quarantine at its limit; cancelled
+    when the tenant asked to cancel it (a vanished worker never acknowledges)."""
     if job.state is not JobState.RUNNING:
         return Refusal(RefusalReason.NOT_CLAIMABLE, job)
     if job.lease_expires_at is not None and job.lease_expires_at > now:
         return Refusal(RefusalReason.NOT_EXPIRED, job)
     error = ErrorSummary.of("LeaseExpired", f"worker {job.lease_owner} stopped renewing its lease")
-    state = JobState.QUARANTINED if job.attempts_exhausted else JobState.QUEUED
+    if job.cancel_requested:
+        state = JobState.CANCELLED
+    elif job.attempts_exhausted:
+        state = JobState.QUARANTINED
+    else:
+        state = JobState.QUEUED
     after = _advance(
         job, Transition.REAP, now, state=state, not_before=now, last_outcome=RunOutcome.LEASE_EXPIRED,
-        last_error=error, cancel_requested=False, **_NO_LEASE,
+        last_error=error, **_NO_LEASE,
     )
     closure = RunClosure(job.attempt, RunOutcome.LEASE_EXPIRED, now, error)
     return Change(Transition.REAP, job, after, close_run=closure)
 
 
 def release(job: Job, attempt: int, worker_id: str, now: EpochMs) -> Decision:
-    """Graceful shutdown: the job goes back to the queue; its attempt stays counted, nothing more."""
+    """Graceful shutdown: the job goes back to the queue, not charged an attempt (the attempt number still
+    rises at the next claim: it is the fencing token). With a cancel request pending, it acknowledges it."""
     if not _holds(job, attempt, worker_id):
         return Refusal(RefusalReason.FENCED, job)
     if job.cancel_requested:
         return acknowledge_cancel(job, attempt, worker_id, now)
     after = _advance(
         job, Transition.RELEASE, now, state=JobState.QUEUED, not_before=now,
-        last_outcome=RunOutcome.RELEASED, **_NO_LEASE,
+        attempt_floor=job.attempt_floor + 1, last_outcome=RunOutcome.RELEASED, **_NO_LEASE,
     )
     return Change(Transition.RELEASE, job, after, close_run=RunClosure(attempt, RunOutcome.RELEASED, now))
 
@@ -218,3 +240,31 @@ def replay(job: Job, now: EpochMs) -> Decision:
         cancel_requested=False,
     )
     return Change(Transition.REPLAY, job, after)
+
+
+class StaleReport(StrEnum):
+    """What a worker's report is when its attempt no longer holds the job (decided by `stale_report`)."""
+
+    REPEATED = "repeated"  # the attempt already ended itself this way (a retry after a lost answer)
+    ZOMBIE = "zombie"  # someone else closed the attempt (the reaper): fenced, and marked on its run record
+    CONTRADICTED = "contradicted"  # its run has its own outcome or the fence mark: fenced, nothing written
+
+
+# The run outcomes a report may write: a release while cancel was requested acknowledges it.
+_WRITES: dict[RunOutcome, frozenset[RunOutcome]] = {
+    RunOutcome.RELEASED: frozenset({RunOutcome.RELEASED, RunOutcome.CANCELLED}),
+}
+_CLOSED_BY_OTHERS: frozenset[RunOutcome | None] = frozenset({None, RunOutcome.LEASE_EXPIRED})
+
+
+def stale_report(run: Run | None, worker_id: str, claimed: RunOutcome) -> StaleReport:
+    """Judge a report (`claimed`: the run outcome it would write) that a job row refused, from the run record
+    of its attempt: a repeat is answered as applied, a zombie's report is fenced and marked, and a run's own
+    outcome is never overwritten."""
+    if run is None or run.worker_id != worker_id:
+        return StaleReport.CONTRADICTED
+    if run.outcome in _WRITES.get(claimed, frozenset({claimed})):
+        return StaleReport.REPEATED
+    if run.outcome in _CLOSED_BY_OTHERS:
+        return StaleReport.ZOMBIE
+    return StaleReport.CONTRADICTED

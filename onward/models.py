@@ -9,7 +9,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt, St
 
 from onward.clock import EpochMs, iso
 from onward.documents import check_storable
-from onward.states import JobState, RunOutcome
+from onward.states import SHOWS_ERROR, JobState, RunOutcome
 
 JobId = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{32}$")]
 TenantId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")]
@@ -78,7 +78,8 @@ class Job(_Frozen):
     state: JobState
     version: int = Field(ge=1)
     attempt: int = Field(ge=0)  # the fencing token: only ever rises, one per claim
-    attempt_floor: int = Field(default=0, ge=0)  # attempts before the last operator replay
+    # attempts not counted against max_attempts: those before the last operator replay, and graceful releases
+    attempt_floor: int = Field(default=0, ge=0)
     max_attempts: int = Field(ge=1)
     priority: int = Field(default=0, ge=0, le=9)
     not_before: EpochMs
@@ -149,7 +150,7 @@ class OutboxEvent(_Frozen):
             attempt=job.attempt,
             cancel_requested=job.cancel_requested,
             occurred_at=iso(job.updated_at),
-            error=job.last_error if job.state in (JobState.RETRY_WAIT, JobState.DEAD, JobState.QUARANTINED) else None,
+            error=job.last_error if job.state in SHOWS_ERROR else None,
             result_size_bytes=result_size,
             result_inline=inline,
         )

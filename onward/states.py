@@ -46,6 +46,10 @@ TERMINAL_STATES: frozenset[JobState] = frozenset(
 )
 CLAIMABLE_STATES: frozenset[JobState] = frozenset({JobState.QUEUED, JobState.RETRY_WAIT})
 REPLAYABLE_STATES: frozenset[JobState] = frozenset({JobState.DEAD, JobState.QUARANTINED})
+# Ends that need a human to know why: a move into one must carry the job's last_error.
+ENDS_WITH_ERROR: frozenset[JobState] = frozenset({JobState.DEAD, JobState.QUARANTINED})
+# The states whose events and view show the job's last error (why it waits to retry, or why it ended)
+SHOWS_ERROR: frozenset[JobState] = ENDS_WITH_ERROR | {JobState.RETRY_WAIT}
 
 _Q, _R, _W = JobState.QUEUED, JobState.RUNNING, JobState.RETRY_WAIT
 
@@ -56,8 +60,9 @@ TRANSITIONS: dict[tuple[Transition, JobState], frozenset[JobState]] = {
     (Transition.EXHAUST, _Q): frozenset({JobState.DEAD, JobState.QUARANTINED}),
     (Transition.EXHAUST, _W): frozenset({JobState.DEAD, JobState.QUARANTINED}),
     (Transition.COMPLETE, _R): frozenset({JobState.SUCCEEDED}),
-    (Transition.FAIL, _R): frozenset({_W, JobState.DEAD}),
-    (Transition.REAP, _R): frozenset({_Q, JobState.QUARANTINED}),
+    # A cancel request ends the job at the next move that stops its attempt (completion still wins).
+    (Transition.FAIL, _R): frozenset({_W, JobState.DEAD, JobState.CANCELLED}),
+    (Transition.REAP, _R): frozenset({_Q, JobState.QUARANTINED, JobState.CANCELLED}),
     (Transition.RELEASE, _R): frozenset({_Q}),
     (Transition.REQUEST_CANCEL, _R): frozenset({_R}),
     (Transition.CANCEL, _Q): frozenset({JobState.CANCELLED}),

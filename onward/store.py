@@ -57,6 +57,7 @@ from onward.dispatch import (
     Usage,
     dispatch_order,
 )
+from onward.documents import check_storable
 from onward.dynamo import Item, from_item, json_size, to_item
 from onward.errors import (
     IdempotencyConflict,
@@ -66,9 +67,10 @@ from onward.errors import (
     PayloadTooLarge,
     StoreContention,
     StoreInvariantViolation,
+    UnstorableValue,
 )
 from onward.faults import fault_point
-from onward.lifecycle import Change, Decision, Refusal, RefusalReason
+from onward.lifecycle import Change, Decision, Refusal, RefusalReason, StaleReport
 from onward.models import JOB_ID_PATTERN, ErrorSummary, Job, Lease, NewJob, OutboxEvent, Run, TenantId
 from onward.outbox import OutboxReader
 from onward.settings import Settings
@@ -563,14 +565,22 @@ class JobStore:
                          lease_expires_at=expires)
 
     def complete(self, lease: Lease, result: Any = None) -> Report:
-        size = json_size(result)
+        """The attempt succeeded with `result`. Raises InvalidRequest before writing anything when the result
+        cannot be stored: UnstorableValue (not JSON, or not what DynamoDB holds), PayloadTooLarge."""
+        check_storable(result, "result")
+        try:
+            size = json_size(result)
+        except (TypeError, ValueError) as error:  # what check_storable let through but JSON cannot encode
+            raise UnstorableValue(f"result: {error}") from error
         if size > MAX_RESULT_BYTES:
             raise PayloadTooLarge(f"the result takes {size} bytes as JSON; the limit is {MAX_RESULT_BYTES}")
         return self._report(lease, RunOutcome.SUCCEEDED, lambda job, now: lifecycle.complete(
             job, lease.attempt, lease.worker_id, result, now))
 
     def fail(self, lease: Lease, error: ErrorSummary, *, permanent: bool = False) -> Report:
-        delay_ms = int(self._backoff.delay(lease.attempt, self._rng) * 1000)
+        # The backoff grows with the attempts charged to the budget (after a replay or a release, fewer
+        # than the attempt number), as the claim counted them.
+        delay_ms = int(self._backoff.delay(lease.job.attempts_used, self._rng) * 1000)
         return self._report(lease, RunOutcome.FAILED, lambda job, now: lifecycle.fail(
             job, lease.attempt, lease.worker_id, error, permanent=permanent, retry_delay_ms=delay_ms, now=now))
 
@@ -583,16 +593,28 @@ class JobStore:
             job, lease.attempt, lease.worker_id, now))
 
     def _report(self, lease: Lease, claimed: RunOutcome, decide: Callable[[Job, EpochMs], Decision]) -> Report:
+        """Commit a worker's report (`claimed`: the run outcome it writes). When the attempt no longer holds
+        the job, its run record tells a repeat of a report that committed (APPLIED again, nothing written)
+        from a zombie's (FENCED, marked on its run record)."""
         # lease.job is the row the claim wrote: its updated_at is the claim's time (the run's claimed_at).
         decision = self._transition(lease.job_id, lambda job: decide(job, self._clock()),
                                     claimed_at=lease.job.updated_at)
         if isinstance(decision, Change):
             return Report(ReportStatus.APPLIED, decision.after)
-        self._record_fenced(lease, claimed)
+        verdict = lifecycle.stale_report(self._run(lease.job_id, lease.attempt), lease.worker_id, claimed)
+        if verdict is StaleReport.REPEATED:
+            return Report(ReportStatus.APPLIED, decision.job)
+        if verdict is StaleReport.ZOMBIE:
+            self._record_fenced(lease, claimed)
         return Report(ReportStatus.FENCED, decision.job)
 
+    def _run(self, job_id: str, attempt: int) -> Run | None:
+        item = self._db.get_item(TableName=self._jobs, Key=run_key(job_id, attempt), ConsistentRead=True)
+        return None if "Item" not in item else run_from_item(item["Item"])
+
     def _record_fenced(self, lease: Lease, claimed: RunOutcome) -> None:
-        """Mark the zombie attempt on its own run record; the job row is not touched."""
+        """Mark the zombie attempt on its own run record; the job row is not touched. Only a run that is
+        open or was closed by the reaper is marked: a run's own outcome is never overwritten."""
         try:
             self._db.update_item(
                 TableName=self._jobs,
@@ -601,9 +623,13 @@ class JobStore:
                     "SET reclaimed_as = if_not_exists(outcome, :none), outcome = :fenced, "
                     "late_report = :claimed, late_report_at = :now"
                 ),
-                ConditionExpression="attribute_exists(pk) AND worker_id = :w AND (attribute_not_exists(outcome) OR outcome <> :fenced)",
+                ConditionExpression=(
+                    "attribute_exists(pk) AND worker_id = :w AND "
+                    "(attribute_not_exists(outcome) OR outcome = :lease_expired)"
+                ),
                 ExpressionAttributeValues={
                     ":fenced": {"S": RunOutcome.FENCED.value}, ":claimed": {"S": claimed.value},
+                    ":lease_expired": {"S": RunOutcome.LEASE_EXPIRED.value},
                     ":now": {"N": str(self._clock())}, ":w": {"S": lease.worker_id}, ":none": {"NULL": True},
                 },
             )
@@ -615,7 +641,8 @@ class JobStore:
 
     def reap(self, now: EpochMs | None = None, limit: int = 100) -> list[Job]:
         """Running jobs whose lease lapsed before `now`: their attempt is closed as lease_expired and the
-        job goes back to the queue (or to quarantine at its limit). Returns the jobs moved."""
+        job goes back to the queue (to quarantine at its limit; cancelled when its tenant asked to cancel
+        it). Returns the jobs moved."""
         now = self._clock() if now is None else now
         moved: list[Job] = []
         for shard in range(LEASE_SHARDS):

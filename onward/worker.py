@@ -1,9 +1,10 @@
 """Worker: claim -> heartbeat -> run the registered handler -> complete / fail, fenced by the attempt.
 
 A handler receives a `JobContext` carrying the fencing token (`<job_id>:<attempt>`): pass it to any
-external system the job writes to, so a superseded attempt's writes can be refused there too. The heartbeat
-thread renews the lease and surfaces cancellation (`context.cancel_requested`) and a lost lease
-(`context.lease_lost`); a handler that stops because of either raises `context.stop_if_asked()`'s exception.
+external system the job writes to, so a superseded attempt's writes can be refused there too. A
+`LeaseRenewal` keeps the lease while the handler runs (retrying a failed renewal within the lease) and
+surfaces cancellation (`context.cancel_requested`) and a lost lease (`context.lease_lost`); a handler that
+stops because of either raises `context.stop_if_asked()`'s exception.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from typing import Any
 from aws_lambda_powertools import Logger
 
 from onward.backoff import BackoffPolicy
-from onward.errors import PayloadTooLarge
+from onward.clock import Clock, system_clock
+from onward.errors import InvalidRequest, PayloadTooLarge
 from onward.faults import fault_point
 from onward.models import ErrorSummary, Lease
 from onward.store import JobStore, Report
@@ -104,12 +106,14 @@ class Worker:
         heartbeat_s: float | None = None,
         idle_s: float = 0.5,
         idle_max_s: float = 2.0,
+        clock: Clock = system_clock,  # the store's: lease expiries are in its time
     ) -> None:
         self.worker_id = worker_id or f"w-{uuid.uuid4().hex[:8]}"
         self._store = store
         self._registry = registry
         self._lease_s = lease_s
         self._heartbeat_s = heartbeat_s if heartbeat_s is not None else lease_s / 3
+        self._clock = clock
         # An idle worker polls less and less often (idle_s doubling up to idle_max_s, jittered): a pool
         # waiting for work costs a few claims a second instead of one per worker per idle_s.
         self._idle = BackoffPolicy(base_s=idle_s, cap_s=max(idle_s, idle_max_s))
@@ -155,9 +159,9 @@ class Worker:
         log = {"job_id": job.job_id, "attempt": lease.attempt, "type": job.type, "worker_id": self.worker_id}
         logger.info("claimed", extra=log)
         fault_point("worker.after_claim", lease.fencing_token)  # dies holding a lease nobody renews
-        done = threading.Event()
-        beats = threading.Thread(target=self._heartbeat, args=(lease, context, done), daemon=True)
-        beats.start()
+        renewal = LeaseRenewal(self._store, lease, context, lease_s=self._lease_s, every_s=self._heartbeat_s,
+                               clock=self._clock)
+        renewal.start()
         try:
             report = self._run_handler(lease, context)
         except SimulatedCrash:
@@ -165,8 +169,7 @@ class Worker:
             raise
         finally:
             self._current = None
-            done.set()
-            beats.join()
+            renewal.stop()
         logger.info("reported", extra={**log, "report": report.status.value, "state": report.job.state.value})
 
     def _run_handler(self, lease: Lease, context: JobContext) -> Report:
@@ -188,19 +191,87 @@ class Worker:
             return self._store.fail(lease, _summary(error))
         try:
             return self._store.complete(lease, result)
-        except PayloadTooLarge as error:
-            return self._store.fail(lease, _summary(error), permanent=True)
+        except InvalidRequest as error:  # the result cannot be stored: no retry can change that
+            return self._store.fail(lease, _unstorable(error), permanent=True)
 
-    def _heartbeat(self, lease: Lease, context: JobContext, done: threading.Event) -> None:
-        while not done.wait(self._heartbeat_s):
-            fault_point("worker.heartbeat", lease.fencing_token)  # a crash here stops only the heartbeats
-            beat = self._store.heartbeat(lease, self._lease_s)
+
+class LeaseRenewal:
+    """Keeps one attempt's lease while its handler runs, and tells the handler when the lease is gone.
+
+    A thread renews the lease every `every_s`; a renewal that fails (throttled, unreachable) is logged and
+    retried with backoff, at most a tenth of the lease apart. `context.lease_lost` is set only when the lease
+    is really gone: the store answers that the attempt no longer holds the job, or the lease expired with no
+    renewal (from then on the reaper may hand the job to another worker). A second thread watches that expiry,
+    so a renewal call hanging in botocore's retries cannot keep the handler working past it. A cancel request
+    seen on a renewal sets `context.cancel_requested`."""
+
+    def __init__(self, store: JobStore, lease: Lease, context: JobContext, *, lease_s: float, every_s: float,
+                 clock: Clock) -> None:
+        self._store = store
+        self._lease = lease
+        self._context = context
+        self._lease_s = lease_s
+        self._every_s = every_s
+        self._clock = clock
+        self._retry = BackoffPolicy(base_s=min(0.5, lease_s / 20), cap_s=lease_s / 10)
+        self._expires_at = lease.lease_expires_at  # the latest expiry the store confirmed
+        self._done = threading.Event()
+        self._threads = [threading.Thread(target=self._renew, daemon=True),
+                         threading.Thread(target=self._watch, daemon=True)]
+
+    def start(self) -> None:
+        for thread in self._threads:
+            thread.start()
+
+    def stop(self) -> None:
+        """The attempt is over (reported, or crashed): stop renewing."""
+        self._done.set()
+        for thread in self._threads:
+            thread.join()
+
+    def _renew(self) -> None:
+        failures = 0
+        wait_s = self._every_s
+        while not self._done.wait(wait_s) and not self._context.lease_lost.is_set():
+            fault_point("worker.heartbeat", self._lease.fencing_token)  # a crash here stops only the renewals
+            try:
+                beat = self._store.heartbeat(self._lease, self._lease_s)
+            except Exception:  # noqa: BLE001 - whatever the cause, the lease holds until it expires: retry
+                failures += 1
+                left_s = self._left_s()
+                logger.warning("lease renewal failed", exc_info=True, extra={
+                    "job_id": self._lease.job_id, "attempt": self._lease.attempt,
+                    "worker_id": self._lease.worker_id, "failures": failures, "lease_left_s": left_s})
+                if left_s <= 0:
+                    return  # expired unrenewed: the watch has told the handler
+                wait_s = min(self._retry.delay(failures), left_s)
+                continue
             if not beat.held:
-                context.lease_lost.set()
+                self._context.lease_lost.set()
                 return
+            failures, wait_s = 0, self._every_s
+            self._expires_at = beat.lease_expires_at or self._expires_at
             if beat.cancel_requested:
-                context.cancel_requested.set()
+                self._context.cancel_requested.set()
+
+    def _watch(self) -> None:
+        while (left_s := self._left_s()) > 0:
+            if self._done.wait(left_s):
+                return
+        if not self._done.is_set():
+            logger.warning("lease expired without renewal: stopping the work", extra={
+                "job_id": self._lease.job_id, "attempt": self._lease.attempt, "worker_id": self._lease.worker_id})
+            self._context.lease_lost.set()
+
+    def _left_s(self) -> float:
+        return (self._expires_at - self._clock()) / 1000
 
 
 def _summary(error: BaseException) -> ErrorSummary:
     return ErrorSummary.of(type(error).__name__, str(error))
+
+
+def _unstorable(error: InvalidRequest) -> ErrorSummary:
+    """Why a result was refused: PayloadTooLarge names itself; any other refusal is an UnstorableResult."""
+    return ErrorSummary.of(type(error).__name__ if isinstance(error, PayloadTooLarge) else "UnstorableResult",
+                           str(error))

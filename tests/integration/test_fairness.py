@@ -234,8 +234,11 @@ def test_the_counters_move_in_every_transition(store, clock):
 
     c = store.create("acme", NewJob(type=WORK, params={"seconds": 0}, max_attempts=1)).job.job_id
     lease = store.claim("w1", 30)
-    store.release(lease)  # back to the queue with its only attempt used
-    assert store.claim("w1", 30) is None  # the claim ends it (exhaust) instead of running it
+    store.release(lease)  # back to the queue; a graceful release is not charged an attempt
+    assert (waiting(store, "acme"), usage(store, "acme").running) == (1, 0)
+    lease = store.claim("w1", 30)
+    assert lease is not None and lease.job_id == c
+    store.fail(lease, ErrorSummary.of("Boom", "no"), permanent=True)
     assert store.get(c).state is JobState.DEAD
     assert (waiting(store, "acme"), usage(store, "acme").running) == (0, 0)
     store.replay(c)

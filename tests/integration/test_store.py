@@ -4,10 +4,18 @@ from __future__ import annotations
 
 import pytest
 
-from onward.errors import IdempotencyConflict, InvalidRequest, JobNotFound, NotReplayable, PayloadTooLarge
+from onward.errors import (
+    IdempotencyConflict,
+    InvalidRequest,
+    JobNotFound,
+    NotReplayable,
+    PayloadTooLarge,
+    UnstorableValue,
+)
 from onward.models import ErrorSummary, NewJob
 from onward.states import JobState, RunOutcome
 from onward.store import CancelStatus, JobStore, ReportStatus
+from onward.writes import job_key
 
 ECHO = NewJob(type="demo.echo", params={"n": 1})
 
@@ -235,16 +243,6 @@ def test_a_job_that_kills_every_worker_is_quarantined(store, clock):
     assert store.claim("w1", 5) is None
 
 
-def test_claim_ends_a_queued_job_whose_attempts_are_used_up(store, clock):
-    """Release keeps the attempt counted; at the limit the next claim ends the job instead of running it."""
-    job = store.create("acme", NewJob(type="demo.echo", max_attempts=1)).job
-    store.release(store.claim("w1", 30))
-    assert store.get(job.job_id).state is JobState.QUEUED
-    assert store.claim("w1", 30) is None
-    assert store.get(job.job_id).state is JobState.DEAD
-    assert statuses(store, job.job_id)[-1] == (4, "dead")
-
-
 # --- release, cancel, replay ----------------------------------------------------------------------------
 
 def test_release_hands_the_job_back_without_another_attempt(store):
@@ -370,3 +368,155 @@ def test_priority_must_be_between_zero_and_nine():
     for bad in (-1, 10):
         with pytest.raises(ValidationError):
             NewJob(type="demo.echo", priority=bad)
+
+
+# --- a cancel request outlives the attempt --------------------------------------------------------------
+
+def counters(store: JobStore, tenant_id: str = "acme") -> tuple[int, int]:
+    """(running, waiting) as the dispatch counters hold them."""
+    state = store.tenant_states()[tenant_id]
+    return state.usage.running, sum(state.waiting_by_queue.values())
+
+
+@pytest.mark.parametrize("max_attempts", [3, 1])
+def test_a_cancel_request_ends_the_job_when_its_worker_vanishes(store, clock, max_attempts):
+    """Without it the reaper requeues the job and clears the request: the job runs again after the tenant
+    cancelled it. The counters stay exact: nothing running, nothing waiting."""
+    job = store.create("acme", NewJob(type="demo.echo", max_attempts=max_attempts)).job
+    store.claim("w1", 30)
+    assert store.cancel(job.job_id, "acme").status is CancelStatus.REQUESTED
+    clock.advance(31)
+    (reaped,) = store.reap()
+    assert reaped.state is JobState.CANCELLED and store.get(job.job_id) == reaped
+    (run,) = store.runs(job.job_id)
+    assert run.outcome is RunOutcome.LEASE_EXPIRED
+    assert store.claim("w2", 30) is None
+    assert counters(store) == (0, 0)
+    assert store.cancel(job.job_id, "acme").status is CancelStatus.ALREADY_ENDED
+
+
+@pytest.mark.parametrize("permanent", [False, True])
+def test_a_cancel_request_ends_the_job_when_the_attempt_fails(store, clock, permanent):
+    """Without it the failed attempt goes to retry_wait, the next claim clears the request and the job runs
+    again after the tenant cancelled it. The error stays on the job and the run record."""
+    job = store.create("acme", NewJob(type="demo.echo", max_attempts=3)).job
+    lease = store.claim("w1", 30)
+    store.cancel(job.job_id, "acme")
+    error = ErrorSummary.of("Boom", "upstream down")
+    report = store.fail(lease, error, permanent=permanent)
+    assert report.applied and report.job.state is JobState.CANCELLED and report.job.last_error == error
+    (run,) = store.runs(job.job_id)
+    assert (run.outcome, run.error) == (RunOutcome.FAILED, error)
+    clock.advance(600)
+    assert store.claim("w1", 30) is None
+    assert counters(store) == (0, 0)
+
+
+# --- a report repeated by the attempt that made it --------------------------------------------------------
+
+def test_a_complete_retried_after_its_answer_was_lost_is_the_same_report(store):
+    """Without it the retry is answered fenced (the worker believes its success was refused) and the
+    succeeded run record is rewritten as fenced."""
+    from botocore.exceptions import EndpointConnectionError
+
+    from onward.faults import injected
+
+    def answer_lost(_point: str) -> None:
+        raise EndpointConnectionError(endpoint_url="http://127.0.0.1:1")
+
+    job = store.create("acme", ECHO).job
+    lease = store.claim("w1", 30)
+    with injected("store.after_commit", answer_lost), pytest.raises(EndpointConnectionError):
+        store.complete(lease, {"rows": 3})
+    versions = len(store.events(job.job_id))
+    again = store.complete(lease, {"rows": 3})
+    assert again.status is ReportStatus.APPLIED and again.job == store.get(job.job_id)
+    assert again.job.state is JobState.SUCCEEDED and len(store.events(job.job_id)) == versions
+    (run,) = store.runs(job.job_id)
+    assert (run.outcome, run.late_report, run.reclaimed_as) == (RunOutcome.SUCCEEDED, None, None)
+    for repeat in (store.fail(lease, ErrorSummary.of("E", "x")), store.acknowledge_cancel(lease),
+                   store.release(lease)):
+        assert repeat.status is ReportStatus.FENCED  # another outcome than the attempt's own
+    assert store.runs(job.job_id) == [run], "the attempt's own outcome is never overwritten with fenced"
+
+
+def test_a_repeated_release_that_acknowledged_a_cancel_is_the_same_report(store):
+    job = store.create("acme", ECHO).job
+    lease = store.claim("w1", 30)
+    store.cancel(job.job_id, "acme")
+    assert store.release(lease).job.state is JobState.CANCELLED
+    assert store.release(lease).status is ReportStatus.APPLIED
+    assert store.runs(job.job_id)[0].outcome is RunOutcome.CANCELLED
+
+
+# --- release, replay and the attempt budget ---------------------------------------------------------------
+
+def test_a_release_at_the_last_attempt_is_not_charged(store):
+    """Without it the next claim ends the job dead with no error: a graceful shutdown used up the budget of
+    a job that never failed."""
+    job = store.create("acme", NewJob(type="demo.echo", max_attempts=1)).job
+    released = store.release(store.claim("w1", 30)).job
+    assert (released.state, released.attempt, released.attempt_floor) == (JobState.QUEUED, 1, 1)
+    again = store.claim("w1", 30)
+    assert again is not None and again.job_id == job.job_id and again.attempt == 2
+
+
+def test_a_job_ended_at_claim_says_why(store, settings, dynamodb):
+    """Invariant 4 for a row left at its limit (as a release charged it before releases were free): the
+    claim ends it dead with the reason instead of running it. Without the reason the job is dead with no
+    last_error."""
+    job = store.create("acme", NewJob(type="demo.echo", max_attempts=1)).job
+    store.release(store.claim("w1", 30))
+    dynamodb.update_item(TableName=settings.jobs_table, Key=job_key(job.job_id),
+                         UpdateExpression="SET attempt_floor = :zero",
+                         ExpressionAttributeValues={":zero": {"N": "0"}})
+    assert store.claim("w1", 30) is None
+    dead = store.get(job.job_id)
+    assert dead.state is JobState.DEAD and dead.last_error.error_type == "AttemptsExhausted"
+    assert store.events(job.job_id)[-1].error == dead.last_error
+    assert counters(store) == (0, 0)
+
+
+def test_the_first_retry_after_a_replay_backs_off_from_a_fresh_budget(store, clock):
+    """Without it the backoff counts the absolute attempt number: after a replay of a job at attempt 6 the
+    first retry waits 32 to 64 s instead of at most 1 s."""
+    job = store.create("acme", NewJob(type="demo.fail", max_attempts=6)).job
+    for _ in range(6):
+        clock.advance(600)
+        store.fail(store.claim("w1", 30), ErrorSummary.of("E", "x"))
+    assert store.get(job.job_id).state is JobState.DEAD
+    store.replay(job.job_id)
+    lease = store.claim("w1", 30)
+    assert lease.attempt == 7
+    report = store.fail(lease, ErrorSummary.of("E", "x"))
+    assert report.job.state is JobState.RETRY_WAIT and report.job.not_before - clock.now <= 1000
+
+
+# --- results DynamoDB cannot store --------------------------------------------------------------------------
+
+class Opaque:
+    pass
+
+
+def nested(levels: int) -> list[object]:
+    """A list `levels` deep (the result attribute itself is level 1)."""
+    value: list[object] = []
+    for _ in range(levels - 1):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize("result", [
+    {1, 2}, b"bytes", Opaque(), float("nan"), {"x": float("inf")}, 10 ** 39 + 1, 1e127, 1e-131,
+    "lone \ud800 surrogate", {"": 1}, {"lone \udc00": 1}, nested(33),
+], ids=["set", "bytes", "object", "nan", "infinity", "40 digits", "1e127", "1e-131", "surrogate",
+        "empty key", "surrogate key", "33 levels"])
+def test_a_result_dynamodb_cannot_store_is_refused_before_writing(store, result):
+    """Without the check in JobStore.complete the result fails inside the write (a TypeError or a refused
+    transaction) or is stored where an emulator accepts it: the worker gets no clear refusal to report."""
+    job = store.create("acme", ECHO).job
+    lease = store.claim("w1", 30)
+    with pytest.raises(UnstorableValue) as refused:
+        store.complete(lease, result)
+    assert isinstance(refused.value, InvalidRequest) and str(refused.value).startswith("result")
+    assert store.get(job.job_id).state is JobState.RUNNING and len(store.events(job.job_id)) == 2

@@ -36,6 +36,12 @@ What breaks without which code (each of these fails this test):
 - attempt_floor in replay: a replayed job would be ended by the next claim instead of running again;
   resetting the attempt instead would collide with the old run records.
 - _record_fenced: the zombie's run record would not show the late report.
+- the cancel request in lifecycle.fail / lifecycle.reap: a job whose tenant asked to cancel it would go to
+  retry_wait / queued (and run again) instead of cancelled.
+- lifecycle.stale_report: a report repeated by the attempt that made it (a retry after a lost answer) would be
+  answered FENCED, and a late report contradicting the attempt's own outcome would rewrite it as fenced.
+- attempt_floor in release: a released attempt would be charged, and the next claim could end the job.
+- attempts_used in JobStore.fail: the retry delay after a replay or a release would count every attempt.
 """
 
 from __future__ import annotations
@@ -196,6 +202,13 @@ def _describe(outcome: Any) -> str:
 
 def result_for(lease: Lease) -> dict[str, Any]:
     return {"attempt": lease.attempt, "worker": lease.worker_id}
+
+
+# What each report writes on its run record (a release while cancel was requested acknowledges the cancel).
+REPORT_WRITES = {"complete": {"succeeded"}, "fail": {"failed"}, "release": {"released", "cancelled"},
+                 "acknowledge_cancel": {"cancelled"}}
+LATE_REPORT = {"complete": "succeeded", "fail": "failed", "release": "released",
+               "acknowledge_cancel": "cancelled"}
 
 
 class Interleaving:
@@ -393,8 +406,9 @@ class StoreModel(RuleBasedStateMachine):
             assert {moved.job_id for moved in outcome} == expired
             for job_id in expired:
                 job = self.model[job_id]
-                job.end_lease("lease_expired", state="quarantined" if job.exhausted else "queued",
-                              not_before=now, cancel_requested=False)
+                # A cancel request outlives the vanished worker: the job ends cancelled, never runs again.
+                state = "cancelled" if job.cancel_requested else "quarantined" if job.exhausted else "queued"
+                job.end_lease("lease_expired", state=state, not_before=now)
             for moved in outcome:
                 self.assert_job(moved)
             return
@@ -409,12 +423,14 @@ class StoreModel(RuleBasedStateMachine):
                 assert not outcome.held
             return
         if not job.holds(lease):
-            assert outcome.status is ReportStatus.FENCED, f"{kind} by a superseded lease was applied"
             run = job.runs[lease.attempt]
-            if run.worker == lease.worker_id and run.outcome != "fenced":
-                claimed = {"complete": "succeeded", "fail": "failed", "release": "released",
-                           "acknowledge_cancel": "cancelled"}[kind]
-                run.reclaimed_as, run.outcome, run.late_report = run.outcome, "fenced", claimed
+            if self._repeats(lease, kind):
+                assert outcome.status is ReportStatus.APPLIED, f"repeated {kind}: {outcome.status}"
+            else:
+                assert outcome.status is ReportStatus.FENCED, f"{kind} by a superseded lease was applied"
+                # Only a run someone else closed (the reaper) is marked; its own outcome is never overwritten.
+                if run.worker == lease.worker_id and run.outcome in (None, "lease_expired"):
+                    run.reclaimed_as, run.outcome, run.late_report = run.outcome, "fenced", LATE_REPORT[kind]
             self.assert_job(outcome.job)
             return
         assert outcome.status is ReportStatus.APPLIED, f"{kind} by the holder was {outcome.status}"
@@ -423,18 +439,26 @@ class StoreModel(RuleBasedStateMachine):
             job.result = result_for(lease)
             assert self.store.result(job.job_id) == job.result
         elif kind == "fail":
-            if extra or job.exhausted:
+            if job.cancel_requested:
+                job.end_lease("failed", state="cancelled")
+            elif extra or job.exhausted:
                 job.end_lease("failed", state="dead")
             else:
-                ceiling = min(BACKOFF_CAP_MS, BACKOFF_BASE_MS * 2 ** (lease.attempt - 1))
+                charged = job.attempt - job.attempt_floor  # replays and releases are not charged
+                ceiling = min(BACKOFF_CAP_MS, BACKOFF_BASE_MS * 2 ** (charged - 1))
                 delay = outcome.job.not_before - now
                 assert ceiling // 2 - 1 <= delay <= ceiling, f"retry delay {delay} ms, ceiling {ceiling} ms"
                 job.end_lease("failed", state="retry_wait", not_before=outcome.job.not_before)
         elif kind == "release" and not job.cancel_requested:
-            job.end_lease("released", state="queued", not_before=now)
+            job.end_lease("released", state="queued", not_before=now, attempt_floor=job.attempt_floor + 1)
         else:  # acknowledge_cancel, or a release while cancel was requested
             job.end_lease("cancelled", state="cancelled")
         self.assert_job(outcome.job)
+
+    def _repeats(self, lease: Lease, kind: str) -> bool:
+        """A report its attempt already made (its run record carries that outcome): the same report again."""
+        run = self.model[lease.job_id].runs[lease.attempt]
+        return run.worker == lease.worker_id and run.outcome in REPORT_WRITES.get(kind, set())
 
     def _single(self, op: Op) -> None:
         self._expect(op, self._perform(self.store, op))
@@ -484,6 +508,32 @@ class StoreModel(RuleBasedStateMachine):
     @rule(data=st.data(), whose=WHOSE, lease_s=st.sampled_from([1, 5, 30]))
     def heartbeat(self, data: st.DataObject, whose: str, lease_s: int) -> None:
         self._report(data, whose, "heartbeat", lease_s)
+
+    @precondition(lambda self: self._holders())
+    @rule(data=st.data(), then=st.sampled_from(["fail", "fail permanently", "reap", "complete", "release"]))
+    def cancel_then_stop(self, data: st.DataObject, then: str) -> None:
+        """The tenant cancels a running job, then its attempt stops without acknowledging: it fails, its
+        worker vanishes (reap), it completes (completion wins) or it is released."""
+        lease = data.draw(st.sampled_from(self._holders()), label="running job's lease")
+        event(f"cancel, then {then}")
+        self._single(("cancel", lease.job_id, None))
+        if then == "reap":
+            self._advance_past(self.model[lease.job_id].lease_expires_at or self.now)
+            self._single(("reap", None, None))
+        else:
+            permanent = then == "fail permanently"
+            self._single(("fail", lease, permanent) if then.startswith("fail") else (then, lease, None))
+
+    @precondition(lambda self: self._holders())
+    @rule(data=st.data(), kind=st.sampled_from(["complete", "fail", "release", "acknowledge_cancel"]),
+          permanent=st.booleans())
+    def report_twice(self, data: st.DataObject, kind: str, permanent: bool) -> None:
+        """A worker whose answer was lost sends its report again: the same answer, nothing written twice."""
+        lease = data.draw(st.sampled_from(self._holders()), label="running job's lease")
+        op: Op = (kind, lease, permanent if kind == "fail" else None)
+        event(f"{kind} twice")
+        self._single(op)
+        self._single(op)
 
     @rule(job_id=jobs, as_tenant=st.sampled_from(["owner", "owner", "another tenant"]))
     def cancel(self, job_id: str, as_tenant: str) -> None:
@@ -546,8 +596,8 @@ class StoreModel(RuleBasedStateMachine):
     @precondition(lambda self: self._stale_leases())
     @rule(data=st.data(), kind=LATE)
     def late_report(self, data: st.DataObject, kind: str) -> None:
-        """A zombie whose attempt was superseded reports: FENCED (a heartbeat: not held), and the job row
-        does not move."""
+        """A zombie whose attempt was superseded reports: FENCED (a heartbeat: not held), or APPLIED when it
+        repeats what its attempt already reported; the job row does not move."""
         self._late(data.draw(st.sampled_from(self._stale_leases()), label="superseded lease"), kind)
 
     @precondition(lambda self: self._owners_zombies())
@@ -576,7 +626,8 @@ class StoreModel(RuleBasedStateMachine):
         if kind == "heartbeat":
             assert not outcome.held, "a superseded lease was renewed"
         else:
-            assert outcome.status is ReportStatus.FENCED, f"{kind} by a superseded lease was {outcome.status}"
+            expected = ReportStatus.APPLIED if self._repeats(lease, op[0]) else ReportStatus.FENCED
+            assert outcome.status is expected, f"{kind} by a superseded lease was {outcome.status}"
         event(f"late report: {kind}" + (" by the current owner" if before.lease_owner == lease.worker_id else ""))
         assert self.store.get(lease.job_id) == before
         self._expect(op, outcome)

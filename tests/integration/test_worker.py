@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 
 import pytest
+from botocore.exceptions import ClientError, EndpointConnectionError
 
 from onward.backoff import BackoffPolicy
+from onward.clock import system_clock
 from onward.demo import registry as demo_registry
 from onward.models import NewJob
 from onward.reaper import reap_once
@@ -121,7 +124,9 @@ def test_graceful_shutdown_releases_the_job_it_holds(live_store):
 
 
 def test_a_worker_that_lost_its_lease_stops_and_its_report_is_fenced(live_store):
-    """Heartbeats slower than the lease: the reaper reclaims, the next heartbeat tells the handler."""
+    """Heartbeats slower than the lease: the reaper reclaims, the next heartbeat tells the handler. (The
+    worker's clock lags a minute, so only the store's answer can tell it: its own expiry watch would stop the
+    handler at the expiry, before the reaper.)"""
     stopped = threading.Event()
     registry = Registry()
 
@@ -133,7 +138,7 @@ def test_a_worker_that_lost_its_lease_stops_and_its_report_is_fenced(live_store)
             stopped.set()
 
     job_id = live_store.create("acme", NewJob(type="t.slow", max_attempts=1)).job.job_id
-    worker = Worker(live_store, registry, lease_s=0.3, heartbeat_s=1.0)
+    worker = Worker(live_store, registry, lease_s=0.3, heartbeat_s=1.0, clock=lambda: system_clock() - 60_000)
     thread = threading.Thread(target=worker.run_once)
     thread.start()
     time.sleep(0.6)
@@ -144,3 +149,128 @@ def test_a_worker_that_lost_its_lease_stops_and_its_report_is_fenced(live_store)
     (run,) = live_store.runs(job_id)
     assert run.outcome is RunOutcome.FENCED and run.reclaimed_as is RunOutcome.LEASE_EXPIRED
     assert run.late_report is RunOutcome.RELEASED
+
+
+# --- lease renewal through transient store errors -----------------------------------------------------------
+
+def throttled() -> Exception:
+    return ClientError({"Error": {"Code": "ThrottlingException", "Message": "Rate exceeded"}}, "UpdateItem")
+
+
+def unreachable() -> Exception:
+    return EndpointConnectionError(endpoint_url="http://127.0.0.1:1")
+
+
+class FailingRenewals:
+    """The store, except that its lease renewals (`heartbeat`) raise `error()`: the first `failures` of them,
+    or every one when `failures` is None; each after hanging `hang_s` (botocore retrying a dead endpoint)."""
+
+    def __init__(self, store: JobStore, error: Callable[[], Exception], failures: int | None,
+                 hang_s: float = 0.0) -> None:
+        self._store = store
+        self._error = error
+        self._failures = failures
+        self._hang_s = hang_s
+        self.calls = 0
+        self.renewed = 0
+
+    def heartbeat(self, lease, lease_s):
+        self.calls += 1
+        if self._failures is None or self.calls <= self._failures:
+            time.sleep(self._hang_s)
+            raise self._error()
+        self.renewed += 1
+        return self._store.heartbeat(lease, lease_s)
+
+    def __getattr__(self, name: str):
+        return getattr(self._store, name)
+
+
+@pytest.mark.parametrize("error", [throttled, unreachable])
+def test_a_transient_renewal_error_is_retried_and_the_job_completes(live_store, error, caplog):
+    """Without the retry the first error ends the renewal thread silently: the lease lapses at 1 s while the
+    handler works on, the reaper requeues the job and the finished work is answered fenced."""
+    registry = Registry()
+
+    @registry.register("t.long")
+    def long(context: JobContext) -> str:
+        context.wait(2.0)
+        return "done"
+
+    job_id = live_store.create("acme", NewJob(type="t.long", max_attempts=1)).job.job_id
+    flaky = FailingRenewals(live_store, error, failures=1)
+    with Pool(flaky, registry, size=1, lease_s=1.0):  # its reaper takes a lapsed lease back at once
+        job = wait_terminal(live_store, [job_id], timeout_s=20)[job_id]
+    assert (job.state, job.attempt) == (JobState.SUCCEEDED, 1)
+    assert live_store.runs(job_id)[0].outcome is RunOutcome.SUCCEEDED
+    assert flaky.calls >= 2 and flaky.renewed >= 1
+    assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == ["lease renewal failed"]
+
+
+@pytest.mark.parametrize("hang_s", [0.0, 2.5], ids=["failing fast", "hanging past the lease"])
+def test_renewals_that_keep_failing_stop_the_work_once_the_lease_expired(live_store, hang_s):
+    """Without it the work goes on past the lease (the reaper may already have handed the job to another
+    worker): the handler never sees should_stop(), or sees it only when a renewal call that hung past the
+    expiry returns. It must see it at the expiry, not before it."""
+    seen: list[tuple[int, bool]] = []
+    registry = Registry()
+
+    @registry.register("t.loop")
+    def loop(context: JobContext) -> None:
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            if context.should_stop():
+                seen.append((system_clock(), context.lease_lost.is_set()))
+                context.stop_if_asked()
+            time.sleep(0.01)
+
+    job_id = live_store.create("acme", NewJob(type="t.loop")).job.job_id
+    broken = FailingRenewals(live_store, unreachable, failures=None, hang_s=hang_s)
+    assert Worker(broken, registry, lease_s=1.0).run_once()
+    (run,) = live_store.runs(job_id)
+    assert seen, "the handler was never told to stop"
+    (stopped_at, lease_lost), = seen
+    assert lease_lost and run.lease_expires_at <= stopped_at <= run.lease_expires_at + 500
+    assert broken.calls >= (3 if not hang_s else 1), "retried within the lease"
+    assert run.outcome is RunOutcome.RELEASED  # the store answers again: the attempt hands the job back
+
+
+# --- what a handler hands back or raises --------------------------------------------------------------------
+
+class Opaque:
+    pass
+
+
+@pytest.mark.parametrize("result", [
+    {1, 2}, b"bytes", Opaque(), float("nan"), {"x": float("-inf")}, 10 ** 39 + 1, {"big": 1e130},
+    {"tiny": 1e-140}, "lone \ud800", {"": 1}, {"x": {"\udfff": 1}},
+], ids=["set", "bytes", "object", "nan", "-infinity", "40 digits", "1e130", "1e-140", "surrogate",
+        "empty key", "surrogate key"])
+def test_a_result_dynamodb_cannot_store_ends_the_job_dead_with_the_reason(live_store, result):
+    """Without it the worker loop raises on the result, nothing is reported, the lease lapses and the reaper
+    eventually quarantines the job with no word about the result."""
+    registry = Registry()
+    registry.register("t.odd")(lambda context: result)
+    job_id = live_store.create("acme", NewJob(type="t.odd", max_attempts=3)).job.job_id
+    assert Worker(live_store, registry, lease_s=30).run_once()
+    job = live_store.get(job_id)
+    assert (job.state, job.attempt) == (JobState.DEAD, 1)
+    assert job.last_error.error_type == "UnstorableResult" and job.last_error.message.startswith("result")
+    (run,) = live_store.runs(job_id)
+    assert (run.outcome, run.error) == (RunOutcome.FAILED, job.last_error)
+    assert live_store.result(job_id) is None
+
+
+def test_a_handler_error_with_a_lone_surrogate_is_reported(live_store):
+    """A handler's message that is not valid Unicode must not make the failure report itself unstorable."""
+    registry = Registry()
+
+    @registry.register("t.raise")
+    def raises(context: JobContext) -> None:
+        raise ValueError("bad byte \udcff here")
+
+    job_id = live_store.create("acme", NewJob(type="t.raise", max_attempts=1)).job.job_id
+    assert Worker(live_store, registry, lease_s=30).run_once()
+    job = live_store.get(job_id)
+    assert job.state is JobState.DEAD and job.last_error.error_type == "ValueError"
+    assert job.last_error.message.startswith("bad byte ") and job.last_error.message.endswith(" here")

@@ -1,9 +1,11 @@
 """What each operation decides from a job row (onward/lifecycle.py), without any I/O."""
 
+import pytest
+
 from onward import lifecycle
-from onward.lifecycle import Change, Refusal, RefusalReason
-from onward.models import ErrorSummary, NewJob
-from onward.states import JobState, RunOutcome, Transition
+from onward.lifecycle import Change, Refusal, RefusalReason, StaleReport
+from onward.models import ErrorSummary, NewJob, Run
+from onward.states import IllegalTransition, JobState, RunOutcome, Transition
 
 NOW = 1_800_000_000_000
 JOB_ID = "0123456789abcdef0123456789abcdef"
@@ -110,3 +112,110 @@ def test_release_returns_the_job_to_the_queue_without_burning_another_attempt():
 def test_error_messages_are_bounded_and_flagged():
     summary = ErrorSummary.of("E", "x" * 5000)
     assert len(summary.message) == 1000 and summary.message_truncated
+
+
+# --- a cancel request is kept until the attempt stops ----------------------------------------------------
+
+def requested(max_attempts=3):
+    """A running job whose tenant asked to cancel it."""
+    running = claimed(queued(max_attempts=max_attempts)).after
+    return lifecycle.cancel(running, NOW).after
+
+
+def test_a_reap_of_a_job_with_a_cancel_request_ends_it_cancelled():
+    """Without it the reaper requeues the job (and forgets the request): it runs again after the tenant
+    cancelled it. At the limit too: a withdrawn job needs no review, so cancelled beats quarantined."""
+    for max_attempts in (3, 1):
+        change = lifecycle.reap(requested(max_attempts), NOW + 30_000)
+        assert change.after.state is JobState.CANCELLED and change.after.cancel_requested
+        assert change.close_run.outcome is RunOutcome.LEASE_EXPIRED
+        assert change.after.lease_owner is None and change.after.lease_expires_at is None
+
+
+def test_a_failure_after_a_cancel_request_ends_the_job_cancelled_and_keeps_the_error():
+    """Without it a failed attempt goes to retry_wait, the next claim clears the request and the job runs
+    again after the tenant cancelled it."""
+    error = ErrorSummary.of("Boom", "x")
+    for permanent in (False, True):
+        change = lifecycle.fail(requested(), 1, "w1", error, permanent=permanent, retry_delay_ms=5000,
+                                now=NOW)
+        assert change.after.state is JobState.CANCELLED and change.after.last_error == error
+        assert change.close_run == lifecycle.RunClosure(1, RunOutcome.FAILED, NOW, error)
+
+
+def test_completion_still_wins_over_a_cancel_request():
+    change = lifecycle.complete(requested(), 1, "w1", {"done": True}, NOW)
+    assert change.after.state is JobState.SUCCEEDED and change.close_run.outcome is RunOutcome.SUCCEEDED
+
+
+def test_release_after_a_cancel_request_acknowledges_it():
+    change = lifecycle.release(requested(), 1, "w1", NOW)
+    assert change.after.state is JobState.CANCELLED and change.close_run.outcome is RunOutcome.CANCELLED
+
+
+# --- a graceful release is not charged; every end says why ----------------------------------------------
+
+def test_a_released_attempt_is_not_charged_against_the_budget():
+    """Without it a worker shut down during the last attempt makes the next claim end the job dead, with
+    no error, though it never failed. The attempt number still rises (it is the fencing token)."""
+    released = lifecycle.release(claimed(queued(max_attempts=1)).after, 1, "w1", NOW).after
+    assert (released.attempt, released.attempt_floor, released.attempts_used) == (1, 1, 0)
+    again = lifecycle.claim(released, "w2", 30_000, NOW)
+    assert again.transition is Transition.CLAIM and again.after.attempt == 2
+
+
+def test_an_exhausted_job_ends_with_the_reason():
+    """Without it a job ended at claim (e.g. a row a release charged before this rule) is dead with no
+    last_error, and the status page cannot say why."""
+    job = queued(max_attempts=1).model_copy(update={"attempt": 1, "last_outcome": RunOutcome.RELEASED})
+    change = lifecycle.claim(job, "w1", 1000, NOW)
+    assert change.after.state is JobState.DEAD
+    assert change.after.last_error.error_type == "AttemptsExhausted"
+    boom = ErrorSummary.of("Boom", "x")
+    failed = job.model_copy(update={"last_outcome": RunOutcome.FAILED, "last_error": boom})
+    assert lifecycle.claim(failed, "w1", 1000, NOW).after.last_error == boom
+
+
+def test_every_move_into_dead_or_quarantined_carries_an_error():
+    job = queued().model_copy(update={"state": JobState.RUNNING})
+    with pytest.raises(IllegalTransition):
+        lifecycle._advance(job, Transition.FAIL, NOW, state=JobState.DEAD, last_error=None)
+
+
+# --- a report from an attempt that no longer holds the job ------------------------------------------------
+
+def run(outcome, worker="w1"):
+    return Run(job_id=JOB_ID, attempt=1, worker_id=worker, claimed_at=NOW, lease_expires_at=NOW + 1,
+               outcome=outcome)
+
+
+@pytest.mark.parametrize(("recorded", "claimed_outcome"), [
+    (RunOutcome.SUCCEEDED, RunOutcome.SUCCEEDED),
+    (RunOutcome.FAILED, RunOutcome.FAILED),
+    (RunOutcome.CANCELLED, RunOutcome.CANCELLED),
+    (RunOutcome.RELEASED, RunOutcome.RELEASED),
+    (RunOutcome.CANCELLED, RunOutcome.RELEASED),  # a release while cancel was requested acknowledged it
+])
+def test_a_report_the_attempt_already_made_is_a_repeat(recorded, claimed_outcome):
+    """Without it a retry after a lost answer (the first try committed) is answered fenced, and the run
+    record of a successful attempt is rewritten as fenced."""
+    assert lifecycle.stale_report(run(recorded), "w1", claimed_outcome) is StaleReport.REPEATED
+
+
+@pytest.mark.parametrize("recorded", [RunOutcome.LEASE_EXPIRED, None])
+def test_a_report_from_an_attempt_someone_else_closed_is_a_zombies(recorded):
+    assert lifecycle.stale_report(run(recorded), "w1", RunOutcome.SUCCEEDED) is StaleReport.ZOMBIE
+
+
+@pytest.mark.parametrize("recorded", [RunOutcome.SUCCEEDED, RunOutcome.FAILED, RunOutcome.RELEASED,
+                                      RunOutcome.CANCELLED, RunOutcome.FENCED])
+def test_a_report_contradicting_the_attempts_own_outcome_never_overwrites_it(recorded):
+    """Without it an acknowledge_cancel after a completion rewrites the succeeded run as fenced."""
+    claimed_outcome = RunOutcome.FAILED if recorded is not RunOutcome.FAILED else RunOutcome.SUCCEEDED
+    assert lifecycle.stale_report(run(recorded), "w1", claimed_outcome) is StaleReport.CONTRADICTED
+
+
+def test_a_report_on_another_workers_run_or_no_run_is_only_fenced():
+    assert lifecycle.stale_report(run(RunOutcome.SUCCEEDED, worker="w2"), "w1",
+                                  RunOutcome.SUCCEEDED) is StaleReport.CONTRADICTED
+    assert lifecycle.stale_report(None, "w1", RunOutcome.SUCCEEDED) is StaleReport.CONTRADICTED

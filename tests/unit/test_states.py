@@ -3,6 +3,7 @@
 import pytest
 
 from onward.states import (
+    ENDS_WITH_ERROR,
     TERMINAL_STATES,
     TRANSITIONS,
     IllegalTransition,
@@ -65,3 +66,15 @@ def test_illegal_moves_raise():
         check_transition(Transition.FAIL, JobState.RUNNING, JobState.SUCCEEDED)
     with pytest.raises(IllegalTransition):
         check_transition(Transition.REPLAY, JobState.SUCCEEDED, JobState.QUEUED)
+
+
+def test_a_cancel_request_may_end_the_job_at_every_move_that_stops_the_attempt():
+    """Without these entries a failure or a reap after a cancel request could only retry or requeue the job,
+    and it would run again after the tenant cancelled it (completion still wins: COMPLETE stays succeeded)."""
+    for transition in (Transition.FAIL, Transition.REAP, Transition.CANCEL):  # a release acknowledges: CANCEL
+        assert JobState.CANCELLED in TRANSITIONS[(transition, JobState.RUNNING)], transition
+    assert TRANSITIONS[(Transition.COMPLETE, JobState.RUNNING)] == {JobState.SUCCEEDED}
+
+
+def test_the_ends_that_need_a_reason_are_dead_and_quarantined():
+    assert ENDS_WITH_ERROR == {JobState.DEAD, JobState.QUARANTINED} and ENDS_WITH_ERROR <= TERMINAL_STATES

@@ -45,6 +45,7 @@ import boto3  # noqa: E402
 from botocore.config import Config  # noqa: E402
 
 from bench.fairness import percentile  # noqa: E402
+from handlers.bootstrap import Deployment  # noqa: E402
 from infra.endpoint import REGION, EmbeddedEndpoint  # noqa: E402
 from infra.metering import OBSERVER_AGENT, Meter  # noqa: E402
 from infra.platform import LocalPlatform, PlatformOptions  # noqa: E402
@@ -95,7 +96,7 @@ def run(jobs: int = JOBS, workers: int = 4, progress: Any = None, rate: float | 
                                 config=Config(user_agent_extra=OBSERVER_AGENT))
         view = StatusViewReader(observer, settings.require("status_table"))
         options = PlatformOptions(workers=workers, lease_s=30.0, http_port=0)
-        with LocalPlatform(settings, clients, registry, options) as platform:
+        with LocalPlatform(Deployment(settings, clients=clients), registry, options) as platform:
             meter.reset()
             started = time.perf_counter()
             job_ids = _paced_submit(platform.url, jobs, rate)

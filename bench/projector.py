@@ -39,16 +39,14 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # runnable as a script from anywhere
 os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
 
+from handlers.bootstrap import Deployment  # noqa: E402
 from infra.endpoint import EmbeddedEndpoint  # noqa: E402
-from onward.checkpoints import CheckpointStore  # noqa: E402
 from onward.clock import iso, system_clock  # noqa: E402
 from onward.dynamo import from_item, to_item  # noqa: E402
 from onward.models import OutboxEvent  # noqa: E402
-from onward.parking import ParkedRecords  # noqa: E402
 from onward.projection import ProjectionOutcome, classify, view_fields  # noqa: E402
 from onward.settings import Settings  # noqa: E402
 from onward.states import JobState  # noqa: E402
-from projector.projector import StatusProjector  # noqa: E402
 
 JOBS = 1_000
 SLICE = 50
@@ -153,10 +151,7 @@ def run(endpoint: EmbeddedEndpoint | None = None, *, jobs: int = JOBS) -> dict[s
                               AttributeDefinitions=[{"AttributeName": "job_id", "AttributeType": "S"}],
                               KeySchema=[{"AttributeName": "job_id", "KeyType": "HASH"}])
         projectors = {
-            "onward": StatusProjector(onward_db, settings.require("status_table"),
-                                      settings.require("conflicts_table"),
-                                      CheckpointStore(onward_db, settings.require("checkpoint_table")),
-                                      ParkedRecords(onward_db, settings.require("parked_table"))),
+            "onward": Deployment(settings, clients={"dynamodb": onward_db}).status_projector,
             "naive": NaiveProjector(naive_db, naive_table),
         }
         counters = {"onward": RequestCounter(onward_db, "dynamodb"),

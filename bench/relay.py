@@ -8,7 +8,7 @@ outbox table's DynamoDB stream in batches of up to 1,000 records (the most one G
 relay's batch size), untimed.
 
 Then, on the same stream records:
-- onward: relay.relay.Relay.relay per batch, as relay.app.handler runs it: skip records its checkpoint
+- onward: relay.relay.Relay.relay per batch, as handlers.relay.handler runs it: skip records its checkpoint
   covers, decode the INSERT images, PutRecords (<= 500 records, one event per job per request, so a job's
   events stay in order), advance the checkpoint;
 - naive: decode each INSERT image and send it with one PutRecord, into a second stream of the same shape.
@@ -35,15 +35,14 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # runnable as a script from anywhere
 os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")  # the relay logs every batch at INFO
 
+from handlers.bootstrap import Deployment  # noqa: E402
 from infra.endpoint import EmbeddedEndpoint  # noqa: E402
-from onward.checkpoints import CheckpointStore  # noqa: E402
 from onward.models import NewJob  # noqa: E402
-from onward.outbox import OutboxReader, event_from_image  # noqa: E402
-from onward.parking import ParkedRecords  # noqa: E402
+from onward.outbox import event_from_image  # noqa: E402
 from onward.settings import Settings  # noqa: E402
 from onward.store import JobStore  # noqa: E402
-from relay.publisher import MAX_RECORDS_PER_REQUEST, KinesisPublisher, encode  # noqa: E402
-from relay.relay import Relay, StreamRecord  # noqa: E402
+from relay.publisher import MAX_RECORDS_PER_REQUEST, encode  # noqa: E402
+from relay.relay import StreamRecord  # noqa: E402
 
 JOBS = 1_000
 STREAM_BATCH = 1_000
@@ -153,12 +152,7 @@ def stream_size(kinesis: Any, stream: str) -> int:
 def measure_onward(endpoint: EmbeddedEndpoint, settings: Settings, batches: list[Batch],
                    events: int) -> Measurement:
     kinesis, dynamodb = endpoint.client("kinesis"), endpoint.client("dynamodb")
-    relay = Relay(
-        KinesisPublisher(kinesis, settings.require("events_stream")),
-        CheckpointStore(dynamodb, settings.require("checkpoint_table")),
-        ParkedRecords(dynamodb, settings.require("parked_table")),
-        OutboxReader(dynamodb, settings.require("outbox_table")),
-    )
+    relay = Deployment(settings, clients={"kinesis": kinesis, "dynamodb": dynamodb}).relay
     counter = RequestCounter(kinesis, "kinesis")
     start = time.perf_counter()
     for shard_id, records in batches:

@@ -1,5 +1,7 @@
-"""`onward`: the command line. Each command builds what it needs and hands it to the core; local-stack
-commands import infra (moto) lazily, so the other commands run against AWS without it."""
+"""`onward`: the command line. Each command asks the environment's Deployment (handlers/bootstrap.py) for the
+components it uses and hands them to the core. Only the local-stack commands import infra, lazily, and only
+the embedded endpoint loads moto: `onward worker`, the production runtime, loads neither, and `onward up
+--aws` / `--endpoint-url` runs the local platform without moto."""
 
 from __future__ import annotations
 
@@ -17,11 +19,10 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from handlers.bootstrap import Deployment
 from onward.clock import parse_instant
 from onward.models import NewJob
-from onward.settings import Settings
 from onward.states import is_terminal
-from onward.store import JobStore
 from onward.worker import Registry
 
 if TYPE_CHECKING:
@@ -38,12 +39,13 @@ def _wait_for_interrupt(stop: threading.Event) -> None:
 
 
 def cmd_endpoint(args: argparse.Namespace) -> int:
-    from infra.endpoint import END_OF_EXPORTS, EmbeddedEndpoint, export_lines
+    from infra.endpoint import END_OF_EXPORTS, EmbeddedEndpoint
+    from infra.stack import export_lines
 
     with EmbeddedEndpoint(port=args.port) as endpoint:
-        deployment = endpoint.deploy()
+        stack = endpoint.deploy()
         print("# Onward embedded AWS endpoint on", endpoint.url, "- paste these lines into a shell:")
-        for line in export_lines(deployment.environment):
+        for line in export_lines(stack.environment):
             print(line)
         print(END_OF_EXPORTS, flush=True)
         _wait_for_interrupt(threading.Event())
@@ -56,9 +58,9 @@ def cmd_worker(args: argparse.Namespace) -> int:
     if not isinstance(registry, Registry):
         print(f"onward worker: {args.module} has no `registry` (an onward.worker.Registry)", file=sys.stderr)
         return 2
-    from infra.platform import WorkerPool
+    from onward.pool import WorkerPool
 
-    pool = WorkerPool(JobStore(Settings.from_environment()), registry, args.concurrency, args.lease_s)
+    pool = WorkerPool(Deployment.from_environment().job_store, registry, args.concurrency, args.lease_s)
     pool.start()
     print(f"onward worker: {args.concurrency} workers running {sorted(registry.types)}; Ctrl-C stops them",
           flush=True)
@@ -111,10 +113,10 @@ def _target_environment(args: argparse.Namespace) -> dict[str, str]:
     (resource names read from CloudFormation; `--deploy` first creates the data resources)."""
     from botocore.exceptions import ClientError
 
-    from infra.endpoint import deploy_data_resources, stack_environment
+    from infra.stack import deploy_data_resources, stack_environment
 
     environment = {"AWS_ENDPOINT_URL": args.endpoint_url} if args.endpoint_url else {}
-    cloudformation = Settings.from_environment({**os.environ, **environment}).client("cloudformation")
+    cloudformation = Deployment.from_environment({**os.environ, **environment}).client("cloudformation")
     if args.deploy:
         try:
             deploy_data_resources(cloudformation, args.stack)
@@ -137,8 +139,8 @@ def cmd_up(args: argparse.Namespace) -> int:
     and follows it to its end."""
     from contextlib import ExitStack
 
-    from infra.endpoint import EmbeddedEndpoint, export_lines
     from infra.platform import LocalPlatform, PlatformOptions
+    from infra.stack import export_lines
     from onward.demo import registry
 
     tokens, operator_token = _tokens(args)
@@ -149,6 +151,8 @@ def cmd_up(args: argparse.Namespace) -> int:
             environment = _target_environment(args)
             where = args.endpoint_url or "AWS (default endpoints and credentials)"
         else:
+            from infra.endpoint import EmbeddedEndpoint
+
             endpoint = stack.enter_context(EmbeddedEndpoint(port=args.port))
             environment = endpoint.deploy().environment
             where = f"embedded AWS endpoint on {endpoint.url}"
@@ -159,21 +163,20 @@ def cmd_up(args: argparse.Namespace) -> int:
         os.environ["ONWARD_STALE_AFTER_S"] = str(args.stale_after_s)
         os.environ["ONWARD_HEARTBEAT_INTERVAL_S"] = str(args.heartbeat_s)
         os.environ.setdefault("ONWARD_JOB_TYPES", ",".join(sorted(registry.types)))
-        settings = Settings.from_environment()
+        deployment = Deployment.from_environment()
         print(f"Onward: {where}")
         for line in export_lines(environment):
             print("  " + line)
-        clients = {name: settings.client(name) for name in ("dynamodb", "dynamodbstreams", "kinesis")}
         options = PlatformOptions(workers=args.workers, lease_s=args.lease_s, http_port=args.http_port,
                                   heartbeat_interval_s=args.heartbeat_s)
-        platform = stack.enter_context(LocalPlatform(settings, clients, registry, options))
+        platform = stack.enter_context(LocalPlatform(deployment, registry, options))
         print(f"HTTP API and status page: {platform.url}/  (Authorization: Bearer <token>; "
               "OpenAPI at /openapi.json)")
         for tenant, secret in tokens.items():
             print(f"  tenant {tenant:10} token {secret}")
         print(f"  operator          token {operator_token}", flush=True)
         if args.demo:
-            _follow_demo(platform.store, settings, clients["dynamodb"], stop)
+            _follow_demo(deployment, stop)
         if not args.exit_when_done:
             print("Serving; Ctrl-C stops everything.", flush=True)
             _wait_for_interrupt(stop)
@@ -181,11 +184,9 @@ def cmd_up(args: argparse.Namespace) -> int:
     return 0
 
 
-def _follow_demo(store: JobStore, settings: Settings, dynamodb: object, stop: threading.Event) -> None:
+def _follow_demo(deployment: Deployment, stop: threading.Event) -> None:
     """Enqueue the demo workload and print progress until every job ended and the view shows it."""
-    from onward.view import StatusViewReader
-
-    view = StatusViewReader(dynamodb, settings.require("status_table"))
+    store, view = deployment.job_store, deployment.status_view
     jobs = [store.create(tenant, request).job.job_id for tenant, request in DEMO_WORKLOAD]
     print(f"Enqueued {len(jobs)} demo jobs for tenants {', '.join(DEMO_TENANTS)}")
     started = time.monotonic()
@@ -209,24 +210,17 @@ def _follow_demo(store: JobStore, settings: Settings, dynamodb: object, stop: th
         stop.wait(1.0)
 
 
-def _clients(settings: Settings) -> tuple[object, object]:
-    return settings.client("dynamodb"), settings.client("kinesis")
-
-
 def cmd_replay(args: argparse.Namespace) -> int:
-    from onward.outbox import OutboxReader
-    from relay.publisher import KinesisPublisher
     from relay.replay import ReplaySelection, replay
 
-    settings = Settings.from_environment()
-    dynamodb, kinesis = _clients(settings)
     if args.since is not None and args.until is not None and args.until < args.since:
         print("onward replay: --until is before --since", file=sys.stderr)
         return 2
     selection = ReplaySelection(job_id=args.job, tenant_id=args.tenant, since=args.since, until=args.until)
+    deployment = Deployment.from_environment()
     summary = replay(
-        OutboxReader(dynamodb, settings.require("outbox_table")),
-        KinesisPublisher(kinesis, settings.require("events_stream")),
+        deployment.outbox_reader,
+        deployment.events_publisher,
         selection,
         progress=lambda done, total: print(f"  published {done}/{total}", flush=True),
     )
@@ -236,14 +230,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def cmd_rebuild_view(args: argparse.Namespace) -> int:
-    from onward.outbox import OutboxReader
-    from onward.view import StatusViewReader
     from projector.rebuild import compare
 
-    settings = Settings.from_environment()
-    dynamodb = settings.client("dynamodb")
-    diff = compare(OutboxReader(dynamodb, settings.require("outbox_table")).all(),
-                   StatusViewReader(dynamodb, settings.require("status_table")).all())
+    deployment = Deployment.from_environment()
+    diff = compare(deployment.outbox_reader.all(), deployment.status_view.all())
     if diff.identical:
         print(f"rebuild-view: the view rebuilt from the outbox is identical to the live view ({diff.jobs} jobs)")
         return 0
@@ -257,23 +247,17 @@ def cmd_rebuild_view(args: argparse.Namespace) -> int:
 
 def cmd_reconcile(args: argparse.Namespace) -> int:
     from onward.clock import system_clock
-    from onward.outbox import OutboxReader
-    from onward.view import StatusViewReader
-    from relay.publisher import KinesisPublisher
     from relay.reconcile import find_lagging, repair
 
-    settings = Settings.from_environment()
-    dynamodb, kinesis = _clients(settings)
-    store = JobStore(settings, client=dynamodb)
-    lagging = find_lagging(store.all_jobs(), StatusViewReader(dynamodb, settings.require("status_table")),
-                           system_clock(), args.threshold_s)
+    deployment = Deployment.from_environment()
+    lagging = find_lagging(deployment.job_store.all_jobs(), deployment.status_view, system_clock(),
+                           args.threshold_s)
     for lag in lagging:
         shown = "never" if lag.view_version is None else f"v{lag.view_version}"
         print(f"  {lag.job_id}: job v{lag.job_version}, view {shown}, behind for {lag.behind_s:.0f}s")
     print(f"reconcile: {len(lagging)} jobs behind the authority for more than {args.threshold_s:g}s")
     if lagging and args.repair:
-        published = repair(lagging, OutboxReader(dynamodb, settings.require("outbox_table")),
-                           KinesisPublisher(kinesis, settings.require("events_stream")))
+        published = repair(lagging, deployment.outbox_reader, deployment.events_publisher)
         print(f"reconcile: re-published {published} events")
         return 0
     return 1 if lagging else 0
@@ -303,13 +287,7 @@ def cmd_capacity(args: argparse.Namespace) -> int:
 def cmd_lag(args: argparse.Namespace) -> int:
     import json
 
-    from onward.lag import LagProbe
-
-    settings = Settings.from_environment()
-    dynamodb, kinesis = _clients(settings)
-    probe = LagProbe(dynamodb, kinesis, settings.require("checkpoint_table"), settings.require("outbox_table"),
-                     settings.require("events_stream"),
-                     outbox_retention_s=(args.outbox_retention_days or settings.outbox_retention_days) * 86400.0)
+    probe = Deployment.from_environment().lag_probe(args.outbox_retention_days)
     if not args.json:
         print(f"sampling the pipeline for {args.window_s:g}s...", file=sys.stderr, flush=True)
     report = probe.measure(args.window_s)

@@ -2,8 +2,9 @@
 (infra/gateway.py) invokes the same `handler` with the same event shape.
 
 Thin: authenticate, parse the request at the edge (pydantic, extra fields refused), call the core
-(JobStore, StatusViewReader, CheckpointStore, onward.freshness), shape the response. Errors are
-application/problem+json. The tenant ALWAYS comes from the credential. Another tenant's job is answered
+(JobStore, StatusViewReader, CheckpointStore, onward.freshness), shape the response. The authenticator, the
+known job types and the core are the environment's Deployment's (handlers/bootstrap.py), built once. Errors
+are application/problem+json. The tenant ALWAYS comes from the credential. Another tenant's job is answered
 exactly like a missing one. Tokens are never logged (the event is not logged at all).
 """
 
@@ -16,7 +17,6 @@ import os
 import re
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -28,7 +28,8 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ValidationError
 
-from handlers.auth import Principal, authenticator_from_environment
+from handlers.auth import Principal
+from handlers.bootstrap import Deployment
 from handlers.contract import (
     Accepted,
     CancelAccepted,
@@ -39,7 +40,7 @@ from handlers.contract import (
     RunRecord,
     Runs,
 )
-from onward.checkpoints import PROJECTOR_CONSUMER, CheckpointStore
+from onward.checkpoints import PROJECTOR_CONSUMER
 from onward.clock import EpochMs, iso, system_clock
 from onward.errors import (
     IdempotencyConflict,
@@ -51,11 +52,9 @@ from onward.errors import (
 )
 from onward.freshness import freshness_of, view_lag
 from onward.models import JOB_ID_PATTERN, NewJob, ViewLag
-from onward.settings import Settings
 from onward.states import JobState
-from onward.store import CancelStatus, JobStore
+from onward.store import CancelStatus
 from onward.telemetry import discard_unflushed
-from onward.view import StatusViewReader
 
 logger = Logger(service="onward-api")
 metrics = Metrics(namespace="Onward", service="api")
@@ -66,7 +65,6 @@ MAX_CURSOR_CHARS = 2048
 IDEMPOTENCY_KEY = re.compile(r"[ -~]{1,128}")
 # The answers of the API are per caller and change with every poll: no cache may keep them.
 NO_STORE = {"Cache-Control": "no-store"}
-DEFAULT_JOB_TYPES = ("demo.echo", "demo.sleep", "demo.flaky", "demo.fail", "demo.crash")
 DEFAULT_LIMIT = 20
 MAX_LIMIT = 100
 PROBLEM_JSON = "application/problem+json"
@@ -101,37 +99,6 @@ def not_found(job_id: str) -> Problem:
     return Problem(404, "Not found", f"no job {job_id!r}", slug="job-not-found")
 
 
-def known_job_types(environ: Mapping[str, str] | None = None) -> frozenset[str]:
-    source = os.environ if environ is None else environ
-    configured = [t.strip() for t in source.get("ONWARD_JOB_TYPES", "").split(",") if t.strip()]
-    return frozenset(configured or DEFAULT_JOB_TYPES)
-
-
-# --- the core, built once per deployment ---------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Core:
-    settings: Settings
-    store: JobStore
-    view: StatusViewReader
-    checkpoints: CheckpointStore
-
-
-def build_core() -> Core:
-    return _core_for(Settings.from_environment())
-
-
-@cache
-def _core_for(settings: Settings) -> Core:
-    dynamodb = settings.client("dynamodb")
-    return Core(
-        settings,
-        JobStore(settings, client=dynamodb),
-        StatusViewReader(dynamodb, settings.require("status_table")),
-        CheckpointStore(dynamodb, settings.require("checkpoint_table")),
-    )
-
-
 # --- the app ------------------------------------------------------------------------------------------------
 
 app = APIGatewayHttpResolver(debug=False)
@@ -144,7 +111,7 @@ def _json(status: int, body: BaseModel | dict[str, Any], headers: Mapping[str, s
 
 
 def _principal() -> Principal:
-    principal = authenticator_from_environment().authenticate(app.current_event.raw_event)
+    principal = Deployment.from_environment().authenticator.authenticate(app.current_event.raw_event)
     if principal is None:
         raise Problem(401, "Unauthorized", "send Authorization: Bearer <token>",
                       headers={"WWW-Authenticate": 'Bearer realm="onward"'})
@@ -239,7 +206,7 @@ def web_files() -> dict[str, tuple[str, str]]:
 def openapi() -> Response:
     from handlers.openapi import document
 
-    return _json(200, document(known_job_types()))
+    return _json(200, document(Deployment.from_environment().job_types))
 
 
 @app.post("/jobs")
@@ -258,13 +225,14 @@ def create_job() -> Response:
         shown = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in errors[:3])
         raise Problem(422, "Invalid request", f"the body does not match the schema: {shown}", slug="validation",
                       extra={"errors": errors}) from error
-    if request.type not in known_job_types():
+    deployment = Deployment.from_environment()
+    if request.type not in deployment.job_types:
         raise Problem(422, "Unknown job type", f"no job type {request.type!r}; known: "
-                      + ", ".join(sorted(known_job_types())), slug="unknown-job-type")
+                      + ", ".join(sorted(deployment.job_types)), slug="unknown-job-type")
     key = (app.current_event.headers or {}).get("idempotency-key")
     if key is not None and not IDEMPOTENCY_KEY.fullmatch(key):
         raise Problem(400, "Bad request", "an Idempotency-Key is 1 to 128 printable ASCII characters")
-    created = build_core().store.create(principal.tenant_id, request, idempotency_key=key)
+    created = deployment.job_store.create(principal.tenant_id, request, idempotency_key=key)
     metrics.add_metric(name="JobsCreated" if created.created else "JobsCreateRepeated", unit=MetricUnit.Count, value=1)
     job = created.job
     return _json(202 if created.created else 200, Accepted(job_id=job.job_id, status=job.state, version=job.version),
@@ -288,10 +256,10 @@ def list_jobs() -> Response:
     if status is not None and status not in {s.value for s in JobState}:
         raise Problem(400, "Bad request", f"unknown status {status!r}")
     start = _decode_cursor(query.get("cursor"), tenant) if query.get("cursor") else None
-    core = build_core()
-    views, start = core.view.for_tenant(tenant, limit=limit, status=status, start=start)
+    deployment = Deployment.from_environment()
+    views, start = deployment.status_view.for_tenant(tenant, limit=limit, status=status, start=start)
     now = system_clock()
-    lag = _view_lag(core, now)
+    lag = _view_lag(deployment, now)
     jobs = [JobStatus.of_view(view, freshness_of(view.occurred_at, lag, now)) for view in views]
     return _json(200, JobPage(jobs=jobs, cursor=_encode_cursor(start) if start else None, view=lag))
 
@@ -300,12 +268,13 @@ def list_jobs() -> Response:
 def view_health() -> Response:
     """How far behind the status view may be right now (any valid credential)."""
     _principal()
-    return _json(200, _view_lag(build_core(), system_clock()))
+    return _json(200, _view_lag(Deployment.from_environment(), system_clock()))
 
 
-def _view_lag(core: Core, now: EpochMs) -> ViewLag:
+def _view_lag(deployment: Deployment, now: EpochMs) -> ViewLag:
     """How far behind the view may be now: one Query of the projector's watermarks."""
-    return view_lag(core.checkpoints.watermarks(PROJECTOR_CONSUMER), now, core.settings.stale_after_s)
+    return view_lag(deployment.checkpoint_store.watermarks(PROJECTOR_CONSUMER), now,
+                    deployment.settings.stale_after_s)
 
 
 def _encode_cursor(key: dict[str, Any]) -> str:
@@ -330,13 +299,13 @@ def get_job(job_id: str) -> Response:
     principal = _principal()
     job_id = _job_id(job_id)
     scope = _tenant_scope(principal)
-    core = build_core()
-    view = core.view.get(job_id)
+    deployment = Deployment.from_environment()
+    view = deployment.status_view.get(job_id)
     if view is not None and scope is not None and view.tenant_id != scope:
         raise not_found(job_id)
-    job = None if view is not None else core.store.get(job_id, scope)  # JobNotFound: a 404
+    job = None if view is not None else deployment.job_store.get(job_id, scope)  # JobNotFound: a 404
     now = system_clock()
-    lag = _view_lag(core, now)
+    lag = _view_lag(deployment, now)
     if view is not None:
         return _json(200, JobStatus.of_view(view, freshness_of(view.occurred_at, lag, now)))
     # The view has not seen the job yet: answer from the job row, marked as such and stale.
@@ -348,14 +317,14 @@ def get_job(job_id: str) -> Response:
 @app.get("/jobs/<job_id>/runs")
 def job_runs(job_id: str) -> Response:
     principal = _principal()
-    runs = build_core().store.runs(_job_id(job_id), _tenant_scope(principal))
+    runs = Deployment.from_environment().job_store.runs(_job_id(job_id), _tenant_scope(principal))
     return _json(200, Runs(job_id=job_id, runs=[RunRecord.of(run) for run in runs]))
 
 
 @app.post("/jobs/<job_id>/cancel")
 def cancel_job(job_id: str) -> Response:
     principal = _principal()
-    outcome = build_core().store.cancel(_job_id(job_id), _tenant_scope(principal))
+    outcome = Deployment.from_environment().job_store.cancel(_job_id(job_id), _tenant_scope(principal))
     if outcome.status is CancelStatus.ALREADY_ENDED:
         raise Problem(409, "Already completed", f"job {job_id} already ended as {outcome.job.state.value}",
                       slug="already-completed", extra={"job_status": outcome.job.state.value})
@@ -368,9 +337,9 @@ def replay_job(job_id: str) -> Response:
     principal = _principal()
     if not principal.operator:
         raise Problem(403, "Forbidden", "replay is for operators")
-    core = build_core()
-    core.store.get(_job_id(job_id), _tenant_scope(principal))  # bound to a tenant: only that tenant's jobs
-    job = core.store.replay(job_id)
+    store = Deployment.from_environment().job_store
+    store.get(_job_id(job_id), _tenant_scope(principal))  # bound to a tenant: only that tenant's jobs
+    job = store.replay(job_id)
     return _json(202, Accepted(job_id=job.job_id, status=job.state, version=job.version))
 
 

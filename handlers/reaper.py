@@ -10,7 +10,7 @@ from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from handlers.deployment import heartbeat_emitter, job_store
+from handlers.bootstrap import Deployment
 from onward.reaper import reap_once
 from onward.telemetry import discard_unflushed
 
@@ -25,7 +25,8 @@ tracer = Tracer(service="onward-reaper")
 @logger.inject_lambda_context
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, int]:
     """Any event (EventBridge's scheduled event carries nothing we need); returns the jobs moved."""
-    moved = reap_once(job_store())
+    deployment = Deployment.from_environment()
+    moved = reap_once(deployment.job_store)
     metrics.add_metric(name="LeasesReaped", unit=MetricUnit.Count, value=moved)
-    heartbeat_emitter().emit()
+    deployment.heartbeat_emitter.emit()
     return {"reaped": moved}

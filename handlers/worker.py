@@ -2,39 +2,25 @@
 registered types (onward.worker) until none is due or the invocation has less time left than a lease.
 
 ONWARD_WORKER_MODULE names the module whose `registry` holds the job handlers (as `onward worker --module`);
-ONWARD_WORKER_LEASE_S the lease taken on each job. A job still running when the invocation times out loses
-its lease like a killed worker: the reaper hands it back and the attempt is counted.
+ONWARD_WORKER_LEASE_S the lease taken on each job (the deployment's `worker`, handlers/bootstrap.py). A job
+still running when the invocation times out loses its lease like a killed worker: the reaper hands it back
+and the attempt is counted.
 """
 
 from __future__ import annotations
 
-import importlib
-import os
-from functools import cache
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from handlers.deployment import job_store
+from handlers.bootstrap import Deployment
 from onward.telemetry import discard_unflushed
-from onward.worker import Registry, Worker
 
 logger = Logger(service="onward-worker")
 metrics = Metrics(namespace="Onward", service="worker")
 tracer = Tracer(service="onward-worker")
-
-DEFAULT_MODULE = "onward.demo"
-DEFAULT_LEASE_S = 60.0
-
-
-@cache
-def _worker(module: str, lease_s: float) -> Worker:
-    registry = getattr(importlib.import_module(module), "registry", None)
-    if not isinstance(registry, Registry):
-        raise TypeError(f"ONWARD_WORKER_MODULE={module} has no `registry` (an onward.worker.Registry)")
-    return Worker(job_store(), registry, lease_s=lease_s)
 
 
 @discard_unflushed(metrics)
@@ -43,8 +29,8 @@ def _worker(module: str, lease_s: float) -> Worker:
 @logger.inject_lambda_context
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, int]:
     """Any event (EventBridge's scheduled event); returns how many jobs this invocation ran."""
-    lease_s = float(os.environ.get("ONWARD_WORKER_LEASE_S") or DEFAULT_LEASE_S)
-    worker = _worker(os.environ.get("ONWARD_WORKER_MODULE") or DEFAULT_MODULE, lease_s)
+    deployment = Deployment.from_environment()
+    worker, lease_s = deployment.worker, deployment.worker_lease_s
     ran = 0
     while context.get_remaining_time_in_millis() > lease_s * 1000 and worker.run_once():
         ran += 1

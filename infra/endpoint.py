@@ -29,15 +29,10 @@ from werkzeug.serving import BaseWSGIServer, make_server
 
 from infra import moto_fixes
 from infra.metering import Meter
-from infra.template import (
-    as_json,
-    data_resource_environment,
-    data_resources_template,
-    load_template,
-)
+from infra.moto_fixes import streams
+from infra.stack import STACK_NAME, deploy_data_resources, stack_environment
 
 REGION = "us-east-1"
-STACK_NAME = "onward"
 DUMMY_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
 
 WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
@@ -51,6 +46,10 @@ class SerializedApp:
         self._app = app
         self._lock = threading.Lock()
         self._meter = meter
+
+    def exclusive(self) -> threading.Lock:
+        """The lock every request runs under: hold it to change the emulator's state between requests."""
+        return self._lock
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
         with self._lock:
@@ -87,8 +86,9 @@ class _QuietRequestHandler(MotoRequestHandler):
 
 
 @dataclass(frozen=True)
-class Deployment:
-    """What `deploy` created: the environment that names every resource."""
+class DeployedStack:
+    """What `deploy` created: the environment that names every resource (handlers/bootstrap.py's Deployment
+    builds the components over them)."""
 
     environment: dict[str, str]
 
@@ -96,9 +96,18 @@ class Deployment:
 class EmbeddedEndpoint:
     """moto's server on 127.0.0.1 in this process. Use as a context manager or start()/stop()."""
 
-    def __init__(self, port: int = 0, host: str = "127.0.0.1", meter: Meter | None = None) -> None:
+    def __init__(self, port: int = 0, host: str = "127.0.0.1", meter: Meter | None = None, *,
+                 stream_shards: int = 1, split_every_s: float | None = None) -> None:
+        """`stream_shards`: the open shards of each DynamoDB stream of a table created through this
+        endpoint (records routed by partition key, as on AWS); `split_every_s`: one open shard of each such
+        stream splits in two every that many seconds while the stream is in use (None: only
+        `split_stream_shards` splits).
+        infra/moto_fixes/streams.py says what is modelled."""
         moto_fixes.install()
-        app = SerializedApp(DomainDispatcherApplication(create_backend_app), meter)
+        self.stream_topology = streams.StreamTopology(stream_shards, split_every_s)
+        app = SerializedApp(streams.topology_app(DomainDispatcherApplication(create_backend_app),
+                                                 self.stream_topology), meter)
+        self._app = app
         self._server: BaseWSGIServer = make_server(
             host, port, app, threaded=True, request_handler=_QuietRequestHandler
         )
@@ -112,6 +121,14 @@ class EmbeddedEndpoint:
     def start(self) -> EmbeddedEndpoint:
         self._thread.start()
         return self
+
+    def split_stream_shards(self, table: str,
+                            shard_ids: Iterable[str] | None = None) -> dict[str, tuple[str, str]]:
+        """Split open shards of a table's DynamoDB stream (`table`: its name, or its table or stream ARN),
+        the named ones or every open one: each closes and two children open, each with half its key range.
+        Returns parent shard id -> the children's ids. Runs between requests, as a partition split would."""
+        with self._app.exclusive():
+            return streams.split_shards(table, shard_ids)
 
     def stop(self) -> None:
         self._server.shutdown()
@@ -134,7 +151,7 @@ class EmbeddedEndpoint:
             config=Config(retries={"mode": "standard"}),
         )
 
-    def deploy(self, stack_name: str = STACK_NAME) -> Deployment:
+    def deploy(self, stack_name: str = STACK_NAME) -> DeployedStack:
         """Create template.yaml's data resources through CloudFormation; return the environment for them."""
         cloudformation = self.client("cloudformation")
         deploy_data_resources(cloudformation, stack_name)
@@ -144,35 +161,7 @@ class EmbeddedEndpoint:
             **DUMMY_CREDENTIALS,
             **stack_environment(cloudformation, stack_name),
         }
-        return Deployment(environment=environment)
-
-
-def deploy_data_resources(cloudformation: Any, stack_name: str = STACK_NAME) -> None:
-    """Create template.yaml's data resources (tables, stream) as a CloudFormation stack, through any
-    endpoint's CloudFormation (this one, another emulator)."""
-    template = data_resources_template(load_template())
-    cloudformation.create_stack(StackName=stack_name, TemplateBody=as_json(template))
-    cloudformation.get_waiter("stack_create_complete").wait(
-        StackName=stack_name, WaiterConfig={"Delay": 1, "MaxAttempts": 600})
-
-
-def stack_environment(cloudformation: Any, stack_name: str = STACK_NAME) -> dict[str, str]:
-    """The variables naming a deployed stack's data resources (`JOBS_TABLE=...`), read from CloudFormation:
-    works for the stack `sam deploy` made on AWS as for one made by deploy_data_resources."""
-    stack = cloudformation.describe_stacks(StackName=stack_name)["Stacks"][0]
-    if not stack["StackStatus"].endswith("_COMPLETE") or "ROLLBACK" in stack["StackStatus"]:
-        raise RuntimeError(f"stack {stack_name} is {stack['StackStatus']}")
-    wanted = set(data_resources_template(load_template())["Resources"])
-    physical: dict[str, str] = {}
-    for page in cloudformation.get_paginator("list_stack_resources").paginate(StackName=stack_name):
-        physical.update({r["LogicalResourceId"]: r["PhysicalResourceId"] for r in page["StackResourceSummaries"]
-                         if r["LogicalResourceId"] in wanted})
-    return data_resource_environment(physical)
-
-
-def export_lines(environment: dict[str, str]) -> list[str]:
-    """Shell `export` lines a person can paste to point any tool at the endpoint."""
-    return [f"export {name}={value}" for name, value in sorted(environment.items())]
+        return DeployedStack(environment=environment)
 
 
 END_OF_EXPORTS = "# Ctrl-C stops it."

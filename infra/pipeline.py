@@ -1,18 +1,17 @@
 """The event path on this machine: outbox stream -> relay handler -> Kinesis -> projector handler -> view,
-driven by the local event-source pollers. The handlers read their resources from the environment, as on
-Lambda: the caller puts the deployment's environment in os.environ first."""
+driven by the local event-source pollers. The handlers take their Deployment from the environment, as on
+Lambda (handlers/bootstrap.py): the caller puts the deployment's environment in os.environ first."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
+from handlers import projector as projector_handler
+from handlers import relay as relay_handler
+from handlers.bootstrap import Deployment
 from infra.pollers import EventsStreamPoller, OutboxStreamPoller
-from onward.checkpoints import CheckpointStore
-from onward.parking import ParkedRecords
 from onward.settings import Settings
-from projector import app as projector_app
-from relay import app as relay_app
 
 
 @dataclass
@@ -21,17 +20,26 @@ class LocalPipeline:
     projector_poller: EventsStreamPoller
 
     @classmethod
-    def build(cls, settings: Settings, clients: dict[str, Any], batch_size: int = 100) -> LocalPipeline:
-        outbox = clients["dynamodb"].describe_table(TableName=settings.require("outbox_table"))["Table"]
-        parked = ParkedRecords(clients["dynamodb"], settings.require("parked_table"))
-        relay_poller = OutboxStreamPoller(clients["dynamodbstreams"], outbox["LatestStreamArn"], relay_app.handler,
-                                          relay_app.build_relay(), batch_size=batch_size, parked=parked)
-        projector_poller = EventsStreamPoller(
-            clients["kinesis"], settings.require("events_stream"), projector_app.handler,
-            CheckpointStore(clients["dynamodb"], settings.require("checkpoint_table")), batch_size=batch_size,
-            parked=parked,
-        )
+    def of(cls, deployment: Deployment, batch_size: int = 100) -> LocalPipeline:
+        """The pollers over this deployment's clients, its relay (for the checkpoints they start after) and
+        its parked records, delivering batches of up to `batch_size` records."""
+        outbox_table = deployment.settings.require("outbox_table")
+        outbox = deployment.client("dynamodb").describe_table(TableName=outbox_table)["Table"]
+        parked = deployment.parked_records
+        relay_poller = OutboxStreamPoller(deployment.client("dynamodbstreams"), outbox["LatestStreamArn"],
+                                          relay_handler.handler, deployment.relay, batch_size=batch_size,
+                                          parked=parked)
+        projector_poller = EventsStreamPoller(deployment.client("kinesis"),
+                                              deployment.settings.require("events_stream"),
+                                              projector_handler.handler, deployment.checkpoint_store,
+                                              batch_size=batch_size, parked=parked)
         return cls(relay_poller, projector_poller)
+
+    @classmethod
+    def build(cls, settings: Settings, clients: dict[str, Any], batch_size: int = 100) -> LocalPipeline:
+        """A pipeline over these clients ("dynamodb", "dynamodbstreams", "kinesis"), as after a restart:
+        a Deployment of its own, no position in memory."""
+        return cls.of(Deployment(settings, clients=clients), batch_size)
 
     def drain(self, max_rounds: int = 10_000) -> int:
         """Poll relay and projector until a full round takes nothing; the records delivered or parked.

@@ -14,13 +14,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Self
 
+from handlers.bootstrap import Deployment
 from infra.gateway import LocalGateway
 from infra.pipeline import LocalPipeline
-from onward.heartbeat import HeartbeatEmitter
+from onward.pool import WorkerPool
 from onward.reaper import reap_once
-from onward.settings import Settings
-from onward.store import JobStore
-from onward.worker import Registry, Worker
+from onward.worker import Registry
 
 logger = logging.getLogger("onward-platform")
 
@@ -79,33 +78,17 @@ class PlatformOptions:
     http_port: int = 8000
 
 
-class WorkerPool:
-    def __init__(self, store: JobStore, registry: Registry, size: int, lease_s: float) -> None:
-        self._workers = [Worker(store, registry, worker_id=f"w-{n:02d}", lease_s=lease_s) for n in range(size)]
-        self._threads: list[threading.Thread] = []
-
-    def start(self) -> None:
-        self._threads = [threading.Thread(target=w.run, name=w.worker_id, daemon=True) for w in self._workers]
-        for thread in self._threads:
-            thread.start()
-
-    def stop(self, timeout_s: float = 30.0) -> None:
-        for worker in self._workers:
-            worker.shutdown()
-        for thread in self._threads:
-            thread.join(timeout=timeout_s)
-
-
 class LocalPlatform:
-    """Every component, started in dependency order and stopped in reverse. The HTTP API and the pollers
-    invoke the same Lambda handlers as on AWS, which read their resources from os.environ: the caller puts
-    the deployment's environment there first."""
+    """Every component of `deployment`, started in dependency order and stopped in reverse. The HTTP API and
+    the pollers invoke the same Lambda handlers as on AWS, which take their Deployment from os.environ: the
+    caller puts the deployment's environment there first, and passes `Deployment.from_environment()` so that
+    handlers and platform share one set of components."""
 
-    def __init__(self, settings: Settings, clients: dict[str, Any], registry: Registry,
+    def __init__(self, deployment: Deployment, registry: Registry,
                  options: PlatformOptions = PlatformOptions()) -> None:
-        self.store = JobStore(settings, client=clients["dynamodb"])
-        pipeline = LocalPipeline.build(settings, clients)
-        emitter = HeartbeatEmitter(clients["dynamodb"], settings.require("outbox_table"))
+        self.store = deployment.job_store
+        pipeline = LocalPipeline.of(deployment)
+        emitter = deployment.heartbeat_emitter
 
         def beat() -> bool:
             emitter.emit()

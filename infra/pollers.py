@@ -283,7 +283,12 @@ class OutboxStreamPoller(_ShardPoller):
     """The relay's event source: the outbox table's DynamoDB stream, INSERT records only (the filter
     template.yaml puts on the mapping), batches of `batch_size`. Starts after the relay's own checkpoint;
     when the stream was trimmed past it, the relay re-publishes from the outbox first. An unreadable
-    INSERT is parked in `parked` (source "relay"); without `parked` its shard stays on it, backed off."""
+    INSERT is parked in `parked` (source "relay"); without `parked` its shard stays on it, backed off.
+
+    Every shard is read, as Lambda's mapping reads them: the shards DescribeStream lists (page by page), a
+    child only once its parent is drained (listed as closed, and read to its end: GetRecords answered no
+    NextShardIterator), so that an item's records from before a split reach the handler before those after
+    it. The events name the stream, never the shard (eventSourceARN is the stream's ARN)."""
 
     def __init__(self, streams: Any, stream_arn: str, handler: Handler, relay: Relay, batch_size: int = 100,
                  *, parked: ParkedRecords | None = None, backoff: ShardBackoff = ShardBackoff(),
@@ -294,6 +299,8 @@ class OutboxStreamPoller(_ShardPoller):
         self._arn = stream_arn
         self._handler = handler
         self._relay = relay
+        self._listed_closed: frozenset[str] = frozenset()  # shards the latest listing showed closed
+        self._drained: set[str] = set()  # closed shards read to their end
 
     def _iterator(self, shard_id: str, kind: str, sequence_number: str | None = None) -> str:
         request = {"StreamArn": self._arn, "ShardId": shard_id, "ShardIteratorType": kind}
@@ -316,10 +323,42 @@ class OutboxStreamPoller(_ShardPoller):
             return self._iterator(shard_id, TRIM_HORIZON)
 
     def poll_once(self) -> int:
-        """One batch per shard; the number of records delivered to the handler or parked. A shard that
-        fails is skipped until its backoff ends; failing to list the shards raises."""
-        shards = self._streams.describe_stream(StreamArn=self._arn)["StreamDescription"]["Shards"]
-        return self._poll_shards(shard["ShardId"] for shard in shards)
+        """One batch per readable shard; the number of records delivered to the handler or parked. A child
+        shard is read only once its parent is drained. A shard that fails is skipped until its backoff
+        ends; failing to list the shards raises."""
+        shards = self._list_shards()
+        self._listed_closed = frozenset(shard["ShardId"] for shard in shards
+                                        if "EndingSequenceNumber" in shard["SequenceNumberRange"])
+        return self._poll_shards(self._readable(shards))
+
+    def _list_shards(self) -> list[dict[str, Any]]:
+        """Every shard of the stream: DescribeStream, page after page (ExclusiveStartShardId)."""
+        shards: list[dict[str, Any]] = []
+        request: dict[str, Any] = {"StreamArn": self._arn}
+        while True:
+            description = self._streams.describe_stream(**request)["StreamDescription"]
+            shards += description["Shards"]
+            last = description.get("LastEvaluatedShardId")
+            if not last:
+                return shards
+            request["ExclusiveStartShardId"] = last
+
+    def _readable(self, shards: list[dict[str, Any]]) -> Iterator[str]:
+        """The shards to poll, parents before children, decided as the poll reaches each: a parent drained
+        earlier in the same poll lets its children be read in it too. A parent no longer listed (trimmed)
+        holds nothing back."""
+        listed = {shard["ShardId"]: shard.get("ParentShardId") for shard in shards}
+
+        def generation(shard_id: str) -> int:
+            ancestors, parent = 0, listed[shard_id]
+            while parent in listed and ancestors < len(listed):
+                ancestors, parent = ancestors + 1, listed[parent]
+            return ancestors
+
+        for shard_id in sorted(listed, key=generation):  # stable: listing order among a generation
+            parent = listed[shard_id]
+            if shard_id not in self._drained and (parent not in listed or parent in self._drained):
+                yield shard_id
 
     def _poll_shard(self, shard_id: str, cursor: _ShardCursor) -> int:
         batch = self._read(shard_id, cursor)
@@ -342,6 +381,8 @@ class OutboxStreamPoller(_ShardPoller):
         if batch.records:
             cursor.resume = StreamPosition(AFTER_SEQUENCE_NUMBER, _stream_record_sequence(batch.records[-1]))
         cursor.iterator = batch.next_iterator
+        if batch.next_iterator is None and shard_id in self._listed_closed:  # a closed shard, read to its end
+            self._drained.add(shard_id)
         return taken
 
     def _lambda_record(self, record: dict[str, Any]) -> dict[str, Any]:

@@ -4,13 +4,19 @@ can reach, which AWS SDK operations those modules call, and which environment va
 Nothing is imported or executed: modules are parsed with `ast`. The reading is per MODULE, not per code
 path: if a module that a handler imports calls `scan` anywhere, the handler is taken to call `scan`. That
 over-approximates (a function is granted what its modules can do), never under-approximates, as long as
-the code follows three conventions the tests rely on:
+the code follows four conventions the tests rely on:
 
 - AWS clients are made with a literal service name (`settings.client("dynamodb")`, `boto3.client("kinesis")`);
 - SDK operations are called as attributes (`self._db.put_item(...)`, `get_paginator("query")`), with
   `IndexName="..."` literals for index queries and `settings.require("<resource>")` for resource names;
 - environment variables are read with literal names (`os.environ.get("X")`, `source.get("X")` where
-  `source` is `os.environ` or a mapping standing in for it, `helper(source, "X", ...)`, `settings.require("jobs_table")` -> JOBS_TABLE).
+  `source` is `os.environ` or a mapping standing in for it, `helper(source, "X", ...)`, `settings.require("jobs_table")` -> JOBS_TABLE);
+- components come from the wiring class (handlers/bootstrap.py's Deployment: a class with `@component`
+  methods) by attribute, `deployment.relay`: each of its methods (not the dunders) is read only where a
+  reached module names it, with the imports inside it, so a function is granted what the components it
+  names can do, not everything the wiring can build.
+
+Imports under `if TYPE_CHECKING:` never run and are not followed.
 """
 
 from __future__ import annotations
@@ -91,10 +97,52 @@ def _is_project(name: str) -> bool:
     return name.split(".")[0] in PROJECT_PACKAGES
 
 
-def _imports(tree: ast.Module, module: str, is_package: bool) -> set[str]:
+@dataclass(frozen=True)
+class _Unit:
+    """Code that runs together: a module (but its wiring methods), or one wiring method."""
+
+    module: str
+    is_package: bool
+    nodes: list[ast.AST]
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    return ((isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING")
+            or (isinstance(node.test, ast.Attribute) and node.test.attr == "TYPE_CHECKING"))
+
+
+def _wiring_methods(node: ast.AST) -> list[ast.FunctionDef]:
+    """The methods of a wiring class (one with `@component` methods) but its dunders; [] for other nodes."""
+    if not isinstance(node, ast.ClassDef):
+        return []
+    methods = [item for item in node.body if isinstance(item, ast.FunctionDef)]
+    if not any(isinstance(d, ast.Name) and d.id == "component" for m in methods for d in m.decorator_list):
+        return []
+    return [method for method in methods if not method.name.startswith("__")]
+
+
+def _nodes(root: ast.AST, wiring: dict[str, ast.FunctionDef]) -> list[ast.AST]:
+    """The nodes of `root` that run with it: not under `if TYPE_CHECKING:`, not inside a wiring method
+    (those are put in `wiring` by name, to be read only where they are named)."""
+    found: list[ast.AST] = []
+    todo = [root]
+    while todo:
+        node = todo.pop()
+        found.append(node)
+        methods = _wiring_methods(node)
+        wiring.update({method.name: method for method in methods})
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and _is_type_checking(child):
+                todo.extend(child.orelse)
+            elif child not in methods:
+                todo.append(child)
+    return found
+
+
+def _imports(nodes: Iterable[ast.AST], module: str, is_package: bool) -> set[str]:
     found: set[str] = set()
     package = module if is_package else module.rpartition(".")[0]
-    for node in ast.walk(tree):  # imports inside functions count too (lazy imports run as well)
+    for node in nodes:  # imports inside functions count too (lazy imports run as well)
         if isinstance(node, ast.Import):
             found |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom):
@@ -120,21 +168,47 @@ def _imports(tree: ast.Module, module: str, is_package: bool) -> set[str]:
     return modules
 
 
+def _reachable(roots: Iterable[str]) -> list[_Unit]:
+    """The code the root modules run: the project modules they import, directly or not (roots included),
+    and the wiring methods named in them (with what those import and name in turn)."""
+    units: list[_Unit] = []
+    seen: set[str] = set()
+    wiring: dict[str, tuple[str, bool, ast.FunctionDef]] = {}  # method name -> (module, is_package, method)
+    named: set[str] = set()  # attribute names used by the code read so far
+    taken: set[str] = set()
+    todo = list(roots)
+
+    def read(unit: _Unit) -> None:
+        units.append(unit)
+        todo.extend(_imports(unit.nodes, unit.module, unit.is_package) - seen)
+        named.update(node.attr for node in unit.nodes if isinstance(node, ast.Attribute))
+
+    while True:
+        while todo:
+            name = todo.pop()
+            if name in seen:
+                continue
+            path = module_file(name)
+            if path is None:
+                raise ModuleNotFoundError(name)
+            seen.add(name)
+            is_package = path.name == "__init__.py"
+            methods: dict[str, ast.FunctionDef] = {}
+            nodes = _nodes(ast.parse(path.read_text(), str(path)), methods)
+            wiring.update({method: (name, is_package, tree) for method, tree in methods.items()})
+            read(_Unit(name, is_package, nodes))
+        wanted = sorted((named & wiring.keys()) - taken)
+        if not wanted:
+            return units
+        for method in wanted:
+            taken.add(method)
+            module, is_package, tree = wiring[method]
+            read(_Unit(module, is_package, _nodes(tree, {})))
+
+
 def reachable_modules(roots: Iterable[str]) -> list[str]:
     """Project modules imported, directly or not, by the root modules (roots included)."""
-    seen: set[str] = set()
-    todo = list(roots)
-    while todo:
-        name = todo.pop()
-        if name in seen:
-            continue
-        path = module_file(name)
-        if path is None:
-            raise ModuleNotFoundError(name)
-        seen.add(name)
-        tree = ast.parse(path.read_text(), str(path))
-        todo.extend(_imports(tree, name, path.name == "__init__.py") - seen)
-    return sorted(seen)
+    return sorted({unit.module for unit in _reachable(roots)})
 
 
 def _literal(node: ast.AST | None) -> str | None:
@@ -158,13 +232,13 @@ def _environ_like(node: ast.AST) -> bool:
 
 def read_code(roots: Iterable[str]) -> CodeReading:
     """Read every module reachable from `roots`."""
-    modules = reachable_modules(roots)
-    reading = CodeReading(modules)
-    trees = {name: ast.parse(module_file(name).read_text()) for name in modules}  # type: ignore[union-attr]
-    created = {service for tree in trees.values() for node in ast.walk(tree)
+    units = _reachable(roots)
+    reading = CodeReading(sorted({unit.module for unit in units}))
+    created = {service for unit in units for node in unit.nodes
                if (service := _client_service(node)) in SERVICES}
-    for name, tree in trees.items():
-        for node in ast.walk(tree):
+    for unit in units:
+        name = unit.module
+        for node in unit.nodes:
             if isinstance(node, ast.Dict):
                 reading.transact_item_kinds |= {key for k in node.keys
                                                 if (key := _literal(k)) in TRANSACT_ITEM_ACTIONS}

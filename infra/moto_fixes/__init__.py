@@ -5,6 +5,8 @@ and why:
   against the state before it, one stream record per changed item;
 - `queries`: a Query reads only its partition (index partitions kept in maps updated from every write);
 - `kinesis`: records found by sequence number; resharding as Kinesis does it;
+- `streams`: DynamoDB Streams sharded as on AWS (several open shards per table stream, records routed by
+  partition key, wide interleaved sequence numbers, splits with lineage, paginated DescribeStream);
 - `server`: the request's service found without listing moto's package on every request; item
   operations' answers written without walking botocore's shapes;
 - here, memory: moto keeps every item and stream record it ever built.
@@ -20,11 +22,11 @@ from typing import Any
 from moto.dynamodb.models.dynamo_type import Item
 from moto.dynamodb.models.table import StreamRecord
 
-from infra.moto_fixes import kinesis, queries, server, transactions
+from infra.moto_fixes import kinesis, queries, server, streams, transactions
 
 # (owner, attribute, ours); moto's own, read before anything is patched, to put back
 _PATCHES: tuple[tuple[Any, str, Any], ...] = (*transactions.PATCHES, *queries.PATCHES, *kinesis.PATCHES,
-                                              *server.PATCHES)
+                                              *server.PATCHES, *streams.PATCHES)
 _ORIGINALS = tuple(getattr(owner, attribute) for owner, attribute, _ in _PATCHES)
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from handlers.bootstrap import Deployment
 from infra.platform import LocalPlatform, PlatformOptions
 from onward.demo import registry
 
@@ -47,14 +48,13 @@ def browser() -> Iterator[object]:
 
 
 @pytest.fixture
-def platform(stack_environment, settings, endpoint, monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalPlatform]:
+def platform(stack_environment, monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalPlatform]:
     monkeypatch.setenv("ONWARD_TOKENS", ",".join(f"{tenant}={secret}" for tenant, secret in TOKENS.items()))
     monkeypatch.setenv("ONWARD_OPERATOR_TOKEN", "operator-page-secret")
     monkeypatch.setenv("ONWARD_STALE_AFTER_S", str(STALE_AFTER_S))
     monkeypatch.setenv("ONWARD_JOB_TYPES", ",".join(sorted(registry.types)))
-    clients = {name: endpoint.client(name) for name in ("dynamodb", "dynamodbstreams", "kinesis")}
     options = PlatformOptions(workers=2, lease_s=3.0, heartbeat_interval_s=0.4, poll_idle_s=0.1, http_port=0)
-    with LocalPlatform(settings, clients, registry, options) as running:
+    with LocalPlatform(Deployment.from_environment(), registry, options) as running:
         yield running
 
 

@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-from handlers import api
 from infra.gateway import LocalGateway
 
 
@@ -43,15 +42,12 @@ def http_call(url: str, method: str, path: str, *, token: str | None = None, bod
 
 @contextmanager
 def serve_api(monkeypatch: pytest.MonkeyPatch, tokens: dict[str, str], operator: str) -> Iterator[str]:
-    """The API with these local tokens (every job type known), on an ephemeral port; yields its URL. The
-    deployment's environment must already be in os.environ (the `stack_environment` fixture)."""
+    """The API with these local tokens (the default job types), on an ephemeral port; yields its URL. The
+    deployment's environment must already be in os.environ (the `stack_environment` fixture): the API takes
+    the Deployment of the environment it finds (handlers/bootstrap.py), this test's."""
     monkeypatch.setenv("ONWARD_TOKENS", ",".join(f"{tenant}={secret}" for tenant, secret in tokens.items()))
     monkeypatch.setenv("ONWARD_OPERATOR_TOKEN", operator)
     monkeypatch.delenv("ONWARD_AUTH", raising=False)
     monkeypatch.delenv("ONWARD_JOB_TYPES", raising=False)
-    api._core_for.cache_clear()
-    try:
-        with LocalGateway(port=0) as gateway:
-            yield gateway.url
-    finally:
-        api._core_for.cache_clear()
+    with LocalGateway(port=0) as gateway:
+        yield gateway.url

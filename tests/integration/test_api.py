@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from handlers import api
+from handlers.bootstrap import Deployment
 from handlers.contract import ANSWERS
 from handlers.openapi import DOCUMENT, document
 from infra.gateway import build_event
@@ -293,9 +294,10 @@ def _app_routes() -> set[tuple[str, str]]:
 
 def test_openapi_document_lists_exactly_the_apps_routes(client: Client) -> None:
     served = client.call("GET", "/openapi.json")
-    assert served.status == 200 and served.body == json.loads(json.dumps(document(api.known_job_types())))
-    assert served.body["components"]["schemas"]["NewJob"]["properties"]["type"]["examples"] == sorted(
-        api.known_job_types())
+    job_types = Deployment.from_environment().job_types  # the API's: the environment `client` set
+    assert served.status == 200 and served.body == json.loads(json.dumps(document(job_types)))
+    new_job = served.body["components"]["schemas"]["NewJob"]
+    assert new_job["properties"]["type"]["examples"] == sorted(job_types)
     documented = {(method, path) for path, item in DOCUMENT["paths"].items() for method in item}
     assert documented == _app_routes()
     secured = {(method, path) for path, item in DOCUMENT["paths"].items() for method, op in item.items()
@@ -331,7 +333,8 @@ def test_tokens_never_reach_the_logs(client: Client, monkeypatch: pytest.MonkeyP
     logged = io.StringIO()
     for log_handler in api.logger.handlers:
         monkeypatch.setattr(log_handler, "stream", logged)
-    monkeypatch.setattr(api, "known_job_types", lambda: 1 / 0)  # force the unexpected-error path to log
+    store = Deployment.from_environment().job_store  # the API's
+    monkeypatch.setattr(store, "create", lambda *args, **kwargs: 1 / 0)  # forces the unexpected-error path
     assert client.call("POST", "/jobs", token=TOKENS["acme"], body={"type": "demo.echo"}).status == 500
     client.call("GET", "/jobs", token="a-wrong-secret")
     text = logged.getvalue()

@@ -121,7 +121,6 @@ def test_replay_needs_the_operator_role_by_jwt_claims_and_a_bound_operator_stays
     an operator's credential, a tenant's operator could replay other tenants' jobs."""
     monkeypatch.setenv("ONWARD_AUTH", "jwt")
     monkeypatch.delenv("ONWARD_TOKENS", raising=False)
-    api._core_for.cache_clear()
     store = JobStore(settings, client=dynamodb)
     acme_dead = store.create("acme", NewJob(type="demo.echo", max_attempts=1)).job.job_id
     globex_dead = store.create("globex", NewJob(type="demo.echo", max_attempts=1)).job.job_id
@@ -141,7 +140,6 @@ def test_replay_needs_the_operator_role_by_jwt_claims_and_a_bound_operator_stays
     assert replay(acme_dead, bound)["status"] == 202
     assert replay(globex_dead, {"groups": "[onward-operator]"})["status"] == 202  # bound to no tenant
     assert store.get(acme_dead).state.value == store.get(globex_dead).state.value == "queued"
-    api._core_for.cache_clear()
 
 
 def test_no_credential_reaches_any_log_on_any_route_even_at_debug(gateway, settings, dynamodb, monkeypatch,

@@ -1,5 +1,5 @@
 """Pipeline heartbeats (onward.heartbeat) through the real path: outbox table -> its DynamoDB stream ->
-relay.app.handler -> every shard of the Kinesis stream -> projector.app.handler -> watermarks.
+handlers.relay.handler -> every shard of the Kinesis stream -> handlers.projector.handler -> watermarks.
 
 What breaks without which code:
 - without the relay putting a heartbeat on EVERY shard (ExplicitHashKey per open shard), the shards that
@@ -106,7 +106,7 @@ def test_after_a_reshard_children_are_read_after_their_parents_and_the_drained_p
     closed parents' watermarks stay at their last event and the view reads as delayed forever after a
     reshard. Without the poller reading parents to their end first, a job's newer event (on a child) could
     be projected before its older one (on the parent), which the version guard would have to absorb."""
-    from projector import app as projector_app
+    from handlers import projector as projector_handler
 
     clients = {name: endpoint.client(name) for name in ("dynamodb", "dynamodbstreams", "kinesis")}
     pipeline = LocalPipeline.build(settings, clients, batch_size=2)  # a parent takes several batches to drain
@@ -126,10 +126,10 @@ def test_after_a_reshard_children_are_read_after_their_parents_and_the_drained_p
     HeartbeatEmitter(dynamodb, settings.outbox_table, clock=clock).emit()
     while pipeline.relay_poller.poll_once():  # every version 2 and the heartbeat on the children
         pass
-    stale_before = projector_app.totals.snapshot()["stale"]
+    stale_before = projector_handler.totals.snapshot()["stale"]
     pipeline.drain()
 
-    assert projector_app.totals.snapshot()["stale"] == stale_before  # every event arrived in version order
+    assert projector_handler.totals.snapshot()["stale"] == stale_before  # every event came in version order
     view = StatusViewReader(dynamodb, settings.status_table)
     assert all(view.get(job_id).version == store.get(job_id).version == 2 for job_id in jobs)
     marks = projector_watermarks(settings, dynamodb)

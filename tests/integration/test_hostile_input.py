@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from handlers import api
+from handlers.bootstrap import Deployment
 from infra.gateway import build_event
 from infra.lambda_context import LocalLambdaContext
 from onward.models import NewJob
@@ -176,7 +177,6 @@ def test_an_operator_bound_to_a_tenant_lists_only_that_tenant(stack_environment,
     acme = store.create("acme", NewJob(type="demo.echo")).job.job_id
     store.create("globex", NewJob(type="demo.echo"))
     pipeline.drain()
-    api._core_for.cache_clear()
 
     def listing(query: str, claims: dict[str, Any]) -> tuple[int, Any]:
         reply = api.handler(_jwt_event("GET", f"/jobs{query}", claims), LocalLambdaContext("onward-api"))
@@ -189,7 +189,6 @@ def test_an_operator_bound_to_a_tenant_lists_only_that_tenant(stack_environment,
     assert [job["job_id"] for job in listing("", bound)[1]["jobs"]] == [acme]
     unbound = {"groups": "[onward-operator]"}
     assert listing("?tenant=globex", unbound)[0] == 200 and listing("", unbound)[0] == 400
-    api._core_for.cache_clear()
 
 
 def _slowed(function: Callable[..., Any]) -> Callable[..., Any]:
@@ -200,14 +199,22 @@ def _slowed(function: Callable[..., Any]) -> Callable[..., Any]:
     return slow
 
 
+class _SlowlyCheckedTypes(frozenset[str]):
+    """Job types whose membership check takes as long as a slow step of a request."""
+
+    __contains__ = _slowed(frozenset.__contains__)
+
+
 def test_concurrent_requests_each_see_only_their_own_event(gateway, settings, dynamodb, monkeypatch):
     """The local gateway serves each request on its own thread, and Powertools' resolver keeps the current
     event on a class attribute shared by all of them. Before the handler ran one invocation at a time, a
     request could be answered with another's headers, body or credential: a create answered 409 for a
     fresh Idempotency-Key, or a tenant read another tenant's job (or 404 for its own). Two steps of each
     request are slowed by 5 ms (as a slow read would), which makes the interleaving happen every run."""
-    monkeypatch.setattr(api, "authenticator_from_environment", _slowed(api.authenticator_from_environment))
-    monkeypatch.setattr(api, "known_job_types", _slowed(api.known_job_types))
+    deployment = Deployment.from_environment()  # the API's: the environment the `gateway` fixture set
+    authenticator = deployment.authenticator
+    monkeypatch.setattr(authenticator, "authenticate", _slowed(authenticator.authenticate))
+    monkeypatch.setattr(deployment, "job_types", _SlowlyCheckedTypes(deployment.job_types))
     store = JobStore(settings, client=dynamodb)
     own = {tenant: store.create(tenant, NewJob(type="demo.echo", params={"owner": tenant})).job.job_id
            for tenant in TOKENS}

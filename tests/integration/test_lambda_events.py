@@ -19,14 +19,15 @@ from typing import Any
 import pytest
 
 from handlers import api as api_app
+from handlers import projector as projector_app
 from handlers import reaper as reaper_app
+from handlers import relay as relay_app
 from handlers import worker as worker_app
-from handlers.deployment import job_store
+from handlers.bootstrap import Deployment
 from infra.lambda_context import LocalLambdaContext
 from infra.template import load_template
 from onward.models import NewJob
-from projector import app as projector_app
-from relay import app as relay_app
+from onward.store import JobStore
 
 pytestmark = pytest.mark.integration
 
@@ -124,6 +125,11 @@ def lambda_environment(stack_environment: dict[str, str], monkeypatch: pytest.Mo
     for name in ("ONWARD_TOKENS", "ONWARD_OPERATOR_TOKEN"):
         monkeypatch.delenv(name, raising=False)
     return stack_environment
+
+
+def job_store() -> JobStore:
+    """The store the handlers use: their Deployment's, for this test's environment."""
+    return Deployment.from_environment().job_store
 
 
 # --- projector: kinesis get-records -------------------------------------------------------------------------

@@ -19,6 +19,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from handlers import projector as projector_handler
+from handlers.bootstrap import Deployment
 from infra.lambda_context import LocalLambdaContext
 from onward.dynamo import from_item, to_item
 from onward.errors import PayloadTooLarge
@@ -28,9 +30,7 @@ from onward.parking import ParkedRecords
 from onward.states import JobState, RunOutcome
 from onward.store import MAX_RESULT_BYTES, JobStore
 from onward.worker import Registry, Worker
-from projector import app as projector_app
 from projector.projector import UnreadableRecord, parse_record
-from relay import app as relay_app
 from relay.publisher import encode
 from relay.relay import StreamRecord
 
@@ -97,9 +97,9 @@ def test_any_malformed_kinesis_record_is_parked_with_its_reason_and_never_blocks
     def check(poison: bytes) -> None:
         good = valid_event()
         first, second = next(_sequences), next(_sequences)
-        response = projector_app.handler({"Records": [kinesis_record(poison, first), kinesis_record(encode(good),
-                                                                                                      second)]},
-                                         LocalLambdaContext("onward-projector"))
+        response = projector_handler.handler({"Records": [kinesis_record(poison, first),
+                                                          kinesis_record(encode(good), second)]},
+                                             LocalLambdaContext("onward-projector"))
         assert response.get("batchItemFailures", []) == [], "a bad record must not block the shard"
         view = dynamodb.get_item(TableName=status_table, Key={"job_id": {"S": good.job_id}}, ConsistentRead=True)
         assert from_item(view["Item"])["version"] == 1, "the record behind the poison was applied"
@@ -142,7 +142,7 @@ def test_any_malformed_outbox_image_is_parked_and_the_relay_checkpoint_moves_pas
     job_id = store.create("acme", NewJob(type="demo.echo")).job.job_id
     (event,) = store.events(job_id)
     image = to_item(event.model_dump(mode="json", by_alias=True))
-    relay = relay_app.build_relay()
+    relay = Deployment(settings, clients={"dynamodb": dynamodb}).relay
     parked = ParkedRecords(dynamodb, settings.parked_table)
 
     @FUZZ

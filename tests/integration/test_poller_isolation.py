@@ -19,14 +19,15 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
+from handlers import projector as projector_handler
+from handlers import relay as relay_handler
+from handlers.bootstrap import Deployment
 from infra.pipeline import LocalPipeline
 from infra.pollers import EventsStreamPoller, OutboxStreamPoller, ShardBackoff
 from onward.checkpoints import PROJECTOR_CONSUMER, RELAY_CONSUMER, CheckpointStore
 from onward.models import NewJob
 from onward.parking import ParkedRecords
 from onward.view import StatusViewReader
-from projector import app as projector_app
-from relay import app as relay_app
 from tests.integration.test_relay import kinesis_records
 
 pytestmark = pytest.mark.integration
@@ -185,7 +186,7 @@ def test_an_unparsable_kinesis_record_is_parked_and_its_shard_reads_on(
         response_dict["body"] = json.dumps(answer).encode()
 
     kinesis.meta.events.register_first("before-parse.kinesis.GetRecords", break_one_record)
-    poller = EventsStreamPoller(kinesis, stream, projector_app.handler,
+    poller = EventsStreamPoller(kinesis, stream, projector_handler.handler,
                                 CheckpointStore(dynamodb, settings.checkpoint_table),
                                 parked=ParkedRecords(dynamodb, settings.parked_table))
     while poller.poll_once():
@@ -252,7 +253,7 @@ def test_a_kinesis_shard_whose_get_records_fails_does_not_starve_the_other_shard
     broken_shard = kinesis.list_shards(StreamName=settings.events_stream)["Shards"][0]["ShardId"]
     failing = FailingShardKinesis(kinesis, broken_shard)
     clock = FakeMonotonic()
-    poller = EventsStreamPoller(failing, settings.events_stream, projector_app.handler,
+    poller = EventsStreamPoller(failing, settings.events_stream, projector_handler.handler,
                                 CheckpointStore(dynamodb, settings.checkpoint_table),
                                 backoff=ShardBackoff(first_s=5.0, max_s=60.0), monotonic=clock)
 
@@ -291,7 +292,7 @@ def test_a_projector_that_raises_on_one_shard_is_retried_there_while_the_other_s
     def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         if raising["on"] and event["Records"][0]["eventID"].startswith(broken_shard):
             raise RuntimeError("projector down for this shard")
-        return projector_app.handler(event, context)
+        return projector_handler.handler(event, context)
 
     poller = EventsStreamPoller(kinesis, settings.events_stream, handler,
                                 CheckpointStore(dynamodb, settings.checkpoint_table), backoff=NO_BACKOFF)
@@ -330,8 +331,9 @@ def test_an_expired_outbox_iterator_is_recreated_from_the_last_good_position(
     poll failed the same way: the relay never moved again."""
     first = [store.create("acme", ECHO).job.job_id for _ in range(3)]
     streams = ExpiringStreams(endpoint.client("dynamodbstreams"), expire=0)
-    poller = OutboxStreamPoller(streams, outbox_stream(settings, dynamodb), relay_app.handler,
-                                relay_app.build_relay(), batch_size=2, backoff=NO_BACKOFF)
+    poller = OutboxStreamPoller(streams, outbox_stream(settings, dynamodb), relay_handler.handler,
+                                Deployment(settings, clients={"dynamodb": dynamodb}).relay, batch_size=2,
+                                backoff=NO_BACKOFF)
     assert poller.poll_once() == 2
 
     streams.expire = 1  # the iterator after the first batch has expired
@@ -360,11 +362,12 @@ def test_a_relay_handler_that_raises_is_retried_from_the_same_position_without_l
         calls["n"] += 1
         if calls["n"] == 1:
             raise RuntimeError("relay crashed before publishing")
-        return relay_app.handler(event, context)
+        return relay_handler.handler(event, context)
 
     clock = FakeMonotonic()
     poller = OutboxStreamPoller(endpoint.client("dynamodbstreams"), outbox_stream(settings, dynamodb), flaky,
-                                relay_app.build_relay(), backoff=ShardBackoff(first_s=1.0), monotonic=clock)
+                                Deployment(settings, clients={"dynamodb": dynamodb}).relay,
+                                backoff=ShardBackoff(first_s=1.0), monotonic=clock)
     assert poller.poll_once() == 0 and poller.failing_shards
     assert poller.poll_once() == 0 and calls["n"] == 1, "backed off"
     clock.now += 1.0

@@ -15,6 +15,8 @@ from unittest import mock
 import pytest
 from botocore.exceptions import ClientError
 
+from handlers import projector as projector_handler
+from handlers.bootstrap import Deployment
 from infra.lambda_context import LocalLambdaContext
 from onward.checkpoints import CheckpointStore
 from onward.clock import iso, system_clock
@@ -24,7 +26,6 @@ from onward.parking import ParkedRecords
 from onward.projection import ProjectionOutcome, digest
 from onward.states import JobState
 from onward.store import CancelStatus, JobStore, ReportStatus
-from projector import app as projector_app
 from projector.projector import StatusProjector
 from relay.publisher import KinesisPublisher, encode
 
@@ -93,7 +94,7 @@ def kinesis_event(payloads: list[bytes], *, shard_id: str = SHARD, first_sequenc
 
 
 def invoke(event: dict[str, Any]) -> dict[str, Any]:
-    return projector_app.handler(event, LocalLambdaContext("onward-projector"))
+    return projector_handler.handler(event, LocalLambdaContext("onward-projector"))
 
 
 def failed_sequences(response: dict[str, Any]) -> list[str]:
@@ -119,7 +120,7 @@ class RequestCounter:
 @pytest.fixture
 def projector(stack_environment) -> StatusProjector:
     """The projector exactly as the Lambda handler builds it from its environment."""
-    return projector_app.build_projector()
+    return Deployment.from_environment().status_projector
 
 
 @pytest.fixture
@@ -309,7 +310,7 @@ def test_poison_records_are_parked_with_raw_bytes_and_reason_and_the_shard_moves
 
 def test_a_failing_record_stops_the_batch_and_redelivery_from_it_applies_the_rest(
         stack_environment, settings, dynamodb):
-    """The issue's ordering rule (powertools #2850). Without the `failed` flag in projector.app.handler,
+    """The issue's ordering rule (powertools #2850). Without the `failed` flag in handlers.projector.handler,
     Powertools would go on and apply job Y's running/v2 although its queued/v1 failed; the response would
     name only record 2, and Lambda would resume there. Here record 3 is held back and reported too."""
     x, y = new_job_id(), new_job_id()

@@ -1,6 +1,6 @@
-"""The relay over the embedded endpoint: the outbox table's real DynamoDB stream -> relay.app.handler (driven
-by infra.pollers.OutboxStreamPoller, as Lambda's mapping would) -> the real Kinesis events stream, read back
-with the Kinesis API. Crashes are injected at the relay's named fault points (onward.faults)."""
+"""The relay over the embedded endpoint: the outbox table's real DynamoDB stream -> handlers.relay.handler
+(driven by infra.pollers.OutboxStreamPoller, as Lambda's mapping would) -> the real Kinesis events stream, read
+back with the Kinesis API. Crashes are injected at the relay's named fault points (onward.faults)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
+from handlers import relay as relay_handler
+from handlers.bootstrap import Deployment
 from infra.lambda_context import LocalLambdaContext
 from infra.pipeline import LocalPipeline
 from infra.pollers import OutboxStreamPoller
@@ -24,8 +26,6 @@ from onward.outbox import OutboxReader
 from onward.parking import ParkedRecords
 from onward.projection import ProjectionOutcome
 from onward.store import JobStore
-from projector import app as projector_app
-from relay import app as relay_app
 from relay.publisher import KinesisPublisher
 from relay.relay import Relay, StreamRecord
 from tests.support import PartialFailures
@@ -186,7 +186,7 @@ def lifecycle(store: JobStore, clock, tenant: str = "acme") -> str:
 
 
 class CountingProjector:
-    """Stands in for projector.app.build_projector(): the real projector, plus a count of every outcome
+    """Stands in for the deployment's status_projector: the real projector, plus a count of every outcome
     the handler's batches tallied."""
 
     def __init__(self, real) -> None:
@@ -219,15 +219,11 @@ class Sleeps(list):
 
 
 def own_relay(settings, endpoint, kinesis, sleeps: Sleeps) -> RecordingRelay:
-    """A relay wired like relay.app's, but on a Kinesis client the test holds, with a recorded sleep."""
-    dynamodb = endpoint.client("dynamodb")
+    """A relay wired like the deployment's, but on a Kinesis client the test holds, with a recorded sleep."""
+    deployment = Deployment(settings, clients={"dynamodb": endpoint.client("dynamodb"), "kinesis": kinesis})
     publisher = KinesisPublisher(kinesis, settings.events_stream, sleep=sleeps)
-    relay = RecordingRelay(
-        publisher,
-        CheckpointStore(dynamodb, settings.checkpoint_table),
-        ParkedRecords(dynamodb, settings.parked_table),
-        OutboxReader(dynamodb, settings.outbox_table),
-    )
+    relay = RecordingRelay(publisher, deployment.checkpoint_store, deployment.parked_records,
+                           deployment.outbox_reader)
     relay.outcomes, relay.publisher = [], publisher
     return relay
 
@@ -284,7 +280,7 @@ def test_checkpoint_advances_to_the_last_record_and_a_new_poller_resumes_after_i
     assert_views_final(store, settings, dynamodb, first + second)
 
     # The whole stream delivered again from its start: every record is at or before the checkpoint.
-    again = relay_app.build_relay().relay(shard_id, [
+    again = Deployment(settings, clients={"dynamodb": dynamodb}).relay.relay(shard_id, [
         StreamRecord(sequence(r), r["eventName"], r["dynamodb"].get("NewImage"))
         for r in seen])
     assert (again.published, again.already_published, again.first_unpublished) == (0, len(seen), None)
@@ -331,8 +327,9 @@ def test_a_crash_after_put_records_republishes_that_batch_and_the_projector_coun
     crashed_batch = {f"{job_id}:1" for job_id in job_ids[10:20]}
     assert {r.event_id for r in kinesis_records(endpoint, settings)} == {f"{j}:1" for j in job_ids}
 
-    counting = CountingProjector(projector_app.build_projector())
-    monkeypatch.setattr(projector_app, "build_projector", lambda: counting)
+    handlers_deployment = Deployment.from_environment()  # what the handlers use: this test's environment
+    counting = CountingProjector(handlers_deployment.status_projector)
+    monkeypatch.setattr(handlers_deployment, "status_projector", counting)
     restart(settings, endpoint, batch_size=10).drain()
 
     records = kinesis_records(endpoint, settings)
@@ -360,7 +357,7 @@ def test_entries_kinesis_refuses_are_retried_alone_counted_and_kept_in_job_order
     failures = PartialFailures(kinesis, [{0: THROTTLED, 3: THROTTLED, 5: THROTTLED}, {1: "InternalFailure"}])
     sleeps = Sleeps()
     relay = own_relay(settings, endpoint, kinesis, sleeps)
-    monkeypatch.setattr(relay_app, "build_relay", lambda: relay)
+    monkeypatch.setattr(Deployment.from_environment(), "relay", relay)  # the handler's
 
     restart(settings, endpoint).drain()
 
@@ -385,12 +382,12 @@ def test_an_entry_that_keeps_failing_is_reported_so_the_event_source_resumes_the
     kinesis = endpoint.client("kinesis")
     PartialFailures(kinesis, [{2: "KMSAccessDeniedException"}])  # not retriable: the publish stops
     relay = own_relay(settings, endpoint, kinesis, Sleeps())
-    monkeypatch.setattr(relay_app, "build_relay", lambda: relay)
+    monkeypatch.setattr(Deployment.from_environment(), "relay", relay)  # the handler's
     arn = stream_arn(settings, dynamodb)
     shard_id, seen = stream_records(endpoint, arn)
 
-    response = relay_app.handler({"Records": [lambda_record(r, arn) for r in seen]},
-                                 LocalLambdaContext("onward-relay"))
+    response = relay_handler.handler({"Records": [lambda_record(r, arn) for r in seen]},
+                                     LocalLambdaContext("onward-relay"))
 
     assert response == {"batchItemFailures": [{"itemIdentifier": sequence(seen[2])}]}
     assert relay_checkpoint(settings, dynamodb, shard_id).sequence_number == sequence(seen[1])
@@ -447,7 +444,8 @@ def test_a_trimmed_stream_is_recovered_from_the_outbox_since_the_checkpoint_time
 
     pipeline = restart(settings, endpoint)
     streams = TrimmedStreams(endpoint.client("dynamodbstreams"))
-    pipeline.relay_poller = OutboxStreamPoller(streams, arn, relay_app.handler, relay_app.build_relay())
+    pipeline.relay_poller = OutboxStreamPoller(streams, arn, relay_handler.handler,
+                                               Deployment.from_environment().relay)
     pipeline.drain()
     assert streams.refused == [checkpoint.sequence_number]
     clock.now = system_clock()
@@ -502,14 +500,15 @@ def test_the_handler_publishes_inserts_ignores_other_records_and_parks_a_bad_ima
         lambda_record(seen[5], arn),
     ]}
 
-    assert relay_app.handler(event, LocalLambdaContext("onward-relay")) == {"batchItemFailures": []}
+    assert relay_handler.handler(event, LocalLambdaContext("onward-relay")) == {"batchItemFailures": []}
 
     assert {r.event_id for r in kinesis_records(endpoint, settings)} == {f"{job_ids[n]}:1" for n in (0, 4, 5)}
     (parked,) = ParkedRecords(dynamodb, settings.parked_table).list("relay")
     assert (parked.shard_id, parked.sequence_number) == (shard_id, sequence(seen[3]))
     assert parked.reason.startswith("invalid outbox image") and b"three" in parked.raw
     assert relay_checkpoint(settings, dynamodb, shard_id).sequence_number == sequence(seen[5])
-    assert relay_app.handler({"Records": []}, LocalLambdaContext("onward-relay")) == {"batchItemFailures": []}
+    nothing = relay_handler.handler({"Records": []}, LocalLambdaContext("onward-relay"))
+    assert nothing == {"batchItemFailures": []}
 
 
 def test_an_event_too_large_for_a_kinesis_record_is_parked_not_retried_forever(store, settings, dynamodb,
@@ -520,7 +519,7 @@ def test_an_event_too_large_for_a_kinesis_record_is_parked_not_retried_forever(s
     (event,) = store.events(job.job_id)
     huge = event.model_copy(update={"error": ErrorSummary(error_type="E", message="x" * 1_100_000)})
     image = {name: value for name, value in _image_of(huge).items()}
-    relay = relay_app.build_relay()
+    relay = Deployment(settings, clients={"dynamodb": dynamodb}).relay
     outcome = relay.relay("shard-big", [StreamRecord("7", "INSERT", image)])
     assert (outcome.parked, outcome.published, outcome.first_unpublished) == (1, 0, None)
     assert outcome.checkpoint is not None and outcome.checkpoint.sequence_number == "7"

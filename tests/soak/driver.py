@@ -36,23 +36,20 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from handlers import projector as projector_handler
+from handlers import relay as relay_handler
+from handlers.bootstrap import Deployment
 from infra.endpoint import EmbeddedEndpoint, EndpointProcess
 from infra.pollers import EventsStreamPoller, OutboxStreamPoller
 from onward.backoff import BackoffPolicy
-from onward.checkpoints import CheckpointStore
 from onward.dynamo import from_item
 from onward.faults import InjectedCrash, fault_subject, installed
 from onward.models import NewJob, OutboxEvent, Run
-from onward.outbox import OutboxReader
 from onward.reaper import reap_once
-from onward.settings import Settings
 from onward.states import TERMINAL_STATES, JobState
 from onward.store import JobStore
-from onward.view import StatusViewReader
 from onward.worker import JobContext, Registry, Worker
 from onward.writes import job_from_item, run_from_item
-from projector import app as projector_app
-from relay import app as relay_app
 from tests.soak.audit import Audit, Injected, KinesisCopy, Snapshot, ViewRow, audit
 from tests.soak.faults import RANDOM_POINTS, Aim, FaultRates, RandomFaults
 
@@ -128,10 +125,11 @@ class Supervised:
 
 
 class Soak:
-    """One soak run on a deployed stack (its environment must already be in os.environ for the handlers)."""
+    """One soak run on a deployed stack: `deployment` must be the one the handlers take from os.environ."""
 
-    def __init__(self, settings: Settings, config: SoakConfig) -> None:
-        self._settings = settings
+    def __init__(self, deployment: Deployment, config: SoakConfig) -> None:
+        settings = self._settings = deployment.settings
+        self._deployment = deployment
         self._config = config
         self._rng = random.Random(config.seed)
         self._db = settings.client("dynamodb")
@@ -322,13 +320,13 @@ class Soak:
     def _relay_loop(self) -> Callable[[], None]:
         outbox = self._db.describe_table(TableName=self._settings.require("outbox_table"))["Table"]
         poller = OutboxStreamPoller(self._settings.client("dynamodbstreams"), outbox["LatestStreamArn"],
-                                    relay_app.handler, relay_app.build_relay(), batch_size=self._config.batch_size)
+                                    relay_handler.handler, self._deployment.relay,
+                                    batch_size=self._config.batch_size)
         return lambda: self._poll(poller)
 
     def _projector_loop(self) -> Callable[[], None]:
         poller = EventsStreamPoller(self._settings.client("kinesis"), self._settings.require("events_stream"),
-                                    projector_app.handler,
-                                    CheckpointStore(self._db, self._settings.require("checkpoint_table")),
+                                    projector_handler.handler, self._deployment.checkpoint_store,
                                     batch_size=self._config.batch_size)
         return lambda: self._poll(poller)
 
@@ -365,7 +363,7 @@ class Soak:
 
     def run(self) -> SoakResult:
         started = self._started = time.monotonic()
-        before = projector_app.totals.snapshot()
+        before = projector_handler.totals.snapshot()
         aimed = min(self._config.jobs, self._config.aimed_per_kind * len(Aim))
         self._submit(range(aimed))
         with self._faults():
@@ -381,7 +379,7 @@ class Soak:
                 self._stop.set()
                 for component in components:
                     component.join()
-        after = projector_app.totals.snapshot()
+        after = projector_handler.totals.snapshot()
         projected = {name: after[name] - before.get(name, 0) for name in after}
         snapshot = self.snapshot(projected, dict(self._handled))
         restarts: Counter[str] = Counter()
@@ -472,9 +470,9 @@ class Soak:
             elif sk == "RESULT":
                 results[job_id] = from_item(item).get("value")
         outbox: dict[str, list[OutboxEvent]] = {}
-        for event in OutboxReader(self._db, self._settings.require("outbox_table")).all():
+        for event in self._deployment.outbox_reader.all():
             outbox.setdefault(event.job_id, []).append(event)
-        view = StatusViewReader(self._db, self._settings.require("status_table")).all()
+        view = self._deployment.status_view.all()
         return Snapshot(
             jobs=jobs,
             runs={j: sorted(rs, key=lambda r: r.attempt) for j, rs in runs.items()},
@@ -512,10 +510,8 @@ class Soak:
 
 def run_soak(environment: dict[str, str], config: SoakConfig) -> SoakResult:
     """Run one soak on the stack `environment` names (endpoint, tables, stream); it must already be in
-    os.environ, where the handlers read it."""
-    relay_app._relay_for.cache_clear()
-    projector_app._projector_for.cache_clear()
-    return Soak(Settings.from_environment(environment), config).run()
+    os.environ, where the handlers take their Deployment from: the soak shares that Deployment."""
+    return Soak(Deployment.from_environment({**os.environ, **environment}), config).run()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,4 +1,5 @@
-"""Lambda entry point for the events stream (Kinesis) -> status view.
+"""Lambda entry point for the events stream (Kinesis) -> status view: each record handed to the deployment's
+StatusProjector (projector/projector.py), partial failures reported.
 
 Powertools batch processing reports partial failures; records behind a failed one are not applied (they
 are reported failed too), so a job's later event never lands past an earlier one that failed. Lambda
@@ -7,7 +8,6 @@ resumes at the lowest failed sequence number; the version guard absorbs what it 
 
 from __future__ import annotations
 
-from functools import cache
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
@@ -16,37 +16,21 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, pro
 from aws_lambda_powertools.utilities.data_classes.kinesis_stream_event import KinesisStreamRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from onward.checkpoints import CheckpointStore
+from handlers.bootstrap import Deployment
 from onward.faults import fault_point
-from onward.parking import ParkedRecords
-from onward.settings import Settings
 from onward.telemetry import discard_unflushed
-from projector.projector import BatchTally, OutcomeTotals, StatusProjector
+from projector.projector import BatchTally, OutcomeTotals
 
 logger = Logger(service="onward-projector")
 metrics = Metrics(namespace="Onward", service="projector")
 tracer = Tracer(service="onward-projector")
-totals = OutcomeTotals()  # this process's outcomes, crashed batches included (local drills read it)
+# This process's outcomes, crashed batches included: what the metrics below would have said, kept here beside
+# them for local drills (the soak, tests) to read.
+totals = OutcomeTotals()
 
 
 class EarlierRecordFailed(RuntimeError):
     """This record was not applied because one before it in the batch failed."""
-
-
-def build_projector() -> StatusProjector:
-    return _projector_for(Settings.from_environment())
-
-
-@cache
-def _projector_for(settings: Settings) -> StatusProjector:
-    dynamodb = settings.client("dynamodb")
-    return StatusProjector(
-        dynamodb,
-        settings.require("status_table"),
-        settings.require("conflicts_table"),
-        CheckpointStore(dynamodb, settings.require("checkpoint_table")),
-        ParkedRecords(dynamodb, settings.require("parked_table")),
-    )
 
 
 def shard_of(record: KinesisStreamRecord) -> str:
@@ -59,7 +43,7 @@ def shard_of(record: KinesisStreamRecord) -> str:
 @tracer.capture_lambda_handler(capture_response=False)
 @logger.inject_lambda_context
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    projector = build_projector()
+    projector = Deployment.from_environment().status_projector
     tally = BatchTally()
     failed = False
 

@@ -1,4 +1,6 @@
-"""Lambda entry point for the outbox table's DynamoDB stream (INSERT records) -> Kinesis."""
+"""Lambda entry point for the outbox table's DynamoDB stream (INSERT records) -> the events stream (Kinesis):
+parse the batch, hand it to the deployment's Relay (relay/relay.py), report the first record not published
+as the batch's partial failure."""
 
 from __future__ import annotations
 
@@ -10,37 +12,19 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.data_classes import DynamoDBStreamEvent
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from onward.checkpoints import CheckpointStore
-from onward.outbox import OutboxReader
-from onward.parking import ParkedRecords
-from onward.settings import Settings
+from handlers.bootstrap import Deployment
 from onward.telemetry import discard_unflushed
-from relay.publisher import KinesisPublisher
-from relay.relay import Relay, StreamRecord
+from relay.relay import StreamRecord
 
 logger = Logger(service="onward-relay")
 metrics = Metrics(namespace="Onward", service="relay")
 tracer = Tracer(service="onward-relay")
 
 
-def build_relay() -> Relay:
-    return _relay_for(Settings.from_environment())
-
-
-@cache
-def _relay_for(settings: Settings) -> Relay:
-    dynamodb = settings.client("dynamodb")
-    return Relay(
-        KinesisPublisher(settings.client("kinesis"), settings.require("events_stream")),
-        CheckpointStore(dynamodb, settings.require("checkpoint_table")),
-        ParkedRecords(dynamodb, settings.require("parked_table")),
-        OutboxReader(dynamodb, settings.require("outbox_table")),
-    )
-
-
 @cache
 def _shard_ranges(stream_arn: str) -> tuple[tuple[str, int, int | None], ...]:
-    description = Settings.from_environment().client("dynamodbstreams").describe_stream(StreamArn=stream_arn)
+    deployment = Deployment.from_environment()
+    description = deployment.client("dynamodbstreams").describe_stream(StreamArn=stream_arn)
     return tuple(
         (shard["ShardId"], int(shard["SequenceNumberRange"]["StartingSequenceNumber"]),
          int(shard["SequenceNumberRange"]["EndingSequenceNumber"])
@@ -83,7 +67,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     if not records:
         return {"batchItemFailures": []}
     shard_id = resolve_shard(event["Records"][0]["eventSourceARN"], records[0].sequence_number)
-    outcome = build_relay().relay(shard_id, records)
+    outcome = Deployment.from_environment().relay.relay(shard_id, records)
     metrics.add_metric(name="RelayPublished", unit=MetricUnit.Count, value=outcome.published)
     metrics.add_metric(name="RelayRetriedEntries", unit=MetricUnit.Count, value=outcome.retried_entries)
     metrics.add_metric(name="RelayAlreadyPublished", unit=MetricUnit.Count, value=outcome.already_published)

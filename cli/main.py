@@ -17,7 +17,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from handlers.bootstrap import Deployment
 from onward.clock import parse_instant
@@ -42,7 +42,7 @@ def cmd_endpoint(args: argparse.Namespace) -> int:
     from infra.endpoint import END_OF_EXPORTS, EmbeddedEndpoint
     from infra.stack import export_lines
 
-    with EmbeddedEndpoint(port=args.port) as endpoint:
+    with EmbeddedEndpoint(port=args.port, **_topology(args)) as endpoint:
         stack = endpoint.deploy()
         print("# Onward embedded AWS endpoint on", endpoint.url, "- paste these lines into a shell:")
         for line in export_lines(stack.environment):
@@ -50,6 +50,20 @@ def cmd_endpoint(args: argparse.Namespace) -> int:
         print(END_OF_EXPORTS, flush=True)
         _wait_for_interrupt(threading.Event())
     return 0
+
+
+def _topology(args: argparse.Namespace) -> dict[str, Any]:
+    """The embedded endpoint's DynamoDB-stream topology from --stream-shards / --split-every-s."""
+    return {"stream_shards": args.stream_shards, "split_every_s": args.split_every_s}
+
+
+def _add_topology_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--stream-shards", type=_bounded(int, 1, 64), default=1,
+                        help="open shards of each table's DynamoDB stream on the embedded endpoint (AWS has one "
+                        "per partition)")
+    parser.add_argument("--split-every-s", type=POSITIVE_SECONDS, default=None,
+                        help="split one open stream shard in two every that many seconds, as growing AWS "
+                        "tables do (default: never)")
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
@@ -153,7 +167,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         else:
             from infra.endpoint import EmbeddedEndpoint
 
-            endpoint = stack.enter_context(EmbeddedEndpoint(port=args.port))
+            endpoint = stack.enter_context(EmbeddedEndpoint(port=args.port, **_topology(args)))
             environment = endpoint.deploy().environment
             where = f"embedded AWS endpoint on {endpoint.url}"
         os.environ.update(environment)  # the handlers read their resources from it, as on Lambda
@@ -370,6 +384,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     endpoint = command("endpoint", "run the embedded AWS endpoint alone and print its exports")
     endpoint.add_argument("--port", type=PORT, default=4566, help="port on 127.0.0.1 (0: any free port)")
+    _add_topology_flags(endpoint)
     endpoint.set_defaults(run=cmd_endpoint)
 
     worker = command("worker", "run a worker pool for the handlers in a module")
@@ -416,6 +431,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     up = command("up", "run the platform on this machine")
     up.add_argument("--port", type=PORT, default=4566, help="port of the embedded AWS endpoint on 127.0.0.1")
+    _add_topology_flags(up)
     up.add_argument("--http-port", type=PORT, default=8000, help="port of the HTTP API on 127.0.0.1")
     up.add_argument("--demo", action="store_true", help="enqueue a mixed demo workload and follow it")
     up.add_argument("--token", action="append", default=[], metavar="TENANT=SECRET",

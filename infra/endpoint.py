@@ -185,7 +185,9 @@ class EndpointProcess:
     deployed, with an interpreter (and a GIL) of its own. Long runs use it so that the emulator and the
     many client threads driving it do not share one core."""
 
-    def __init__(self) -> None:
+    def __init__(self, *arguments: str) -> None:
+        """`arguments`: more flags of `onward endpoint` (e.g. "--stream-shards", "4")."""
+        self._arguments = arguments
         self._process: subprocess.Popen[str] | None = None
         self.environment: dict[str, str] = {}
 
@@ -194,7 +196,7 @@ class EndpointProcess:
         return self.environment["AWS_ENDPOINT_URL"]
 
     def start(self) -> EndpointProcess:
-        self._process = subprocess.Popen([sys.executable, "-m", "cli", "endpoint", "--port", "0"],
+        self._process = subprocess.Popen([sys.executable, "-m", "cli", "endpoint", "--port", "0", *self._arguments],
                                          stdout=subprocess.PIPE, text=True)
         assert self._process.stdout is not None
         try:

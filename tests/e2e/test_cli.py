@@ -147,6 +147,19 @@ def test_an_endpoint_process_serves_its_stack_until_stopped():
     assert emulator._process is not None and emulator._process.returncode == 0  # stopped by SIGINT, cleanly
 
 
+def test_onward_endpoint_serves_the_stream_topology_it_is_asked_for():
+    """`onward endpoint --stream-shards 3`: each table's DynamoDB stream has three open shards, as a table of
+    three partitions has on AWS (issue 12); without the flag it is one."""
+    with infra.endpoint.EndpointProcess("--stream-shards", "3") as emulator:
+        environment = emulator.environment
+        options = {"endpoint_url": emulator.url, "region_name": environment["AWS_DEFAULT_REGION"],
+                   "aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
+        table = boto3.client("dynamodb", **options).describe_table(TableName=environment["OUTBOX_TABLE"])
+        shards = boto3.client("dynamodbstreams", **options).describe_stream(
+            StreamArn=table["Table"]["LatestStreamArn"])["StreamDescription"]["Shards"]
+        assert len(shards) == 3 and all("EndingSequenceNumber" not in s["SequenceNumberRange"] for s in shards)
+
+
 def test_exports_that_never_end_are_an_error_not_a_partial_environment():
     lines = ["# Onward embedded AWS endpoint on http://127.0.0.1:1\n", "export JOBS_TABLE=j\n"]
     with pytest.raises(RuntimeError, match="ended before it printed its exports"):

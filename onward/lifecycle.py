@@ -257,13 +257,13 @@ _WRITES: dict[RunOutcome, frozenset[RunOutcome]] = {
 _CLOSED_BY_OTHERS: frozenset[RunOutcome | None] = frozenset({None, RunOutcome.LEASE_EXPIRED})
 
 
-def stale_report(run: Run | None, worker_id: str, claimed: RunOutcome) -> StaleReport:
-    """Judge a report (`claimed`: the run outcome it would write) that a job row refused, from the run record
+def stale_report(run: Run | None, worker_id: str, reported: RunOutcome) -> StaleReport:
+    """Judge a report (`reported`: the run outcome it would write) that a job row refused, from the run record
     of its attempt: a repeat is answered as applied, a zombie's report is fenced and marked, and a run's own
     outcome is never overwritten."""
     if run is None or run.worker_id != worker_id:
         return StaleReport.CONTRADICTED
-    if run.outcome in _WRITES.get(claimed, frozenset({claimed})):
+    if run.outcome in _WRITES.get(reported, frozenset({reported})):
         return StaleReport.REPEATED
     if run.outcome in _CLOSED_BY_OTHERS:
         return StaleReport.ZOMBIE

@@ -1,34 +1,36 @@
-"""JobStore: the authoritative job state on DynamoDB.
+"""JobStore: the authoritative job state, as a service over a recorder (onward.recorder).
 
-Every transition is ONE TransactWriteItems: the job row (conditional on the state, attempt and version it
-was decided from), the attempt's run record, the result where there is one, the tenant's dispatch
-counters, and one outbox event (`attribute_not_exists`, so a version can never be published twice). What a
-transition does is decided by onward.lifecycle from the current row; when the conditional write loses a
-race, the store re-reads and asks again, so the caller always gets an answer that matches the committed
-state.
+Every transition is ONE atomic conditional write: the job row (conditional on the state, attempt and version
+it was decided from), the attempt's run record, the result where there is one, the tenant's dispatch
+counters, and one outbox event (one per version, so a version can never be published twice). What a
+transition does is decided by onward.lifecycle from the current row; when the write loses a race, the store
+re-reads and asks again, so the caller always gets an answer that matches the committed state. Which tenant
+a claim serves is decided by onward.dispatch. The recorder only stores: on DynamoDB
+(onward.dynamo_recorder, each write one TransactWriteItems) or in memory (onward.memory_recorder, for tests
+and simulations; `JobStore.in_memory()`).
 
-Tenants and fair dispatch (onward.dispatch decides; this module keeps the counters it needs). Under the
-partition key `TENANTS`, per tenant `t`:
-- `t`: the registry item (weight, cap, ready_shards);
-- `t#RUNNING`: `running`, `ended_ms`, `started_ms_sum` (dispatch.Usage). The claim adds one running
-  attempt in its own transaction, with the condition `running < cap` (so a cap holds under any
-  concurrency) unless it flexes; a flexing claim instead carries a ConditionCheck `running >= cap` on each
-  other capped tenant with waiting jobs, so it cannot pass one that came back below its cap meanwhile.
-  Every transition that ends a running attempt (complete, fail, reap, release, cancel acknowledgement)
-  takes it off and adds its run time to `ended_ms`, in ITS transaction.
-  The count is exact (one item, no shards); the price is that one item takes every claim and end of the
-  tenant: DynamoDB allows about 1,000 write units/s per item and a transactional write costs two, so
-  about 250 jobs/s started AND ended per tenant (concurrent claims of one tenant also meet there as
-  TransactionConflicts, which the claim retries). Shard it only with the cap split over the shards.
-- `t#WAITING#k#p`: `waiting`, the tenant's queued + retry_wait jobs in ready shard k of priority band p
-  (writes.ReadyQueue; the claim reads the bands from the highest priority down), changed in the same
-  transaction as the job (create, claim, retry, release, reap, cancel, exhaust, replay). The claim queries
-  only shards that have waiting jobs, so idle tenants cost it nothing. Sharded like the ready queue, so a
-  tenant enqueueing millions spreads its creates over `ready_shards` items (each takes about 250 jobs/s,
-  create and claim); the sum stays exact, as every shard is changed transactionally.
-One consistent Query of `TENANTS` reads every tenant's settings and counters for a claim (a few KB).
-All tenants' counters share that partition key; DynamoDB splits a hot partition key by sort key, but until
-it does they share one partition's ~1,000 WCU/s: move them to per-tenant keys when that binds.
+Tenants and fair dispatch: the store keeps, per tenant `t` (items and keys in onward.keys):
+- its settings (weight, cap, ready_shards);
+- its RUNNING counter: `running`, `ended_ms`, `started_ms_sum` (dispatch.Usage). The claim adds one running
+  attempt in its own transaction under an `Admission`: `running < cap` (so a cap holds under any
+  concurrency) unless it flexes; a flexing claim instead checks `running >= cap` on each other capped
+  tenant with waiting jobs, so it cannot pass one that came back below its cap meanwhile. Every transition
+  that ends a running attempt (complete, fail, reap, release, cancel acknowledgement) takes it off and adds
+  its run time to `ended_ms`, in ITS transaction. The count is exact (one item, no shards); the price on
+  DynamoDB is that one item takes every claim and end of the tenant: about 1,000 write units/s per item
+  and two per transactional write, so about 250 jobs/s started AND ended per tenant (concurrent claims of
+  one tenant also meet there as TransactionConflicts, which the claim retries). Shard it only with the
+  cap split over the shards.
+- its WAITING counters, one per ready queue (shard k of priority band p, keys.ReadyQueue): `waiting`, the
+  tenant's queued + retry_wait jobs there (the claim reads the bands from the highest priority down),
+  changed in the same transaction as the job (create, claim, retry, release, reap, cancel, exhaust,
+  replay). The claim queries only queues that have waiting jobs, so idle tenants cost it nothing. Sharded
+  like the ready index, so a tenant enqueueing millions spreads its creates over `ready_shards` items (each
+  takes about 250 jobs/s, create and claim); the sum stays exact, as every shard changes transactionally.
+A claim reads every tenant's settings and counters at once (on DynamoDB one consistent Query of the
+`TENANTS` partition, a few KB). All tenants' counters share that partition key; DynamoDB splits a hot
+partition key by sort key, but until it does they share one partition's ~1,000 WCU/s: move them to
+per-tenant keys when that binds.
 """
 
 from __future__ import annotations
@@ -40,25 +42,19 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from botocore.exceptions import ClientError
 from pydantic import TypeAdapter, ValidationError
 
 from onward import lifecycle
 from onward.backoff import BackoffPolicy
 from onward.clock import Clock, EpochMs, system_clock
-from onward.dispatch import (
-    Candidate,
-    TenantLoad,
-    TenantPolicy,
-    Usage,
-    dispatch_order,
-)
+from onward.dispatch import Candidate, dispatch_order
 from onward.documents import check_storable
-from onward.dynamo import Item, from_item, json_size, to_item
+from onward.dynamo import json_size
+from onward.dynamo_recorder import DynamoRecorder
 from onward.errors import (
     IdempotencyConflict,
     InvalidRequest,
@@ -70,26 +66,30 @@ from onward.errors import (
     UnstorableValue,
 )
 from onward.faults import fault_point
+from onward.keys import LEASE_SHARDS, ReadyQueue
 from onward.lifecycle import Change, Decision, Refusal, RefusalReason, StaleReport
+from onward.memory_recorder import MemoryRecorder
 from onward.models import JOB_ID_PATTERN, ErrorSummary, Job, Lease, NewJob, OutboxEvent, Run, TenantId
-from onward.outbox import OutboxReader
-from onward.settings import Settings
-from onward.states import JobState, RunOutcome
-from onward.writes import (
-    LEASE_SHARDS,
-    TENANTS_PK,
-    ReadyQueue,
-    Slot,
-    TenantEntity,
-    TransitionWrites,
+from onward.recorder import (
+    Admission,
+    CommitOutcome,
+    CreateOutcome,
+    JobRecorder,
+    JobRow,
+    NewJobWrite,
+    RenewalAnswer,
+    Tenant,
+    TenantState,
+    TransitionWrite,
     ends_attempt,
-    idempotency_item_key,
-    job_attributes,
-    job_from_item,
-    job_key,
-    run_from_item,
-    run_key,
 )
+from onward.settings import DEFAULT_OUTBOX_RETENTION_DAYS, Settings
+from onward.states import JobState, RunOutcome
+
+__all__ = [
+    "MAX_PARAMS_BYTES", "MAX_RESULT_BYTES", "CancelOutcome", "CancelStatus", "Created", "JobStore",
+    "RenewalAnswer", "Report", "ReportStatus", "StoreStats", "Tenant", "TenantState",
+]
 
 MAX_PARAMS_BYTES = 300_000  # the job row must stay under DynamoDB's 400 KB item limit
 MAX_RESULT_BYTES = 350_000
@@ -100,6 +100,11 @@ CANDIDATES_PER_QUERY = 8
 CREATE_ATTEMPTS = 8  # a create whose transaction meets a TransactionConflict (on a WAITING counter) retries
 
 _tenant_id = TypeAdapter(TenantId)
+_DEFAULT_BACKOFF = BackoffPolicy()
+
+# The races a commit can lose, by the cause StoreStats counts them under (DynamoDB's reason codes).
+_LOST_RACES = {CommitOutcome.CONFLICT: "TransactionConflict",
+               CommitOutcome.JOB_MOVED: "ConditionalCheckFailed"}
 
 
 class StoreStats:
@@ -144,13 +149,6 @@ class Report:
         return self.status is ReportStatus.APPLIED
 
 
-@dataclass(frozen=True)
-class Heartbeat:
-    held: bool  # False: fenced, the worker must stop and must not commit
-    cancel_requested: bool
-    lease_expires_at: EpochMs | None
-
-
 class CancelStatus(StrEnum):
     CANCELLED = "cancelled"
     REQUESTED = "cancel_requested"  # running: the worker will stop at its next heartbeat
@@ -164,33 +162,8 @@ class CancelOutcome:
     job: Job
 
 
-@dataclass(frozen=True)
-class Tenant:
-    tenant_id: str
-    policy: TenantPolicy = field(default_factory=TenantPolicy)
-    ready_shards: int = 1
-
-
-@dataclass(frozen=True)
-class TenantState:
-    """A tenant's settings and dispatch counters, as one claim read them."""
-
-    tenant: Tenant
-    usage: Usage = Usage()
-    waiting_by_queue: dict[ReadyQueue, int] = field(default_factory=dict)
-
-    def load(self) -> TenantLoad:
-        waiting = sum(count for count in self.waiting_by_queue.values() if count > 0)
-        return TenantLoad(self.tenant.tenant_id, self.tenant.policy, self.usage, waiting)
-
-    def queues_with_work(self) -> list[ReadyQueue]:
-        """The ready queues holding waiting jobs, highest priority first."""
-        return sorted((queue for queue, count in self.waiting_by_queue.items() if count > 0),
-                      key=lambda queue: (-queue.priority, queue.shard))
-
-
-class _SlotRefused(Exception):  # noqa: N818 - control flow inside the claim, never escapes the store
-    """The claim's condition on the tenant's RUNNING counter failed: it reached its cap meanwhile, or
+class _AdmissionRefused(Exception):  # noqa: N818 - control flow inside the claim, never escapes the store
+    """The claim's Admission failed on the tenant's RUNNING counter: it reached its cap meanwhile, or
     (lifting) another claim started one of its jobs first."""
 
 
@@ -208,42 +181,61 @@ def _request_digest(request: NewJob) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def _reason_codes(error: ClientError) -> list[str | None]:
-    return [reason.get("Code") if reason.get("Code") != "None" else None
-            for reason in error.response.get("CancellationReasons", [])]
-
-
 class JobStore:
-    """The job state machine on DynamoDB. Thread-safe: share one per process."""
+    """The job state machine over a JobRecorder (DynamoDB unless given another). Thread-safe: share one per
+    process."""
 
     def __init__(
         self,
-        settings: Settings,
+        settings: Settings | None = None,
         *,
         client: Any = None,
         clock: Clock = system_clock,
-        backoff: BackoffPolicy = BackoffPolicy(),
+        backoff: BackoffPolicy = _DEFAULT_BACKOFF,
         rng: random.Random | None = None,
         outbox_retention_days: int | None = None,  # default: the deployment's (settings.outbox_retention_days)
+        recorder: JobRecorder | None = None,  # default: DynamoDB, the deployment's tables through `client`
     ) -> None:
-        self._jobs = settings.require("jobs_table")
-        self._outbox = settings.require("outbox_table")
-        self._db = client or settings.client("dynamodb")
+        if recorder is None:
+            if settings is None:
+                raise TypeError("a JobStore needs the deployment's settings (DynamoDB) or a recorder")
+            recorder = DynamoRecorder(client or settings.client("dynamodb"), settings.require("jobs_table"),
+                                      settings.require("outbox_table"))
+        if outbox_retention_days is None:
+            outbox_retention_days = (DEFAULT_OUTBOX_RETENTION_DAYS if settings is None
+                                     else settings.outbox_retention_days)
+        self._recorder = recorder
         self._clock = clock
         self._backoff = backoff
         self._rng = rng or random.Random()
-        retention_days = settings.outbox_retention_days if outbox_retention_days is None else outbox_retention_days
-        self._writes = TransitionWrites(self._jobs, self._outbox, retention_days * 86_400)
+        self._retention_s = outbox_retention_days * 86_400
         self._tenants: dict[str, Tenant] = {}
         self._tenants_read_at: EpochMs | None = None
         self.stats = StoreStats()
+
+    @classmethod
+    def in_memory(
+        cls,
+        *,
+        clock: Clock = system_clock,
+        backoff: BackoffPolicy = _DEFAULT_BACKOFF,
+        rng: random.Random | None = None,
+        recorder: MemoryRecorder | None = None,  # another store's, to share its state
+    ) -> JobStore:
+        """A store over a fresh in-memory recorder (onward.memory_recorder): no AWS, for tests and
+        simulations."""
+        return cls(recorder=recorder or MemoryRecorder(), clock=clock, backoff=backoff, rng=rng)
+
+    @property
+    def recorder(self) -> JobRecorder:
+        return self._recorder
 
     # --- tenants ------------------------------------------------------------------------------------------
 
     def register_tenant(self, tenant: Tenant) -> None:
         """Add or update a tenant's dispatch settings (weight, concurrency cap, ready-queue shards)."""
         self._check_tenant(tenant.tenant_id)
-        self._db.put_item(TableName=self._jobs, Item=self._tenant_item(tenant))
+        self._recorder.put_tenant(tenant)
         self._tenants[tenant.tenant_id] = tenant
 
     def tenants(self, *, fresh: bool = False) -> list[Tenant]:
@@ -254,38 +246,11 @@ class JobStore:
 
     def tenant_states(self) -> dict[str, TenantState]:
         """Every tenant's settings and dispatch counters (running, used worker time, waiting jobs), read
-        with one consistent Query: what a claim decides from, and what operators and tests can watch."""
-        pages = self._db.get_paginator("query").paginate(
-            TableName=self._jobs,
-            KeyConditionExpression="pk = :p",
-            ExpressionAttributeValues={":p": {"S": TENANTS_PK}},
-            ConsistentRead=True,
-        )
-        tenants: dict[str, Tenant] = {}
-        usage: dict[str, Usage] = {}
-        waiting: dict[str, dict[ReadyQueue, int]] = {}
-        for page in pages:
-            for item in page["Items"]:
-                values = from_item(item)
-                entity = values.get("entity")
-                tenant_id = values["sk"].split("#", 1)[0]
-                if entity == TenantEntity.SETTINGS:
-                    tenants[tenant_id] = Tenant(
-                        tenant_id, TenantPolicy(weight=values["weight"], cap=values.get("cap")),
-                        values["ready_shards"],
-                    )
-                elif entity == TenantEntity.RUNNING:
-                    usage[tenant_id] = Usage(values.get("running", 0), values.get("ended_ms", 0),
-                                             values.get("started_ms_sum", 0))
-                elif entity == TenantEntity.WAITING:
-                    queue = ReadyQueue(values["shard"], values.get("priority", 0))
-                    waiting.setdefault(tenant_id, {})[queue] = values.get("waiting", 0)
-        self._tenants = tenants
+        together: what a claim decides from, and what operators and tests can watch."""
+        states = self._recorder.tenant_states()
+        self._tenants = {tenant_id: state.tenant for tenant_id, state in states.items()}
         self._tenants_read_at = self._clock()
-        return {
-            tenant_id: TenantState(tenant, usage.get(tenant_id, Usage()), waiting.get(tenant_id, {}))
-            for tenant_id, tenant in tenants.items()
-        }
+        return states
 
     def _tenant(self, tenant_id: str) -> Tenant:
         """The tenant's settings, registering it with defaults the first time it is seen."""
@@ -293,25 +258,10 @@ class JobStore:
         if known is not None:
             return known
         tenant = Tenant(tenant_id)
-        try:
-            self._db.put_item(
-                TableName=self._jobs,
-                Item=self._tenant_item(tenant),
-                ConditionExpression="attribute_not_exists(pk)",
-            )
+        if self._recorder.put_tenant(tenant, only_if_new=True):
             self._tenants[tenant_id] = tenant
             return tenant
-        except ClientError as error:
-            if error.response["Error"]["Code"] != "ConditionalCheckFailedException":
-                raise
         return next(t for t in self.tenants(fresh=True) if t.tenant_id == tenant_id)
-
-    @staticmethod
-    def _tenant_item(tenant: Tenant) -> Item:
-        return to_item({
-            "pk": TENANTS_PK, "sk": tenant.tenant_id, "entity": TenantEntity.SETTINGS.value,
-            "weight": tenant.policy.weight, "cap": tenant.policy.cap, "ready_shards": tenant.ready_shards,
-        })
 
     @staticmethod
     def _check_tenant(tenant_id: str) -> None:
@@ -324,53 +274,34 @@ class JobStore:
 
     def get(self, job_id: str, tenant_id: str | None = None) -> Job:
         """The job, strongly consistent. With `tenant_id`, another tenant's job is JobNotFound."""
-        job, _ = self._read(job_id)
+        job = self._read(job_id).job
         if tenant_id is not None and job.tenant_id != tenant_id:
             raise JobNotFound(job_id)
         return job
 
     def runs(self, job_id: str, tenant_id: str | None = None) -> list[Run]:
         self.get(job_id, tenant_id)
-        items = self._query_all(
-            TableName=self._jobs,
-            KeyConditionExpression="pk = :p AND begins_with(sk, :r)",
-            ExpressionAttributeValues={":p": {"S": f"JOB#{job_id}"}, ":r": {"S": "RUN#"}},
-            ConsistentRead=True,
-        )
-        return [run_from_item(item) for item in items]
+        return self._recorder.runs(job_id)
 
     def result(self, job_id: str, tenant_id: str | None = None) -> Any:
         self.get(job_id, tenant_id)
-        item = self._db.get_item(
-            TableName=self._jobs, Key={"pk": {"S": f"JOB#{job_id}"}, "sk": {"S": "RESULT"}}, ConsistentRead=True
-        ).get("Item")
-        return None if item is None else from_item(item).get("value")
+        return self._recorder.result(job_id)
 
     def events(self, job_id: str) -> list[OutboxEvent]:
         """The job's outbox events in version order."""
-        return OutboxReader(self._db, self._outbox).job(job_id)
+        return self._recorder.events(job_id)
 
     def all_jobs(self) -> Iterator[Job]:
         """Every job row (a scan: for reconciliation and audits, not for hot paths)."""
-        pages = self._db.get_paginator("scan").paginate(
-            TableName=self._jobs,
-            FilterExpression="entity = :job",
-            ExpressionAttributeValues={":job": {"S": "job"}},
-        )
-        for page in pages:
-            for item in page["Items"]:
-                yield job_from_item(item)[0]
+        return self._recorder.all_jobs()
 
-    def _read(self, job_id: str) -> tuple[Job, int]:
+    def _read(self, job_id: str) -> JobRow:
         if not isinstance(job_id, str) or not JOB_ID_PATTERN.match(job_id):
             raise JobNotFound(job_id)
-        item = self._db.get_item(TableName=self._jobs, Key=job_key(job_id), ConsistentRead=True).get("Item")
-        if item is None:
+        row = self._recorder.job(job_id)
+        if row is None:
             raise JobNotFound(job_id)
-        return job_from_item(item)
-
-    def _query_all(self, **query: Any) -> list[Item]:
-        return [item for page in self._db.get_paginator("query").paginate(**query) for item in page["Items"]]
+        return row
 
     # --- create -------------------------------------------------------------------------------------------
 
@@ -391,51 +322,30 @@ class JobStore:
                 return earlier
         tenant = self._tenant(tenant_id)
         change = lifecycle.create(uuid.uuid4().hex, tenant_id, request, self._clock())
-        items = [
-            {"Put": {
-                "TableName": self._jobs,
-                "Item": to_item(job_attributes(change.after, tenant.ready_shards)),
-                "ConditionExpression": "attribute_not_exists(pk)",
-            }},
-            self._writes.outbox_put(change),
-            *filter(None, [self._writes.waiting_update(change, tenant.ready_shards)]),
-        ]
-        if idempotency_key is not None:
-            items.append({"Put": {
-                "TableName": self._jobs,
-                "Item": {
-                    **idempotency_item_key(tenant_id, idempotency_key),
-                    **to_item({"job_id": change.after.job_id, "digest": _request_digest(request)}),
-                },
-                "ConditionExpression": "attribute_not_exists(pk)",
-            }})
+        write = NewJobWrite.of(
+            change, ready_shards=tenant.ready_shards, retention_s=self._retention_s,
+            idempotency=None if idempotency_key is None else (idempotency_key, _request_digest(request)))
         for attempt in range(CREATE_ATTEMPTS):
-            try:
-                self._db.transact_write_items(TransactItems=items)
+            outcome = self._recorder.create(write)
+            if outcome is CreateOutcome.CREATED:
                 return Created(change.after, created=True)
-            except ClientError as error:
-                codes = _reason_codes(error)
-                if idempotency_key is not None and codes and codes[-1] == "ConditionalCheckFailed":
-                    earlier = self._resolve_idempotency(tenant_id, idempotency_key, request)
-                    if earlier is not None:
-                        return earlier
-                # Nothing was written: a conflict with a concurrent transaction on the tenant's WAITING
-                # counter is retried as it is (same job id, same items).
-                if "TransactionConflict" not in codes or attempt == CREATE_ATTEMPTS - 1:
-                    raise
-                time.sleep(self._rng.uniform(0, 0.002 * 2 ** attempt))
-        raise AssertionError("unreachable")
+            if outcome is CreateOutcome.KEY_USED:
+                assert idempotency_key is not None
+                earlier = self._resolve_idempotency(tenant_id, idempotency_key, request)
+                if earlier is None:
+                    raise StoreInvariantViolation(f"Idempotency-Key {idempotency_key!r} is taken by no job")
+                return earlier
+            # CONFLICT: nothing was written; tried again as it is (same job id, same items).
+            time.sleep(self._rng.uniform(0, 0.002 * 2 ** attempt))
+        raise StoreContention(f"a create for {tenant_id}: gave up after {CREATE_ATTEMPTS} conflicts")
 
     def _resolve_idempotency(self, tenant_id: str, key: str, request: NewJob) -> Created | None:
-        item = self._db.get_item(
-            TableName=self._jobs, Key=idempotency_item_key(tenant_id, key), ConsistentRead=True
-        ).get("Item")
-        if item is None:
+        earlier = self._recorder.idempotency(tenant_id, key)
+        if earlier is None:
             return None
-        earlier = from_item(item)
-        if earlier["digest"] != _request_digest(request):
-            raise IdempotencyConflict(key, earlier["job_id"])
-        return Created(self.get(earlier["job_id"]), created=False)
+        if earlier.digest != _request_digest(request):
+            raise IdempotencyConflict(key, earlier.job_id)
+        return Created(self.get(earlier.job_id), created=False)
 
     # --- the worker's side --------------------------------------------------------------------------------
 
@@ -443,13 +353,14 @@ class JobStore:
         """Lease the next due job, None when no job is due.
 
         Tenants are taken in onward.dispatch's fair order (least weighted worker time first), read from
-        their counters with one Query; only tenants with waiting jobs are queried. A tenant at its cap is
-        skipped while a tenant below its cap has a due job; when none has (as the ready queries this claim
-        made show), tenants at their cap are served past it (flex), so no worker idles while a job is due.
-        The running count changes in the claim's own transaction, conditional on `running < cap`, so a cap
+        their counters at once; only tenants with waiting jobs are queried. A tenant at its cap is skipped
+        while a tenant below its cap has a due job; when none has (as the ready queries this claim made
+        show), tenants at their cap are served past it (flex), so no worker idles while a job is due. The
+        running count changes in the claim's own transaction under an Admission (`running < cap`), so a cap
         holds however many workers claim at once; a flexing claim's transaction checks instead that the
-        other capped tenants with waiting jobs are still at their caps (else it decides again). The attempt counter is incremented
-        inside the claim; a job whose attempts are used up is ended (dead / quarantined) on the way."""
+        other capped tenants with waiting jobs are still at their caps (else it decides again). The attempt
+        counter is incremented inside the claim; a job whose attempts are used up is ended (dead /
+        quarantined) on the way."""
         lease_ms = int(lease_s * 1000)
         for _ in range(MAX_ROUNDS):
             try:
@@ -491,23 +402,23 @@ class JobStore:
         flex_while_at_cap: tuple[tuple[str, int], ...] | None = None,
     ) -> Lease | _Found:
         """Claim one due job of this tenant (its ready queues that have waiting jobs: highest priority band
-        first, then due time order),
-        within its cap, or past it (`flex_while_at_cap` given: while those tenants are at their caps).
+        first, then due time order), within its cap, or past it (`flex_while_at_cap` given: while those
+        tenants are at their caps).
 
         NOTHING_DUE means its ready queries showed no due job it had not tried: when every job a query
-        showed was taken by concurrent claims (or ended on the way), the shard is queried again, else the
+        showed was taken by concurrent claims (or ended on the way), the queue is queried again, else the
         claim would flex a capped tenant while this one still has due jobs. (Jobs already tried are not
         tried again, so a lagging index cannot keep the claim here.)"""
         tenant = state.tenant
         if flex_while_at_cap is None:
-            slot = Slot(cap=tenant.policy.cap, lift_to_ms=candidate.lift_to_ms)
+            admission = Admission(cap=tenant.policy.cap, lift_to_ms=candidate.lift_to_ms)
         else:
-            slot = Slot(cap=None, lift_to_ms=candidate.lift_to_ms, others_at_cap=flex_while_at_cap)
+            admission = Admission(cap=None, lift_to_ms=candidate.lift_to_ms, others_at_cap=flex_while_at_cap)
         tried: set[str] = set()
         for queue in state.queues_with_work():
             for _ in range(MAX_ROUNDS):
-                job_ids = [job_id for job_id in self._due_jobs(queue.partition(tenant.tenant_id), self._clock())
-                           if job_id not in tried]
+                due = self._due_jobs(tenant.tenant_id, queue)
+                job_ids = [job_id for job_id in due if job_id not in tried]
                 if not job_ids:
                     break
                 tried.update(job_ids)
@@ -516,53 +427,28 @@ class JobStore:
                         try:
                             decision = self._transition(
                                 job_id, lambda job: lifecycle.claim(job, worker_id, lease_ms, self._clock()),
-                                slot=slot,
+                                admission=admission,
                             )
                             break
-                        except _SlotRefused:
-                            if slot.lift_to_ms is None:
+                        except _AdmissionRefused:
+                            if admission.lift_to_ms is None:
                                 return _Found.AT_CAP
                             # another claim started one of its jobs: no lift now
-                            slot = Slot(cap=slot.cap, others_at_cap=slot.others_at_cap)
+                            admission = Admission(cap=admission.cap, others_at_cap=admission.others_at_cap)
                     if isinstance(decision, Change) and decision.after.state is JobState.RUNNING:
                         return Lease(job=decision.after, worker_id=worker_id,
                                      lease_expires_at=decision.after.lease_expires_at or 0)
         return _Found.NOTHING_DUE
 
-    def _due_jobs(self, ready_pk: str, now: EpochMs) -> list[str]:
-        items = self._db.query(
-            TableName=self._jobs,
-            IndexName="ready",
-            KeyConditionExpression="ready_pk = :p AND ready_due <= :now",
-            ExpressionAttributeValues={":p": {"S": ready_pk}, ":now": {"N": str(now)}},
-            Limit=CANDIDATES_PER_QUERY,
-        )["Items"]
-        job_ids = [item["pk"]["S"].removeprefix("JOB#") for item in items]
+    def _due_jobs(self, tenant_id: str, queue: ReadyQueue) -> list[str]:
+        job_ids = self._recorder.due_jobs(tenant_id, queue, self._clock(), CANDIDATES_PER_QUERY)
         self._rng.shuffle(job_ids)  # concurrent workers spread over the head of the queue
         return job_ids
 
-    def heartbeat(self, lease: Lease, lease_s: float) -> Heartbeat:
-        """Extend the lease, only for the attempt and owner that hold it; say whether cancel was requested."""
+    def heartbeat(self, lease: Lease, lease_s: float) -> RenewalAnswer:
+        """Renew the lease, only for the attempt and owner that hold it; say whether cancel was requested."""
         expires = self._clock() + int(lease_s * 1000)
-        try:
-            attributes = self._db.update_item(
-                TableName=self._jobs,
-                Key=job_key(lease.job_id),
-                UpdateExpression="SET lease_expires_at = :e",
-                ConditionExpression="#s = :running AND attempt = :a AND lease_owner = :w",
-                ExpressionAttributeNames={"#s": "state"},
-                ExpressionAttributeValues={
-                    ":e": {"N": str(expires)}, ":running": {"S": JobState.RUNNING.value},
-                    ":a": {"N": str(lease.attempt)}, ":w": {"S": lease.worker_id},
-                },
-                ReturnValues="ALL_NEW",
-            )["Attributes"]
-        except ClientError as error:
-            if error.response["Error"]["Code"] != "ConditionalCheckFailedException":
-                raise
-            return Heartbeat(held=False, cancel_requested=False, lease_expires_at=None)
-        return Heartbeat(held=True, cancel_requested=attributes.get("cancel_requested", {}).get("BOOL", False),
-                         lease_expires_at=expires)
+        return self._recorder.renew_lease(lease.job_id, lease.attempt, lease.worker_id, expires)
 
     def complete(self, lease: Lease, result: Any = None) -> Report:
         """The attempt succeeded with `result`. Raises InvalidRequest before writing anything when the result
@@ -592,8 +478,10 @@ class JobStore:
         return self._report(lease, RunOutcome.RELEASED, lambda job, now: lifecycle.release(
             job, lease.attempt, lease.worker_id, now))
 
-    def _report(self, lease: Lease, claimed: RunOutcome, decide: Callable[[Job, EpochMs], Decision]) -> Report:
-        """Commit a worker's report (`claimed`: the run outcome it writes). When the attempt no longer holds
+    def _report(
+        self, lease: Lease, reported: RunOutcome, decide: Callable[[Job, EpochMs], Decision]
+    ) -> Report:
+        """Commit a worker's report (`reported`: the run outcome it writes). When the attempt no longer holds
         the job, its run record tells a repeat of a report that committed (APPLIED again, nothing written)
         from a zombie's (FENCED, marked on its run record)."""
         # lease.job is the row the claim wrote: its updated_at is the claim's time (the run's claimed_at).
@@ -601,41 +489,15 @@ class JobStore:
                                     claimed_at=lease.job.updated_at)
         if isinstance(decision, Change):
             return Report(ReportStatus.APPLIED, decision.after)
-        verdict = lifecycle.stale_report(self._run(lease.job_id, lease.attempt), lease.worker_id, claimed)
+        run = self._recorder.run(lease.job_id, lease.attempt)
+        verdict = lifecycle.stale_report(run, lease.worker_id, reported)
         if verdict is StaleReport.REPEATED:
             return Report(ReportStatus.APPLIED, decision.job)
         if verdict is StaleReport.ZOMBIE:
-            self._record_fenced(lease, claimed)
+            # Marked on the zombie's own run record; the job row is not touched. Only a run that is open or
+            # was closed by the reaper is marked: a run's own outcome is never overwritten.
+            self._recorder.mark_fenced(lease.job_id, lease.attempt, lease.worker_id, reported, self._clock())
         return Report(ReportStatus.FENCED, decision.job)
-
-    def _run(self, job_id: str, attempt: int) -> Run | None:
-        item = self._db.get_item(TableName=self._jobs, Key=run_key(job_id, attempt), ConsistentRead=True)
-        return None if "Item" not in item else run_from_item(item["Item"])
-
-    def _record_fenced(self, lease: Lease, claimed: RunOutcome) -> None:
-        """Mark the zombie attempt on its own run record; the job row is not touched. Only a run that is
-        open or was closed by the reaper is marked: a run's own outcome is never overwritten."""
-        try:
-            self._db.update_item(
-                TableName=self._jobs,
-                Key=run_key(lease.job_id, lease.attempt),
-                UpdateExpression=(
-                    "SET reclaimed_as = if_not_exists(outcome, :none), outcome = :fenced, "
-                    "late_report = :claimed, late_report_at = :now"
-                ),
-                ConditionExpression=(
-                    "attribute_exists(pk) AND worker_id = :w AND "
-                    "(attribute_not_exists(outcome) OR outcome = :lease_expired)"
-                ),
-                ExpressionAttributeValues={
-                    ":fenced": {"S": RunOutcome.FENCED.value}, ":claimed": {"S": claimed.value},
-                    ":lease_expired": {"S": RunOutcome.LEASE_EXPIRED.value},
-                    ":now": {"N": str(self._clock())}, ":w": {"S": lease.worker_id}, ":none": {"NULL": True},
-                },
-            )
-        except ClientError as error:
-            if error.response["Error"]["Code"] != "ConditionalCheckFailedException":
-                raise
 
     # --- reaper, tenant and operator ----------------------------------------------------------------------
 
@@ -643,20 +505,12 @@ class JobStore:
         """Running jobs whose lease lapsed before `now`: their attempt is closed as lease_expired and the
         job goes back to the queue (to quarantine at its limit; cancelled when its tenant asked to cancel
         it). Returns the jobs moved."""
-        now = self._clock() if now is None else now
+        reaped_at = self._clock() if now is None else now
         moved: list[Job] = []
         for shard in range(LEASE_SHARDS):
-            expired = self._db.query(
-                TableName=self._jobs,
-                IndexName="leases",
-                KeyConditionExpression="lease_pk = :p AND lease_expires_at < :now",
-                ExpressionAttributeValues={":p": {"S": f"LEASE#{shard}"}, ":now": {"N": str(now)}},
-                Limit=limit,
-            )["Items"]
-            for item in expired:
-                job_id = item["pk"]["S"].removeprefix("JOB#")
+            for job_id in self._recorder.expired_leases(shard, reaped_at, limit):
                 fault_point("store.reap.before_transition", job_id)
-                decision = self._transition(job_id, lambda job: lifecycle.reap(job, now))
+                decision = self._transition(job_id, lambda job: lifecycle.reap(job, reaped_at))
                 if isinstance(decision, Change):
                     moved.append(decision.after)
         return moved
@@ -686,76 +540,53 @@ class JobStore:
         job_id: str,
         decide: Callable[[Job], Decision],
         *,
-        slot: Slot | None = None,
+        admission: Admission | None = None,
         claimed_at: EpochMs | None = None,
     ) -> Decision:
-        """Read, decide, commit; again while the commit loses a race. `slot`: how a claim takes its running
-        slot (_SlotRefused when the tenant's counter refuses it). `claimed_at`: when the attempt that this
-        transition may end was claimed, if the caller knows (else it is read from the run record)."""
+        """Read, decide, commit; again while the commit loses a race. `admission`: how a claim takes its
+        running slot (_AdmissionRefused when the tenant's counter refuses it). `claimed_at`: when the attempt
+        that this transition may end was claimed, if the caller knows (else it is read from the run record)."""
         for round_ in range(MAX_ROUNDS):
             job, shards = self._read(job_id)
             decision = decide(job)
-            if isinstance(decision, Refusal) or self._commit(decision, shards, slot=slot,
+            if isinstance(decision, Refusal) or self._commit(decision, shards, admission=admission,
                                                              claimed_at=claimed_at):
                 return decision
             time.sleep(self._rng.uniform(0, 0.002 * 2 ** min(round_, 6)))
         raise StoreContention(f"job {job_id}: gave up after {MAX_ROUNDS} lost races")
 
     def _commit(
-        self, change: Change, shards: int, *, slot: Slot | None = None, claimed_at: EpochMs | None = None
+        self,
+        change: Change,
+        shards: int,
+        *,
+        admission: Admission | None = None,
+        claimed_at: EpochMs | None = None,
     ) -> bool:
-        """One transaction; False when the job row moved since it was read (the caller re-decides)."""
+        """One atomic write; False when it lost a race (the job row moved since it was read, or a concurrent
+        transaction met it): the caller re-decides."""
         assert change.before is not None
-        writes = self._writes
-        items = [writes.job_update(change, shards)]
-        if change.open_run is not None:
-            items.append(writes.open_run(change))
-        if change.close_run is not None:
-            items.append(writes.run_close(change))
-        if change.has_result:
-            items.append(writes.result_put(change))
         if ends_attempt(change) and claimed_at is None:
-            claimed_at = self._claimed_at(change.after.job_id, change.close_run.attempt)  # type: ignore[union-attr]
-        running = writes.running_update(change, slot, claimed_at)
-        running_at = len(items) if running is not None else None
-        waiting = writes.waiting_update(change, shards)
-        items.extend(update for update in (running, waiting) if update is not None)
-        items.append(writes.outbox_put(change))
-        checks_from = len(items)
-        if running is not None and slot is not None:
-            items.extend(writes.still_at_cap(tenant_id, cap) for tenant_id, cap in slot.others_at_cap)
-        subject = f"{change.transition.value}:{change.after.job_id}"
-        fault_point("store.before_commit", subject)
-        try:
-            self._db.transact_write_items(TransactItems=items)
-        except ClientError as error:
-            if error.response["Error"]["Code"] != "TransactionCanceledException":
-                raise
-            codes = _reason_codes(error)
-            if "TransactionConflict" in codes:
-                self.stats.lost_race("TransactionConflict")
-                return False
-            if codes and codes[0] == "ConditionalCheckFailed":
-                self.stats.lost_race("ConditionalCheckFailed")
-                return False
-            if running_at is not None and codes[running_at:running_at + 1] == ["ConditionalCheckFailed"]:
-                raise _SlotRefused() from error
-            if "ConditionalCheckFailed" in codes[checks_from:]:
-                raise _FlexRefused() from error
-            raise StoreInvariantViolation(
-                f"{change.transition.value} of job {change.after.job_id} v{change.after.version} refused: {codes}"
-            ) from error
-        fault_point("store.after_commit", subject)  # committed; the caller never hears of it
-        return True
+            assert change.close_run is not None
+            claimed_at = self._claimed_at(change.after.job_id, change.close_run.attempt)
+        write = TransitionWrite.of(change, ready_shards=shards, retention_s=self._retention_s,
+                                   admission=admission, claimed_at=claimed_at)
+        fault_point("store.before_commit", write.subject)
+        outcome = self._recorder.commit(write)
+        if outcome is CommitOutcome.COMMITTED:
+            fault_point("store.after_commit", write.subject)  # committed; the caller never hears of it
+            return True
+        if outcome in _LOST_RACES:
+            self.stats.lost_race(_LOST_RACES[outcome])
+            return False
+        if outcome is CommitOutcome.CAP_REACHED:
+            raise _AdmissionRefused()
+        raise _FlexRefused()
 
     def _claimed_at(self, job_id: str, attempt: int) -> EpochMs:
         """When an attempt was claimed, from its run record (for a transition without the worker's lease:
         the reaper's)."""
-        item = self._db.get_item(TableName=self._jobs, Key=run_key(job_id, attempt), ConsistentRead=True,
-                                 ProjectionExpression="claimed_at").get("Item")
-        if item is None:
+        run = self._recorder.run(job_id, attempt)
+        if run is None:
             raise StoreInvariantViolation(f"job {job_id} attempt {attempt} is running without a run record")
-        return int(item["claimed_at"]["N"])
-
-
-
+        return run.claimed_at

@@ -235,7 +235,7 @@ class LeaseRenewal:
         while not self._done.wait(wait_s) and not self._context.lease_lost.is_set():
             fault_point("worker.heartbeat", self._lease.fencing_token)  # a crash here stops only the renewals
             try:
-                beat = self._store.heartbeat(self._lease, self._lease_s)
+                answer = self._store.heartbeat(self._lease, self._lease_s)
             except Exception:  # noqa: BLE001 - whatever the cause, the lease holds until it expires: retry
                 failures += 1
                 left_s = self._left_s()
@@ -246,12 +246,12 @@ class LeaseRenewal:
                     return  # expired unrenewed: the watch has told the handler
                 wait_s = min(self._retry.delay(failures), left_s)
                 continue
-            if not beat.held:
+            if not answer.held:
                 self._context.lease_lost.set()
                 return
             failures, wait_s = 0, self._every_s
-            self._expires_at = beat.lease_expires_at or self._expires_at
-            if beat.cancel_requested:
+            self._expires_at = answer.lease_expires_at or self._expires_at
+            if answer.cancel_requested:
                 self._context.cancel_requested.set()
 
     def _watch(self) -> None:

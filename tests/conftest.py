@@ -66,3 +66,22 @@ def pipeline(stack_environment, settings, endpoint):
 
     clients = {name: endpoint.client(name) for name in ("dynamodb", "dynamodbstreams", "kinesis")}
     return LocalPipeline.build(settings, clients)
+
+
+# --- the job store on either backend (tests/contract/backends.py) -------------------------------------------
+
+@pytest.fixture
+def memory_store(clock: ManualClock) -> JobStore:
+    """A JobStore over a fresh in-memory recorder with the ManualClock: no AWS, milliseconds per test."""
+    return JobStore.in_memory(clock=clock)
+
+
+@pytest.fixture(params=["memory", pytest.param("dynamodb", marks=pytest.mark.integration)])
+def store_backend(request: pytest.FixtureRequest, clock: ManualClock):
+    """Each backend of the job store in turn: in memory (fast tier), then DynamoDB on the embedded endpoint
+    (a fresh stack; marked `integration`). Tests on it hold for both, as the contract suite does."""
+    from tests.contract.backends import DynamoBackend, MemoryBackend
+
+    if request.param == "memory":
+        return MemoryBackend(clock)
+    return DynamoBackend(clock, request.getfixturevalue("settings"), request.getfixturevalue("dynamodb"))

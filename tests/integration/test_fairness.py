@@ -1,7 +1,9 @@
-"""Fair dispatch in the claim path, over real HTTP to the embedded endpoint: the tenant counters move in
-the same transaction as every transition, caps hold under concurrency (sampled while real Worker threads
-run, and from the run records afterwards), caps flex for a lone tenant, a returning tenant is lifted to
-the floor, and a burst from one tenant does not hold back another tenant's first job beyond one job."""
+"""Fair dispatch in the claim path: the tenant counters move in the same transaction as every transition,
+caps hold under concurrency (sampled while real Worker threads run over real HTTP to the embedded endpoint,
+and from the run records afterwards), caps flex for a lone tenant, a returning tenant is lifted to the
+floor, and a burst from one tenant does not hold back another tenant's first job beyond one job. The
+step-by-step tests (manual clock) run on each backend (tests/conftest.py's `store_backend`); those with
+real Worker threads and the real clock on DynamoDB only (marked `integration`)."""
 
 from __future__ import annotations
 
@@ -17,8 +19,6 @@ from onward.states import CLAIMABLE_STATES, TERMINAL_STATES, JobState
 from onward.store import JobStore, Tenant
 from onward.worker import JobContext, Registry, Worker
 
-pytestmark = pytest.mark.integration
-
 WORK = "fair.work"
 registry = Registry()
 
@@ -26,6 +26,11 @@ registry = Registry()
 @registry.register(WORK)
 def work(context: JobContext) -> None:
     context.wait(context.params["seconds"])
+
+
+@pytest.fixture
+def store(store_backend) -> JobStore:
+    return store_backend.store()
 
 
 @pytest.fixture
@@ -122,9 +127,10 @@ def assert_counters_settled(store: JobStore) -> None:
 
 # --- with real Worker threads -----------------------------------------------------------------------------
 
+@pytest.mark.integration
 def test_caps_hold_under_concurrency_while_every_tenant_has_work(live_store):
     """Three tenants with caps 2/2/2 on six workers; `heavy` has weight 4, so fair share alone would give it
-    four workers: only the cap (the claim's `running < :cap` condition) holds it to two. Checked on the
+    four workers: only the cap (the claim's Admission, `running < cap`) holds it to two. Checked on the
     counters sampled every 10 ms while the pool runs, and on the run records afterwards. Without the
     condition (or with the counter changed outside the claim's transaction), `heavy` runs 3-4 at once."""
     live_store.register_tenant(Tenant("heavy", TenantPolicy(weight=4, cap=2), ready_shards=2))
@@ -149,6 +155,7 @@ def test_caps_hold_under_concurrency_while_every_tenant_has_work(live_store):
     assert_counters_settled(live_store)
 
 
+@pytest.mark.integration
 def test_a_lone_tenant_uses_the_whole_pool(live_store):
     """Caps flex when no other tenant has work: `solo` has a cap of 2 and six workers run its jobs six at a
     time. Without the flex pass in JobStore.claim, four of the six workers would idle with jobs due."""
@@ -161,6 +168,7 @@ def test_a_lone_tenant_uses_the_whole_pool(live_store):
     assert_counters_settled(live_store)
 
 
+@pytest.mark.integration
 def test_a_burst_does_not_hold_back_another_tenants_first_job_beyond_one_job(live_store):
     """`burst` enqueues 40 jobs of 2 s and (alone) flexes over all six workers. `late` then submits one job:
     it must start when the first of the running jobs ends, within one job duration (plus 0.5 s for the
@@ -196,8 +204,8 @@ def waiting(store: JobStore, tenant_id: str) -> int:
 
 
 def test_the_counters_move_in_every_transition(store, clock):
-    """Each transition's counter update rides in ITS transaction (JobStore._waiting_update and
-    _running_update): create, claim, fail into retry, reap, release, cancel acknowledgement, cancel of a
+    """Each transition's counter update rides in ITS transaction (onward.recorder.waiting_update and
+    running_update): create, claim, fail into retry, reap, release, cancel acknowledgement, cancel of a
     queued job, exhaust at claim, replay. `ended_ms` adds up to the run records' durations exactly (one
     tenant: no lift). A transition that forgot its counter update shows up as a wrong number here."""
     t0 = clock.now
@@ -263,15 +271,15 @@ def test_a_capped_tenant_waits_while_another_has_work_then_flexes(store, clock):
     assert len(capped) + len(other) == 5
 
 
-def test_two_claims_cannot_both_take_a_tenants_last_slot(store, settings, dynamodb, clock, monkeypatch):
-    """The `running < :cap` condition on the claim's counter update: a second store decides from counters
+def test_two_claims_cannot_both_take_a_tenants_last_slot(store, store_backend, monkeypatch):
+    """The Admission's `running < cap` condition on the claim's counter update: a second store decides from counters
     read BEFORE the first store's claim committed (so it believes `a-capped` has a free slot). The
     condition refuses it and it claims `b-other`'s job instead. Without the condition, `a-capped` would run
     two jobs with a cap of 1 while `b-other` waits."""
     store.register_tenant(Tenant("a-capped", TenantPolicy(cap=1)))
     enqueue(store, "a-capped", 2, 0)
     (other,) = enqueue(store, "b-other", 1, 0)
-    second = JobStore(settings, client=dynamodb, clock=clock)
+    second = store_backend.store()
     stale = second.tenant_states()
     monkeypatch.setattr(second, "tenant_states", lambda: stale)
 
@@ -281,11 +289,10 @@ def test_two_claims_cannot_both_take_a_tenants_last_slot(store, settings, dynamo
     assert usage(store, "a-capped").running == 1
 
 
-def test_a_flex_does_not_pass_a_tenant_that_came_back_below_its_cap(store, settings, dynamodb, clock,
-                                                                   monkeypatch):
+def test_a_flex_does_not_pass_a_tenant_that_came_back_below_its_cap(store, store_backend, clock, monkeypatch):
     """A second store decides from counters read while both tenants were at their caps (cap 1 each, one job
     each waiting), so it would flex `a` past its cap. Meanwhile `b`'s job ended: b is below its cap with a
-    job due. The flexing transaction's ConditionCheck (`running >= cap` on b's counter) refuses, the claim
+    job due. The flexing transaction's check (`running >= cap` on b's counter) refuses, the claim
     decides again from fresh counters and serves b. Without the check, a would run two jobs with a cap of 1
     while b, below its cap, waits."""
     for tenant_id in ("a", "b"):
@@ -295,7 +302,7 @@ def test_a_flex_does_not_pass_a_tenant_that_came_back_below_its_cap(store, setti
     b_lease = store.claim("w2", 300)
     assert b_lease.job.tenant_id == "b"
     clock.advance(10)
-    second = JobStore(settings, client=dynamodb, clock=clock)
+    second = store_backend.store()
     stale = second.tenant_states()
     store.complete(b_lease)
     reads = iter([stale])

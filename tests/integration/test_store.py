@@ -1,4 +1,5 @@
-"""Every JobStore operation and each of its refusal paths, over real HTTP to the embedded endpoint."""
+"""Every JobStore operation and each of its refusal paths, on each backend: in memory (fast tier) and over
+real HTTP to the embedded endpoint (marked `integration`), through tests/conftest.py's `store_backend`."""
 
 from __future__ import annotations
 
@@ -15,13 +16,13 @@ from onward.errors import (
 from onward.models import ErrorSummary, NewJob
 from onward.states import JobState, RunOutcome
 from onward.store import CancelStatus, JobStore, ReportStatus
-from onward.writes import job_key
 
 ECHO = NewJob(type="demo.echo", params={"n": 1})
 
 
-def item_count(dynamodb, table: str) -> int:
-    return dynamodb.scan(TableName=table, Select="COUNT")["Count"]
+@pytest.fixture
+def store(store_backend) -> JobStore:
+    return store_backend.store()
 
 
 def statuses(store: JobStore, job_id: str) -> list[tuple[int, str]]:
@@ -39,21 +40,21 @@ def test_create_writes_job_v1_and_its_outbox_event_together(store):
     assert event.occurred_at.endswith("Z")
 
 
-def test_an_idempotent_retry_returns_the_same_job_and_writes_nothing(store, settings, dynamodb):
+def test_an_idempotent_retry_returns_the_same_job_and_writes_nothing(store, store_backend):
     first = store.create("acme", ECHO, idempotency_key="order-7")
-    items = item_count(dynamodb, settings.jobs_table), item_count(dynamodb, settings.outbox_table)
+    items = store_backend.item_counts()
     again = store.create("acme", ECHO, idempotency_key="order-7")
     assert (first.created, again.created) == (True, False)
     assert again.job.job_id == first.job.job_id
-    assert (item_count(dynamodb, settings.jobs_table), item_count(dynamodb, settings.outbox_table)) == items
+    assert store_backend.item_counts() == items
 
 
-def test_the_same_key_with_another_body_is_refused(store, settings, dynamodb):
+def test_the_same_key_with_another_body_is_refused(store, store_backend):
     store.create("acme", ECHO, idempotency_key="order-7")
-    before = item_count(dynamodb, settings.jobs_table)
+    before = store_backend.item_counts()
     with pytest.raises(IdempotencyConflict):
         store.create("acme", NewJob(type="demo.echo", params={"n": 2}), idempotency_key="order-7")
-    assert item_count(dynamodb, settings.jobs_table) == before
+    assert store_backend.item_counts() == before
 
 
 def test_idempotency_keys_are_per_tenant(store):
@@ -73,12 +74,11 @@ def test_idempotency_keys_are_per_tenant(store):
         ("acme", ECHO, "line\nbreak", InvalidRequest),
     ],
 )
-def test_bad_input_is_refused_clearly_and_writes_nothing(store, settings, dynamodb, tenant, request_, key, error):
+def test_bad_input_is_refused_clearly_and_writes_nothing(store, store_backend, tenant, request_, key, error):
     with pytest.raises(error) as refused:
         store.create(tenant, request_, idempotency_key=key)
     assert str(refused.value)
-    assert item_count(dynamodb, settings.jobs_table) == 0
-    assert item_count(dynamodb, settings.outbox_table) == 0
+    assert store_backend.item_counts() == (0, 0)
 
 
 @pytest.mark.parametrize("job_type", ["Demo.Echo", "demo..echo", "1demo", "demo echo", "x" * 129, ""])
@@ -461,15 +461,13 @@ def test_a_release_at_the_last_attempt_is_not_charged(store):
     assert again is not None and again.job_id == job.job_id and again.attempt == 2
 
 
-def test_a_job_ended_at_claim_says_why(store, settings, dynamodb):
+def test_a_job_ended_at_claim_says_why(store, store_backend):
     """Invariant 4 for a row left at its limit (as a release charged it before releases were free): the
     claim ends it dead with the reason instead of running it. Without the reason the job is dead with no
     last_error."""
     job = store.create("acme", NewJob(type="demo.echo", max_attempts=1)).job
     store.release(store.claim("w1", 30))
-    dynamodb.update_item(TableName=settings.jobs_table, Key=job_key(job.job_id),
-                         UpdateExpression="SET attempt_floor = :zero",
-                         ExpressionAttributeValues={":zero": {"N": "0"}})
+    store_backend.edit_job_row(job.job_id, attempt_floor=0)
     assert store.claim("w1", 30) is None
     dead = store.get(job.job_id)
     assert dead.state is JobState.DEAD and dead.last_error.error_type == "AttemptsExhausted"

@@ -1,14 +1,17 @@
-"""A model-based test of JobStore: hypothesis drives the real store (on the embedded endpoint, a fresh
-stack per run) with random sequences of every operation, and after every step compares what DynamoDB
-holds with a small in-memory model written here from the design, independently of onward.lifecycle.
+"""A model-based test of JobStore: hypothesis drives the real store with random sequences of every
+operation, and after every step compares what its recorder holds with a small model written here from the
+design, independently of onward.lifecycle. It runs on both recorders (onward.recorder): on DynamoDB (the
+embedded endpoint, a fresh stack per run; marked `integration`) at the sizes of MODEL_SETTINGS, and in
+memory at ten times as many steps (MEMORY_MODEL_SETTINGS), in seconds.
 
 Operations: create (three tenants, max_attempts 1..3, with and without an Idempotency-Key, the same key
 repeated with the same request or a different one), claim (two workers; every Lease is kept, so old
 ones come back later as zombies), heartbeat, complete, fail (permanent or not), acknowledge_cancel,
 release, reap (after moving the clock past a lease), advancing time (retry_wait becomes due), cancel
 (also as the wrong tenant), operator replay, a late report with a superseded Lease, and a *race*: one
-operation is stopped just before its transaction while a second JobStore commits another operation on
-the same job, then the first one goes on (it must notice, re-read and decide again).
+operation is stopped just before its commit while a second JobStore (on the same recorder's storage)
+commits another operation on the same job, then the first one goes on (it must notice, re-read and decide
+again).
 
 After every step, for every job: the row equals the model (state, version, attempt, attempt_floor,
 cancel_requested, lease, not_before, last_outcome); the outbox holds exactly versions 1..version, each
@@ -18,24 +21,25 @@ used since the last replay never exceed max_attempts; a terminal state is never 
 (dead / quarantined -> queued).
 
 What breaks without which code (each of these fails this test):
-- the `#version = :expected_version` / `#state` condition in JobStore._job_update: in a race both
-  writers commit from the same row, both try to publish vN+1 and the outbox `attribute_not_exists`
-  refuses the second (StoreInvariantViolation), or, without that outbox condition too, the event list
-  has a duplicate and the job row ends in the loser's state (the model check fails).
+- the job row's expected state / version condition (onward.recorder.JobRowUpdate: the condition
+  expression of writes.TransitionWrites.job_update, MemoryRecorder's check): in a race both writers commit
+  from the same row, both try to publish vN+1 and the outbox condition refuses the second
+  (StoreInvariantViolation), or, without that outbox condition too, the event list has a duplicate and the
+  job row ends in the loser's state (the model check fails).
 - the re-read-and-decide loop in JobStore._transition: the loser of a race would report a refusal or
   FENCED for an operation that should have applied (e.g. complete racing a cancel request).
 - `#attempt = :expected_attempt` and lifecycle._holds checking the attempt: a zombie's complete/fail
   with a superseded Lease would be APPLIED instead of FENCED and would move a job it no longer owns.
-- the attempt/owner condition in JobStore.heartbeat: a zombie's heartbeat would extend the new
+- the attempt/owner condition of the recorder's renew_lease: a zombie's heartbeat would extend the new
   owner's lease (lease_expires_at differs from the model) and hide a dead worker from the reaper.
 - the `lease_expires_at <= now` condition on a reap: a reap racing a heartbeat would take the job away
   from a worker that just renewed its lease.
 - the attempts_exhausted check in the claim (and in fail / reap): attempts used would exceed
   max_attempts, or an exhausted job would be retried instead of going dead / quarantined.
-- the outbox Put or the run-record Put/Update inside the same transaction: versions or runs go missing.
+- the outbox event or the run record inside the same write: versions or runs go missing.
 - attempt_floor in replay: a replayed job would be ended by the next claim instead of running again;
   resetting the attempt instead would collide with the old run records.
-- _record_fenced: the zombie's run record would not show the late report.
+- the recorder's mark_fenced: the zombie's run record would not show the late report.
 - the cancel request in lifecycle.fail / lifecycle.reap: a job whose tenant asked to cancel it would go to
   retry_wait / queued (and run again) instead of cancelled.
 - lifecycle.stale_report: a report repeated by the attempt that made it (a retry after a lost answer) would be
@@ -69,13 +73,12 @@ from hypothesis.stateful import (
 
 import onward.store
 from onward.errors import IdempotencyConflict, JobNotFound, NotReplayable
-from onward.dynamo import from_item
 from onward.models import ErrorSummary, Job, Lease, NewJob, OutboxEvent, Run
+from onward.recorder import CommitOutcome, CreateOutcome, JobRecorder, NewJobWrite, TransitionWrite
 from onward.settings import Settings
 from onward.store import CancelStatus, JobStore, ReportStatus
+from tests.contract.backends import DynamoBackend, MemoryBackend, StoreBackend
 from tests.support import ManualClock
-
-pytestmark = pytest.mark.integration
 
 TENANTS = ("acme", "globex", "initech")
 WORKERS = ("w1", "w2")  # two, so a worker often gets a job back that it held before
@@ -212,21 +215,28 @@ LATE_REPORT = {"complete": "succeeded", "fail": "failed", "release": "released",
 
 
 class Interleaving:
-    """A DynamoDB client that runs a pending callback just before the next transaction it forwards: the
-    caller has read the row and decided, and another writer commits in between."""
+    """A recorder that runs a pending callback just before the next write it forwards: the caller has read
+    the row and decided, and another writer commits in between."""
 
-    def __init__(self, client: Any) -> None:
-        self._client = client
+    def __init__(self, recorder: JobRecorder) -> None:
+        self._recorder = recorder
         self.pending: Any = None
 
-    def transact_write_items(self, **request: Any) -> Any:
+    def _interlope(self) -> None:
         if self.pending is not None:
             interloper, self.pending = self.pending, None
             interloper()
-        return self._client.transact_write_items(**request)
+
+    def commit(self, write: TransitionWrite) -> CommitOutcome:
+        self._interlope()
+        return self._recorder.commit(write)
+
+    def create(self, write: NewJobWrite) -> CreateOutcome:
+        self._interlope()
+        return self._recorder.create(write)
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self._client, name)
+        return getattr(self._recorder, name)
 
 
 # An operation that can take part in a race: (kind, lease or job id, extra).
@@ -234,22 +244,21 @@ Op = tuple[str, Any, Any]
 
 
 class StoreModel(RuleBasedStateMachine):
-    endpoint: Any = None  # set by the test function (the session's EmbeddedEndpoint)
+    """Subclassed per backend: `backend` makes a fresh, empty one for each run."""
+
+    backend: Any = None  # (ManualClock) -> StoreBackend
 
     jobs = Bundle("jobs")
 
     def __init__(self) -> None:
         super().__init__()
         SeededJobIds.rng.seed(0)
-        env = self.endpoint.deploy(f"model-{next(_stack_numbers)}").environment
-        settings_ = Settings(env["JOBS_TABLE"], env["OUTBOX_TABLE"], self.endpoint.url, "us-east-1")
         self.clock = ManualClock()
-        self.client = Interleaving(self.endpoint.client("dynamodb"))
-        self.store = JobStore(settings_, client=self.client, clock=self.clock, rng=random.Random(1))
-        # The other writer in a race: its own JobStore on the same tables and clock.
-        self.raw = self.endpoint.client("dynamodb")
-        self.rival = JobStore(settings_, client=self.raw, clock=self.clock, rng=random.Random(2))
-        self.jobs_table, self.outbox_table = settings_.jobs_table, settings_.outbox_table
+        self.storage: StoreBackend = type(self).backend(self.clock)
+        self.recorder = Interleaving(self.storage.recorder)
+        self.store = self.storage.store(recorder=self.recorder, rng=random.Random(1))
+        # The other writer in a race: its own JobStore on the same storage and clock.
+        self.rival = self.storage.store(rng=random.Random(2))
         self.model: dict[str, JobModel] = {}
         self.idempotency: dict[tuple[str, str], tuple[tuple[str, int, int], str]] = {}
         self.all_leases: list[Lease] = []
@@ -646,12 +655,12 @@ class StoreModel(RuleBasedStateMachine):
 
         first, second = op(victim, lease), op(interloper, other)
         answers: list[tuple[Op, Any]] = []
-        self.client.pending = lambda: answers.append((second, self._perform(self.rival, second)))
+        self.recorder.pending = lambda: answers.append((second, self._perform(self.rival, second)))
         try:
             answer = self._perform(self.store, first)
         finally:
-            interloper_ran = self.client.pending is None
-            self.client.pending = None
+            interloper_ran = self.recorder.pending is None
+            self.recorder.pending = None
         answers.append((first, answer))
         event(f"race: {interloper} {'before' if interloper_ran else 'after'} {victim}")
         if not interloper_ran:
@@ -704,19 +713,16 @@ class StoreModel(RuleBasedStateMachine):
 
     # --- after every step ---------------------------------------------------------------------------------
 
-    def _scan(self, table: str) -> list[dict[str, Any]]:
-        pages = self.raw.get_paginator("scan").paginate(TableName=table, ConsistentRead=True)
-        return [from_item(item) for page in pages for item in page["Items"]]
-
     @invariant()
     def store_matches_model(self) -> None:
-        """Every job, every step: what the two tables hold (two consistent scans) equals the model; a job
-        that changed in this step is also read back through the store's own API (get, events, runs)."""
+        """Every job, every step: what the two tables hold (read behind the store's back: two consistent
+        scans on DynamoDB) equals the model; a job that changed in this step is also read back through the
+        store's own API (get, events, runs)."""
         rows: dict[str, dict[str, Any]] = {}
         runs: dict[str, list[Run]] = defaultdict(list)
         results: dict[str, Any] = {}
         keys: dict[tuple[str, str], str] = {}
-        for values in self._scan(self.jobs_table):
+        for values in self.storage.jobs_table():
             pk, sk = values.pop("pk"), values.pop("sk")
             values.pop("entity", None)
             if sk == "JOB":
@@ -729,7 +735,7 @@ class StoreModel(RuleBasedStateMachine):
                 tenant, key = pk.removeprefix("IDEM#").split("#", 1)
                 keys[(tenant, key)] = values["job_id"]
         events: dict[str, list[OutboxEvent]] = defaultdict(list)
-        for values in self._scan(self.outbox_table):
+        for values in self.storage.outbox_table():
             values.pop("time_bucket"), values.pop("expires_at")
             events[values["job_id"]].append(OutboxEvent.model_validate(values))
 
@@ -789,9 +795,28 @@ MODEL_SETTINGS = settings(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.data_too_large],
 )
+# In memory a run costs milliseconds, not a CloudFormation stack and a few hundred HTTP round trips: ten
+# times the steps (150 runs of up to 50 steps: 7,500 against 750), in a few seconds.
+MEMORY_MODEL_SETTINGS = settings(MODEL_SETTINGS, max_examples=150, stateful_step_count=50)
 
 
-def test_store_matches_model(endpoint: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def dynamodb_backends(endpoint: Any) -> Any:
+    """A fresh stack of template.yaml on the session's endpoint for each run."""
+    def backend(clock: ManualClock) -> StoreBackend:
+        env = endpoint.deploy(f"model-{next(_stack_numbers)}").environment
+        settings_ = Settings(env["JOBS_TABLE"], env["OUTBOX_TABLE"], endpoint.url, "us-east-1")
+        return DynamoBackend(clock, settings_, endpoint.client("dynamodb"))
+    return backend
+
+
+@pytest.mark.integration
+def test_store_matches_model_on_dynamodb(endpoint: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(onward.store, "uuid", SeededJobIds)
-    machine = type("StoreModelOnEndpoint", (StoreModel,), {"endpoint": endpoint})
+    machine = type("StoreModelOnDynamoDB", (StoreModel,), {"backend": staticmethod(dynamodb_backends(endpoint))})
     run_state_machine_as_test(machine, settings=MODEL_SETTINGS)
+
+
+def test_store_matches_model_in_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(onward.store, "uuid", SeededJobIds)
+    machine = type("StoreModelInMemory", (StoreModel,), {"backend": staticmethod(MemoryBackend)})
+    run_state_machine_as_test(machine, settings=MEMORY_MODEL_SETTINGS)

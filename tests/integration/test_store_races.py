@@ -13,9 +13,13 @@ import threading
 import time
 from collections import defaultdict
 
+import pytest
+
 from onward.models import ErrorSummary, NewJob
 from onward.states import TERMINAL_STATES, JobState, RunOutcome
 from onward.store import JobStore, ReportStatus
+
+pytestmark = pytest.mark.integration  # real threads and the real clock on the embedded endpoint
 
 JOBS = 300
 WORKERS = 16

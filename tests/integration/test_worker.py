@@ -19,6 +19,8 @@ from onward.states import TERMINAL_STATES, JobState, RunOutcome
 from onward.store import JobStore
 from onward.worker import JobContext, Registry, Worker
 
+pytestmark = pytest.mark.integration
+
 
 @pytest.fixture
 def live_store(settings, dynamodb) -> JobStore:

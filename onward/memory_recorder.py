@@ -1,0 +1,352 @@
+"""The job store's recorder in memory: the same items as on DynamoDB (onward.keys), in dicts under one lock,
+with the same conditions and all-or-nothing writes (onward.recorder), the same `ready` and `leases` index
+order, and the outbox kept per job in version order.
+
+For tests and simulations: `JobStore.in_memory()` runs the whole service layer (lifecycle decisions,
+dispatch order, re-decisions after a lost race) over it, with no AWS. What it does not reproduce:
+DynamoDB's TransactionConflict (one lock serializes every write, so no write ever meets another in
+flight), index lag (its indexes are exact at once), and item size limits.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import threading
+from collections.abc import Iterator, Mapping
+from decimal import Decimal
+from typing import Any
+
+from onward.clock import EpochMs
+from onward.errors import StoreInvariantViolation
+from onward.keys import (
+    RUN_PREFIX,
+    TENANTS_PK,
+    Entity,
+    Key,
+    ReadyQueue,
+    event_from_values,
+    idempotency_key,
+    job_from_values,
+    job_id_of,
+    job_key,
+    job_pk,
+    lease_shard_partition,
+    result_key,
+    run_from_values,
+    run_key,
+    running_key,
+    tenant_item,
+    waiting_key,
+)
+from onward.models import Job, OutboxEvent, Run
+from onward.recorder import (
+    CommitOutcome,
+    CreateOutcome,
+    IdempotencyRecord,
+    JobRecorder,
+    JobRow,
+    NewJobWrite,
+    RenewalAnswer,
+    Role,
+    RunningUpdate,
+    Tenant,
+    TenantState,
+    TransitionWrite,
+    WaitingUpdate,
+    judge,
+    tenant_states_from_items,
+)
+from onward.states import JobState, RunOutcome
+
+Values = dict[str, Any]
+
+
+def _number(text: str) -> int | float:
+    number = Decimal(text)
+    return int(number) if number == number.to_integral_value() else float(number)
+
+
+def _stored(values: Any) -> Any:
+    """A deep copy to store, with numbers as DynamoDB keeps them (an integral float reads back as an int)."""
+    return json.loads(json.dumps(values), parse_float=_number)
+
+
+def _copy(value: Any) -> Any:
+    """A deep copy of a stored value (JSON values only: dicts, lists, scalars), for a reader to keep."""
+    if type(value) is dict:
+        return {name: _copy(inner) for name, inner in value.items()}
+    if type(value) is list:
+        return [_copy(inner) for inner in value]
+    return value
+
+
+class MemoryRecorder(JobRecorder):
+    """A JobRecorder in this process's memory (one per simulated deployment; thread-safe)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._items: dict[str, dict[str, Values]] = {}  # the jobs table: pk -> sk -> item
+        self._outbox: dict[str, dict[int, Values]] = {}  # the outbox table: job_id -> version -> item
+        self._ready: dict[str, dict[str, EpochMs]] = {}  # index `ready`: ready_pk -> job id -> ready_due
+        self._leases: dict[str, dict[str, EpochMs]] = {}  # index `leases`: lease_pk -> job id -> expiry
+
+    # --- items ----------------------------------------------------------------------------------------------
+
+    def _get(self, key: Key) -> Values | None:
+        return self._items.get(key.pk, {}).get(key.sk)
+
+    def _exists(self, item: Mapping[str, Any]) -> bool:
+        """Whether an item is stored at the key of `item`."""
+        return self._get(Key(item["pk"], item["sk"])) is not None
+
+    def _put(self, item: Values) -> None:
+        self._items.setdefault(item["pk"], {})[item["sk"]] = item
+
+    def _put_job_row(self, row: Values) -> None:
+        """Write a job row and move its entries in the sparse indexes (present only with both keys)."""
+        job_id = job_id_of(row["pk"])
+        old = self._get(job_key(job_id))
+        for index, partition, sort in ((self._ready, "ready_pk", "ready_due"),
+                                       (self._leases, "lease_pk", "lease_expires_at")):
+            if old is not None and partition in old and sort in old:
+                index[old[partition]].pop(job_id, None)
+            if partition in row and sort in row:
+                index.setdefault(row[partition], {})[job_id] = row[sort]
+        self._put(row)
+
+    def _read(self, key: Key) -> Values | None:
+        with self._lock:
+            item = self._get(key)
+            return None if item is None else _copy(item)
+
+    # --- reads ----------------------------------------------------------------------------------------------
+
+    def job(self, job_id: str) -> JobRow | None:
+        row = self._read(job_key(job_id))
+        return None if row is None else JobRow(*job_from_values(row))
+
+    def run(self, job_id: str, attempt: int) -> Run | None:
+        item = self._read(run_key(job_id, attempt))
+        return None if item is None else run_from_values(item)
+
+    def runs(self, job_id: str) -> list[Run]:
+        with self._lock:
+            items = self._items.get(job_pk(job_id), {})
+            found = [_copy(items[sk]) for sk in sorted(items) if sk.startswith(RUN_PREFIX)]
+        return [run_from_values(item) for item in found]
+
+    def result(self, job_id: str) -> Any:
+        item = self._read(result_key(job_id))
+        return None if item is None else item.get("value")
+
+    def events(self, job_id: str) -> list[OutboxEvent]:
+        with self._lock:
+            versions = self._outbox.get(job_id, {})
+            found = [_copy(versions[version]) for version in sorted(versions)]
+        return [event_from_values(item) for item in found]
+
+    def all_jobs(self) -> Iterator[Job]:
+        for item in self.jobs_table():
+            if item.get("entity") == Entity.JOB:
+                yield job_from_values(item)[0]
+
+    def idempotency(self, tenant_id: str, key: str) -> IdempotencyRecord | None:
+        item = self._read(idempotency_key(tenant_id, key))
+        return None if item is None else IdempotencyRecord(item["job_id"], item["digest"])
+
+    # --- writes ---------------------------------------------------------------------------------------------
+
+    def create(self, write: NewJobWrite) -> CreateOutcome:
+        job, event = _stored(write.job), _stored(write.outbox)
+        with self._lock:
+            if write.idempotency is not None and self._exists(write.idempotency):
+                return CreateOutcome.KEY_USED
+            if self._exists(job) or self._has_event(event):
+                raise StoreInvariantViolation(f"the create of job {write.change.after.job_id} was refused: "
+                                              "its job id or first event exists")
+            self._put_job_row(job)
+            self._put_event(event)
+            if write.waiting is not None:
+                self._apply_waiting(write.waiting)
+            if write.idempotency is not None:
+                self._put(_stored(write.idempotency))
+        return CreateOutcome.CREATED
+
+    def commit(self, write: TransitionWrite) -> CommitOutcome:
+        event = _stored(write.outbox)
+        with self._lock:
+            failed = self._failed_conditions(write, event)
+            if failed:
+                change = write.change
+                return judge(failed, conflict=False, refused=(
+                    f"{change.transition.value} of job {change.after.job_id} v{change.after.version} "
+                    f"refused: {sorted(role.value for role in failed)}"))
+            self._apply(write, event)
+        return CommitOutcome.COMMITTED
+
+    def _failed_conditions(self, write: TransitionWrite, event: Values) -> set[Role]:
+        """Every condition of the write, checked before anything is written (as DynamoDB checks all)."""
+        failed: set[Role] = set()
+        row = self._get(job_key(write.job.job_id))
+        state, version, attempt = write.job.expected
+        lapsed_by = write.job.lapsed_by
+        if row is None or (row.get("state"), row.get("version"), row.get("attempt")) != (
+                state.value, version, attempt):
+            failed.add(Role.JOB)
+        elif lapsed_by is not None and not row.get("lease_expires_at", lapsed_by + 1) <= lapsed_by:
+            failed.add(Role.JOB)  # a heartbeat renewed the lease after the reaper read the row
+        if write.open_run is not None and self._exists(write.open_run):
+            failed.add(Role.RUN_OPENED)
+        if write.close_run is not None:
+            run = self._get(run_key(write.close_run.job_id, write.close_run.attempt))
+            if run is None or "outcome" in run:
+                failed.add(Role.RUN_CLOSED)
+        if write.result is not None and self._exists(write.result):
+            failed.add(Role.RESULT)
+        if write.running is not None and not self._admitted(write.running):
+            failed.add(Role.RUNNING)
+        if self._has_event(event):
+            failed.add(Role.OUTBOX)
+        for tenant_id, cap in write.still_at_cap:
+            counter = self._get(running_key(tenant_id))
+            if counter is None or "running" not in counter or not counter["running"] >= cap:
+                failed.add(Role.STILL_AT_CAP)
+        return failed
+
+    def _admitted(self, update: RunningUpdate) -> bool:
+        counter = self._get(running_key(update.tenant_id)) or {}
+        running = counter.get("running")
+        if update.lift_to_ms is not None:
+            return running is None or running == 0
+        if update.below_cap is not None:
+            return running is None or running < update.below_cap
+        return True
+
+    def _apply(self, write: TransitionWrite, event: Values) -> None:
+        row = dict(self._get(job_key(write.job.job_id)) or {})
+        row.update(_stored(write.job.set))
+        for name in write.job.remove:
+            row.pop(name, None)
+        self._put_job_row(row)
+        if write.open_run is not None:
+            self._put(_stored(write.open_run))
+        if write.close_run is not None:
+            run = self._get(run_key(write.close_run.job_id, write.close_run.attempt))
+            assert run is not None
+            run.update(_stored(write.close_run.fields))
+        if write.result is not None:
+            self._put(_stored(write.result))
+        if write.running is not None:
+            self._apply_running(write.running)
+        if write.waiting is not None:
+            self._apply_waiting(write.waiting)
+        self._put_event(event)
+
+    def _counter(self, key: Key, entity: Entity) -> Values:
+        counter = self._get(key)
+        if counter is None:
+            counter = {"pk": key.pk, "sk": key.sk}
+            self._put(counter)
+        counter["entity"] = entity.value
+        return counter
+
+    def _apply_running(self, update: RunningUpdate) -> None:
+        counter = self._counter(running_key(update.tenant_id), Entity.TENANT_RUNNING)
+        if update.lift_to_ms is not None:
+            counter["ended_ms"] = update.lift_to_ms
+        usage = update.usage
+        for attribute, amount in (("running", usage.running), ("ended_ms", usage.ended_ms),
+                                  ("started_ms_sum", usage.started_ms_sum)):
+            if amount:  # as writes.usage_adds: zero terms are left out
+                counter[attribute] = counter.get(attribute, 0) + amount
+
+    def _apply_waiting(self, update: WaitingUpdate) -> None:
+        counter = self._counter(waiting_key(update.tenant_id, update.queue), Entity.TENANT_WAITING)
+        counter["shard"], counter["priority"] = update.queue.shard, update.queue.priority
+        counter["waiting"] = counter.get("waiting", 0) + update.delta
+
+    def _has_event(self, event: Values) -> bool:
+        return event["version"] in self._outbox.get(event["job_id"], {})
+
+    def _put_event(self, event: Values) -> None:
+        self._outbox.setdefault(event["job_id"], {})[event["version"]] = event
+
+    def renew_lease(self, job_id: str, attempt: int, worker_id: str, expires_at: EpochMs) -> RenewalAnswer:
+        with self._lock:
+            row = self._get(job_key(job_id))
+            if row is None or (row.get("state"), row.get("attempt"), row.get("lease_owner")) != (
+                    JobState.RUNNING.value, attempt, worker_id):
+                return RenewalAnswer(held=False, cancel_requested=False, lease_expires_at=None)
+            self._put_job_row({**row, "lease_expires_at": expires_at})
+            return RenewalAnswer(held=True, cancel_requested=bool(row.get("cancel_requested", False)),
+                                 lease_expires_at=expires_at)
+
+    def mark_fenced(self, job_id: str, attempt: int, worker_id: str, late_report: RunOutcome,
+                    at: EpochMs) -> bool:
+        with self._lock:
+            run = self._get(run_key(job_id, attempt))
+            if run is None or run.get("worker_id") != worker_id or run.get("outcome") not in (
+                    None, RunOutcome.LEASE_EXPIRED.value):
+                return False
+            run.update({"reclaimed_as": run.get("outcome"), "outcome": RunOutcome.FENCED.value,
+                        "late_report": late_report.value, "late_report_at": at})
+            return True
+
+    # --- indexes --------------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _first(index: Mapping[str, EpochMs], include: Any, limit: int) -> list[str]:
+        """Up to `limit` job ids of one index partition in its sort order (sort key, then the item's key)."""
+        ordered = heapq.nsmallest(limit, ((sort, job_pk(job_id), job_id) for job_id, sort in index.items()
+                                          if include(sort)))
+        return [job_id for _, _, job_id in ordered]
+
+    def due_jobs(self, tenant_id: str, queue: ReadyQueue, now: EpochMs, limit: int) -> list[str]:
+        with self._lock:
+            return self._first(self._ready.get(queue.partition(tenant_id), {}), lambda due: due <= now, limit)
+
+    def expired_leases(self, shard: int, now: EpochMs, limit: int) -> list[str]:
+        with self._lock:
+            return self._first(self._leases.get(lease_shard_partition(shard), {}),
+                               lambda expires: expires < now, limit)
+
+    # --- tenants --------------------------------------------------------------------------------------------
+
+    def tenant_states(self) -> dict[str, TenantState]:
+        with self._lock:
+            items = self._items.get(TENANTS_PK, {})
+            found = [_copy(items[sk]) for sk in sorted(items)]
+        return tenant_states_from_items(found)
+
+    def put_tenant(self, tenant: Tenant, *, only_if_new: bool = False) -> bool:
+        policy = tenant.policy
+        item = _stored(tenant_item(tenant.tenant_id, policy.weight, policy.cap, tenant.ready_shards))
+        with self._lock:
+            if only_if_new and self._exists(item):
+                return False
+            self._put(item)
+        return True
+
+    # --- for tests and audits -------------------------------------------------------------------------------
+
+    def jobs_table(self) -> list[Values]:
+        """A copy of every item of the jobs table, as a scan of it on DynamoDB would read them."""
+        with self._lock:
+            return [_copy(items[sk]) for pk in sorted(self._items) for items in (self._items[pk],)
+                    for sk in sorted(items)]
+
+    def put_item(self, item: Values) -> None:
+        """Write a jobs-table item as it is, bypassing every condition (what a console edit of a row, or a
+        row left by older code, would be): for tests that need such a row."""
+        with self._lock:
+            if item.get("entity") == Entity.JOB:
+                self._put_job_row(_stored(item))
+            else:
+                self._put(_stored(item))
+
+    def outbox_table(self) -> list[Values]:
+        """A copy of every item of the outbox table."""
+        with self._lock:
+            return [_copy(versions[version]) for job_id in sorted(self._outbox)
+                    for versions in (self._outbox[job_id],) for version in sorted(versions)]

@@ -1,0 +1,420 @@
+"""The job store's persistence protocol: what JobStore (the service layer) needs from storage, and the
+vocabulary it speaks in (pure).
+
+A `JobRecorder` reads job rows, runs, results and events, lists due jobs and expired leases from its
+indexes, keeps the tenants' settings and dispatch counters, and commits writes as ONE atomic conditional
+unit: either every item of a `TransitionWrite` / `NewJobWrite` is written or none is. The conditions are
+stated here by meaning, not as DynamoDB expressions, so that every recorder honours the same ones:
+
+- the job row: exactly the state, version and attempt the change was decided from (a reap also: the lease
+  still lapsed at the reap's time, as a heartbeat may renew it meanwhile);
+- a run record is opened only if absent and closed only once (present, no outcome yet); a result is put
+  only if absent; one outbox event per version (`attribute_not_exists`);
+- the tenant's RUNNING counter, when a claim starts an attempt, under its `Admission`: below the cap, or
+  (a returning tenant lifted to the floor) nothing running; a flexing claim instead checks that each other
+  capped tenant with waiting jobs is still at its cap;
+- a create: the job id and the Idempotency-Key unused.
+
+When a condition fails, `judge` says what that means for the caller, in one order of precedence for every
+recorder. Implementations: onward.dynamo_recorder (one TransactWriteItems per write), onward.memory_recorder
+(dicts under one lock, for tests and simulations). tests/contract runs one suite against both.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Collection, Iterable, Iterator
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, NamedTuple
+
+from onward.clock import EpochMs
+from onward.dispatch import TenantLoad, TenantPolicy, Usage, UsageChange, on_claim, on_end
+from onward.errors import StoreInvariantViolation
+from onward.keys import (
+    Entity,
+    ReadyQueue,
+    idempotency_item,
+    job_item,
+    outbox_item,
+    ready_queue,
+    result_item,
+    run_item,
+    tenant_of,
+)
+from onward.lifecycle import Change
+from onward.models import Job, OutboxEvent, Run
+from onward.states import CLAIMABLE_STATES, JobState, RunOutcome
+
+# --- tenants ------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Tenant:
+    tenant_id: str
+    policy: TenantPolicy = field(default_factory=TenantPolicy)
+    ready_shards: int = 1
+
+
+@dataclass(frozen=True)
+class TenantState:
+    """A tenant's settings and dispatch counters, as one claim read them."""
+
+    tenant: Tenant
+    usage: Usage = field(default_factory=Usage)
+    waiting_by_queue: dict[ReadyQueue, int] = field(default_factory=dict)
+
+    def load(self) -> TenantLoad:
+        waiting = sum(count for count in self.waiting_by_queue.values() if count > 0)
+        return TenantLoad(self.tenant.tenant_id, self.tenant.policy, self.usage, waiting)
+
+    def queues_with_work(self) -> list[ReadyQueue]:
+        """The ready queues holding waiting jobs, highest priority first."""
+        return sorted((queue for queue, count in self.waiting_by_queue.items() if count > 0),
+                      key=lambda queue: (-queue.priority, queue.shard))
+
+
+def tenant_states_from_items(items: Iterable[dict[str, Any]]) -> dict[str, TenantState]:
+    """Every registered tenant's state, from the items under `TENANTS` (plain values, any order)."""
+    tenants: dict[str, Tenant] = {}
+    usage: dict[str, Usage] = {}
+    waiting: dict[str, dict[ReadyQueue, int]] = {}
+    for values in items:
+        entity = values.get("entity")
+        tenant_id = tenant_of(values["sk"])
+        if entity == Entity.TENANT:
+            policy = TenantPolicy(weight=values["weight"], cap=values.get("cap"))
+            tenants[tenant_id] = Tenant(tenant_id, policy, values["ready_shards"])
+        elif entity == Entity.TENANT_RUNNING:
+            usage[tenant_id] = Usage(values.get("running", 0), values.get("ended_ms", 0),
+                                     values.get("started_ms_sum", 0))
+        elif entity == Entity.TENANT_WAITING:
+            queue = ReadyQueue(values["shard"], values.get("priority", 0))
+            waiting.setdefault(tenant_id, {})[queue] = values.get("waiting", 0)
+    return {tenant_id: TenantState(tenant, usage.get(tenant_id, Usage()), waiting.get(tenant_id, {}))
+            for tenant_id, tenant in tenants.items()}
+
+
+# --- what one write holds, with its conditions -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Admission:
+    """The condition on which a claim takes a running slot: keep the tenant below `cap` (None: flexing,
+    or no cap), lift a returning tenant's used worker time to `lift_to_ms` (only if it still has nothing
+    running), and, when flexing, only while every tenant in `others_at_cap` (tenant id, cap) is still at its
+    cap."""
+
+    cap: int | None
+    lift_to_ms: int | None = None
+    others_at_cap: tuple[tuple[str, int], ...] = ()
+
+
+class Role(StrEnum):
+    """The part an item plays in one write; a failed condition is reported, and judged, by role."""
+
+    JOB = "job"  # the job row: expected state, version and attempt (and, for a reap, a lapsed lease)
+    RUN_OPENED = "run_opened"  # the claim's new run record: absent
+    RUN_CLOSED = "run_closed"  # the run record an ending attempt closes: present, no outcome yet
+    RESULT = "result"  # absent
+    RUNNING = "running"  # the tenant's RUNNING counter, under the claim's Admission
+    WAITING = "waiting"  # a tenant's WAITING counter: unconditional
+    OUTBOX = "outbox"  # one event per version: absent
+    STILL_AT_CAP = "still_at_cap"  # a flexing claim's check on another capped tenant
+    IDEMPOTENCY = "idempotency"  # a create's Idempotency-Key: unused
+
+
+class JobRowUpdate(NamedTuple):
+    """The job row's change: `set` these attributes, `remove` those, on the condition that the row still
+    holds `expected` (state, version, attempt) and, with `lapsed_by`, a lease that expired by then.
+    Attributes the change does not touch keep what the row holds (a heartbeat's renewed lease)."""
+
+    job_id: str
+    set: dict[str, Any]
+    remove: tuple[str, ...]
+    expected: tuple[JobState, int, int]
+    lapsed_by: EpochMs | None
+
+
+class RunClose(NamedTuple):
+    job_id: str
+    attempt: int
+    fields: dict[str, Any]  # outcome, finished_at, error
+
+
+class RunningUpdate(NamedTuple):
+    """What a transition adds to its tenant's RUNNING counter, and on which condition (an attempt that
+    starts: `below_cap` and `lift_to_ms` from its Admission; one that ends: none)."""
+
+    tenant_id: str
+    usage: UsageChange
+    below_cap: int | None = None  # condition: running < below_cap (no counter yet counts as 0)
+    lift_to_ms: int | None = None  # SET ended_ms to it, condition: nothing running
+
+
+class WaitingUpdate(NamedTuple):
+    tenant_id: str
+    queue: ReadyQueue
+    delta: int
+
+
+def ends_attempt(change: Change) -> bool:
+    """True for a transition that stops a running attempt (its RUNNING counter goes down)."""
+    return (change.before is not None and change.before.state is JobState.RUNNING
+            and change.after.state is not JobState.RUNNING)
+
+
+def waiting_update(change: Change, shards: int) -> WaitingUpdate | None:
+    """+1 / -1 on the tenant's WAITING counter of the job's ready queue when the job enters / leaves it
+    (queued or retry_wait)."""
+    was = change.before is not None and change.before.state in CLAIMABLE_STATES
+    delta = (change.after.state in CLAIMABLE_STATES) - was
+    if not delta:
+        return None
+    return WaitingUpdate(change.after.tenant_id, ready_queue(change.after, shards), delta)
+
+
+def running_update(
+    change: Change, admission: Admission | None, claimed_at: EpochMs | None
+) -> RunningUpdate | None:
+    """The tenant's RUNNING counter when an attempt starts (claim: `dispatch.on_claim`, under its Admission)
+    or ends (`dispatch.on_end`: complete, fail, reap, release, cancel acknowledgement)."""
+    before = change.before
+    was_running = before is not None and before.state is JobState.RUNNING
+    delta = (change.after.state is JobState.RUNNING) - was_running
+    if not delta:
+        return None
+    if delta > 0:
+        assert change.open_run is not None
+        admission = admission or Admission(cap=None)
+        usage = on_claim(change.open_run.claimed_at)
+        if admission.lift_to_ms is not None:
+            assert usage.ended_ms == 0
+            return RunningUpdate(change.after.tenant_id, usage, lift_to_ms=admission.lift_to_ms)
+        return RunningUpdate(change.after.tenant_id, usage, below_cap=admission.cap)
+    assert change.close_run is not None
+    assert claimed_at is not None, "the store reads it from the run record when the caller has none"
+    return RunningUpdate(change.after.tenant_id, on_end(claimed_at, change.close_run.finished_at))
+
+
+def _job_row_update(change: Change, shards: int) -> JobRowUpdate:
+    before_job = change.before
+    assert before_job is not None
+    before, after = job_item(before_job, shards), job_item(change.after, shards)
+    closure = change.close_run
+    return JobRowUpdate(
+        job_id=change.after.job_id,
+        set={name: value for name, value in after.items() if before.get(name) != value},
+        remove=tuple(name for name in before if name not in after),
+        expected=(before_job.state, before_job.version, before_job.attempt),
+        # A heartbeat may have renewed the lease since the reaper read the row.
+        lapsed_by=closure.finished_at if closure is not None and closure.outcome is RunOutcome.LEASE_EXPIRED
+        else None,
+    )
+
+
+@dataclass(frozen=True)
+class TransitionWrite:
+    """Everything one decided transition writes, with its conditions: one atomic unit."""
+
+    change: Change
+    job: JobRowUpdate
+    outbox: dict[str, Any]
+    open_run: dict[str, Any] | None = None
+    close_run: RunClose | None = None
+    result: dict[str, Any] | None = None
+    running: RunningUpdate | None = None
+    waiting: WaitingUpdate | None = None
+    still_at_cap: tuple[tuple[str, int], ...] = ()
+
+    @classmethod
+    def of(cls, change: Change, *, ready_shards: int, retention_s: int, admission: Admission | None = None,
+           claimed_at: EpochMs | None = None) -> TransitionWrite:
+        """`admission`: how a claim takes its running slot. `claimed_at`: when the attempt this transition
+        ends was claimed (needed when it ends one)."""
+        closure = change.close_run
+        close = None
+        if closure is not None:
+            fields: dict[str, Any] = {"outcome": closure.outcome.value, "finished_at": closure.finished_at}
+            if closure.error is not None:
+                fields["error"] = closure.error.model_dump(mode="json")
+            close = RunClose(change.after.job_id, closure.attempt, fields)
+        running = running_update(change, admission, claimed_at)
+        checks = admission.others_at_cap if running is not None and admission is not None else ()
+        return cls(
+            change=change,
+            job=_job_row_update(change, ready_shards),
+            outbox=outbox_item(change, retention_s),
+            open_run=None if change.open_run is None else run_item(change.open_run),
+            close_run=close,
+            result=result_item(change) if change.has_result else None,
+            running=running,
+            waiting=waiting_update(change, ready_shards),
+            still_at_cap=checks,
+        )
+
+    @property
+    def subject(self) -> str:
+        """`<transition>:<job_id>`, as fault points and errors name it."""
+        return f"{self.change.transition.value}:{self.change.after.job_id}"
+
+
+@dataclass(frozen=True)
+class NewJobWrite:
+    """A create: the job row, its first event, its WAITING counter and, with an Idempotency-Key, the key's
+    item; on the condition that the job id and the key are unused."""
+
+    change: Change
+    job: dict[str, Any]
+    outbox: dict[str, Any]
+    waiting: WaitingUpdate | None
+    idempotency: dict[str, Any] | None
+
+    @classmethod
+    def of(cls, change: Change, *, ready_shards: int, retention_s: int,
+           idempotency: tuple[str, str] | None = None) -> NewJobWrite:
+        """`idempotency`: (Idempotency-Key, digest of the request)."""
+        job = change.after
+        key_item = None
+        if idempotency is not None:
+            key, digest = idempotency
+            key_item = idempotency_item(job.tenant_id, key, job.job_id, digest)
+        return cls(change=change, job=job_item(job, ready_shards), outbox=outbox_item(change, retention_s),
+                   waiting=waiting_update(change, ready_shards), idempotency=key_item)
+
+
+# --- answers ------------------------------------------------------------------------------------------------
+
+
+class CommitOutcome(StrEnum):
+    """How a commit ended. Anything else a refused write could mean breaks an invariant
+    (StoreInvariantViolation)."""
+
+    COMMITTED = "committed"
+    JOB_MOVED = "job_moved"  # the job row is no longer what the change was decided from: decide again
+    CONFLICT = "conflict"  # a concurrent transaction on one of its items (DynamoDB): nothing written, again
+    CAP_REACHED = "cap_reached"  # the Admission's condition on the RUNNING counter failed
+    OTHER_BELOW_CAP = "other_below_cap"  # a flexing claim's tenant in others_at_cap is below its cap now
+
+
+class CreateOutcome(StrEnum):
+    CREATED = "created"
+    KEY_USED = "key_used"  # the Idempotency-Key was taken (by an earlier or a concurrent create)
+    CONFLICT = "conflict"  # a concurrent transaction on one of its items (DynamoDB): nothing written, again
+
+
+def judge(failed: Collection[Role], *, conflict: bool, refused: str) -> CommitOutcome:
+    """What a refused transition write means, the same for every recorder: a conflict or a moved job row
+    are lost races; else the Admission or the flex checks refused; anything else cannot happen
+    (`refused` describes it)."""
+    if conflict:
+        return CommitOutcome.CONFLICT
+    if Role.JOB in failed:
+        return CommitOutcome.JOB_MOVED
+    if Role.RUNNING in failed:
+        return CommitOutcome.CAP_REACHED
+    if Role.STILL_AT_CAP in failed:
+        return CommitOutcome.OTHER_BELOW_CAP
+    raise StoreInvariantViolation(refused)
+
+
+@dataclass(frozen=True)
+class RenewalAnswer:
+    """The answer to a lease renewal (JobStore.heartbeat)."""
+
+    held: bool  # False: fenced, the worker must stop and must not commit
+    cancel_requested: bool
+    lease_expires_at: EpochMs | None
+
+
+class JobRow(NamedTuple):
+    job: Job
+    ready_shards: int  # the ready shards its tenant had when it was created (its ready queue)
+
+
+class IdempotencyRecord(NamedTuple):
+    job_id: str
+    digest: str  # of the request that created the job
+
+
+# --- the protocol -------------------------------------------------------------------------------------------
+
+
+class JobRecorder(ABC):
+    """Storage for JobStore. Reads are strongly consistent; index queries (`due_jobs`, `expired_leases`)
+    may lag behind the rows (DynamoDB's indexes do), so the store always re-reads a row before deciding.
+    Implementations are thread-safe."""
+
+    # reads
+
+    @abstractmethod
+    def job(self, job_id: str) -> JobRow | None:
+        """The job row, None when there is none."""
+
+    @abstractmethod
+    def run(self, job_id: str, attempt: int) -> Run | None:
+        """One attempt's run record."""
+
+    @abstractmethod
+    def runs(self, job_id: str) -> list[Run]:
+        """The job's run records in attempt order."""
+
+    @abstractmethod
+    def result(self, job_id: str) -> Any:
+        """The job's result, None when it has none."""
+
+    @abstractmethod
+    def events(self, job_id: str) -> list[OutboxEvent]:
+        """The job's outbox events in version order."""
+
+    @abstractmethod
+    def all_jobs(self) -> Iterator[Job]:
+        """Every job row (a scan)."""
+
+    @abstractmethod
+    def idempotency(self, tenant_id: str, key: str) -> IdempotencyRecord | None:
+        """What an Idempotency-Key of the tenant was used for."""
+
+    # writes
+
+    @abstractmethod
+    def create(self, write: NewJobWrite) -> CreateOutcome:
+        """Write a new job atomically; KEY_USED (nothing written) when its Idempotency-Key is taken."""
+
+    @abstractmethod
+    def commit(self, write: TransitionWrite) -> CommitOutcome:
+        """Write one transition atomically, or nothing when any of its conditions fails (then `judge` says
+        what the failure means)."""
+
+    @abstractmethod
+    def renew_lease(self, job_id: str, attempt: int, worker_id: str, expires_at: EpochMs) -> RenewalAnswer:
+        """Set the lease's expiry, only while the job is running under this attempt and owner."""
+
+    @abstractmethod
+    def mark_fenced(self, job_id: str, attempt: int, worker_id: str, late_report: RunOutcome,
+                    at: EpochMs) -> bool:
+        """Record a zombie's late report on its run record (outcome `fenced`, the outcome it had kept as
+        `reclaimed_as`), only if the run is the worker's and still open or closed as lease_expired. False
+        when it was not marked."""
+
+    # indexes
+
+    @abstractmethod
+    def due_jobs(self, tenant_id: str, queue: ReadyQueue, now: EpochMs, limit: int) -> list[str]:
+        """Ids of up to `limit` jobs in one ready queue due by `now`, earliest due first."""
+
+    @abstractmethod
+    def expired_leases(self, shard: int, now: EpochMs, limit: int) -> list[str]:
+        """Ids of up to `limit` running jobs of one lease shard whose lease expired before `now`, earliest
+        first."""
+
+    # tenants
+
+    @abstractmethod
+    def tenant_states(self) -> dict[str, TenantState]:
+        """Every registered tenant's settings and dispatch counters, read together (consistently)."""
+
+    @abstractmethod
+    def put_tenant(self, tenant: Tenant, *, only_if_new: bool = False) -> bool:
+        """Write a tenant's settings (`only_if_new`: unless it is registered). False when it was not
+        written."""

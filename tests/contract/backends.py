@@ -1,0 +1,120 @@
+"""The job store's backends as the tests see them: a recorder (DynamoDB on the embedded endpoint, or in
+memory), JobStores over it (several share one backend, as several processes share one deployment), and a
+raw view of everything it holds, read behind the store's back (the checks of atomicity compare it).
+
+tests/conftest.py's `store_backend` fixture gives each test one of each kind: the in-memory one needs no
+AWS (fast tier), the DynamoDB one is marked `integration`.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any
+
+from onward.dynamo import from_item, to_attribute
+from onward.dynamo_recorder import DynamoRecorder
+from onward.keys import Entity, job_key
+from onward.memory_recorder import MemoryRecorder
+from onward.recorder import JobRecorder
+from onward.settings import Settings
+from onward.store import JobStore
+from onward.writes import wire_key
+from tests.support import ManualClock
+
+Items = list[dict[str, Any]]
+
+
+class StoreBackend(ABC):
+    name: str
+    recorder: JobRecorder
+
+    def __init__(self, clock: ManualClock) -> None:
+        self.clock = clock
+
+    @abstractmethod
+    def store(self, *, clock: Any = None, recorder: JobRecorder | None = None, **options: Any) -> JobStore:
+        """A JobStore over this backend (its own tenant cache and stats, as a second process would have);
+        `clock` defaults to the backend's ManualClock; `recorder`: one wrapping this backend's."""
+
+    @abstractmethod
+    def jobs_table(self) -> Items:
+        """Every item of the jobs table (plain values), read directly."""
+
+    @abstractmethod
+    def outbox_table(self) -> Items:
+        """Every item of the outbox table (plain values), read directly."""
+
+    @abstractmethod
+    def edit_job_row(self, job_id: str, **attributes: Any) -> None:
+        """Change a stored job row behind the store's back (a legacy row, an operator's console edit)."""
+
+    def snapshot(self) -> tuple[Items, Items]:
+        """Everything stored, in a comparable order."""
+        def ordered(items: Items) -> Items:
+            return sorted(items, key=lambda item: repr(sorted(item.items())))
+        return ordered(self.jobs_table()), ordered(self.outbox_table())
+
+    def item_counts(self) -> tuple[int, int]:
+        return len(self.jobs_table()), len(self.outbox_table())
+
+    def __repr__(self) -> str:
+        return f"<{self.name} backend>"
+
+
+class MemoryBackend(StoreBackend):
+    name = "memory"
+
+    def __init__(self, clock: ManualClock) -> None:
+        super().__init__(clock)
+        self.recorder = self.memory = MemoryRecorder()
+
+    def store(self, *, clock: Any = None, recorder: JobRecorder | None = None, **options: Any) -> JobStore:
+        return JobStore(recorder=recorder or self.memory, clock=clock or self.clock, **options)
+
+    def jobs_table(self) -> Items:
+        return self.memory.jobs_table()
+
+    def outbox_table(self) -> Items:
+        return self.memory.outbox_table()
+
+    def edit_job_row(self, job_id: str, **attributes: Any) -> None:
+        key = job_key(job_id)
+        (row,) = [item for item in self.memory.jobs_table() if (item["pk"], item["sk"]) == key]
+        self.memory.put_item({**row, **attributes})
+
+
+class DynamoBackend(StoreBackend):
+    name = "dynamodb"
+
+    def __init__(self, clock: ManualClock, settings: Settings, client: Any) -> None:
+        super().__init__(clock)
+        self.settings, self.client = settings, client
+        self.recorder = DynamoRecorder(client, settings.jobs_table, settings.outbox_table)
+
+    def store(self, *, clock: Any = None, recorder: JobRecorder | None = None, **options: Any) -> JobStore:
+        if recorder is not None:
+            return JobStore(self.settings, recorder=recorder, clock=clock or self.clock, **options)
+        return JobStore(self.settings, client=self.client, clock=clock or self.clock, **options)
+
+    def _scan(self, table: str) -> Items:
+        pages = self.client.get_paginator("scan").paginate(TableName=table, ConsistentRead=True)
+        return [from_item(item) for page in pages for item in page["Items"]]
+
+    def jobs_table(self) -> Items:
+        return self._scan(self.settings.jobs_table)
+
+    def outbox_table(self) -> Items:
+        return self._scan(self.settings.outbox_table)
+
+    def edit_job_row(self, job_id: str, **attributes: Any) -> None:
+        names = {f"#a{i}": name for i, name in enumerate(attributes)}
+        self.client.update_item(
+            TableName=self.settings.jobs_table, Key=wire_key(job_key(job_id)),
+            UpdateExpression="SET " + ", ".join(f"#a{i} = :v{i}" for i in range(len(attributes))),
+            ConditionExpression="entity = :job",
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues={
+                ":job": {"S": Entity.JOB.value},
+                **{f":v{i}": to_attribute(value) for i, value in enumerate(attributes.values())},
+            },
+        )

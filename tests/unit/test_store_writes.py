@@ -1,0 +1,95 @@
+"""What a decided change writes (onward.recorder) and the DynamoDB transaction it becomes (onward.writes),
+without I/O: the items each transition carries, the conditions by role, and a cancellation's reasons read by
+role. Without roles, a reason would be matched to an item by its position, and a transaction that gained
+or lost an item (a result, a counter, a flex check) would blame the wrong one."""
+
+from __future__ import annotations
+
+import pytest
+
+from onward import lifecycle
+from onward.dispatch import on_claim, on_end
+from onward.errors import StoreInvariantViolation
+from onward.keys import Entity, ReadyQueue, job_key, running_key
+from onward.lifecycle import Change
+from onward.models import NewJob
+from onward.recorder import (
+    Admission,
+    CommitOutcome,
+    Role,
+    RunningUpdate,
+    TransitionWrite,
+    WaitingUpdate,
+    judge,
+)
+from onward.writes import Transaction, TransitionWrites, wire_key
+
+NOW = 1_800_000_000_000
+WRITES = TransitionWrites("jobs", "outbox")
+
+
+def queued() -> Change:
+    return lifecycle.create("a" * 32, "acme", NewJob(type="demo.echo"), NOW)
+
+
+def claimed(admission: Admission | None = None) -> TransitionWrite:
+    change = lifecycle.claim(queued().after, "w1", 30_000, NOW)
+    assert isinstance(change, Change)
+    return TransitionWrite.of(change, ready_shards=1, retention_s=60, admission=admission)
+
+
+def test_a_claim_opens_a_run_takes_a_running_slot_and_leaves_its_ready_queue():
+    write = claimed(Admission(cap=2))
+    assert write.job.expected[1:] == (1, 0) and write.job.lapsed_by is None
+    assert {"state", "attempt", "version", "lease_pk", "lease_owner"} <= set(write.job.set)
+    assert set(write.job.remove) == {"ready_pk", "ready_due"}
+    assert write.open_run is not None and write.open_run["entity"] == Entity.RUN
+    assert write.running == RunningUpdate("acme", on_claim(NOW), below_cap=2)
+    assert write.waiting == WaitingUpdate("acme", ReadyQueue(0, 0), -1)
+    assert (write.outbox["version"], write.outbox["status"]) == (2, "running")
+
+
+def test_an_ending_attempt_is_charged_from_its_claim_and_a_reap_needs_a_lapsed_lease():
+    running = claimed().change.after
+    reap = lifecycle.reap(running, NOW + 31_000)
+    assert isinstance(reap, Change)
+    write = TransitionWrite.of(reap, ready_shards=1, retention_s=60, claimed_at=NOW)
+    assert write.job.lapsed_by == NOW + 31_000
+    assert write.running == RunningUpdate("acme", on_end(NOW, NOW + 31_000))
+    assert write.close_run is not None and write.close_run.fields["outcome"] == "lease_expired"
+
+
+def test_a_flexing_claim_checks_the_others_and_each_action_has_its_role():
+    write = claimed(Admission(cap=None, others_at_cap=(("b", 1), ("c", 2))))
+    transaction = WRITES.transition(write)
+    assert transaction.roles == [Role.JOB, Role.RUN_OPENED, Role.RUNNING, Role.WAITING, Role.OUTBOX,
+                                 Role.STILL_AT_CAP, Role.STILL_AT_CAP]
+    assert transaction.actions[0]["Update"]["Key"] == wire_key(job_key("a" * 32))
+    assert "ConditionExpression" not in transaction.actions[2]["Update"], "flexing: no cap on its own counter"
+    assert transaction.actions[-1]["ConditionCheck"]["Key"] == wire_key(running_key("c"))
+
+
+def test_reasons_are_read_by_role_not_position():
+    transaction = Transaction()
+    for role in (Role.JOB, Role.RUNNING, Role.OUTBOX, Role.STILL_AT_CAP):
+        transaction.add(role, {})
+    response = {"CancellationReasons": [{"Code": "None"}, {"Code": "None"}, {"Code": "None"},
+                                        {"Code": "ConditionalCheckFailed", "Message": "..."}]}
+    assert transaction.reasons(response) == {Role.STILL_AT_CAP: ["ConditionalCheckFailed"]}
+    assert transaction.reasons({}) == {}
+
+
+@pytest.mark.parametrize(("failed", "conflict", "outcome"), [
+    ({Role.JOB, Role.RUNNING, Role.OUTBOX}, False, CommitOutcome.JOB_MOVED),
+    ({Role.RUNNING, Role.STILL_AT_CAP}, False, CommitOutcome.CAP_REACHED),
+    ({Role.STILL_AT_CAP}, False, CommitOutcome.OTHER_BELOW_CAP),
+    ({Role.JOB}, True, CommitOutcome.CONFLICT),
+])
+def test_a_refusal_is_judged_in_one_order_for_every_recorder(failed, conflict, outcome):
+    assert judge(failed, conflict=conflict, refused="-") is outcome
+
+
+@pytest.mark.parametrize("role", [Role.OUTBOX, Role.RUN_OPENED, Role.RUN_CLOSED, Role.RESULT])
+def test_any_other_failed_condition_is_a_broken_invariant(role):
+    with pytest.raises(StoreInvariantViolation, match="claim of job"):
+        judge({role}, conflict=False, refused="claim of job x refused")

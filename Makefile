@@ -8,7 +8,7 @@ SAM_VENV ?= .venv-sam
 SAM_STAMP := $(SAM_VENV)/.installed
 SAM := SAM_CLI_TELEMETRY=0 $(SAM_VENV)/bin/sam
 
-.PHONY: up test bench endpoint clean sam-build soak browser
+.PHONY: up test test-fast bench endpoint clean sam-build soak browser
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,10 @@ browser:
 # The suite includes `sam build` (tests/integration/test_sam_build.py), so it needs aws-sam-cli too.
 test: $(STAMP) $(SAM_STAMP) browser
 	ONWARD_SAM=$(SAM_VENV)/bin/sam $(BIN)/python -m pytest
+
+# Seconds, not minutes: the pure tests and the store on its in-memory backend (no endpoint, no browser).
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -m fast -q
 
 # What `sam deploy` uploads, built offline into .aws-sam/build (samconfig.toml: build in source).
 sam-build: $(SAM_STAMP)

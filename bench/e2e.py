@@ -41,18 +41,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # runnable as a
 os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
 os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
 
-import boto3  # noqa: E402
-from botocore.config import Config  # noqa: E402
+import boto3
+from botocore.config import Config
 
-from bench.fairness import percentile  # noqa: E402
-from handlers.bootstrap import Deployment  # noqa: E402
-from infra.endpoint import REGION, EmbeddedEndpoint  # noqa: E402
-from infra.metering import OBSERVER_AGENT, Meter  # noqa: E402
-from infra.platform import LocalPlatform, PlatformOptions  # noqa: E402
-from onward.clock import epoch_ms  # noqa: E402
-from onward.demo import registry  # noqa: E402
-from onward.settings import Settings  # noqa: E402
-from onward.view import StatusViewReader  # noqa: E402
+from bench.fairness import percentile
+from handlers.bootstrap import Deployment
+from infra.endpoint import REGION, EmbeddedEndpoint
+from infra.metering import OBSERVER_AGENT, Meter
+from infra.platform import LocalPlatform, PlatformOptions
+from onward.clock import epoch_ms
+from onward.demo import registry
+from onward.settings import Settings
+from onward.view import StatusViewReader
 
 JOBS = 300
 FLOOR_TRANSACTIONS_PER_JOB = 3  # create, claim, complete
@@ -176,7 +176,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=float, help="only one run, submitting this many jobs/s")
     parser.add_argument("--json", action="store_true", help="print JSON instead of the tables")
     args = parser.parse_args(argv)
-    say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
+
+    def say(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
     if args.rate is not None:
         runs = [run(args.jobs, args.workers, say, rate=args.rate)]
     else:

@@ -6,9 +6,9 @@ A deterministic discrete-event simulation with a simulated clock (no AWS, no thr
 side runs the SAME code as the claim path: at every dispatch decision `onward.dispatch.dispatch_order`
 chooses the tenant (given the tenants with due work, as the claim gives it every tenant's counters), a
 returning tenant is lifted with `Usage.lifted`, and usage moves with `on_claim` / `on_end`, the very
-changes the store writes to DynamoDB. Within a tenant jobs run in arrival order (the `ready` index's order). FIFO serves every tenant
-from one queue in arrival order. Both run exactly the same jobs: each tenant draws its durations from its
-own seeded generator, in its own order.
+changes the store writes to DynamoDB. Within a tenant jobs run in arrival order (the `ready` index's order).
+FIFO serves every tenant from one queue in arrival order. Both run exactly the same jobs: each tenant draws
+its durations from its own seeded generator, in its own order.
 
 Scenario "bulk" (the issue's): 100 workers; tenant `bulk` enqueues 2,000,000 jobs at t=0 (`--jobs`
 scales that) and has a cap of 80 that must flex whenever no small job is due; 50 small tenants submit
@@ -60,7 +60,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # runnable as a script from anywhere
 
-from onward.dispatch import TenantLoad, TenantPolicy, Usage, dispatch_order, on_claim, on_end  # noqa: E402
+from onward.dispatch import TenantLoad, TenantPolicy, Usage, dispatch_order, on_claim, on_end
 
 WORKERS = 100
 BULK_JOBS = 2_000_000
@@ -190,7 +190,7 @@ def simulate(scenario: Scenario, policy: Policy) -> Outcome:
             else:
                 order = dispatch_order(
                     [TenantLoad(names[n], policies[n], usage[n], initial[n] + len(arrived[n])) for n in due], now)
-                chosen, _flexed = order.first()  # type: ignore[misc]
+                chosen, _flexed = order.first()  # type: ignore[misc]  # never None: `due` is not empty
                 tenant = index_of[chosen.tenant_id]
                 if chosen.lift_to_ms is not None:
                     usage[tenant] = usage[tenant].lifted(chosen.lift_to_ms)
@@ -202,7 +202,7 @@ def simulate(scenario: Scenario, policy: Policy) -> Outcome:
             waiting_total -= 1
             if not initial[tenant] and not arrived[tenant]:
                 due.discard(tenant)
-                backlog_spans[tenant].append((backlog_since[tenant], now))  # type: ignore[arg-type]
+                backlog_spans[tenant].append((backlog_since[tenant], now))  # type: ignore[arg-type]  # was due
                 backlog_since[tenant] = None
             elif queued:
                 rank = rank_small and not small[tenant]
@@ -261,7 +261,7 @@ def simulate(scenario: Scenario, policy: Policy) -> Outcome:
 
     for n in range(count):
         if backlog_since[n] is not None:
-            backlog_spans[n].append((backlog_since[n], now))  # type: ignore[arg-type]
+            backlog_spans[n].append((backlog_since[n], now))  # type: ignore[arg-type]  # checked just above
     out.end_ms = now
     out.jobs = jobs
     out.jain = _jain_per_window(backlog_spans, window_ms, policies)

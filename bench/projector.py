@@ -39,14 +39,14 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # runnable as a script from anywhere
 os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
 
-from handlers.bootstrap import Deployment  # noqa: E402
-from infra.endpoint import EmbeddedEndpoint  # noqa: E402
-from onward.clock import iso, system_clock  # noqa: E402
-from onward.dynamo import from_item, to_item  # noqa: E402
-from onward.models import OutboxEvent  # noqa: E402
-from onward.projection import ProjectionOutcome, classify, view_fields  # noqa: E402
-from onward.settings import Settings  # noqa: E402
-from onward.states import JobState  # noqa: E402
+from handlers.bootstrap import Deployment
+from infra.endpoint import EmbeddedEndpoint
+from onward.clock import iso, system_clock
+from onward.dynamo import from_item, to_item
+from onward.models import OutboxEvent
+from onward.projection import ProjectionOutcome, classify, view_fields
+from onward.settings import Settings
+from onward.states import JobState
 
 JOBS = 1_000
 SLICE = 50

@@ -35,14 +35,14 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # runnable as a script from anywhere
 os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")  # the relay logs every batch at INFO
 
-from handlers.bootstrap import Deployment  # noqa: E402
-from infra.endpoint import EmbeddedEndpoint  # noqa: E402
-from onward.models import NewJob  # noqa: E402
-from onward.outbox import event_from_image  # noqa: E402
-from onward.settings import Settings  # noqa: E402
-from onward.store import JobStore  # noqa: E402
-from relay.publisher import MAX_RECORDS_PER_REQUEST, encode  # noqa: E402
-from relay.relay import StreamRecord  # noqa: E402
+from handlers.bootstrap import Deployment
+from infra.endpoint import EmbeddedEndpoint
+from onward.models import NewJob
+from onward.outbox import event_from_image
+from onward.settings import Settings
+from onward.store import JobStore
+from relay.publisher import MAX_RECORDS_PER_REQUEST, encode
+from relay.relay import StreamRecord
 
 JOBS = 1_000
 STREAM_BATCH = 1_000

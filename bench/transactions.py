@@ -27,15 +27,15 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # runnable as a script from anywhere
 
-from moto.dynamodb.models import DynamoDBBackend  # noqa: E402
-from moto.dynamodb.models.table import Table  # noqa: E402
+from moto.dynamodb.models import DynamoDBBackend
+from moto.dynamodb.models.table import Table
 
-from infra import moto_fixes  # noqa: E402
-from infra.endpoint import EmbeddedEndpoint  # noqa: E402
-from onward.dynamo import to_item  # noqa: E402
-from onward.models import NewJob  # noqa: E402
-from onward.settings import Settings  # noqa: E402
-from onward.store import JobStore  # noqa: E402
+from infra import moto_fixes
+from infra.endpoint import EmbeddedEndpoint
+from onward.dynamo import to_item
+from onward.models import NewJob
+from onward.settings import Settings
+from onward.store import JobStore
 
 SMALL, LARGE = 100, 20_000
 MAX_FIXED_RATIO = 2.0
@@ -137,7 +137,7 @@ def measure(endpoint: EmbeddedEndpoint, implementation: str, rows: int, budget: 
         requests += 1
 
     client.meta.events.register("before-send.dynamodb", count)
-    copies_before = len(Table.instances_tracked)  # type: ignore[attr-defined]
+    copies_before = len(Table.instances_tracked)  # type: ignore[attr-defined]  # set by moto's metaclass
     transactions = 0
     start = time.perf_counter()
     while transactions < budget.min_transactions or (
@@ -149,7 +149,7 @@ def measure(endpoint: EmbeddedEndpoint, implementation: str, rows: int, budget: 
     client.meta.events.unregister("before-send.dynamodb", count)
     _check(implementation)
     return Measurement(implementation, table_items, transactions, seconds, requests,
-                       len(Table.instances_tracked) - copies_before)  # type: ignore[attr-defined]
+                       len(Table.instances_tracked) - copies_before)  # type: ignore[attr-defined]  # idem
 
 
 def run(

@@ -213,11 +213,11 @@ def _follow_demo(deployment: Deployment, stop: threading.Event) -> None:
         counts = Counter(job.state.value for job in states)
         summary = " ".join(f"{state}={n}" for state, n in sorted(counts.items()))
         print(f"  t={time.monotonic() - started:5.1f}s {summary}", flush=True)
-        views = [view.get(job.job_id) for job in states]
-        if all(is_terminal(job.state) for job in states) and all(
-                shown is not None and shown.version == job.version for job, shown in zip(states, views)):
+        shown_jobs = [(job, shown) for job in states if (shown := view.get(job.job_id)) is not None]
+        if all(is_terminal(job.state) for job in states) and len(shown_jobs) == len(states) and all(
+                shown.version == job.version for job, shown in shown_jobs):
             print("All demo jobs reached a terminal state, and the status view shows each one:")
-            for job, shown in zip(states, views):
+            for job, shown in shown_jobs:
                 print(f"  {job.job_id} {job.tenant_id:8} {job.type:11} {job.state.value:12} "
                       f"v{job.version} attempts={job.attempt} view={shown.status.value}/v{shown.version}")
             return
@@ -334,7 +334,7 @@ def _lag_text(r: LagReport) -> str:
     return "\n".join(lines)
 
 
-def _bounded(kind: type[int] | type[float], low: float, high: float | None = None,
+def _bounded(kind: type[int | float], low: float, high: float | None = None,
              *, low_inclusive: bool = True) -> Callable[[str], float]:
     """An argparse type: a number of `kind` within [low, high] (or (low, high] without low_inclusive), so
     a value that cannot work is refused at start with the rule, not met later as a spinning loop."""
@@ -465,7 +465,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return args.run(args)
+    run: Callable[[argparse.Namespace], int] = args.run  # each subcommand's cmd_* (set_defaults(run=...))
+    return run(args)
 
 
 if __name__ == "__main__":

@@ -16,10 +16,10 @@ import json
 import os
 import re
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, TypeVar
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
@@ -87,7 +87,7 @@ class Problem(Exception):
         self.extra = dict(extra or {})
         self.headers = dict(headers or {})
 
-    def response(self) -> Response:
+    def response(self) -> Response[str]:
         body = ProblemDetails(type=f"https://onward.dev/problems/{self.slug}", title=self.title, status=self.status,
                               detail=self.detail, **self.extra)
         return Response(self.status, PROBLEM_JSON, body.model_dump_json(exclude_none=True),
@@ -104,7 +104,7 @@ def not_found(job_id: str) -> Problem:
 app = APIGatewayHttpResolver(debug=False)
 
 
-def _json(status: int, body: BaseModel | dict[str, Any], headers: Mapping[str, str] | None = None) -> Response:
+def _json(status: int, body: BaseModel | dict[str, Any], headers: Mapping[str, str] | None = None) -> Response[str]:
     """An answer of the contract (handlers.contract), or a document, as JSON."""
     text = body.model_dump_json() if isinstance(body, BaseModel) else json.dumps(body)
     return Response(status, "application/json", text, headers={**NO_STORE, **(headers or {})})
@@ -169,21 +169,21 @@ def _refuse_constant(name: str) -> Any:
 
 
 @app.get("/health")
-def health() -> Response:
+def health() -> Response[str]:
     return _json(200, Health())
 
 
 @app.get("/")
-def status_page() -> Response:
+def status_page() -> Response[str]:
     return _static("index.html")
 
 
 @app.get("/web/<name>")
-def status_page_asset(name: str) -> Response:
+def status_page_asset(name: str) -> Response[str]:
     return _static(name)
 
 
-def _static(name: str) -> Response:
+def _static(name: str) -> Response[str]:
     """A file of the status page (web/), from a fixed list: nothing else on disk can be named."""
     found = web_files().get(name)
     if found is None:
@@ -203,14 +203,14 @@ def web_files() -> dict[str, tuple[str, str]]:
 
 
 @app.get("/openapi.json")
-def openapi() -> Response:
+def openapi() -> Response[str]:
     from handlers.openapi import document
 
     return _json(200, document(Deployment.from_environment().job_types))
 
 
 @app.post("/jobs")
-def create_job() -> Response:
+def create_job() -> Response[str]:
     principal = _principal()
     if principal.tenant_id is None:
         raise Problem(403, "Forbidden", "this credential names no tenant to create jobs for")
@@ -240,7 +240,7 @@ def create_job() -> Response:
 
 
 @app.get("/jobs")
-def list_jobs() -> Response:
+def list_jobs() -> Response[str]:
     principal = _principal()
     query = app.current_event.query_string_parameters or {}
     tenant = _tenant_scope(principal, query.get("tenant"))
@@ -255,7 +255,8 @@ def list_jobs() -> Response:
     status = query.get("status")
     if status is not None and status not in {s.value for s in JobState}:
         raise Problem(400, "Bad request", f"unknown status {status!r}")
-    start = _decode_cursor(query.get("cursor"), tenant) if query.get("cursor") else None
+    cursor = query.get("cursor")
+    start = _decode_cursor(cursor, tenant) if cursor else None
     deployment = Deployment.from_environment()
     views, start = deployment.status_view.for_tenant(tenant, limit=limit, status=status, start=start)
     now = system_clock()
@@ -265,7 +266,7 @@ def list_jobs() -> Response:
 
 
 @app.get("/view")
-def view_health() -> Response:
+def view_health() -> Response[str]:
     """How far behind the status view may be right now (any valid credential)."""
     _principal()
     return _json(200, _view_lag(Deployment.from_environment(), system_clock()))
@@ -289,13 +290,13 @@ def _decode_cursor(cursor: str, tenant: str) -> dict[str, Any]:
                  and key["tenant_id"]["S"] == tenant)
     except (ValueError, binascii.Error, RecursionError):
         valid = False
-    if not valid:
+    if not valid or not isinstance(key, dict):
         raise Problem(400, "Bad request", "the cursor is not one this API returned for this tenant")
     return key
 
 
 @app.get("/jobs/<job_id>")
-def get_job(job_id: str) -> Response:
+def get_job(job_id: str) -> Response[str]:
     principal = _principal()
     job_id = _job_id(job_id)
     scope = _tenant_scope(principal)
@@ -315,25 +316,26 @@ def get_job(job_id: str) -> Response:
 
 
 @app.get("/jobs/<job_id>/runs")
-def job_runs(job_id: str) -> Response:
+def job_runs(job_id: str) -> Response[str]:
     principal = _principal()
     runs = Deployment.from_environment().job_store.runs(_job_id(job_id), _tenant_scope(principal))
     return _json(200, Runs(job_id=job_id, runs=[RunRecord.of(run) for run in runs]))
 
 
 @app.post("/jobs/<job_id>/cancel")
-def cancel_job(job_id: str) -> Response:
+def cancel_job(job_id: str) -> Response[str]:
     principal = _principal()
     outcome = Deployment.from_environment().job_store.cancel(_job_id(job_id), _tenant_scope(principal))
     if outcome.status is CancelStatus.ALREADY_ENDED:
         raise Problem(409, "Already completed", f"job {job_id} already ended as {outcome.job.state.value}",
                       slug="already-completed", extra={"job_status": outcome.job.state.value})
-    status = "cancelled" if outcome.status is CancelStatus.CANCELLED else "cancel_requested"
+    status: Literal["cancelled", "cancel_requested"] = (
+        "cancelled" if outcome.status is CancelStatus.CANCELLED else "cancel_requested")
     return _json(202, CancelAccepted(job_id=job_id, status=status, version=outcome.job.version))
 
 
 @app.post("/jobs/<job_id>/replay")
-def replay_job(job_id: str) -> Response:
+def replay_job(job_id: str) -> Response[str]:
     principal = _principal()
     if not principal.operator:
         raise Problem(403, "Forbidden", "replay is for operators")
@@ -345,45 +347,55 @@ def replay_job(job_id: str) -> Response:
 
 # --- error mapping ----------------------------------------------------------------------------------------------
 
-@app.exception_handler(Problem)
-def _problem(error: Problem) -> Response:
+ProblemHandler = TypeVar("ProblemHandler", bound=Callable[[Any], Response[str]])
+
+
+def _handles(error_class: type[Exception]) -> Callable[[ProblemHandler], ProblemHandler]:
+    """`app.exception_handler(error_class)`, typed (Powertools leaves it unannotated): registers the
+    decorated function as the answer to `error_class` and returns it unchanged."""
+    register: Callable[[ProblemHandler], ProblemHandler] = app.exception_handler(error_class)
+    return register
+
+
+@_handles(Problem)
+def _problem(error: Problem) -> Response[str]:
     return error.response()
 
 
-@app.exception_handler(JobNotFound)
-def _job_not_found(error: JobNotFound) -> Response:
+@_handles(JobNotFound)
+def _job_not_found(error: JobNotFound) -> Response[str]:
     return not_found(str(error.args[0]) if error.args else "").response()
 
 
-@app.exception_handler(IdempotencyConflict)
-def _idempotency_conflict(error: IdempotencyConflict) -> Response:
+@_handles(IdempotencyConflict)
+def _idempotency_conflict(error: IdempotencyConflict) -> Response[str]:
     return Problem(409, "Idempotency conflict",
                    "this Idempotency-Key was already used for a different request",
                    slug="idempotency-conflict").response()
 
 
-@app.exception_handler(NotReplayable)
-def _not_replayable(error: NotReplayable) -> Response:
+@_handles(NotReplayable)
+def _not_replayable(error: NotReplayable) -> Response[str]:
     return Problem(409, "Not replayable", str(error), slug="not-replayable").response()
 
 
-@app.exception_handler(PayloadTooLarge)
-def _payload_too_large(error: PayloadTooLarge) -> Response:
+@_handles(PayloadTooLarge)
+def _payload_too_large(error: PayloadTooLarge) -> Response[str]:
     return Problem(413, "Payload too large", str(error)).response()
 
 
-@app.exception_handler(InvalidRequest)
-def _invalid(error: InvalidRequest) -> Response:
+@_handles(InvalidRequest)
+def _invalid(error: InvalidRequest) -> Response[str]:
     return Problem(400, "Bad request", str(error)).response()
 
 
-@app.exception_handler(StoreContention)
-def _contention(error: StoreContention) -> Response:
+@_handles(StoreContention)
+def _contention(error: StoreContention) -> Response[str]:
     return Problem(503, "Busy", "the job is contended; retry shortly", headers={"Retry-After": "1"}).response()
 
 
 @app.not_found
-def _route_not_found(error: Exception) -> Response:
+def _route_not_found(error: Exception) -> Response[str]:
     allowed = _methods_allowed(app.current_event.path)
     if allowed:
         return Problem(405, "Method not allowed", f"{app.current_event.http_method} is not allowed here; "
@@ -397,8 +409,8 @@ def _methods_allowed(path: str) -> list[str]:
     return sorted({route.method for route in routes if route.rule.match(path)})
 
 
-@app.exception_handler(Exception)
-def _unexpected(error: Exception) -> Response:
+@_handles(Exception)
+def _unexpected(error: Exception) -> Response[str]:
     logger.exception("unhandled error", extra={"route": app.current_event.path})
     return Problem(500, "Internal error", "the request failed; it is safe to retry with the same "
                    "Idempotency-Key").response()
@@ -421,7 +433,8 @@ def _invoke(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
 
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     with _one_invocation_at_a_time:
-        return _invoke(event, context)
+        response: dict[str, Any] = _invoke(event, context)  # app.resolve's answer (Powertools' decorators: Any)
+        return response
 
 
 __all__ = ["app", "handler"]

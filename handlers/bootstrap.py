@@ -53,7 +53,7 @@ _DEPLOYMENTS_KEPT = 8
 T = TypeVar("T")
 
 
-class component(Generic[T]):
+class Component(Generic[T]):
     """A Deployment's component: the decorated builder runs on first use, under the deployment's lock (so two
     threads never build it twice), and its result is kept on the deployment. Being kept as an instance
     attribute, it can be replaced there (a test's `monkeypatch.setattr(deployment, "relay", mine)`)."""
@@ -66,12 +66,12 @@ class component(Generic[T]):
         self._name = name
 
     @overload
-    def __get__(self, deployment: None, owner: type | None = None) -> component[T]: ...
+    def __get__(self, deployment: None, owner: type | None = None) -> Component[T]: ...
 
     @overload
     def __get__(self, deployment: Deployment, owner: type | None = None) -> T: ...
 
-    def __get__(self, deployment: Deployment | None, owner: type | None = None) -> T | component[T]:
+    def __get__(self, deployment: Deployment | None, owner: type | None = None) -> T | Component[T]:
         if deployment is None:
             return self
         with deployment._lock:
@@ -123,42 +123,42 @@ class Deployment:
 
     # --- the core ------------------------------------------------------------------------------------------
 
-    @component
+    @Component
     def job_store(self) -> JobStore:
         """The job state machine (JOBS_TABLE, OUTBOX_TABLE; outbox TTLs from ONWARD_OUTBOX_RETENTION_DAYS)."""
         from onward.store import JobStore
 
         return JobStore(self.settings, client=self.client("dynamodb"))
 
-    @component
+    @Component
     def status_view(self) -> StatusViewReader:
         """Reads of the status view (STATUS_TABLE)."""
         from onward.view import StatusViewReader
 
         return StatusViewReader(self.client("dynamodb"), self.settings.require("status_table"))
 
-    @component
+    @Component
     def checkpoint_store(self) -> CheckpointStore:
         """The relay's checkpoints and the projector's watermarks (CHECKPOINT_TABLE)."""
         from onward.checkpoints import CheckpointStore
 
         return CheckpointStore(self.client("dynamodb"), self.settings.require("checkpoint_table"))
 
-    @component
+    @Component
     def parked_records(self) -> ParkedRecords:
         """Stream records the relay and the projector could not read, with their reasons (PARKED_TABLE)."""
         from onward.parking import ParkedRecords
 
         return ParkedRecords(self.client("dynamodb"), self.settings.require("parked_table"))
 
-    @component
+    @Component
     def outbox_reader(self) -> OutboxReader:
         """Reads of the retained outbox: one job's events, a window, all (OUTBOX_TABLE)."""
         from onward.outbox import OutboxReader
 
         return OutboxReader(self.client("dynamodb"), self.settings.require("outbox_table"))
 
-    @component
+    @Component
     def heartbeat_emitter(self) -> HeartbeatEmitter:
         """Writes the pipeline heartbeats into the outbox (OUTBOX_TABLE)."""
         from onward.heartbeat import HeartbeatEmitter
@@ -167,21 +167,21 @@ class Deployment:
 
     # --- the event path ------------------------------------------------------------------------------------
 
-    @component
+    @Component
     def events_publisher(self) -> KinesisPublisher:
         """Puts events and heartbeats on the events stream (EVENTS_STREAM)."""
         from relay.publisher import KinesisPublisher
 
         return KinesisPublisher(self.client("kinesis"), self.settings.require("events_stream"))
 
-    @component
+    @Component
     def relay(self) -> Relay:
         """Outbox stream -> events stream, with its own checkpoint; parks what it cannot read."""
         from relay.relay import Relay
 
         return Relay(self.events_publisher, self.checkpoint_store, self.parked_records, self.outbox_reader)
 
-    @component
+    @Component
     def status_projector(self) -> StatusProjector:
         """Events stream -> status view, under the version guard (STATUS_TABLE, CONFLICTS_TABLE)."""
         from projector.projector import StatusProjector
@@ -192,7 +192,7 @@ class Deployment:
 
     # --- the entry points' own configuration --------------------------------------------------------------
 
-    @component
+    @Component
     def authenticator(self) -> Authenticator:
         """Who is calling the HTTP API: ONWARD_AUTH=tokens|jwt and their variables (handlers.auth);
         InvalidTokens when ONWARD_TOKENS cannot work."""
@@ -200,18 +200,18 @@ class Deployment:
 
         return authenticator_from_environment(self.environ)
 
-    @component
+    @Component
     def job_types(self) -> frozenset[str]:
         """The job types the HTTP API accepts: the comma list ONWARD_JOB_TYPES, else DEFAULT_JOB_TYPES."""
         listed = self.environ.get("ONWARD_JOB_TYPES", "").split(",")
         return frozenset([name.strip() for name in listed if name.strip()] or DEFAULT_JOB_TYPES)
 
-    @component
+    @Component
     def worker_lease_s(self) -> float:
         """The lease the worker function takes on each job: ONWARD_WORKER_LEASE_S, else 60 s."""
         return _positive_seconds(self.environ, "ONWARD_WORKER_LEASE_S", DEFAULT_WORKER_LEASE_S)
 
-    @component
+    @Component
     def worker(self) -> Worker:
         """The worker function's Worker: the job handlers of the `registry` of the module ONWARD_WORKER_MODULE
         names (else onward.demo), each job leased for `worker_lease_s`. TypeError when it has no registry."""

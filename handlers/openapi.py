@@ -39,7 +39,7 @@ def _ok(description: str, schema: str) -> dict[str, Any]:
 UNAUTHORIZED = _problem("no valid bearer token")
 NOT_FOUND = _problem("no such job for this tenant (another tenant's job is answered the same way)")
 JOB_ID = {"name": "job_id", "in": "path", "required": True, "schema": {"type": "string", "pattern": "^[0-9a-f]{32}$"}}
-SECURED = [{"bearer": []}]
+SECURED: list[dict[str, list[str]]] = [{"bearer": []}]
 
 DOCUMENT: dict[str, Any] = {
     "openapi": "3.1.0",

@@ -10,6 +10,7 @@ from typing import Any
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.data_classes import DynamoDBStreamEvent
+from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from handlers.bootstrap import Deployment
@@ -50,20 +51,24 @@ def resolve_shard(stream_arn: str, sequence_number: str) -> str | None:
     return None
 
 
+def _stream_record(record: DynamoDBRecord) -> StreamRecord:
+    """One record of the outbox table's stream as the relay takes it."""
+    change = record.dynamodb
+    # DynamoDB Streams sends every record with its change and the change's sequence number
+    assert change is not None and change.sequence_number is not None
+    return StreamRecord(
+        sequence_number=change.sequence_number,
+        event_name=record.event_name.name if record.event_name else "",
+        new_image=change.raw_event.get("NewImage"),
+    )
+
+
 @discard_unflushed(metrics)
 @metrics.log_metrics
 @tracer.capture_lambda_handler(capture_response=False)
 @logger.inject_lambda_context
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    stream_event = DynamoDBStreamEvent(event)
-    records = [
-        StreamRecord(
-            sequence_number=record.dynamodb.sequence_number,
-            event_name=record.event_name.name if record.event_name else "",
-            new_image=record.dynamodb.raw_event.get("NewImage"),
-        )
-        for record in stream_event.records
-    ]
+    records = [_stream_record(record) for record in DynamoDBStreamEvent(event).records]
     if not records:
         return {"batchItemFailures": []}
     shard_id = resolve_shard(event["Records"][0]["eventSourceARN"], records[0].sequence_number)

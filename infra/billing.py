@@ -27,7 +27,7 @@ KB = 1024
 
 
 def _number_size(text: str) -> int:
-    digits = re.sub(r"[^0-9]", "", text.split("e")[0].split("E")[0]).strip("0") or "0"
+    digits = re.sub(r"[^0-9]", "", text.split("e", maxsplit=1)[0].split("E", maxsplit=1)[0]).strip("0") or "0"
     return math.ceil(len(digits) / 2) + 1
 
 

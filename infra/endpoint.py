@@ -16,7 +16,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Self
 
 import boto3
 from botocore.config import Config
@@ -63,7 +63,7 @@ class SerializedApp:
             status: list[int] = []
 
             def recording_start_response(code: str, *args: Any) -> Any:
-                status.append(int(code.split()[0]))
+                status.append(int(code.split(maxsplit=1)[0]))
                 return start_response(code, *args)
 
             answer = self._run(environ, recording_start_response)
@@ -116,9 +116,11 @@ class EmbeddedEndpoint:
     @property
     def url(self) -> str:
         host, port = self._server.server_address[:2]
+        if isinstance(host, bytes | bytearray):  # typeshed allows bytes; an AF_INET socket's host is a str
+            host = host.decode()
         return f"http://{host}:{port}"
 
-    def start(self) -> EmbeddedEndpoint:
+    def start(self) -> Self:
         self._thread.start()
         return self
 
@@ -135,7 +137,7 @@ class EmbeddedEndpoint:
         self._server.server_close()
         self._thread.join(timeout=5)
 
-    def __enter__(self) -> EmbeddedEndpoint:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -195,7 +197,7 @@ class EndpointProcess:
     def url(self) -> str:
         return self.environment["AWS_ENDPOINT_URL"]
 
-    def start(self) -> EndpointProcess:
+    def start(self) -> Self:
         self._process = subprocess.Popen([sys.executable, "-m", "cli", "endpoint", "--port", "0", *self._arguments],
                                          stdout=subprocess.PIPE, text=True)
         assert self._process.stdout is not None
@@ -216,7 +218,7 @@ class EndpointProcess:
             self._process.kill()
             self._process.wait()
 
-    def __enter__(self) -> EndpointProcess:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

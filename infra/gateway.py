@@ -26,7 +26,8 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, BinaryIO, Self
+from io import BufferedIOBase
+from typing import Any, Self
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from infra.lambda_context import LocalLambdaContext
@@ -162,7 +163,7 @@ def is_chunked(values: list[str], request_version: str) -> bool:
     return True
 
 
-def read_chunked(rfile: BinaryIO, limit: int) -> bytes:
+def read_chunked(rfile: BufferedIOBase, limit: int) -> bytes:
     """A chunked body (RFC 9112 7.1) read to its end, trailers discarded; 413 past `limit` bytes and 400
     when the framing is broken or the client stops before the last chunk."""
     body = bytearray()
@@ -186,7 +187,7 @@ def read_chunked(rfile: BinaryIO, limit: int) -> bytes:
     raise GatewayProblem(431, "too many trailer lines after a chunked body")
 
 
-def _read_line(rfile: BinaryIO) -> bytes:
+def _read_line(rfile: BufferedIOBase) -> bytes:
     """One CRLF-terminated line of a chunked body, without its CRLF."""
     line = rfile.readline(MAX_CHUNK_LINE_BYTES + 1)
     if not line.endswith(b"\r\n") or len(line) > MAX_CHUNK_LINE_BYTES:
@@ -218,16 +219,19 @@ def _response_parts(result: dict[str, Any]) -> tuple[int, dict[str, str], bytes,
 
 class _RequestHandler(BaseHTTPRequestHandler):
     server: _GatewayServer
+    raw_requestline: bytes  # set by handle_one_request before parse_request (typeshed does not declare it)
     protocol_version = "HTTP/1.1"
     _continue_pending = False  # the client sent Expect: 100-continue and waits before sending its body
 
     def setup(self) -> None:
-        self.timeout = self.server.client_timeout_s  # StreamRequestHandler applies it to every read and write
+        # Every read and write of the connection (rfile and wfile read the socket's timeout); set on the
+        # socket, not in `timeout`, which is a class attribute.
+        self.request.settimeout(self.server.client_timeout_s)
         super().setup()
 
     def parse_request(self) -> bool:
         self._continue_pending = False
-        self.command = None  # not the previous keep-alive request's, should this one be refused
+        self.command = ""  # not the previous keep-alive request's, should this one be refused
         if len(self.raw_requestline.split()) == 2:  # HTTP/0.9: no version, no headers, a bare answer
             self._send_problem(GatewayProblem(400, "HTTP/0.9 is not served: send HTTP/1.1"))
             return False
@@ -321,8 +325,9 @@ class _RequestHandler(BaseHTTPRequestHandler):
         if self.command != "HEAD":
             self.wfile.write(data)
 
-    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = _serve
-    do_TRACE = do_CONNECT = _refuse_method
+    # BaseHTTPRequestHandler dispatches to `do_<METHOD>`: the stdlib requires these names.
+    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = _serve  # noqa: N815 - stdlib names
+    do_TRACE = do_CONNECT = _refuse_method  # noqa: N815 - stdlib's do_<METHOD> names
 
     # Requests are never logged: their lines and headers carry tokens.
     def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
@@ -336,6 +341,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
 
 
 class _GatewayServer(ThreadingHTTPServer):
+    server_address: tuple[str, int]  # AF_INET: the (host, port) given, the bound port once bound
     daemon_threads = True
     request_queue_size = 128  # socketserver's 5 drops connections when a browser and tests connect at once
 

@@ -16,7 +16,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from moto.core import DEFAULT_ACCOUNT_ID
+from moto.core.models import DEFAULT_ACCOUNT_ID
 from moto.dynamodb.models import dynamodb_backends
 from moto.dynamodb.models.dynamo_type import DynamoType
 
@@ -88,8 +88,8 @@ class Meter:
                 request = json.loads(body or b"{}")
                 records = request.get("Records") or [request]
                 self.reading.kinesis_records += len(records)
-                self.reading.kinesis_bytes += sum(len(base64.b64decode(r.get("Data", ""))) + len(r.get("PartitionKey", ""))
-                                                  for r in records)
+                self.reading.kinesis_bytes += sum(
+                    len(base64.b64decode(r.get("Data", ""))) + len(r.get("PartitionKey", "")) for r in records)
         if service != "dynamodb" or operation not in _WRITES:
             return None
         request = json.loads(body or b"{}")

@@ -120,7 +120,7 @@ class RecordReader:
     def _get_records(self, iterator: str, limit: int) -> dict[str, Any]:
         _raw_answers.body = None
         try:
-            response = self._client.get_records(ShardIterator=iterator, Limit=limit)
+            response: dict[str, Any] = self._client.get_records(ShardIterator=iterator, Limit=limit)
         except (ClientError, BotoCoreError):
             raise  # the service refused, or the connection failed: nothing to parse
         except Exception as error:
@@ -168,7 +168,8 @@ class ShardBackoff:
     max_s: float = 30.0
 
     def delay_s(self, failures: int) -> float:
-        return min(self.max_s, self.first_s * 2 ** (failures - 1))
+        growth: float = 2 ** (failures - 1)  # an int (a float below one failure)
+        return min(self.max_s, self.first_s * growth)
 
 
 @dataclass(frozen=True)
@@ -272,11 +273,13 @@ class _ShardPoller(ABC):
 
 
 def _stream_record_sequence(record: dict[str, Any]) -> str:
-    return record["dynamodb"]["SequenceNumber"]
+    sequence_number: str = record["dynamodb"]["SequenceNumber"]
+    return sequence_number
 
 
 def _kinesis_record_sequence(record: dict[str, Any]) -> str:
-    return record["SequenceNumber"]
+    sequence_number: str = record["SequenceNumber"]
+    return sequence_number
 
 
 class OutboxStreamPoller(_ShardPoller):
@@ -306,7 +309,8 @@ class OutboxStreamPoller(_ShardPoller):
         request = {"StreamArn": self._arn, "ShardId": shard_id, "ShardIteratorType": kind}
         if sequence_number is not None:
             request["SequenceNumber"] = sequence_number
-        return self._streams.get_shard_iterator(**request)["ShardIterator"]
+        iterator: str = self._streams.get_shard_iterator(**request)["ShardIterator"]
+        return iterator
 
     def _open(self, shard_id: str, position: StreamPosition | None) -> str:
         if position is not None:
@@ -428,7 +432,8 @@ class EventsStreamPoller(_ShardPoller):
         else:
             request |= {"ShardIteratorType": position.iterator_type,
                         "StartingSequenceNumber": position.sequence_number}
-        return self._kinesis.get_shard_iterator(**request)["ShardIterator"]
+        iterator: str = self._kinesis.get_shard_iterator(**request)["ShardIterator"]
+        return iterator
 
     def poll_once(self) -> int:
         """One batch per readable shard; the number of records delivered to the handler or parked. As

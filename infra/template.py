@@ -31,6 +31,7 @@ def _construct_intrinsic(loader: yaml.Loader, suffix: str, node: yaml.Node) -> d
     elif isinstance(node, yaml.SequenceNode):
         value = loader.construct_sequence(node, deep=True)
     else:
+        assert isinstance(node, yaml.MappingNode)  # YAML's third kind of node
         value = loader.construct_mapping(node, deep=True)
     return {name: value}
 
@@ -40,7 +41,8 @@ _CloudFormationLoader.add_multi_constructor("!", _construct_intrinsic)
 
 def load_template(path: Path = TEMPLATE_PATH) -> dict[str, Any]:
     """The template as a plain dict, intrinsics in long form."""
-    return yaml.load(path.read_text(), Loader=_CloudFormationLoader)  # noqa: S506 - safe loader subclass
+    template: dict[str, Any] = yaml.load(path.read_text(), Loader=_CloudFormationLoader)
+    return template
 
 
 def data_resources_template(template: dict[str, Any]) -> dict[str, Any]:

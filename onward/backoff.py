@@ -15,7 +15,8 @@ class BackoffPolicy:
         """The largest delay after failed attempt number `attempt` (1-based): base * 2^(attempt-1), capped."""
         if attempt < 1:
             raise ValueError("attempt numbers start at 1")
-        return min(self.cap_s, self.base_s * 2 ** min(attempt - 1, 64))
+        growth: int = 2 ** min(attempt - 1, 64)  # a non-negative exponent: an int
+        return min(self.cap_s, self.base_s * growth)
 
     def delay(self, attempt: int, rng: random.Random | None = None) -> float:
         """A delay in [ceiling/2, ceiling]: never zero (no thundering retry), never past the cap."""

@@ -104,7 +104,7 @@ class CheckpointStore:
         """Record a finished batch: processed_at always, newest_event_at only forward, and the shard's
         parents when known. One request, two when the batch held only older events (a replay)."""
         key = self._key(consumer, shard_id)
-        values = {":p": {"S": processed_at}}
+        values: dict[str, dict[str, str | list[str]]] = {":p": {"S": processed_at}}
         also = ""
         if parents:
             values[":ps"] = {"SS": sorted(parents)}
@@ -128,8 +128,9 @@ class CheckpointStore:
             )
 
     def _get(self, consumer: str, shard_id: str) -> dict[str, Any] | None:
-        return self._db.get_item(TableName=self._table, Key=self._key(consumer, shard_id),
-                                 ConsistentRead=True).get("Item")
+        item: dict[str, Any] | None = self._db.get_item(TableName=self._table, Key=self._key(consumer, shard_id),
+                                                         ConsistentRead=True).get("Item")
+        return item
 
     @staticmethod
     def _key(consumer: str, shard_id: str) -> dict[str, Any]:

@@ -64,7 +64,7 @@ def storable_problems(value: Any, *, depth: int = 1) -> Iterator[tuple[Location,
             yield where, f"a {type(current).__name__} is not a JSON value"
 
 
-def number_problem(number: int | float | Decimal) -> str | None:
+def number_problem(number: float | Decimal) -> str | None:
     """Why DynamoDB cannot store this number, None when it can."""
     if isinstance(number, float) and not math.isfinite(number):
         return "NaN and Infinity are not numbers DynamoDB can store"

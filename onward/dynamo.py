@@ -30,6 +30,7 @@ def _number(text: str) -> int | Decimal:
     if len(text.lstrip("-")) <= 38:
         return int(text)
     sign, digits, exponent = Decimal(text).as_tuple()
+    assert isinstance(exponent, int)  # "n", "N" or "F" only for NaN and infinities; `text` is an integer
     kept = "".join(map(str, digits)).rstrip("0")  # exact: Decimal.normalize() would round to 28 digits
     return Decimal((sign, tuple(map(int, kept or "0")), exponent + len(digits) - len(kept or "0")))
 
@@ -37,7 +38,9 @@ def _number(text: str) -> int | Decimal:
 def to_attribute(value: Any) -> dict[str, Any]:
     """One JSON-compatible value as a DynamoDB attribute value (floats travel as Decimal). Check values from
     outside with onward.documents.check_storable first: this raises on what DynamoDB cannot hold."""
-    return _serializer.serialize(json.loads(json.dumps(value), parse_float=Decimal, parse_int=_number))
+    attribute: dict[str, Any] = _serializer.serialize(
+        json.loads(json.dumps(value), parse_float=Decimal, parse_int=_number))
+    return attribute
 
 
 def to_item(values: dict[str, Any]) -> Item:

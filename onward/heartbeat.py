@@ -16,7 +16,7 @@ Heartbeat items live under one partition (`job_id = HEARTBEAT`, version = epoch 
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from botocore.exceptions import ClientError
 from pydantic import BaseModel, ConfigDict
@@ -25,7 +25,7 @@ from onward.clock import Clock, EpochMs, iso, system_clock
 from onward.dynamo import Item
 
 HEARTBEAT_PARTITION = "HEARTBEAT"
-HEARTBEAT_KIND = "heartbeat"
+HEARTBEAT_KIND: Final = "heartbeat"
 HEARTBEAT_TTL_S = 3600
 
 
@@ -41,7 +41,8 @@ class Heartbeat(BaseModel):
 
 def is_heartbeat_image(image: Item) -> bool:
     """Whether an outbox item (DynamoDB wire format) is a heartbeat rather than a job event."""
-    return image.get("kind", {}).get("S") == HEARTBEAT_KIND
+    kind: str | None = image.get("kind", {}).get("S")
+    return kind == HEARTBEAT_KIND
 
 
 def heartbeat_from_image(image: Item) -> Heartbeat:

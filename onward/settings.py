@@ -80,7 +80,7 @@ class Settings:
         """The name of a resource this component needs; MissingSetting names the variable to set."""
         if resource not in _RESOURCES:
             raise ValueError(f"unknown resource {resource!r}")
-        value = getattr(self, resource)
+        value: str | None = getattr(self, resource)
         if not value:
             raise MissingSetting(
                 f"{environment_variable(resource)} is not set (run `onward endpoint` and paste its export lines)"

@@ -162,12 +162,12 @@ class CancelOutcome:
     job: Job
 
 
-class _AdmissionRefused(Exception):  # noqa: N818 - control flow inside the claim, never escapes the store
+class _AdmissionRefused(Exception):
     """The claim's Admission failed on the tenant's RUNNING counter: it reached its cap meanwhile, or
     (lifting) another claim started one of its jobs first."""
 
 
-class _FlexRefused(Exception):  # noqa: N818 - control flow inside the claim, never escapes the store
+class _FlexRefused(Exception):
     """A flexing claim found another tenant with waiting jobs back below its cap: it must be served first."""
 
 

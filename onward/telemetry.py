@@ -10,9 +10,10 @@ from __future__ import annotations
 import functools
 import warnings
 from collections.abc import Callable
-from typing import Any, Protocol, TypeVar
+from typing import ParamSpec, Protocol, TypeVar
 
-Handler = TypeVar("Handler", bound=Callable[..., Any])
+Arguments = ParamSpec("Arguments")
+Result = TypeVar("Result")
 
 # Powertools warns on every invocation that adds no metric (an API GET, an idle poll): expected here, and
 # on a local run it would print a warning per request.
@@ -23,17 +24,19 @@ class ClearableMetrics(Protocol):
     def clear_metrics(self) -> None: ...
 
 
-def discard_unflushed(metrics: ClearableMetrics) -> Callable[[Handler], Handler]:
+def discard_unflushed(
+        metrics: ClearableMetrics,
+) -> Callable[[Callable[Arguments, Result]], Callable[Arguments, Result]]:
     """Decorate OUTSIDE `@metrics.log_metrics`: after the flush, nothing stays buffered."""
 
-    def decorate(handler: Handler) -> Handler:
+    def decorate(handler: Callable[Arguments, Result]) -> Callable[Arguments, Result]:
         @functools.wraps(handler)
-        def invoke(*args: Any, **kwargs: Any) -> Any:
+        def invoke(*args: Arguments.args, **kwargs: Arguments.kwargs) -> Result:
             try:
                 return handler(*args, **kwargs)
             finally:
                 metrics.clear_metrics()
 
-        return invoke  # type: ignore[return-value]
+        return invoke
 
     return decorate

@@ -36,7 +36,8 @@ class StatusViewReader:
             request["ExpressionAttributeValues"][":s"] = {"S": status}
         views: list[StatusView] = []
         for _ in range(MAX_PAGE_QUERIES):
-            page = self._db.query(**request, Limit=limit - len(views), **({"ExclusiveStartKey": start} if start else {}))
+            page = self._db.query(**request, Limit=limit - len(views),
+                                  **({"ExclusiveStartKey": start} if start else {}))
             views.extend(StatusView.model_validate(from_item(item)) for item in page["Items"])
             start = page.get("LastEvaluatedKey")
             if start is None or len(views) >= limit:

@@ -32,7 +32,7 @@ class PermanentError(Exception):
     """Raise from a handler when retrying cannot help (bad input): the job goes straight to dead."""
 
 
-class Stopped(Exception):  # noqa: N818 - it is a signal, not an error
+class Stopped(Exception):
     """Raised by `JobContext.stop_if_asked` when the job was cancelled, the lease lost, or the worker stops."""
 
 
@@ -135,7 +135,7 @@ class Worker:
                 worked = self.run_once()
             except SimulatedCrash:
                 continue
-            except Exception:  # noqa: BLE001 - a worker loop must survive a transient store error
+            except Exception:
                 logger.exception("worker loop error", extra={"worker_id": self.worker_id})
                 worked = False
             empty_claims = 0 if worked else empty_claims + 1
@@ -236,7 +236,7 @@ class LeaseRenewal:
             fault_point("worker.heartbeat", self._lease.fencing_token)  # a crash here stops only the renewals
             try:
                 answer = self._store.heartbeat(self._lease, self._lease_s)
-            except Exception:  # noqa: BLE001 - whatever the cause, the lease holds until it expires: retry
+            except Exception:
                 failures += 1
                 left_s = self._left_s()
                 logger.warning("lease renewal failed", exc_info=True, extra={

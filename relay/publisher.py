@@ -19,6 +19,7 @@ MAX_RECORDS_PER_REQUEST = 500
 MAX_BYTES_PER_REQUEST = 5 * 1024 * 1024
 MAX_RECORD_BYTES = 1024 * 1024
 RETRIABLE_CODES = frozenset({"ProvisionedThroughputExceededException", "InternalFailure", "KMSThrottlingException"})
+DEFAULT_BACKOFF = BackoffPolicy(base_s=0.05, cap_s=2.0)  # frozen: one instance serves every publisher
 
 
 class RecordTooLarge(ValueError):
@@ -45,7 +46,7 @@ class KinesisPublisher:
         client: Any,
         stream_name: str,
         *,
-        backoff: BackoffPolicy = BackoffPolicy(base_s=0.05, cap_s=2.0),
+        backoff: BackoffPolicy = DEFAULT_BACKOFF,
         max_retries: int = 8,
         sleep: Callable[[float], None] = time.sleep,
         rng: random.Random | None = None,
@@ -94,7 +95,8 @@ class KinesisPublisher:
             self.stats.requests += 1
             retry: list[int] = []
             permanent = False
-            for position, entry in zip(remaining, response["Records"]):
+            # PutRecords answers one entry per record sent, in order
+            for position, entry in zip(remaining, response["Records"], strict=True):
                 code = entry.get("ErrorCode")
                 if code is None:
                     accepted.add(position)

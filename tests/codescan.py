@@ -10,8 +10,9 @@ the code follows four conventions the tests rely on:
 - SDK operations are called as attributes (`self._db.put_item(...)`, `get_paginator("query")`), with
   `IndexName="..."` literals for index queries and `settings.require("<resource>")` for resource names;
 - environment variables are read with literal names (`os.environ.get("X")`, `source.get("X")` where
-  `source` is `os.environ` or a mapping standing in for it, `helper(source, "X", ...)`, `settings.require("jobs_table")` -> JOBS_TABLE);
-- components come from the wiring class (handlers/bootstrap.py's Deployment: a class with `@component`
+  `source` is `os.environ` or a mapping standing in for it, `helper(source, "X", ...)`,
+  `settings.require("jobs_table")` -> JOBS_TABLE);
+- components come from the wiring class (handlers/bootstrap.py's Deployment: a class with `@Component`
   methods) by attribute, `deployment.relay`: each of its methods (not the dunders) is read only where a
   reached module names it, with the imports inside it, so a function is granted what the components it
   names can do, not everything the wiring can build.
@@ -94,7 +95,7 @@ def module_file(name: str) -> Path | None:
 
 
 def _is_project(name: str) -> bool:
-    return name.split(".")[0] in PROJECT_PACKAGES
+    return name.split(".", maxsplit=1)[0] in PROJECT_PACKAGES
 
 
 @dataclass(frozen=True)
@@ -112,11 +113,11 @@ def _is_type_checking(node: ast.If) -> bool:
 
 
 def _wiring_methods(node: ast.AST) -> list[ast.FunctionDef]:
-    """The methods of a wiring class (one with `@component` methods) but its dunders; [] for other nodes."""
+    """The methods of a wiring class (one with `@Component` methods) but its dunders; [] for other nodes."""
     if not isinstance(node, ast.ClassDef):
         return []
     methods = [item for item in node.body if isinstance(item, ast.FunctionDef)]
-    if not any(isinstance(d, ast.Name) and d.id == "component" for m in methods for d in m.decorator_list):
+    if not any(isinstance(d, ast.Name) and d.id == "Component" for m in methods for d in m.decorator_list):
         return []
     return [method for method in methods if not method.name.startswith("__")]
 
@@ -242,19 +243,19 @@ def read_code(roots: Iterable[str]) -> CodeReading:
             if isinstance(node, ast.Dict):
                 reading.transact_item_kinds |= {key for k in node.keys
                                                 if (key := _literal(k)) in TRANSACT_ITEM_ACTIONS}
-            if isinstance(node, ast.keyword) and node.arg == "IndexName" and _literal(node.value):
-                reading.index_names.add(node.value.value)  # type: ignore[attr-defined]
+            if isinstance(node, ast.keyword) and node.arg == "IndexName" and (index := _literal(node.value)):
+                reading.index_names.add(index)
             if isinstance(node, ast.Dict):
-                for key, value in zip(node.keys, node.values):
-                    if _literal(key) == "IndexName" and _literal(value):
-                        reading.index_names.add(value.value)  # type: ignore[attr-defined]
-            if isinstance(node, ast.Subscript) and _environ_like(node.value):
-                if (variable := _literal(node.slice)) and _ENV_NAME.match(variable):
-                    reading.environment.add(variable)
-            if isinstance(node, ast.Call) and len(node.args) >= 2 and _environ_like(node.args[0]):
-                # a helper handed the environment and a variable's name: `_number(source, "X", 0)`
-                if (variable := _literal(node.args[1])) and _ENV_NAME.match(variable):
-                    reading.environment.add(variable)
+                for key_node, value_node in zip(node.keys, node.values, strict=True):  # `**spread`: key None
+                    if _literal(key_node) == "IndexName" and (index := _literal(value_node)):
+                        reading.index_names.add(index)
+            if (isinstance(node, ast.Subscript) and _environ_like(node.value)
+                    and (variable := _literal(node.slice)) and _ENV_NAME.match(variable)):
+                reading.environment.add(variable)
+            # a helper handed the environment and a variable's name: `_number(source, "X", 0)`
+            if (isinstance(node, ast.Call) and len(node.args) >= 2 and _environ_like(node.args[0])
+                    and (variable := _literal(node.args[1])) and _ENV_NAME.match(variable)):
+                reading.environment.add(variable)
             if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
                 continue
             method, receiver = node.func.attr, node.func.value

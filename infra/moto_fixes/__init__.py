@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from moto.core.common_models import BaseModel
 from moto.dynamodb.models.dynamo_type import Item
 from moto.dynamodb.models.table import StreamRecord
 
@@ -30,7 +31,7 @@ _PATCHES: tuple[tuple[Any, str, Any], ...] = (*transactions.PATCHES, *queries.PA
 _ORIGINALS = tuple(getattr(owner, attribute) for owner, attribute, _ in _PATCHES)
 
 
-class _Untracked(list):  # type: ignore[type-arg]
+class _Untracked(list[object]):
     """Stands in for a moto model's `instances_tracked`: moto appends every instance of every model to it
     (for its /moto-api/data.json dashboard) and never lets go, so every Item ever built (each overwritten
     row, each copy taken before a write) and every stream record, even a discarded one, would stay in
@@ -40,7 +41,7 @@ class _Untracked(list):  # type: ignore[type-arg]
         """Keep nothing."""
 
 
-_UNTRACKED_MODELS = (Item, StreamRecord)
+_UNTRACKED_MODELS: tuple[type[BaseModel], ...] = (Item, StreamRecord)
 
 
 def install() -> None:
@@ -50,8 +51,9 @@ def install() -> None:
     for owner, attribute, ours in _PATCHES:
         setattr(owner, attribute, ours)
     for model in _UNTRACKED_MODELS:
-        if not isinstance(model.instances_tracked, _Untracked):  # type: ignore[attr-defined]
-            model.instances_tracked = _Untracked()  # type: ignore[attr-defined]
+        # instances_tracked: set on each model class by moto's metaclass, declared nowhere (moto ignores it too)
+        if not isinstance(model.instances_tracked, _Untracked):  # type: ignore[attr-defined]  # see above
+            model.instances_tracked = _Untracked()  # type: ignore[attr-defined]  # moto's undeclared attribute
 
 
 def uninstall() -> None:
@@ -60,7 +62,7 @@ def uninstall() -> None:
     for (owner, attribute, _), original in zip(_PATCHES, _ORIGINALS, strict=True):
         setattr(owner, attribute, original)
     for model in _UNTRACKED_MODELS:
-        model.instances_tracked = []  # type: ignore[attr-defined]
+        model.instances_tracked = []  # type: ignore[attr-defined]  # moto's metaclass attribute, undeclared
 
 
 def installed() -> bool:

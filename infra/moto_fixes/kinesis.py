@@ -15,9 +15,8 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
 
-from moto.kinesis.models import KinesisBackend, Shard, Stream
+from moto.kinesis.models import KinesisBackend, Record, Shard, Stream
 from moto.kinesis.utils import decompose_shard_iterator
 from moto.utilities.utils import md5_hash
 
@@ -30,7 +29,7 @@ def shard_min_sequence_number(self: Shard) -> int:
     return next(iter(self.records)) if self.records else 0
 
 
-def shard_get_records(self: Shard, last_sequence_id: str, limit: int | None) -> tuple[list[Any], int, int]:
+def shard_get_records(self: Shard, last_sequence_id: str, limit: int | None) -> tuple[list[Record], int, int]:
     """moto's answer (records after `last_sequence_id`, the last one returned, millis behind the newest),
     found by key instead of by walking the shard."""
     if not self.records:
@@ -39,7 +38,7 @@ def shard_get_records(self: Shard, last_sequence_id: str, limit: int | None) -> 
     if newest - first + 1 != len(self.records):
         return _original_shard_get_records(self, last_sequence_id, limit)
     position = max(int(last_sequence_id), first - 1)
-    results = []
+    results: list[Record] = []
     while position < newest and (limit is None or len(results) < limit):
         position += 1
         results.append(self.records[position])
@@ -52,7 +51,8 @@ def stream_shard_for_key(self: Stream, partition_key: str, explicit_hash_key: st
     """The open shard whose (inclusive) hash range holds the key: moto's own checks, then the lookup."""
     probe = _original_shard_for_key(self, partition_key, explicit_hash_key)  # validates the arguments
     key = int(explicit_hash_key) if explicit_hash_key else int(md5_hash(partition_key.encode()).hexdigest(), 16)
-    found = [shard for shard in self.shards.values() if shard.is_open and shard.starting_hash <= key <= shard.ending_hash]
+    found = [shard for shard in self.shards.values()
+             if shard.is_open and shard.starting_hash <= key <= shard.ending_hash]
     return found[0] if found else probe
 
 
@@ -83,7 +83,7 @@ def _records_kept(stream: Stream, *shard_ids: str) -> Iterator[None]:
 
 
 def backend_get_records(self: KinesisBackend, stream_arn: str | None, shard_iterator: str,
-                        limit: int | None) -> tuple[str | None, list[Any], int]:
+                        limit: int | None) -> tuple[str | None, list[Record], int]:
     """moto's GetRecords; past the last record of a closed shard, NextShardIterator is null."""
     next_iterator, records, behind = _original_backend_get_records(self, stream_arn, shard_iterator, limit)
     stream_name, shard_id, last_sequence = decompose_shard_iterator(shard_iterator)

@@ -19,14 +19,34 @@ from moto.dynamodb.models.dynamo_type import DynamoType, Item
 from moto.dynamodb.models.table import Table
 
 
+# moto's Table.items holds, by hash key, the Item of a table without a range key, or {range key -> Item} for
+# a table with one; moto declares it (a defaultdict) as a map of maps for both. The two views below are the
+# same dict, typed as what it holds for each kind of table.
+def ranged_items(table: Table) -> dict[DynamoType, dict[DynamoType, Item]]:
+    """`table.items` of a table with a range key."""
+    return table.items
+
+
+def unranged_items(table: Table) -> dict[DynamoType, Item]:
+    """`table.items` of a table without a range key."""
+    return table.items  # type: ignore[return-value]  # moto declares a map of maps (see above)
+
+
+def _all_items(table: Table) -> list[Item]:
+    if table.range_key_attr:
+        return [item for row in ranged_items(table).values() for item in row.values()]
+    return list(unranged_items(table).values())
+
+
 def _partition(table: Table, hash_key: DynamoType | None, index_name: str | None,
                hash_key_conditions: list[tuple[str, DynamoType]] | None) -> list[Item] | None:
     """The items a query can match, or None when only moto's full scan can tell."""
     if index_name is None and hash_key is not None:
-        found = table.items.get(hash_key)
-        if found is None:
-            return []
-        return list(found.values()) if table.range_key_attr else [found]  # type: ignore[union-attr]
+        if table.range_key_attr:
+            row = ranged_items(table).get(hash_key)
+            return [] if row is None else list(row.values())
+        found = unranged_items(table).get(hash_key)
+        return [] if found is None else [found]
     if index_name is not None and hash_key_conditions and len(hash_key_conditions) == 1:
         name, value = hash_key_conditions[0]
         index = next((i for i in table.global_indexes if i.name == index_name), None)
@@ -35,10 +55,8 @@ def _partition(table: Table, hash_key: DynamoType | None, index_name: str | None
             return _index_partitions(table, index_name, name).items(table, value.value)
     if index_name is not None and hash_key_conditions and all(v.type == "S" for _, v in hash_key_conditions):
         wanted = [(name, value.value) for name, value in hash_key_conditions]
-        rows = table.items.values()
-        candidates = [item for row in rows for item in (row.values() if table.range_key_attr else [row])]
         return [
-            item for item in candidates
+            item for item in _all_items(table)
             if all((attr := item.attrs.get(name)) is not None and attr.type == "S" and attr.value == value
                    for name, value in wanted)
         ]
@@ -51,7 +69,8 @@ def query(self: Table, hash_key: DynamoType | None, *args: Any, **kwargs: Any) -
     items = _partition(self, hash_key, index_name, kwargs.get("hash_key_conditions"))
     if items is None:
         return _original_query(self, hash_key, *args, **kwargs)
-    self.all_items = lambda: items  # type: ignore[method-assign] - requests are serialized (endpoint.py)
+    # Replaced on this table for this one call (requests are serialized: infra/endpoint.py)
+    self.all_items = lambda: items  # type: ignore[method-assign]  # a deliberate per-instance patch
     try:
         return _original_query(self, hash_key, *args, **kwargs)
     finally:
@@ -64,10 +83,10 @@ _generation = 0  # bumped by install/uninstall: a map built under another genera
 
 def _lookup(table: Table, identity: Identity) -> Item | None:
     hash_key, range_key = identity
-    found = table.items.get(hash_key)
-    if found is None or range_key is None:
-        return found  # type: ignore[return-value]
-    return found.get(range_key)  # type: ignore[union-attr]
+    if range_key is None:
+        return unranged_items(table).get(hash_key)
+    row = ranged_items(table).get(hash_key)
+    return None if row is None else row.get(range_key)
 
 
 class _IndexPartitions:
@@ -79,11 +98,12 @@ class _IndexPartitions:
         self.pending: set[Identity] = set()
         self._members: dict[str, dict[Identity, None]] = {}
         self._partition_of: dict[Identity, str] = {}
-        for hash_key, row in table.items.items():
-            if table.range_key_attr is None:
-                self._place((hash_key, None), row)  # type: ignore[arg-type]
-            else:
-                for range_key, item in row.items():  # type: ignore[union-attr]
+        if table.range_key_attr is None:
+            for hash_key, found in unranged_items(table).items():
+                self._place((hash_key, None), found)
+        else:
+            for hash_key, row in ranged_items(table).items():
+                for range_key, item in row.items():
                     self._place((hash_key, range_key), item)
 
     def _place(self, identity: Identity, item: Item | None) -> None:

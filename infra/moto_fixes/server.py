@@ -15,6 +15,8 @@ import json
 from typing import Any
 
 from moto import backends as moto_backends
+from moto.core.common_types import TYPE_RESPONSE
+from moto.core.responses import ActionContext
 from moto.dynamodb.responses import DynamoResult
 
 # Item operations whose answers hold only strings, numbers, booleans, lists, maps and binary values.
@@ -32,7 +34,7 @@ def _wire_value(value: Any) -> str:
     raise _NotPlainJson(type(value).__name__)
 
 
-def dynamo_result_execute(self: DynamoResult, context: Any) -> tuple[int, dict[str, str], str]:
+def dynamo_result_execute(self: DynamoResult, context: ActionContext) -> TYPE_RESPONSE:
     """moto's answer to an item operation, dumped directly; moto's serializer for anything else."""
     operation = context.operation_model
     if operation.name in PLAIN_JSON_OPERATIONS and not isinstance(self.result, Exception):

@@ -41,10 +41,10 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, SupportsIndex
 
-from moto.core import DEFAULT_ACCOUNT_ID
 from moto.core.exceptions import JsonRESTError
+from moto.core.models import DEFAULT_ACCOUNT_ID
 from moto.core.responses import ActionResult
 from moto.core.utils import utcnow
 from moto.dynamodb.models import DynamoDBBackend, dynamodb_backends
@@ -154,7 +154,7 @@ class _Shard:
         return described
 
 
-class _CommitLog(list):  # type: ignore[type-arg]
+class _CommitLog(list[StreamRecord]):
     """The stream's records in commit order (moto's `StreamShard.items`): transactions.py takes its length
     before a transaction and deletes what came after it to roll the transaction back; the deleted records
     leave their shards too."""
@@ -163,7 +163,7 @@ class _CommitLog(list):  # type: ignore[type-arg]
         super().__init__()
         self.stream = stream
 
-    def __delitem__(self, index: Any) -> None:
+    def __delitem__(self, index: SupportsIndex | slice) -> None:
         removed = self[index] if isinstance(index, slice) else [self[index]]
         super().__delitem__(index)
         self.stream.forget(removed)
@@ -199,7 +199,9 @@ class TableStream:
     def add(self, old: Item | None, new: Item | None) -> None:
         """One stream record for an item's change, on the open shard of its partition key."""
         self.tick()
-        view_type = self.table.stream_specification["StreamViewType"]  # type: ignore[index]
+        specification = self.table.stream_specification
+        assert specification is not None  # a table has a stream only once it has a stream specification
+        view_type = specification["StreamViewType"]
         event_name = "INSERT" if old is None else "REMOVE" if new is None else "MODIFY"
         changed = old if old is not None else new
         assert changed is not None
@@ -207,7 +209,7 @@ class TableStream:
         shard = next(shard for shard in self.shards.values() if shard.is_open and shard.holds(hashed))
         sequence = self._take_sequence()
         record = StreamRecord(self.table, view_type, event_name, old, new, sequence)
-        record.shard_id = shard.shard_id  # type: ignore[attr-defined]
+        record.shard_id = shard.shard_id  # type: ignore[attr-defined]  # ours, on moto's record: its shard
         shard.sequence.append(sequence)
         shard.records.append(record)
         list.append(self.items, record)
@@ -215,7 +217,7 @@ class TableStream:
     def forget(self, removed: list[StreamRecord]) -> None:
         """Take rolled-back records out of their shards (they are the newest of each)."""
         for record in reversed(removed):
-            shard = self.shards[record.shard_id]  # type: ignore[attr-defined]
+            shard = self.shards[record.shard_id]  # type: ignore[attr-defined]  # set by add(), not moto's
             position = len(shard.records) - 1
             if shard.records[position] is not record:
                 position = next(i for i, kept in enumerate(shard.records) if kept is record)
@@ -384,7 +386,8 @@ def set_stream_specification(self: Table, streams: dict[str, Any] | None) -> Non
     """moto's, then the stream it opened replaced by one with the current endpoint's topology."""
     _original_set_stream_specification(self, streams)
     if type(self.stream_shard) is StreamShard:
-        self.stream_shard = TableStream(self.account_id, self, current_topology())  # type: ignore[assignment]
+        stream = TableStream(self.account_id, self, current_topology())
+        self.stream_shard = stream  # type: ignore[assignment]  # stands in for StreamShard (add, items): no subclass
 
 
 def _stream(handler: DynamoDBStreamsHandler, arn: str) -> TableStream | None:

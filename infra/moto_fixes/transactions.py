@@ -33,10 +33,12 @@ from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.dynamo_type import DynamoType, Item
 from moto.dynamodb.models.table import Table
 
-from infra.moto_fixes.queries import mark_written
+from infra.moto_fixes.queries import mark_written, ranged_items, unranged_items
 
 MAX_TRANSACTION_ACTIONS = 100
 _ACTION_KINDS = frozenset({"ConditionCheck", "Put", "Delete", "Update"})
+# A cancellation reason as TransactionCanceledException takes it: (code, message, old image), or no reason.
+_Reason = tuple[str, str, dict[str, Any] | None] | tuple[None, None, None]
 _NO_REASON: tuple[None, None, None] = (None, None, None)
 
 
@@ -78,7 +80,7 @@ def _parse(backend: DynamoDBBackend, entry: dict[str, Any]) -> _Action:
     return _Action(kind, table, key, hash_key, range_key, request)
 
 
-def _cancellation_reason(action: _Action) -> tuple[str, str, dict[str, Any] | None] | tuple[None, None, None]:
+def _cancellation_reason(action: _Action) -> _Reason:
     expression = action.request.get("ConditionExpression")
     if expression is None:
         return _NO_REASON
@@ -111,8 +113,9 @@ def _apply(backend: DynamoDBBackend, action: _Action) -> None:
             action.table.name,
             action.key,
             update_expression=request["UpdateExpression"],
-            expression_attribute_names=request.get("ExpressionAttributeNames"),
-            expression_attribute_values=request.get("ExpressionAttributeValues"),
+            # None when absent, as moto's own transact_write_items passes them (moto annotates dict)
+            expression_attribute_names=request.get("ExpressionAttributeNames"),  # type: ignore[arg-type]  # None ok
+            expression_attribute_values=request.get("ExpressionAttributeValues"),  # type: ignore[arg-type]  # None ok
         )
     elif action.kind == "Delete":
         backend.delete_item(action.table.name, action.key)
@@ -131,7 +134,7 @@ class _Touched:
         }
 
     def restore(self) -> None:
-        for action, before in zip(self._writes, self._before):
+        for action, before in zip(self._writes, self._before, strict=True):
             _store(action, before)
         self._truncate_streams()
 
@@ -139,7 +142,7 @@ class _Touched:
         """One record per changed item, before-image to after-image (moto's own calls may have emitted
         several, e.g. two INSERTs for an Update that creates an item)."""
         self._truncate_streams()
-        for action, before in zip(self._writes, self._before):
+        for action, before in zip(self._writes, self._before, strict=True):
             shard = action.table.stream_shard
             after = action.current()
             if shard is None or _attributes(before) == _attributes(after):
@@ -159,18 +162,19 @@ def _attributes(item: Item | None) -> dict[str, Any] | None:
 
 def _store(action: _Action, item: Item | None) -> None:
     mark_written(action.table, (action.hash_key, action.range_key))
-    items = action.table.items
     if action.range_key is None:
+        items = unranged_items(action.table)
         if item is None:
             items.pop(action.hash_key, None)
         else:
             items[action.hash_key] = item
         return
-    by_range = items[action.hash_key]
+    rows = ranged_items(action.table)
+    by_range = rows[action.hash_key]  # a defaultdict: {} for a new hash key
     if item is None:
         by_range.pop(action.range_key, None)
         if not by_range:
-            items.pop(action.hash_key, None)
+            rows.pop(action.hash_key, None)
     else:
         by_range[action.range_key] = item
 
@@ -195,9 +199,9 @@ def transact_write_items(self: DynamoDBBackend, transact_items: list[dict[str, A
         except MockValidationException:
             touched.restore()
             raise
-        except Exception as error:  # noqa: BLE001 - reported per action, as DynamoDB does
+        except Exception as error:
             touched.restore()
-            failed = [_NO_REASON] * len(actions)
+            failed: list[_Reason] = [_NO_REASON] * len(actions)
             failed[position] = (type(error).__name__, str(error), None)
             raise TransactionCanceledException(failed) from error
     touched.rewrite_stream_records()

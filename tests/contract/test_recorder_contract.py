@@ -293,7 +293,9 @@ def test_a_cap_holds_under_concurrent_claims(backend, store):
     workers = [backend.store() for _ in range(8)]
     for worker in workers:
         reads, fresh = iter([stale]), worker.tenant_states
-        worker.tenant_states = lambda reads=reads, fresh=fresh: next(reads, None) or fresh()  # type: ignore[method-assign]
+        # this worker's first read of the tenants is the stale one (then its own): a scripted race
+        worker.tenant_states = (  # type: ignore[method-assign]  # replaced on this instance only
+            lambda reads=reads, fresh=fresh: next(reads, None) or fresh())
     start = threading.Barrier(len(workers))
     leases: list[Any] = []
     lock = threading.Lock()

@@ -278,7 +278,8 @@ def test_bad_requests_are_refused_with_problem_json_and_write_nothing(client: Cl
     for raw, status in cases:
         reply = client.call("POST", "/jobs", token=token, raw=raw, headers={"Idempotency-Key": "refused"})
         assert reply.status == status, (raw[:60], reply.body)
-    bad_key = client.call("POST", "/jobs", token=token, body={"type": "demo.echo"}, headers={"Idempotency-Key": "x" * 200})
+    bad_key = client.call("POST", "/jobs", token=token, body={"type": "demo.echo"},
+                          headers={"Idempotency-Key": "x" * 200})
     assert bad_key.status == 400
     assert [_count_items(dynamodb, table) for table in tables] == before
     unknown = client.call("POST", "/jobs", token=token, raw=json.dumps({"type": "demo.nope"}).encode()).body

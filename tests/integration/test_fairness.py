@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
+from typing import Self
 
 import pytest
 
@@ -64,7 +65,7 @@ class Sampler:
             self.samples.append(Sample({t: s.usage.running for t, s in states.items()},
                                        {t: s.load().waiting for t, s in states.items()}))
 
-    def __enter__(self) -> Sampler:
+    def __enter__(self) -> Self:
         self._thread.start()
         return self
 
@@ -80,7 +81,7 @@ class Pool:
         self.workers = [Worker(store, registry, worker_id=f"w{n}", lease_s=10, idle_s=0.02) for n in range(size)]
         self.threads = [threading.Thread(target=worker.run) for worker in self.workers]
 
-    def __enter__(self) -> Pool:
+    def __enter__(self) -> Self:
         for thread in self.threads:
             thread.start()
         return self

@@ -238,9 +238,9 @@ def test_concurrent_requests_each_see_only_their_own_event(gateway, settings, dy
     for thread in threads:
         thread.join()
     assert not wrong, wrong[:5]
-    for tenant in TOKENS:  # each create landed in its own tenant with its own params
+    for tenant, token in TOKENS.items():  # each create landed in its own tenant with its own params
         for n in range(rounds):
-            again = http_call(gateway, "POST", "/jobs", token=TOKENS[tenant],
+            again = http_call(gateway, "POST", "/jobs", token=token,
                               body={"type": "demo.echo", "params": {"owner": tenant, "n": n}},
                               headers={"Idempotency-Key": f"{tenant}-{n}"})
             assert again.status == 200, again.body

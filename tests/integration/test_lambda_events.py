@@ -165,7 +165,8 @@ def test_projector_outcomes_reach_the_view_and_the_emf_metrics_the_alarms_read(
                       "ProjectionConflict": [1.0], "ProjectionParked": [1.0]}
     assert len(lag) == 1
     wanted = {key for key in template_emf_metrics() if key[0] == "projector"}
-    assert wanted <= set(emitted), f"alarms or dashboard read metrics the projector never emits: {wanted - set(emitted)}"
+    assert wanted <= set(emitted), (
+        f"alarms or dashboard read metrics the projector never emits: {wanted - set(emitted)}")
 
 
 # --- relay: dynamodb update ---------------------------------------------------------------------------------

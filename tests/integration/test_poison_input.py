@@ -78,8 +78,9 @@ def poison_payloads(draw: st.DrawFn) -> bytes:
 
 
 def kinesis_record(data: bytes, sequence: int) -> dict[str, Any]:
-    return {"kinesis": {"kinesisSchemaVersion": "1.0", "partitionKey": f"pk-{sequence}", "sequenceNumber": str(sequence),
-                        "data": base64.b64encode(data).decode(), "approximateArrivalTimestamp": 1_800_000_000.0},
+    return {"kinesis": {"kinesisSchemaVersion": "1.0", "partitionKey": f"pk-{sequence}",
+                        "sequenceNumber": str(sequence), "data": base64.b64encode(data).decode(),
+                        "approximateArrivalTimestamp": 1_800_000_000.0},
             "eventSource": "aws:kinesis", "eventVersion": "1.0", "eventID": f"{SHARD}:{sequence}",
             "eventName": "aws:kinesis:record", "invokeIdentityArn": "arn:aws:iam::123456789012:role/p",
             "awsRegion": "us-east-1", "eventSourceARN": "arn:aws:kinesis:us-east-1:123456789012:stream/events"}

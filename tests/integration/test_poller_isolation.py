@@ -13,7 +13,6 @@ import hashlib
 import json
 import uuid
 from collections import Counter
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -234,12 +233,12 @@ class FailingShardKinesis:
 
 
 @pytest.fixture
-def relayed(pipeline, store, endpoint, settings) -> Iterator[dict[str, list[str]]]:
+def relayed(pipeline, store, endpoint, settings) -> dict[str, list[str]]:
     """Jobs of two tenants on every events shard, relayed to Kinesis (not projected yet); ids by shard."""
     by_shard = jobs_on_every_shard(store, endpoint.client("kinesis"), settings.events_stream)
     while pipeline.relay_poller.poll_once():
         pass
-    yield by_shard
+    return by_shard
 
 
 def test_a_kinesis_shard_whose_get_records_fails_does_not_starve_the_other_shards(

@@ -518,7 +518,7 @@ def test_an_event_too_large_for_a_kinesis_record_is_parked_not_retried_forever(s
     job = store.create("acme", NewJob(type="demo.echo")).job
     (event,) = store.events(job.job_id)
     huge = event.model_copy(update={"error": ErrorSummary(error_type="E", message="x" * 1_100_000)})
-    image = {name: value for name, value in _image_of(huge).items()}
+    image = dict(_image_of(huge))
     relay = Deployment(settings, clients={"dynamodb": dynamodb}).relay
     outcome = relay.relay("shard-big", [StreamRecord("7", "INSERT", image)])
     assert (outcome.parked, outcome.published, outcome.first_unpublished) == (1, 0, None)

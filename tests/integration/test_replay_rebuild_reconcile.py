@@ -12,9 +12,8 @@ from onward.view import StatusViewReader
 @pytest.fixture
 def finished_jobs(store, pipeline, clock):
     """Six jobs of two tenants in various end states, all projected."""
-    job_ids = []
-    for n in range(6):
-        job_ids.append(store.create("acme" if n % 2 else "globex", NewJob(type="demo.echo", params={"n": n})).job.job_id)
+    job_ids = [store.create("acme" if n % 2 else "globex", NewJob(type="demo.echo", params={"n": n})).job.job_id
+               for n in range(6)]
     for n in range(4):
         lease = store.claim("w1", 30)
         if n == 3:

@@ -353,7 +353,8 @@ class StoreModel(RuleBasedStateMachine):
             return None
         job = self.model[lease.job_id]
         event(f"claim: took a {job.state} job" + (" after replay" if job.attempt_floor else ""))
-        assert job.job_id in {d.job_id for d in due} and not job.exhausted, f"claimed {job.state} job due at {job.not_before} (now {now})"
+        assert job.job_id in {d.job_id for d in due} and not job.exhausted, (
+            f"claimed {job.state} job due at {job.not_before} (now {now})")
         assert lease.worker_id == worker and lease.attempt == job.attempt + 1
         assert lease.lease_expires_at == now + lease_s * 1000
         job.move(state="running", attempt=job.attempt + 1, lease_owner=worker,

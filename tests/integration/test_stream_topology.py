@@ -403,7 +403,7 @@ def test_a_split_mid_stream_closes_the_parents_opens_children_and_the_poller_rea
         poller.poll_once()
     assert 0 < len(recorder.accepted) < len(written), "part way through the parents"
 
-    before = {shard_id: records for shard_id, records in outbox.by_shard().items()}
+    before = dict(outbox.by_shard())
     children = outbox.endpoint.split_stream_shards(outbox.table)
     assert set(children) == set(before)
     later = [(job, version) for version in (3, 4) for job in jobs]

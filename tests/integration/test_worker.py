@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from typing import Self
 
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError
@@ -49,7 +50,7 @@ class Pool:
         while not self.stop.wait(0.1):
             reap_once(store)
 
-    def __enter__(self) -> Pool:
+    def __enter__(self) -> Self:
         for thread in self.threads:
             thread.start()
         return self
@@ -63,7 +64,9 @@ class Pool:
 
 
 def test_the_demo_job_types_end_where_they_should(live_store):
-    create = lambda request: live_store.create("acme", request).job.job_id  # noqa: E731
+    def create(request: NewJob) -> str:
+        return live_store.create("acme", request).job.job_id
+
     echo = create(NewJob(type="demo.echo", params={"hello": "world"}))
     flaky = create(NewJob(type="demo.flaky", params={"failures": 2}, max_attempts=3))
     failing = create(NewJob(type="demo.fail", max_attempts=2))

@@ -141,8 +141,8 @@ def audit(snapshot: Snapshot, injected: Injected, submitted: Sequence[str]) -> A
     lines.append(_line("every fenced run keeps the late report and what closed it", [
         f"{j}:{r.attempt}" for j, r in fenced_runs if r.late_report is None or r.reclaimed_as is None]))
     lines.append(_line("every zombie attempt is visible on its run record (fenced)", [
-        token for token in injected.zombie_attempts if _run_of(runs, token) is None
-        or _run_of(runs, token).outcome is not RunOutcome.FENCED]))  # type: ignore[union-attr]
+        token for token in injected.zombie_attempts
+        if (run := _run_of(runs, token)) is None or run.outcome is not RunOutcome.FENCED]))
     lines.append(_line("a reaper race ends with one winner: worker succeeded or its report fenced", [
         token for token in injected.raced_reaper
         if (run := _run_of(runs, token)) is None or run.outcome not in (RunOutcome.SUCCEEDED, RunOutcome.FENCED)
@@ -195,13 +195,15 @@ def audit(snapshot: Snapshot, injected: Injected, submitted: Sequence[str]) -> A
         *((f"projector {name}", count) for name, count in sorted(projected.items())),
         *((f"fired {kind}", count) for kind, count in sorted(injected.fired.items())),
         *((f"restarts of {name}", count) for name, count in sorted(injected.restarts.items())),
-        *((f"errors not injected in {name} (restarted)", count) for name, count in sorted(injected.real_errors.items())),
+        *((f"errors not injected in {name} (restarted)", count)
+          for name, count in sorted(injected.real_errors.items())),
         ("reaper races won by the worker (it completed)", sum(
             1 for t in injected.raced_reaper if (run := _run_of(runs, t)) and run.outcome is RunOutcome.SUCCEEDED)),
         ("reaper races won by the reaper (report fenced)", sum(
             1 for t in injected.raced_reaper if (run := _run_of(runs, t)) and run.outcome is RunOutcome.FENCED)),
         ("cancels answered", len(injected.cancel_answers)),
-        *((f"  {status}", count) for status, count in sorted(Counter(s for _, s, _ in injected.cancel_answers).items())),
+        *((f"  {status}", count)
+          for status, count in sorted(Counter(s for _, s, _ in injected.cancel_answers).items())),
     ]
     return Audit(tuple(lines), tuple(figures))
 

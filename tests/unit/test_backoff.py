@@ -30,5 +30,5 @@ def test_jitter_spreads_retries():
 
 
 def test_attempt_numbers_start_at_one():
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="attempt numbers start at 1"):
         BackoffPolicy().ceiling(0)

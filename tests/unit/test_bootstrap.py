@@ -5,6 +5,7 @@ Nothing here calls AWS (building a boto3 client does not)."""
 from __future__ import annotations
 
 import threading
+
 import pytest
 
 from handlers.auth import JwtClaimsAuthenticator, TokenAuthenticator
@@ -53,9 +54,9 @@ def test_components_are_built_lazily_and_a_missing_variable_is_named_when_one_ne
                                               "AWS_DEFAULT_REGION": "us-east-1"})
     assert deployment.job_store is not None  # needs only the two tables it has
     with pytest.raises(MissingSetting, match="EVENTS_STREAM"):
-        deployment.relay
+        _ = deployment.relay
     with pytest.raises(MissingSetting, match="EVENTS_STREAM"):
-        deployment.relay  # not kept: asked again, refused again
+        _ = deployment.relay  # not kept: asked again, refused again
 
 
 def test_a_value_settings_cannot_use_is_refused_at_once() -> None:
@@ -74,9 +75,9 @@ def test_the_entry_points_configuration_comes_from_the_environment_with_defaults
     assert configured.worker_lease_s == 5.0
     settings = Settings.from_environment(ENVIRONMENT)
     with pytest.raises(InvalidSetting, match="ONWARD_WORKER_LEASE_S"):
-        Deployment(settings, environ={"ONWARD_WORKER_LEASE_S": "-1"}).worker_lease_s
+        _ = Deployment(settings, environ={"ONWARD_WORKER_LEASE_S": "-1"}).worker_lease_s
     with pytest.raises(TypeError, match="ONWARD_WORKER_MODULE=json"):
-        Deployment(settings, environ={"ONWARD_WORKER_MODULE": "json"}).worker
+        _ = Deployment(settings, environ={"ONWARD_WORKER_MODULE": "json"}).worker
 
 
 def test_a_component_can_be_replaced_on_its_deployment(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -43,9 +43,9 @@ def test_ceiling_is_slots_over_write_time(slots, write_ms):
 
 
 def test_bad_inputs_are_refused():
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="slots must be >= 1"):
         Workload(arrival_rate=1, slots=0, write_ms=1, recovered_write_ms=1, observed_after_s=0)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="cannot be negative"):
         Workload(arrival_rate=-1, slots=1, write_ms=1, recovered_write_ms=1, observed_after_s=0)
     assert drain_time(0, 0) == 0
 
@@ -69,5 +69,6 @@ def test_the_capacity_command_prints_each_figure_with_its_unit_and_as_json(capsy
 def test_the_capacity_command_refuses_impossible_input(capsys):
     from cli.main import main
 
-    assert main(["capacity", "--arrival-rate", "1", "--slots", "0", "--write-ms", "1", "--recovered-write-ms", "1"]) == 2
+    command = ["capacity", "--arrival-rate", "1", "--slots", "0", "--write-ms", "1", "--recovered-write-ms", "1"]
+    assert main(command) == 2
     assert "slots" in capsys.readouterr().err

@@ -55,7 +55,8 @@ def test_onward_up_refuses_bad_configuration_before_starting_anything(argv, mess
 
 
 def test_onward_up_help_shows_every_flag_with_its_default():
-    text = build_parser()._subparsers._group_actions[0].choices["up"].format_help()  # type: ignore[union-attr]
+    subcommands = build_parser()._subparsers._group_actions[0]  # type: ignore[union-attr]  # argparse internals
+    text = subcommands.choices["up"].format_help()  # type: ignore[index]  # choices: the subcommands' parsers
     for flag, default in (("--lease-s", "3.0"), ("--heartbeat-s", "5.0"), ("--workers", "4"),
                           ("--stale-after-s", "30.0"), ("--http-port", "8000"), ("--port", "4566")):
         assert flag in text and f"(default: {default})" in " ".join(text.split()), flag

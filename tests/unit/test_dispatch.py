@@ -155,7 +155,8 @@ def test_defaults_and_validation():
     zero in virtual_time; a cap of 0 would make a tenant unservable except by flex."""
     assert TenantPolicy() == TenantPolicy(weight=DEFAULT_WEIGHT, cap=DEFAULT_CAP) == TenantPolicy(1.0, None)
     for bad in ({"weight": 0}, {"weight": -1}, {"cap": 0}):
-        with pytest.raises(ValueError):
+        (name,) = bad
+        with pytest.raises(ValueError, match=f"a tenant's {name} must be"):
             TenantPolicy(**bad)
 
 
@@ -168,5 +169,5 @@ def test_a_claim_and_its_end_add_up_to_the_run_time():
     assert usage == Usage(running=1, ended_ms=2000, started_ms_sum=NOW + 500)
     usage = usage.apply(on_end(NOW + 500, NOW + 3000))
     assert usage == Usage(running=0, ended_ms=4500, started_ms_sum=0)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="only a tenant with nothing running is lifted"):
         Usage(running=1).lifted(10)

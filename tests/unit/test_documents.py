@@ -58,8 +58,8 @@ def test_a_document_of_any_depth_is_judged_without_recursion():
     assert next(storable_problems(deep))[1].startswith("nested deeper")
 
 
-@pytest.mark.parametrize("number", [0, -0.0, 1e-130, 9.99e125, 10**40, -(10**37 + 1), 12345678901234567890123456789012345678,
-                                    1.2345678901234567e-100, 0.1, 2**63])
+@pytest.mark.parametrize("number", [0, -0.0, 1e-130, 9.99e125, 10**40, -(10**37 + 1),
+                                    12345678901234567890123456789012345678, 1.2345678901234567e-100, 0.1, 2**63])
 def test_numbers_within_dynamodbs_range_pass_and_round_trip(number):
     assert number_problem(number) is None
     stored = from_item({"v": to_attribute(number)})["v"]

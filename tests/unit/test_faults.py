@@ -25,11 +25,14 @@ def test_a_hook_reads_the_subject_of_the_point_it_fires_at_and_only_there():
 
 
 def test_injected_crashes_the_first_passes_only_and_the_crash_escapes_except_exception():
+    def component_step() -> None:
+        try:
+            fault_point("relay.before_put_records")
+        except Exception:  # noqa: BLE001 - what a component's error handling would do
+            pytest.fail("an injected crash must not be swallowed by `except Exception`")
+
     with injected("relay.before_put_records", times=1) as fired:
         with pytest.raises(InjectedCrash):
-            try:
-                fault_point("relay.before_put_records")
-            except Exception:  # noqa: BLE001 - what a component's error handling would do
-                pytest.fail("an injected crash must not be swallowed by `except Exception`")
+            component_step()
         fault_point("relay.before_put_records")  # second pass: no crash
     assert fired == ["relay.before_put_records"]

@@ -16,7 +16,7 @@ from onward.states import (
 
 
 def test_terminal_states_are_exactly_the_four_ends():
-    assert TERMINAL_STATES == {JobState.SUCCEEDED, JobState.DEAD, JobState.CANCELLED, JobState.QUARANTINED}
+    assert {JobState.SUCCEEDED, JobState.DEAD, JobState.CANCELLED, JobState.QUARANTINED} == TERMINAL_STATES
     assert all(is_terminal(state) for state in TERMINAL_STATES)
     assert not any(is_terminal(state) for state in set(JobState) - TERMINAL_STATES)
 
@@ -77,4 +77,4 @@ def test_a_cancel_request_may_end_the_job_at_every_move_that_stops_the_attempt()
 
 
 def test_the_ends_that_need_a_reason_are_dead_and_quarantined():
-    assert ENDS_WITH_ERROR == {JobState.DEAD, JobState.QUARANTINED} and ENDS_WITH_ERROR <= TERMINAL_STATES
+    assert {JobState.DEAD, JobState.QUARANTINED} == ENDS_WITH_ERROR and ENDS_WITH_ERROR <= TERMINAL_STATES

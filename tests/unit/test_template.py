@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from infra.template import TEMPLATE_PATH, referenced_names, environment_variable_for, load_template
+from infra.template import TEMPLATE_PATH, environment_variable_for, load_template, referenced_names
 from tests.codescan import read_code
 from tests.samtemplate import cfn_lint, translate, write_json
 
@@ -193,7 +193,8 @@ def test_cors_allows_the_headers_the_api_reads_and_exposes_the_ones_it_sets(tran
 
 def mapping_of(translated: dict[str, Any], function: str) -> dict[str, Any]:
     mappings = [r["Properties"] for r in translated["Resources"].values()
-                if r["Type"] == "AWS::Lambda::EventSourceMapping" and r["Properties"]["FunctionName"] == {"Ref": function}]
+                if r["Type"] == "AWS::Lambda::EventSourceMapping"
+                and r["Properties"]["FunctionName"] == {"Ref": function}]
     assert len(mappings) == 1
     return mappings[0]
 

@@ -28,11 +28,11 @@ class _RecordedWaits:
 
 
 def _worker(outcomes: list[bool], limit: int) -> tuple[Worker, _RecordedWaits]:
-    worker = Worker(store=Any, registry=Registry(), idle_s=0.1, idle_max_s=0.8)  # type: ignore[arg-type]
+    worker = Worker(store=Any, registry=Registry(), idle_s=0.1, idle_max_s=0.8)  # type: ignore[arg-type]  # never read
     script: Iterator[bool] = iter(outcomes)
-    worker.run_once = lambda: next(script, False)  # type: ignore[method-assign]
+    worker.run_once = lambda: next(script, False)  # type: ignore[method-assign]  # scripted passes
     waits = _RecordedWaits(limit)
-    worker._stopping = waits  # type: ignore[assignment]
+    worker._stopping = waits  # type: ignore[assignment]  # an Event stand-in that records the waits
     return worker, waits
 
 

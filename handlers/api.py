@@ -36,12 +36,13 @@ from handlers.contract import (
     Health,
     JobPage,
     JobStatus,
+    PendingJob,
     ProblemDetails,
     RunRecord,
     Runs,
 )
 from onward.checkpoints import PROJECTOR_CONSUMER
-from onward.clock import EpochMs, iso, system_clock
+from onward.clock import EpochMs, system_clock
 from onward.errors import (
     IdempotencyConflict,
     InvalidRequest,
@@ -301,18 +302,17 @@ def get_job(job_id: str) -> Response[str]:
     job_id = _job_id(job_id)
     scope = _tenant_scope(principal)
     deployment = Deployment.from_environment()
-    view = deployment.status_view.get(job_id)
+    view = deployment.status_view.get(job_id)  # read consistently: never older than an answer before
     if view is not None and scope is not None and view.tenant_id != scope:
         raise not_found(job_id)
-    job = None if view is not None else deployment.job_store.get(job_id, scope)  # JobNotFound: a 404
     now = system_clock()
     lag = _view_lag(deployment, now)
     if view is not None:
         return _json(200, JobStatus.of_view(view, freshness_of(view.occurred_at, lag, now)))
-    # The view has not seen the job yet: answer from the job row, marked as such and stale.
-    assert job is not None
-    fresh = freshness_of(iso(job.updated_at), lag, now).model_copy(update={"stale": True})
-    return _json(200, JobStatus.of_job(job, iso(job.updated_at), fresh))
+    # Not in the view yet: the job row only says whether the job exists (JobNotFound: a 404), never its
+    # status, which the view may show older a moment later.
+    deployment.job_store.get(job_id, scope)
+    return _json(200, PendingJob(job_id=job_id, view=lag))
 
 
 @app.get("/jobs/<job_id>/runs")

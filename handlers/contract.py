@@ -12,7 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from onward.clock import iso
-from onward.models import ErrorSummary, Freshness, Job, JobId, JobType, Run, StatusView, ViewLag
+from onward.models import ErrorSummary, Freshness, JobId, JobType, Run, StatusView, ViewLag
 from onward.states import JobState, RunOutcome, is_terminal
 
 
@@ -45,8 +45,11 @@ class ResultSummary(_Answer):
 
 
 class JobStatus(_Answer):
-    """One job's status with when it became true and how fresh the view behind it is."""
+    """One job's status with when it became true and how fresh the view behind it is. Every status the API
+    shows comes from the status view, read consistently: one source, so no answer is older than one given
+    before (the job table is ahead of the view; answering from both would step back)."""
 
+    visible: Literal[True] = True
     job_id: JobId
     type: JobType
     status: JobState
@@ -58,8 +61,6 @@ class JobStatus(_Answer):
                             json_schema_extra={"format": "date-time"})
     result: ResultSummary | None = None
     error: ErrorSummary | None = Field(None, description="why the last attempt failed, or why the job ended")
-    source: Literal["view", "job_table"] = Field(
-        "view", description="job_table: the view has not seen the job yet (then `freshness.stale` is true)")
     freshness: Freshness
 
     @classmethod
@@ -68,14 +69,17 @@ class JobStatus(_Answer):
                   else ResultSummary(size_bytes=view.result_size_bytes, inline=view.result_inline))
         return cls(job_id=view.job_id, type=view.type, status=view.status, terminal=is_terminal(view.status),
                    version=view.version, attempt=view.attempt, cancel_requested=view.cancel_requested,
-                   updated_at=view.occurred_at, result=result, error=view.error, source="view",
-                   freshness=freshness)
+                   updated_at=view.occurred_at, result=result, error=view.error, freshness=freshness)
 
-    @classmethod
-    def of_job(cls, job: Job, updated_at: str, freshness: Freshness) -> JobStatus:
-        return cls(job_id=job.job_id, type=job.type, status=job.state, terminal=is_terminal(job.state),
-                   version=job.version, attempt=job.attempt, cancel_requested=job.cancel_requested,
-                   updated_at=updated_at, error=job.last_error, source="job_table", freshness=freshness)
+
+class PendingJob(_Answer):
+    """A job that exists but that the status view has not shown yet: no status is shown rather than one
+    from another source that a later answer could contradict. `view` says how far behind the view may be."""
+
+    visible: Literal[False] = False
+    job_id: JobId
+    detail: str = "the status view has not seen this job yet; it will show its status once it has"
+    view: ViewLag
 
 
 class JobPage(_Answer):
@@ -132,5 +136,5 @@ class ProblemDetails(_Answer):
     job_status: JobState | None = Field(None, description="a 409 on cancel: how the job ended")
 
 
-ANSWERS: tuple[type[BaseModel], ...] = (Health, Accepted, CancelAccepted, JobStatus, JobPage, Runs,
+ANSWERS: tuple[type[BaseModel], ...] = (Health, Accepted, CancelAccepted, JobStatus, PendingJob, JobPage, Runs,
                                          ProblemDetails, ViewLag)

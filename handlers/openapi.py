@@ -108,7 +108,14 @@ DOCUMENT: dict[str, Any] = {
         },
         "/jobs/{job_id}": {"get": {
             "operationId": "getJob", "security": SECURED, "parameters": [JOB_ID],
-            "responses": {"200": _ok("the job's status with its freshness", "JobStatus"),
+            "responses": {"200": {
+                "description": "the job's status from the status view with its freshness (`visible: true`), or, "
+                               "while the view has not seen the job yet, no status and the view's lag "
+                               "(`visible: false`): never an older status than one answered before",
+                "content": {"application/json": {"schema": {
+                    "oneOf": [{"$ref": "#/components/schemas/JobStatus"},
+                              {"$ref": "#/components/schemas/PendingJob"}],
+                    "discriminator": {"propertyName": "visible"}}}}},
                           "401": UNAUTHORIZED, "404": NOT_FOUND}}},
         "/jobs/{job_id}/runs": {"get": {
             "operationId": "getJobRuns", "security": SECURED, "parameters": [JOB_ID],

@@ -113,10 +113,10 @@ def test_up_serves_the_http_api_with_the_tokens_it_prints():
             with urllib.request.urlopen(urllib.request.Request(
                     job_url, headers={"Authorization": "Bearer s3cret"}), timeout=10) as response:
                 job = json.loads(response.read())
-            if job["status"] == "succeeded":
+            if job["visible"] and job["status"] == "succeeded":
                 break
             time.sleep(0.3)
-        assert job["status"] == "succeeded" and job["version"] == 3
+        assert job["visible"] and job["status"] == "succeeded" and job["version"] == 3
     finally:
         process.send_signal(signal.SIGINT)
         assert process.wait(timeout=30) == 0

@@ -84,7 +84,7 @@ def test_another_tenants_job_is_answered_like_a_missing_one_in_every_state(gatew
             _same_answer(foreign, missing, job_id)
     assert store.get(finished).version == 3 and store.get(queued).version == 1, "nothing was changed"
     # the owner sees them
-    assert call(gateway, "GET", f"/jobs/{queued}", TOKENS["globex"]).body["source"] == "job_table"
+    assert call(gateway, "GET", f"/jobs/{queued}", TOKENS["globex"]).body["visible"] is False
     assert call(gateway, "POST", f"/jobs/{finished}/cancel", TOKENS["globex"]).status == 409
 
 

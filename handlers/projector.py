@@ -13,6 +13,7 @@ from typing import Any
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from aws_lambda_powertools.utilities.batch.base import FailureResponse, SuccessResponse
 from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.data_classes.kinesis_stream_event import KinesisStreamRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -34,6 +35,29 @@ class EarlierRecordFailed(RuntimeError):
     """This record was not applied because one before it in the batch failed."""
 
 
+class InOrderBatchProcessor(BatchProcessor):
+    """Powertools' Kinesis batch processing, but a shard's order is kept: once a record fails, every record
+    after it in the batch is reported failed without being handled (the stock processor goes on, and a job's
+    later event could land past an earlier one that failed: powertools-lambda-python #2850)."""
+
+    def __init__(self) -> None:
+        super().__init__(event_type=EventType.KinesisDataStreams, raise_on_entire_batch_failure=False)
+        self._failed = False
+
+    def _prepare(self) -> None:
+        super()._prepare()  # type: ignore[no-untyped-call]  # Powertools leaves this hook unannotated
+        self._failed = False
+
+    def _process_record(self, record: dict[str, Any]) -> SuccessResponse | FailureResponse:
+        if self._failed:
+            held_back = KinesisStreamRecord(record)
+            earlier = EarlierRecordFailed(held_back.kinesis.sequence_number)
+            return self.failure_handler(record=held_back, exception=(EarlierRecordFailed, earlier, None))
+        outcome = super()._process_record(record)
+        self._failed = outcome[0] == "fail"
+        return outcome
+
+
 def shard_of(record: KinesisStreamRecord) -> str:
     """Kinesis event ids are `<shard id>:<sequence number>`."""
     return record.event_id.split(":", 1)[0]
@@ -46,21 +70,13 @@ def shard_of(record: KinesisStreamRecord) -> str:
 def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
     projector = Deployment.from_environment().status_projector
     tally = BatchTally()
-    failed = False
 
     def record_handler(record: KinesisStreamRecord) -> None:
-        nonlocal failed
-        if failed:
-            raise EarlierRecordFailed(record.kinesis.sequence_number)
         shard_id, sequence_number = shard_of(record), record.kinesis.sequence_number
-        try:
-            projector.handle_record(shard_id, sequence_number, record.kinesis.data_as_bytes(), tally)
-            fault_point("projector.after_record", f"{shard_id}:{sequence_number}")
-        except Exception:
-            failed = True
-            raise
+        projector.handle_record(shard_id, sequence_number, record.kinesis.data_as_bytes(), tally)
+        fault_point("projector.after_record", f"{shard_id}:{sequence_number}")
 
-    processor = BatchProcessor(event_type=EventType.KinesisDataStreams, raise_on_entire_batch_failure=False)
+    processor = InOrderBatchProcessor()
     try:
         response = process_partial_response(event=event, record_handler=record_handler, processor=processor,
                                             context=context)

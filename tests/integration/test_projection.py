@@ -310,7 +310,7 @@ def test_poison_records_are_parked_with_raw_bytes_and_reason_and_the_shard_moves
 
 def test_a_failing_record_stops_the_batch_and_redelivery_from_it_applies_the_rest(
         stack_environment, settings, dynamodb):
-    """The issue's ordering rule (powertools #2850). Without the `failed` flag in handlers.projector.handler,
+    """The issue's ordering rule (powertools #2850). Without InOrderBatchProcessor (handlers.projector),
     Powertools would go on and apply job Y's running/v2 although its queued/v1 failed; the response would
     name only record 2, and Lambda would resume there. Here record 3 is held back and reported too."""
     x, y = new_job_id(), new_job_id()

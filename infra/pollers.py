@@ -204,6 +204,29 @@ class _ShardPoller(ABC):
         self._backoff = backoff
         self._monotonic = monotonic
         self._cursors: dict[str, _ShardCursor] = {}
+        self._drained: set[str] = set()  # closed shards read to their end
+
+    def _readable(self, shards: list[dict[str, Any]]) -> Iterator[str]:
+        """The shards to poll, parents before children, as Lambda reads them after a split or a merge, decided
+        as the poll reaches each: a parent drained earlier in the same poll lets its children be read in it
+        too. A parent no longer listed (trimmed) holds nothing back."""
+        listed = {shard["ShardId"] for shard in shards}
+        parents_of: dict[str, set[str]] = {  # a trimmed parent is no longer listed: it holds nothing back
+            shard["ShardId"]: {shard[key] for key in ("ParentShardId", "AdjacentParentShardId")
+                               if shard.get(key) in listed}
+            for shard in shards}
+
+        generations: dict[str, int] = {}
+
+        def generation(shard_id: str) -> int:
+            if shard_id not in generations:
+                generations[shard_id] = 0  # a cycle (never on AWS) cannot recurse forever
+                generations[shard_id] = max((generation(p) + 1 for p in parents_of[shard_id]), default=0)
+            return generations[shard_id]
+
+        for shard_id in sorted(parents_of, key=generation):  # stable: listing order within a generation
+            if shard_id not in self._drained and parents_of[shard_id] <= self._drained:
+                yield shard_id
 
     @property
     def failing_shards(self) -> frozenset[str]:
@@ -303,7 +326,6 @@ class OutboxStreamPoller(_ShardPoller):
         self._handler = handler
         self._relay = relay
         self._listed_closed: frozenset[str] = frozenset()  # shards the latest listing showed closed
-        self._drained: set[str] = set()  # closed shards read to their end
 
     def _iterator(self, shard_id: str, kind: str, sequence_number: str | None = None) -> str:
         request = {"StreamArn": self._arn, "ShardId": shard_id, "ShardIteratorType": kind}
@@ -346,23 +368,6 @@ class OutboxStreamPoller(_ShardPoller):
             if not last:
                 return shards
             request["ExclusiveStartShardId"] = last
-
-    def _readable(self, shards: list[dict[str, Any]]) -> Iterator[str]:
-        """The shards to poll, parents before children, decided as the poll reaches each: a parent drained
-        earlier in the same poll lets its children be read in it too. A parent no longer listed (trimmed)
-        holds nothing back."""
-        listed = {shard["ShardId"]: shard.get("ParentShardId") for shard in shards}
-
-        def generation(shard_id: str) -> int:
-            ancestors, parent = 0, listed[shard_id]
-            while parent in listed and ancestors < len(listed):
-                ancestors, parent = ancestors + 1, listed[parent]
-            return ancestors
-
-        for shard_id in sorted(listed, key=generation):  # stable: listing order among a generation
-            parent = listed[shard_id]
-            if shard_id not in self._drained and (parent not in listed or parent in self._drained):
-                yield shard_id
 
     def _poll_shard(self, shard_id: str, cursor: _ShardCursor) -> int:
         batch = self._read(shard_id, cursor)
@@ -419,7 +424,6 @@ class EventsStreamPoller(_ShardPoller):
         self._handler = handler
         self._positions = positions
         self._consumer = consumer
-        self._drained: set[str] = set()  # closed shards read to their end
         self._arn = kinesis.describe_stream_summary(StreamName=stream_name)["StreamDescriptionSummary"]["StreamARN"]
 
     def _open(self, shard_id: str, position: StreamPosition | None) -> str:
@@ -440,15 +444,6 @@ class EventsStreamPoller(_ShardPoller):
         Lambda does after a reshard, a child shard is read only once its parents are drained (read to
         their end). A shard that fails is skipped until its backoff ends; failing to list shards raises."""
         return self._poll_shards(self._readable(self._kinesis.list_shards(StreamName=self._stream)["Shards"]))
-
-    def _readable(self, shards: list[dict[str, Any]]) -> Iterator[str]:
-        """The shards to poll, decided as the poll reaches each: a parent drained earlier in the same poll
-        lets its children be read in it too."""
-        listed = {shard["ShardId"] for shard in shards}
-        for shard in shards:
-            parents = {shard.get("ParentShardId"), shard.get("AdjacentParentShardId")} & listed
-            if shard["ShardId"] not in self._drained and parents <= self._drained:
-                yield shard["ShardId"]
 
     def _poll_shard(self, shard_id: str, cursor: _ShardCursor) -> int:
         batch = self._read(shard_id, cursor)

@@ -20,14 +20,13 @@ InvalidSetting (or InvalidTokens) then, or at once for the values Settings reads
 from __future__ import annotations
 
 import importlib
-import math
 import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
-from onward.settings import InvalidSetting, Settings
+from onward.settings import Settings, number_setting
 
 if TYPE_CHECKING:
     from handlers.auth import Authenticator
@@ -209,7 +208,7 @@ class Deployment:
     @Component
     def worker_lease_s(self) -> float:
         """The lease the worker function takes on each job: ONWARD_WORKER_LEASE_S, else 60 s."""
-        return _positive_seconds(self.environ, "ONWARD_WORKER_LEASE_S", DEFAULT_WORKER_LEASE_S)
+        return number_setting(self.environ, "ONWARD_WORKER_LEASE_S", DEFAULT_WORKER_LEASE_S, positive=True)
 
     @Component
     def worker(self) -> Worker:
@@ -244,16 +243,3 @@ def _configures(variable: str) -> bool:
     """Whether a variable can change what a Deployment builds."""
     return (variable.startswith("ONWARD_") or variable.endswith(("_TABLE", "_STREAM"))
             or variable in _AWS_VARIABLES)
-
-
-def _positive_seconds(environ: Mapping[str, str], variable: str, default: float) -> float:
-    raw = environ.get(variable)
-    if not raw:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise InvalidSetting(f"{variable} must be a number of seconds, not {raw!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise InvalidSetting(f"{variable} must be a finite number of seconds > 0, not {raw!r}")
-    return value

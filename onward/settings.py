@@ -64,9 +64,10 @@ class Settings:
         return cls(
             endpoint_url=source.get("AWS_ENDPOINT_URL") or None,
             region=source.get("AWS_DEFAULT_REGION") or source.get("AWS_REGION") or None,
-            outbox_retention_days=int(_number(source, "ONWARD_OUTBOX_RETENTION_DAYS", DEFAULT_OUTBOX_RETENTION_DAYS)),
-            freshness_objective_s=_number(source, "ONWARD_STALE_AFTER_S", STALE_AFTER_S),
-            heartbeat_interval_s=_number(source, "ONWARD_HEARTBEAT_INTERVAL_S", 0.0),
+            outbox_retention_days=int(number_setting(source, "ONWARD_OUTBOX_RETENTION_DAYS",
+                                                     DEFAULT_OUTBOX_RETENTION_DAYS)),
+            freshness_objective_s=number_setting(source, "ONWARD_STALE_AFTER_S", STALE_AFTER_S),
+            heartbeat_interval_s=number_setting(source, "ONWARD_HEARTBEAT_INTERVAL_S", 0.0),
             **names,
         )
 
@@ -92,7 +93,9 @@ class Settings:
         return boto3.client(service, endpoint_url=self.endpoint_url, region_name=self.region, config=_CLIENT_CONFIG)
 
 
-def _number(source: Mapping[str, str], variable: str, default: float) -> float:
+def number_setting(source: Mapping[str, str], variable: str, default: float, *, positive: bool = False) -> float:
+    """A number read from the environment (`default` when unset): finite and >= 0, or > 0 if `positive`;
+    InvalidSetting names the variable otherwise."""
     raw = source.get(variable)
     if not raw:
         return default
@@ -100,6 +103,6 @@ def _number(source: Mapping[str, str], variable: str, default: float) -> float:
         value = float(raw)
     except ValueError:
         raise InvalidSetting(f"{variable} must be a number, not {raw!r}") from None
-    if not math.isfinite(value) or value < 0:
-        raise InvalidSetting(f"{variable} must be a finite number >= 0, not {raw!r}")
+    if not math.isfinite(value) or value < 0 or (positive and value == 0):
+        raise InvalidSetting(f"{variable} must be a finite number {'> 0' if positive else '>= 0'}, not {raw!r}")
     return value

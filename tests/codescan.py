@@ -252,7 +252,7 @@ def read_code(roots: Iterable[str]) -> CodeReading:
             if (isinstance(node, ast.Subscript) and _environ_like(node.value)
                     and (variable := _literal(node.slice)) and _ENV_NAME.match(variable)):
                 reading.environment.add(variable)
-            # a helper handed the environment and a variable's name: `_number(source, "X", 0)`
+            # a helper handed the environment and a variable's name: `number_setting(source, "X", 0)`
             if (isinstance(node, ast.Call) and len(node.args) >= 2 and _environ_like(node.args[0])
                     and (variable := _literal(node.args[1])) and _ENV_NAME.match(variable)):
                 reading.environment.add(variable)

@@ -112,7 +112,8 @@ def read_batches(streams: Any, arn: str) -> list[Batch]:
             if not response["Records"]:
                 break
             batches.append((shard["ShardId"], [
-                StreamRecord(r["dynamodb"]["SequenceNumber"], r["eventName"], r["dynamodb"].get("NewImage"))
+                StreamRecord(r["dynamodb"]["SequenceNumber"], r["eventName"], r["dynamodb"].get("NewImage"),
+                             int(r["dynamodb"]["ApproximateCreationDateTime"].timestamp() * 1000))
                 for r in response["Records"]]))
             iterator = response.get("NextShardIterator")
     return batches
@@ -155,8 +156,8 @@ def measure_onward(endpoint: EmbeddedEndpoint, settings: Settings, batches: list
     relay = Deployment(settings, clients={"kinesis": kinesis, "dynamodb": dynamodb}).relay
     counter = RequestCounter(kinesis, "kinesis")
     start = time.perf_counter()
-    for shard_id, records in batches:
-        outcome = relay.relay(shard_id, records)
+    for _, records in batches:
+        outcome = relay.relay(records)
         if outcome.first_unpublished is not None:
             raise RuntimeError(f"the relay stopped at {outcome.first_unpublished}: {outcome.error_codes}")
     seconds, requests = time.perf_counter() - start, counter.total

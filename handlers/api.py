@@ -6,6 +6,10 @@ Thin: authenticate, parse the request at the edge (pydantic, extra fields refuse
 known job types and the core are the environment's Deployment's (handlers/bootstrap.py), built once. Errors
 are application/problem+json. The tenant ALWAYS comes from the credential. Another tenant's job is answered
 exactly like a missing one. Tokens are never logged (the event is not logged at all).
+
+The operator's routes (/ops/...) need the operator role; those that show every tenant's data (tenants, parked
+records, conflicts) need an operator bound to no tenant, and the others (replayable jobs, bulk replay) keep an
+operator bound to a tenant to that tenant, by the one scoping rule (`_tenant_scope`).
 """
 
 from __future__ import annotations
@@ -28,21 +32,42 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ValidationError
 
-from handlers.auth import Principal
+from handlers.auth import TENANT_PATTERN, Principal
 from handlers.bootstrap import Deployment
 from handlers.contract import (
     Accepted,
+    BulkReplay,
+    BulkReplayed,
+    Caller,
     CancelAccepted,
+    ClaimWindow,
+    ConflictRow,
+    Conflicts,
+    FieldDifference,
     Health,
     JobPage,
+    JobParams,
     JobStatus,
+    ParkedRecords,
+    ParkedRow,
     PendingJob,
+    PipelineLag,
     ProblemDetails,
+    RelayLag,
+    ReplayableJobs,
+    ReplayOutcome,
     RunRecord,
     Runs,
+    ShardLagRow,
+    StatusCounts,
+    TenantJobs,
+    TenantLoad,
+    Tenants,
 )
-from onward.checkpoints import PROJECTOR_CONSUMER
-from onward.clock import EpochMs, system_clock
+from onward.checkpoints import OUTBOX_STREAM, PROJECTOR_CONSUMER, RELAY_CONSUMER
+from onward.claim_shares import RecentClaims
+from onward.clock import EpochMs, epoch_ms, iso, system_clock
+from onward.conflict_reader import ConflictReader
 from onward.errors import (
     IdempotencyConflict,
     InvalidRequest,
@@ -53,9 +78,12 @@ from onward.errors import (
 )
 from onward.freshness import freshness_of, view_lag
 from onward.models import JOB_ID_PATTERN, NewJob, ViewLag
-from onward.states import JobState
-from onward.store import CancelStatus
+from onward.parked_reader import SOURCES, ParkedRecordReader, preview
+from onward.shard_lag import shard_lags
+from onward.states import REPLAYABLE_STATES, JobState
+from onward.store import CancelStatus, JobStore
 from onward.telemetry import discard_unflushed
+from onward.view import JobFilter
 
 logger = Logger(service="onward-api")
 metrics = Metrics(namespace="Onward", service="api")
@@ -68,6 +96,10 @@ IDEMPOTENCY_KEY = re.compile(r"[ -~]{1,128}")
 NO_STORE = {"Cache-Control": "no-store"}
 DEFAULT_LIMIT = 20
 MAX_LIMIT = 100
+JOB_TYPE = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$")  # onward.models.JobType
+ID_PREFIX = re.compile(r"^[0-9a-f]{1,32}$")
+CLAIM_WINDOW_S = 300
+CLAIM_BUCKET_S = 60
 PROBLEM_JSON = "application/problem+json"
 WEB_TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
              ".css": "text/css; charset=utf-8", ".svg": "image/svg+xml"}
@@ -88,10 +120,12 @@ class Problem(Exception):
         self.extra = dict(extra or {})
         self.headers = dict(headers or {})
 
-    def response(self) -> Response[str]:
-        body = ProblemDetails(type=f"https://onward.dev/problems/{self.slug}", title=self.title, status=self.status,
+    def details(self) -> ProblemDetails:
+        return ProblemDetails(type=f"https://onward.dev/problems/{self.slug}", title=self.title, status=self.status,
                               detail=self.detail, **self.extra)
-        return Response(self.status, PROBLEM_JSON, body.model_dump_json(exclude_none=True),
+
+    def response(self) -> Response[str]:
+        return Response(self.status, PROBLEM_JSON, self.details().model_dump_json(exclude_none=True),
                         headers={**NO_STORE, **self.headers})
 
 
@@ -105,9 +139,10 @@ def not_found(job_id: str) -> Problem:
 app = APIGatewayHttpResolver(debug=False)
 
 
-def _json(status: int, body: BaseModel | dict[str, Any], headers: Mapping[str, str] | None = None) -> Response[str]:
+def _json(status: int, body: BaseModel | dict[str, Any], headers: Mapping[str, str] | None = None, *,
+          exclude_none: bool = False) -> Response[str]:
     """An answer of the contract (handlers.contract), or a document, as JSON."""
-    text = body.model_dump_json() if isinstance(body, BaseModel) else json.dumps(body)
+    text = body.model_dump_json(exclude_none=exclude_none) if isinstance(body, BaseModel) else json.dumps(body)
     return Response(status, "application/json", text, headers={**NO_STORE, **(headers or {})})
 
 
@@ -129,6 +164,68 @@ def _tenant_scope(principal: Principal, asked: str | None = None) -> str | None:
     if asked is not None and asked != principal.tenant_id:
         raise Problem(403, "Forbidden", "this credential is confined to its own tenant", slug="other-tenant")
     return principal.tenant_id
+
+
+def _operator() -> Principal:
+    """The caller, if an operator (403 otherwise)."""
+    principal = _principal()
+    if not principal.operator:
+        raise Problem(403, "Forbidden", "this is for operators", slug="operators-only")
+    return principal
+
+
+def _platform_operator() -> Principal:
+    """The caller, if an operator bound to no tenant: what this answers is every tenant's (403 otherwise)."""
+    principal = _operator()
+    if principal.tenant_id is not None:
+        raise Problem(403, "Forbidden", "this shows every tenant's data: it needs an operator credential bound "
+                      "to no tenant", slug="other-tenant")
+    return principal
+
+
+def _query() -> dict[str, str]:
+    return dict(app.current_event.query_string_parameters or {})
+
+
+def _asked_tenant(query: Mapping[str, str]) -> str | None:
+    asked = query.get("tenant")
+    if asked is not None and not TENANT_PATTERN.match(asked):
+        raise Problem(400, "Bad request", f"{asked!r} is not a tenant id")
+    return asked
+
+
+def _limit(query: Mapping[str, str], default: int = DEFAULT_LIMIT, maximum: int = MAX_LIMIT) -> int:
+    try:
+        limit = int(query.get("limit", default))
+    except ValueError:
+        limit = 0
+    if not 1 <= limit <= maximum:
+        raise Problem(400, "Bad request", f"limit is an integer from 1 to {maximum}")
+    return limit
+
+
+def _job_type(query: Mapping[str, str]) -> str | None:
+    job_type = query.get("type")
+    if job_type is not None and not (len(job_type) <= 128 and JOB_TYPE.match(job_type)):
+        raise Problem(400, "Bad request", f"{job_type[:130]!r} is not a job type (dotted lower-case names)")
+    return job_type
+
+
+def _job_filter(query: Mapping[str, str]) -> JobFilter:
+    """?status= (one or a comma list), ?type=, ?id_prefix= as a JobFilter; 400 for a value none could match."""
+    statuses: frozenset[str] = frozenset()
+    if "status" in query:
+        statuses = frozenset(query["status"].split(","))
+        unknown = sorted(statuses - {state.value for state in JobState})
+        if unknown:
+            raise Problem(400, "Bad request", f"unknown status {unknown[0]!r}; known: "
+                          + ", ".join(state.value for state in JobState))
+    job_type = _job_type(query)
+    id_prefix = query.get("id_prefix")
+    if id_prefix is not None and not ID_PREFIX.match(id_prefix):
+        raise Problem(400, "Bad request", "id_prefix is 1 to 32 lower-case hexadecimal digits (a job id or its "
+                      "beginning)")
+    return JobFilter(statuses, job_type, id_prefix)
 
 
 def _job_id(job_id: str) -> str:
@@ -163,6 +260,15 @@ def _body() -> Any:
         raise Problem(400, "Malformed JSON", "the body nests too deeply") from error
     except (ValueError, UnicodeDecodeError) as error:
         raise Problem(400, "Malformed JSON", f"the body is not valid JSON: {error}") from error
+
+
+def _invalid_body(error: ValidationError) -> Problem:
+    """A 422 naming each place of the body that does not match its model, and why."""
+    errors = [{"loc": list(e["loc"]), "msg": e["msg"].removeprefix("Value error, "), "type": e["type"]}
+              for e in error.errors(include_input=False, include_url=False)]
+    shown = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in errors[:3])
+    return Problem(422, "Invalid request", f"the body does not match the schema: {shown}", slug="validation",
+                   extra={"errors": errors})
 
 
 def _refuse_constant(name: str) -> Any:
@@ -221,11 +327,7 @@ def create_job() -> Response[str]:
     try:
         request = NewJob.model_validate(payload)
     except ValidationError as error:
-        errors = [{"loc": list(e["loc"]), "msg": e["msg"].removeprefix("Value error, "), "type": e["type"]}
-                  for e in error.errors(include_input=False, include_url=False)]
-        shown = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in errors[:3])
-        raise Problem(422, "Invalid request", f"the body does not match the schema: {shown}", slug="validation",
-                      extra={"errors": errors}) from error
+        raise _invalid_body(error) from error
     deployment = Deployment.from_environment()
     if request.type not in deployment.job_types:
         raise Problem(422, "Unknown job type", f"no job type {request.type!r}; known: "
@@ -240,30 +342,49 @@ def create_job() -> Response[str]:
                  headers={"Location": f"/jobs/{job.job_id}"})
 
 
+def _listed_tenant(principal: Principal, query: Mapping[str, str]) -> str:
+    """The one tenant a listing or a count is of (an operator bound to no tenant names it)."""
+    tenant = _tenant_scope(principal, _asked_tenant(query))
+    if tenant is None:
+        raise Problem(400, "Bad request", "an operator lists one tenant's jobs: pass ?tenant=")
+    return tenant
+
+
 @app.get("/jobs")
 def list_jobs() -> Response[str]:
     principal = _principal()
-    query = app.current_event.query_string_parameters or {}
-    tenant = _tenant_scope(principal, query.get("tenant"))
-    if tenant is None:
-        raise Problem(400, "Bad request", "an operator lists one tenant's jobs: pass ?tenant=")
-    try:
-        limit = int(query.get("limit", DEFAULT_LIMIT))
-    except ValueError:
-        limit = 0
-    if not 1 <= limit <= MAX_LIMIT:
-        raise Problem(400, "Bad request", f"limit is an integer from 1 to {MAX_LIMIT}")
-    status = query.get("status")
-    if status is not None and status not in {s.value for s in JobState}:
-        raise Problem(400, "Bad request", f"unknown status {status!r}")
+    query = _query()
+    tenant = _listed_tenant(principal, query)
+    limit = _limit(query)
+    where = _job_filter(query)
     cursor = query.get("cursor")
     start = _decode_cursor(cursor, tenant) if cursor else None
     deployment = Deployment.from_environment()
-    views, start = deployment.status_view.for_tenant(tenant, limit=limit, status=status, start=start)
+    views, start = deployment.status_view.for_tenant(tenant, limit=limit, where=where, start=start)
     now = system_clock()
     lag = _view_lag(deployment, now)
-    jobs = [JobStatus.of_view(view, freshness_of(view.occurred_at, lag, now)) for view in views]
+    jobs = [JobStatus.of_view(view, freshness_of(view.as_of, lag, now)) for view in views]
     return _json(200, JobPage(jobs=jobs, cursor=_encode_cursor(start) if start else None, view=lag))
+
+
+@app.get("/jobs/counts")
+def count_jobs() -> Response[str]:
+    """A tenant's jobs per status in the view (of ?type= only, if given), over its newest MAX_COUNTED."""
+    principal = _principal()
+    query = _query()
+    tenant = _listed_tenant(principal, query)
+    deployment = Deployment.from_environment()
+    counted = deployment.status_view.count_by_status(tenant, job_type=_job_type(query))
+    counts = {state: counted.counts.get(state.value, 0) for state in JobState}
+    return _json(200, StatusCounts(counts=counts, examined=counted.examined, complete=counted.complete,
+                                   view=_view_lag(deployment, system_clock())))
+
+
+@app.get("/whoami")
+def whoami() -> Response[str]:
+    """Who this credential is, so a page knows what to offer (an operator's views, creating jobs)."""
+    principal = _principal()
+    return _json(200, Caller(tenant_id=principal.tenant_id, operator=principal.operator))
 
 
 @app.get("/view")
@@ -274,9 +395,10 @@ def view_health() -> Response[str]:
 
 
 def _view_lag(deployment: Deployment, now: EpochMs) -> ViewLag:
-    """How far behind the view may be now: one Query of the projector's watermarks."""
+    """How far behind the view may be now: one Query of the projector's watermarks, over every open shard
+    of the events stream (listed at most every 30 s)."""
     return view_lag(deployment.checkpoint_store.watermarks(PROJECTOR_CONSUMER), now,
-                    deployment.settings.stale_after_s)
+                    deployment.settings.stale_after_s, shards=deployment.events_shards.open_shards())
 
 
 def _encode_cursor(key: dict[str, Any]) -> str:
@@ -308,7 +430,7 @@ def get_job(job_id: str) -> Response[str]:
     now = system_clock()
     lag = _view_lag(deployment, now)
     if view is not None:
-        return _json(200, JobStatus.of_view(view, freshness_of(view.occurred_at, lag, now)))
+        return _json(200, JobStatus.of_view(view, freshness_of(view.as_of, lag, now)))
     # Not in the view yet: the job row only says whether the job exists (JobNotFound: a 404), never its
     # status, which the view may show older a moment later.
     deployment.job_store.get(job_id, scope)
@@ -320,6 +442,14 @@ def job_runs(job_id: str) -> Response[str]:
     principal = _principal()
     runs = Deployment.from_environment().job_store.runs(_job_id(job_id), _tenant_scope(principal))
     return _json(200, Runs(job_id=job_id, runs=[RunRecord.of(run) for run in runs]))
+
+
+@app.get("/jobs/<job_id>/params")
+def job_params(job_id: str) -> Response[str]:
+    """What the job was created with, from the job table (it never changes, so no view is needed)."""
+    principal = _principal()
+    job = Deployment.from_environment().job_store.get(_job_id(job_id), _tenant_scope(principal))
+    return _json(200, JobParams.of(job))
 
 
 @app.post("/jobs/<job_id>/cancel")
@@ -340,9 +470,149 @@ def replay_job(job_id: str) -> Response[str]:
     if not principal.operator:
         raise Problem(403, "Forbidden", "replay is for operators")
     store = Deployment.from_environment().job_store
-    store.get(_job_id(job_id), _tenant_scope(principal))  # bound to a tenant: only that tenant's jobs
+    return _json(202, _replay(store, _job_id(job_id), _tenant_scope(principal)))
+
+
+def _replay(store: JobStore, job_id: str, scope: str | None) -> Accepted:
+    """The one replay path (a job's route and the bulk one): a job outside `scope` is JobNotFound."""
+    store.get(job_id, scope)  # bound to a tenant: only that tenant's jobs
     job = store.replay(job_id)
-    return _json(202, Accepted(job_id=job.job_id, status=job.state, version=job.version))
+    return Accepted(job_id=job.job_id, status=job.state, version=job.version)
+
+
+# --- operators --------------------------------------------------------------------------------------------------
+
+@app.post("/ops/replay")
+def replay_jobs() -> Response[str]:
+    """Replay several jobs, each exactly as POST /jobs/{job_id}/replay would, and answer each one's outcome.
+    The body is checked whole first: a bad one replays nothing."""
+    principal = _principal()
+    if not principal.operator:
+        raise Problem(403, "Forbidden", "replay is for operators")
+    payload = _body()
+    try:
+        asked = BulkReplay.model_validate(payload)
+    except ValidationError as error:
+        raise _invalid_body(error) from error
+    scope = _tenant_scope(principal)
+    store = Deployment.from_environment().job_store
+    results: list[ReplayOutcome] = []
+    for job_id in asked.job_ids:
+        try:
+            results.append(ReplayOutcome(job_id=job_id, status=202, job=_replay(store, job_id, scope)))
+        except (JobNotFound, NotReplayable, StoreContention) as error:
+            problem = _problem_of(error)
+            results.append(ReplayOutcome(job_id=job_id, status=problem.status, problem=problem.details()))
+    replayed = sum(result.status == 202 for result in results)
+    metrics.add_metric(name="JobsReplayed", unit=MetricUnit.Count, value=replayed)
+    # each problem as its route answers it: without the fields it does not have
+    return _json(200, BulkReplayed(results=results, replayed=replayed), exclude_none=True)
+
+
+@app.get("/ops/replayable")
+def replayable_jobs() -> Response[str]:
+    """Dead and quarantined jobs, newest first, up to ?limit= per tenant: every tenant's (an operator bound to no
+    tenant, or ?tenant=), or the bound operator's tenant's."""
+    principal = _operator()
+    query = _query()
+    scope = _tenant_scope(principal, _asked_tenant(query))
+    limit = _limit(query)
+    deployment = Deployment.from_environment()
+    tenants = [scope] if scope is not None else sorted(deployment.job_store.tenant_states())
+    where = JobFilter(frozenset(state.value for state in REPLAYABLE_STATES))
+    now = system_clock()
+    lag = _view_lag(deployment, now)
+    groups: list[TenantJobs] = []
+    for tenant in tenants:
+        views, start = deployment.status_view.for_tenant(tenant, limit=limit, where=where)
+        if views or start:
+            groups.append(TenantJobs(
+                tenant_id=tenant, jobs=[JobStatus.of_view(view, freshness_of(view.as_of, lag, now)) for view in views],
+                cursor=_encode_cursor(start) if start else None))
+    return _json(200, ReplayableJobs(tenants=groups, view=lag))
+
+
+@app.get("/ops/tenants")
+def tenant_loads() -> Response[str]:
+    """Every tenant's weight, cap, running and waiting jobs (its counters in the job table, read together as a
+    claim reads them) and its claims over the last CLAIM_WINDOW_S, minute by minute (onward.claim_shares)."""
+    _platform_operator()
+    deployment = Deployment.from_environment()
+    states = deployment.job_store.tenant_states()
+    now = system_clock()
+    claims = RecentClaims(deployment.client("dynamodb"), deployment.settings.require("outbox_table")).count(
+        now, window_s=CLAIM_WINDOW_S, bucket_s=CLAIM_BUCKET_S)
+    total = sum(claims.total(tenant) for tenant in states)
+    rows = [TenantLoad(tenant_id=tenant, weight=state.tenant.policy.weight, cap=state.tenant.policy.cap,
+                       running=state.usage.running, waiting=state.load().waiting,
+                       claims=claims.by_tenant.get(tenant, [0] * claims.buckets),
+                       claim_share=round(claims.total(tenant) / total, 4) if total else None)
+            for tenant, state in sorted(states.items())]
+    window = ClaimWindow(since=iso(claims.since_ms), until=iso(claims.until_ms), bucket_s=claims.bucket_ms // 1000,
+                         examined=claims.examined, complete=claims.complete)
+    return _json(200, Tenants(tenants=rows, window=window))
+
+
+@app.get("/ops/lag")
+def pipeline_lag() -> Response[str]:
+    """The view's lag per events-stream shard (the projector's watermarks over the open shards) and the
+    relay's watermark over the outbox stream. No tenant's data: any operator."""
+    _operator()
+    deployment = Deployment.from_environment()
+    now = system_clock()
+    stale_after_s = deployment.settings.stale_after_s
+    watermarks = deployment.checkpoint_store.watermarks(PROJECTOR_CONSUMER)
+    shards = deployment.events_shards.open_shards()
+    rows = [ShardLagRow(shard_id=row.shard_id, parents=list(row.parents), bounded_by=row.bounded_by.value,
+                        confirmed_through=None if row.confirmed_through is None else iso(row.confirmed_through),
+                        lag_s=row.lag_s, stale=row.stale, processed_at=row.processed_at, slots=row.slots)
+            for row in shard_lags(watermarks, shards, now, stale_after_s)]
+    relay_mark = deployment.checkpoint_store.watermark(RELAY_CONSUMER, OUTBOX_STREAM)
+    relay = None if relay_mark is None else RelayLag(
+        confirmed_through=relay_mark.newest_event_at, processed_at=relay_mark.processed_at,
+        lag_s=None if relay_mark.newest_event_at is None
+        else round(max(0.0, (now - epoch_ms(relay_mark.newest_event_at)) / 1000), 3))
+    lag = view_lag(watermarks, now, stale_after_s, shards=shards)
+    return _json(200, PipelineLag(view=lag, shards=rows, relay=relay))
+
+
+@app.get("/ops/parked")
+def parked_records() -> Response[str]:
+    """Records the relay and the projector could not read (?source= one of them), with their reasons."""
+    _platform_operator()
+    query = _query()
+    source = query.get("source")
+    if source is not None and source not in SOURCES:
+        raise Problem(400, "Bad request", f"source is one of {', '.join(SOURCES)}")
+    limit = _limit(query)
+    deployment = Deployment.from_environment()
+    reader = ParkedRecordReader(deployment.client("dynamodb"), deployment.settings.require("parked_table"))
+    rows: list[ParkedRow] = []
+    more = False
+    for name in SOURCES if source is None else tuple(name for name in SOURCES if name == source):
+        records, more_here = reader.page(name, limit)
+        more = more or more_here
+        rows += [ParkedRow(source=name, shard_id=record.shard_id, sequence_number=record.sequence_number,
+                           reason=record.reason, parked_at=record.parked_at, raw_size=record.raw_size,
+                           raw_truncated=record.raw_truncated, preview=preview(record.raw)) for record in records]
+    rows.sort(key=lambda row: row.parked_at, reverse=True)
+    return _json(200, ParkedRecords(records=rows, more=more))
+
+
+@app.get("/ops/conflicts")
+def projection_conflicts() -> Response[str]:
+    """Same-version events the projector kept apart, each with the fields that disagree."""
+    _platform_operator()
+    limit = _limit(_query())
+    deployment = Deployment.from_environment()
+    kept, more = ConflictReader(deployment.client("dynamodb"), deployment.settings.require("conflicts_table")).newest(
+        limit)
+    rows = [ConflictRow(job_id=conflict.job_id, tenant_id=conflict.tenant_id, version=conflict.version,
+                        detected_at=conflict.detected_at, reason=conflict.reason,
+                        differences=[FieldDifference(field=d.field, in_view=d.in_view, incoming=d.incoming)
+                                     for d in conflict.differences])
+            for conflict in kept]
+    return _json(200, Conflicts(conflicts=rows, more=more))
 
 
 # --- error mapping ----------------------------------------------------------------------------------------------
@@ -362,36 +632,51 @@ def _problem(error: Problem) -> Response[str]:
     return error.response()
 
 
+def _problem_of(error: JobNotFound | IdempotencyConflict | NotReplayable | PayloadTooLarge | InvalidRequest
+                | StoreContention) -> Problem:
+    """The answer to an error of the core: one mapping for every route (and each job of a bulk replay)."""
+    if isinstance(error, JobNotFound):
+        return not_found(str(error.args[0]) if error.args else "")
+    if isinstance(error, IdempotencyConflict):
+        return Problem(409, "Idempotency conflict", "this Idempotency-Key was already used for a different request",
+                       slug="idempotency-conflict")
+    if isinstance(error, NotReplayable):
+        return Problem(409, "Not replayable", str(error), slug="not-replayable")
+    if isinstance(error, PayloadTooLarge):
+        return Problem(413, "Payload too large", str(error))
+    if isinstance(error, InvalidRequest):
+        return Problem(400, "Bad request", str(error))
+    return Problem(503, "Busy", "the job is contended; retry shortly", headers={"Retry-After": "1"})
+
+
 @_handles(JobNotFound)
 def _job_not_found(error: JobNotFound) -> Response[str]:
-    return not_found(str(error.args[0]) if error.args else "").response()
+    return _problem_of(error).response()
 
 
 @_handles(IdempotencyConflict)
 def _idempotency_conflict(error: IdempotencyConflict) -> Response[str]:
-    return Problem(409, "Idempotency conflict",
-                   "this Idempotency-Key was already used for a different request",
-                   slug="idempotency-conflict").response()
+    return _problem_of(error).response()
 
 
 @_handles(NotReplayable)
 def _not_replayable(error: NotReplayable) -> Response[str]:
-    return Problem(409, "Not replayable", str(error), slug="not-replayable").response()
+    return _problem_of(error).response()
 
 
 @_handles(PayloadTooLarge)
 def _payload_too_large(error: PayloadTooLarge) -> Response[str]:
-    return Problem(413, "Payload too large", str(error)).response()
+    return _problem_of(error).response()
 
 
 @_handles(InvalidRequest)
 def _invalid(error: InvalidRequest) -> Response[str]:
-    return Problem(400, "Bad request", str(error)).response()
+    return _problem_of(error).response()
 
 
 @_handles(StoreContention)
 def _contention(error: StoreContention) -> Response[str]:
-    return Problem(503, "Busy", "the job is contended; retry shortly", headers={"Retry-After": "1"}).response()
+    return _problem_of(error).response()
 
 
 @app.not_found

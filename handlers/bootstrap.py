@@ -31,10 +31,11 @@ from onward.settings import Settings, number_setting
 if TYPE_CHECKING:
     from handlers.auth import Authenticator
     from onward.checkpoints import CheckpointStore
-    from onward.heartbeat import HeartbeatEmitter
+    from onward.heartbeat_emitter import HeartbeatEmitter
     from onward.lag import LagProbe
     from onward.outbox import OutboxReader
     from onward.parking import ParkedRecords
+    from onward.shards import ShardCatalog
     from onward.store import JobStore
     from onward.view import StatusViewReader
     from onward.worker import Worker
@@ -159,10 +160,21 @@ class Deployment:
 
     @Component
     def heartbeat_emitter(self) -> HeartbeatEmitter:
-        """Writes the pipeline heartbeats into the outbox (OUTBOX_TABLE)."""
-        from onward.heartbeat import HeartbeatEmitter
+        """Writes the pipeline heartbeats into the outbox (OUTBOX_TABLE), K slots per beat by the count of
+        its stream's open shards."""
+        from onward.heartbeat_emitter import HeartbeatEmitter, OutboxShardCount
 
-        return HeartbeatEmitter(self.client("dynamodb"), self.settings.require("outbox_table"))
+        outbox = self.settings.require("outbox_table")
+        return HeartbeatEmitter(self.client("dynamodb"), outbox, stream_shards=OutboxShardCount(
+            self.client("dynamodb"), self.client("dynamodbstreams"), outbox))
+
+    @Component
+    def events_shards(self) -> ShardCatalog:
+        """The events stream's open shards, listed at most every 30 s (EVENTS_STREAM): every one bounds the
+        view's lag, projected or not."""
+        from onward.shards import ShardCatalog
+
+        return ShardCatalog(self.client("kinesis"), self.settings.require("events_stream"))
 
     # --- the event path ------------------------------------------------------------------------------------
 

@@ -7,12 +7,12 @@ another, and a change of a field is made once, here (or in onward.models for the
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from onward.clock import iso
-from onward.models import ErrorSummary, Freshness, JobId, JobType, Run, StatusView, ViewLag
+from onward.models import ErrorSummary, Freshness, Job, JobId, JobType, Run, StatusView, TenantId, ViewLag
 from onward.states import JobState, RunOutcome, is_terminal
 
 
@@ -57,7 +57,7 @@ class JobStatus(_Answer):
     version: int
     attempt: int
     cancel_requested: bool
-    updated_at: str = Field(description="when this status became true (the transition's commit time)",
+    updated_at: str = Field(description="when the transition was decided (freshness.as_of: when it committed)",
                             json_schema_extra={"format": "date-time"})
     result: ResultSummary | None = None
     error: ErrorSummary | None = Field(None, description="why the last attempt failed, or why the job ended")
@@ -119,6 +119,160 @@ class Runs(_Answer):
     runs: list[RunRecord]
 
 
+class JobParams(_Answer):
+    """What was asked for when the job was created (from the job table: it never changes)."""
+
+    job_id: JobId
+    type: JobType
+    params: dict[str, Any]
+    max_attempts: int
+    priority: int
+    created_at: str = Field(json_schema_extra={"format": "date-time"})
+
+    @classmethod
+    def of(cls, job: Job) -> JobParams:
+        return cls(job_id=job.job_id, type=job.type, params=job.params, max_attempts=job.max_attempts,
+                   priority=job.priority, created_at=iso(job.created_at))
+
+
+class StatusCounts(_Answer):
+    """A tenant's jobs per status in the status view (every status listed, 0 included)."""
+
+    counts: dict[JobState, int]
+    examined: int = Field(description="index entries read, newest first")
+    complete: bool = Field(description="false: the tenant has more jobs than one count reads (the newest "
+                                       "`examined` are counted)")
+    view: ViewLag
+
+
+class Caller(_Answer):
+    """Who the credential is: a tenant's (tenant_id), an operator's (operator), or an operator's bound to a
+    tenant (both)."""
+
+    tenant_id: TenantId | None
+    operator: bool
+
+
+# --- operators ---------------------------------------------------------------------------------------------
+
+class TenantLoad(_Answer):
+    """A tenant's dispatch settings and counters (the job table's, exact), and its claims in the window."""
+
+    tenant_id: TenantId
+    weight: float
+    cap: int | None = Field(description="most jobs running at once while others wait; null: none")
+    running: int
+    waiting: int = Field(description="queued and retry_wait jobs")
+    claims: list[int] = Field(description="attempts started in each bucket of the window, oldest first")
+    claim_share: float | None = Field(description="its share of the window's claims, 0 to 1; null: no claims")
+
+
+class ClaimWindow(_Answer):
+    since: str = Field(json_schema_extra={"format": "date-time"})
+    until: str = Field(json_schema_extra={"format": "date-time"})
+    bucket_s: int
+    examined: int = Field(description="outbox entries read")
+    complete: bool = Field(description="false: the window held more entries than one read takes")
+
+
+class Tenants(_Answer):
+    """Every tenant's load. Shares are of claims (attempts started, from the outbox's `running` events), not
+    of worker time."""
+
+    tenants: list[TenantLoad]
+    window: ClaimWindow
+
+
+class ShardLagRow(_Answer):
+    shard_id: str
+    parents: list[str]
+    bounded_by: Literal["own", "parents", "unknown"] = Field(
+        description="own watermark, its parents' (a child of a reshard not yet confirmed), or unknown")
+    confirmed_through: str | None = Field(json_schema_extra={"format": "date-time"})
+    lag_s: float | None
+    stale: bool
+    processed_at: str | None = Field(description="when the projector last passed a heartbeat on from it",
+                                     json_schema_extra={"format": "date-time"})
+    slots: int
+
+
+class RelayLag(_Answer):
+    """The relay's watermark over the whole outbox stream: every commit before it is on the events stream."""
+
+    confirmed_through: str | None = Field(json_schema_extra={"format": "date-time"})
+    lag_s: float | None
+    processed_at: str = Field(json_schema_extra={"format": "date-time"})
+
+
+class PipelineLag(_Answer):
+    view: ViewLag
+    shards: list[ShardLagRow] = Field(description="each events-stream shard that bounds the view")
+    relay: RelayLag | None = Field(description="null: the relay has passed no heartbeat on yet")
+
+
+class ParkedRow(_Answer):
+    source: Literal["projector", "relay"]
+    shard_id: str
+    sequence_number: str
+    reason: str
+    parked_at: str = Field(json_schema_extra={"format": "date-time"})
+    raw_size: int
+    raw_truncated: bool
+    preview: str = Field(description="the head of the raw bytes as text (not UTF-8: escaped)")
+
+
+class ParkedRecords(_Answer):
+    records: list[ParkedRow]
+    more: bool = Field(description="a source holds more than `limit`")
+
+
+class FieldDifference(_Answer):
+    field: str
+    in_view: Any
+    incoming: Any
+
+
+class ConflictRow(_Answer):
+    job_id: JobId
+    tenant_id: TenantId | None
+    version: int
+    detected_at: str = Field(json_schema_extra={"format": "date-time"})
+    reason: str
+    differences: list[FieldDifference]
+
+
+class Conflicts(_Answer):
+    conflicts: list[ConflictRow]
+    more: bool
+
+
+class TenantJobs(_Answer):
+    tenant_id: TenantId
+    jobs: list[JobStatus]
+    cursor: str | None = Field(description="more of this tenant's: GET /jobs?tenant=&status=&cursor=")
+
+
+class ReplayableJobs(_Answer):
+    """Dead and quarantined jobs, newest first, per tenant with any."""
+
+    tenants: list[TenantJobs]
+    view: ViewLag
+
+
+def _each_once(job_ids: list[str]) -> list[str]:
+    if len(set(job_ids)) != len(job_ids):
+        raise ValueError("name each job once")
+    return job_ids
+
+
+class BulkReplay(BaseModel):
+    """Jobs to queue again, each as POST /jobs/{job_id}/replay would."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    job_ids: Annotated[list[JobId], AfterValidator(_each_once)] = Field(min_length=1, max_length=100)
+
+
 class FieldError(_Answer):
     loc: list[str | int]
     msg: str
@@ -136,5 +290,21 @@ class ProblemDetails(_Answer):
     job_status: JobState | None = Field(None, description="a 409 on cancel: how the job ended")
 
 
+class ReplayOutcome(_Answer):
+    """One job's answer, as POST /jobs/{job_id}/replay gives it: `status` is its HTTP status, with `job` (202)
+    or `problem` (the other is left out)."""
+
+    job_id: JobId
+    status: int
+    job: Accepted | None = None
+    problem: ProblemDetails | None = None
+
+
+class BulkReplayed(_Answer):
+    results: list[ReplayOutcome] = Field(description="one per job, in the order asked")
+    replayed: int = Field(description="jobs queued again")
+
+
 ANSWERS: tuple[type[BaseModel], ...] = (Health, Accepted, CancelAccepted, JobStatus, PendingJob, JobPage, Runs,
-                                         ProblemDetails, ViewLag)
+                                         ProblemDetails, ViewLag, JobParams, StatusCounts, Caller, Tenants,
+                                         PipelineLag, ParkedRecords, Conflicts, ReplayableJobs, BulkReplayed)

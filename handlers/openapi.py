@@ -9,9 +9,9 @@ from typing import Any
 
 from pydantic.json_schema import models_json_schema
 
-from handlers.contract import ANSWERS
+from handlers.contract import ANSWERS, BulkReplay
 from onward.models import NewJob
-from onward.states import TERMINAL_STATES
+from onward.states import REPLAYABLE_STATES, TERMINAL_STATES
 
 PROBLEM = {"$ref": "#/components/schemas/ProblemDetails"}
 REF_TEMPLATE = "#/components/schemas/{model}"
@@ -19,10 +19,12 @@ REF_TEMPLATE = "#/components/schemas/{model}"
 
 def _schemas() -> dict[str, Any]:
     """Every body's schema, from its model: requests as validated, answers as serialized."""
-    _, generated = models_json_schema([(NewJob, "validation"), *((model, "serialization") for model in ANSWERS)],
+    _, generated = models_json_schema([(NewJob, "validation"), (BulkReplay, "validation"),
+                                       *((model, "serialization") for model in ANSWERS)],
                                       ref_template=REF_TEMPLATE)
     schemas: dict[str, Any] = generated["$defs"]
     schemas["JobState"]["x-terminal"] = sorted(TERMINAL_STATES)  # the statuses that never change again
+    schemas["JobState"]["x-replayable"] = sorted(REPLAYABLE_STATES)  # the statuses an operator may replay
     schemas["TenantId"] = {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"}
     return schemas
 
@@ -37,6 +39,17 @@ def _ok(description: str, schema: str) -> dict[str, Any]:
 
 
 UNAUTHORIZED = _problem("no valid bearer token")
+OPERATORS_ONLY = _problem("the credential is not an operator's")
+EVERY_TENANT = _problem("the credential is not an operator's, or is an operator's bound to a tenant (this shows "
+                        "every tenant's data)")
+TENANT_QUERY = {"name": "tenant", "in": "query", "schema": {"$ref": "#/components/schemas/TenantId"},
+                "description": "operators not bound to a tenant name the tenant; any other credential may only "
+                               "name its own (403 otherwise)"}
+
+
+def _limit_query(default: int = 20) -> dict[str, Any]:
+    return {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 100,
+                                                        "default": default}}
 NOT_FOUND = _problem("no such job for this tenant (another tenant's job is answered the same way)")
 JOB_ID = {"name": "job_id", "in": "path", "required": True, "schema": {"type": "string", "pattern": "^[0-9a-f]{32}$"}}
 SECURED: list[dict[str, list[str]]] = [{"bearer": []}]
@@ -91,21 +104,41 @@ DOCUMENT: dict[str, Any] = {
             "get": {
                 "operationId": "listJobs", "security": SECURED,
                 "parameters": [
-                    {"name": "tenant", "in": "query", "schema": {"$ref": "#/components/schemas/TenantId"},
-                     "description": "operators not bound to a tenant name the tenant to list; any other "
-                                    "credential may only name its own (403 otherwise)"},
-                    {"name": "status", "in": "query", "schema": {"$ref": "#/components/schemas/JobState"}},
-                    {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 100,
-                                                                 "default": 20}},
+                    TENANT_QUERY,
+                    {"name": "status", "in": "query", "style": "form", "explode": False,
+                     "description": "only jobs in one of these statuses (a comma list)",
+                     "schema": {"type": "array", "minItems": 1,
+                                "items": {"$ref": "#/components/schemas/JobState"}}},
+                    {"name": "type", "in": "query", "description": "only jobs of this type",
+                     "schema": {"type": "string", "maxLength": 128,
+                                "pattern": "^[a-z][a-z0-9_]*(\\.[a-z][a-z0-9_]*)*$"}},
+                    {"name": "id_prefix", "in": "query", "description": "only jobs whose id starts with this",
+                     "schema": {"type": "string", "pattern": "^[0-9a-f]{1,32}$"}},
+                    _limit_query(),
                     {"name": "cursor", "in": "query", "schema": {"type": "string", "maxLength": 2048},
-                     "description": "opaque; the `cursor` of the previous page"},
+                     "description": "opaque; the `cursor` of the previous page (filters are not in it: send the "
+                                    "same ones)"},
                 ],
-                "responses": {"200": _ok("the tenant's jobs from the status view, newest first", "JobPage"),
-                              "400": _problem("bad limit, status or cursor, or an operator without ?tenant="),
+                "responses": {"200": _ok("the tenant's jobs from the status view, newest first; a filtered page "
+                                         "can be short or empty with a `cursor` to search further", "JobPage"),
+                              "400": _problem("bad limit, status, type, id_prefix, tenant or cursor, or an operator "
+                                              "without ?tenant="),
                               "401": UNAUTHORIZED,
                               "403": _problem("a tenant's credential named another tenant")},
             },
         },
+        "/jobs/counts": {"get": {
+            "operationId": "countJobs", "security": SECURED,
+            "parameters": [TENANT_QUERY, {"name": "type", "in": "query", "description": "only jobs of this type",
+                                          "schema": {"type": "string", "maxLength": 128,
+                                                     "pattern": "^[a-z][a-z0-9_]*(\\.[a-z][a-z0-9_]*)*$"}}],
+            "responses": {"200": _ok("the tenant's jobs per status in the status view (its index), over its "
+                                     "newest 10,000", "StatusCounts"),
+                          "400": _problem("bad type or tenant, or an operator without ?tenant="),
+                          "401": UNAUTHORIZED,
+                          "403": _problem("a tenant's credential named another tenant")}}},
+        "/whoami": {"get": {"operationId": "whoami", "security": SECURED, "responses": {
+            "200": _ok("the tenant and role of this credential", "Caller"), "401": UNAUTHORIZED}}},
         "/jobs/{job_id}": {"get": {
             "operationId": "getJob", "security": SECURED, "parameters": [JOB_ID],
             "responses": {"200": {
@@ -121,6 +154,11 @@ DOCUMENT: dict[str, Any] = {
             "operationId": "getJobRuns", "security": SECURED, "parameters": [JOB_ID],
             "responses": {"200": _ok("one record per attempt, from the authoritative table", "Runs"),
                           "401": UNAUTHORIZED, "404": NOT_FOUND}}},
+        "/jobs/{job_id}/params": {"get": {
+            "operationId": "getJobParams", "security": SECURED, "parameters": [JOB_ID],
+            "responses": {"200": _ok("what the job was created with (the job table; it never changes)",
+                                     "JobParams"),
+                          "401": UNAUTHORIZED, "404": NOT_FOUND}}},
         "/jobs/{job_id}/cancel": {"post": {
             "operationId": "cancelJob", "security": SECURED, "parameters": [JOB_ID],
             "responses": {"202": _ok("cancelled, or cancel requested (a running job stops at its next heartbeat)",
@@ -132,6 +170,44 @@ DOCUMENT: dict[str, Any] = {
             "responses": {"202": _ok("queued again as a new version", "Accepted"),
                           "401": UNAUTHORIZED, "403": _problem("operators only"), "404": NOT_FOUND,
                           "409": _problem("only dead or quarantined jobs replay")}}},
+        "/ops/replay": {"post": {
+            "operationId": "replayJobs", "security": SECURED,
+            "requestBody": {"required": True, "content": {"application/json": {
+                "schema": {"$ref": "#/components/schemas/BulkReplay"}}}},
+            "responses": {"200": _ok("each job's answer, as its own replay route gives it (202, 404, 409, 503); "
+                                     "an operator bound to a tenant replays only that tenant's", "BulkReplayed"),
+                          "400": _problem("malformed JSON"), "401": UNAUTHORIZED, "403": OPERATORS_ONLY,
+                          "413": _problem("the body is over 256 KiB"),
+                          "415": _problem("the body is not declared Content-Type: application/json"),
+                          "422": _problem("not 1 to 100 distinct job ids, or unknown fields: nothing was replayed")}}},
+        "/ops/replayable": {"get": {
+            "operationId": "replayableJobs", "security": SECURED, "parameters": [TENANT_QUERY, _limit_query()],
+            "responses": {"200": _ok("dead and quarantined jobs from the status view, newest first, up to "
+                                     "`limit` per tenant", "ReplayableJobs"),
+                          "400": _problem("bad limit or tenant"), "401": UNAUTHORIZED,
+                          "403": _problem("not an operator, or an operator bound to another tenant")}}},
+        "/ops/tenants": {"get": {
+            "operationId": "tenantLoads", "security": SECURED,
+            "responses": {"200": _ok("every tenant's weight, cap, running and waiting jobs, and its claims "
+                                     "minute by minute over the last 5 minutes", "Tenants"),
+                          "401": UNAUTHORIZED, "403": EVERY_TENANT}}},
+        "/ops/lag": {"get": {
+            "operationId": "pipelineLag", "security": SECURED,
+            "responses": {"200": _ok("the status view's lag per events-stream shard, and the relay's",
+                                     "PipelineLag"),
+                          "401": UNAUTHORIZED, "403": OPERATORS_ONLY}}},
+        "/ops/parked": {"get": {
+            "operationId": "parkedRecords", "security": SECURED,
+            "parameters": [{"name": "source", "in": "query", "schema": {"enum": ["projector", "relay"]}},
+                           _limit_query()],
+            "responses": {"200": _ok("stream records the relay or the projector could not read, with why",
+                                     "ParkedRecords"),
+                          "400": _problem("bad source or limit"), "401": UNAUTHORIZED, "403": EVERY_TENANT}}},
+        "/ops/conflicts": {"get": {
+            "operationId": "projectionConflicts", "security": SECURED, "parameters": [_limit_query()],
+            "responses": {"200": _ok("same-version events the projector kept apart, with the fields that differ",
+                                     "Conflicts"),
+                          "400": _problem("bad limit"), "401": UNAUTHORIZED, "403": EVERY_TENANT}}},
     },
     "components": {
         "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},

@@ -10,16 +10,20 @@
 from __future__ import annotations
 
 import io
+import itertools
 import signal
 import subprocess
 import sys
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Self
 
 import boto3
 from botocore.config import Config
+from moto.core.models import DEFAULT_ACCOUNT_ID
+from moto.dynamodb.models import dynamodb_backends
 from moto.moto_server.werkzeug_app import (
     DomainDispatcherApplication,
     MotoRequestHandler,
@@ -29,7 +33,7 @@ from werkzeug.serving import BaseWSGIServer, make_server
 
 from infra import moto_fixes
 from infra.metering import Meter
-from infra.moto_fixes import streams
+from infra.moto_fixes import queries, server, streams
 from infra.stack import STACK_NAME, deploy_data_resources, stack_environment
 
 REGION = "us-east-1"
@@ -46,17 +50,34 @@ class SerializedApp:
         self._app = app
         self._lock = threading.Lock()
         self._meter = meter
+        self._watches: dict[bytes, Counter[str]] = {}
 
     def exclusive(self) -> threading.Lock:
         """The lock every request runs under: hold it to change the emulator's state between requests."""
         return self._lock
 
+    def watch(self, text: str) -> Counter[str]:
+        """A count, by X-Amz-Target ("DynamoDB_20120810.PutItem"; "" for a request without one), of every
+        request from now on whose body contains `text`, kept up to date for as long as the endpoint runs."""
+        with self._lock:
+            return self._watches.setdefault(text.encode(), Counter())
+
+    def unwatch(self, text: str) -> None:
+        """Stop counting requests naming `text`."""
+        with self._lock:
+            self._watches.pop(text.encode(), None)
+
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
         with self._lock:
-            if self._meter is None:
+            if self._meter is None and not self._watches:
                 return self._run(environ, start_response)
             body = environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
             environ["wsgi.input"] = io.BytesIO(body)
+            for text, seen in self._watches.items():
+                if text in body:
+                    seen[environ.get("HTTP_X_AMZ_TARGET", "")] += 1
+            if self._meter is None:
+                return self._run(environ, start_response)
             headers = {name[5:].replace("_", "-").lower(): value for name, value in environ.items()
                        if name.startswith("HTTP_")}
             pending = self._meter.before(headers, body)
@@ -80,7 +101,15 @@ class SerializedApp:
                 close()
 
 
+REQUEST_THREAD_NAME = "embedded-aws-request"
+
+
 class _QuietRequestHandler(MotoRequestHandler):
+    def setup(self) -> None:
+        """Name the thread serving this connection, so that a caller can tell it from threads of its own."""
+        threading.current_thread().name = REQUEST_THREAD_NAME
+        super().setup()
+
     def log_request(self, *args: Any, **kwargs: Any) -> None:
         """Per-request access lines would drown the platform's structured logs."""
 
@@ -164,6 +193,99 @@ class EmbeddedEndpoint:
             **stack_environment(cloudformation, stack_name),
         }
         return DeployedStack(environment=environment)
+
+    def watch(self, text: str) -> Counter[str]:
+        """Requests naming `text` from now on (a deployed stack's name followed by "-" names each of its
+        resources), counted by X-Amz-Target: see SerializedApp.watch."""
+        return self._app.watch(text)
+
+    def unwatch(self, text: str) -> None:
+        self._app.unwatch(text)
+
+    def empty_tables(self, stack: DeployedStack) -> list[str]:
+        """Delete every item of the stack's tables at once, between requests, leaving the tables as if just
+        created; returns their names. Their streams keep every record they had: read a stream only on a
+        stack of its own."""
+        backend = dynamodb_backends[DEFAULT_ACCOUNT_ID][REGION]
+        with self._app.exclusive():
+            tables = [backend.tables[name] for name in stack.environment.values() if name in backend.tables]
+            for table in tables:
+                table.items.clear()
+                queries.forget_items(table)
+        return [table.name for table in tables]
+
+
+def harmless_to_share(target: str) -> bool:
+    """Whether a request (by X-Amz-Target) leaves a stack fit for its next user once the tables are emptied:
+    DynamoDB's item reads and writes, and any Describe or List. Not reading or writing stream records (old
+    ones stay), changing a table, a stream or a queue."""
+    service, _, operation = target.partition(".")
+    return (service.startswith("DynamoDB_") and operation in server.PLAIN_JSON_OPERATIONS) or operation.startswith(
+        ("Describe", "List"))
+
+
+# In every environment SharedStack lends, a value of its own: whatever a process keeps per environment (as a
+# warm Lambda would: handlers/bootstrap.py's Deployment.from_environment, its job store's tenant cache) is
+# built afresh for each user, as for a freshly deployed stack, not carried over from a user whose items
+# are gone.
+LEASE_VARIABLE = "ONWARD_STACK_LEASE"
+
+
+class SharedStack:
+    """One deployment of template.yaml lent to one user after another (tests, one at a time), each finding
+    every table empty as if the stack were just deployed, for users that only read and write items
+    (`harmless_to_share`). A fresh deployment replaces it for the next user when the last one did anything
+    else, left a thread of its own running (it could still write), or anything named the stack between two
+    users (`retired` counts why)."""
+
+    _numbers = itertools.count()  # of the deployments, across instances: stack names are unique per endpoint
+
+    def __init__(self, endpoint: EmbeddedEndpoint, prefix: str = "shared") -> None:
+        self._endpoint, self._prefix = endpoint, prefix
+        self._leases = itertools.count()
+        self._client = endpoint.client("dynamodb")
+        self._stack: DeployedStack | None = None
+        self._name = ""  # the stack's; "<name>-" begins the name of each of its resources
+        self._requests: Counter[str] = Counter()  # every request naming the stack, kept by the endpoint
+        self._returned: Counter[str] = Counter()  # _requests when last given back
+        self._lent: Counter[str] | None = None  # _requests when lent, while lent
+        self._threads: set[threading.Thread] = set()
+        self.retired: Counter[str] = Counter()
+
+    def lend(self) -> DeployedStack:
+        """The stack, every table of it checked empty (through the API), its environment with LEASE_VARIABLE
+        set to a value never lent before. Give it back before lending again."""
+        assert self._lent is None, "the shared stack is lent already"
+        if self._stack is not None and self._requests != self._returned:
+            self._retire("touched between users")
+        if self._stack is None:
+            self._name = f"{self._prefix}-{next(self._numbers)}"
+            self._stack = self._endpoint.deploy(self._name)
+            self._requests = self._endpoint.watch(f"{self._name}-")  # shared-0-JobsTable-3F1X... and the like
+        for table in self._endpoint.empty_tables(self._stack):
+            found = self._client.scan(TableName=table, Limit=1, ConsistentRead=True)["Items"]
+            assert not found, f"{table} still holds {found} after being emptied"
+        self._lent, self._threads = Counter(self._requests), set(threading.enumerate())
+        return DeployedStack({**self._stack.environment, LEASE_VARIABLE: f"{self._name}#{next(self._leases)}"})
+
+    def give_back(self) -> list[str]:
+        """Take the stack back; returns the requests its user made that a shared stack cannot take (sorted
+        X-Amz-Targets), to be reported: that user needs a stack of its own."""
+        assert self._lent is not None, "the shared stack is not lent"
+        misuse = sorted(target for target in self._requests - self._lent if not harmless_to_share(target))
+        left_running = [thread for thread in threading.enumerate()
+                        if thread not in self._threads and thread.name != REQUEST_THREAD_NAME]
+        self._returned, self._lent = Counter(self._requests), None
+        if misuse:
+            self._retire("misused")
+        elif left_running:
+            self._retire("threads left running")
+        return misuse
+
+    def _retire(self, reason: str) -> None:
+        self.retired[reason] += 1
+        self._stack = None
+        self._endpoint.unwatch(f"{self._name}-")
 
 
 END_OF_EXPORTS = "# Ctrl-C stops it."

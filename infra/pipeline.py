@@ -11,6 +11,7 @@ from handlers import projector as projector_handler
 from handlers import relay as relay_handler
 from handlers.bootstrap import Deployment
 from infra.pollers import EventsStreamPoller, OutboxStreamPoller
+from onward.heartbeat_emitter import HeartbeatEmitter
 from onward.settings import Settings
 
 
@@ -18,22 +19,24 @@ from onward.settings import Settings
 class LocalPipeline:
     relay_poller: OutboxStreamPoller
     projector_poller: EventsStreamPoller
+    heartbeats: HeartbeatEmitter  # the platform beats on a schedule; a drill beats when it wants a watermark
 
     @classmethod
     def of(cls, deployment: Deployment, batch_size: int = 100) -> LocalPipeline:
-        """The pollers over this deployment's clients, its relay (for the checkpoints they start after) and
-        its parked records, delivering batches of up to `batch_size` records."""
+        """The pollers over this deployment's clients, its relay (to recover from a trimmed stream), its
+        checkpoint table (for their own positions) and its parked records, delivering batches of up to
+        `batch_size` records."""
         outbox_table = deployment.settings.require("outbox_table")
         outbox = deployment.client("dynamodb").describe_table(TableName=outbox_table)["Table"]
         parked = deployment.parked_records
         relay_poller = OutboxStreamPoller(deployment.client("dynamodbstreams"), outbox["LatestStreamArn"],
-                                          relay_handler.handler, deployment.relay, batch_size=batch_size,
-                                          parked=parked)
+                                          relay_handler.handler, deployment.relay,
+                                          deployment.checkpoint_store, batch_size=batch_size, parked=parked)
         projector_poller = EventsStreamPoller(deployment.client("kinesis"),
                                               deployment.settings.require("events_stream"),
                                               projector_handler.handler, deployment.checkpoint_store,
                                               batch_size=batch_size, parked=parked)
-        return cls(relay_poller, projector_poller)
+        return cls(relay_poller, projector_poller, deployment.heartbeat_emitter)
 
     @classmethod
     def build(cls, settings: Settings, clients: dict[str, Any], batch_size: int = 100) -> LocalPipeline:
@@ -41,9 +44,13 @@ class LocalPipeline:
         a Deployment of its own, no position in memory."""
         return cls.of(Deployment(settings, clients=clients), batch_size)
 
-    def drain(self, max_rounds: int = 10_000) -> int:
+    def drain(self, max_rounds: int = 10_000, *, beat: bool = False) -> int:
         """Poll relay and projector until a full round takes nothing; the records delivered or parked.
-        Raises when a shard is failing then (the pollers isolate it, so it would otherwise go unseen)."""
+        With `beat`, a heartbeat is committed first, so the watermarks vouch for everything committed
+        before the call. Raises when a shard is failing then (the pollers isolate it, so it would otherwise
+        go unseen)."""
+        if beat:
+            self.heartbeats.emit()
         total = 0
         for _ in range(max_rounds):
             delivered = self.relay_poller.poll_once() + self.projector_poller.poll_once()

@@ -195,7 +195,8 @@ class _ShardPoller(ABC):
     """What both mappings share: every shard polled on its own, a failing shard backed off."""
 
     def __init__(self, reader: RecordReader, source: str, stream: str, batch_size: int,
-                 parked: ParkedRecords | None, backoff: ShardBackoff, monotonic: Monotonic) -> None:
+                 parked: ParkedRecords | None, backoff: ShardBackoff, monotonic: Monotonic,
+                 positions: CheckpointStore, consumer: str) -> None:
         self._reader = reader
         self._source = source  # the consumer the records are for: names it in logs and parked records
         self._stream = stream  # the stream's name or ARN, as its API takes it
@@ -205,6 +206,8 @@ class _ShardPoller(ABC):
         self._monotonic = monotonic
         self._cursors: dict[str, _ShardCursor] = {}
         self._drained: set[str] = set()  # closed shards read to their end
+        self._positions = positions  # the mapping's own position per shard, under `consumer`
+        self._consumer = consumer
 
     def _readable(self, shards: list[dict[str, Any]]) -> Iterator[str]:
         """The shards to poll, parents before children, as Lambda reads them after a split or a merge, decided
@@ -285,6 +288,10 @@ class _ShardPoller(ABC):
         cursor.iterator = None  # set first: should opening fail, the shard is retried from `position`
         cursor.iterator = self._open(shard_id, position)
 
+    def _remember(self, shard_id: str, sequence_number: str) -> None:
+        """The mapping's own position: the shard is done up to `sequence_number`."""
+        self._positions.advance(self._consumer, Checkpoint(shard_id, sequence_number, iso(system_clock())))
+
     def _park(self, shard_id: str, record: UnreadableRecord) -> None:
         if self._parked is None:
             raise RuntimeError("an unreadable record and no parked table to set it aside in")
@@ -307,20 +314,22 @@ def _kinesis_record_sequence(record: dict[str, Any]) -> str:
 
 class OutboxStreamPoller(_ShardPoller):
     """The relay's event source: the outbox table's DynamoDB stream, INSERT records only (the filter
-    template.yaml puts on the mapping), batches of `batch_size`. Starts after the relay's own checkpoint;
-    when the stream was trimmed past it, the relay re-publishes from the outbox first. An unreadable
-    INSERT is parked in `parked` (source "relay"); without `parked` its shard stays on it, backed off.
+    template.yaml puts on the mapping), batches of `batch_size`. Its position per shard (what Lambda's
+    mapping keeps for itself) is kept in the checkpoint table as `consumer`; when the stream was trimmed
+    past it, the relay re-publishes from the outbox first. An unreadable INSERT is parked in `parked`
+    (source "relay"); without `parked` its shard stays on it, backed off.
 
     Every shard is read, as Lambda's mapping reads them: the shards DescribeStream lists (page by page), a
     child only once its parent is drained (listed as closed, and read to its end: GetRecords answered no
     NextShardIterator), so that an item's records from before a split reach the handler before those after
     it. The events name the stream, never the shard (eventSourceARN is the stream's ARN)."""
 
-    def __init__(self, streams: Any, stream_arn: str, handler: Handler, relay: Relay, batch_size: int = 100,
-                 *, parked: ParkedRecords | None = None, backoff: ShardBackoff = ShardBackoff(),
+    def __init__(self, streams: Any, stream_arn: str, handler: Handler, relay: Relay, positions: CheckpointStore,
+                 batch_size: int = 100, consumer: str = "local-mapping:relay", *,
+                 parked: ParkedRecords | None = None, backoff: ShardBackoff = ShardBackoff(),
                  monotonic: Monotonic = time.monotonic) -> None:
         super().__init__(RecordReader(streams, _stream_record_sequence), RELAY_CONSUMER, stream_arn,
-                         batch_size, parked, backoff, monotonic)
+                         batch_size, parked, backoff, monotonic, positions, consumer)
         self._streams = streams
         self._arn = stream_arn
         self._handler = handler
@@ -335,17 +344,17 @@ class OutboxStreamPoller(_ShardPoller):
         return iterator
 
     def _open(self, shard_id: str, position: StreamPosition | None) -> str:
-        if position is not None:
-            return self._iterator(shard_id, position.iterator_type, position.sequence_number)
-        checkpoint = self._relay.checkpoint(shard_id)
-        if checkpoint is None:
-            return self._iterator(shard_id, TRIM_HORIZON)
+        if position is None:
+            stored = self._positions.checkpoint(self._consumer, shard_id)
+            if stored is None:
+                return self._iterator(shard_id, TRIM_HORIZON)
+            position = StreamPosition(AFTER_SEQUENCE_NUMBER, stored.sequence_number)
         try:
-            return self._iterator(shard_id, AFTER_SEQUENCE_NUMBER, checkpoint.sequence_number)
+            return self._iterator(shard_id, position.iterator_type, position.sequence_number)
         except ClientError as error:
             if _error_code(error) != "TrimmedDataAccessException":
                 raise
-            self._relay.recover(shard_id)
+            self._relay.recover()
             return self._iterator(shard_id, TRIM_HORIZON)
 
     def poll_once(self) -> int:
@@ -377,6 +386,9 @@ class OutboxStreamPoller(_ShardPoller):
                                    LocalLambdaContext("onward-relay"))
             failed = _failed_sequence(result)
             if failed is not None:
+                done = [r for r in inserts if int(_stream_record_sequence(r)) < int(failed)]
+                if done:
+                    self._remember(shard_id, _stream_record_sequence(done[-1]))
                 self._move(shard_id, cursor, StreamPosition(AT_SEQUENCE_NUMBER, failed))
                 return len(inserts)
         taken = len(inserts)
@@ -384,11 +396,15 @@ class OutboxStreamPoller(_ShardPoller):
             if batch.unreadable.event_name == INSERT:  # the mapping's filter drops the others unread
                 self._park(shard_id, batch.unreadable)
                 taken += 1
+            self._remember(shard_id, batch.unreadable.sequence_number)
             self._move(shard_id, cursor, StreamPosition(AFTER_SEQUENCE_NUMBER,
                                                         batch.unreadable.sequence_number))
             return taken
         if batch.records:
-            cursor.resume = StreamPosition(AFTER_SEQUENCE_NUMBER, _stream_record_sequence(batch.records[-1]))
+            last = _stream_record_sequence(batch.records[-1])
+            if inserts:
+                self._remember(shard_id, last)
+            cursor.resume = StreamPosition(AFTER_SEQUENCE_NUMBER, last)
         cursor.iterator = batch.next_iterator
         if batch.next_iterator is None and shard_id in self._listed_closed:  # a closed shard, read to its end
             self._drained.add(shard_id)
@@ -419,11 +435,9 @@ class EventsStreamPoller(_ShardPoller):
                  parked: ParkedRecords | None = None, backoff: ShardBackoff = ShardBackoff(),
                  monotonic: Monotonic = time.monotonic) -> None:
         super().__init__(RecordReader(kinesis, _kinesis_record_sequence), PROJECTOR_CONSUMER, stream_name,
-                         batch_size, parked, backoff, monotonic)
+                         batch_size, parked, backoff, monotonic, positions, consumer)
         self._kinesis = kinesis
         self._handler = handler
-        self._positions = positions
-        self._consumer = consumer
         self._arn = kinesis.describe_stream_summary(StreamName=stream_name)["StreamDescriptionSummary"]["StreamARN"]
 
     def _open(self, shard_id: str, position: StreamPosition | None) -> str:
@@ -472,10 +486,6 @@ class EventsStreamPoller(_ShardPoller):
         if not batch.records and batch.next_iterator is None:  # a closed shard, read to its end
             self._drained.add(shard_id)
         return taken
-
-    def _remember(self, shard_id: str, sequence_number: str) -> None:
-        """The mapping's own position: the shard is done up to `sequence_number`."""
-        self._positions.advance(self._consumer, Checkpoint(shard_id, sequence_number, iso(system_clock())))
 
     def _lambda_record(self, shard_id: str, record: dict[str, Any]) -> dict[str, Any]:
         return {

@@ -1,9 +1,13 @@
 """Positions of the stream consumers, in the checkpoint table.
 
-- The relay's checkpoint per outbox-stream shard: the last sequence number published, and the event time
-  it had reached (to re-publish from the outbox if the stream was trimmed past it).
-- The projector's watermark per Kinesis shard: the newest event time projected and when, and the shard's
-  parents once a heartbeat named them (onward.heartbeat).
+- Watermarks (onward.heartbeat): per slot of the pipeline heartbeats, the newest commit time a consumer has
+  passed on; the watermark is the oldest slot's. The relay keeps one for the whole outbox stream
+  (`RELAY_CONSUMER`, `OUTBOX_STREAM`: Lambda's events do not say which stream shard a batch came from, and
+  the slots need not know), which says where to re-publish from if the stream was ever trimmed past it;
+  the projector keeps one per Kinesis shard (whose events do name it), with the shard's parents once a
+  heartbeat named them.
+- Positions by sequence number (`Checkpoint`): the local event-source mappings' own, per shard they read,
+  as Lambda keeps its mappings' positions.
 
 Sequence numbers are decimal strings of up to 56 digits (Kinesis), beyond DynamoDB's 38-digit numbers:
 they are stored zero-padded so that string order is numeric order, and compared as integers.
@@ -11,14 +15,20 @@ they are stored zero-padded so that string order is numeric order, and compared 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from botocore.exceptions import ClientError
 
+from onward.clock import EpochMs, iso
+
 SEQUENCE_WIDTH = 80
-RELAY_CONSUMER = "relay"  # its checkpoints
-PROJECTOR_CONSUMER = "projector"  # its watermarks
+RELAY_CONSUMER = "relay"  # its watermark over the whole outbox stream
+PROJECTOR_CONSUMER = "projector"  # its watermarks, one per Kinesis shard
+OUTBOX_STREAM = "outbox-stream"  # the relay's watermark's key: the stream, never one of its shards
+SLOT_PREFIX = "t"  # slot i's newest commit time (epoch ms) is the attribute t<i>
+SLOTS_PER_UPDATE = 150  # an update expression may be at most 4 KB
 
 
 def sequence_key(sequence_number: str | int) -> str:
@@ -29,23 +39,23 @@ def sequence_key(sequence_number: str | int) -> str:
 class Checkpoint:
     shard_id: str
     sequence_number: str
-    event_time: str  # occurred_at of the last event published
-
-    def covers(self, sequence_number: str) -> bool:
-        """True for a record at or before this checkpoint: already published."""
-        return int(sequence_number) <= int(self.sequence_number)
+    event_time: str  # when the position was recorded
 
 
 @dataclass(frozen=True)
 class Watermark:
+    """A consumer's progress through one stream (or one shard): every commit before `newest_event_at`
+    has passed it. None while some slot has not been heard from yet: nothing can be vouched for then."""
+
     shard_id: str
-    newest_event_at: str  # the newest occurred_at projected from this shard
-    processed_at: str  # when the projector last finished a batch from this shard
+    newest_event_at: str | None  # the oldest heartbeat slot's newest commit time passed on
+    processed_at: str  # when the consumer last passed a heartbeat on
     parents: tuple[str, ...] = ()  # shards this one was resharded from: drained before it was read
+    slots: int = 0  # K of the newest beat seen
 
 
 class CheckpointStore:
-    """Reads and advances consumer positions; a position only ever moves forward."""
+    """Reads and advances consumer positions (a position only ever moves forward) and watermarks."""
 
     def __init__(self, client: Any, table: str) -> None:
         self._db = client
@@ -75,57 +85,42 @@ class CheckpointStore:
                 raise
             return False
 
-    def checkpoints(self, consumer: str) -> list[Checkpoint]:
-        items = self._db.query(
-            TableName=self._table,
-            KeyConditionExpression="consumer = :c",
-            ExpressionAttributeValues={":c": {"S": consumer}},
-            ConsistentRead=True,
-        )["Items"]
-        return [Checkpoint(i["shard_id"]["S"], str(int(i["sequence_number"]["S"])), i["event_time"]["S"])
-                for i in items if "sequence_number" in i]
-
     def watermark(self, consumer: str, shard_id: str) -> Watermark | None:
         item = self._get(consumer, shard_id)
-        if item is None or "newest_event_at" not in item:
-            return None
-        return _watermark(item)
+        return None if item is None or "slots" not in item else _watermark(item)
 
     def watermarks(self, consumer: str) -> list[Watermark]:
-        items = self._db.query(
-            TableName=self._table,
-            KeyConditionExpression="consumer = :c",
-            ExpressionAttributeValues={":c": {"S": consumer}},
-        )["Items"]
-        return [_watermark(i) for i in items if "newest_event_at" in i]
+        """Every watermark of `consumer`, read consistently (one Query, page after page)."""
+        request: dict[str, Any] = {
+            "TableName": self._table, "KeyConditionExpression": "consumer = :c",
+            "ExpressionAttributeValues": {":c": {"S": consumer}}, "ConsistentRead": True,
+        }
+        found: list[Watermark] = []
+        while True:
+            page = self._db.query(**request)
+            found += [_watermark(item) for item in page["Items"] if "slots" in item]
+            if "LastEvaluatedKey" not in page:
+                return found
+            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
-    def raise_watermark(self, consumer: str, shard_id: str, newest_event_at: str, processed_at: str,
-                        parents: tuple[str, ...] = ()) -> None:
-        """Record a finished batch: processed_at always, newest_event_at only forward, and the shard's
-        parents when known. One request, two when the batch held only older events (a replay)."""
-        key = self._key(consumer, shard_id)
-        values: dict[str, dict[str, str | list[str]]] = {":p": {"S": processed_at}}
-        also = ""
-        if parents:
-            values[":ps"] = {"SS": sorted(parents)}
-            also = ", parents = :ps"
-        try:
-            self._db.update_item(
-                TableName=self._table,
-                Key=key,
-                UpdateExpression=f"SET processed_at = :p, newest_event_at = :t{also}",
-                ConditionExpression="attribute_not_exists(newest_event_at) OR newest_event_at <= :t",
-                ExpressionAttributeValues={**values, ":t": {"S": newest_event_at}},
-            )
-        except ClientError as error:
-            if error.response["Error"]["Code"] != "ConditionalCheckFailedException":
-                raise
-            self._db.update_item(
-                TableName=self._table,
-                Key=key,
-                UpdateExpression=f"SET processed_at = :p{also}",
-                ExpressionAttributeValues=values,
-            )
+    def record_slots(self, consumer: str, shard_id: str, through: Mapping[int, EpochMs], slots: int,
+                     processed_at: str, parents: tuple[str, ...] = ()) -> None:
+        """Record heartbeat slots passed on: each slot's newest commit time, K, when, and the shard's parents
+        when known. One UpdateItem per SLOTS_PER_UPDATE slots. A slot is set, not raised: a redelivered old
+        heartbeat can only make the watermark read older until the next beat."""
+        ordered = sorted(through.items())
+        for start in range(0, max(1, len(ordered)), SLOTS_PER_UPDATE):
+            chunk = ordered[start:start + SLOTS_PER_UPDATE]
+            values: dict[str, dict[str, Any]] = {":k": {"N": str(slots)}, ":p": {"S": processed_at}}
+            sets = ["slots = :k", "processed_at = :p"]
+            for slot, at in chunk:
+                sets.append(f"{SLOT_PREFIX}{slot} = :{SLOT_PREFIX}{slot}")
+                values[f":{SLOT_PREFIX}{slot}"] = {"N": str(at)}
+            if parents:
+                sets.append("parents = :ps")
+                values[":ps"] = {"SS": sorted(parents)}
+            self._db.update_item(TableName=self._table, Key=self._key(consumer, shard_id),
+                                 UpdateExpression="SET " + ", ".join(sets), ExpressionAttributeValues=values)
 
     def _get(self, consumer: str, shard_id: str) -> dict[str, Any] | None:
         item: dict[str, Any] | None = self._db.get_item(TableName=self._table, Key=self._key(consumer, shard_id),
@@ -138,5 +133,8 @@ class CheckpointStore:
 
 
 def _watermark(item: dict[str, Any]) -> Watermark:
-    return Watermark(item["shard_id"]["S"], item["newest_event_at"]["S"], item["processed_at"]["S"],
-                     tuple(sorted(item.get("parents", {}).get("SS", []))))
+    slots = int(item["slots"]["N"])
+    marks = [item.get(f"{SLOT_PREFIX}{slot}") for slot in range(slots)]
+    newest = None if not marks or None in marks else iso(min(int(mark["N"]) for mark in marks if mark))
+    return Watermark(item["shard_id"]["S"], newest, item["processed_at"]["S"],
+                     tuple(sorted(item.get("parents", {}).get("SS", []))), slots)

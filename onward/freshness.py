@@ -4,18 +4,19 @@ A status is always shown with when it became true (`as_of`, the transition's com
 behind the view may be (`view_lag_s`), so a reader can tell "this job has not changed for 5 minutes" from
 "the view has not heard anything for 5 minutes".
 
-The choice of view_lag_s. The projector keeps, per Kinesis shard, a watermark: `newest_event_at` (the newest
-commit time it has projected from that shard) and `processed_at` (when it last finished a batch). Measuring
-the lag from `processed_at` would lie in the dangerous direction: a projector that keeps finishing batches
-but is ten minutes behind the stream (high iterator age) looks fresh. Measuring from `newest_event_at` can
-only err the safe way: the view is confirmed complete up to the OLDEST shard's newest projected commit, so
+The choice of view_lag_s. The projector keeps, per Kinesis shard, a watermark (onward.checkpoints): every
+commit before it has been projected from that shard, in every partition of the outbox (the heartbeat slots
+of onward.heartbeat). Measuring the lag from when the projector last ran would lie in the dangerous
+direction (a projector that keeps finishing batches ten minutes behind the stream looks fresh); measuring
+from the watermarks can only err the safe way:
 
-    view_lag_s = now - min over shards of newest_event_at      (None when no shard has a watermark yet)
+    view_lag_s = now - min over the events stream's shards of their watermark
 
-is an upper bound on how far behind the view is. An idle system would make that bound grow without end;
-pipeline heartbeats (onward.heartbeat) pass through the same path on a schedule and move every shard's
-watermark, so an idle healthy system reads as fresh (lag about one heartbeat interval) while a stopped relay
-or projector stops them too. `stale` is true when the lag exceeds the threshold, or cannot be known.
+Every shard counts: one the projector has not confirmed through a full beat yet (never projected, or not
+heard from in every slot) has no watermark of its own; it is bounded by its parents' (a child of a reshard
+is read only after its parents are drained), or, with none, makes the lag unknown (None) and the view
+stale. An idle system stays fresh because heartbeats move every watermark; a stopped relay or projector
+stops them too. `stale` is true when the lag exceeds the threshold, or cannot be known.
 """
 
 from __future__ import annotations
@@ -33,7 +34,14 @@ class _Watermark(Protocol):
     @property
     def shard_id(self) -> str: ...
     @property
-    def newest_event_at(self) -> str: ...
+    def newest_event_at(self) -> str | None: ...
+    @property
+    def parents(self) -> tuple[str, ...]: ...
+
+
+class _Shard(Protocol):
+    @property
+    def shard_id(self) -> str: ...
     @property
     def parents(self) -> tuple[str, ...]: ...
 
@@ -49,17 +57,38 @@ def live_watermarks(watermarks: Iterable[_W]) -> list[_W]:
     return [mark for mark in marks if mark.shard_id not in retired]
 
 
-def view_lag(watermarks: Iterable[_Watermark], now_ms: EpochMs, stale_after_s: float = STALE_AFTER_S) -> ViewLag:
-    """The whole view's lag bound from the projector's per-shard watermarks: the oldest live one (a drained
-    parent shard's watermark stays at its last event and would otherwise read as delayed forever)."""
-    marks = [epoch_ms(mark.newest_event_at) for mark in live_watermarks(watermarks)]
-    if not marks:
+def shard_bounds(watermarks: Iterable[_Watermark], shards: Iterable[_Shard] | None = None) -> dict[str, EpochMs | None]:
+    """Per shard that bounds the view, the commit time it is confirmed through (None: unknown). The live
+    watermarks, and every open shard in `shards` (None: only the watermarks are known): one with no
+    confirmed watermark of its own counts as its oldest parent's, or as unknown."""
+    marks = list(watermarks)
+    confirmed = {mark.shard_id: epoch_ms(mark.newest_event_at) for mark in marks if mark.newest_event_at}
+    bounds: dict[str, EpochMs | None] = {mark.shard_id: confirmed.get(mark.shard_id)
+                                         for mark in live_watermarks(marks)}
+    for shard in shards or ():
+        if shard.shard_id in confirmed:
+            bounds[shard.shard_id] = confirmed[shard.shard_id]
+            continue
+        inherited = [confirmed[parent] for parent in shard.parents if parent in confirmed]
+        complete = bool(inherited) and len(inherited) == len(shard.parents)
+        bounds[shard.shard_id] = min(inherited) if complete else None
+        for parent in shard.parents:
+            bounds.pop(parent, None)  # counted through its child
+    return bounds
+
+
+def view_lag(watermarks: Iterable[_Watermark], now_ms: EpochMs, stale_after_s: float = STALE_AFTER_S,
+             shards: Iterable[_Shard] | None = None) -> ViewLag:
+    """The whole view's lag bound: from the oldest shard's watermark (onward.freshness), over every open
+    shard of `shards` when the caller lists them (a shard never projected then makes it unknown)."""
+    bounds = shard_bounds(watermarks, shards)
+    if not bounds or None in bounds.values():
         return ViewLag(measured_at=iso(now_ms), view_lag_s=None, watermark=None, stale=True,
-                       stale_after_s=stale_after_s, shards=0)
-    confirmed = min(marks)
+                       stale_after_s=stale_after_s, shards=len(bounds))
+    confirmed = min(at for at in bounds.values() if at is not None)
     lag_s = round(max(0.0, (now_ms - confirmed) / 1000), 3)
     return ViewLag(measured_at=iso(now_ms), view_lag_s=lag_s, watermark=iso(confirmed), stale=lag_s > stale_after_s,
-                   stale_after_s=stale_after_s, shards=len(marks))
+                   stale_after_s=stale_after_s, shards=len(bounds))
 
 
 def freshness(

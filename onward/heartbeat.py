@@ -1,42 +1,72 @@
-"""Pipeline heartbeats: proof that the event path is moving while no job changes.
+"""Pipeline heartbeats: proof, stream shard by stream shard, that the event path is moving while no job changes.
 
-A status is shown with `view_lag_s`, an upper bound on how far behind the view is, measured from each
-Kinesis shard's newest projected commit time (onward.freshness). With no traffic that bound would grow
-without end and an idle, healthy system would read as delayed. So, on a schedule, a heartbeat is written to
-the outbox like any commit; the relay publishes it to EVERY shard of the events stream after the events
-before it, and the projector raises each shard's watermark to the heartbeat's time without touching the
-view. After a reshard, each copy also names its shard's parents: Kinesis consumers read a child shard only
-once its parents are drained, so the parents' watermarks (frozen at their last event) stop counting then
-(onward.freshness). A heartbeat seen on a shard therefore proves the shard was projected up to that moment; a stopped
-relay or projector stops the heartbeats too, and the lag grows as it should.
+A status is shown with `view_lag_s`, an upper bound on how far behind the view is (onward.freshness). With no
+traffic that bound would grow without end, so on a schedule a heartbeat is committed to the outbox like any
+transition and travels the same path. What it may vouch for is limited by the topology:
 
-Heartbeat items live under one partition (`job_id = HEARTBEAT`, version = epoch ms) with no `time_bucket`
-(so replay windows never see them) and a short TTL. `OutboxReader` skips them.
+- The outbox table's stream has one shard per partition of the table, several open at once, and Lambda's
+  events do not say which shard a batch came from. An item travels through the shard of its key's partition,
+  behind every commit made there before it, and vouches for nothing else. So a heartbeat is a *beat*: one
+  item in each of K slots (`job_id = HEARTBEAT#<slot>`), K = SLOTS_PER_SHARD per open stream shard. Each slot's
+  key is in one partition; with 16 slots per shard a partition holds no slot with a chance near e^-16.
+- The relay passes on, after the batch's events, each slot's newest item as its commit time (the stream
+  record's ApproximateCreationDateTime) to EVERY shard of the events stream (`Heartbeat.through`).
+- A consumer keeps, per slot, the newest commit time it has passed on (onward.checkpoints.SlotMarks). Its
+  watermark is the OLDEST slot's: every commit before it, in every partition, has passed that consumer. A
+  relay stuck on one stream shard holds back the slots of that partition, and with them the watermark.
+
+Times are commit times, as DynamoDB stamps them, never the writer's decision time: a transition decided
+before a heartbeat but committed after it is not vouched for, and is shown with its own commit time.
+Heartbeat items have no `time_bucket` (replay windows never see them) and a short TTL. `OutboxReader` skips
+them.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from botocore.exceptions import ClientError
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
-from onward.clock import Clock, EpochMs, iso, system_clock
+from onward.clock import EpochMs, iso
 from onward.dynamo import Item
 
 HEARTBEAT_PARTITION = "HEARTBEAT"
 HEARTBEAT_KIND: Final = "heartbeat"
 HEARTBEAT_TTL_S = 3600
+SLOTS_PER_SHARD = 16
+MIN_SLOTS = 16
+MAX_SLOTS = 2048
+
+SlotId = int
 
 
 class Heartbeat(BaseModel):
-    """One heartbeat as it travels through the outbox stream and Kinesis."""
+    """One heartbeat as it travels on the events stream (Kinesis): per slot, the commit time through which
+    that slot's partition of the outbox has been relayed."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     kind: Literal["heartbeat"] = HEARTBEAT_KIND
-    occurred_at: str  # the moment it was committed to the outbox
+    slots: int = Field(default=0, ge=0, le=MAX_SLOTS)  # K of the newest beat relayed in the batch
+    through: dict[SlotId, EpochMs] = Field(default_factory=dict)  # slot -> commit time (epoch ms)
     parents: tuple[str, ...] = ()  # on Kinesis: the parent shards of the shard it was put on (after a reshard)
+    occurred_at: str | None = None  # the format before slots: still read, vouches for nothing
+
+
+@dataclass(frozen=True)
+class HeartbeatPart:
+    """One slot's item of a beat, as the relay reads it from the outbox stream."""
+
+    slot: SlotId
+    slots: int
+
+
+def slot_count(open_stream_shards: int) -> int:
+    """K for a beat: SLOTS_PER_SHARD slots per open outbox-stream shard, within [MIN_SLOTS, MAX_SLOTS]."""
+    return max(MIN_SLOTS, min(MAX_SLOTS, SLOTS_PER_SHARD * open_stream_shards))
 
 
 def is_heartbeat_image(image: Item) -> bool:
@@ -45,13 +75,20 @@ def is_heartbeat_image(image: Item) -> bool:
     return kind == HEARTBEAT_KIND
 
 
-def heartbeat_from_image(image: Item) -> Heartbeat:
-    return Heartbeat(occurred_at=image["occurred_at"]["S"])
+def heartbeat_part(image: Item) -> HeartbeatPart | None:
+    """The slot an outbox heartbeat item fills; None for an item of the format before slots."""
+    if "slot" not in image:
+        return None
+    slot, slots = int(image["slot"]["N"]), int(image["slots"]["N"])
+    if not 0 <= slot < slots <= MAX_SLOTS:
+        raise ValueError(f"heartbeat slot {slot} of {slots}")
+    return HeartbeatPart(slot, slots)
 
 
 def encode_heartbeat(heartbeat: Heartbeat) -> bytes:
-    """The record's data; `parents` only when there are some (a stream never resharded keeps the format)."""
-    return heartbeat.model_dump_json(exclude=None if heartbeat.parents else {"parents"}).encode()
+    """The record's data: what is set (a stream never resharded sends no `parents`)."""
+    return json.dumps({"kind": HEARTBEAT_KIND, **heartbeat.model_dump(mode="json", exclude_defaults=True)},
+                      separators=(",", ":")).encode()
 
 
 def decode_heartbeat(payload: dict[str, Any]) -> Heartbeat | None:
@@ -61,32 +98,21 @@ def decode_heartbeat(payload: dict[str, Any]) -> Heartbeat | None:
     return Heartbeat.model_validate(payload)
 
 
-def heartbeat_item(at: EpochMs) -> Item:
-    return {
-        "job_id": {"S": HEARTBEAT_PARTITION},
+def heartbeat_items(at: EpochMs, slots: int) -> list[Item]:
+    """The outbox items of one beat: one per slot."""
+    return [{
+        "job_id": {"S": f"{HEARTBEAT_PARTITION}#{slot}"},
         "version": {"N": str(at)},
         "kind": {"S": HEARTBEAT_KIND},
+        "slot": {"N": str(slot)},
+        "slots": {"N": str(slots)},
         "occurred_at": {"S": iso(at)},
         "expires_at": {"N": str(at // 1000 + HEARTBEAT_TTL_S)},
-    }
+    } for slot in range(slots)]
 
 
-class HeartbeatEmitter:
-    """Writes heartbeats to the outbox table (one PutItem each)."""
-
-    def __init__(self, client: Any, outbox_table: str, clock: Clock = system_clock) -> None:
-        self._db = client
-        self._table = outbox_table
-        self._clock = clock
-
-    def emit(self) -> Heartbeat | None:
-        """Commit one heartbeat now; None if another emitter committed one in the same millisecond."""
-        at = self._clock()
-        try:
-            self._db.put_item(TableName=self._table, Item=heartbeat_item(at),
-                              ConditionExpression="attribute_not_exists(version)")
-        except ClientError as error:
-            if error.response["Error"]["Code"] == "ConditionalCheckFailedException":
-                return None
-            raise
-        return Heartbeat(occurred_at=iso(at))
+def merge_through(into: dict[SlotId, EpochMs], more: Mapping[SlotId, EpochMs]) -> None:
+    """Keep, per slot, the newest commit time of either."""
+    for slot, at in more.items():
+        if at > into.get(slot, -1):
+            into[slot] = at

@@ -5,6 +5,9 @@ Two samples of the pipeline's own telemetry, `window` seconds apart: the project
 outbox itself (every committed event, with its commit time). From them:
 
 - processing age: now - the oldest shard's watermark (how old the newest thing the view may be missing is);
+- commit times: the outbox keeps no commit time, so an event's decision time (`occurred_at`, earlier by its
+  commit's duration: milliseconds, unless the commit was retried) stands in for it; a backlog counted here
+  can be short by the events committed just after a watermark but decided just before it;
 - backlog per shard: events committed after that shard's watermark (each job's events go to the shard its
   job id hashes to, as Kinesis places them);
 - arrival rate: events committed during the window; service rate: events the watermarks moved past;
@@ -21,7 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from onward.checkpoints import PROJECTOR_CONSUMER, RELAY_CONSUMER, CheckpointStore
+from onward.checkpoints import OUTBOX_STREAM, PROJECTOR_CONSUMER, RELAY_CONSUMER, CheckpointStore
 from onward.clock import Clock, EpochMs, epoch_ms, iso, system_clock
 from onward.freshness import live_watermarks
 from onward.outbox import OutboxReader
@@ -42,7 +45,7 @@ class Commit:
 class Snapshot:
     taken_at: EpochMs
     watermarks: dict[str, EpochMs]  # shard id -> newest projected commit time
-    relay_reached: EpochMs | None  # the oldest relay checkpoint's commit time
+    relay_reached: EpochMs | None  # the relay's watermark: every commit before it was published
 
 
 @dataclass(frozen=True)
@@ -133,9 +136,11 @@ class LagProbe:
 
     def snapshot(self) -> Snapshot:
         marks = {mark.shard_id: epoch_ms(mark.newest_event_at)
-                 for mark in live_watermarks(self._checkpoints.watermarks(PROJECTOR_CONSUMER))}
-        relay = [epoch_ms(c.event_time) for c in self._checkpoints.checkpoints(RELAY_CONSUMER)]
-        return Snapshot(self._clock(), marks, min(relay) if relay else None)
+                 for mark in live_watermarks(self._checkpoints.watermarks(PROJECTOR_CONSUMER))
+                 if mark.newest_event_at is not None}
+        relay = self._checkpoints.watermark(RELAY_CONSUMER, OUTBOX_STREAM)
+        reached = None if relay is None or relay.newest_event_at is None else epoch_ms(relay.newest_event_at)
+        return Snapshot(self._clock(), marks, reached)
 
     def measure(self, window_s: float) -> LagReport:
         before = self.snapshot()

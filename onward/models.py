@@ -134,6 +134,9 @@ class OutboxEvent(_Frozen):
     error: ErrorSummary | None = None
     result_size_bytes: int | None = None
     result_inline: Any = None  # the result itself when it is at most MAX_INLINE_RESULT_BYTES
+    # When DynamoDB committed it (its outbox-stream record's ApproximateCreationDateTime, whole seconds on
+    # AWS): set by the relay, absent from the outbox itself and from events re-published from it.
+    committed_at: str | None = None
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
@@ -189,12 +192,18 @@ class StatusView(BaseModel):
     version: int
     attempt: int
     cancel_requested: bool = False
-    occurred_at: str  # when this status became true (the transition's commit time)
+    occurred_at: str  # when the writer decided the transition
+    committed_at: str | None = None  # when DynamoDB committed it (None: re-published from the outbox)
     projected_at: str  # when the projector wrote it
     digest: str
     error: ErrorSummary | None = None
     result_size_bytes: int | None = None
     result_inline: Any = None
+
+    @property
+    def as_of(self) -> str:
+        """When this status became true: its commit time, or the decision time (never later) without one."""
+        return self.committed_at or self.occurred_at
 
 
 class Freshness(_Frozen):
@@ -203,7 +212,7 @@ class Freshness(_Frozen):
     as_of: str  # when the shown status became true (commit time of its transition)
     age_s: float  # now - as_of
     view_lag_s: float | None  # upper bound of how far behind the view is; None when unknown
-    watermark: str | None  # the view is confirmed complete up to this commit time
+    watermark: str | None  # the view holds every transition committed strictly before this time
     stale: bool
 
 
@@ -212,7 +221,7 @@ class ViewLag(_Frozen):
 
     measured_at: str  # when this was measured (a status's Freshness.as_of is when the STATUS became true)
     view_lag_s: float | None  # None: no shard has been projected yet
-    watermark: str | None  # the view is confirmed complete up to this commit time
+    watermark: str | None  # the view holds every transition committed strictly before this time
     stale: bool
     stale_after_s: float  # the threshold `stale` was judged by
     shards: int  # shards with a watermark

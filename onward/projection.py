@@ -20,8 +20,10 @@ class ProjectionOutcome(StrEnum):
 
 
 def digest(event: OutboxEvent) -> str:
-    """A stable fingerprint of an event's content (canonical JSON, sorted keys)."""
-    canonical = json.dumps(event.model_dump(mode="json", by_alias=True), sort_keys=True, separators=(",", ":"))
+    """A stable fingerprint of an event's content (canonical JSON, sorted keys). Not of `committed_at`: the
+    same transition re-published from the outbox has none, and is the same event."""
+    canonical = json.dumps(event.model_dump(mode="json", by_alias=True, exclude={"committed_at"}), sort_keys=True,
+                           separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
@@ -45,6 +47,7 @@ def view_fields(event: OutboxEvent) -> dict[str, Any]:
         "attempt": event.attempt,
         "cancel_requested": event.cancel_requested,
         "occurred_at": event.occurred_at,
+        "committed_at": event.committed_at,
         "digest": digest(event),
         "error": event.error.model_dump(mode="json") if event.error else None,
         "result_size_bytes": event.result_size_bytes,

@@ -4,8 +4,11 @@ puts a partition key on (the MD5 of the key, read as a 128-bit number, falls in 
 from __future__ import annotations
 
 import hashlib
+import threading
 from dataclasses import dataclass
 from typing import Any
+
+from onward.clock import Clock, EpochMs, system_clock
 
 
 @dataclass(frozen=True)
@@ -34,3 +37,22 @@ def _shard(listed: dict[str, Any]) -> Shard:
     hashes = listed["HashKeyRange"]
     parents = tuple(p for p in (listed.get("ParentShardId"), listed.get("AdjacentParentShardId")) if p)
     return Shard(listed["ShardId"], int(hashes["StartingHashKey"]), int(hashes["EndingHashKey"]), parents)
+
+
+class ShardCatalog:
+    """The events stream's open shards, listed at most once per `ttl_ms` (readers ask on every request;
+    a reshard is seen within `ttl_ms`, and until then the closed parents still bound the view)."""
+
+    def __init__(self, kinesis: Any, stream: str, clock: Clock = system_clock, ttl_ms: int = 30_000) -> None:
+        self._kinesis = kinesis
+        self._stream = stream
+        self._clock = clock
+        self._ttl_ms = ttl_ms
+        self._lock = threading.Lock()
+        self._listed: tuple[EpochMs, list[Shard]] | None = None
+
+    def open_shards(self) -> list[Shard]:
+        with self._lock:
+            if self._listed is None or self._clock() - self._listed[0] > self._ttl_ms:
+                self._listed = (self._clock(), open_shards(self._kinesis, self._stream))
+            return self._listed[1]

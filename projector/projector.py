@@ -22,9 +22,9 @@ from botocore.exceptions import ClientError
 from pydantic import ValidationError
 
 from onward.checkpoints import PROJECTOR_CONSUMER, CheckpointStore
-from onward.clock import Clock, epoch_ms, iso, system_clock
+from onward.clock import Clock, EpochMs, epoch_ms, iso, system_clock
 from onward.dynamo import from_item, to_item
-from onward.heartbeat import Heartbeat, decode_heartbeat
+from onward.heartbeat import Heartbeat, SlotId, decode_heartbeat, merge_through
 from onward.models import EVENT_SCHEMA, OutboxEvent
 from onward.parking import ParkedRecords
 from onward.projection import ProjectionOutcome, classify, view_fields
@@ -66,7 +66,8 @@ class BatchTally:
     outcomes: dict[ProjectionOutcome, int] = field(default_factory=dict)
     parked: int = 0
     heartbeats: int = 0
-    newest_event_at: str | None = None
+    slots: int = 0  # K of the newest heartbeat seen
+    through: dict[SlotId, EpochMs] = field(default_factory=dict)  # heartbeat slots: newest commit time each
     parents: tuple[str, ...] = ()  # the shard's parents, as its heartbeats name them
     lag_ms: list[int] = field(default_factory=list)
 
@@ -160,20 +161,21 @@ class StatusProjector:
             logger.warning("record parked", extra={"shard_id": shard_id, "sequence_number": sequence_number,
                                                    "reason": str(error)})
             return
-        if isinstance(event, Heartbeat):  # the shard is projected up to this moment; the view is untouched
+        if isinstance(event, Heartbeat):  # its slots are projected up to their times; the view is untouched
             tally.heartbeats += 1
-            tally.newest_event_at = max(tally.newest_event_at or "", event.occurred_at)
+            merge_through(tally.through, event.through)
+            tally.slots = max(tally.slots, event.slots)
             tally.parents = event.parents or tally.parents
             return
         outcome = self.project(event)
         tally.count(outcome)
-        tally.newest_event_at = max(tally.newest_event_at or "", event.occurred_at)
         if outcome is ProjectionOutcome.APPLIED:
-            tally.lag_ms.append(self._clock() - epoch_ms(event.occurred_at))
+            tally.lag_ms.append(self._clock() - epoch_ms(event.committed_at or event.occurred_at))
 
     def finish_batch(self, shard_id: str, tally: BatchTally) -> None:
-        """Raise the shard's watermark: newest event time projected, and now as the processing time (and
-        the shard's parents, once a heartbeat named them: they are drained, their watermarks retire)."""
-        if tally.newest_event_at is not None:
-            self._checkpoints.raise_watermark(PROJECTOR_CONSUMER, shard_id, tally.newest_event_at,
-                                              iso(self._clock()), parents=tally.parents)
+        """Record the heartbeat slots the batch projected in the shard's watermark (and the shard's parents,
+        once a heartbeat named them: they are drained, their watermarks retire). Events alone move nothing:
+        one partition's event says nothing of the others'."""
+        if tally.through:
+            self._checkpoints.record_slots(PROJECTOR_CONSUMER, shard_id, tally.through, tally.slots,
+                                           iso(self._clock()), parents=tally.parents)

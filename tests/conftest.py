@@ -1,5 +1,12 @@
-"""Shared fixtures: one embedded AWS endpoint per test session (real HTTP on 127.0.0.1) and a fresh
-CloudFormation stack from template.yaml per test, so tests never see each other's jobs.
+"""Shared fixtures: one embedded AWS endpoint per test session (real HTTP on 127.0.0.1) and a deployment of
+template.yaml per test (`environment`), so tests never see each other's jobs:
+
+- a test that runs the stream pipeline (asks for `pipeline`) or is marked `own_stack` gets a stack of its
+  own, freshly deployed: streams and Kinesis start empty only there;
+- any other test borrows the session's shared stack (infra.endpoint.SharedStack), every table emptied and
+  checked empty before it is handed over. A test that reads or writes a stream (or changes a table, stream
+  or queue) on it errors at teardown: mark it `own_stack`. One that leaves a thread running, or anything
+  that names the stack between tests, gets the shared stack replaced by a fresh one.
 
 Tiers, marked at collection: `unit`, `contract`, `e2e` and `soak` by directory; `integration` for every test
 that needs the embedded endpoint (it asks for the `endpoint` fixture, or says so with the mark); `fast` for
@@ -15,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.endpoint import EmbeddedEndpoint
+from infra.endpoint import EmbeddedEndpoint, SharedStack
 from onward.settings import Settings
 from onward.store import JobStore
 from tests.support import ManualClock
@@ -25,6 +32,12 @@ os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
 _stack_numbers = itertools.count()
 DIRECTORY_TIERS = ("unit", "contract", "e2e", "soak")
 SLOW_TIERS = ("e2e", "soak")  # by directory, or marked so (a test that runs a tool of its own)
+# Modules whose tests run the relay or the pollers on their own (not through `pipeline`): each test own_stack.
+OWN_STACK_MODULES = ("test_relay.py", "test_poller_isolation.py", "test_poison_input.py")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "own_stack: a fresh stack of its own (it reads streams), not the shared one")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -32,6 +45,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         directory = Path(str(item.path)).parent.name
         if directory in DIRECTORY_TIERS:
             item.add_marker(directory)
+        if Path(str(item.path)).name in OWN_STACK_MODULES:
+            item.add_marker("own_stack")
         needs_endpoint = "endpoint" in getattr(item, "fixturenames", ()) or item.get_closest_marker("integration")
         if needs_endpoint and not item.get_closest_marker("integration"):
             item.add_marker("integration")
@@ -45,10 +60,22 @@ def endpoint() -> Iterator[EmbeddedEndpoint]:
         yield running
 
 
+@pytest.fixture(scope="session")
+def shared_stack(endpoint: EmbeddedEndpoint) -> SharedStack:
+    return SharedStack(endpoint)
+
+
 @pytest.fixture
-def environment(endpoint: EmbeddedEndpoint) -> dict[str, str]:
-    """A fresh deployment of template.yaml's data resources, as the environment naming them."""
-    return endpoint.deploy(f"test-{next(_stack_numbers)}").environment
+def environment(request: pytest.FixtureRequest, endpoint: EmbeddedEndpoint,
+                shared_stack: SharedStack) -> Iterator[dict[str, str]]:
+    """A deployment of template.yaml's data resources with every table empty, as the environment naming them:
+    a fresh one for a test that asks for `pipeline` or is marked `own_stack`, else the shared one (above)."""
+    if "pipeline" in request.fixturenames or request.node.get_closest_marker("own_stack"):
+        yield endpoint.deploy(f"test-{next(_stack_numbers)}").environment
+        return
+    yield shared_stack.lend().environment
+    if misuse := shared_stack.give_back():
+        pytest.fail(f"{request.node.nodeid} made {misuse} on the shared stack: mark it own_stack", pytrace=False)
 
 
 @pytest.fixture
@@ -99,7 +126,8 @@ def memory_store(clock: ManualClock) -> JobStore:
 @pytest.fixture(params=["memory", pytest.param("dynamodb", marks=pytest.mark.integration)])
 def store_backend(request: pytest.FixtureRequest, clock: ManualClock):
     """Each backend of the job store in turn: in memory (fast tier), then DynamoDB on the embedded endpoint
-    (a fresh stack; marked `integration`). Tests on it hold for both, as the contract suite does."""
+    (the `environment` fixture's stack; marked `integration`). Tests on it hold for both, as the contract
+    suite does."""
     from tests.contract.backends import DynamoBackend, MemoryBackend
 
     if request.param == "memory":

@@ -1,25 +1,28 @@
-// Onward status page: no build step, no dependencies. It polls GET /jobs (statuses from the status view,
-// with the view's lag bound) and never shows a status without saying how fresh it is.
+// Onward status page: no build step, no dependencies. Three views on one page, each at its own URL: the job
+// list (#/jobs?filters), one job (#/jobs/<id>) and the operator's (#/ops). It polls the API (statuses from
+// the status view, each with how fresh it is) and says when the view is delayed or the API unreachable.
 "use strict";
+
+import {
+  $, api, isOperator, isPlatformOperator, loadContract, localTime, say, serverNow, setText, state, tick,
+} from "/web/core.js";
+import { buildJobActions, pollJob, showJob } from "/web/job.js";
+import { buildFilterForm, buildPager, focusSearch, offerTenants, pollList, showList } from "/web/list.js";
+import { buildOps, pollOps } from "/web/ops.js";
 
 const POLL_MS = 2000;
 const TICK_MS = 1000;
+const OPS_EVERY = 2;  // polls: the operator's view reads more (five routes)
 const CHART_WINDOW_S = 300;
 
-const state = {
-  token: sessionStorage.getItem("onward.token") || "",
-  jobs: [],
-  view: null,          // the last ViewLag the API answered
-  skewMs: 0,           // server clock minus this browser's clock
-  lastPollOk: null,    // Date.now() of the last answered poll
-  lagSamples: [],      // [{at: server ms, lag: seconds}]
-  pending: null,       // {key, body}: a submit with no answer yet; retrying it re-sends the same key
-  pollTimer: null,
+const page = {
+  route: null,
+  polling: false,
+  polls: 0,
+  timer: null,
+  lagSamples: [],  // [{at: server ms, lag: seconds}]
+  pending: null,   // {key, body}: a submit with no answer yet; retrying it re-sends the same key
 };
-
-const $ = (id) => document.getElementById(id);
-const say = (id, text) => { $(id).textContent = text; };
-const serverNow = () => Date.now() + state.skewMs;
 
 function newKey() {
   if (crypto.randomUUID) return crypto.randomUUID();
@@ -27,43 +30,7 @@ function newKey() {
   return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
 }
 
-async function api(method, path, { body, headers } = {}) {
-  const response = await fetch(path, {
-    method,
-    headers: {
-      Authorization: `Bearer ${state.token}`,
-      ...(body === undefined ? {} : { "Content-Type": "application/json" }),
-      ...headers,
-    },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await response.text();
-  let data = null;
-  try { data = text ? JSON.parse(text) : null; } catch { data = null; }
-  return { status: response.status, data };
-}
-
-// The API's problem details as a person reads them: title and detail, then each validation error's place.
-function problemText(answer) {
-  const data = answer.data || {};
-  if (!data.title) return `HTTP ${answer.status}`;
-  const errors = Array.isArray(data.errors) ? data.errors : [];
-  const places = errors.map((e) => `${(e.loc || []).join(".") || "body"}: ${e.msg}`);
-  return errors.length ? `${data.title}: ${places.join("; ")}` : `${data.title}: ${data.detail || ""}`;
-}
-
-function ago(isoTime) {
-  const seconds = Math.max(0, Math.round((serverNow() - Date.parse(isoTime)) / 1000));
-  if (seconds < 90) return `${seconds} s ago`;
-  if (seconds < 5400) return `${Math.round(seconds / 60)} min ago`;
-  return `${Math.round(seconds / 3600)} h ago`;
-}
-
-function clock(isoTime) {
-  return new Date(Date.parse(isoTime)).toLocaleTimeString([], { hour12: false });
-}
-
-// --- token -------------------------------------------------------------------------------------------------
+// --- token and who it is --------------------------------------------------------------------------------------
 
 function useToken(event) {
   event.preventDefault();
@@ -75,153 +42,173 @@ function useToken(event) {
 
 // A refused token is forgotten, so a reload does not send it again.
 function forgetToken() {
+  clearInterval(page.timer);
   state.token = "";
+  state.me = null;
   sessionStorage.removeItem("onward.token");
   $("submit-button").disabled = true;
+  say("token-status", "This token was not accepted. Paste another one.");
+  say("list-status", "Not signed in.");
+  say("whoami", "");
+  $("nav-ops").hidden = true;
 }
 
-function start() {
+async function start() {
   if (!state.token) return;
-  $("submit-button").disabled = false;
-  say("token-status", "Token set (kept for this tab only).");
-  clearInterval(state.pollTimer);
-  poll();
-  state.pollTimer = setInterval(poll, POLL_MS);
-}
-
-// --- polling the view --------------------------------------------------------------------------------------
-
-async function poll() {
+  clearInterval(page.timer);
   let answer;
   try {
-    answer = await api("GET", "/jobs?limit=50");
+    answer = await api("GET", "/whoami");
   } catch {
     renderNotice("The API cannot be reached.");
+    page.timer = setInterval(start, POLL_MS);
     return;
   }
   if (answer.status === 401) {
-    clearInterval(state.pollTimer);
     forgetToken();
-    say("token-status", "This token was not accepted. Paste another one.");
-    say("list-status", "Not signed in.");
     return;
   }
-  if (answer.status !== 200) {
-    renderNotice(`The API answered ${problemText(answer)}.`);
-    return;
+  state.me = answer.data;
+  say("token-status", "Token set (kept for this tab only).");
+  say("whoami", state.me.operator
+    ? (state.me.tenant_id ? `Operator of ${state.me.tenant_id}` : "Operator (every tenant)")
+    : `Tenant ${state.me.tenant_id}`);
+  $("nav-ops").hidden = !isOperator();
+  const creates = Boolean(state.me.tenant_id);
+  $("submit-button").disabled = !creates;
+  $("submit-note").hidden = creates;
+  if (isPlatformOperator()) {
+    const tenants = await api("GET", "/ops/tenants");
+    if (tenants.status === 200) state.tenants = tenants.data.tenants.map((tenant) => tenant.tenant_id);
   }
-  state.lastPollOk = Date.now();
-  state.jobs = answer.data.jobs;
-  state.view = answer.data.view;
-  state.skewMs = Date.parse(state.view.measured_at) - Date.now();
-  if (state.view.view_lag_s !== null) {
-    state.lagSamples.push({ at: Date.parse(state.view.measured_at), lag: state.view.view_lag_s });
-  }
-  const oldest = serverNow() - CHART_WINDOW_S * 1000;
-  state.lagSamples = state.lagSamples.filter((sample) => sample.at >= oldest);
-  renderJobs();
-  renderNotice(null);
-  renderChart();
+  offerTenants();
+  route(false);
+  page.timer = setInterval(poll, POLL_MS);
 }
 
-// --- rendering ---------------------------------------------------------------------------------------------
+// --- routes ---------------------------------------------------------------------------------------------------
+
+function parseRoute() {
+  const [path, query] = (location.hash || "#/jobs").slice(1).split("?");
+  const params = new URLSearchParams(query || "");
+  const job = /^\/jobs\/([^/]+)$/.exec(path);
+  if (job) return { view: "job", jobId: decodeURIComponent(job[1]), params };
+  if (path === "/ops") return { view: "ops", params };
+  return { view: "jobs", params };
+}
+
+function route(navigated) {
+  const next = parseRoute();
+  const changed = !page.route || page.route.view !== next.view;
+  page.route = next;
+  for (const view of ["jobs", "job", "ops"]) $(`view-${view}`).hidden = view !== next.view;
+  for (const link of document.querySelectorAll("#views a")) {
+    if (link.dataset.view === next.view || (next.view === "job" && link.dataset.view === "jobs")) {
+      link.setAttribute("aria-current", "page");
+    } else {
+      link.removeAttribute("aria-current");
+    }
+  }
+  if (next.view === "jobs") showList(next.params);
+  if (next.view === "job") showJob(next.jobId);
+  document.title = { jobs: "Onward · jobs", job: `Onward · job ${next.jobId || ""}`, ops: "Onward · operator" }[next.view];
+  if (navigated && (changed || next.view === "job")) {
+    $({ jobs: "jobs-heading", job: "job-heading", ops: "ops-heading" }[next.view]).focus();
+  }
+  if (state.me) poll(true);
+}
+
+// --- polling ----------------------------------------------------------------------------------------------------
+
+async function poll(now = false) {
+  if (!state.me || (page.polling && !now)) return;
+  page.polling = true;
+  const polls = page.polls;
+  page.polls += 1;
+  try {
+    let view = null;
+    const current = page.route.view;
+    if (current === "jobs") view = await pollList();
+    else if (current === "job") view = await pollJob();
+    else if (now || polls % OPS_EVERY === 0) view = await pollOps();
+    if (view && view.status === 401) {
+      forgetToken();
+      return;
+    }
+    if (!view) {
+      const lag = await api("GET", "/view");
+      if (lag.status === 401) {
+        forgetToken();
+        return;
+      }
+      view = lag.status === 200 ? lag.data : null;
+    }
+    state.lastPollOk = Date.now();
+    if (view) takeView(view);
+    renderNotice(null);
+  } catch {
+    renderNotice("The API cannot be reached.");
+  } finally {
+    page.polling = false;
+  }
+}
+
+function takeView(view) {
+  state.view = view;
+  state.skewMs = Date.parse(view.measured_at) - Date.now();
+  if (view.view_lag_s !== null) page.lagSamples.push({ at: Date.parse(view.measured_at), lag: view.view_lag_s });
+  const oldest = serverNow() - CHART_WINDOW_S * 1000;
+  page.lagSamples = page.lagSamples.filter((sample) => sample.at >= oldest);
+  renderChart();
+}
 
 function renderNotice(unreachable) {
   const notice = $("delay-notice");
   const view = state.view;
   let text = null;
   if (unreachable) {
-    const since = state.lastPollOk ? ` Last answer at ${clock(new Date(state.lastPollOk).toISOString())}.` : "";
+    const since = state.lastPollOk ? ` Last answer at ${localTime(new Date(state.lastPollOk).toISOString(), { date: false })}.` : "";
     text = `${unreachable}${since} Statuses below may be out of date.`;
   } else if (view && view.stale) {
     text = view.watermark
-      ? `Updates delayed: last confirmed at ${clock(view.watermark)} (expected within ` +
+      ? `Updates delayed: last confirmed at ${localTime(view.watermark, { date: false })} (expected within ` +
         `${view.stale_after_s} s). Statuses below may be out of date.`
       : "Updates delayed: the status view has not confirmed anything yet.";
   }
   notice.hidden = text === null;
   // An alert is announced on every change: only change it when what it says changes (no ticking numbers).
-  if (notice.textContent !== (text || "")) notice.textContent = text || "";
-}
-
-function renderJobs() {
-  const body = $("jobs").querySelector("tbody");
-  body.replaceChildren(...state.jobs.map(jobRow));
-  const count = state.jobs.length;
-  say("list-status", count ? `Showing ${count} job${count === 1 ? "" : "s"}, most recent first.` : "No jobs yet.");
-}
-
-function cell(text, className) {
-  const td = document.createElement("td");
-  td.textContent = text;
-  if (className) td.className = className;
-  return td;
-}
-
-function jobRow(job) {
-  const row = document.createElement("tr");
-  row.dataset.jobId = job.job_id;
-  // `terminal` comes from the API: the page keeps no copy of the state machine's lists
-  const status = cell(job.status + (job.cancel_requested && !job.terminal ? " (cancel requested)" : ""),
-                      `status status-${job.status}`);
-  if (job.error) {  // why it failed (dead, quarantined, or the last attempt of a job waiting to retry)
-    const reason = document.createElement("span");
-    reason.className = "reason";
-    reason.textContent = `${job.error.error_type}: ${job.error.message}`;
-    status.append(document.createElement("br"), reason);
-  }
-  const updated = cell(`updated ${ago(job.updated_at)}`, "updated");
-  updated.dataset.updatedAt = job.updated_at;
-  updated.title = `became ${job.status} at ${job.updated_at}`;
-  const actions = document.createElement("td");
-  if (!job.terminal && !job.cancel_requested) {
-    const button = document.createElement("button");
-    button.type = "button";
-    button.textContent = "Cancel";
-    button.setAttribute("aria-label", `Cancel job ${job.job_id}`);
-    button.addEventListener("click", () => cancel(job.job_id, button));
-    actions.append(button);
-  }
-  row.append(cell(job.job_id.slice(0, 12), "job"), cell(job.type), status, updated,
-             cell(String(job.version)), cell(String(job.attempt)), actions);
-  row.cells[0].title = job.job_id;
-  return row;
-}
-
-function tick() {
-  for (const td of document.querySelectorAll("td.updated")) {
-    td.textContent = `updated ${ago(td.dataset.updatedAt)}`;
-  }
+  setText(notice, text || "");
 }
 
 function renderChart() {
   const svg = $("lag-chart");
   const width = 300, height = 80, top = 8, bottom = 70;
   const threshold = state.view ? state.view.stale_after_s : 30;
-  const highest = Math.max(threshold * 1.25, ...state.lagSamples.map((s) => s.lag));
+  const highest = Math.max(threshold * 1.25, ...page.lagSamples.map((s) => s.lag));
   const now = serverNow();
   const x = (at) => width - ((now - at) / 1000 / CHART_WINDOW_S) * width;
   const y = (lag) => bottom - (lag / highest) * (bottom - top);
-  const points = state.lagSamples.map((s) => `${x(s.at).toFixed(1)},${y(s.lag).toFixed(1)}`).join(" ");
+  const points = page.lagSamples.map((s) => `${x(s.at).toFixed(1)},${y(s.lag).toFixed(1)}`).join(" ");
+  svg.setAttribute("viewBox", `0 0 ${width} ${height}`);
   svg.innerHTML =
     `<line class="threshold" x1="0" x2="${width}" y1="${y(threshold)}" y2="${y(threshold)}"></line>` +
     `<text x="2" y="${y(threshold) - 2}">delay threshold ${threshold} s</text>` +
     `<text x="2" y="78">-5 min</text><text x="${width - 18}" y="78">now</text>` +
     `<polyline class="line" points="${points}"></polyline>`;
-  const latest = state.lagSamples.at(-1);
+  const latest = page.lagSamples.at(-1);
   say("lag-summary", latest
     ? `Projection lag now ${latest.lag.toFixed(1)} s; highest in the last 5 minutes ` +
-      `${Math.max(...state.lagSamples.map((s) => s.lag)).toFixed(1)} s; delay threshold ${threshold} s.`
+      `${Math.max(...page.lagSamples.map((s) => s.lag)).toFixed(1)} s; delay threshold ${threshold} s.`
     : "No measurement yet.");
 }
 
-// --- actions -----------------------------------------------------------------------------------------------
+// --- submitting a job -------------------------------------------------------------------------------------------
 
 async function submitJob(event) {
   event.preventDefault();
   let params;
   try {
-    params = JSON.parse($("job-params").value || "{}");
+    params = JSON.parse($("job-params-input").value || "{}");
   } catch (error) {
     say("submit-status", `Params are not valid JSON: ${error.message}`);
     return;
@@ -229,24 +216,26 @@ async function submitJob(event) {
   const body = { type: $("job-type").value.trim(), params };
   const attempts = $("job-attempts").value.trim();
   if (attempts !== "") body.max_attempts = Number(attempts);  // empty: the API's default, never 0
-  const retry = state.pending !== null && JSON.stringify(state.pending.body) === JSON.stringify(body);
-  state.pending = { key: retry ? state.pending.key : newKey(), body };
+  const retry = page.pending !== null && JSON.stringify(page.pending.body) === JSON.stringify(body);
+  page.pending = { key: retry ? page.pending.key : newKey(), body };
   $("submit-button").disabled = true;
   say("submit-status", retry ? "Retrying with the same Idempotency-Key…" : "Submitting…");
   try {
-    const answer = await api("POST", "/jobs", { body, headers: { "Idempotency-Key": state.pending.key } });
+    const answer = await api("POST", "/jobs", { body, headers: { "Idempotency-Key": page.pending.key } });
     if (answer.status === 202 || answer.status === 200) {
-      state.pending = null;
-      say("submit-status", answer.status === 202
-        ? `Job ${answer.data.job_id} queued.`
-        : `Job ${answer.data.job_id} was already submitted; nothing new was created.`);
-      poll();
+      page.pending = null;
+      const link = `#/jobs/${answer.data.job_id}`;
+      $("submit-status").replaceChildren(
+        answer.status === 202 ? "Job " : "Job ",
+        Object.assign(document.createElement("a"), { href: link, textContent: answer.data.job_id }),
+        answer.status === 202 ? " queued." : " was already submitted; nothing new was created.");
+      poll(true);
     } else if (answer.status >= 500) {
-      say("submit-status", `${problemText(answer)} Press Submit to retry: the same Idempotency-Key is sent, ` +
+      say("submit-status", `${problemLine(answer)} Press Submit to retry: the same Idempotency-Key is sent, ` +
                            "so the job is created at most once.");
     } else {
-      state.pending = null;
-      say("submit-status", `Not submitted. ${problemText(answer)}`);
+      page.pending = null;
+      say("submit-status", `Not submitted. ${problemLine(answer)}`);
     }
   } catch {
     say("submit-status", "Network error: the job may or may not have been created. Press Submit to retry " +
@@ -256,36 +245,37 @@ async function submitJob(event) {
   }
 }
 
-async function cancel(jobId, button) {
-  button.disabled = true;
-  try {
-    const answer = await api("POST", `/jobs/${jobId}/cancel`);
-    say("submit-status", answer.status === 202
-      ? `Job ${jobId}: ${answer.data.status.replace("_", " ")}.`
-      : `Job ${jobId}: ${problemText(answer)}`);
-  } catch {
-    say("submit-status", `Job ${jobId}: network error; the cancel may not have reached the API.`);
-    button.disabled = false;
-  }
-  poll();
+function problemLine(answer) {
+  const data = answer.data || {};
+  if (!data.title) return `HTTP ${answer.status}.`;
+  const errors = Array.isArray(data.errors) ? data.errors : [];
+  const places = errors.map((e) => `${(e.loc || []).join(".") || "body"}: ${e.msg}`);
+  return errors.length ? `${data.title}: ${places.join("; ")}` : `${data.title}: ${data.detail || ""}`;
 }
 
-// The job types this deployment accepts, from the API's own document (no list kept here).
-async function offerJobTypes() {
-  try {
-    const answer = await fetch("/openapi.json");
-    const types = (await answer.json()).components.schemas.NewJob.properties.type.examples || [];
-    $("job-types").replaceChildren(...types.map((name) => Object.assign(document.createElement("option"),
-                                                                           { value: name })));
-  } catch {
-    // the field still takes any type; the API names the known ones when it refuses one
-  }
-}
+// --- start ------------------------------------------------------------------------------------------------------
 
-document.addEventListener("DOMContentLoaded", () => {
-  offerJobTypes();
+document.addEventListener("DOMContentLoaded", async () => {
   $("token-form").addEventListener("submit", useToken);
   $("submit-form").addEventListener("submit", submitJob);
-  setInterval(tick, TICK_MS);
+  buildPager();
+  buildJobActions(() => poll(true));
+  buildOps(() => poll(true));
+  window.addEventListener("hashchange", () => route(true));
+  document.addEventListener("keydown", (event) => {
+    const typing = /^(INPUT|TEXTAREA|SELECT)$/.test(document.activeElement.tagName);
+    if (event.key === "/" && !typing && !event.ctrlKey && !event.metaKey && !event.altKey) {
+      event.preventDefault();
+      if (page.route.view !== "jobs") location.hash = "#/jobs";
+      focusSearch();
+    }
+  });
+  setInterval(() => tick(), TICK_MS);
+  const contract = await loadContract();
+  $("job-types").replaceChildren(...contract.types.map((name) => Object.assign(document.createElement("option"),
+                                                                               { value: name })));
+  buildFilterForm();
+  route(false);
+  if (!state.token) say("list-status", "Paste a token to see your jobs.");
   start();
 });

@@ -172,6 +172,12 @@ def update_item(self: DynamoDBBackend, table_name: str, key: dict[str, Any], *ar
             mark_written(table, _identity_of(table, key))
 
 
+def forget_items(table: Table) -> None:
+    """Drop the table's index maps: call after changing `table.items` other than through a write path (the
+    next index query builds them again from the items then)."""
+    table.__dict__.pop("_onward_index_partitions", None)
+
+
 def new_generation() -> None:
     """Invalidate every index map (moto's own write paths, once put back, do not mark what they write)."""
     global _generation

@@ -1,5 +1,5 @@
 """The job store's contract, ONE suite run against every recorder (onward.recorder): in memory and on
-DynamoDB (the embedded endpoint, a fresh stack per test), through the `store_backend` fixture.
+DynamoDB (the embedded endpoint, the shared stack emptied for each test), through the `store_backend` fixture.
 
 What a recorder must honour for JobStore to be correct over it: creates with idempotency; every condition
 of a write (the job row's state / version / attempt, a lapsed lease for a reap, one outbox event per

@@ -14,77 +14,19 @@ What breaks without which code:
 
 from __future__ import annotations
 
-import os
 import re
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from handlers.bootstrap import Deployment
-from infra.platform import LocalPlatform, PlatformOptions
 from onward.demo import registry
+from tests.e2e.page_support import (
+    STALE_AFTER_S,
+    sign_in,
+    submit,
+    submitted_job_id,
+)
 
-pytestmark = pytest.mark.integration
-
-CHROMIUM = Path(os.environ.get("ONWARD_CHROMIUM", "/usr/bin/chromium"))
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run"]
-TOKENS = {"acme": "acme-page-secret", "globex": "globex-page-secret"}
-STALE_AFTER_S = 3.0
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
-    if not CHROMIUM.exists():
-        pytest.fail(f"no browser at {CHROMIUM}: install Debian's chromium (`apt-get install -y chromium`); "
-                    ".ci/run does it")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
-
-
-@pytest.fixture
-def platform(stack_environment, monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalPlatform]:
-    monkeypatch.setenv("ONWARD_TOKENS", ",".join(f"{tenant}={secret}" for tenant, secret in TOKENS.items()))
-    monkeypatch.setenv("ONWARD_OPERATOR_TOKEN", "operator-page-secret")
-    monkeypatch.setenv("ONWARD_STALE_AFTER_S", str(STALE_AFTER_S))
-    monkeypatch.setenv("ONWARD_JOB_TYPES", ",".join(sorted(registry.types)))
-    options = PlatformOptions(workers=2, lease_s=3.0, heartbeat_interval_s=0.4, poll_idle_s=0.1, http_port=0)
-    with LocalPlatform(Deployment.from_environment(), registry, options) as running:
-        yield running
-
-
-@pytest.fixture
-def page(browser, platform: LocalPlatform):
-    context = browser.new_context()
-    page = context.new_page()
-    page.set_default_timeout(30_000)
-    page.goto(platform.url + "/")
-    yield page
-    context.close()
-
-
-def sign_in(page, tenant: str = "acme") -> None:
-    page.get_by_label("Bearer token").fill(TOKENS[tenant])
-    page.get_by_role("button", name="Use token").click()
-
-
-def submit(page, job_type: str, params: str = "{}") -> None:
-    page.get_by_label("Type").fill(job_type)
-    page.get_by_label("Params (JSON object)").fill(params)
-    page.get_by_role("button", name="Submit").click()
-
-
-def submitted_job_id(page) -> str:
-    from playwright.sync_api import expect
-
-    status = page.locator("#submit-status")
-    expect(status).to_have_text(re.compile(r"Job [0-9a-f]{32} "))
-    return re.search(r"[0-9a-f]{32}", status.inner_text()).group(0)
+pytestmark = [pytest.mark.integration, pytest.mark.own_stack]  # the pipeline reads and writes streams
 
 
 def test_a_submitted_job_is_watched_to_succeeded_with_ticking_freshness(page) -> None:
@@ -176,10 +118,11 @@ def test_an_unreachable_api_is_said_instead_of_showing_old_statuses_silently(pag
 
     sign_in(page)
     expect(page.locator("#list-status")).to_contain_text(re.compile("No jobs yet|Showing"))
-    page.route("**/jobs?limit=50", lambda route: route.abort("connectionrefused"))
+    listing = re.compile(r"/jobs\?")
+    page.route(listing, lambda route: route.abort("connectionrefused"))
     notice = page.locator("#delay-notice")
     expect(notice).to_contain_text(re.compile(r"The API cannot be reached\. Last answer at \d\d:\d\d:\d\d\."))
-    page.unroute("**/jobs?limit=50")
+    page.unroute(listing)
     expect(notice).to_be_hidden()
 
 

@@ -132,6 +132,10 @@ def test_create_then_retry_with_same_key_returns_same_job_and_other_body_conflic
 
 def test_get_reads_the_view_with_freshness_after_the_pipeline_drains(client: Client, pipeline, settings,
                                                                       dynamodb) -> None:
+    """A status is shown as of its commit time, and vouched for once a beat committed after it has been
+    projected on every open shard of the events stream. Without a beat (events move no watermark) the lag
+    would be unknown and the view stale; with as_of the decision time, a transition committed after a beat
+    would look covered by it."""
     job_id = client.create()
     before = client.call("GET", f"/jobs/{job_id}", token=TOKENS["acme"])
     assert before.status == 200
@@ -139,6 +143,10 @@ def test_get_reads_the_view_with_freshness_after_the_pipeline_drains(client: Cli
     assert before.body["view"]["stale"] is True  # nothing projected yet
     _finish(settings, dynamodb, job_id, fail=False)
     pipeline.drain()
+    unconfirmed = client.call("GET", f"/jobs/{job_id}", token=TOKENS["acme"]).body
+    assert unconfirmed["visible"] is True and unconfirmed["version"] == 3  # projected, but no beat vouches for it
+    assert unconfirmed["freshness"]["view_lag_s"] is None and unconfirmed["freshness"]["stale"] is True
+    pipeline.drain(beat=True)
     reply = client.call("GET", f"/jobs/{job_id}", token=TOKENS["acme"])
     assert reply.status == 200
     body = reply.body
@@ -147,7 +155,9 @@ def test_get_reads_the_view_with_freshness_after_the_pipeline_drains(client: Cli
         job_id, "demo.echo", "succeeded", 3, 1)
     assert body["result"] == {"size_bytes": len(b'{"echo":1}'), "inline": {"echo": 1}}
     fresh = body["freshness"]
-    assert fresh["as_of"] == body["updated_at"]
+    view = Deployment.from_environment().status_view.get(job_id)
+    assert fresh["as_of"] == view.committed_at >= body["updated_at"] == view.occurred_at  # committed after decided
+    assert fresh["as_of"] < fresh["watermark"]  # the heartbeat after it vouches for it
     assert 0 <= fresh["age_s"] < 30
     assert fresh["view_lag_s"] is not None and 0 <= fresh["view_lag_s"] < 30
     assert fresh["stale"] is False

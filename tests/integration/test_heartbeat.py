@@ -1,32 +1,44 @@
 """Pipeline heartbeats (onward.heartbeat) through the real path: outbox table -> its DynamoDB stream ->
 handlers.relay.handler -> every shard of the Kinesis stream -> handlers.projector.handler -> watermarks.
 
+A beat is one outbox item per slot; the relay passes each slot's commit time (the stream record's
+ApproximateCreationDateTime: DynamoDB's clock, never a test's ManualClock) to every Kinesis shard, and a
+shard's watermark is its oldest slot's. So the watermarks here are compared with commit times read from the
+outbox stream itself (`slot_commits`).
+
 What breaks without which code:
 - without the relay putting a heartbeat on EVERY shard (ExplicitHashKey per open shard), the shards that
-  carry no job events keep an old watermark and the whole view reads as delayed while idle.
+  carry no job events have no watermark and the view's lag is unknown while idle.
 - without the projector treating a heartbeat as a watermark-only record, it would be parked as unreadable
   (or written into the view as a job).
+- without events leaving the watermarks alone, one job's event (one partition of the outbox) would vouch for
+  every other partition: a drain with no beat would read as fresh.
 - without the relay holding a heartbeat back until the batch's events are out, a heartbeat could vouch for
   events that never reached Kinesis (the watermark would claim a completeness the view does not have).
+- without commit times (the relay's `through`), a watermark would carry the emitter's clock, which says
+  nothing of what DynamoDB committed before it.
 - without OutboxReader skipping heartbeats, replay, rebuild and audits would choke on them.
 """
 
 from __future__ import annotations
 
 import json
+import time
+from typing import Any
 
 import pytest
 
 from infra.pipeline import LocalPipeline
 from onward.checkpoints import CheckpointStore
-from onward.clock import epoch_ms
+from onward.clock import epoch_ms, iso, system_clock
 from onward.faults import InjectedCrash, injected
 from onward.freshness import view_lag
-from onward.heartbeat import HeartbeatEmitter
+from onward.heartbeat_emitter import HeartbeatEmitter
 from onward.lag import LagProbe
 from onward.models import NewJob
 from onward.outbox import OutboxReader
 from onward.parking import ParkedRecords
+from onward.shards import open_shards
 from onward.view import StatusViewReader
 
 pytestmark = pytest.mark.integration
@@ -36,35 +48,90 @@ def projector_watermarks(settings, dynamodb):
     return CheckpointStore(dynamodb, settings.checkpoint_table).watermarks("projector")
 
 
+def slot_commits_by_shard(endpoint, outbox_table: str, beat_at: int | None = None) -> dict[str, dict[int, int]]:
+    """Per shard of the outbox table's stream, per heartbeat slot it carries, the commit time (epoch ms, the
+    record's ApproximateCreationDateTime, as the relay reads it) of the slot's newest item; only the beat
+    written at `beat_at` (its items' `version`) when given. Read from the stream itself, every shard."""
+    db, streams = endpoint.client("dynamodb"), endpoint.client("dynamodbstreams")
+    arn = db.describe_table(TableName=outbox_table)["Table"]["LatestStreamArn"]
+    found: dict[str, dict[int, int]] = {}
+    for shard in streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]:
+        slots = found.setdefault(shard["ShardId"], {})
+        iterator = streams.get_shard_iterator(StreamArn=arn, ShardId=shard["ShardId"],
+                                              ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
+        while iterator:
+            page = streams.get_records(ShardIterator=iterator, Limit=1000)
+            for record in page["Records"]:
+                image: dict[str, Any] = record["dynamodb"].get("NewImage", {})
+                if record["eventName"] != "INSERT" or image.get("kind", {}).get("S") != "heartbeat":
+                    continue
+                if beat_at is not None and int(image["version"]["N"]) != beat_at:
+                    continue
+                slot = int(image["slot"]["N"])
+                committed = int(float(record["dynamodb"]["ApproximateCreationDateTime"].timestamp()) * 1000)
+                slots[slot] = max(slots.get(slot, 0), committed)
+            if not page["Records"]:
+                break
+            iterator = page.get("NextShardIterator")
+    return found
+
+
+def slot_commits(endpoint, outbox_table: str, beat_at: int | None = None) -> dict[int, int]:
+    """Per heartbeat slot, its newest item's commit time, over every shard of the outbox stream."""
+    merged: dict[int, int] = {}
+    for slots in slot_commits_by_shard(endpoint, outbox_table, beat_at).values():
+        for slot, at in slots.items():
+            merged[slot] = max(merged.get(slot, 0), at)
+    return merged
+
+
 def test_a_heartbeat_moves_every_shards_watermark_and_touches_nothing_else(pipeline, settings, dynamodb, endpoint):
     shards = endpoint.client("kinesis").list_shards(StreamName=settings.events_stream)["Shards"]
     assert len(shards) >= 2  # the template's default: the heartbeat must reach shards with no job traffic
-    beat = HeartbeatEmitter(dynamodb, settings.outbox_table).emit()
-    assert beat is not None
+    beat = HeartbeatEmitter(dynamodb, settings.outbox_table).emit()  # one open outbox-stream shard here
+    assert beat.slots == 16
     pipeline.drain()
 
+    committed = slot_commits(endpoint, settings.outbox_table)
+    assert sorted(committed) == list(range(beat.slots))  # one item per slot
+    assert epoch_ms(beat.occurred_at) <= min(committed.values())  # written, then committed
     marks = projector_watermarks(settings, dynamodb)
     assert sorted(mark.shard_id for mark in marks) == sorted(shard["ShardId"] for shard in shards)
-    assert all(mark.newest_event_at == beat.occurred_at for mark in marks)
-    assert view_lag(marks, epoch_ms(beat.occurred_at) + 500, stale_after_s=1).stale is False
+    # every shard is confirmed through the oldest slot's commit: DynamoDB's time, not the emitter's
+    assert all((mark.newest_event_at, mark.slots) == (iso(min(committed.values())), beat.slots) for mark in marks)
+    relay = CheckpointStore(dynamodb, settings.checkpoint_table).watermark("relay", "outbox-stream")
+    assert relay is not None and relay.newest_event_at == iso(min(committed.values()))
+    assert view_lag(marks, min(committed.values()) + 500, stale_after_s=1).stale is False
     assert list(StatusViewReader(dynamodb, settings.status_table).all()) == []
     parked = ParkedRecords(dynamodb, settings.parked_table)
     assert parked.list("relay") == [] and parked.list("projector") == []
     assert list(OutboxReader(dynamodb, settings.outbox_table).all()) == []
 
 
-def test_an_idle_system_stays_fresh_only_while_heartbeats_flow(pipeline, settings, dynamodb, store, clock):
+def test_an_idle_system_stays_fresh_only_while_heartbeats_flow(pipeline, settings, dynamodb, store, endpoint):
+    """Commit times are DynamoDB's (the wall clock here), so the lag is measured at system_clock()."""
+    shards = endpoint.client("kinesis").list_shards(StreamName=settings.events_stream)["Shards"]
     store.create("acme", NewJob(type="demo.echo"))
     pipeline.drain()
-    assert view_lag(projector_watermarks(settings, dynamodb), clock(), stale_after_s=30).stale is False
-    silent = view_lag(projector_watermarks(settings, dynamodb), clock() + 60_000, stale_after_s=30)
-    assert silent.stale  # a minute with no commit and no heartbeat: the bound has grown past the threshold
+    assert projector_watermarks(settings, dynamodb) == []  # one partition's event vouches for nothing
+    assert view_lag([], system_clock(), stale_after_s=30).view_lag_s is None
 
-    HeartbeatEmitter(dynamodb, settings.outbox_table, clock=lambda: clock() + 60_000).emit()
+    first = pipeline.heartbeats.emit()
     pipeline.drain()
     marks = projector_watermarks(settings, dynamodb)
-    assert view_lag(marks, clock() + 61_000, stale_after_s=30).stale is False
-    assert len(marks) == silent.shards + 1  # the heartbeat also reached the shard that had no job event
+    assert len(marks) == len(shards)  # the beat also reached the shard that had no job event
+    assert view_lag(marks, system_clock(), stale_after_s=30).stale is False
+    silent = view_lag(marks, system_clock() + 60_000, stale_after_s=30)
+    assert silent.stale  # a minute with no commit and no heartbeat: the bound has grown past the threshold
+
+    time.sleep(0.005)  # the next beat commits in a later millisecond
+    second = pipeline.heartbeats.emit()
+    pipeline.drain()
+    marks = projector_watermarks(settings, dynamodb)
+    confirmed = iso(min(slot_commits(endpoint, settings.outbox_table, epoch_ms(second.occurred_at)).values()))
+    assert confirmed > iso(max(slot_commits(endpoint, settings.outbox_table, epoch_ms(first.occurred_at)).values()))
+    assert all(mark.newest_event_at == confirmed for mark in marks)  # every shard moved on with the beat
+    assert view_lag(marks, epoch_ms(confirmed) + 1_000, stale_after_s=30).stale is False
 
 
 def shard_payloads(endpoint, settings) -> dict[str, list[dict]]:
@@ -92,20 +159,25 @@ def test_a_heartbeat_is_held_back_until_the_events_before_it_are_published(pipel
     clients = {name: endpoint.client(name) for name in ("dynamodb", "dynamodbstreams", "kinesis")}
     LocalPipeline.build(settings, clients).drain()  # restarted: the event first, then the heartbeat
     shards = shard_payloads(endpoint, settings)
-    assert all(records[-1] == {"kind": "heartbeat", "occurred_at": beat.occurred_at} for records in shards.values())
+    committed = slot_commits(endpoint, settings.outbox_table, epoch_ms(beat.occurred_at))
+    sent = {"kind": "heartbeat", "slots": beat.slots, "through": {str(slot): at for slot, at in committed.items()}}
+    assert all(records[-1] == sent for records in shards.values())  # every slot, with its commit time
     [with_event] = [records for records in shards.values() if len(records) == 2]
     assert with_event[0]["event_id"] == f"{created.job_id}:1"  # the event went out before its heartbeat
+    assert epoch_ms(with_event[0]["committed_at"]) <= min(committed.values())  # committed before the beat
     marks = projector_watermarks(settings, dynamodb)
-    assert len(marks) == len(shards) and all(mark.newest_event_at == beat.occurred_at for mark in marks)
+    assert len(marks) == len(shards)
+    assert all(mark.newest_event_at == iso(min(committed.values())) for mark in marks)
     assert StatusViewReader(dynamodb, settings.status_table).get(created.job_id).version == created.version
 
 
+@pytest.mark.own_stack  # it reads and reshards the streams
 def test_after_a_reshard_children_are_read_after_their_parents_and_the_drained_parents_retire(
         settings, stack_environment, dynamodb, store, clock, endpoint):
     """Without the parents in the children's heartbeats (and view_lag leaving named parents out), the
-    closed parents' watermarks stay at their last event and the view reads as delayed forever after a
-    reshard. Without the poller reading parents to their end first, a job's newer event (on a child) could
-    be projected before its older one (on the parent), which the version guard would have to absorb."""
+    closed parents' watermarks stay at the last beat they carried and the view reads as delayed forever
+    after a reshard. Without the poller reading parents to their end first, a job's newer event (on a child)
+    could be projected before its older one (on the parent), which the version guard would have to absorb."""
     from handlers import projector as projector_handler
 
     clients = {name: endpoint.client(name) for name in ("dynamodb", "dynamodbstreams", "kinesis")}
@@ -113,7 +185,8 @@ def test_after_a_reshard_children_are_read_after_their_parents_and_the_drained_p
     kinesis = clients["kinesis"]
     stream = settings.events_stream
     jobs = [store.create("acme", NewJob(type="demo.echo")).job.job_id for _ in range(8)]
-    while pipeline.relay_poller.poll_once():  # every version 1 published to the parents, none projected yet
+    before = HeartbeatEmitter(dynamodb, settings.outbox_table, clock=clock).emit()
+    while pipeline.relay_poller.poll_once():  # every version 1 and a beat published to the parents, none projected
         pass
     parents = {shard["ShardId"] for shard in kinesis.list_shards(StreamName=stream)["Shards"]}
     kinesis.update_shard_count(StreamName=stream, TargetShardCount=2 * len(parents), ScalingType="UNIFORM_SCALING")
@@ -123,7 +196,7 @@ def test_after_a_reshard_children_are_read_after_their_parents_and_the_drained_p
     clock.advance(60)
     for job_id in jobs:
         store.cancel(job_id)  # version 2 of each job goes to a child shard; version 1 waits on a parent
-    HeartbeatEmitter(dynamodb, settings.outbox_table, clock=clock).emit()
+    after = HeartbeatEmitter(dynamodb, settings.outbox_table, clock=clock).emit()
     while pipeline.relay_poller.poll_once():  # every version 2 and the heartbeat on the children
         pass
     stale_before = projector_handler.totals.snapshot()["stale"]
@@ -135,8 +208,15 @@ def test_after_a_reshard_children_are_read_after_their_parents_and_the_drained_p
     marks = projector_watermarks(settings, dynamodb)
     assert {mark.shard_id: mark.parents for mark in marks if mark.parents} == {
         child["ShardId"]: (child["ParentShardId"],) for child in children}
-    lag = view_lag(marks, clock() + 1_000, stale_after_s=30)
-    assert (lag.stale, lag.shards) == (False, len(children))  # the parents' old watermarks no longer count
-    assert view_lag([mark for mark in marks if mark.shard_id in parents], clock() + 1_000, stale_after_s=30).stale
+    old = iso(min(slot_commits(endpoint, settings.outbox_table, epoch_ms(before.occurred_at)).values()))
+    new = iso(min(slot_commits(endpoint, settings.outbox_table, epoch_ms(after.occurred_at)).values()))
+    assert old < new
+    assert {mark.shard_id: mark.newest_event_at for mark in marks} == {
+        **dict.fromkeys(parents, old), **{child["ShardId"]: new for child in children}}
+    now = system_clock()
+    lag = view_lag(marks, now, stale_after_s=30)
+    assert (lag.watermark, lag.stale, lag.shards) == (new, False, len(children))  # the parents' no longer count
+    assert view_lag(marks, now, stale_after_s=30, shards=open_shards(kinesis, stream)) == lag  # nor when listed
+    assert view_lag([mark for mark in marks if mark.shard_id in parents], now, stale_after_s=30).watermark == old
     probe = LagProbe(dynamodb, kinesis, settings.checkpoint_table, settings.outbox_table, stream, 86_400, clock=clock)
     assert set(probe.snapshot().watermarks) == {child["ShardId"] for child in children}  # `onward lag` agrees

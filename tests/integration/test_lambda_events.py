@@ -1,7 +1,7 @@
 """Each Lambda handler named in template.yaml, fed the event shapes its source really sends (the samples
-`sam local generate-event` prints, in tests/events/sam/), against a fresh stack on the embedded endpoint;
-each answers what Lambda expects: `batchItemFailures` for stream sources, an HTTP API v2 response for the
-API. Only fields that must point at this test's stack are replaced (stream ARN, payloads, path, claims).
+`sam local generate-event` prints, in tests/events/sam/), against a stack with empty tables on the embedded
+endpoint; each answers what Lambda expects: `batchItemFailures` for stream sources, an HTTP API v2 response
+for the API. Only fields that must point at this test's stack are replaced (stream ARN, payloads, path, claims).
 
 With metrics disabled (POWERTOOLS_METRICS_DISABLED, as `onward up` and the fixtures set) nothing is printed;
 enabled, the handlers print the EMF metrics the template's alarms and dashboard read.
@@ -187,6 +187,7 @@ def test_relay_takes_the_sample_parks_its_insert_ignores_the_rest(lambda_environ
     assert len(parked) == 1 and "invalid outbox image" in str(parked[0])
 
 
+@pytest.mark.own_stack  # it reads the events stream back
 def test_relay_publishes_a_real_outbox_insert_and_emits_its_metrics(
         lambda_environment, endpoint, capsys, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "false")

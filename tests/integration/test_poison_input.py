@@ -22,6 +22,8 @@ from hypothesis import strategies as st
 from handlers import projector as projector_handler
 from handlers.bootstrap import Deployment
 from infra.lambda_context import LocalLambdaContext
+from onward.checkpoints import OUTBOX_STREAM
+from onward.clock import system_clock
 from onward.dynamo import from_item, to_item
 from onward.errors import PayloadTooLarge
 from onward.models import NewJob, OutboxEvent
@@ -135,11 +137,12 @@ def broken_images(draw: st.DrawFn, image: dict[str, Any]) -> dict[str, Any]:
     return broken
 
 
-def test_any_malformed_outbox_image_is_parked_and_the_relay_checkpoint_moves_past_it(
+def test_any_malformed_outbox_image_is_parked_and_the_batch_goes_on_past_it(
         stack_environment, store, settings, dynamodb):
-    """Without parking in the relay, one undecodable image would fail every redelivery of its batch and
-    the outbox stream would stop there; here the checkpoint passes it and the valid event behind it is
-    published."""
+    """Without parking in the relay, one undecodable image would be the batch's first failure on every
+    redelivery and the outbox stream would stop there; here the batch reports no failure (the event source
+    moves past it), the image is parked under the outbox stream (Lambda's event names no shard) and the
+    valid event behind it is published."""
     job_id = store.create("acme", NewJob(type="demo.echo")).job.job_id
     (event,) = store.events(job_id)
     image = to_item(event.model_dump(mode="json", by_alias=True))
@@ -150,16 +153,17 @@ def test_any_malformed_outbox_image_is_parked_and_the_relay_checkpoint_moves_pas
     @given(broken=broken_images(image))
     def check(broken: dict[str, Any]) -> None:
         first, second = next(_sequences), next(_sequences)
-        outcome = relay.relay("shard-fuzz", [StreamRecord(str(first), "INSERT", broken),
-                                             StreamRecord(str(second), "INSERT", image)])
+        now = system_clock()
+        outcome = relay.relay([StreamRecord(str(first), "INSERT", broken, now),
+                               StreamRecord(str(second), "INSERT", image, now)])
         assert outcome.first_unpublished is None, "nothing held the stream back"
-        assert outcome.checkpoint is not None and outcome.checkpoint.sequence_number == str(second)
         try:
             event_from_image(broken)
         except Exception:  # noqa: BLE001 - whatever the decoder refuses must be parked
             assert (outcome.parked, outcome.published) == (1, 1)
             mine = [p for p in parked.list("relay") if p.sequence_number == str(first)]
             assert len(mine) == 1 and mine[0].reason.startswith("invalid outbox image")
+            assert mine[0].shard_id == OUTBOX_STREAM
         else:
             assert outcome.published == 2
 

@@ -35,6 +35,7 @@ ECHO = NewJob(type="demo.echo")
 NO_BACKOFF = ShardBackoff(first_s=0.0, max_s=0.0)
 EXPIRED = "ExpiredIteratorException"
 CLIENTS = ("dynamodb", "dynamodbstreams", "kinesis")
+MAPPING = "local-mapping:relay"  # OutboxStreamPoller's own position per shard, in the checkpoint table
 
 
 class FakeMonotonic:
@@ -137,32 +138,37 @@ def test_an_unparsable_outbox_record_is_parked_once_and_the_jobs_behind_it_reach
     assert stream_arn in record.reason and record.shard_id in record.reason
     assert record.sequence_number in record.reason and "AttributeError" in record.reason
     checkpoints = CheckpointStore(dynamodb, settings.checkpoint_table)
-    checkpoint = checkpoints.checkpoint(RELAY_CONSUMER, record.shard_id)
-    assert int(checkpoint.sequence_number) > int(record.sequence_number), "the relay went on past it"
+    position = checkpoints.checkpoint(MAPPING, record.shard_id)
+    assert int(position.sequence_number) > int(record.sequence_number), "the mapping went on past it"
 
     later = store.create("globex", ECHO).job.job_id
     pipeline.drain()  # polled again: the poison is behind the position, not re-parked
-    fresh_pipeline(endpoint, settings).drain()  # restarted: from the relay's checkpoint, past the poison
+    fresh_pipeline(endpoint, settings).drain()  # restarted: from the mapping's stored position, past the poison
     assert viewed_version(settings, dynamodb, later) == 1
     assert parked.list(RELAY_CONSUMER) == [record], "parked once, never again (same parked_at)"
     assert parks == [(RELAY_CONSUMER, record.shard_id, record.sequence_number)]
 
 
 def test_an_unparsable_last_outbox_record_is_not_parked_again_by_later_polls(
-        pipeline, store, settings, dynamodb):
-    """The poison as the newest record: nothing behind it moves the relay's checkpoint, so only the
-    poller's own position keeps it from being read and parked on every poll. Before: every poll raised."""
+        pipeline, store, settings, dynamodb, endpoint):
+    """The poison as the newest record: no record behind it is handed to the relay, so only the mapping's
+    position, moved onto the poison when it is parked (in memory, and stored), keeps it from being read and
+    parked again on every poll, or by a restarted poller. Before: every poll raised."""
     first = store.create("acme", ECHO).job.job_id
     put_poison_outbox_item(store, settings, dynamodb)
 
     assert pipeline.relay_poller.poll_once() == 3  # the template job, `first` and the parked poison
     parked = ParkedRecords(dynamodb, settings.parked_table)
     (record,) = parked.list(RELAY_CONSUMER)
+    position = CheckpointStore(dynamodb, settings.checkpoint_table).checkpoint(MAPPING, record.shard_id)
+    assert position.sequence_number == record.sequence_number
     for _ in range(3):
         assert pipeline.relay_poller.poll_once() == 0
     assert parked.list(RELAY_CONSUMER) == [record]
     pipeline.drain()
     assert viewed_version(settings, dynamodb, first) == 1
+    assert fresh_pipeline(endpoint, settings).relay_poller.poll_once() == 0, "restarted: after the poison"
+    assert parked.list(RELAY_CONSUMER) == [record]
 
 
 def test_an_unparsable_kinesis_record_is_parked_and_its_shard_reads_on(
@@ -327,11 +333,14 @@ class ExpiringStreams:
 def test_an_expired_outbox_iterator_is_recreated_from_the_last_good_position(
         stack_environment, store, settings, dynamodb, endpoint):
     """Before: ExpiredIteratorException left poll_once, and the dead iterator was kept, so every later
-    poll failed the same way: the relay never moved again."""
+    poll failed the same way: the relay never moved again. A re-created iterator starts after the last
+    record done (the relay skips nothing, so one started earlier would publish records twice), and a
+    restarted pipeline resumes after the position this poller stored: each event reaches Kinesis once."""
     first = [store.create("acme", ECHO).job.job_id for _ in range(3)]
     streams = ExpiringStreams(endpoint.client("dynamodbstreams"), expire=0)
     poller = OutboxStreamPoller(streams, outbox_stream(settings, dynamodb), relay_handler.handler,
-                                Deployment(settings, clients={"dynamodb": dynamodb}).relay, batch_size=2,
+                                Deployment(settings, clients={"dynamodb": dynamodb}).relay,
+                                CheckpointStore(dynamodb, settings.checkpoint_table), batch_size=2,
                                 backoff=NO_BACKOFF)
     assert poller.poll_once() == 2
 
@@ -353,7 +362,8 @@ def test_an_expired_outbox_iterator_is_recreated_from_the_last_good_position(
 def test_a_relay_handler_that_raises_is_retried_from_the_same_position_without_losing_records(
         stack_environment, store, settings, dynamodb, endpoint):
     """Before: the handler's exception left poll_once (killing the poll for every shard) and the caller
-    had to know to call again; now the shard is backed off and redelivered from the batch's start."""
+    had to know to call again; now the shard is backed off and redelivered from the batch's start, and the
+    position is stored only once the handler answered, so a restarted pipeline publishes nothing twice."""
     jobs = [store.create(tenant, ECHO).job.job_id for tenant in ("acme", "globex", "acme")]
     calls = {"n": 0}
 
@@ -366,6 +376,7 @@ def test_a_relay_handler_that_raises_is_retried_from_the_same_position_without_l
     clock = FakeMonotonic()
     poller = OutboxStreamPoller(endpoint.client("dynamodbstreams"), outbox_stream(settings, dynamodb), flaky,
                                 Deployment(settings, clients={"dynamodb": dynamodb}).relay,
+                                CheckpointStore(dynamodb, settings.checkpoint_table),
                                 backoff=ShardBackoff(first_s=1.0), monotonic=clock)
     assert poller.poll_once() == 0 and poller.failing_shards
     assert poller.poll_once() == 0 and calls["n"] == 1, "backed off"

@@ -19,7 +19,7 @@ from handlers import projector as projector_handler
 from handlers.bootstrap import Deployment
 from infra.lambda_context import LocalLambdaContext
 from onward.checkpoints import CheckpointStore
-from onward.clock import iso, system_clock
+from onward.clock import epoch_ms, iso, system_clock
 from onward.dynamo import from_item
 from onward.models import ErrorSummary, NewJob, OutboxEvent
 from onward.parking import ParkedRecords
@@ -28,6 +28,7 @@ from onward.states import JobState
 from onward.store import CancelStatus, JobStore, ReportStatus
 from projector.projector import StatusProjector
 from relay.publisher import KinesisPublisher, encode
+from tests.integration.test_heartbeat import slot_commits
 
 A, D, S, C = (ProjectionOutcome.APPLIED, ProjectionOutcome.DUPLICATE, ProjectionOutcome.STALE,
               ProjectionOutcome.CONFLICT)
@@ -247,33 +248,45 @@ def _shard_of(kinesis, stream: str, partition_key: str) -> str:
     raise AssertionError(partition_key)
 
 
-def test_each_kinesis_shard_gets_a_watermark_of_its_newest_event_and_processing_time(
+def test_each_kinesis_shard_gets_a_watermark_of_the_beat_it_projected_and_events_move_none(
         store, pipeline, settings, dynamodb, clock, endpoint):
-    """Invariant 10: freshness is computed from these. Without finish_batch no watermark exists and the
-    read path could only guess how far behind the view is; with one global watermark a stalled shard would
-    hide behind a busy one."""
+    """Invariant 10: freshness is computed from these. Events move no watermark: one job's event comes from
+    one partition of the outbox and says nothing of the others, so with every shard carrying events and no
+    beat nothing is vouched for. A beat's slots, projected on a shard, confirm it through the oldest slot's
+    commit time (read here from the outbox stream itself), and with it every event committed before: each
+    view row's commit time is before the watermark. Without finish_batch recording the slots no watermark
+    exists and the read path could only guess how far behind the view is; with one global watermark a
+    stalled shard would hide behind a busy one; were events still moving it, the first assertion fails."""
     kinesis = endpoint.client("kinesis")
     shard_count = len(kinesis.list_shards(StreamName=settings.events_stream)["Shards"])
-    newest: dict[str, str] = {}
+    carrying: set[str] = set()
     for _ in range(64):  # job ids are random: create until every shard carries some job
         clock.advance(1.5)
         job = store.create("acme", ECHO).job
-        newest[_shard_of(kinesis, settings.events_stream, job.job_id)] = iso(clock.now)
-        if len(newest) == shard_count:
+        carrying.add(_shard_of(kinesis, settings.events_stream, job.job_id))
+        if len(carrying) == shard_count:
             break
-    clock.advance(2)
-    lease = store.claim("w1", 30)  # one more, newer event on that job's shard
-    newest[_shard_of(kinesis, settings.events_stream, lease.job_id)] = iso(clock.now)
+    store.claim("w1", 30)
+    assert len(carrying) == shard_count > 1
+    pipeline.drain()
+    checkpoints = CheckpointStore(dynamodb, settings.checkpoint_table)
+    assert checkpoints.watermarks("projector") == []  # every shard projected events, none is confirmed
 
+    beat = pipeline.heartbeats.emit()
     started = iso(system_clock())
     pipeline.drain()
     finished = iso(system_clock())
 
-    assert len(newest) == shard_count > 1
-    checkpoints = CheckpointStore(dynamodb, settings.checkpoint_table)
+    committed = slot_commits(endpoint, settings.outbox_table, epoch_ms(beat.occurred_at))
+    assert sorted(committed) == list(range(beat.slots))
+    confirmed = iso(min(committed.values()))
     marks = {mark.shard_id: mark for mark in checkpoints.watermarks("projector")}
-    assert {shard: mark.newest_event_at for shard, mark in marks.items()} == newest
+    assert {shard: (mark.newest_event_at, mark.slots) for shard, mark in marks.items()} == dict.fromkeys(
+        carrying, (confirmed, beat.slots))
     assert all(started <= mark.processed_at <= finished for mark in marks.values())
+    views = all_views(dynamodb, settings)
+    assert len(views) == len(list(store.all_jobs()))
+    assert all(view["committed_at"] < confirmed for view in views.values())  # all vouched for
 
 
 # --- poison records -------------------------------------------------------------------------------------
@@ -344,7 +357,8 @@ def test_replaying_a_delivered_window_changes_nothing_and_counts_duplicates(
         store, pipeline, settings, dynamodb, endpoint, outcomes):
     """Invariant 7 under replay (`onward replay`): re-published events are all refused by the version guard
     without writing, so the view is identical item for item (projected_at too), each job's last event counts
-    as a duplicate and every earlier one as stale; the watermark's event time does not move back."""
+    as a duplicate and every earlier one as stale; the watermarks (at the beat before the replay) do not
+    move: re-published events carry no beat, and an event moves no watermark."""
     done = store.create("acme", ECHO).job
     store.complete(store.claim("w1", 30), {"ok": True})
     dead = store.create("acme", ECHO).job
@@ -354,11 +368,12 @@ def test_replaying_a_delivered_window_changes_nothing_and_counts_duplicates(
     running = store.create("globex", ECHO).job
     store.claim("w1", 30)
     job_ids = [done.job_id, dead.job_id, cancelled.job_id, running.job_id]
-    pipeline.drain()
+    pipeline.drain(beat=True)
     checkpoints = CheckpointStore(dynamodb, settings.checkpoint_table)
     views_before = all_views(dynamodb, settings)
     marks_before = {m.shard_id: m.newest_event_at for m in checkpoints.watermarks("projector")}
     assert set(views_before) == set(job_ids)
+    assert len(marks_before) > 1 and None not in marks_before.values()
     outcomes.clear()
 
     events = [event for job_id in job_ids for event in store.events(job_id)]

@@ -17,8 +17,8 @@ from handlers.bootstrap import Deployment
 from infra.lambda_context import LocalLambdaContext
 from infra.pipeline import LocalPipeline
 from infra.pollers import OutboxStreamPoller
-from onward.checkpoints import CheckpointStore
-from onward.clock import system_clock
+from onward.checkpoints import OUTBOX_STREAM, CheckpointStore
+from onward.clock import epoch_ms, iso, system_clock
 from onward.dynamo import from_item
 from onward.faults import InjectedCrash, injected
 from onward.models import ErrorSummary, NewJob, OutboxEvent
@@ -27,13 +27,14 @@ from onward.parking import ParkedRecords
 from onward.projection import ProjectionOutcome
 from onward.store import JobStore
 from relay.publisher import KinesisPublisher
-from relay.relay import Relay, StreamRecord
+from relay.relay import RECOVERY_MARGIN_MS, Relay, StreamRecord
 from tests.support import PartialFailures
 
 pytestmark = pytest.mark.integration
 
 ECHO = NewJob(type="demo.echo", params={"n": 1})
 THROTTLED = "ProvisionedThroughputExceededException"
+MAPPING = "local-mapping:relay"  # the local event source mapping's own positions, per outbox-stream shard
 
 
 # --- helpers --------------------------------------------------------------------------------------------
@@ -51,7 +52,8 @@ class KinesisRecord:
 
 
 def kinesis_records(endpoint, settings) -> list[KinesisRecord]:
-    """Everything in the events stream, shard by shard, in sequence order."""
+    """Every event in the events stream, shard by shard, in sequence order (the heartbeats the relay passes
+    on to every shard are left out: they are no events)."""
     kinesis = endpoint.client("kinesis")
     found: list[KinesisRecord] = []
     for shard in kinesis.list_shards(StreamName=settings.events_stream)["Shards"]:
@@ -59,8 +61,9 @@ def kinesis_records(endpoint, settings) -> list[KinesisRecord]:
                                               ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
         while True:
             response = kinesis.get_records(ShardIterator=iterator, Limit=10_000)
-            found += [KinesisRecord(shard["ShardId"], int(r["SequenceNumber"]), r["PartitionKey"],
-                                    json.loads(r["Data"])) for r in response["Records"]]
+            found += [KinesisRecord(shard["ShardId"], int(r["SequenceNumber"]), r["PartitionKey"], payload)
+                      for r in response["Records"]
+                      if (payload := json.loads(r["Data"])).get("kind") != "heartbeat"]
             if not response["Records"]:
                 break
             iterator = response["NextShardIterator"]
@@ -114,8 +117,16 @@ def relay_until_idle(poller: OutboxStreamPoller) -> None:
         pass
 
 
-def relay_checkpoint(settings, dynamodb, shard_id: str):
-    return CheckpointStore(dynamodb, settings.checkpoint_table).checkpoint("relay", shard_id)
+def mapping_position(settings, dynamodb, shard_id: str):
+    """Where the local event source mapping (OutboxStreamPoller) stands on one outbox-stream shard: the last
+    record it saw the relay handler finish, and when it recorded that. The relay keeps no position of its own."""
+    return CheckpointStore(dynamodb, settings.checkpoint_table).checkpoint(MAPPING, shard_id)
+
+
+def committed_at(stream_record: dict[str, Any]) -> str:
+    """The commit time the relay stamps on a record's event: its ApproximateCreationDateTime, as the poller
+    hands it to the handler (epoch seconds) and the handler reads it (epoch milliseconds)."""
+    return iso(int(stream_record["dynamodb"]["ApproximateCreationDateTime"].timestamp() * 1000))
 
 
 def view(settings, dynamodb, job_id: str) -> dict[str, Any] | None:
@@ -207,8 +218,8 @@ class RecordingRelay(Relay):
     outcomes: list
     publisher: KinesisPublisher
 
-    def relay(self, shard_id, records):
-        outcome = super().relay(shard_id, records)
+    def relay(self, records):
+        outcome = super().relay(records)
         self.outcomes.append(outcome)
         return outcome
 
@@ -232,10 +243,12 @@ def own_relay(settings, endpoint, kinesis, sleeps: Sleeps) -> RecordingRelay:
 
 def test_every_event_reaches_kinesis_once_in_version_order_keyed_by_job_id(store, clock, settings, dynamodb,
                                                                           endpoint, stack_environment):
-    """Without the relay's checkpoint-driven resumption across its 16-record batches, records would be
-    repeated or skipped; without partition key = job_id a job's events would spread over the two Kinesis
-    shards and lose their order; without one event per job per PutRecords call, a job's later event
-    could be accepted before a retried earlier one."""
+    """The relay skips nothing by a position of its own, so each event goes out once only because the event
+    source hands each record over once: without the mapping resuming each 16-record batch right after the
+    last, records would be repeated or skipped. Without partition key = job_id a job's events would spread
+    over the two Kinesis shards and lose their order; without one event per job per PutRecords call, a
+    job's later event could be accepted before a retried earlier one. Without the relay's stamp, an event
+    would reach Kinesis without `committed_at`, its stream record's ApproximateCreationDateTime."""
     job_ids = busy_history(store, clock)
 
     restart(settings, endpoint, batch_size=16).drain()
@@ -246,53 +259,70 @@ def test_every_event_reaches_kinesis_once_in_version_order_keyed_by_job_id(store
     assert Counter(r.event_id for r in records) == Counter(e.event_id for e in events)  # each exactly once
     assert all(r.partition_key == r.payload["job_id"] for r in records)
     published = {r.event_id: OutboxEvent.model_validate(r.payload) for r in records}
-    assert all(published[e.event_id] == e for e in events)  # the event contract, field for field
+    _, seen = stream_records(endpoint, stream_arn(settings, dynamodb))
+    commits = {r["dynamodb"]["NewImage"]["event_id"]["S"]: committed_at(r) for r in seen}
+    assert all(published[e.event_id] == e.model_copy(update={"committed_at": commits[e.event_id]})
+               for e in events)  # the event contract, field for field, plus the commit time the relay stamps
     assert_each_job_in_version_order(records)
     assert_views_final(store, settings, dynamodb, job_ids)
 
 
-def test_checkpoint_advances_to_the_last_record_and_a_new_poller_resumes_after_it(
-        store, clock, settings, dynamodb, endpoint, stack_environment):
-    """Without the relay's own checkpoint (sequence number + event time) a restarted relay would start
-    again at the trim horizon and publish everything twice; without the skip of covered records, an
-    event source that redelivers from an older position (a Lambda mapping re-created) would too."""
+def test_the_mapping_position_advances_to_the_last_record_and_a_new_poller_resumes_after_it(
+        store, clock, settings, dynamodb, endpoint, stack_environment, monkeypatch):
+    """The relay skips nothing by a position of its own: only the event source mapping's position per shard
+    (the last record done, and when that was recorded) keeps a restarted poller from starting again at the
+    trim horizon, where the relay would publish everything twice. An event source that does redeliver from
+    an older position (a Lambda mapping re-created) has every record published again, and without the
+    projector's version guard those copies would be re-applied and move the view back to v1: here each is
+    counted a duplicate (the version shown) or stale (an older one), none applied."""
     first = [lifecycle(store, clock) for _ in range(5)]
+    before = iso(system_clock())
     relay_until_idle(restart(settings, endpoint).relay_poller)
+    after = iso(system_clock())
 
     arn = stream_arn(settings, dynamodb)
     shard_id, seen = stream_records(endpoint, arn)
-    checkpoint = relay_checkpoint(settings, dynamodb, shard_id)
-    assert checkpoint.sequence_number == sequence(seen[-1])
-    newest = max(e.occurred_at for e in outbox_events(settings, dynamodb))
-    assert checkpoint.event_time == newest == seen[-1]["dynamodb"]["NewImage"]["occurred_at"]["S"]
+    position = mapping_position(settings, dynamodb, shard_id)
+    assert position.sequence_number == sequence(seen[-1])
+    assert before <= position.event_time <= after  # when it was recorded (the event times are the clock's)
 
     second = [lifecycle(store, clock) for _ in range(3)]
-    fresh = restart(settings, endpoint)  # a new poller: starts AFTER the checkpoint
+    fresh = restart(settings, endpoint)  # a new poller: starts AFTER the stored position
     fresh.drain()
 
     records = kinesis_records(endpoint, settings)
-    assert event_counts(records) == outbox_counts(settings, dynamodb)
+    assert event_counts(records) == outbox_counts(settings, dynamodb)  # the first 15 not published again
     _, seen = stream_records(endpoint, arn)
-    moved = relay_checkpoint(settings, dynamodb, shard_id)
-    assert moved.sequence_number == sequence(seen[-1])
-    newest = max(e.occurred_at for e in outbox_events(settings, dynamodb))
-    assert moved.event_time == newest > checkpoint.event_time
+    moved = mapping_position(settings, dynamodb, shard_id)
+    assert moved.sequence_number == sequence(seen[-1]) != position.sequence_number
+    assert moved.event_time >= position.event_time
     assert_views_final(store, settings, dynamodb, first + second)
 
-    # The whole stream delivered again from its start: every record is at or before the checkpoint.
-    again = Deployment(settings, clients={"dynamodb": dynamodb}).relay.relay(shard_id, [
-        StreamRecord(sequence(r), r["eventName"], r["dynamodb"].get("NewImage"))
-        for r in seen])
-    assert (again.published, again.already_published, again.first_unpublished) == (0, len(seen), None)
-    assert len(kinesis_records(endpoint, settings)) == len(records)
+    # A mapping re-created (a position of its own, none yet): the whole stream delivered again from its start.
+    handlers_deployment = Deployment.from_environment()  # what the handlers use: this test's environment
+    counting = CountingProjector(handlers_deployment.status_projector)
+    monkeypatch.setattr(handlers_deployment, "status_projector", counting)
+    recreated = restart(settings, endpoint)
+    recreated.relay_poller = OutboxStreamPoller(endpoint.client("dynamodbstreams"), arn, relay_handler.handler,
+                                                handlers_deployment.relay, handlers_deployment.checkpoint_store,
+                                                consumer="local-mapping:relay-recreated")
+    recreated.drain()
+
+    assert len(seen) == 24 and mapping_position(settings, dynamodb, shard_id) == moved
+    again = kinesis_records(endpoint, settings)
+    assert event_counts(again) == dict.fromkeys(outbox_counts(settings, dynamodb), 2)
+    assert counting.outcomes == {ProjectionOutcome.DUPLICATE: 8, ProjectionOutcome.STALE: 16}  # v3s; v1s, v2s
+    assert dynamodb.scan(TableName=settings.conflicts_table, Select="COUNT")["Count"] == 0
+    assert_views_final(store, settings, dynamodb, first + second)
 
 
 # --- crashes --------------------------------------------------------------------------------------------
 
 def test_a_crash_before_put_records_loses_nothing(store, clock, settings, dynamodb, endpoint,
                                                   stack_environment):
-    """The checkpoint is written only after PutRecords: if it moved first, the crashed batch would be
-    skipped on restart and those jobs would never reach the view."""
+    """The mapping's position is recorded only once the handler has answered for the batch: had it moved
+    when the batch was read, the crashed batch would be skipped on restart (the relay has no position of its
+    own to fall back on) and those jobs would never reach the view."""
     job_ids = busy_history(store, clock, jobs=8)
     crashed = restart(settings, endpoint)
     with injected("relay.before_put_records") as fired, pytest.raises(InjectedCrash):
@@ -300,7 +330,7 @@ def test_a_crash_before_put_records_loses_nothing(store, clock, settings, dynamo
     assert fired == ["relay.before_put_records"]
     shard_id, _ = stream_records(endpoint, stream_arn(settings, dynamodb))
     assert kinesis_records(endpoint, settings) == []
-    assert relay_checkpoint(settings, dynamodb, shard_id) is None
+    assert mapping_position(settings, dynamodb, shard_id) is None
 
     restart(settings, endpoint).drain()
 
@@ -312,18 +342,19 @@ def test_a_crash_before_put_records_loses_nothing(store, clock, settings, dynamo
 
 def test_a_crash_after_put_records_republishes_that_batch_and_the_projector_counts_duplicates(
         store, settings, dynamodb, endpoint, stack_environment, monkeypatch):
-    """PutRecords succeeded but the checkpoint write never happened: on restart the batch goes out again.
-    Without the projector's version guard the second copies would be re-applied (or, after a newer
+    """PutRecords succeeded but the relay died before answering, so the mapping never recorded its position
+    past the batch: on restart the batch is delivered again and the relay (which skips nothing) publishes it
+    again. Without the projector's version guard the second copies would be re-applied (or, after a newer
     version, move the view backwards); with it they are counted duplicates and the view ends final."""
     job_ids = [store.create("acme", ECHO).job.job_id for _ in range(20)]  # stream records 1..20: every v1
     for _ in range(20):
         store.complete(store.claim("w1", 30), {"ok": True})  # records 21..60: v2, v3
     crashed = restart(settings, endpoint, batch_size=10)
-    assert crashed.relay_poller.poll_once() == 10  # batch 1: published and checkpointed
+    assert crashed.relay_poller.poll_once() == 10  # batch 1: published, and the mapping's position recorded
     with injected("relay.after_put_records"), pytest.raises(InjectedCrash):
         crashed.relay_poller.poll_once()  # batch 2: published, then the relay dies
     shard_id, seen = stream_records(endpoint, stream_arn(settings, dynamodb))
-    assert relay_checkpoint(settings, dynamodb, shard_id).sequence_number == sequence(seen[9])
+    assert mapping_position(settings, dynamodb, shard_id).sequence_number == sequence(seen[9])
     crashed_batch = {f"{job_id}:1" for job_id in job_ids[10:20]}
     assert {r.event_id for r in kinesis_records(endpoint, settings)} == {f"{j}:1" for j in job_ids}
 
@@ -376,8 +407,10 @@ def test_entries_kinesis_refuses_are_retried_alone_counted_and_kept_in_job_order
 
 def test_an_entry_that_keeps_failing_is_reported_so_the_event_source_resumes_there(
         store, settings, dynamodb, endpoint, stack_environment, monkeypatch):
-    """The handler's partial batch response names the first record not published, and the checkpoint
-    stops before it: without that, Lambda (and the poller) would move past an event Kinesis never took."""
+    """The handler's partial batch response names the first record not published, and the mapping's
+    position stops before it: without that, Lambda (and the poller) would move past an event Kinesis never
+    took, and nothing else (the relay keeps no position) would ever publish it. The records before it are
+    not delivered again; those after it are, and their second copies are absorbed by the projector."""
     job_ids = [store.create("acme", ECHO).job.job_id for _ in range(4)]
     kinesis = endpoint.client("kinesis")
     PartialFailures(kinesis, [{2: "KMSAccessDeniedException"}])  # not retriable: the publish stops
@@ -385,16 +418,25 @@ def test_an_entry_that_keeps_failing_is_reported_so_the_event_source_resumes_the
     monkeypatch.setattr(Deployment.from_environment(), "relay", relay)  # the handler's
     arn = stream_arn(settings, dynamodb)
     shard_id, seen = stream_records(endpoint, arn)
+    responses: list[dict[str, Any]] = []
 
-    response = relay_handler.handler({"Records": [lambda_record(r, arn) for r in seen]},
-                                     LocalLambdaContext("onward-relay"))
+    def answering(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        responses.append(relay_handler.handler(event, context))
+        return responses[-1]
 
-    assert response == {"batchItemFailures": [{"itemIdentifier": sequence(seen[2])}]}
-    assert relay_checkpoint(settings, dynamodb, shard_id).sequence_number == sequence(seen[1])
+    poller = OutboxStreamPoller(endpoint.client("dynamodbstreams"), arn, answering, relay,
+                                CheckpointStore(dynamodb, settings.checkpoint_table))
+    assert poller.poll_once() == 4
 
-    restart(settings, endpoint).drain()  # Kinesis takes it now: resumes at the failed record
+    assert responses == [{"batchItemFailures": [{"itemIdentifier": sequence(seen[2])}]}]
+    assert mapping_position(settings, dynamodb, shard_id).sequence_number == sequence(seen[1])
+    assert relay.outcomes[-1].first_unpublished == sequence(seen[2]) and relay.outcomes[-1].published == 3
+
+    restart(settings, endpoint).drain()  # Kinesis takes it now: a new poller resumes after the position
     records = kinesis_records(endpoint, settings)
-    assert {r.event_id for r in records} == {f"{j}:1" for j in job_ids}
+    # job 3's v1 was accepted in the refused request and is delivered again from the failed record on
+    assert event_counts(records) == {f"{job_ids[0]}:1": 1, f"{job_ids[1]}:1": 1, f"{job_ids[2]}:1": 1,
+                                     f"{job_ids[3]}:1": 2}
     assert_views_final(store, settings, dynamodb, job_ids)
 
 
@@ -402,8 +444,8 @@ def test_an_entry_that_keeps_failing_is_reported_so_the_event_source_resumes_the
 
 class TrimmedStreams:
     """The outbox stream's client as after a long relay outage: everything up to now was trimmed. Reading
-    after the relay's checkpoint fails (once) with TrimmedDataAccessException, and the trim horizon is the
-    stream's current end."""
+    after the mapping's stored position fails (once) with TrimmedDataAccessException, and the trim horizon
+    is the stream's current end."""
 
     def __init__(self, real) -> None:
         self._real = real
@@ -423,31 +465,44 @@ class TrimmedStreams:
         return getattr(self._real, name)
 
 
-def test_a_trimmed_stream_is_recovered_from_the_outbox_since_the_checkpoint_time_minus_a_margin(
+def test_a_trimmed_stream_is_recovered_from_the_outbox_since_the_relay_watermark_minus_a_margin(
         store, clock, settings, dynamodb, endpoint, stack_environment):
-    """Without Relay.recover the events committed while the relay was away (job c) would be silently
-    skipped: the trimmed stream no longer holds them. Without the margin, an event committed just
-    before the checkpoint's time by a writer whose clock lags could be missed; with it, job b (within the
-    margin) is re-published too, and job a (older) is not."""
+    """The mapping's stored position is beyond the trim horizon. Without Relay.recover the events committed
+    while the relay was away (job c) would be silently skipped: the trimmed stream no longer holds them.
+    Recovery starts at the relay's watermark (a beat's commit time, once the relay passed all its slots on)
+    minus a margin; without the watermark it would re-publish the whole outbox (job a twice too). The outbox
+    is read by the writers' decision times, not by commit times: without the margin, job c (committed after
+    the beat by a writer whose clock lags, so decided "before" it) would be missed; with it, job b (relayed
+    before the beat, within the margin) is re-published too, and job a (older) is not."""
     now = system_clock()
     clock.now = now - 60 * 60_000
     job_a = lifecycle(store, clock)
-    clock.now = now - 10 * 60_000
+    clock.now = now - 2 * 60_000
     job_b = lifecycle(store, clock)
-    relay_until_idle(restart(settings, endpoint).relay_poller)
+    before = restart(settings, endpoint)
+    beat = before.heartbeats.emit()  # so that the relay's watermark exists
+    relay_until_idle(before.relay_poller)
     arn = stream_arn(settings, dynamodb)
-    shard_id, _ = stream_records(endpoint, arn)
-    checkpoint = relay_checkpoint(settings, dynamodb, shard_id)
-    assert checkpoint.event_time == store.events(job_b)[-1].occurred_at
-    clock.now = now - 5 * 60_000
-    job_c = lifecycle(store, clock)  # committed while the relay was away, then trimmed from the stream
+    shard_id, seen = stream_records(endpoint, arn)
+    beats = [r for r in seen if r["dynamodb"]["NewImage"].get("kind") == {"S": "heartbeat"}]
+    assert len(beats) == beat.slots == 16
+    watermark = Deployment.from_environment().relay.watermark()
+    assert watermark is not None and watermark.newest_event_at == min(committed_at(r) for r in beats)
+    assert epoch_ms(store.events(job_b)[0].occurred_at) > epoch_ms(watermark.newest_event_at) - RECOVERY_MARGIN_MS
+    assert epoch_ms(store.events(job_a)[-1].occurred_at) < epoch_ms(watermark.newest_event_at) - RECOVERY_MARGIN_MS
+    position = mapping_position(settings, dynamodb, shard_id)
+    assert position.sequence_number == sequence(seen[-1])
+    clock.now = epoch_ms(watermark.newest_event_at) - 3 * 60_000  # a writer whose clock is 3 minutes behind
+    job_c = lifecycle(store, clock)  # committed after the beat while the relay was away, then trimmed
+    assert store.events(job_c)[-1].occurred_at < watermark.newest_event_at
 
     pipeline = restart(settings, endpoint)
     streams = TrimmedStreams(endpoint.client("dynamodbstreams"))
-    pipeline.relay_poller = OutboxStreamPoller(streams, arn, relay_handler.handler,
-                                               Deployment.from_environment().relay)
+    handlers_deployment = Deployment.from_environment()
+    pipeline.relay_poller = OutboxStreamPoller(streams, arn, relay_handler.handler, handlers_deployment.relay,
+                                               handlers_deployment.checkpoint_store)
     pipeline.drain()
-    assert streams.refused == [checkpoint.sequence_number]
+    assert streams.refused == [position.sequence_number]
     clock.now = system_clock()
     job_d = lifecycle(store, clock)  # after the recovery: read from the stream again
     pipeline.drain()
@@ -485,10 +540,12 @@ def lambda_record(record: dict[str, Any], arn: str, *, event_name: str | None = 
 def test_the_handler_publishes_inserts_ignores_other_records_and_parks_a_bad_image(
         store, settings, dynamodb, endpoint, stack_environment):
     """Without the INSERT filter a MODIFY/REMOVE (a TTL expiry) would be published as an event; without
-    parking, one invalid image would fail the batch forever and block every record behind it."""
+    parking, one invalid image would fail the batch forever and block every record behind it. Lambda's
+    event names no shard, so the parked record is keyed by the outbox stream; each published event carries
+    its own record's ApproximateCreationDateTime as `committed_at`."""
     job_ids = [store.create("acme", ECHO).job.job_id for _ in range(6)]
     arn = stream_arn(settings, dynamodb)
-    shard_id, seen = stream_records(endpoint, arn)
+    _, seen = stream_records(endpoint, arn)
     broken = {**seen[3]["dynamodb"]["NewImage"], "version": {"S": "three"}}
     event = {"Records": [
         lambda_record(seen[0], arn),
@@ -502,11 +559,11 @@ def test_the_handler_publishes_inserts_ignores_other_records_and_parks_a_bad_ima
 
     assert relay_handler.handler(event, LocalLambdaContext("onward-relay")) == {"batchItemFailures": []}
 
-    assert {r.event_id for r in kinesis_records(endpoint, settings)} == {f"{job_ids[n]}:1" for n in (0, 4, 5)}
+    published = {r.event_id: r.payload["committed_at"] for r in kinesis_records(endpoint, settings)}
+    assert published == {f"{job_ids[n]}:1": committed_at(seen[n]) for n in (0, 4, 5)}
     (parked,) = ParkedRecords(dynamodb, settings.parked_table).list("relay")
-    assert (parked.shard_id, parked.sequence_number) == (shard_id, sequence(seen[3]))
+    assert (parked.shard_id, parked.sequence_number) == (OUTBOX_STREAM, sequence(seen[3]))
     assert parked.reason.startswith("invalid outbox image") and b"three" in parked.raw
-    assert relay_checkpoint(settings, dynamodb, shard_id).sequence_number == sequence(seen[5])
     nothing = relay_handler.handler({"Records": []}, LocalLambdaContext("onward-relay"))
     assert nothing == {"batchItemFailures": []}
 
@@ -514,16 +571,17 @@ def test_the_handler_publishes_inserts_ignores_other_records_and_parks_a_bad_ima
 def test_an_event_too_large_for_a_kinesis_record_is_parked_not_retried_forever(store, settings, dynamodb,
                                                                                 stack_environment):
     """Kinesis refuses records over 1 MiB. Without the size check the relay would fail that batch on
-    every redelivery and block the shard behind it; it is parked with its bytes and the shard moves on."""
+    every redelivery and block the shard behind it; it is parked with its bytes (keyed by the outbox
+    stream: the relay is never told the shard) and the batch reports no failure, so the shard moves on."""
     job = store.create("acme", NewJob(type="demo.echo")).job
     (event,) = store.events(job.job_id)
     huge = event.model_copy(update={"error": ErrorSummary(error_type="E", message="x" * 1_100_000)})
     image = dict(_image_of(huge))
     relay = Deployment(settings, clients={"dynamodb": dynamodb}).relay
-    outcome = relay.relay("shard-big", [StreamRecord("7", "INSERT", image)])
+    outcome = relay.relay([StreamRecord("7", "INSERT", image, system_clock())])
     assert (outcome.parked, outcome.published, outcome.first_unpublished) == (1, 0, None)
-    assert outcome.checkpoint is not None and outcome.checkpoint.sequence_number == "7"
     (parked,) = ParkedRecords(dynamodb, settings.parked_table).list("relay")
+    assert (parked.shard_id, parked.sequence_number) == (OUTBOX_STREAM, "7")
     assert "1 MiB" in parked.reason and parked.raw_size > 1_000_000
     assert parked.raw_truncated and parked.raw == _encoded(huge)[: len(parked.raw)]
 

@@ -1,8 +1,8 @@
 """A model-based test of JobStore: hypothesis drives the real store with random sequences of every
 operation, and after every step compares what its recorder holds with a small model written here from the
 design, independently of onward.lifecycle. It runs on both recorders (onward.recorder): on DynamoDB (the
-embedded endpoint, a fresh stack per run; marked `integration`) at the sizes of MODEL_SETTINGS, and in
-memory at ten times as many steps (MEMORY_MODEL_SETTINGS), in seconds.
+embedded endpoint, the session's shared stack emptied for each run; marked `integration`) at the sizes of
+MODEL_SETTINGS, and in memory at ten times as many steps (MEMORY_MODEL_SETTINGS), in seconds.
 
 Operations: create (three tenants, max_attempts 1..3, with and without an Idempotency-Key, the same key
 repeated with the same request or a different one), claim (two workers; every Lease is kept, so old
@@ -50,7 +50,6 @@ What breaks without which code (each of these fails this test):
 
 from __future__ import annotations
 
-import itertools
 import random
 import uuid
 from collections import defaultdict
@@ -72,6 +71,7 @@ from hypothesis.stateful import (
 )
 
 import onward.store
+from infra.endpoint import SharedStack
 from onward.errors import IdempotencyConflict, JobNotFound, NotReplayable
 from onward.models import ErrorSummary, Job, Lease, NewJob, OutboxEvent, Run
 from onward.recorder import CommitOutcome, CreateOutcome, JobRecorder, NewJobWrite, TransitionWrite
@@ -97,8 +97,6 @@ CLAIMABLE = frozenset({"queued", "retry_wait"})
 # [ceiling/2, ceiling] with ceiling = min(300 s, 1 s * 2^(n-1)).
 BACKOFF_BASE_MS = 1000
 BACKOFF_CAP_MS = 300_000
-
-_stack_numbers = itertools.count()
 
 
 class SeededJobIds:
@@ -801,19 +799,25 @@ MODEL_SETTINGS = settings(
 MEMORY_MODEL_SETTINGS = settings(MODEL_SETTINGS, max_examples=150, stateful_step_count=50)
 
 
-def dynamodb_backends(endpoint: Any) -> Any:
-    """A fresh stack of template.yaml on the session's endpoint for each run."""
+def on_shared_stack(endpoint: Any, shared_stack: SharedStack) -> dict[str, Any]:
+    """A StoreModel's `backend` and `teardown` for DynamoDB: each run borrows the session's shared stack of
+    template.yaml (tests/conftest.py), every table emptied, and gives it back at its end."""
     def backend(clock: ManualClock) -> StoreBackend:
-        env = endpoint.deploy(f"model-{next(_stack_numbers)}").environment
+        env = shared_stack.lend().environment
         settings_ = Settings(env["JOBS_TABLE"], env["OUTBOX_TABLE"], endpoint.url, "us-east-1")
         return DynamoBackend(clock, settings_, endpoint.client("dynamodb"))
-    return backend
+
+    def teardown(machine: StoreModel) -> None:
+        assert shared_stack.give_back() == []  # items only
+
+    return {"backend": staticmethod(backend), "teardown": teardown}
 
 
 @pytest.mark.integration
-def test_store_matches_model_on_dynamodb(endpoint: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_store_matches_model_on_dynamodb(endpoint: Any, shared_stack: SharedStack,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(onward.store, "uuid", SeededJobIds)
-    machine = type("StoreModelOnDynamoDB", (StoreModel,), {"backend": staticmethod(dynamodb_backends(endpoint))})
+    machine = type("StoreModelOnDynamoDB", (StoreModel,), on_shared_stack(endpoint, shared_stack))
     run_state_machine_as_test(machine, settings=MODEL_SETTINGS)
 
 

@@ -2,8 +2,9 @@
 outbox-stream poller (infra/pollers.py OutboxStreamPoller) reading that topology as Lambda's mapping does.
 
 Each test deploys template.yaml's data resources and writes outbox events (job_id / version) straight into
-the outbox table. The poller delivers to a recording handler, not the relay: the relay's checkpoint across
-shards and splits is issue 12's item 2, tested on its own.
+the outbox table. The poller keeps its own position per shard in the stack's checkpoint table, as Lambda's
+mapping does, and mostly delivers to a recording handler; the last test runs the real relay handler over
+sibling shards read out of order, as Lambda may (its events name no shard, and the relay keeps no position).
 """
 
 from __future__ import annotations
@@ -17,9 +18,17 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
+from handlers import relay as relay_handler
 from infra.endpoint import EmbeddedEndpoint
 from infra.moto_fixes.streams import StreamTopology
 from infra.pollers import OutboxStreamPoller, ShardBackoff
+from onward.checkpoints import CheckpointStore
+from onward.models import NewJob
+from onward.outbox import OutboxReader
+from onward.settings import Settings
+from onward.store import JobStore
+from tests.integration.test_relay import assert_each_job_in_version_order, kinesis_records
+from tests.support import ManualClock
 
 pytestmark = pytest.mark.integration
 
@@ -36,10 +45,12 @@ class Outbox:
 
     def __init__(self, endpoint: EmbeddedEndpoint) -> None:
         self.endpoint = endpoint
-        self.table = endpoint.deploy(f"topology-{next(_stacks)}").environment["OUTBOX_TABLE"]
+        self.environment = endpoint.deploy(f"topology-{next(_stacks)}").environment
+        self.table = self.environment["OUTBOX_TABLE"]
         self.db = endpoint.client("dynamodb")
         self.streams = endpoint.client("dynamodbstreams")
         self.arn = self.db.describe_table(TableName=self.table)["Table"]["LatestStreamArn"]
+        self.positions = CheckpointStore(self.db, self.environment["CHECKPOINT_TABLE"])  # the mapping's own
 
     def put(self, job: str, version: int, **extra: Any) -> None:
         self.db.put_item(TableName=self.table, Item=event_item(job, version, **extra),
@@ -102,14 +113,11 @@ def is_closed(shard: dict[str, Any]) -> bool:
     return "EndingSequenceNumber" in shard["SequenceNumberRange"]
 
 
-class NoCheckpoints:
-    """The relay as far as the poller asks it: no checkpoint anywhere, so every shard is read from its trim
-    horizon (the stream is never trimmed here)."""
+class NoRecovery:
+    """The relay as far as the poller asks it: only to recover from a trimmed stream, which never happens
+    here (each stack's poller starts with no stored position, at every shard's trim horizon)."""
 
-    def checkpoint(self, shard_id: str) -> None:
-        return None
-
-    def recover(self, shard_id: str) -> None:
+    def recover(self) -> None:
         raise AssertionError("nothing is trimmed")
 
 
@@ -167,8 +175,8 @@ class SpyStreams:
 
 def poller_for(outbox: Outbox, handler: Recorder, streams: Any = None,
                batch_size: int = 5) -> OutboxStreamPoller:
-    relay: Any = NoCheckpoints()
-    return OutboxStreamPoller(streams or outbox.streams, outbox.arn, handler, relay,
+    relay: Any = NoRecovery()
+    return OutboxStreamPoller(streams or outbox.streams, outbox.arn, handler, relay, outbox.positions,
                               batch_size=batch_size, backoff=NO_BACKOFF)
 
 
@@ -540,3 +548,73 @@ def test_describe_stream_pages_with_limit_exclusive_start_shard_id_and_last_eval
     recorder = Recorder()
     poll_until_idle(poller_for(outbox, recorder, batch_size=100))
     assert_each_once_in_version_order(recorder.delivered(), written)
+
+
+# --- the relay over sibling shards ----------------------------------------------------------------------
+
+class HiddenShards:
+    """A DynamoDB Streams client whose DescribeStream leaves out the shards in `hidden`: the poller does not
+    read them, as when Lambda has not got round to those shards yet. Every other call goes to the real one."""
+
+    def __init__(self, real: Any) -> None:
+        self._real = real
+        self.hidden: set[str] = set()
+
+    def describe_stream(self, **request: Any) -> dict[str, Any]:
+        answer = self._real.describe_stream(**request)
+        description = answer["StreamDescription"]
+        shown = [shard for shard in description["Shards"] if shard["ShardId"] not in self.hidden]
+        return {**answer, "StreamDescription": {**description, "Shards": shown}}
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+
+def test_a_later_numbered_child_relayed_before_its_sibling_leaves_no_committed_event_behind(
+        outbox: Outbox, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Jobs are created on four shards and relayed part way, every shard splits, and the jobs are claimed and
+    completed on the children. Lambda reads sibling shards independently, in any order, and its events name
+    no shard: here one parent's later-numbered child is relayed to its end (by the real relay handler,
+    batch after batch) before its lower-numbered sibling is read at all. The siblings' sequence numbers
+    interleave, so a relay that skipped records at or before a position of its own (kept for the stream, or
+    for a shard it had to guess from sequence ranges) would drop the sibling's records as already published.
+    Every committed event reaches Kinesis, each exactly once, each job's in version order."""
+    for name, value in outbox.environment.items():  # the handler's deployment: this stack's
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
+    settings = Settings.from_environment(outbox.environment)
+    store = JobStore(settings, client=outbox.db, clock=ManualClock())
+    job_ids = [store.create("acme" if n % 2 else "globex", NewJob(type="demo.echo")).job.job_id
+               for n in range(32)]
+    streams = HiddenShards(outbox.streams)
+    relay: Any = NoRecovery()
+    poller = OutboxStreamPoller(streams, outbox.arn, relay_handler.handler, relay, outbox.positions,
+                                batch_size=5, backoff=NO_BACKOFF)
+    poller.poll_once()  # part way through the parents
+
+    children = outbox.endpoint.split_stream_shards(outbox.table)
+    for _ in job_ids:
+        lease = store.claim("w1", 30)
+        assert lease is not None
+        store.complete(lease, {"ok": True})
+    by_shard = outbox.by_shard()
+
+    def skippable(later: str, lower: str) -> bool:
+        """Both hold records, and some of the lower child's are numbered before the later child's last."""
+        return bool(by_shard[later]) and any(sequence(r) < sequence(by_shard[later][-1]) for r in by_shard[lower])
+
+    lower, later = next(pair for pair in map(sorted, children.values()) if skippable(pair[1], pair[0]))
+    streams.hidden = {lower}
+    poll_until_idle(poller)
+    published = Counter(record.event_id for record in kinesis_records(outbox.endpoint, settings))
+    assert all(published[r["dynamodb"]["NewImage"]["event_id"]["S"]] == 1 for r in by_shard[later])
+    assert not any(published[r["dynamodb"]["NewImage"]["event_id"]["S"]] for r in by_shard[lower])
+
+    streams.hidden = set()  # the lower-numbered sibling's batches come last
+    poll_until_idle(poller)
+
+    committed = Counter(event.event_id for event in OutboxReader(outbox.db, outbox.table).all())
+    assert len(committed) == 3 * len(job_ids)
+    records = kinesis_records(outbox.endpoint, settings)
+    assert Counter(record.event_id for record in records) == committed, "every committed event, once"
+    assert_each_job_in_version_order(records)

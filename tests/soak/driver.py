@@ -54,6 +54,8 @@ from tests.soak.audit import Audit, Injected, KinesisCopy, Snapshot, ViewRow, au
 from tests.soak.faults import RANDOM_POINTS, Aim, FaultRates, RandomFaults
 
 JOB_TYPE = "soak.work"
+STREAM_SHARDS = 4  # the topology the soak runs on: several stream shards, splitting while it runs
+SPLIT_EVERY_S = 20.0
 _JOB_ID = re.compile(r"[0-9a-f]{32}")
 TENANTS = ("acme", "globex", "initech", "umbrella")
 
@@ -72,6 +74,8 @@ class SoakConfig:
     flaky_share: float = 0.1  # jobs whose first attempt raises (a failed attempt, retried after backoff)
     cancel_share: float = 0.03  # jobs the canceller cancels at a random moment
     progress: bool = False  # lines on stderr: every 500 jobs submitted, then every 30 s while it settles
+    heartbeat_s: float = 1.0  # pipeline heartbeats, as the platform commits them (every 5 s there)
+    reshard_events_at: float | None = 0.5  # share of jobs submitted when the events stream doubles its shards
 
 
 @dataclass(frozen=True)
@@ -312,16 +316,31 @@ class Soak:
         return loop
 
     def _reaper_loop(self) -> Callable[[], None]:
+        emitter = self._deployment.heartbeat_emitter
+
         def loop() -> None:
+            next_beat = time.monotonic()
             while not self._stop.wait(0.2):
                 reap_once(self.store)
+                if time.monotonic() >= next_beat:
+                    emitter.emit()
+                    next_beat = time.monotonic() + self._config.heartbeat_s
         return loop
+
+    def _reshard_events_stream(self) -> None:
+        """Double the events stream's shards (UNIFORM_SCALING), as an operator would under load: every open
+        shard closes, its children open, and the projector must read each child after its parent."""
+        kinesis = self._settings.client("kinesis")
+        stream = self._settings.require("events_stream")
+        summary = kinesis.describe_stream_summary(StreamName=stream)["StreamDescriptionSummary"]
+        kinesis.update_shard_count(StreamName=stream, TargetShardCount=2 * summary["OpenShardCount"],
+                                   ScalingType="UNIFORM_SCALING")
 
     def _relay_loop(self) -> Callable[[], None]:
         outbox = self._db.describe_table(TableName=self._settings.require("outbox_table"))["Table"]
         poller = OutboxStreamPoller(self._settings.client("dynamodbstreams"), outbox["LatestStreamArn"],
                                     relay_handler.handler, self._deployment.relay,
-                                    batch_size=self._config.batch_size)
+                                    self._deployment.checkpoint_store, batch_size=self._config.batch_size)
         return lambda: self._poll(poller)
 
     def _projector_loop(self) -> Callable[[], None]:
@@ -340,7 +359,10 @@ class Soak:
         are created before any worker starts, so each is aimed before it can be claimed)."""
         config = self._config
         tenants = TENANTS[: config.tenants]
+        reshard_at = None if config.reshard_events_at is None else int(config.jobs * config.reshard_events_at)
         for number in numbers:
+            if number == reshard_at:
+                self._reshard_events_stream()
             aimed = number < config.aimed_per_kind * len(Aim)
             params: dict[str, Any] = {"ms": self._rng.choice((1, 5, 10, 20))}
             if not aimed and self._rng.random() < config.flaky_share:  # an aimed first attempt must report
@@ -488,7 +510,13 @@ class Soak:
         kinesis = self._settings.client("kinesis")
         stream = self._settings.require("events_stream")
         copies: list[KinesisCopy] = []
-        for shard in kinesis.list_shards(StreamName=stream)["Shards"]:
+        shards = kinesis.list_shards(StreamName=stream)["Shards"]
+        parent_of = {shard["ShardId"]: shard.get("ParentShardId") for shard in shards}
+
+        def generation(shard_id: str | None) -> int:
+            return -1 if shard_id is None else 1 + generation(parent_of.get(shard_id))
+
+        for shard in shards:
             iterator = kinesis.get_shard_iterator(StreamName=stream, ShardId=shard["ShardId"],
                                                   ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
             while True:
@@ -500,7 +528,8 @@ class Soak:
                         continue
                     if not isinstance(payload, dict) or "event_id" not in payload:
                         continue  # not a job event (a watermark heartbeat)
-                    copies.append(KinesisCopy(shard["ShardId"], int(record["SequenceNumber"]), payload["event_id"],
+                    copies.append(KinesisCopy(shard["ShardId"], generation(shard["ShardId"]),
+                                              int(record["SequenceNumber"]), payload["event_id"],
                                               payload["job_id"], payload["version"]))
                 if not response["Records"]:
                     break
@@ -524,14 +553,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=3 * 3600)
     parser.add_argument("--endpoint", choices=("process", "thread"), default="process",
                         help="the embedded endpoint in a child process (default: its own core) or in this one")
+    parser.add_argument("--stream-shards", type=int, default=STREAM_SHARDS,
+                        help="open shards of each DynamoDB stream at the start")
+    parser.add_argument("--split-every-s", type=float, default=SPLIT_EVERY_S,
+                        help="one DynamoDB stream shard splits in two every this many seconds (0: never)")
     args = parser.parse_args(argv)
     config = SoakConfig(jobs=args.jobs, workers=args.workers, tenants=args.tenants,
                         aimed_per_kind=args.aimed_per_kind, seed=args.seed, timeout_s=args.timeout, progress=True)
+    split_every_s = args.split_every_s or None
     with ExitStack() as stack:
         if args.endpoint == "process":
-            environment = stack.enter_context(EndpointProcess()).environment
+            flags = ["--stream-shards", str(args.stream_shards)]
+            flags += ["--split-every-s", str(split_every_s)] if split_every_s else []
+            environment = stack.enter_context(EndpointProcess(*flags)).environment
         else:
-            environment = stack.enter_context(EmbeddedEndpoint()).deploy("soak").environment
+            endpoint = EmbeddedEndpoint(stream_shards=args.stream_shards, split_every_s=split_every_s)
+            environment = stack.enter_context(endpoint).deploy("soak").environment
         os.environ.update(environment)
         result = run_soak(environment, config)
     print(f"soak: {result.jobs} jobs, {config.workers} workers, {config.tenants} tenants, seed {config.seed}: "

@@ -33,6 +33,7 @@ GOLDEN_DIGEST = "37659187a57ca1668a2d157803eddef282e3912640b40beb74b6181adba3f63
 CONTRACT_FIELDS = {
     "event_id", "job_id", "tenant_id", "type", "version", "status", "attempt", "cancel_requested",
     "occurred_at", "schema", "error", "result_size_bytes", "result_inline",
+    "committed_at",  # set by the relay from the stream record; left out of the digest
 }
 ERROR_FIELDS = {"error_type", "message", "message_truncated"}
 

@@ -211,11 +211,14 @@ def test_relay_reads_only_inserts_reports_partial_failures_bisects_and_parks_bat
     assert mapping["DestinationConfig"] == {"OnFailure": {"Destination": {"Fn::GetAtt": ["RelayFailuresQueue", "Arn"]}}}
 
 
-def test_projector_reports_partial_failures_with_a_parallelization_parameter(translated: dict[str, Any]) -> None:
+def test_projector_reports_partial_failures_one_batch_per_shard_at_a_time(translated: dict[str, Any]) -> None:
+    """ParallelizationFactor > 1 would project a shard's heartbeat beside earlier batches of other jobs:
+    the watermark would vouch for events still being projected. It is fixed at 1, not a parameter."""
     mapping = mapping_of(translated, "ProjectorFunction")
     assert mapping["EventSourceArn"] == {"Fn::GetAtt": ["EventsStream", "Arn"]}
     assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
-    assert mapping["ParallelizationFactor"] == {"Ref": "ProjectorParallelizationFactor"}
+    assert mapping["ParallelizationFactor"] == 1
+    assert "ProjectorParallelizationFactor" not in translated.get("Parameters", {})
     assert mapping["StartingPosition"] == "TRIM_HORIZON"
     assert mapping["DestinationConfig"] == {
         "OnFailure": {"Destination": {"Fn::GetAtt": ["ProjectorFailuresQueue", "Arn"]}}}

@@ -1,0 +1,178 @@
+// One job's page (#/jobs/<id>, a URL to share): its status with freshness, what it was created with, its
+// result or error, the attempt timeline from its run records, and cancel / (operators) replay with their answers.
+"use strict";
+
+import {
+  $, agoEl, api, clearProblem, el, isOperator, isReplayable, say, serverNow, setContent, setText, showProblem,
+  timeEl,
+} from "/web/core.js";
+import { analyse, attemptItem, drawTimeline, summary } from "/web/timeline.js";
+
+const job = { id: null, params: null, status: null };
+
+export function showJob(jobId) {
+  if (job.id === jobId) return;
+  job.id = jobId;
+  job.params = null;
+  job.status = null;
+  setText($("job-title-id"), jobId);
+  for (const id of ["job-updated", "job-freshness", "job-result", "job-params", "job-created"]) {
+    $(id).replaceChildren();
+    delete $(id).dataset.key;  // setContent's memory of what it showed: another job's
+  }
+  $("job-body").hidden = true;
+  clearProblem($("job-problem"));
+  say("job-action-status", "");
+  say("job-state", "Loading…");
+  $("attempts").replaceChildren();
+  drawTimeline($("timeline-chart"), []);
+}
+
+export function currentJob() {
+  return job.id;
+}
+
+export async function pollJob() {
+  const jobId = job.id;
+  const [status, runs, params] = await Promise.all([
+    api("GET", `/jobs/${jobId}`),
+    api("GET", `/jobs/${jobId}/runs`),
+    job.params ? Promise.resolve(null) : api("GET", `/jobs/${jobId}/params`),
+  ]);
+  if (jobId !== job.id) return null;
+  if (status.status === 401) return status;
+  if (status.status !== 200) {
+    showProblem($("job-problem"), status, "reading the job");
+    $("job-body").hidden = true;
+    say("job-state", "");
+    return null;
+  }
+  clearProblem($("job-problem"));
+  $("job-body").hidden = false;
+  if (params && params.status === 200) job.params = params.data;
+  renderStatus(status.data);
+  renderParams();
+  if (runs.status === 200) {
+    clearProblem($("runs-problem"));
+    renderRuns(runs.data.runs);
+  } else if (runs.status !== 401) {
+    showProblem($("runs-problem"), runs, "reading the attempts");
+  }
+  return status.data.visible ? null : status.data.view;
+}
+
+function renderStatus(answer) {
+  job.status = answer;
+  if (!answer.visible) {
+    say("job-state", "not shown yet");
+    $("job-state").className = "status";
+    setContent($("job-updated"), "pending", answer.detail);
+    setContent($("job-freshness"), `pending ${answer.view.stale}`,
+               answer.view.view_lag_s === null ? "The view's lag is unknown." : `The view is ${answer.view.view_lag_s} s behind.`);
+    setContent($("job-result"), "pending");
+    renderActions(null);
+    return;
+  }
+  say("job-state", answer.status + (answer.cancel_requested && !answer.terminal ? " (cancel requested)" : "") +
+                   (answer.terminal ? " · final" : ""));
+  $("job-state").className = `status status-${answer.status}`;
+  const asOf = answer.freshness.as_of;
+  setContent($("job-updated"), asOf, agoEl(asOf), " (", timeEl(asOf), ")");
+  const fresh = answer.freshness;
+  const freshness = fresh.stale
+    ? (fresh.watermark ? ["May be out of date: the view is confirmed only up to ", timeEl(fresh.watermark), "."]
+      : ["May be out of date: the view has confirmed nothing yet."])
+    : ["Confirmed current up to ", timeEl(fresh.watermark), ` (the view is at most ${fresh.view_lag_s} s behind).`];
+  setContent($("job-freshness"), JSON.stringify([fresh.stale, fresh.watermark]), ...freshness);
+  setText($("job-version"), `${answer.version} (attempt ${answer.attempt})`);
+  renderResult(answer);
+  renderActions(answer);
+}
+
+function renderResult(answer) {
+  const box = $("job-result");
+  if (answer.error) {
+    setText($("result-heading"), answer.status === "retry_wait" ? "Last error (it will be retried)" : "Error");
+    setContent(box, JSON.stringify(answer.error), el("p", { className: "error-text" },
+      el("strong", {}, answer.error.error_type), `: ${answer.error.message}`,
+      answer.error.message_truncated ? " (cut)" : ""));
+  } else if (answer.result) {
+    setText($("result-heading"), "Result");
+    const result = answer.result;
+    setContent(box, JSON.stringify(result), result.inline !== null && result.inline !== undefined
+      ? el("pre", { className: "json" }, JSON.stringify(result.inline, null, 2))
+      : el("p", {}, `${result.size_bytes.toLocaleString()} bytes: over 1 KiB, not shown here.`));
+  } else {
+    setText($("result-heading"), "Result");
+    setContent(box, `none ${answer.terminal}`, el("p", { className: "muted" },
+      answer.terminal ? "No result." : "No result yet."));
+  }
+}
+
+function renderParams() {
+  const params = job.params;
+  if (!params) return;
+  setText($("job-kind"), params.type);
+  setContent($("job-created"), params.created_at, timeEl(params.created_at));
+  setText($("job-limits"), `${params.max_attempts} attempt${params.max_attempts === 1 ? "" : "s"} at most · ` +
+                           `priority ${params.priority}`);
+  setContent($("job-params"), JSON.stringify(params.params),
+             el("pre", { className: "json" }, JSON.stringify(params.params, null, 2)));
+}
+
+function renderActions(answer) {
+  const cancel = $("job-cancel");
+  const replay = $("job-replay");
+  const canCancel = Boolean(answer && !answer.terminal && !answer.cancel_requested);
+  const canReplay = Boolean(answer && isOperator() && isReplayable(answer.status));
+  if (cancel.hidden === canCancel) cancel.hidden = !canCancel;
+  if (replay.hidden === canReplay) replay.hidden = !canReplay;
+  $("job-actions").hidden = !canCancel && !canReplay && !$("job-action-status").textContent;
+}
+
+export function buildJobActions(onChange) {
+  const act = async (action, button) => {
+    const jobId = job.id;
+    button.disabled = true;
+    const status = $("job-action-status");
+    const name = action === "cancel" ? "Cancel" : "Replay";
+    try {
+      const answer = await api("POST", `/jobs/${jobId}/${action}`);
+      if (answer.status === 202) {
+        setText(status, action === "cancel"
+          ? `${name}: ${answer.data.status === "cancelled" ? "cancelled" : "requested; the worker stops at its next lease renewal"} (version ${answer.data.version}).`
+          : `${name}: queued again as version ${answer.data.version}.`);
+      } else {
+        const data = answer.data || {};
+        setText(status, `${name} refused: ${data.title || "HTTP"} (HTTP ${answer.status}): ${data.detail || ""}`);
+      }
+    } catch {
+      setText(status, `${name}: network error; it may not have reached the API.`);
+    } finally {
+      button.disabled = false;
+    }
+    onChange();
+  };
+  $("job-cancel").addEventListener("click", () => act("cancel", $("job-cancel")));
+  $("job-replay").addEventListener("click", () => act("replay", $("job-replay")));
+}
+
+function renderRuns(runs) {
+  const attempts = analyse(runs, serverNow());
+  drawTimeline($("timeline-chart"), attempts);
+  say("timeline-summary", summary(attempts));
+  const list = $("attempts");
+  const items = attempts.map((attempt) => {
+    const key = JSON.stringify([attempt.run, attempt.overlaps, attempt.open ? Math.floor(attempt.end / 1000) : 0]);
+    let item = list.querySelector(`li[data-attempt="${attempt.run.attempt}"]`);
+    if (!item) item = el("li", { className: "attempt", dataset: { attempt: String(attempt.run.attempt) } });
+    item.className = `attempt outcome-${attempt.run.outcome || "running"}${attempt.fenced ? " is-fenced" : ""}` +
+                     `${attempt.overlaps.length ? " is-overlapping" : ""}`;
+    setContent(item, key, ...attemptItem(attempt));
+    return item;
+  });
+  items.forEach((item, index) => {
+    if (list.children[index] !== item) list.insertBefore(item, list.children[index] || null);
+  });
+  while (list.children.length > items.length) list.lastElementChild.remove();
+}

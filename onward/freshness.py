@@ -30,7 +30,9 @@ from onward.models import Freshness, ViewLag
 STALE_AFTER_S = 30.0
 
 
-class _Watermark(Protocol):
+class ShardWatermark(Protocol):
+    """What freshness reads of a watermark (onward.checkpoints.Watermark)."""
+
     @property
     def shard_id(self) -> str: ...
     @property
@@ -39,14 +41,16 @@ class _Watermark(Protocol):
     def parents(self) -> tuple[str, ...]: ...
 
 
-class _Shard(Protocol):
+class ShardLineage(Protocol):
+    """What freshness reads of a shard (onward.shards.Shard)."""
+
     @property
     def shard_id(self) -> str: ...
     @property
     def parents(self) -> tuple[str, ...]: ...
 
 
-_W = TypeVar("_W", bound=_Watermark)
+_W = TypeVar("_W", bound=ShardWatermark)
 
 
 def live_watermarks(watermarks: Iterable[_W]) -> list[_W]:
@@ -57,7 +61,8 @@ def live_watermarks(watermarks: Iterable[_W]) -> list[_W]:
     return [mark for mark in marks if mark.shard_id not in retired]
 
 
-def shard_bounds(watermarks: Iterable[_Watermark], shards: Iterable[_Shard] | None = None) -> dict[str, EpochMs | None]:
+def shard_bounds(watermarks: Iterable[ShardWatermark],
+                 shards: Iterable[ShardLineage] | None = None) -> dict[str, EpochMs | None]:
     """Per shard that bounds the view, the commit time it is confirmed through (None: unknown). The live
     watermarks, and every open shard in `shards` (None: only the watermarks are known): one with no
     confirmed watermark of its own counts as its oldest parent's, or as unknown."""
@@ -77,8 +82,8 @@ def shard_bounds(watermarks: Iterable[_Watermark], shards: Iterable[_Shard] | No
     return bounds
 
 
-def view_lag(watermarks: Iterable[_Watermark], now_ms: EpochMs, stale_after_s: float = STALE_AFTER_S,
-             shards: Iterable[_Shard] | None = None) -> ViewLag:
+def view_lag(watermarks: Iterable[ShardWatermark], now_ms: EpochMs, stale_after_s: float = STALE_AFTER_S,
+             shards: Iterable[ShardLineage] | None = None) -> ViewLag:
     """The whole view's lag bound: from the oldest shard's watermark (onward.freshness), over every open
     shard of `shards` when the caller lists them (a shard never projected then makes it unknown)."""
     bounds = shard_bounds(watermarks, shards)
@@ -93,7 +98,7 @@ def view_lag(watermarks: Iterable[_Watermark], now_ms: EpochMs, stale_after_s: f
 
 def freshness(
     occurred_at: str,
-    watermarks: Iterable[_Watermark],
+    watermarks: Iterable[ShardWatermark],
     now_ms: EpochMs,
     stale_after_s: float = STALE_AFTER_S,
 ) -> Freshness:

@@ -10,7 +10,7 @@ from enum import StrEnum
 from typing import Protocol
 
 from onward.clock import EpochMs
-from onward.freshness import shard_bounds
+from onward.freshness import ShardLineage, ShardWatermark, shard_bounds
 
 
 class BoundedBy(StrEnum):
@@ -19,24 +19,11 @@ class BoundedBy(StrEnum):
     UNKNOWN = "unknown"  # never confirmed: the view's lag cannot be known while it counts
 
 
-class _Watermark(Protocol):
-    @property
-    def shard_id(self) -> str: ...
-    @property
-    def newest_event_at(self) -> str | None: ...
-    @property
-    def parents(self) -> tuple[str, ...]: ...
+class _Watermark(ShardWatermark, Protocol):
     @property
     def processed_at(self) -> str: ...
     @property
     def slots(self) -> int: ...
-
-
-class _Shard(Protocol):
-    @property
-    def shard_id(self) -> str: ...
-    @property
-    def parents(self) -> tuple[str, ...]: ...
 
 
 @dataclass(frozen=True)
@@ -51,7 +38,7 @@ class ShardLag:
     slots: int  # heartbeat slots of the newest beat it saw
 
 
-def shard_lags(watermarks: Iterable[_Watermark], shards: Iterable[_Shard] | None, now_ms: EpochMs,
+def shard_lags(watermarks: Iterable[_Watermark], shards: Iterable[ShardLineage] | None, now_ms: EpochMs,
                stale_after_s: float) -> list[ShardLag]:
     """One row per shard that bounds the view (onward.freshness.shard_bounds), in shard id order."""
     marks = list(watermarks)

@@ -32,8 +32,9 @@ os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
 _stack_numbers = itertools.count()
 DIRECTORY_TIERS = ("unit", "contract", "e2e", "soak")
 SLOW_TIERS = ("e2e", "soak")  # by directory, or marked so (a test that runs a tool of its own)
-# Modules whose tests run the relay or the pollers on their own (not through `pipeline`): each test own_stack.
-OWN_STACK_MODULES = ("test_relay.py", "test_poller_isolation.py", "test_poison_input.py")
+# AWS's topology, not the fastest: every table's DynamoDB stream has several open shards (a test that needs
+# one, or splits, says so with an endpoint of its own).
+SESSION_STREAM_SHARDS = 4
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -45,8 +46,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         directory = Path(str(item.path)).parent.name
         if directory in DIRECTORY_TIERS:
             item.add_marker(directory)
-        if Path(str(item.path)).name in OWN_STACK_MODULES:
-            item.add_marker("own_stack")
         needs_endpoint = "endpoint" in getattr(item, "fixturenames", ()) or item.get_closest_marker("integration")
         if needs_endpoint and not item.get_closest_marker("integration"):
             item.add_marker("integration")
@@ -56,7 +55,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def endpoint() -> Iterator[EmbeddedEndpoint]:
-    with EmbeddedEndpoint() as running:
+    with EmbeddedEndpoint(stream_shards=SESSION_STREAM_SHARDS) as running:
         yield running
 
 

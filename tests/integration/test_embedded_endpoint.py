@@ -60,7 +60,8 @@ class Stack:
         return sum(page["Count"] for page in self.db.get_paginator("scan").paginate(TableName=table))
 
     def outbox_records(self) -> list[dict[str, Any]]:
-        """Every record on the outbox table's stream, oldest first (describe_stream, TRIM_HORIZON)."""
+        """Every record on the outbox table's stream, every shard's, oldest first (describe_stream,
+        TRIM_HORIZON): in commit order, as sequence numbers increase across the stream's shards."""
         arn = self.db.describe_table(TableName=self.outbox)["Table"]["LatestStreamArn"]
         records: list[dict[str, Any]] = []
         for shard in self.streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]:
@@ -73,7 +74,7 @@ class Stack:
                 if not page["Records"]:
                     break
                 iterator = page.get("NextShardIterator")
-        return records
+        return sorted(records, key=lambda r: int(r["dynamodb"]["SequenceNumber"]))
 
 
 def job_key(name: str) -> dict[str, Any]:

@@ -76,6 +76,23 @@ def slot_commits_by_shard(endpoint, outbox_table: str, beat_at: int | None = Non
     return found
 
 
+def outbox_shard_of(endpoint, outbox_table: str, job_id: str) -> str:
+    """The outbox-stream shard holding a job's records (they all go to its partition key's shard)."""
+    db, streams = endpoint.client("dynamodb"), endpoint.client("dynamodbstreams")
+    arn = db.describe_table(TableName=outbox_table)["Table"]["LatestStreamArn"]
+    for shard in streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]:
+        iterator = streams.get_shard_iterator(StreamArn=arn, ShardId=shard["ShardId"],
+                                              ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
+        while iterator:
+            page = streams.get_records(ShardIterator=iterator, Limit=1000)
+            if any(record["dynamodb"]["Keys"]["job_id"]["S"] == job_id for record in page["Records"]):
+                return shard["ShardId"]
+            if not page["Records"]:
+                break
+            iterator = page.get("NextShardIterator")
+    raise AssertionError(f"no record of {job_id} on the outbox stream")
+
+
 def slot_commits(endpoint, outbox_table: str, beat_at: int | None = None) -> dict[int, int]:
     """Per heartbeat slot, its newest item's commit time, over every shard of the outbox stream."""
     merged: dict[int, int] = {}
@@ -159,12 +176,26 @@ def test_a_heartbeat_is_held_back_until_the_events_before_it_are_published(pipel
     clients = {name: endpoint.client(name) for name in ("dynamodb", "dynamodbstreams", "kinesis")}
     LocalPipeline.build(settings, clients).drain()  # restarted: the event first, then the heartbeat
     shards = shard_payloads(endpoint, settings)
+    # The beat's slots are spread over the outbox stream's shards; the relay passes on each outbox shard's
+    # part (its slots, with their commit times) to every Kinesis shard, after that shard's earlier events.
+    by_outbox_shard = slot_commits_by_shard(endpoint, settings.outbox_table, epoch_ms(beat.occurred_at))
     committed = slot_commits(endpoint, settings.outbox_table, epoch_ms(beat.occurred_at))
-    sent = {"kind": "heartbeat", "slots": beat.slots, "through": {str(slot): at for slot, at in committed.items()}}
-    assert all(records[-1] == sent for records in shards.values())  # every slot, with its commit time
-    [with_event] = [records for records in shards.values() if len(records) == 2]
-    assert with_event[0]["event_id"] == f"{created.job_id}:1"  # the event went out before its heartbeat
-    assert epoch_ms(with_event[0]["committed_at"]) <= min(committed.values())  # committed before the beat
+    parts = [{"kind": "heartbeat", "slots": beat.slots, "through": {str(slot): at for slot, at in slots.items()}}
+             for slots in by_outbox_shard.values() if slots]
+    assert len(parts) >= 2 and sorted(slot for slots in by_outbox_shard.values() for slot in slots) == list(
+        range(beat.slots))  # every slot once, on several outbox shards
+    for records in shards.values():  # every slot, with its commit time, on every Kinesis shard
+        beats = [record for record in records if record.get("kind") == "heartbeat"]
+        assert sorted(beats, key=json.dumps) == sorted(parts, key=json.dumps)
+    [with_event] = [records for records in shards.values() if len(records) == len(parts) + 1]
+    event_shard = outbox_shard_of(endpoint, settings.outbox_table, created.job_id)
+    its_part = next(part for part in parts if part["through"] == {
+        str(slot): at for slot, at in by_outbox_shard[event_shard].items()})
+    [event] = [record for record in with_event if record.get("kind") != "heartbeat"]
+    assert event["event_id"] == f"{created.job_id}:1"
+    # the event went out before its heartbeat: the part of the beat committed after it on its outbox shard
+    assert with_event.index(event) < with_event.index(its_part)
+    assert epoch_ms(event["committed_at"]) <= min(committed.values())  # committed before the beat
     marks = projector_watermarks(settings, dynamodb)
     assert len(marks) == len(shards)
     assert all(mark.newest_event_at == iso(min(committed.values())) for mark in marks)

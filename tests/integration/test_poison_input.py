@@ -36,7 +36,7 @@ from projector.projector import UnreadableRecord, parse_record
 from relay.publisher import encode
 from relay.relay import StreamRecord
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.own_stack]  # they read the streams
 
 SHARD = "shardId-000000000000"
 FUZZ = settings(max_examples=40, deadline=None, database=None, derandomize=True,

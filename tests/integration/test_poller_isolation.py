@@ -21,15 +21,16 @@ from botocore.exceptions import ClientError
 from handlers import projector as projector_handler
 from handlers import relay as relay_handler
 from handlers.bootstrap import Deployment
+from infra.moto_fixes.streams import table_stream
 from infra.pipeline import LocalPipeline
 from infra.pollers import EventsStreamPoller, OutboxStreamPoller, ShardBackoff
 from onward.checkpoints import PROJECTOR_CONSUMER, RELAY_CONSUMER, CheckpointStore
 from onward.models import NewJob
 from onward.parking import ParkedRecords
 from onward.view import StatusViewReader
-from tests.integration.test_relay import kinesis_records
+from tests.integration.test_relay import kinesis_records, stream_shards
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.own_stack]  # they read the streams
 
 ECHO = NewJob(type="demo.echo")
 NO_BACKOFF = ShardBackoff(first_s=0.0, max_s=0.0)
@@ -139,7 +140,10 @@ def test_an_unparsable_outbox_record_is_parked_once_and_the_jobs_behind_it_reach
     assert record.sequence_number in record.reason and "AttributeError" in record.reason
     checkpoints = CheckpointStore(dynamodb, settings.checkpoint_table)
     position = checkpoints.checkpoint(MAPPING, record.shard_id)
-    assert int(position.sequence_number) > int(record.sequence_number), "the mapping went on past it"
+    # the mapping went on past it: to its shard's last record (the poison itself when none follows it there)
+    assert int(position.sequence_number) >= int(record.sequence_number), "the mapping went on past it"
+    its_shard = table_stream(settings.outbox_table)._shard(record.shard_id)  # botocore cannot read the poison
+    assert int(position.sequence_number) == its_shard.sequence[-1]
 
     later = store.create("globex", ECHO).job.job_id
     pipeline.drain()  # polled again: the poison is behind the position, not re-parked
@@ -314,11 +318,18 @@ def test_a_projector_that_raises_on_one_shard_is_retried_there_while_the_other_s
 
 class ExpiringStreams:
     """A DynamoDB Streams client whose next `expire` GetRecords calls answer ExpiredIteratorException, as
-    AWS does for an iterator older than 15 minutes (the embedded endpoint never expires one)."""
+    AWS does for an iterator older than 15 minutes (the embedded endpoint never expires one). It lists only
+    `shard_id`, the shard under test, so that every GetRecords call is that shard's."""
 
-    def __init__(self, real: Any, expire: int) -> None:
+    def __init__(self, real: Any, expire: int, shard_id: str) -> None:
         self._real = real
         self.expire = expire
+        self.shard_id = shard_id
+
+    def describe_stream(self, **request: Any) -> dict[str, Any]:
+        answer = self._real.describe_stream(**request)
+        shards = [shard for shard in answer["StreamDescription"]["Shards"] if shard["ShardId"] == self.shard_id]
+        return {**answer, "StreamDescription": {**answer["StreamDescription"], "Shards": shards}}
 
     def get_records(self, **request: Any) -> dict[str, Any]:
         if self.expire:
@@ -335,9 +346,16 @@ def test_an_expired_outbox_iterator_is_recreated_from_the_last_good_position(
     """Before: ExpiredIteratorException left poll_once, and the dead iterator was kept, so every later
     poll failed the same way: the relay never moved again. A re-created iterator starts after the last
     record done (the relay skips nothing, so one started earlier would publish records twice), and a
-    restarted pipeline resumes after the position this poller stored: each event reaches Kinesis once."""
-    first = [store.create("acme", ECHO).job.job_id for _ in range(3)]
-    streams = ExpiringStreams(endpoint.client("dynamodbstreams"), expire=0)
+    restarted pipeline resumes after the position this poller stored: each event reaches Kinesis once. The
+    poller under test reads the first shard to hold 3 jobs; the restarted pipeline reads all."""
+    arn = outbox_stream(settings, dynamodb)
+    created: list[str] = []
+    while True:  # jobs until one shard holds 3 of them: those are the first
+        created.append(store.create("acme", ECHO).job.job_id)
+        shard_id, records = max(stream_shards(endpoint, arn).items(), key=lambda item: len(item[1]))
+        if len(records) == 3:
+            break
+    streams = ExpiringStreams(endpoint.client("dynamodbstreams"), expire=0, shard_id=shard_id)
     poller = OutboxStreamPoller(streams, outbox_stream(settings, dynamodb), relay_handler.handler,
                                 Deployment(settings, clients={"dynamodb": dynamodb}).relay,
                                 CheckpointStore(dynamodb, settings.checkpoint_table), batch_size=2,
@@ -354,17 +372,20 @@ def test_an_expired_outbox_iterator_is_recreated_from_the_last_good_position(
     assert not poller.failing_shards
 
     fresh_pipeline(endpoint, settings).drain()
-    assert all(viewed_version(settings, dynamodb, job_id) == 1 for job_id in first + second)
+    assert all(viewed_version(settings, dynamodb, job_id) == 1 for job_id in created + second)
     published = Counter(record.event_id for record in kinesis_records(endpoint, settings))
-    assert published == {f"{job_id}:1": 1 for job_id in first + second}, "each event once"
+    assert published == {f"{job_id}:1": 1 for job_id in created + second}, "each event once"
 
 
 def test_a_relay_handler_that_raises_is_retried_from_the_same_position_without_losing_records(
         stack_environment, store, settings, dynamodb, endpoint):
     """Before: the handler's exception left poll_once (killing the poll for every shard) and the caller
     had to know to call again; now the shard is backed off and redelivered from the batch's start, and the
-    position is stored only once the handler answered, so a restarted pipeline publishes nothing twice."""
+    position is stored only once the handler answered, so a restarted pipeline publishes nothing twice.
+    The handler raises for the first shard polled only: the other shards' records go through meanwhile."""
     jobs = [store.create(tenant, ECHO).job.job_id for tenant in ("acme", "globex", "acme")]
+    arn = outbox_stream(settings, dynamodb)
+    held = [len(records) for records in stream_shards(endpoint, arn).values() if records]
     calls = {"n": 0}
 
     def flaky(event: dict[str, Any], context: Any) -> dict[str, Any]:
@@ -374,14 +395,14 @@ def test_a_relay_handler_that_raises_is_retried_from_the_same_position_without_l
         return relay_handler.handler(event, context)
 
     clock = FakeMonotonic()
-    poller = OutboxStreamPoller(endpoint.client("dynamodbstreams"), outbox_stream(settings, dynamodb), flaky,
+    poller = OutboxStreamPoller(endpoint.client("dynamodbstreams"), arn, flaky,
                                 Deployment(settings, clients={"dynamodb": dynamodb}).relay,
                                 CheckpointStore(dynamodb, settings.checkpoint_table),
                                 backoff=ShardBackoff(first_s=1.0), monotonic=clock)
-    assert poller.poll_once() == 0 and poller.failing_shards
-    assert poller.poll_once() == 0 and calls["n"] == 1, "backed off"
+    assert poller.poll_once() == len(jobs) - held[0] and len(poller.failing_shards) == 1
+    assert poller.poll_once() == 0 and calls["n"] == len(held), "backed off"
     clock.now += 1.0
-    assert poller.poll_once() == len(jobs) and not poller.failing_shards
+    assert poller.poll_once() == held[0] and not poller.failing_shards
 
     fresh_pipeline(endpoint, settings).drain()
     assert all(viewed_version(settings, dynamodb, job_id) == 1 for job_id in jobs)

@@ -21,6 +21,7 @@ from onward.checkpoints import OUTBOX_STREAM, CheckpointStore
 from onward.clock import epoch_ms, iso, system_clock
 from onward.dynamo import from_item
 from onward.faults import InjectedCrash, injected
+from onward.heartbeat import SLOTS_PER_SHARD
 from onward.models import ErrorSummary, NewJob, OutboxEvent
 from onward.outbox import OutboxReader
 from onward.parking import ParkedRecords
@@ -30,7 +31,7 @@ from relay.publisher import KinesisPublisher
 from relay.relay import RECOVERY_MARGIN_MS, Relay, StreamRecord
 from tests.support import PartialFailures
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.own_stack]  # they read the streams
 
 ECHO = NewJob(type="demo.echo", params={"n": 1})
 THROTTLED = "ProvisionedThroughputExceededException"
@@ -91,19 +92,58 @@ def stream_arn(settings, dynamodb) -> str:
     return dynamodb.describe_table(TableName=settings.outbox_table)["Table"]["LatestStreamArn"]
 
 
-def stream_records(endpoint, arn: str) -> tuple[str, list[dict[str, Any]]]:
-    """The outbox stream's (single) shard and all its records, as the DynamoDB Streams API returns them."""
+def stream_shards(endpoint, arn: str) -> dict[str, list[dict[str, Any]]]:
+    """Every shard of the outbox stream, in DescribeStream's order (the order the poller reads them in), each
+    with all its records in order, as the DynamoDB Streams API returns them."""
     streams = endpoint.client("dynamodbstreams")
-    (shard,) = streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]
-    iterator = streams.get_shard_iterator(StreamArn=arn, ShardId=shard["ShardId"],
-                                          ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
-    records: list[dict[str, Any]] = []
+    shards: list[dict[str, Any]] = []
+    request: dict[str, Any] = {"StreamArn": arn}
     while True:
-        response = streams.get_records(ShardIterator=iterator, Limit=1000)
-        records += response["Records"]
-        if not response["Records"]:
-            return shard["ShardId"], records
-        iterator = response["NextShardIterator"]
+        description = streams.describe_stream(**request)["StreamDescription"]
+        shards += description["Shards"]
+        if not description.get("LastEvaluatedShardId"):
+            break
+        request["ExclusiveStartShardId"] = description["LastEvaluatedShardId"]
+    found: dict[str, list[dict[str, Any]]] = {}
+    for shard in shards:
+        iterator = streams.get_shard_iterator(StreamArn=arn, ShardId=shard["ShardId"],
+                                              ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
+        records: list[dict[str, Any]] = []
+        while iterator:
+            response = streams.get_records(ShardIterator=iterator, Limit=1000)
+            records += response["Records"]
+            if not response["Records"]:
+                break
+            iterator = response.get("NextShardIterator")
+        found[shard["ShardId"]] = records
+    return found
+
+
+def stream_records(endpoint, arn: str) -> list[dict[str, Any]]:
+    """All the outbox stream's records, every shard's, in commit order (sequence numbers increase across the
+    whole stream; those of sibling shards interleave)."""
+    return sorted((r for records in stream_shards(endpoint, arn).values() for r in records),
+                  key=lambda r: int(sequence(r)))
+
+
+def job_of(stream_record: dict[str, Any]) -> str:
+    return stream_record["dynamodb"]["NewImage"]["job_id"]["S"]
+
+
+def event_of(stream_record: dict[str, Any]) -> str:
+    return stream_record["dynamodb"]["NewImage"]["event_id"]["S"]
+
+
+def jobs_until_the_first_shard_holds(store: JobStore, endpoint, arn: str, jobs: int,
+                                     at_least: int = 0) -> tuple[list[str], str]:
+    """Jobs created (v1 only) until the first shard the poller reads holds `jobs` of them (and at least
+    `at_least` were created): their ids, and that shard's."""
+    job_ids: list[str] = []
+    while True:
+        job_ids.append(store.create("acme", ECHO).job.job_id)
+        first, records = next(iter(stream_shards(endpoint, arn).items()))
+        if len(records) >= jobs and len(job_ids) >= at_least:
+            return job_ids, first
 
 
 def restart(settings, endpoint, batch_size: int = 100) -> LocalPipeline:
@@ -259,7 +299,7 @@ def test_every_event_reaches_kinesis_once_in_version_order_keyed_by_job_id(store
     assert Counter(r.event_id for r in records) == Counter(e.event_id for e in events)  # each exactly once
     assert all(r.partition_key == r.payload["job_id"] for r in records)
     published = {r.event_id: OutboxEvent.model_validate(r.payload) for r in records}
-    _, seen = stream_records(endpoint, stream_arn(settings, dynamodb))
+    seen = stream_records(endpoint, stream_arn(settings, dynamodb))
     commits = {r["dynamodb"]["NewImage"]["event_id"]["S"]: committed_at(r) for r in seen}
     assert all(published[e.event_id] == e.model_copy(update={"committed_at": commits[e.event_id]})
                for e in events)  # the event contract, field for field, plus the commit time the relay stamps
@@ -281,22 +321,29 @@ def test_the_mapping_position_advances_to_the_last_record_and_a_new_poller_resum
     after = iso(system_clock())
 
     arn = stream_arn(settings, dynamodb)
-    shard_id, seen = stream_records(endpoint, arn)
-    position = mapping_position(settings, dynamodb, shard_id)
-    assert position.sequence_number == sequence(seen[-1])
-    assert before <= position.event_time <= after  # when it was recorded (the event times are the clock's)
+    shards = stream_shards(endpoint, arn)
+    position = {shard_id: mapping_position(settings, dynamodb, shard_id) for shard_id in shards}
+    assert {s: p and p.sequence_number for s, p in position.items()} == {
+        s: sequence(records[-1]) if records else None for s, records in shards.items()}  # each shard's, to its last
+    assert sum(p is not None for p in position.values()) >= 2  # several shards hold the 15 records
+    assert all(before <= p.event_time <= after for p in position.values() if p)  # when it was recorded
 
     second = [lifecycle(store, clock) for _ in range(3)]
-    fresh = restart(settings, endpoint)  # a new poller: starts AFTER the stored position
+    fresh = restart(settings, endpoint)  # a new poller: starts AFTER the stored position of each shard
     fresh.drain()
 
     records = kinesis_records(endpoint, settings)
     assert event_counts(records) == outbox_counts(settings, dynamodb)  # the first 15 not published again
-    _, seen = stream_records(endpoint, arn)
-    moved = mapping_position(settings, dynamodb, shard_id)
-    assert moved.sequence_number == sequence(seen[-1]) != position.sequence_number
-    assert moved.event_time >= position.event_time
+    shards = stream_shards(endpoint, arn)
+    moved = {shard_id: mapping_position(settings, dynamodb, shard_id) for shard_id in shards}
+    assert {s: p and p.sequence_number for s, p in moved.items()} == {
+        s: sequence(records[-1]) if records else None for s, records in shards.items()}
+    grown = [s for s in shards if moved[s] != position[s]]
+    assert grown and all(moved[s].sequence_number != (position[s] and position[s].sequence_number)
+                         for s in grown)  # the shards the second jobs went to moved on
+    assert all(moved[s].event_time >= position[s].event_time for s in shards if position[s])
     assert_views_final(store, settings, dynamodb, first + second)
+    seen = stream_records(endpoint, arn)
 
     # A mapping re-created (a position of its own, none yet): the whole stream delivered again from its start.
     handlers_deployment = Deployment.from_environment()  # what the handlers use: this test's environment
@@ -308,7 +355,8 @@ def test_the_mapping_position_advances_to_the_last_record_and_a_new_poller_resum
                                                 consumer="local-mapping:relay-recreated")
     recreated.drain()
 
-    assert len(seen) == 24 and mapping_position(settings, dynamodb, shard_id) == moved
+    assert len(seen) == 24
+    assert {shard_id: mapping_position(settings, dynamodb, shard_id) for shard_id in shards} == moved
     again = kinesis_records(endpoint, settings)
     assert event_counts(again) == dict.fromkeys(outbox_counts(settings, dynamodb), 2)
     assert counting.outcomes == {ProjectionOutcome.DUPLICATE: 8, ProjectionOutcome.STALE: 16}  # v3s; v1s, v2s
@@ -328,9 +376,9 @@ def test_a_crash_before_put_records_loses_nothing(store, clock, settings, dynamo
     with injected("relay.before_put_records") as fired, pytest.raises(InjectedCrash):
         crashed.relay_poller.poll_once()
     assert fired == ["relay.before_put_records"]
-    shard_id, _ = stream_records(endpoint, stream_arn(settings, dynamodb))
+    shard_ids = stream_shards(endpoint, stream_arn(settings, dynamodb))
     assert kinesis_records(endpoint, settings) == []
-    assert mapping_position(settings, dynamodb, shard_id) is None
+    assert all(mapping_position(settings, dynamodb, shard_id) is None for shard_id in shard_ids)
 
     restart(settings, endpoint).drain()
 
@@ -345,18 +393,33 @@ def test_a_crash_after_put_records_republishes_that_batch_and_the_projector_coun
     """PutRecords succeeded but the relay died before answering, so the mapping never recorded its position
     past the batch: on restart the batch is delivered again and the relay (which skips nothing) publishes it
     again. Without the projector's version guard the second copies would be re-applied (or, after a newer
-    version, move the view backwards); with it they are counted duplicates and the view ends final."""
-    job_ids = [store.create("acme", ECHO).job.job_id for _ in range(20)]  # stream records 1..20: every v1
-    for _ in range(20):
-        store.complete(store.claim("w1", 30), {"ok": True})  # records 21..60: v2, v3
+    version, move the view backwards); with it they are counted duplicates (the version the view shows) or
+    stale (an older one), and the view ends final. The stream has several shards, each polled in batches
+    of 10: the crash hits the second batch of the first shard read, which holds 7 jobs or more."""
+    arn = stream_arn(settings, dynamodb)
+    job_ids, first = jobs_until_the_first_shard_holds(store, endpoint, arn, 7, at_least=20)  # every v1
+    for _ in job_ids:
+        store.complete(store.claim("w1", 30), {"ok": True})  # then v2, v3 of each
+    shards = stream_shards(endpoint, arn)
+    total = sum(len(records) for records in shards.values())
+    assert total == 3 * len(job_ids) and len(shards[first]) >= 21
     crashed = restart(settings, endpoint, batch_size=10)
-    assert crashed.relay_poller.poll_once() == 10  # batch 1: published, and the mapping's position recorded
+    # batch 1 of every shard: published, and the mapping's position recorded
+    assert crashed.relay_poller.poll_once() == sum(min(10, len(records)) for records in shards.values())
     with injected("relay.after_put_records"), pytest.raises(InjectedCrash):
-        crashed.relay_poller.poll_once()  # batch 2: published, then the relay dies
-    shard_id, seen = stream_records(endpoint, stream_arn(settings, dynamodb))
-    assert mapping_position(settings, dynamodb, shard_id).sequence_number == sequence(seen[9])
-    crashed_batch = {f"{job_id}:1" for job_id in job_ids[10:20]}
-    assert {r.event_id for r in kinesis_records(endpoint, settings)} == {f"{j}:1" for j in job_ids}
+        crashed.relay_poller.poll_once()  # batch 2 of the first shard: published, then the relay dies
+    for shard_id, records in shards.items():
+        position = mapping_position(settings, dynamodb, shard_id)
+        assert (position and position.sequence_number) == (sequence(records[:10][-1]) if records else None)
+    crashed_batch = [event_of(r) for r in shards[first][10:20]]
+    firsts = {event_of(r) for records in shards.values() for r in records[:10]}
+    assert {r.event_id for r in kinesis_records(endpoint, settings)} == firsts | set(crashed_batch)
+
+    # When the second copies arrive, the view shows the newest version of each job published before them.
+    shown = {job_of(r): int(r["dynamodb"]["NewImage"]["version"]["N"]) for r in shards[first][:20]}
+    again = Counter(ProjectionOutcome.DUPLICATE if int(event_id.rsplit(":", 1)[1]) == shown[job] else
+                    ProjectionOutcome.STALE for job, event_id in ((e.rsplit(":", 1)[0], e) for e in crashed_batch))
+    assert again[ProjectionOutcome.DUPLICATE] >= 1
 
     handlers_deployment = Deployment.from_environment()  # what the handlers use: this test's environment
     counting = CountingProjector(handlers_deployment.status_projector)
@@ -365,10 +428,10 @@ def test_a_crash_after_put_records_republishes_that_batch_and_the_projector_coun
 
     records = kinesis_records(endpoint, settings)
     counts = Counter(r.event_id for r in records)
-    assert len(records) == 60 + 10
-    assert {event_id for event_id, n in counts.items() if n == 2} == crashed_batch
+    assert len(records) == total + 10
+    assert {event_id for event_id, n in counts.items() if n == 2} == set(crashed_batch)
     assert set(counts.values()) == {1, 2} and set(counts) == set(outbox_counts(settings, dynamodb))
-    assert counting.outcomes == {ProjectionOutcome.APPLIED: 60, ProjectionOutcome.DUPLICATE: 10}
+    assert +counting.outcomes == +(Counter({ProjectionOutcome.APPLIED: total}) + again)
     assert dynamodb.scan(TableName=settings.conflicts_table, Select="COUNT")["Count"] == 0
     assert_each_job_in_version_order(records)
     assert_views_final(store, settings, dynamodb, job_ids)
@@ -380,10 +443,13 @@ def test_entries_kinesis_refuses_are_retried_alone_counted_and_kept_in_job_order
         store, settings, dynamodb, endpoint, stack_environment, monkeypatch):
     """Without retrying the failed entries the throttled events would be lost (or, retried with the whole
     request, the accepted ones duplicated); without holding a job's next event until its earlier one is
-    accepted, v2 of a throttled job would land in Kinesis before its v1."""
-    job_ids = [store.create("acme", ECHO).job.job_id for _ in range(8)]
-    for _ in range(8):
+    accepted, v2 of a throttled job would land in Kinesis before its v1. The first shard read holds 6 jobs;
+    the relay's first PutRecords call is that shard's v1s."""
+    arn = stream_arn(settings, dynamodb)
+    job_ids, first = jobs_until_the_first_shard_holds(store, endpoint, arn, 6)
+    for _ in job_ids:
         store.complete(store.claim("w1", 30), {"ok": True})
+    others = sum(1 for shard_id, records in stream_shards(endpoint, arn).items() if records and shard_id != first)
     kinesis = endpoint.client("kinesis")
     failures = PartialFailures(kinesis, [{0: THROTTLED, 3: THROTTLED, 5: THROTTLED}, {1: "InternalFailure"}])
     sleeps = Sleeps()
@@ -392,13 +458,14 @@ def test_entries_kinesis_refuses_are_retried_alone_counted_and_kept_in_job_order
 
     restart(settings, endpoint).drain()
 
-    # One batch of 24 records: v1s (8 entries, 3 refused), the 3 again (1 refused), that 1, then v2s, v3s.
-    assert failures.calls == 5
+    # The first shard's batch of 18 records: v1s (6 entries, 3 refused), the 3 again (1 refused), that 1,
+    # then v2s, v3s; every other shard's batch: its v1s, v2s, v3s, none refused.
+    assert failures.calls == 5 + 3 * others
     assert sum(o.retried_entries for o in relay.outcomes) == 4 == relay.publisher.stats.retried_entries
-    assert sum(o.requests for o in relay.outcomes) == 5
+    assert sum(o.requests for o in relay.outcomes) == 5 + 3 * others
     assert relay.publisher.stats.error_codes == {THROTTLED: 3, "InternalFailure": 1}
     assert len(sleeps) == 2 and sleeps[1] > sleeps[0] / 2
-    assert sum(o.published for o in relay.outcomes) == 24
+    assert sum(o.published for o in relay.outcomes) == 3 * len(job_ids)
     records = kinesis_records(endpoint, settings)
     assert event_counts(records) == outbox_counts(settings, dynamodb)
     assert_each_job_in_version_order(records)
@@ -410,14 +477,17 @@ def test_an_entry_that_keeps_failing_is_reported_so_the_event_source_resumes_the
     """The handler's partial batch response names the first record not published, and the mapping's
     position stops before it: without that, Lambda (and the poller) would move past an event Kinesis never
     took, and nothing else (the relay keeps no position) would ever publish it. The records before it are
-    not delivered again; those after it are, and their second copies are absorbed by the projector."""
-    job_ids = [store.create("acme", ECHO).job.job_id for _ in range(4)]
+    not delivered again; those after it are, and their second copies are absorbed by the projector. The
+    first shard read holds 4 jobs: its batch is the relay's first PutRecords call; the other shards' are not
+    refused."""
+    arn = stream_arn(settings, dynamodb)
+    job_ids, first = jobs_until_the_first_shard_holds(store, endpoint, arn, 4)
     kinesis = endpoint.client("kinesis")
     PartialFailures(kinesis, [{2: "KMSAccessDeniedException"}])  # not retriable: the publish stops
     relay = own_relay(settings, endpoint, kinesis, Sleeps())
     monkeypatch.setattr(Deployment.from_environment(), "relay", relay)  # the handler's
-    arn = stream_arn(settings, dynamodb)
-    shard_id, seen = stream_records(endpoint, arn)
+    shards = stream_shards(endpoint, arn)
+    seen = shards[first]
     responses: list[dict[str, Any]] = []
 
     def answering(event: dict[str, Any], context: Any) -> dict[str, Any]:
@@ -426,34 +496,41 @@ def test_an_entry_that_keeps_failing_is_reported_so_the_event_source_resumes_the
 
     poller = OutboxStreamPoller(endpoint.client("dynamodbstreams"), arn, answering, relay,
                                 CheckpointStore(dynamodb, settings.checkpoint_table))
-    assert poller.poll_once() == 4
+    assert poller.poll_once() == len(job_ids)  # one batch of every shard
 
-    assert responses == [{"batchItemFailures": [{"itemIdentifier": sequence(seen[2])}]}]
-    assert mapping_position(settings, dynamodb, shard_id).sequence_number == sequence(seen[1])
-    assert relay.outcomes[-1].first_unpublished == sequence(seen[2]) and relay.outcomes[-1].published == 3
+    others = [records for shard_id, records in shards.items() if records and shard_id != first]
+    assert responses == [{"batchItemFailures": [{"itemIdentifier": sequence(seen[2])}]}] + [
+        {"batchItemFailures": []}] * len(others)
+    assert mapping_position(settings, dynamodb, first).sequence_number == sequence(seen[1])
+    assert relay.outcomes[0].first_unpublished == sequence(seen[2]) and relay.outcomes[0].published == 3
+    for shard_id, records in shards.items():
+        if shard_id != first:
+            position = mapping_position(settings, dynamodb, shard_id)
+            assert (position and position.sequence_number) == (sequence(records[-1]) if records else None)
 
     restart(settings, endpoint).drain()  # Kinesis takes it now: a new poller resumes after the position
     records = kinesis_records(endpoint, settings)
-    # job 3's v1 was accepted in the refused request and is delivered again from the failed record on
-    assert event_counts(records) == {f"{job_ids[0]}:1": 1, f"{job_ids[1]}:1": 1, f"{job_ids[2]}:1": 1,
-                                     f"{job_ids[3]}:1": 2}
+    # the first shard's 4th job's v1 was accepted in the refused request and is delivered again from the
+    # failed record on; every other event once
+    assert event_counts(records) == {**dict.fromkeys((f"{job_id}:1" for job_id in job_ids), 1),
+                                     event_of(seen[3]): 2}
     assert_views_final(store, settings, dynamodb, job_ids)
 
 
 # --- trimmed stream -------------------------------------------------------------------------------------
 
 class TrimmedStreams:
-    """The outbox stream's client as after a long relay outage: everything up to now was trimmed. Reading
-    after the mapping's stored position fails (once) with TrimmedDataAccessException, and the trim horizon
-    is the stream's current end."""
+    """The outbox stream's client as after a long relay outage: everything up to now was trimmed, on every
+    shard. Reading after the mapping's stored position on a shard fails (once per shard) with
+    TrimmedDataAccessException, and the trim horizon is the stream's current end."""
 
     def __init__(self, real) -> None:
         self._real = real
-        self.refused: list[str] = []
+        self.refused: dict[str, str] = {}  # shard id -> the sequence number refused
 
     def get_shard_iterator(self, **request: Any) -> dict[str, Any]:
-        if request["ShardIteratorType"] == "AFTER_SEQUENCE_NUMBER" and not self.refused:
-            self.refused.append(request["SequenceNumber"])
+        if request["ShardIteratorType"] == "AFTER_SEQUENCE_NUMBER" and request["ShardId"] not in self.refused:
+            self.refused[request["ShardId"]] = request["SequenceNumber"]
             error = {"Code": "TrimmedDataAccessException",
                      "Message": "the requested sequence number is beyond the trim horizon"}
             raise ClientError({"Error": error}, "GetShardIterator")
@@ -473,7 +550,9 @@ def test_a_trimmed_stream_is_recovered_from_the_outbox_since_the_relay_watermark
     minus a margin; without the watermark it would re-publish the whole outbox (job a twice too). The outbox
     is read by the writers' decision times, not by commit times: without the margin, job c (committed after
     the beat by a writer whose clock lags, so decided "before" it) would be missed; with it, job b (relayed
-    before the beat, within the margin) is re-published too, and job a (older) is not."""
+    before the beat, within the margin) is re-published too, and job a (older) is not. Every shard with a
+    stored position was trimmed, and the mapping recovers on each: job b's and job c's events are
+    re-published once per such shard, job a's never."""
     now = system_clock()
     clock.now = now - 60 * 60_000
     job_a = lifecycle(store, clock)
@@ -483,15 +562,19 @@ def test_a_trimmed_stream_is_recovered_from_the_outbox_since_the_relay_watermark
     beat = before.heartbeats.emit()  # so that the relay's watermark exists
     relay_until_idle(before.relay_poller)
     arn = stream_arn(settings, dynamodb)
-    shard_id, seen = stream_records(endpoint, arn)
+    shards = stream_shards(endpoint, arn)
+    seen = stream_records(endpoint, arn)
     beats = [r for r in seen if r["dynamodb"]["NewImage"].get("kind") == {"S": "heartbeat"}]
-    assert len(beats) == beat.slots == 16
+    assert len(beats) == beat.slots == SLOTS_PER_SHARD * len(shards)  # 16 per open shard
     watermark = Deployment.from_environment().relay.watermark()
     assert watermark is not None and watermark.newest_event_at == min(committed_at(r) for r in beats)
     assert epoch_ms(store.events(job_b)[0].occurred_at) > epoch_ms(watermark.newest_event_at) - RECOVERY_MARGIN_MS
     assert epoch_ms(store.events(job_a)[-1].occurred_at) < epoch_ms(watermark.newest_event_at) - RECOVERY_MARGIN_MS
-    position = mapping_position(settings, dynamodb, shard_id)
-    assert position.sequence_number == sequence(seen[-1])
+    positions = {shard_id: mapping_position(settings, dynamodb, shard_id).sequence_number
+                 for shard_id, records in shards.items() if records}
+    assert positions == {shard_id: sequence(records[-1]) for shard_id, records in shards.items() if records}
+    assert all(mapping_position(settings, dynamodb, shard_id) is None
+               for shard_id, records in shards.items() if not records)
     clock.now = epoch_ms(watermark.newest_event_at) - 3 * 60_000  # a writer whose clock is 3 minutes behind
     job_c = lifecycle(store, clock)  # committed after the beat while the relay was away, then trimmed
     assert store.events(job_c)[-1].occurred_at < watermark.newest_event_at
@@ -502,14 +585,15 @@ def test_a_trimmed_stream_is_recovered_from_the_outbox_since_the_relay_watermark
     pipeline.relay_poller = OutboxStreamPoller(streams, arn, relay_handler.handler, handlers_deployment.relay,
                                                handlers_deployment.checkpoint_store)
     pipeline.drain()
-    assert streams.refused == [position.sequence_number]
+    assert streams.refused == positions  # every shard with a position: each recovered from the outbox
+    recoveries = len(positions)
     clock.now = system_clock()
     job_d = lifecycle(store, clock)  # after the recovery: read from the stream again
     pipeline.drain()
 
     counts = Counter(r.event_id for r in kinesis_records(endpoint, settings))
     copies = {job: {counts[e.event_id] for e in store.events(job)} for job in (job_a, job_b, job_c, job_d)}
-    assert copies == {job_a: {1}, job_b: {2}, job_c: {1}, job_d: {1}}
+    assert copies == {job_a: {1}, job_b: {1 + recoveries}, job_c: {recoveries}, job_d: {1}}
     assert set(counts) == {e.event_id for e in outbox_events(settings, dynamodb)}  # nothing lost
     assert_each_job_in_version_order(kinesis_records(endpoint, settings))
     assert_views_final(store, settings, dynamodb, [job_a, job_b, job_c, job_d])
@@ -545,7 +629,7 @@ def test_the_handler_publishes_inserts_ignores_other_records_and_parks_a_bad_ima
     its own record's ApproximateCreationDateTime as `committed_at`."""
     job_ids = [store.create("acme", ECHO).job.job_id for _ in range(6)]
     arn = stream_arn(settings, dynamodb)
-    _, seen = stream_records(endpoint, arn)
+    seen = stream_records(endpoint, arn)  # commit order: job n's v1 is seen[n], whichever shard holds it
     broken = {**seen[3]["dynamodb"]["NewImage"], "version": {"S": "three"}}
     event = {"Records": [
         lambda_record(seen[0], arn),

@@ -217,15 +217,22 @@ def outbox(four_shards: EmbeddedEndpoint) -> Outbox:
     return Outbox(four_shards)
 
 
+@pytest.fixture(scope="module")
+def default_endpoint() -> Iterator[EmbeddedEndpoint]:
+    """An endpoint with no topology options, as `onward up` starts it (the session's has several shards)."""
+    with EmbeddedEndpoint() as running:
+        yield running
+
+
 # --- the default ----------------------------------------------------------------------------------------
 
-def test_the_default_endpoint_has_one_open_shard_that_never_splits(endpoint: EmbeddedEndpoint) -> None:
-    """The session's endpoint (EmbeddedEndpoint() with no topology options, which every other test runs on)
+def test_the_default_endpoint_has_one_open_shard_that_never_splits(default_endpoint: EmbeddedEndpoint) -> None:
+    """An endpoint with no topology options (EmbeddedEndpoint(), as `onward up` runs it; not the session's)
     gives a table's stream exactly one shard, open, without a parent, holding every record in commit order,
     and it does not split over time. Its sequence numbers are AWS-wide decimal strings (at least 21 digits,
     botocore refuses fewer), beyond a 64-bit integer, increasing."""
-    assert endpoint.stream_topology == StreamTopology(shards=1, split_every_s=None)
-    outbox = Outbox(endpoint)
+    assert default_endpoint.stream_topology == StreamTopology(shards=1, split_every_s=None)
+    outbox = Outbox(default_endpoint)
     written = [(f"job-{n}", version) for version in (1, 2) for n in range(10)]
     for job, version in written:
         outbox.put(job, version)

@@ -42,7 +42,7 @@ def cmd_endpoint(args: argparse.Namespace) -> int:
     from infra.endpoint import END_OF_EXPORTS, EmbeddedEndpoint
     from infra.stack import export_lines
 
-    with EmbeddedEndpoint(port=args.port, **_topology(args)) as endpoint:
+    with EmbeddedEndpoint(port=args.port, **_topology(args), retention_scale=args.retention_scale) as endpoint:
         stack = endpoint.deploy()
         print("# Onward embedded AWS endpoint on", endpoint.url, "- paste these lines into a shell:")
         for line in export_lines(stack.environment):
@@ -64,6 +64,17 @@ def _add_topology_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--split-every-s", type=POSITIVE_SECONDS, default=None,
                         help="split one open stream shard in two every that many seconds, as growing AWS "
                         "tables do (default: never)")
+
+
+MIN_RETENTION_SCALE = 1e-5  # infra.moto_fixes.retention.MIN_SCALE (not imported: it loads moto)
+
+
+def _add_retention_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--retention-scale", type=RETENTION_SCALE, default=1.0, metavar="X",
+                        help="the embedded endpoint keeps AWS's retention times X: TTL deletes expired items (within "
+                        "a minute times X), DynamoDB stream records are trimmed after 24 h times X, Kinesis "
+                        "records after the stream's RetentionPeriodHours times X; for drills, e.g. 0.001 makes "
+                        f"24 h into 86.4 s ({MIN_RETENTION_SCALE:g} to 1)")
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
@@ -167,7 +178,8 @@ def cmd_up(args: argparse.Namespace) -> int:
         else:
             from infra.endpoint import EmbeddedEndpoint
 
-            endpoint = stack.enter_context(EmbeddedEndpoint(port=args.port, **_topology(args)))
+            endpoint = stack.enter_context(EmbeddedEndpoint(port=args.port, **_topology(args),
+                                                            retention_scale=args.retention_scale))
             environment = endpoint.deploy().environment
             where = f"embedded AWS endpoint on {endpoint.url}"
         os.environ.update(environment)  # the handlers read their resources from it, as on Lambda
@@ -364,6 +376,7 @@ class _DefaultsShown(argparse.HelpFormatter):
 
 
 PORT = _bounded(int, 0, 65535)
+RETENTION_SCALE = _bounded(float, MIN_RETENTION_SCALE, 1)
 POSITIVE_SECONDS = _bounded(float, 0, low_inclusive=False)
 
 
@@ -385,6 +398,7 @@ def build_parser() -> argparse.ArgumentParser:
     endpoint = command("endpoint", "run the embedded AWS endpoint alone and print its exports")
     endpoint.add_argument("--port", type=PORT, default=4566, help="port on 127.0.0.1 (0: any free port)")
     _add_topology_flags(endpoint)
+    _add_retention_flag(endpoint)
     endpoint.set_defaults(run=cmd_endpoint)
 
     worker = command("worker", "run a worker pool for the handlers in a module")
@@ -432,6 +446,7 @@ def build_parser() -> argparse.ArgumentParser:
     up = command("up", "run the platform on this machine")
     up.add_argument("--port", type=PORT, default=4566, help="port of the embedded AWS endpoint on 127.0.0.1")
     _add_topology_flags(up)
+    _add_retention_flag(up)
     up.add_argument("--http-port", type=PORT, default=8000, help="port of the HTTP API on 127.0.0.1")
     up.add_argument("--demo", action="store_true", help="enqueue a mixed demo workload and follow it")
     up.add_argument("--token", action="append", default=[], metavar="TENANT=SECRET",

@@ -5,6 +5,8 @@
   could interleave with another request's; DynamoDB is linearizable per item, and race tests must test us,
   not the emulator.
 - Tables and streams are created from template.yaml through the endpoint's CloudFormation.
+- With a retention scale (`onward endpoint` and `onward up` have 1), retention as AWS applies it: TTL
+  deletions, DynamoDB stream and Kinesis records trimmed (infra/moto_fixes/retention.py).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from werkzeug.serving import BaseWSGIServer, make_server
 
 from infra import moto_fixes
 from infra.metering import Meter
-from infra.moto_fixes import queries, server, streams
+from infra.moto_fixes import queries, retention, server, streams
 from infra.stack import STACK_NAME, deploy_data_resources, stack_environment
 
 REGION = "us-east-1"
@@ -126,16 +128,26 @@ class EmbeddedEndpoint:
     """moto's server on 127.0.0.1 in this process. Use as a context manager or start()/stop()."""
 
     def __init__(self, port: int = 0, host: str = "127.0.0.1", meter: Meter | None = None, *,
-                 stream_shards: int = 1, split_every_s: float | None = None) -> None:
+                 stream_shards: int = 1, split_every_s: float | None = None,
+                 retention_scale: float | None = None) -> None:
         """`stream_shards`: the open shards of each DynamoDB stream of a table created through this
         endpoint (records routed by partition key, as on AWS); `split_every_s`: one open shard of each such
         stream splits in two every that many seconds while the stream is in use (None: only
         `split_stream_shards` splits).
-        infra/moto_fixes/streams.py says what is modelled."""
+        infra/moto_fixes/streams.py says what is modelled.
+        `retention_scale`: the tables and streams created through this endpoint keep AWS's retention (TTL
+        deletions, DynamoDB stream records 24 h, Kinesis records the stream's RetentionPeriodHours) times
+        this, swept by a thread of the endpoint (infra/moto_fixes/retention.py); None: nothing is ever
+        deleted or trimmed, as in moto (the tests' endpoint). `onward endpoint` / `onward up` pass 1."""
         moto_fixes.install()
         self.stream_topology = streams.StreamTopology(stream_shards, split_every_s)
-        app = SerializedApp(streams.topology_app(DomainDispatcherApplication(create_backend_app),
-                                                 self.stream_topology), meter)
+        self.retention = None if retention_scale is None else retention.Retention(
+            retention.RetentionPolicy(retention_scale))
+        moto_app: WsgiApp = streams.topology_app(DomainDispatcherApplication(create_backend_app),
+                                                 self.stream_topology)
+        if self.retention is not None:
+            moto_app = self.retention.app(moto_app)
+        app = SerializedApp(moto_app, meter)
         self._app = app
         self._server: BaseWSGIServer = make_server(
             host, port, app, threaded=True, request_handler=_QuietRequestHandler
@@ -151,7 +163,16 @@ class EmbeddedEndpoint:
 
     def start(self) -> Self:
         self._thread.start()
+        if self.retention is not None:
+            self.retention.start(self._app.exclusive)
         return self
+
+    def sweep_retention(self, at: float | None = None) -> Counter[str]:
+        """One retention sweep between requests, as if the time were `at` (epoch seconds; default now): what
+        it deleted and trimmed. Needs a retention."""
+        assert self.retention is not None, "this endpoint has no retention (retention_scale=None)"
+        with self._app.exclusive():
+            return self.retention.sweep(at)
 
     def split_stream_shards(self, table: str,
                             shard_ids: Iterable[str] | None = None) -> dict[str, tuple[str, str]]:
@@ -162,6 +183,8 @@ class EmbeddedEndpoint:
             return streams.split_shards(table, shard_ids)
 
     def stop(self) -> None:
+        if self.retention is not None:
+            self.retention.stop()
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(timeout=5)
@@ -318,6 +341,12 @@ class EndpointProcess:
     @property
     def url(self) -> str:
         return self.environment["AWS_ENDPOINT_URL"]
+
+    @property
+    def pid(self) -> int:
+        """The child's process id (its memory is measured by bench/memory.py)."""
+        assert self._process is not None, "not started"
+        return self._process.pid
 
     def start(self) -> Self:
         self._process = subprocess.Popen([sys.executable, "-m", "cli", "endpoint", "--port", "0", *self._arguments],

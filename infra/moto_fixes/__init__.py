@@ -9,6 +9,8 @@ and why:
   partition key, wide interleaved sequence numbers, splits with lineage, paginated DescribeStream);
 - `server`: the request's service found without listing moto's package on every request; item
   operations' answers written without walking botocore's shapes;
+- `retention`: TTL deletions (REMOVE records with the TTL service's identity), DynamoDB stream records
+  trimmed after 24 h and Kinesis records after the stream's retention, swept by an endpoint's thread;
 - here, memory: moto keeps every item and stream record it ever built.
 
 `install()` puts them all in place (idempotent), `uninstall()` puts moto's own back (the transaction
@@ -17,18 +19,21 @@ benchmark measures both side by side).
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 from moto.core.common_models import BaseModel
 from moto.dynamodb.models.dynamo_type import Item
 from moto.dynamodb.models.table import StreamRecord
+from moto.kinesis.models import Record as KinesisRecord
 
-from infra.moto_fixes import kinesis, queries, server, streams, transactions
+from infra.moto_fixes import kinesis, queries, retention, server, streams, transactions
 
 # (owner, attribute, ours); moto's own, read before anything is patched, to put back
 _PATCHES: tuple[tuple[Any, str, Any], ...] = (*transactions.PATCHES, *queries.PATCHES, *kinesis.PATCHES,
-                                              *server.PATCHES, *streams.PATCHES)
-_ORIGINALS = tuple(getattr(owner, attribute) for owner, attribute, _ in _PATCHES)
+                                              *server.PATCHES, *streams.PATCHES, *retention.PATCHES)
+# read statically: a classmethod (retention's) is put back as the classmethod it was, not as a bound method
+_ORIGINALS = tuple(inspect.getattr_static(owner, attribute) for owner, attribute, _ in _PATCHES)
 
 
 class _Untracked(list[object]):
@@ -41,7 +46,7 @@ class _Untracked(list[object]):
         """Keep nothing."""
 
 
-_UNTRACKED_MODELS: tuple[type[BaseModel], ...] = (Item, StreamRecord)
+_UNTRACKED_MODELS: tuple[type[BaseModel], ...] = (Item, StreamRecord, KinesisRecord)
 
 
 def install() -> None:
@@ -66,4 +71,4 @@ def uninstall() -> None:
 
 
 def installed() -> bool:
-    return all(getattr(owner, attribute) is ours for owner, attribute, ours in _PATCHES)
+    return all(inspect.getattr_static(owner, attribute) is ours for owner, attribute, ours in _PATCHES)

@@ -8,6 +8,11 @@ to the closed parent (it looks shards up in creation order, closed ones included
 hash); GetRecords on a closed shard never ends. As on Kinesis here: a closed shard keeps its records, only
 open shards receive new ones, and GetRecords past the end of a closed shard answers NextShardIterator null,
 which is how a consumer knows the parent is drained and its children may be read.
+
+Retention. moto keeps every record. `trim_shard` (run by the endpoint's retention sweeper,
+infra/moto_fixes/retention.py) drops the records older than the stream's retention, as Kinesis does: reads
+at a trimmed position start at the oldest record kept (the trim horizon), and a shard's numbering goes on
+after its trimmed records (moto would start again at 1 once a shard is empty).
 """
 
 from __future__ import annotations
@@ -22,7 +27,33 @@ from moto.utilities.utils import md5_hash
 
 
 def shard_max_sequence_number(self: Shard) -> int:
-    return next(reversed(self.records)) if self.records else 0
+    return next(reversed(self.records)) if self.records else trimmed_through(self)
+
+
+def trimmed_through(shard: Shard) -> int:
+    """The newest sequence number trimmed from the shard (0: none was)."""
+    through: int = shard.__dict__.get("_onward_trimmed_through", 0)
+    return through
+
+
+def shard_put_record(self: Shard, partition_key: str, data: str, explicit_hash_key: str) -> str:
+    """moto's, numbered on from the newest record even when every record was trimmed."""
+    sequence_number = shard_max_sequence_number(self) + 1
+    self.records[sequence_number] = Record(partition_key, data, sequence_number, explicit_hash_key)
+    return str(sequence_number)
+
+
+def trim_shard(shard: Shard, before_epoch_s: float) -> int:
+    """Drop the shard's records that arrived before `before_epoch_s`, oldest first; the number dropped."""
+    trimmed = 0
+    while shard.records:
+        oldest = next(iter(shard.records))
+        if shard.records[oldest].created_at >= before_epoch_s:
+            break
+        del shard.records[oldest]
+        shard.__dict__["_onward_trimmed_through"] = oldest
+        trimmed += 1
+    return trimmed
 
 
 def shard_min_sequence_number(self: Shard) -> int:
@@ -102,6 +133,7 @@ _original_backend_get_records = KinesisBackend.get_records
 PATCHES = (
     (Shard, "get_records", shard_get_records),
     (Shard, "get_max_sequence_number", shard_max_sequence_number),
+    (Shard, "put_record", shard_put_record),
     (Shard, "get_min_sequence_number", shard_min_sequence_number),
     (Stream, "get_shard_for_key", stream_shard_for_key),
     (Stream, "split_shard", stream_split_shard),

@@ -137,6 +137,9 @@ def _index_partitions(table: Table, index_name: str, attribute: str) -> _IndexPa
 def mark_written(table: Table, identity: Identity) -> None:
     for partitions in table.__dict__.get("_onward_index_partitions", {}).values():
         partitions.pending.add(identity)
+    on_write = table.__dict__.get("_onward_on_write")  # retention.py's TTL index, on a table it sweeps
+    if on_write is not None:
+        on_write(identity)
 
 
 def _identity_of(table: Table, attributes: dict[str, Any]) -> Identity:

@@ -21,7 +21,10 @@ Here (`TableStream` replaces moto's `StreamShard` as `table.stream_shard` when a
   ExclusiveStartShardId and LastEvaluatedShardId; GetShardIterator takes TRIM_HORIZON, LATEST,
   AT_SEQUENCE_NUMBER and AFTER_SEQUENCE_NUMBER, and refuses (ValidationException) a sequence number that
   is not one of the named shard's records; iterators carry their position (nothing is kept per iterator)
-  and never expire; GetRecords answers up to Limit (at most 1000) records of its shard; nothing is trimmed.
+  and never expire; GetRecords answers up to Limit (at most 1000) records of its shard;
+- records older than the retention are trimmed (`trim`, run by the endpoint's retention sweeper,
+  infra/moto_fixes/retention.py): TRIM_HORIZON then starts at the oldest record kept, and an iterator or a
+  sequence number at or before a trimmed record gets TrimmedDataAccessException, as on AWS.
 - The records a transaction emitted are removed again from whichever shards they went to when
   transactions.py rolls it back (it truncates `items`, the stream's log in commit order).
 
@@ -41,6 +44,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, SupportsIndex
 
 from moto.core.exceptions import JsonRESTError
@@ -64,6 +68,13 @@ REGION = "us-east-1"
 class StreamsValidationException(JsonRESTError):
     def __init__(self, message: str) -> None:
         super().__init__("ValidationException", message)
+
+
+class TrimmedDataAccess(JsonRESTError):
+    def __init__(self, shard_id: str) -> None:
+        super().__init__("TrimmedDataAccessException",
+                         f"The operation attempted to read past the oldest stream record in shard {shard_id}: "
+                         "records older than the stream's retention were trimmed")
 
 
 class StreamsResourceNotFound(JsonRESTError):
@@ -113,15 +124,22 @@ def topology_app(app: Callable[..., Iterable[bytes]], topology: StreamTopology) 
 
     def with_topology(environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
         with using_topology(topology):
-            response = app(environ, start_response)
-            try:
-                return list(response)
-            finally:
-                close = getattr(response, "close", None)
-                if close is not None:
-                    close()
+            return answered(app, environ, start_response)
 
     return with_topology
+
+
+def answered(app: Callable[..., Iterable[bytes]], environ: dict[str, Any],
+             start_response: Callable[..., Any]) -> list[bytes]:
+    """`app`'s whole answer, read (and the response closed) before returning: what it does inside a
+    context (a topology, a retention) must happen while that context holds."""
+    response = app(environ, start_response)
+    try:
+        return list(response)
+    finally:
+        close = getattr(response, "close", None)
+        if close is not None:
+            close()
 
 
 # --- a table's stream ---------------------------------------------------------------------------------
@@ -136,6 +154,7 @@ class _Shard:
     ending_sequence: int | None = None  # set when the shard closes
     sequence: list[int] = field(default_factory=list)  # its records' sequence numbers, ascending
     records: list[StreamRecord] = field(default_factory=list)
+    trimmed_through: int | None = None  # the newest sequence number trimmed, once any was
 
     @property
     def is_open(self) -> bool:
@@ -310,11 +329,13 @@ class TableStream:
                 f"1 validation error detected: Value '{kind}' at 'shardIteratorType' failed to satisfy "
                 f"constraint: Member must satisfy enum value set: {sorted(ITERATOR_TYPES)}")
         if kind == "TRIM_HORIZON":
-            start = shard.starting_sequence
+            start = shard.starting_sequence if shard.trimmed_through is None else shard.trimmed_through + 1
         elif kind == "LATEST":
             start = self._next_sequence
         else:
             number = _sequence_number(sequence_number, kind)
+            if shard.trimmed_through is not None and number <= shard.trimmed_through:
+                raise TrimmedDataAccess(shard_id)
             position = bisect.bisect_left(shard.sequence, number)
             if position == len(shard.sequence) or shard.sequence[position] != number:
                 raise StreamsValidationException(
@@ -326,6 +347,8 @@ class TableStream:
     def records(self, shard_id: str, start: int, limit: int, arn: str) -> dict[str, Any]:
         self.tick()
         shard = self._shard(shard_id)
+        if shard.trimmed_through is not None and start <= shard.trimmed_through:
+            raise TrimmedDataAccess(shard_id)  # the iterator's next record was trimmed after it was handed out
         position = bisect.bisect_left(shard.sequence, start)
         taken = shard.records[position:position + limit]
         answer: dict[str, Any] = {"Records": [record.to_json() for record in taken]}
@@ -337,11 +360,35 @@ class TableStream:
         # else: a closed shard read to its end; no NextShardIterator tells the reader its children are next
         return answer
 
+    def trim(self, before: datetime) -> int:
+        """Drop every record created before `before` (naive UTC, as moto stamps records), oldest first, from
+        its shard and from the commit log; the number dropped. Runs between requests (never inside a
+        transaction, whose rollback counts on the commit log's length)."""
+        trimmed = 0
+        for shard in self.shards.values():
+            count = 0
+            while count < len(shard.records) and _created(shard.records[count]) < before:
+                count += 1
+            if count:
+                shard.trimmed_through = shard.sequence[count - 1]
+                del shard.records[:count], shard.sequence[:count]
+                trimmed += count
+        log_count = 0
+        while log_count < len(self.items) and _created(self.items[log_count]) < before:
+            log_count += 1
+        list.__delitem__(self.items, slice(0, log_count))  # not _CommitLog's: the shards were trimmed above
+        return trimmed
+
     def _shard(self, shard_id: str) -> _Shard:
         shard = self.shards.get(shard_id)
         if shard is None:
             raise StreamsResourceNotFound(f"Requested resource not found: Shard does not exist ({shard_id})")
         return shard
+
+
+def _created(record: StreamRecord) -> datetime:
+    created: datetime = record.record["dynamodb"]["ApproximateCreationDateTime"]
+    return created
 
 
 def _sequence_number(value: str | None, kind: str) -> int:

@@ -620,10 +620,10 @@ def projection_conflicts() -> Response[str]:
 ProblemHandler = TypeVar("ProblemHandler", bound=Callable[[Any], Response[str]])
 
 
-def _handles(error_class: type[Exception]) -> Callable[[ProblemHandler], ProblemHandler]:
-    """`app.exception_handler(error_class)`, typed (Powertools leaves it unannotated): registers the
-    decorated function as the answer to `error_class` and returns it unchanged."""
-    register: Callable[[ProblemHandler], ProblemHandler] = app.exception_handler(error_class)
+def _handles(*error_classes: type[Exception]) -> Callable[[ProblemHandler], ProblemHandler]:
+    """`app.exception_handler(error_classes)`, typed (Powertools leaves it unannotated): registers the
+    decorated function as the answer to each of `error_classes` and returns it unchanged."""
+    register: Callable[[ProblemHandler], ProblemHandler] = app.exception_handler(list(error_classes))
     return register
 
 
@@ -649,33 +649,9 @@ def _problem_of(error: JobNotFound | IdempotencyConflict | NotReplayable | Paylo
     return Problem(503, "Busy", "the job is contended; retry shortly", headers={"Retry-After": "1"})
 
 
-@_handles(JobNotFound)
-def _job_not_found(error: JobNotFound) -> Response[str]:
-    return _problem_of(error).response()
-
-
-@_handles(IdempotencyConflict)
-def _idempotency_conflict(error: IdempotencyConflict) -> Response[str]:
-    return _problem_of(error).response()
-
-
-@_handles(NotReplayable)
-def _not_replayable(error: NotReplayable) -> Response[str]:
-    return _problem_of(error).response()
-
-
-@_handles(PayloadTooLarge)
-def _payload_too_large(error: PayloadTooLarge) -> Response[str]:
-    return _problem_of(error).response()
-
-
-@_handles(InvalidRequest)
-def _invalid(error: InvalidRequest) -> Response[str]:
-    return _problem_of(error).response()
-
-
-@_handles(StoreContention)
-def _contention(error: StoreContention) -> Response[str]:
+@_handles(JobNotFound, IdempotencyConflict, NotReplayable, PayloadTooLarge, InvalidRequest, StoreContention)
+def _core_error(error: JobNotFound | IdempotencyConflict | NotReplayable | PayloadTooLarge | InvalidRequest
+                | StoreContention) -> Response[str]:
     return _problem_of(error).response()
 
 

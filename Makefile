@@ -63,6 +63,8 @@ bench: $(STAMP)
 	$(BIN)/python bench/projector.py
 	$(BIN)/python bench/fairness.py
 	$(BIN)/python bench/e2e.py
+	$(BIN)/python bench/peer.py
+	$(BIN)/python bench/memory.py
 
 endpoint: $(STAMP)
 	$(BIN)/onward endpoint

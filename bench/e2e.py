@@ -3,9 +3,10 @@
     .venv/bin/python bench/e2e.py [--jobs N] [--workers W] [--rate R] [--json]
 
 The whole platform runs in this process (infra/platform.py: HTTP API, worker pool running demo.echo,
-reaper, heartbeats, relay and projector pollers) against an EmbeddedEndpoint with a Meter
-(infra/metering.py), which sees every AWS request the platform makes. The bench's own polling of the view
-is not metered. Prints:
+reaper, heartbeats, relay and projector pollers) against the embedded endpoint in a process of its own, as
+`onward up` runs it (`onward endpoint --meter`: infra/endpoint.EndpointProcess), whose Meter
+(infra/metering.py) sees every AWS request the platform makes and is read over HTTP (RemoteMeter). The
+bench's own polling of the view is not metered. Prints:
 
 - jobs/s from the first submit until every job shows `succeeded` in the status view, for a burst of N
   jobs and then for N jobs submitted at half the burst's rate (or once, at --rate);
@@ -32,7 +33,6 @@ import os
 import sys
 import time
 import urllib.request
-import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -41,13 +41,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # runnable as a
 os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
 os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
 
-import boto3
 from botocore.config import Config
 
 from bench.fairness import percentile
 from handlers.bootstrap import Deployment
-from infra.endpoint import REGION, EmbeddedEndpoint
-from infra.metering import OBSERVER_AGENT, Meter
+from infra.endpoint import EndpointProcess, client_for
+from infra.metering import OBSERVER_AGENT, RemoteMeter
 from infra.platform import LocalPlatform, PlatformOptions
 from onward.clock import epoch_ms
 from onward.demo import registry
@@ -84,16 +83,14 @@ def _paced_submit(base: str, jobs: int, rate: float | None) -> list[str]:
 def run(jobs: int = JOBS, workers: int = 4, progress: Any = None, rate: float | None = None) -> dict[str, Any]:
     """One run: `jobs` submitted as a burst (rate None) or at `rate` jobs/s, until all are visible."""
     say = progress or (lambda line: None)
-    meter = Meter(REGION)
-    with EmbeddedEndpoint(meter=meter) as endpoint:
-        environment = endpoint.deploy(f"bench-e2e-{uuid.uuid4().hex[:8]}").environment
+    with EndpointProcess("--meter") as endpoint:
+        meter = RemoteMeter(endpoint.url)
+        environment = endpoint.environment
         os.environ.update(environment)
         os.environ.update({"ONWARD_TOKENS": f"bench={TOKEN}", "ONWARD_JOB_TYPES": ",".join(registry.types)})
         settings = Settings.from_environment(environment)
         clients = {name: endpoint.client(name) for name in ("dynamodb", "dynamodbstreams", "kinesis")}
-        observer = boto3.client("dynamodb", endpoint_url=endpoint.url, region_name=REGION,
-                                aws_access_key_id="testing", aws_secret_access_key="testing",
-                                config=Config(user_agent_extra=OBSERVER_AGENT))
+        observer = client_for(endpoint.url, "dynamodb", Config(user_agent_extra=OBSERVER_AGENT))
         view = StatusViewReader(observer, settings.require("status_table"))
         options = PlatformOptions(workers=workers, lease_s=30.0, http_port=0)
         with LocalPlatform(Deployment(settings, clients=clients), registry, options) as platform:

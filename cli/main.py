@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import logging
 import math
 import os
@@ -17,6 +18,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from handlers.bootstrap import Deployment
@@ -26,7 +28,12 @@ from onward.states import is_terminal
 from onward.worker import Registry
 
 if TYPE_CHECKING:
+    from infra.endpoint import EmbeddedEndpoint, EndpointProcess
     from onward.lag import LagReport
+
+
+def _interrupt() -> None:
+    raise KeyboardInterrupt
 
 
 def _wait_for_interrupt(stop: threading.Event) -> None:
@@ -39,22 +46,69 @@ def _wait_for_interrupt(stop: threading.Event) -> None:
 
 
 def cmd_endpoint(args: argparse.Namespace) -> int:
-    from infra.endpoint import END_OF_EXPORTS, EmbeddedEndpoint
+    from infra.endpoint import END_OF_EXPORTS, end_with_parent
     from infra.stack import export_lines
 
-    with EmbeddedEndpoint(port=args.port, **_topology(args), retention_scale=args.retention_scale) as endpoint:
-        stack = endpoint.deploy()
-        print("# Onward embedded AWS endpoint on", endpoint.url, "- paste these lines into a shell:")
-        for line in export_lines(stack.environment):
-            print(line)
-        print(END_OF_EXPORTS, flush=True)
-        _wait_for_interrupt(threading.Event())
+    signal.signal(signal.SIGTERM, lambda *_: _interrupt())  # stop as on Ctrl-C, from the start
+    end_with_parent()
+    try:
+        with _embedded_endpoint(args) as endpoint:
+            stack = endpoint.deploy()
+            print("# Onward embedded AWS endpoint on", endpoint.url, _kept_where(args, endpoint.restored),
+                  "- paste these lines into a shell:")
+            for line in export_lines(stack.environment):
+                print(line)
+            print(END_OF_EXPORTS, flush=True)
+            _wait_for_interrupt(threading.Event())
+    except KeyboardInterrupt:
+        pass  # asked to stop before it waited for it: the endpoint stopped all the same (its last snapshot)
     return 0
 
 
-def _topology(args: argparse.Namespace) -> dict[str, Any]:
-    """The embedded endpoint's DynamoDB-stream topology from --stream-shards / --split-every-s."""
-    return {"stream_shards": args.stream_shards, "split_every_s": args.split_every_s}
+def _embedded_endpoint(args: argparse.Namespace) -> EmbeddedEndpoint:
+    """The embedded endpoint the flags describe (topology, retention, data directory), not yet started; a
+    data directory that cannot be used ends the command (exit status 2, the reason)."""
+    from infra.endpoint import EmbeddedEndpoint
+    from infra.snapshots import DataDirectoryInUse, IncompatibleSnapshot
+
+    meter = None
+    if getattr(args, "meter", False):
+        from infra.endpoint import REGION
+        from infra.metering import Meter
+
+        meter = Meter(REGION)
+    try:
+        return EmbeddedEndpoint(port=args.port, stream_shards=args.stream_shards, split_every_s=args.split_every_s,
+                                retention_scale=args.retention_scale, data_dir=args.data_dir,
+                                snapshot_every_s=args.snapshot_every_s, meter=meter)
+    except (DataDirectoryInUse, IncompatibleSnapshot, OSError) as error:
+        print(f"onward {args.command}: --data-dir: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+def _endpoint_process(args: argparse.Namespace) -> EndpointProcess:
+    """`onward endpoint` with the flags of `onward up`, started, in a process of its own (a GIL of its own:
+    the platform's threads and the emulator do not share one core). It stops after the platform, which
+    still writes while it stops. A data directory it cannot use ends the command (exit status 2)."""
+    from infra.endpoint import EndpointProcess
+
+    flags = ["--port", str(args.port), "--stream-shards", str(args.stream_shards),
+             "--retention-scale", repr(args.retention_scale), "--snapshot-every-s", repr(args.snapshot_every_s)]
+    flags += ["--split-every-s", repr(args.split_every_s)] if args.split_every_s else []
+    flags += ["--data-dir", str(args.data_dir)] if args.data_dir is not None else []
+    try:
+        return EndpointProcess(*flags).start()
+    except RuntimeError:
+        print("onward up: the embedded endpoint did not start (its reason is above)", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+def _kept_where(args: argparse.Namespace, restored: bool | None = None) -> str:
+    if args.data_dir is None:
+        return "(state in memory only: --data-dir keeps it)"
+    if restored is None:
+        return f"(state kept in {args.data_dir})"
+    return f"({'state restored from' if restored else 'state kept in'} {args.data_dir})"
 
 
 def _add_topology_flags(parser: argparse.ArgumentParser) -> None:
@@ -69,7 +123,13 @@ def _add_topology_flags(parser: argparse.ArgumentParser) -> None:
 MIN_RETENTION_SCALE = 1e-5  # infra.moto_fixes.retention.MIN_SCALE (not imported: it loads moto)
 
 
-def _add_retention_flag(parser: argparse.ArgumentParser) -> None:
+def _add_state_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--data-dir", type=Path, metavar="DIR",
+                        help="keep the embedded endpoint's state (tables, streams and their positions, Kinesis, "
+                        "checkpoints) in DIR and resume from it on the next start; a crash loses at most the "
+                        "last --snapshot-every-s seconds of writes, a Ctrl-C nothing (default: in memory only)")
+    parser.add_argument("--snapshot-every-s", type=POSITIVE_SECONDS, default=1.0,
+                        help="with --data-dir: seconds between snapshots while anything is written")
     parser.add_argument("--retention-scale", type=RETENTION_SCALE, default=1.0, metavar="X",
                         help="the embedded endpoint keeps AWS's retention times X: TTL deletes expired items (within "
                         "a minute times X), DynamoDB stream records are trimmed after 24 h times X, Kinesis "
@@ -110,19 +170,44 @@ DEMO_TENANTS = ("acme", "globex", "initech")
 
 
 def _tokens(args: argparse.Namespace) -> tuple[dict[str, str], str]:
-    """Tenant -> secret from --token TENANT=SECRET (demo tenants without one get fresh secrets), and the
-    operator's; refused at start (exit status 2, the reason, no secret echoed) when they cannot all work."""
+    """Tenant -> secret from --token TENANT=SECRET, then those a data directory kept, then fresh ones for demo
+    tenants without one; and the operator's (given, kept, or fresh). With --data-dir they are kept for the
+    next start. Refused at start (exit status 2, the reason, no secret echoed) when they cannot all work."""
     from handlers.auth import InvalidTokens, parse_tokens
 
-    operator = args.operator_token or secrets.token_urlsafe(12)
+    kept = _kept_tokens(args.data_dir)
+    operator = args.operator_token or kept.get("operator") or secrets.token_urlsafe(12)
     try:
-        tokens = parse_tokens(args.token, operator)
+        given = parse_tokens(args.token, operator)
+        tenants: dict[str, str] = kept.get("tenants", {})
+        if args.demo:
+            tenants = {tenant: tenants.get(tenant) or secrets.token_urlsafe(12) for tenant in DEMO_TENANTS} | tenants
+        tokens = parse_tokens([f"{tenant}={secret}" for tenant, secret in (tenants | given).items()], operator)
     except InvalidTokens as error:
         print(f"onward up: --token / --operator-token: {error}", file=sys.stderr)
         raise SystemExit(2) from None
-    if args.demo:
-        tokens = {**{tenant: secrets.token_urlsafe(12) for tenant in DEMO_TENANTS}, **tokens}
+    if args.data_dir is not None:
+        _keep_tokens(args.data_dir, {"operator": operator, "tenants": tokens})
     return tokens, operator
+
+
+TOKENS_FILE = "tokens.json"  # in a data directory: the secrets `onward up` made, so that a restart keeps them
+
+
+def _kept_tokens(data_dir: Path | None) -> dict[str, Any]:
+    try:
+        kept: dict[str, Any] = json.loads((data_dir / TOKENS_FILE).read_text()) if data_dir else {}
+    except (FileNotFoundError, ValueError):
+        return {}
+    return kept
+
+
+def _keep_tokens(data_dir: Path, tokens: dict[str, Any]) -> None:
+    data_dir.mkdir(parents=True, exist_ok=True)
+    path = data_dir / TOKENS_FILE
+    path.touch(mode=0o600)
+    path.chmod(0o600)
+    path.write_text(json.dumps(tokens, indent=1))
 
 
 def _set_log_level(level: str) -> None:
@@ -168,6 +253,10 @@ def cmd_up(args: argparse.Namespace) -> int:
     from infra.stack import export_lines
     from onward.demo import registry
 
+    if args.data_dir is not None and (args.endpoint_url or args.aws):
+        print("onward up: --data-dir keeps the embedded endpoint's state; with --endpoint-url or --aws the "
+              "state is that endpoint's", file=sys.stderr)
+        return 2
     tokens, operator_token = _tokens(args)
     _set_log_level(args.log_level)
     stop = threading.Event()
@@ -176,18 +265,18 @@ def cmd_up(args: argparse.Namespace) -> int:
             environment = _target_environment(args)
             where = args.endpoint_url or "AWS (default endpoints and credentials)"
         else:
-            from infra.endpoint import EmbeddedEndpoint
-
-            endpoint = stack.enter_context(EmbeddedEndpoint(port=args.port, **_topology(args),
-                                                            retention_scale=args.retention_scale))
-            environment = endpoint.deploy().environment
-            where = f"embedded AWS endpoint on {endpoint.url}"
+            endpoint = _endpoint_process(args)
+            stack.callback(endpoint.stop)
+            environment = endpoint.environment
+            where = f"embedded AWS endpoint on {endpoint.url} (process {endpoint.pid}) {_kept_where(args)}"
         os.environ.update(environment)  # the handlers read their resources from it, as on Lambda
         os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
         os.environ["ONWARD_TOKENS"] = ",".join(f"{tenant}={secret}" for tenant, secret in tokens.items())
         os.environ["ONWARD_OPERATOR_TOKEN"] = operator_token
         os.environ["ONWARD_STALE_AFTER_S"] = str(args.stale_after_s)
         os.environ["ONWARD_HEARTBEAT_INTERVAL_S"] = str(args.heartbeat_s)
+        if args.job_retention_days is not None:
+            os.environ["ONWARD_JOB_RETENTION_DAYS"] = str(args.job_retention_days)
         os.environ.setdefault("ONWARD_JOB_TYPES", ",".join(sorted(registry.types)))
         deployment = Deployment.from_environment()
         print(f"Onward: {where}")
@@ -398,7 +487,9 @@ def build_parser() -> argparse.ArgumentParser:
     endpoint = command("endpoint", "run the embedded AWS endpoint alone and print its exports")
     endpoint.add_argument("--port", type=PORT, default=4566, help="port on 127.0.0.1 (0: any free port)")
     _add_topology_flags(endpoint)
-    _add_retention_flag(endpoint)
+    _add_state_flags(endpoint)
+    endpoint.add_argument("--meter", action="store_true", help="meter every request as AWS would bill it; "
+                          "POST /_onward/meter answers the reading and resets it (bench/e2e.py)")
     endpoint.set_defaults(run=cmd_endpoint)
 
     worker = command("worker", "run a worker pool for the handlers in a module")
@@ -446,7 +537,7 @@ def build_parser() -> argparse.ArgumentParser:
     up = command("up", "run the platform on this machine")
     up.add_argument("--port", type=PORT, default=4566, help="port of the embedded AWS endpoint on 127.0.0.1")
     _add_topology_flags(up)
-    _add_retention_flag(up)
+    _add_state_flags(up)
     up.add_argument("--http-port", type=PORT, default=8000, help="port of the HTTP API on 127.0.0.1")
     up.add_argument("--demo", action="store_true", help="enqueue a mixed demo workload and follow it")
     up.add_argument("--token", action="append", default=[], metavar="TENANT=SECRET",
@@ -473,6 +564,9 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--stale-after-s", type=POSITIVE_SECONDS, default=30.0,
                     help="freshness objective: past it plus one heartbeat interval, the API and the page say "
                     "updates are delayed")
+    up.add_argument("--job-retention-days", type=_bounded(int, 1, 36500), metavar="DAYS",
+                    help="how long a finished job's items and view row are kept (ONWARD_JOB_RETENTION_DAYS; default: "
+                    "its value, else 30); a stack that runs for days needs few days: memory grows with the jobs kept")
     up.add_argument("--exit-when-done", action="store_true", help="stop once the demo jobs have all ended")
     up.set_defaults(run=cmd_up)
     return parser

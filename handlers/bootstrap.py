@@ -125,7 +125,8 @@ class Deployment:
 
     @Component
     def job_store(self) -> JobStore:
-        """The job state machine (JOBS_TABLE, OUTBOX_TABLE; outbox TTLs from ONWARD_OUTBOX_RETENTION_DAYS)."""
+        """The job state machine (JOBS_TABLE, OUTBOX_TABLE; outbox TTLs from ONWARD_OUTBOX_RETENTION_DAYS, the
+        TTLs of ended jobs' items from ONWARD_JOB_RETENTION_DAYS)."""
         from onward.store import JobStore
 
         return JobStore(self.settings, client=self.client("dynamodb"))
@@ -146,10 +147,12 @@ class Deployment:
 
     @Component
     def parked_records(self) -> ParkedRecords:
-        """Stream records the relay and the projector could not read, with their reasons (PARKED_TABLE)."""
+        """Stream records the relay and the projector could not read, with their reasons (PARKED_TABLE), kept
+        for ONWARD_JOB_RETENTION_DAYS."""
         from onward.parking import ParkedRecords
 
-        return ParkedRecords(self.client("dynamodb"), self.settings.require("parked_table"))
+        return ParkedRecords(self.client("dynamodb"), self.settings.require("parked_table"),
+                             retention_s=self.settings.job_retention_s)
 
     @Component
     def outbox_reader(self) -> OutboxReader:
@@ -194,12 +197,13 @@ class Deployment:
 
     @Component
     def status_projector(self) -> StatusProjector:
-        """Events stream -> status view, under the version guard (STATUS_TABLE, CONFLICTS_TABLE)."""
+        """Events stream -> status view, under the version guard (STATUS_TABLE, CONFLICTS_TABLE); ended jobs'
+        view rows and kept conflicts expire after ONWARD_JOB_RETENTION_DAYS."""
         from projector.projector import StatusProjector
 
         return StatusProjector(self.client("dynamodb"), self.settings.require("status_table"),
                                self.settings.require("conflicts_table"), self.checkpoint_store,
-                               self.parked_records)
+                               self.parked_records, retention_s=self.settings.job_retention_s)
 
     # --- the entry points' own configuration --------------------------------------------------------------
 

@@ -7,12 +7,16 @@
 - Tables and streams are created from template.yaml through the endpoint's CloudFormation.
 - With a retention scale (`onward endpoint` and `onward up` have 1), retention as AWS applies it: TTL
   deletions, DynamoDB stream and Kinesis records trimmed (infra/moto_fixes/retention.py).
+- With a data directory, its state survives a restart (infra/snapshots.py says how durable it is).
 """
 
 from __future__ import annotations
 
+import ctypes
 import io
 import itertools
+import json
+import os
 import signal
 import subprocess
 import sys
@@ -20,6 +24,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Self
 
 import boto3
@@ -33,8 +38,8 @@ from moto.moto_server.werkzeug_app import (
 )
 from werkzeug.serving import BaseWSGIServer, make_server
 
-from infra import moto_fixes
-from infra.metering import Meter
+from infra import moto_fixes, snapshots
+from infra.metering import METER_PATH, Meter
 from infra.moto_fixes import queries, retention, server, streams
 from infra.stack import STACK_NAME, deploy_data_resources, stack_environment
 
@@ -42,6 +47,16 @@ REGION = "us-east-1"
 DUMMY_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
 
 WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+
+# Operations that only read (by the name's start): any other request may have changed the state.
+_READING_OPERATIONS = ("Get", "Describe", "List", "Query", "Scan", "BatchGet", "TransactGet")
+
+
+def _may_write(environ: dict[str, Any]) -> bool:
+    target = environ.get("HTTP_X_AMZ_TARGET", "")
+    if target:
+        return not target.rpartition(".")[2].startswith(_READING_OPERATIONS)
+    return environ.get("REQUEST_METHOD") != "GET"  # a query-protocol request (SQS, CloudFormation): may write
 
 
 class SerializedApp:
@@ -53,6 +68,7 @@ class SerializedApp:
         self._lock = threading.Lock()
         self._meter = meter
         self._watches: dict[bytes, Counter[str]] = {}
+        self.writes = 0  # requests that may have changed the state (every one but a read)
 
     def exclusive(self) -> threading.Lock:
         """The lock every request runs under: hold it to change the emulator's state between requests."""
@@ -71,6 +87,8 @@ class SerializedApp:
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
         with self._lock:
+            if _may_write(environ):
+                self.writes += 1
             if self._meter is None and not self._watches:
                 return self._run(environ, start_response)
             body = environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
@@ -103,10 +121,21 @@ class SerializedApp:
                 close()
 
 
+def client_for(url: str, service: str, config: Config | None = None) -> Any:
+    """A boto3 client of an embedded endpoint at `url` (its region, dummy credentials, standard retries)."""
+    return boto3.client(service, endpoint_url=url, region_name=REGION,
+                        aws_access_key_id=DUMMY_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+                        aws_secret_access_key=DUMMY_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+                        config=Config(retries={"mode": "standard"}).merge(config or Config()))
+
+
 REQUEST_THREAD_NAME = "embedded-aws-request"
+STATE_PATH = "/_onward/state"  # GET: whether the state was restored from a data directory, and its snapshots
 
 
-class _QuietRequestHandler(MotoRequestHandler):
+class _QuietRequestHandler(moto_fixes.connections.KeepAliveRequestHandler, MotoRequestHandler):
+    """moto's request handler, keeping connections open between requests (infra/moto_fixes/connections.py)."""
+
     def setup(self) -> None:
         """Name the thread serving this connection, so that a caller can tell it from threads of its own."""
         threading.current_thread().name = REQUEST_THREAD_NAME
@@ -129,7 +158,8 @@ class EmbeddedEndpoint:
 
     def __init__(self, port: int = 0, host: str = "127.0.0.1", meter: Meter | None = None, *,
                  stream_shards: int = 1, split_every_s: float | None = None,
-                 retention_scale: float | None = None) -> None:
+                 retention_scale: float | None = None, data_dir: Path | None = None,
+                 snapshot_every_s: float = 1.0) -> None:
         """`stream_shards`: the open shards of each DynamoDB stream of a table created through this
         endpoint (records routed by partition key, as on AWS); `split_every_s`: one open shard of each such
         stream splits in two every that many seconds while the stream is in use (None: only
@@ -138,7 +168,11 @@ class EmbeddedEndpoint:
         `retention_scale`: the tables and streams created through this endpoint keep AWS's retention (TTL
         deletions, DynamoDB stream records 24 h, Kinesis records the stream's RetentionPeriodHours) times
         this, swept by a thread of the endpoint (infra/moto_fixes/retention.py); None: nothing is ever
-        deleted or trimmed, as in moto (the tests' endpoint). `onward endpoint` / `onward up` pass 1."""
+        deleted or trimmed, as in moto (the tests' endpoint). `onward endpoint` / `onward up` pass 1.
+        `data_dir`: the state is restored from it when it holds one, and kept in it: a snapshot every
+        `snapshot_every_s` seconds while anything is written, and one at `stop` (infra/snapshots.py says
+        what a crash may lose). The directory is held by this endpoint until it stops. None: in memory only.
+        Restoring replaces moto's state in this process: one endpoint with a data directory per process."""
         moto_fixes.install()
         self.stream_topology = streams.StreamTopology(stream_shards, split_every_s)
         self.retention = None if retention_scale is None else retention.Retention(
@@ -149,10 +183,59 @@ class EmbeddedEndpoint:
             moto_app = self.retention.app(moto_app)
         app = SerializedApp(moto_app, meter)
         self._app = app
-        self._server: BaseWSGIServer = make_server(
-            host, port, app, threaded=True, request_handler=_QuietRequestHandler
-        )
+        self._meter = meter
+        self.restored = False  # whether the state came from data_dir
+        self.snapshots: snapshots.Snapshotter | None = None
+        if data_dir is not None:
+            self._restore(snapshots.DataDirectory(data_dir), snapshot_every_s)
+        self._server: BaseWSGIServer = moto_fixes.connections.closing_idle_connections(make_server(
+            host, port, self._state_answering(app), threaded=True, request_handler=_QuietRequestHandler
+        ))
         self._thread = threading.Thread(target=self._server.serve_forever, name="embedded-aws", daemon=True)
+
+    def _restore(self, directory: snapshots.DataDirectory, every_s: float) -> None:
+        try:
+            saved = directory.load()
+        except BaseException:
+            directory.close()
+            raise
+        if saved is not None:
+            snapshots.restore(saved)
+            for table in snapshots.tables(saved):
+                if isinstance(table.stream_shard, streams.TableStream):
+                    table.stream_shard.resumed()
+                if self.retention is not None:
+                    self.retention.adopt_table(table)
+            if self.retention is not None:
+                for account, regions in saved.get("kinesis", {}).items():
+                    for region, backend in regions.items():
+                        for stream in backend.streams.values():
+                            self.retention.adopt_stream(stream, account, region)
+            self.restored = True
+        self.snapshots = snapshots.Snapshotter(directory, self._app.exclusive, self._changes, every_s)
+
+    def _state_answering(self, app: WsgiApp) -> WsgiApp:
+        """`app`, and GET STATE_PATH answered without the request lock: whether the state was restored, and
+        its snapshots (null without a data directory); with a meter, POST METER_PATH: its reading, reset."""
+
+        def answering(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+            path = environ.get("PATH_INFO")
+            if path == METER_PATH and self._meter is not None and environ.get("REQUEST_METHOD") == "POST":
+                start_response("200 OK", [("Content-Type", "application/json")])
+                return [json.dumps(self._meter.reset().to_json()).encode()]
+            if path != STATE_PATH:
+                return app(environ, start_response)
+            start_response("200 OK", [("Content-Type", "application/json")])
+            snapshots_ = None if self.snapshots is None else self.snapshots.stats()
+            return [json.dumps({"restored": self.restored, "snapshots": snapshots_}).encode()]
+
+        return answering
+
+    def _changes(self) -> int:
+        """A count that moves whenever the state may have changed: writing requests, retention's deletions."""
+        swept = 0 if self.retention is None else sum(
+            count for name, count in self.retention.counts.items() if name != "sweeps")
+        return self._app.writes + swept
 
     @property
     def url(self) -> str:
@@ -165,6 +248,8 @@ class EmbeddedEndpoint:
         self._thread.start()
         if self.retention is not None:
             self.retention.start(self._app.exclusive)
+        if self.snapshots is not None:
+            self.snapshots.start()
         return self
 
     def sweep_retention(self, at: float | None = None) -> Counter[str]:
@@ -188,6 +273,11 @@ class EmbeddedEndpoint:
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(timeout=5)
+        if self.snapshots is not None:
+            try:
+                self.snapshots.final()
+            finally:
+                self.snapshots.directory.close()
 
     def __enter__(self) -> Self:
         return self.start()
@@ -196,19 +286,15 @@ class EmbeddedEndpoint:
         self.stop()
 
     def client(self, service: str) -> Any:
-        return boto3.client(
-            service,
-            endpoint_url=self.url,
-            region_name=REGION,
-            aws_access_key_id=DUMMY_CREDENTIALS["AWS_ACCESS_KEY_ID"],
-            aws_secret_access_key=DUMMY_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
-            config=Config(retries={"mode": "standard"}),
-        )
+        return client_for(self.url, service)
 
     def deploy(self, stack_name: str = STACK_NAME) -> DeployedStack:
-        """Create template.yaml's data resources through CloudFormation; return the environment for them."""
+        """Create template.yaml's data resources through CloudFormation (unless the restored state holds
+        the stack already); return the environment for them."""
         cloudformation = self.client("cloudformation")
-        deploy_data_resources(cloudformation, stack_name)
+        stacks = cloudformation.describe_stacks()["Stacks"] if self.restored else []
+        if stack_name not in {stack["StackName"] for stack in stacks}:
+            deploy_data_resources(cloudformation, stack_name)
         environment = {
             "AWS_ENDPOINT_URL": self.url,
             "AWS_DEFAULT_REGION": REGION,
@@ -327,20 +413,45 @@ def read_exports(lines: Iterable[str]) -> dict[str, str]:
     raise RuntimeError(f"`onward endpoint` ended before it printed its exports (got {sorted(environment)})")
 
 
+PARENT_VARIABLE = "ONWARD_ENDPOINT_PARENT"  # set by EndpointProcess for its child: the parent's pid
+_PR_SET_PDEATHSIG = 1
+
+
+def end_with_parent() -> None:
+    """In `onward endpoint` started by EndpointProcess: SIGTERM when the thread that started it ends (the
+    parent killed), so that no endpoint outlives its platform holding the port and the data directory
+    (Linux's PDEATHSIG); SIGTERM at once when the parent is already gone."""
+    parent = os.environ.get(PARENT_VARIABLE)
+    if not parent:
+        return
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() != int(parent):
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
 class EndpointProcess:
     """`onward endpoint` in a child process on 127.0.0.1: the same embedded endpoint, stack "onward"
-    deployed, with an interpreter (and a GIL) of its own. Long runs use it so that the emulator and the
-    many client threads driving it do not share one core."""
+    deployed, with an interpreter (and a GIL) of its own. `onward up` and long runs use it so that the
+    emulator and the many client threads driving it do not share one core.
+
+    The child runs in a session of its own, so a Ctrl-C at the terminal reaches only the parent, which
+    stops its own components first and then this endpoint (`stop`: as Ctrl-C would, its last snapshot
+    with a data directory). If the thread that started it dies, the child gets SIGTERM: start it from a
+    thread that lives as long as it should (the main thread)."""
 
     def __init__(self, *arguments: str) -> None:
         """`arguments`: more flags of `onward endpoint` (e.g. "--stream-shards", "4")."""
         self._arguments = arguments
+        self._port = 0  # any free port at first; the same one after a restart
         self._process: subprocess.Popen[str] | None = None
         self.environment: dict[str, str] = {}
 
     @property
     def url(self) -> str:
         return self.environment["AWS_ENDPOINT_URL"]
+
+    def client(self, service: str) -> Any:
+        return client_for(self.url, service)
 
     @property
     def pid(self) -> int:
@@ -349,25 +460,39 @@ class EndpointProcess:
         return self._process.pid
 
     def start(self) -> Self:
-        self._process = subprocess.Popen([sys.executable, "-m", "cli", "endpoint", "--port", "0", *self._arguments],
-                                         stdout=subprocess.PIPE, text=True)
+        self._process = subprocess.Popen([sys.executable, "-m", "cli", "endpoint", "--port", str(self._port),
+                                          *self._arguments], stdout=subprocess.PIPE, text=True,
+                                         start_new_session=True, env={**os.environ, PARENT_VARIABLE: str(os.getpid())})
         assert self._process.stdout is not None
         try:
             self.environment = read_exports(self._process.stdout)
         except RuntimeError:
             self.stop()
             raise
+        self._port = int(self.url.rpartition(":")[2])
         return self
 
-    def stop(self) -> None:
+    def restart(self) -> Self:
+        """Stop the child as Ctrl-C would and start it again on the same port (with "--data-dir" among the
+        arguments, it resumes from the state it kept); RuntimeError when it did not stop by itself."""
+        if not self.stop():
+            raise RuntimeError("the endpoint process had to be killed: its last snapshot may be missing")
+        return self.start()
+
+    def stop(self, timeout_s: float = 60.0) -> bool:
+        """Stop the child as Ctrl-C would (with a data directory: its last snapshot), killing it after
+        `timeout_s`; whether it stopped by itself (or had stopped before)."""
         if self._process is None or self._process.poll() is not None:
-            return
+            return True
         self._process.send_signal(signal.SIGINT)
         try:
-            self._process.wait(timeout=15)
+            return self._process.wait(timeout=timeout_s) == 0
         except subprocess.TimeoutExpired:
             self._process.kill()
             self._process.wait()
+            print(f"embedded endpoint process {self._process.pid} did not stop within {timeout_s} s: killed",
+                  file=sys.stderr)
+            return False
 
     def __enter__(self) -> Self:
         return self.start()

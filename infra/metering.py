@@ -5,6 +5,9 @@ write touches exactly before and after it: it counts requests per service and op
 each applied write costs (infra/billing.py: table and global secondary indexes, transactional writes
 doubled), failed conditional writes (AWS bills them too), cancelled transactions, and Kinesis records and
 bytes put. Requests whose User-Agent carries OBSERVER_AGENT (a benchmark's own polling) are not counted.
+
+An endpoint in another process (`onward endpoint --meter`) answers `POST METER_PATH` with its reading
+(JSON) and starts counting afresh: `RemoteMeter` reads it.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import base64
 import json
 import threading
+import urllib.request
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,6 +27,7 @@ from moto.dynamodb.models.dynamo_type import DynamoType
 from infra.billing import IndexSpec, Item, WriteCost, item_size, units, write_cost
 
 OBSERVER_AGENT = "onward-observer"
+METER_PATH = "/_onward/meter"
 _WRITES = {"PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems", "BatchWriteItem"}
 
 
@@ -41,6 +46,13 @@ class MeterReading:
         self.table_write_units += cost.table_units
         self.index_write_units += cost.index_units
         self.write_units[f"dynamodb.{operation}"] += cost.total
+
+    def to_json(self) -> dict[str, Any]:
+        return {**vars(self), "requests": dict(self.requests), "write_units": dict(self.write_units)}
+
+    @classmethod
+    def from_json(cls, values: dict[str, Any]) -> MeterReading:
+        return cls(**{**values, "requests": Counter(values["requests"]), "write_units": Counter(values["write_units"])})
 
 
 @dataclass(frozen=True)
@@ -161,3 +173,16 @@ class Meter:
             key = self._key_of(spec["TableName"], spec["Item"]) if kind == "Put" else spec["Key"]
             found.append((spec["TableName"], key, kind == "ConditionCheck"))
         return found
+
+
+class RemoteMeter:
+    """The meter of an endpoint in another process (`onward endpoint --meter` at `url`)."""
+
+    def __init__(self, url: str) -> None:
+        self._url = url
+
+    def reset(self) -> MeterReading:
+        """Start counting afresh; returns what was counted so far."""
+        request = urllib.request.Request(self._url + METER_PATH, method="POST", data=b"")
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return MeterReading.from_json(json.loads(response.read()))

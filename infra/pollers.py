@@ -42,6 +42,7 @@ TRIM_HORIZON = "TRIM_HORIZON"
 EXPIRED_ITERATOR = "ExpiredIteratorException"
 INSERT = "INSERT"
 RAW_ANSWER_HOOK = "onward-local-mappings-raw-get-records"
+RELIST_EVERY_S = 3.0  # the outbox poller lists the stream's shards again at least this often while busy
 
 logger = Logger(service="onward-local-mappings")
 
@@ -302,6 +303,13 @@ class _ShardPoller(ABC):
             "source": self._source, "shard_id": shard_id, "sequence_number": record.sequence_number})
 
 
+def _noting(shard_ids: Iterable[str], seen: set[str]) -> Iterator[str]:
+    """`shard_ids` as they are, each added to `seen` as it is taken."""
+    for shard_id in shard_ids:
+        seen.add(shard_id)
+        yield shard_id
+
+
 def _stream_record_sequence(record: dict[str, Any]) -> str:
     sequence_number: str = record["dynamodb"]["SequenceNumber"]
     return sequence_number
@@ -322,18 +330,29 @@ class OutboxStreamPoller(_ShardPoller):
     Every shard is read, as Lambda's mapping reads them: the shards DescribeStream lists (page by page), a
     child only once its parent is drained (listed as closed, and read to its end: GetRecords answered no
     NextShardIterator), so that an item's records from before a split reach the handler before those after
-    it. The events name the stream, never the shard (eventSourceARN is the stream's ARN)."""
+    it. The events name the stream, never the shard (eventSourceARN is the stream's ARN).
+
+    The listing is kept between polls, not asked for in every one: the stream is described again when a
+    shard was read to its end (a split or a rollover closed it: its children are listed now), when a
+    shard failed (it may have been trimmed away), at least every `relist_every_s` while polls keep
+    finding records (an open shard's split, and any shard added, is seen while its parent is still being
+    read), and before a poll answers that it found nothing: a poll that takes no record has read every
+    shard of a listing made during it, so polling until idle still means the whole stream is read."""
 
     def __init__(self, streams: Any, stream_arn: str, handler: Handler, relay: Relay, positions: CheckpointStore,
                  batch_size: int = 100, consumer: str = "local-mapping:relay", *,
                  parked: ParkedRecords | None = None, backoff: ShardBackoff = ShardBackoff(),
-                 monotonic: Monotonic = time.monotonic) -> None:
+                 monotonic: Monotonic = time.monotonic, relist_every_s: float = RELIST_EVERY_S) -> None:
         super().__init__(RecordReader(streams, _stream_record_sequence), RELAY_CONSUMER, stream_arn,
                          batch_size, parked, backoff, monotonic, positions, consumer)
         self._streams = streams
         self._arn = stream_arn
         self._handler = handler
         self._relay = relay
+        self._relist_every_s = relist_every_s
+        self._shards: list[dict[str, Any]] | None = None  # the latest listing, None before the first
+        self._listed_at = 0.0  # monotonic time of the latest listing
+        self._relist = False  # list again at the next poll: a shard ended or failed since the latest listing
         self._listed_closed: frozenset[str] = frozenset()  # shards the latest listing showed closed
 
     def _iterator(self, shard_id: str, kind: str, sequence_number: str | None = None) -> str:
@@ -360,11 +379,37 @@ class OutboxStreamPoller(_ShardPoller):
     def poll_once(self) -> int:
         """One batch per readable shard; the number of records delivered to the handler or parked. A child
         shard is read only once its parent is drained. A shard that fails is skipped until its backoff
-        ends; failing to list the shards raises."""
+        ends; failing to list the shards raises. Zero means that no shard of a listing made during this
+        call had a record to read (see the class)."""
+        listed_now = (self._shards is None or self._relist
+                      or self._monotonic() - self._listed_at >= self._relist_every_s)
+        shards = self._list() if listed_now else self._shards
+        assert shards is not None
+        polled: set[str] = set()
+        taken = self._poll_shards(_noting(self._readable(shards), polled))
+        if taken or listed_now:
+            return taken
+        # Nothing on a listing from an earlier poll: list again, and read what it adds (new shards, and
+        # shards read to their end that it may show closed, with their children), not the shards this poll
+        # has read or tried (a failed one waits for its backoff, as in any poll).
+        return self._poll_shards(shard_id for shard_id in self._readable(self._list())
+                                 if shard_id not in polled or self._ended(shard_id))
+
+    def _ended(self, shard_id: str) -> bool:
+        """Read to its end (GetRecords answered no NextShardIterator), not drained: not listed closed then."""
+        cursor = self._cursors[shard_id]
+        return cursor.iterator is None and not cursor.failures and shard_id not in self._drained
+
+    def _list(self) -> list[dict[str, Any]]:
         shards = self._list_shards()
+        self._shards, self._listed_at, self._relist = shards, self._monotonic(), False
         self._listed_closed = frozenset(shard["ShardId"] for shard in shards
                                         if "EndingSequenceNumber" in shard["SequenceNumberRange"])
-        return self._poll_shards(self._readable(shards))
+        return shards
+
+    def _shard_failed(self, shard_id: str, cursor: _ShardCursor, error: Exception) -> None:
+        super()._shard_failed(shard_id, cursor, error)
+        self._relist = True  # the shard may be gone (trimmed): the next poll lists the stream again
 
     def _list_shards(self) -> list[dict[str, Any]]:
         """Every shard of the stream: DescribeStream, page after page (ExclusiveStartShardId)."""
@@ -406,8 +451,12 @@ class OutboxStreamPoller(_ShardPoller):
                 self._remember(shard_id, last)
             cursor.resume = StreamPosition(AFTER_SEQUENCE_NUMBER, last)
         cursor.iterator = batch.next_iterator
-        if batch.next_iterator is None and shard_id in self._listed_closed:  # a closed shard, read to its end
-            self._drained.add(shard_id)
+        if batch.next_iterator is None:
+            if shard_id in self._listed_closed:  # a closed shard, read to its end
+                self._drained.add(shard_id)
+            # Either way the listing is behind: a drained shard's children may be missing from it, and a
+            # shard that ended while listed open is closed now (it drains once a listing says so).
+            self._relist = True
         return taken
 
     def _lambda_record(self, record: dict[str, Any]) -> dict[str, Any]:

@@ -18,8 +18,9 @@ from onward.dynamo import from_item
 from onward.models import OutboxEvent
 from onward.projection import view_fields
 
-# Attributes that differ between two deliveries of one transition without a disagreement about it.
-_NOT_CONTENT = frozenset({"digest", "committed_at", "projected_at"})
+# Attributes that differ between two deliveries of one transition without a disagreement about it (the TTL
+# follows committed_at).
+_NOT_CONTENT = frozenset({"digest", "committed_at", "projected_at", "expires_at"})
 
 
 @dataclass(frozen=True)

@@ -181,14 +181,14 @@ class DynamoRecorder(JobRecorder):
         return RenewalAnswer(held=True, cancel_requested=cancel_requested, lease_expires_at=expires_at)
 
     def mark_fenced(self, job_id: str, attempt: int, worker_id: str, late_report: RunOutcome,
-                    at: EpochMs) -> bool:
+                    at: EpochMs, *, expires_at: int) -> bool:
         try:
             self._db.update_item(
                 TableName=self._jobs,
                 Key=wire_key(run_key(job_id, attempt)),
                 UpdateExpression=(
                     "SET reclaimed_as = if_not_exists(outcome, :none), outcome = :fenced, "
-                    "late_report = :claimed, late_report_at = :now"
+                    "late_report = :claimed, late_report_at = :now, expires_at = if_not_exists(expires_at, :ttl)"
                 ),
                 ConditionExpression=(
                     "attribute_exists(pk) AND worker_id = :w AND "
@@ -198,6 +198,7 @@ class DynamoRecorder(JobRecorder):
                     ":fenced": {"S": RunOutcome.FENCED.value}, ":claimed": {"S": late_report.value},
                     ":lease_expired": {"S": RunOutcome.LEASE_EXPIRED.value},
                     ":now": {"N": str(at)}, ":w": {"S": worker_id}, ":none": {"NULL": True},
+                    ":ttl": {"N": str(expires_at)},
                 },
             )
         except ClientError as error:

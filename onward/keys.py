@@ -8,7 +8,11 @@ Jobs table (`pk` / `sk`):
 - run record `JOB#<id>` / `RUN#<attempt, 6 digits>`; result `JOB#<id>` / `RESULT`;
 - idempotency `IDEM#<tenant>#<key>` / `IDEM` (the job id and the digest of the request);
 - under `TENANTS`, per tenant `t`: its settings `t`, its RUNNING counter `t#RUNNING` and its WAITING
-  counters `t#WAITING#<shard>#<priority>` (onward.store explains their precision and cost).
+  counters `t#WAITING#<shard>#<priority>` (onward.store explains their precision and cost);
+- TTL `expires_at` (epoch seconds; `retention_s` is the job retention) on a job's items once they may go:
+  the job row and the result `retention_s` after the job ended (a job that has not ended has none, so it
+  never expires), a run record `retention_s` after its attempt ended, an idempotency item `retention_s`
+  after the job was created (the Idempotency-Key's window). Tenant items never expire.
 Outbox table (`job_id` / `version`): one event per version, with `time_bucket` (index `by_time`) and
 `expires_at` (TTL).
 """
@@ -18,10 +22,11 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any, NamedTuple
 
+from onward.clock import EpochMs
 from onward.dynamo import json_size
 from onward.lifecycle import Change
 from onward.models import Job, OutboxEvent, Run
-from onward.states import CLAIMABLE_STATES, JobState
+from onward.states import CLAIMABLE_STATES, JobState, is_terminal
 
 JOB_PREFIX = "JOB#"
 JOB_SK = "JOB"
@@ -35,8 +40,10 @@ WAITING_INFIX = "#WAITING#"
 LEASE_PREFIX = "LEASE#"
 LEASE_SHARDS = 4  # partitions of the `leases` index, so the reaper's reads are never one hot key
 
-# Attributes of a job row that only place it (keys and indexes), not part of the Job.
-JOB_STORAGE_ONLY = ("pk", "sk", "entity", "ready_pk", "ready_due", "lease_pk", "ready_shards")
+# Attributes of a job row that only place it (keys, indexes and TTL), not part of the Job.
+JOB_STORAGE_ONLY = ("pk", "sk", "entity", "ready_pk", "ready_due", "lease_pk", "ready_shards", "expires_at")
+# Attributes of a run item that only place it (keys and TTL), not part of the Run.
+RUN_STORAGE_ONLY = ("pk", "sk", "entity", "expires_at")
 # Attributes of an outbox item that only place it (index and TTL), not part of the event.
 OUTBOX_STORAGE_ONLY = ("time_bucket", "expires_at")
 
@@ -139,13 +146,29 @@ def time_bucket(occurred_at: str) -> str:
     return occurred_at[:13]
 
 
+# --- TTL ---------------------------------------------------------------------------------------------------
+
+def ttl_after(at: EpochMs, retention_s: int) -> int:
+    """The `expires_at` of an item kept `retention_s` after `at`: epoch SECONDS, as DynamoDB's TTL reads it."""
+    return at // 1000 + retention_s
+
+
+def job_expires_at(job: Job, retention_s: int) -> int | None:
+    """When a job's row (and its result) may go: `retention_s` after the transition that ended it; None while
+    it has not ended, so a queued or running job never expires. A replay (dead or quarantined -> queued)
+    makes it None again, and the row loses its `expires_at`."""
+    return ttl_after(job.updated_at, retention_s) if is_terminal(job.state) else None
+
+
 # --- item shapes (plain values; None attributes are left out, as DynamoDB stores them) ---------------------
 
-def job_item(job: Job, ready_shards: int) -> dict[str, Any]:
-    """The job row as stored, with the sparse index keys that put it in `ready` or `leases`."""
+def job_item(job: Job, ready_shards: int, retention_s: int) -> dict[str, Any]:
+    """The job row as stored, with the sparse index keys that put it in `ready` or `leases`, and its TTL
+    once it has ended (`retention_s`: the job retention, job_expires_at)."""
     pk, sk = job_key(job.job_id)
     row = {"pk": pk, "sk": sk, "entity": Entity.JOB.value, **job.model_dump(mode="json")}
     row["ready_shards"] = ready_shards
+    row["expires_at"] = job_expires_at(job, retention_s)
     if job.state in CLAIMABLE_STATES:
         row["ready_pk"] = ready_queue(job, ready_shards).partition(job.tenant_id)
         row["ready_due"] = job.not_before
@@ -161,6 +184,8 @@ def job_from_values(values: dict[str, Any]) -> tuple[Job, int]:
 
 
 def run_item(run: Run) -> dict[str, Any]:
+    """An attempt's run record as the claim opens it: no `expires_at` while the attempt runs (the transition
+    that ends it stamps one: recorder.TransitionWrite.of)."""
     pk, sk = run_key(run.job_id, run.attempt)
     values = {"pk": pk, "sk": sk, "entity": Entity.RUN.value, **run.model_dump(mode="json")}
     return {name: value for name, value in values.items() if value is not None}
@@ -168,19 +193,27 @@ def run_item(run: Run) -> dict[str, Any]:
 
 def run_from_values(values: dict[str, Any]) -> Run:
     """The run record a stored run item (sk `RUN#<attempt>`) holds."""
-    return Run.model_validate({n: v for n, v in values.items() if n not in ("pk", "sk", "entity")})
+    return Run.model_validate({n: v for n, v in values.items() if n not in RUN_STORAGE_ONLY})
 
 
-def result_item(change: Change) -> dict[str, Any]:
-    """The completing transition's result (`value` is stored even when it is None)."""
+def result_item(change: Change, retention_s: int) -> dict[str, Any]:
+    """The completing transition's result (`value` is stored even when it is None), expiring with the job
+    row it ended."""
     pk, sk = result_key(change.after.job_id)
-    return {"pk": pk, "sk": sk, "entity": Entity.RESULT.value, "attempt": change.after.attempt,
+    item = {"pk": pk, "sk": sk, "entity": Entity.RESULT.value, "attempt": change.after.attempt,
             "size_bytes": json_size(change.result), "value": change.result}
+    expires = job_expires_at(change.after, retention_s)
+    if expires is not None:
+        item["expires_at"] = expires
+    return item
 
 
-def idempotency_item(tenant_id: str, key: str, job_id: str, digest: str) -> dict[str, Any]:
-    pk, sk = idempotency_key(tenant_id, key)
-    return {"pk": pk, "sk": sk, "job_id": job_id, "digest": digest}
+def idempotency_item(job: Job, key: str, digest: str, retention_s: int) -> dict[str, Any]:
+    """The Idempotency-Key `key` of the job's tenant, used by the request of `digest` to create `job`; kept
+    `retention_s` after the job was created (the key's window: a retry after it creates a new job)."""
+    pk, sk = idempotency_key(job.tenant_id, key)
+    return {"pk": pk, "sk": sk, "job_id": job.job_id, "digest": digest,
+            "expires_at": ttl_after(job.created_at, retention_s)}
 
 
 def tenant_item(tenant_id: str, weight: float, cap: int | None, ready_shards: int) -> dict[str, Any]:
@@ -197,7 +230,7 @@ def outbox_item(change: Change, retention_s: int) -> dict[str, Any]:
     item = {
         **event.model_dump(mode="json", by_alias=True),
         "time_bucket": time_bucket(event.occurred_at),
-        "expires_at": change.after.updated_at // 1000 + retention_s,
+        "expires_at": ttl_after(change.after.updated_at, retention_s),
     }
     return {name: value for name, value in item.items() if value is not None}
 

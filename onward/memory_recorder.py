@@ -283,7 +283,7 @@ class MemoryRecorder(JobRecorder):
                                  lease_expires_at=expires_at)
 
     def mark_fenced(self, job_id: str, attempt: int, worker_id: str, late_report: RunOutcome,
-                    at: EpochMs) -> bool:
+                    at: EpochMs, *, expires_at: int) -> bool:
         with self._lock:
             run = self._get(run_key(job_id, attempt))
             if run is None or run.get("worker_id") != worker_id or run.get("outcome") not in (
@@ -291,6 +291,7 @@ class MemoryRecorder(JobRecorder):
                 return False
             run.update({"reclaimed_as": run.get("outcome"), "outcome": RunOutcome.FENCED.value,
                         "late_report": late_report.value, "late_report_at": at})
+            run.setdefault("expires_at", expires_at)  # as if_not_exists on DynamoDB
             return True
 
     # --- indexes --------------------------------------------------------------------------------------------

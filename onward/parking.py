@@ -1,5 +1,6 @@
 """Parked records: input a consumer could not parse or validate, kept with its raw bytes and the reason,
-so the stream behind it keeps moving and a person can inspect (and re-drive) it later."""
+so the stream behind it keeps moving and a person can inspect (and re-drive) it later: for the job
+retention, counted from when it was parked (TTL `expires_at`)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from onward.clock import Clock, iso, system_clock
+from onward.keys import ttl_after
+from onward.settings import DAY_S, DEFAULT_JOB_RETENTION_DAYS
 
 MAX_RAW_BYTES = 300_000  # a DynamoDB item holds 400 KB; a larger record keeps its head, flagged as cut
 
@@ -28,13 +31,17 @@ class ParkedRecord:
 class ParkedRecords:
     """Records that were set aside (a recorder: it only records and lists)."""
 
-    def __init__(self, client: Any, table: str, clock: Clock = system_clock) -> None:
+    def __init__(self, client: Any, table: str, clock: Clock = system_clock,
+                 retention_s: int = DEFAULT_JOB_RETENTION_DAYS * DAY_S) -> None:
+        """`retention_s`: how long a parked record is kept (Settings.job_retention_s)."""
         self._db = client
         self._table = table
         self._clock = clock
+        self._retention_s = retention_s
 
     def park(self, source: str, shard_id: str, sequence_number: str, raw: bytes, reason: str) -> None:
-        parked_at = iso(self._clock())
+        now = self._clock()
+        parked_at = iso(now)
         self._db.put_item(
             TableName=self._table,
             Item={
@@ -49,6 +56,7 @@ class ParkedRecords:
                 "raw_size": {"N": str(len(raw))},
                 "raw_truncated": {"BOOL": len(raw) > MAX_RAW_BYTES},
                 "parked_at": {"S": parked_at},
+                "expires_at": {"N": str(ttl_after(now, self._retention_s))},
             },
         )
 

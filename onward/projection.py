@@ -1,5 +1,6 @@
 """The status projection as pure functions: event digest, how an incoming event relates to what the view
-holds, the view item an event produces, and the view rebuilt from an event history (deterministic)."""
+holds, the view item an event produces (with its TTL once the job has ended), and the view rebuilt from an
+event history (deterministic)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ from collections.abc import Iterable
 from enum import StrEnum
 from typing import Any
 
+from onward.clock import epoch_ms
 from onward.models import OutboxEvent
+from onward.states import is_terminal
 
 
 class ProjectionOutcome(StrEnum):
@@ -54,6 +57,27 @@ def view_fields(event: OutboxEvent) -> dict[str, Any]:
         "result_inline": event.result_inline,
     }
     return fields
+
+
+def view_expires_at(event: OutboxEvent, retention_s: int) -> int | None:
+    """The TTL (epoch seconds) of the view row `event` writes: `retention_s` after the event's time (its
+    commit time, else its decision time) when its status is terminal; None otherwise, so the row of a job
+    that has not ended never expires. A row is replaced whole by each newer version, so a replay's `queued`
+    row has none again. An old terminal event redelivered after its row expired writes a row that is
+    already expired: the next TTL sweep takes it again."""
+    if not is_terminal(event.status):
+        return None
+    return epoch_ms(event.committed_at or event.occurred_at) // 1000 + retention_s
+
+
+def view_item(event: OutboxEvent, projected_at: str, retention_s: int) -> dict[str, Any]:
+    """The whole view row `event` writes (view_fields, when it was projected, and its TTL if it has one);
+    `retention_s`: the job retention."""
+    item = {**view_fields(event), "projected_at": projected_at}
+    expires = view_expires_at(event, retention_s)
+    if expires is not None:
+        item["expires_at"] = expires
+    return item
 
 
 def fold(events: Iterable[OutboxEvent]) -> dict[str, OutboxEvent]:

@@ -41,6 +41,7 @@ from onward.keys import (
     result_item,
     run_item,
     tenant_of,
+    ttl_after,
 )
 from onward.lifecycle import Change
 from onward.models import Job, OutboxEvent, Run
@@ -139,7 +140,7 @@ class JobRowUpdate(NamedTuple):
 class RunClose(NamedTuple):
     job_id: str
     attempt: int
-    fields: dict[str, Any]  # outcome, finished_at, error
+    fields: dict[str, Any]  # outcome, finished_at, error, expires_at
 
 
 class RunningUpdate(NamedTuple):
@@ -197,10 +198,11 @@ def running_update(
     return RunningUpdate(change.after.tenant_id, on_end(claimed_at, change.close_run.finished_at))
 
 
-def _job_row_update(change: Change, shards: int) -> JobRowUpdate:
+def _job_row_update(change: Change, shards: int, retention_s: int) -> JobRowUpdate:
     before_job = change.before
     assert before_job is not None
-    before, after = job_item(before_job, shards), job_item(change.after, shards)
+    # The diff sets `expires_at` when the job ends and removes it when a replay revives it.
+    before, after = job_item(before_job, shards, retention_s), job_item(change.after, shards, retention_s)
     closure = change.close_run
     return JobRowUpdate(
         job_id=change.after.job_id,
@@ -228,9 +230,11 @@ class TransitionWrite:
     still_at_cap: tuple[tuple[str, int], ...] = ()
 
     @classmethod
-    def of(cls, change: Change, *, ready_shards: int, retention_s: int, admission: Admission | None = None,
-           claimed_at: EpochMs | None = None) -> TransitionWrite:
-        """`admission`: how a claim takes its running slot. `claimed_at`: when the attempt this transition
+    def of(cls, change: Change, *, ready_shards: int, retention_s: int, job_retention_s: int,
+           admission: Admission | None = None, claimed_at: EpochMs | None = None) -> TransitionWrite:
+        """`retention_s`: the outbox event's TTL; `job_retention_s`: how long the job's items are kept once
+        they are done (onward.keys: the job row and result once it ended, a run once its attempt ended).
+        `admission`: how a claim takes its running slot. `claimed_at`: when the attempt this transition
         ends was claimed (needed when it ends one)."""
         closure = change.close_run
         close = None
@@ -238,16 +242,17 @@ class TransitionWrite:
             fields: dict[str, Any] = {"outcome": closure.outcome.value, "finished_at": closure.finished_at}
             if closure.error is not None:
                 fields["error"] = closure.error.model_dump(mode="json")
+            fields["expires_at"] = ttl_after(closure.finished_at, job_retention_s)
             close = RunClose(change.after.job_id, closure.attempt, fields)
         running = running_update(change, admission, claimed_at)
         checks = admission.others_at_cap if running is not None and admission is not None else ()
         return cls(
             change=change,
-            job=_job_row_update(change, ready_shards),
+            job=_job_row_update(change, ready_shards, job_retention_s),
             outbox=outbox_item(change, retention_s),
             open_run=None if change.open_run is None else run_item(change.open_run),
             close_run=close,
-            result=result_item(change) if change.has_result else None,
+            result=result_item(change, job_retention_s) if change.has_result else None,
             running=running,
             waiting=waiting_update(change, ready_shards),
             still_at_cap=checks,
@@ -271,16 +276,18 @@ class NewJobWrite:
     idempotency: dict[str, Any] | None
 
     @classmethod
-    def of(cls, change: Change, *, ready_shards: int, retention_s: int,
+    def of(cls, change: Change, *, ready_shards: int, retention_s: int, job_retention_s: int,
            idempotency: tuple[str, str] | None = None) -> NewJobWrite:
-        """`idempotency`: (Idempotency-Key, digest of the request)."""
+        """`retention_s`: the outbox event's TTL; `job_retention_s`: the job retention (the Idempotency-Key's
+        window). `idempotency`: (Idempotency-Key, digest of the request)."""
         job = change.after
         key_item = None
         if idempotency is not None:
             key, digest = idempotency
-            key_item = idempotency_item(job.tenant_id, key, job.job_id, digest)
-        return cls(change=change, job=job_item(job, ready_shards), outbox=outbox_item(change, retention_s),
-                   waiting=waiting_update(change, ready_shards), idempotency=key_item)
+            key_item = idempotency_item(job, key, digest, job_retention_s)
+        return cls(change=change, job=job_item(job, ready_shards, job_retention_s),
+                   outbox=outbox_item(change, retention_s), waiting=waiting_update(change, ready_shards),
+                   idempotency=key_item)
 
 
 # --- answers ------------------------------------------------------------------------------------------------
@@ -392,10 +399,11 @@ class JobRecorder(ABC):
 
     @abstractmethod
     def mark_fenced(self, job_id: str, attempt: int, worker_id: str, late_report: RunOutcome,
-                    at: EpochMs) -> bool:
+                    at: EpochMs, *, expires_at: int) -> bool:
         """Record a zombie's late report on its run record (outcome `fenced`, the outcome it had kept as
         `reclaimed_as`), only if the run is the worker's and still open or closed as lease_expired. False
-        when it was not marked."""
+        when it was not marked. `expires_at` is its TTL if it has none yet (a run the reaper closed keeps
+        the one stamped then, so it never outlives its ended job's row)."""
 
     # indexes
 

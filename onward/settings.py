@@ -25,6 +25,8 @@ _CLIENT_CONFIG = Config(
 )
 
 DEFAULT_OUTBOX_RETENTION_DAYS = 7
+DEFAULT_JOB_RETENTION_DAYS = 30
+DAY_S = 86_400
 _RESOURCES = ("jobs_table", "outbox_table", "status_table", "checkpoint_table", "conflicts_table",
               "parked_table", "events_stream")
 
@@ -54,6 +56,9 @@ class Settings:
     parked_table: str | None = None
     events_stream: str | None = None
     outbox_retention_days: int = DEFAULT_OUTBOX_RETENTION_DAYS  # the TTL writers stamp on outbox events
+    # ONWARD_JOB_RETENTION_DAYS: how long a job's items, view row, conflicts and parked records are kept once
+    # done (onward.keys says from when)
+    job_retention_days: int = DEFAULT_JOB_RETENTION_DAYS
     freshness_objective_s: float = STALE_AFTER_S  # ONWARD_STALE_AFTER_S
     heartbeat_interval_s: float = 0.0  # ONWARD_HEARTBEAT_INTERVAL_S: how often idle shards are confirmed
 
@@ -66,10 +71,16 @@ class Settings:
             region=source.get("AWS_DEFAULT_REGION") or source.get("AWS_REGION") or None,
             outbox_retention_days=int(number_setting(source, "ONWARD_OUTBOX_RETENTION_DAYS",
                                                      DEFAULT_OUTBOX_RETENTION_DAYS)),
+            job_retention_days=whole_days_setting(source, "ONWARD_JOB_RETENTION_DAYS", DEFAULT_JOB_RETENTION_DAYS),
             freshness_objective_s=number_setting(source, "ONWARD_STALE_AFTER_S", STALE_AFTER_S),
             heartbeat_interval_s=number_setting(source, "ONWARD_HEARTBEAT_INTERVAL_S", 0.0),
             **names,
         )
+
+    @property
+    def job_retention_s(self) -> int:
+        """The job retention in seconds, as the TTL writers add it (onward.keys.ttl_after)."""
+        return self.job_retention_days * DAY_S
 
     @property
     def stale_after_s(self) -> float:
@@ -106,3 +117,12 @@ def number_setting(source: Mapping[str, str], variable: str, default: float, *, 
     if not math.isfinite(value) or value < 0 or (positive and value == 0):
         raise InvalidSetting(f"{variable} must be a finite number {'> 0' if positive else '>= 0'}, not {raw!r}")
     return value
+
+
+def whole_days_setting(source: Mapping[str, str], variable: str, default: int) -> int:
+    """A number of days read from the environment (`default` when unset): a whole number >= 1, since a TTL of
+    a fraction of a day cut to 0 would delete items as they are written; InvalidSetting names the variable."""
+    value = number_setting(source, variable, default, positive=True)
+    if value < 1 or value != int(value):
+        raise InvalidSetting(f"{variable} must be a whole number of days >= 1, not {source.get(variable)!r}")
+    return int(value)

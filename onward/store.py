@@ -4,7 +4,10 @@ Every transition is ONE atomic conditional write: the job row (conditional on th
 it was decided from), the attempt's run record, the result where there is one, the tenant's dispatch
 counters, and one outbox event (one per version, so a version can never be published twice). What a
 transition does is decided by onward.lifecycle from the current row; when the write loses a race, the store
-re-reads and asks again, so the caller always gets an answer that matches the committed state. Which tenant
+re-reads and asks again, so the caller always gets an answer that matches the committed state. Two writes
+skip the read, as their conditions make it needless: a create with an Idempotency-Key (its transaction's
+condition that the key is unused; the key is read only when it is in use) and a worker's report (decided
+from the row its claim wrote, the write conditional on that row's version; re-read only when refused). Which tenant
 a claim serves is decided by onward.dispatch. The recorder only stores: on DynamoDB
 (onward.dynamo_recorder, each write one TransactWriteItems) or in memory (onward.memory_recorder, for tests
 and simulations; `JobStore.in_memory()`).
@@ -41,6 +44,8 @@ import random
 import threading
 import time
 import uuid
+import weakref
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
@@ -66,7 +71,7 @@ from onward.errors import (
     UnstorableValue,
 )
 from onward.faults import fault_point
-from onward.keys import LEASE_SHARDS, ReadyQueue
+from onward.keys import LEASE_SHARDS, ReadyQueue, ttl_after
 from onward.lifecycle import Change, Decision, Refusal, RefusalReason, StaleReport
 from onward.memory_recorder import MemoryRecorder
 from onward.models import JOB_ID_PATTERN, ErrorSummary, Job, Lease, NewJob, OutboxEvent, Run, TenantId
@@ -83,7 +88,7 @@ from onward.recorder import (
     TransitionWrite,
     ends_attempt,
 )
-from onward.settings import DEFAULT_OUTBOX_RETENTION_DAYS, Settings
+from onward.settings import DAY_S, DEFAULT_JOB_RETENTION_DAYS, DEFAULT_OUTBOX_RETENTION_DAYS, Settings
 from onward.states import JobState, RunOutcome
 
 __all__ = [
@@ -98,6 +103,7 @@ TENANT_CACHE_MS = 2_000
 MAX_ROUNDS = 25  # re-read-and-decide rounds before a transition gives up with StoreContention
 CANDIDATES_PER_QUERY = 8
 CREATE_ATTEMPTS = 8  # a create whose transaction meets a TransactionConflict (on a WAITING counter) retries
+HELD_ROWS_MAX = 10_000  # claims remembered for their reports (_HeldRows): more than a process runs at once
 
 _tenant_id = TypeAdapter(TenantId)
 _DEFAULT_BACKOFF = BackoffPolicy()
@@ -176,6 +182,36 @@ class _Found(StrEnum):
     AT_CAP = "at_cap"
 
 
+class _HeldRows:
+    """The job rows this store's claims wrote (the very Job objects their Leases hold, by weak reference),
+    with their ready shards, until their attempts report: what a report decides from without reading the
+    row (JobStore._report). A job's ready shards never change after its create, and the claim's row is
+    only a starting point (its commit is conditional on its version), so an entry is never wrong, only
+    missing: a Lease this store did not make (another process's, or one rebuilt from its JSON), or one
+    evicted (the oldest go first past `limit`: those of workers that died holding them) is reported by
+    reading the row, as before. Entries hold no job (a dead worker's params are not kept). Thread-safe."""
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._lock = threading.Lock()
+        self._rows: OrderedDict[tuple[str, int], tuple[weakref.ref[Job], int]] = OrderedDict()
+
+    def remember(self, job: Job, ready_shards: int) -> None:
+        with self._lock:
+            self._rows[(job.job_id, job.attempt)] = (weakref.ref(job), ready_shards)
+            while len(self._rows) > self._limit:
+                self._rows.popitem(last=False)
+
+    def take(self, job: Job) -> JobRow | None:
+        """The claim's row, if `job` (a Lease's) is the very row one of this store's claims wrote; forgotten
+        now (a repeated report reads the row)."""
+        with self._lock:
+            entry = self._rows.pop((job.job_id, job.attempt), None)
+        if entry is None or entry[0]() is not job:
+            return None
+        return JobRow(job, entry[1])
+
+
 def _request_digest(request: NewJob) -> str:
     canonical = json.dumps(request.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
@@ -194,6 +230,7 @@ class JobStore:
         backoff: BackoffPolicy = _DEFAULT_BACKOFF,
         rng: random.Random | None = None,
         outbox_retention_days: int | None = None,  # default: the deployment's (settings.outbox_retention_days)
+        job_retention_days: int | None = None,  # default: the deployment's (settings.job_retention_days)
         recorder: JobRecorder | None = None,  # default: DynamoDB, the deployment's tables through `client`
     ) -> None:
         if recorder is None:
@@ -204,13 +241,17 @@ class JobStore:
         if outbox_retention_days is None:
             outbox_retention_days = (DEFAULT_OUTBOX_RETENTION_DAYS if settings is None
                                      else settings.outbox_retention_days)
+        if job_retention_days is None:
+            job_retention_days = DEFAULT_JOB_RETENTION_DAYS if settings is None else settings.job_retention_days
         self._recorder = recorder
         self._clock = clock
         self._backoff = backoff
         self._rng = rng or random.Random()
-        self._retention_s = outbox_retention_days * 86_400
+        self._retention_s = outbox_retention_days * DAY_S
+        self._job_retention_s = job_retention_days * DAY_S  # the TTL of a job's items once done (onward.keys)
         self._tenants: dict[str, Tenant] = {}
         self._tenants_read_at: EpochMs | None = None
+        self._held = _HeldRows(HELD_ROWS_MAX)
         self.stats = StoreStats()
 
     @classmethod
@@ -314,16 +355,16 @@ class JobStore:
                 f"params take {json_size(request.params)} bytes as JSON; the limit is {MAX_PARAMS_BYTES} "
                 "(store large inputs elsewhere and pass a reference)"
             )
-        if idempotency_key is not None:
-            if not 1 <= len(idempotency_key) <= MAX_IDEMPOTENCY_KEY or not idempotency_key.isprintable():
-                raise InvalidRequest(f"an Idempotency-Key is 1 to {MAX_IDEMPOTENCY_KEY} printable characters")
-            earlier = self._resolve_idempotency(tenant_id, idempotency_key, request)
-            if earlier is not None:
-                return earlier
+        if idempotency_key is not None and (
+                not 1 <= len(idempotency_key) <= MAX_IDEMPOTENCY_KEY or not idempotency_key.isprintable()):
+            raise InvalidRequest(f"an Idempotency-Key is 1 to {MAX_IDEMPOTENCY_KEY} printable characters")
+        # The key is not read first: the create's transaction writes the key's item only where none is, so
+        # a new key costs one request, and only a key in use (KEY_USED: nothing was written) is read.
         tenant = self._tenant(tenant_id)
         change = lifecycle.create(uuid.uuid4().hex, tenant_id, request, self._clock())
         write = NewJobWrite.of(
             change, ready_shards=tenant.ready_shards, retention_s=self._retention_s,
+            job_retention_s=self._job_retention_s,
             idempotency=None if idempotency_key is None else (idempotency_key, _request_digest(request)))
         for attempt in range(CREATE_ATTEMPTS):
             outcome = self._recorder.create(write)
@@ -332,14 +373,18 @@ class JobStore:
             if outcome is CreateOutcome.KEY_USED:
                 assert idempotency_key is not None
                 earlier = self._resolve_idempotency(tenant_id, idempotency_key, request)
-                if earlier is None:
-                    raise StoreInvariantViolation(f"Idempotency-Key {idempotency_key!r} is taken by no job")
-                return earlier
+                if earlier is not None:
+                    return earlier
+                # The key's item is gone since the write found it (its window ended, TTL): the key is free,
+                # so the create is tried again as it is, as a create that found no key creates the job.
+                continue
             # CONFLICT: nothing was written; tried again as it is (same job id, same items).
             time.sleep(self._rng.uniform(0, 0.002 * 2 ** attempt))
         raise StoreContention(f"a create for {tenant_id}: gave up after {CREATE_ATTEMPTS} conflicts")
 
     def _resolve_idempotency(self, tenant_id: str, key: str, request: NewJob) -> Created | None:
+        """What a create whose Idempotency-Key is in use answers: the job it made (same request), or
+        IdempotencyConflict (another request). None when the key is not in use (any more)."""
         earlier = self._recorder.idempotency(tenant_id, key)
         if earlier is None:
             return None
@@ -425,7 +470,7 @@ class JobStore:
                 for job_id in job_ids:
                     while True:
                         try:
-                            decision = self._transition(
+                            decision, shards = self._settle(
                                 job_id, lambda job: lifecycle.claim(job, worker_id, lease_ms, self._clock()),
                                 admission=admission,
                             )
@@ -436,6 +481,7 @@ class JobStore:
                             # another claim started one of its jobs: no lift now
                             admission = Admission(cap=admission.cap, others_at_cap=admission.others_at_cap)
                     if isinstance(decision, Change) and decision.after.state is JobState.RUNNING:
+                        self._held.remember(decision.after, shards)
                         return Lease(job=decision.after, worker_id=worker_id,
                                      lease_expires_at=decision.after.lease_expires_at or 0)
         return _Found.NOTHING_DUE
@@ -483,10 +529,19 @@ class JobStore:
     ) -> Report:
         """Commit a worker's report (`reported`: the run outcome it writes). When the attempt no longer holds
         the job, its run record tells a repeat of a report that committed (APPLIED again, nothing written)
-        from a zombie's (FENCED, marked on its run record)."""
+        from a zombie's (FENCED, marked on its run record).
+
+        The report is decided first from the row the attempt's claim wrote (`lease.job`, when this store
+        made the claim and so knows the job's ready shards), with no read: its write is conditional on that
+        row's state, version and attempt, as any transition's, so it commits only while the row is still
+        the one the claim wrote. Only a lease renewal changes a job row without a new version, and it
+        changes nothing a report decides from (the lease's expiry, which every report clears). Anything
+        else since the claim (a cancel request, a reap, another claim) moved the version: the write is
+        refused, nothing is written, and the row is read and the report decided again, as it always was."""
         # lease.job is the row the claim wrote: its updated_at is the claim's time (the run's claimed_at).
+        known = self._held.take(lease.job)
         decision = self._transition(lease.job_id, lambda job: decide(job, self._clock()),
-                                    claimed_at=lease.job.updated_at)
+                                    claimed_at=lease.job.updated_at, known=known)
         if isinstance(decision, Change):
             return Report(ReportStatus.APPLIED, decision.after)
         run = self._recorder.run(lease.job_id, lease.attempt)
@@ -496,7 +551,9 @@ class JobStore:
         if verdict is StaleReport.ZOMBIE:
             # Marked on the zombie's own run record; the job row is not touched. Only a run that is open or
             # was closed by the reaper is marked: a run's own outcome is never overwritten.
-            self._recorder.mark_fenced(lease.job_id, lease.attempt, lease.worker_id, reported, self._clock())
+            now = self._clock()
+            self._recorder.mark_fenced(lease.job_id, lease.attempt, lease.worker_id, reported, now,
+                                       expires_at=ttl_after(now, self._job_retention_s))
         return Report(ReportStatus.FENCED, decision.job)
 
     # --- reaper, tenant and operator ----------------------------------------------------------------------
@@ -542,16 +599,45 @@ class JobStore:
         *,
         admission: Admission | None = None,
         claimed_at: EpochMs | None = None,
+        known: JobRow | None = None,
     ) -> Decision:
-        """Read, decide, commit; again while the commit loses a race. `admission`: how a claim takes its
-        running slot (_AdmissionRefused when the tenant's counter refuses it). `claimed_at`: when the attempt
-        that this transition may end was claimed, if the caller knows (else it is read from the run record)."""
+        """Read, decide, commit; again while the commit loses a race (see _settle)."""
+        return self._settle(job_id, decide, admission=admission, claimed_at=claimed_at, known=known)[0]
+
+    def _settle(
+        self,
+        job_id: str,
+        decide: Callable[[Job], Decision],
+        *,
+        admission: Admission | None = None,
+        claimed_at: EpochMs | None = None,
+        known: JobRow | None = None,
+    ) -> tuple[Decision, int]:
+        """Read, decide, commit; again while the commit loses a race. The decision, and the ready shards of the
+        job row it was decided from. `admission`: how a claim takes its running slot (_AdmissionRefused when
+        the tenant's counter refuses it). `claimed_at`: when the attempt that this transition may end was
+        claimed, if the caller knows (else it is read from the run record).
+
+        `known`: a copy of the row the caller holds (a worker's: the row its claim wrote), decided from
+        instead of reading the row. Its commit names the copy's state, version and attempt like any other,
+        so it commits only if the row is still at that version. The answer is always a committed change or a
+        refusal of the row as read: a refusal decided from the copy, or a commit refused because the row
+        moved, drops the copy and the row is read and decided again. (A TransactionConflict says nothing
+        about the row: the copy is tried again.)"""
         for round_ in range(MAX_ROUNDS):
-            job, shards = self._read(job_id)
-            decision = decide(job)
-            if isinstance(decision, Refusal) or self._commit(decision, shards, admission=admission,
-                                                             claimed_at=claimed_at):
-                return decision
+            row = known if known is not None else self._read(job_id)
+            decision = decide(row.job)
+            if isinstance(decision, Refusal):
+                if known is None:
+                    return decision, row.ready_shards
+                known = None  # only the row as read can refuse
+                continue
+            outcome = self._commit(decision, row.ready_shards, admission=admission, claimed_at=claimed_at)
+            if outcome is CommitOutcome.COMMITTED:
+                return decision, row.ready_shards
+            if outcome is CommitOutcome.JOB_MOVED and known is not None:
+                known = None  # the copy is stale: read the row now (no wait: nothing contended)
+                continue
             time.sleep(self._rng.uniform(0, 0.002 * 2 ** min(round_, 6)))
         raise StoreContention(f"job {job_id}: gave up after {MAX_ROUNDS} lost races")
 
@@ -562,23 +648,24 @@ class JobStore:
         *,
         admission: Admission | None = None,
         claimed_at: EpochMs | None = None,
-    ) -> bool:
-        """One atomic write; False when it lost a race (the job row moved since it was read, or a concurrent
-        transaction met it): the caller re-decides."""
+    ) -> CommitOutcome:
+        """One atomic write: COMMITTED, or the race it lost (JOB_MOVED: the job row moved since it was read;
+        CONFLICT: a concurrent transaction met it), nothing written, and the caller re-decides."""
         assert change.before is not None
         if ends_attempt(change) and claimed_at is None:
             assert change.close_run is not None
             claimed_at = self._claimed_at(change.after.job_id, change.close_run.attempt)
         write = TransitionWrite.of(change, ready_shards=shards, retention_s=self._retention_s,
-                                   admission=admission, claimed_at=claimed_at)
+                                   job_retention_s=self._job_retention_s, admission=admission,
+                                   claimed_at=claimed_at)
         fault_point("store.before_commit", write.subject)
         outcome = self._recorder.commit(write)
         if outcome is CommitOutcome.COMMITTED:
             fault_point("store.after_commit", write.subject)  # committed; the caller never hears of it
-            return True
+            return outcome
         if outcome in _LOST_RACES:
             self.stats.lost_race(_LOST_RACES[outcome])
-            return False
+            return outcome
         if outcome is CommitOutcome.CAP_REACHED:
             raise _AdmissionRefused()
         raise _FlexRefused()

@@ -6,7 +6,10 @@ is enough to classify the refusal with no extra read: duplicate, stale, or confl
 version, different content) is kept as its own item with both payloads and never overwrites the view.
 
 The write is a PutItem, not an UpdateItem: a view item is derived from its event alone, so the whole item
-is replaced; it costs the same write units and DynamoDB evaluates no update expression.
+is replaced; it costs the same write units and DynamoDB evaluates no update expression. That also keeps the
+TTL right: a terminal status's row carries `expires_at` (onward.projection.view_expires_at), a newer
+non-terminal one (a replay) replaces it without. Kept conflicts and parked records expire after the same
+retention, counted from when they were written.
 """
 
 from __future__ import annotations
@@ -25,9 +28,11 @@ from onward.checkpoints import PROJECTOR_CONSUMER, CheckpointStore
 from onward.clock import Clock, EpochMs, epoch_ms, iso, system_clock
 from onward.dynamo import from_item, to_item
 from onward.heartbeat import Heartbeat, SlotId, decode_heartbeat, merge_through
+from onward.keys import ttl_after
 from onward.models import EVENT_SCHEMA, OutboxEvent
 from onward.parking import ParkedRecords
-from onward.projection import ProjectionOutcome, classify, view_fields
+from onward.projection import ProjectionOutcome, classify, view_fields, view_item
+from onward.settings import DAY_S, DEFAULT_JOB_RETENTION_DAYS
 
 logger = Logger(service="onward-projector")
 
@@ -103,17 +108,21 @@ class StatusProjector:
         checkpoints: CheckpointStore,
         parked: ParkedRecords,
         clock: Clock = system_clock,
+        retention_s: int = DEFAULT_JOB_RETENTION_DAYS * DAY_S,
     ) -> None:
+        """`retention_s`: the job retention (Settings.job_retention_s), the TTL of terminal view rows and of
+        kept conflicts."""
         self._db = client
         self._status = status_table
         self._conflicts = conflicts_table
         self._checkpoints = checkpoints
         self._parked = parked
         self._clock = clock
+        self._retention_s = retention_s
 
     def project(self, event: OutboxEvent) -> ProjectionOutcome:
         """Write the view if `event` is newer than what it holds; one request on every common path."""
-        item = to_item({**view_fields(event), "projected_at": iso(self._clock())})
+        item = to_item(view_item(event, iso(self._clock()), self._retention_s))
         try:
             self._db.put_item(
                 TableName=self._status,
@@ -135,6 +144,7 @@ class StatusProjector:
 
     def _keep_conflict(self, event: OutboxEvent, held: dict[str, Any]) -> None:
         incoming = view_fields(event)
+        now = self._clock()
         self._db.put_item(
             TableName=self._conflicts,
             Item={
@@ -143,7 +153,8 @@ class StatusProjector:
                 "version": {"N": str(event.version)},
                 "view_payload": {"S": json.dumps(held, sort_keys=True, default=str)},
                 "incoming_payload": {"S": event.model_dump_json(by_alias=True)},
-                "detected_at": {"S": iso(self._clock())},
+                "detected_at": {"S": iso(now)},
+                "expires_at": {"N": str(ttl_after(now, self._retention_s))},
             },
         )
         logger.error("same-version conflict kept apart; the view is unchanged",

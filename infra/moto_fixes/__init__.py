@@ -3,12 +3,18 @@ and why:
 
 - `transactions`: TransactWriteItems all-or-nothing in O(items in the transaction), conditions checked
   against the state before it, one stream record per changed item;
+- `expressions`: an update expression parsed once per expression string, not twice per update; the
+  validator's copy of it unpickled, not deep-copied; its validation passes walk the tree without looking
+  their node types up again at every node;
 - `queries`: a Query reads only its partition (index partitions kept in maps updated from every write);
 - `kinesis`: records found by sequence number; resharding as Kinesis does it;
 - `streams`: DynamoDB Streams sharded as on AWS (several open shards per table stream, records routed by
   partition key, wide interleaved sequence numbers, splits with lineage, paginated DescribeStream);
 - `server`: the request's service found without listing moto's package on every request; item
-  operations' answers written without walking botocore's shapes;
+  operations' answers written without walking botocore's shapes; a response class's methods listed once;
+- `connections`: the endpoint's connections kept open between requests (HTTP/1.1 keep-alive, TCP_NODELAY)
+  instead of werkzeug's one connection, one thread and a 10 ms drain per request; nothing of moto's is
+  patched (the endpoint uses its request handler and wraps its server);
 - `retention`: TTL deletions (REMOVE records with the TTL service's identity), DynamoDB stream records
   trimmed after 24 h and Kinesis records after the stream's retention, swept by an endpoint's thread;
 - here, memory: moto keeps every item and stream record it ever built.
@@ -27,11 +33,12 @@ from moto.dynamodb.models.dynamo_type import Item
 from moto.dynamodb.models.table import StreamRecord
 from moto.kinesis.models import Record as KinesisRecord
 
-from infra.moto_fixes import kinesis, queries, retention, server, streams, transactions
+from infra.moto_fixes import connections, expressions, kinesis, queries, retention, server, streams, transactions
 
 # (owner, attribute, ours); moto's own, read before anything is patched, to put back
 _PATCHES: tuple[tuple[Any, str, Any], ...] = (*transactions.PATCHES, *queries.PATCHES, *kinesis.PATCHES,
-                                              *server.PATCHES, *streams.PATCHES, *retention.PATCHES)
+                                              *server.PATCHES, *streams.PATCHES, *retention.PATCHES,
+                                              *connections.PATCHES, *expressions.PATCHES)
 # read statically: a classmethod (retention's) is put back as the classmethod it was, not as a bound method
 _ORIGINALS = tuple(inspect.getattr_static(owner, attribute) for owner, attribute, _ in _PATCHES)
 

@@ -8,15 +8,29 @@ index and brought up to date at each query from the items written since (every w
 touches: moto's put, update and delete, and our transactions), so an index query costs O(partition + items
 written since the last one) instead of O(table): a claim reading a tenant's ready queue no longer slows as
 the table grows.
+
+With a Limit, such an index query (an index with a range key) hands moto only the partition's first items in
+moto's own query order, kept sorted per partition in the same maps: moto then sorts, skips, counts, filters
+and projects those alone, and its answer is the answer over the whole partition whenever it stops among them
+(`_limited_query` says why); so a claim (Limit 8) no longer slows as its ready queue grows either.
+
+`Item.project` (index projections, ProjectionExpression) converted the whole item to Python values once per
+projected path; `item_project` converts it once, and only the path's attribute for each further path.
 """
 
 from __future__ import annotations
 
+import re
+from bisect import bisect_left, bisect_right, insort
+from decimal import Decimal
 from typing import Any
 
+from botocore.utils import merge_dicts
+from moto.dynamodb.comparisons import get_comparison_func
 from moto.dynamodb.models import DynamoDBBackend
-from moto.dynamodb.models.dynamo_type import DynamoType, Item
+from moto.dynamodb.models.dynamo_type import DynamoType, Item, deserializer, serializer
 from moto.dynamodb.models.table import Table
+from moto.dynamodb.models.utilities import find_nested_key
 
 
 # moto's Table.items holds, by hash key, the Item of a table without a range key, or {range key -> Item} for
@@ -52,7 +66,7 @@ def _partition(table: Table, hash_key: DynamoType | None, index_name: str | None
         index = next((i for i in table.global_indexes if i.name == index_name), None)
         if index is not None and value.type == "S" and [
                 k["AttributeName"] for k in index.schema if k["KeyType"] == "HASH"] == [name]:
-            return _index_partitions(table, index_name, name).items(table, value.value)
+            return _index_partitions(table, index_name, name, _range_attribute(index)).items(table, value.value)
     if index_name is not None and hash_key_conditions and all(v.type == "S" for _, v in hash_key_conditions):
         wanted = [(name, value.value) for name, value in hash_key_conditions]
         return [
@@ -63,18 +77,119 @@ def _partition(table: Table, hash_key: DynamoType | None, index_name: str | None
     return None
 
 
+def _range_attribute(index: Any) -> str | None:
+    ranges = [k["AttributeName"] for k in index.schema if k["KeyType"] == "RANGE"]
+    return ranges[0] if len(ranges) == 1 else None
+
+
 def query(self: Table, hash_key: DynamoType | None, *args: Any, **kwargs: Any) -> Any:
-    """moto's query, over the queried partition only instead of the whole sorted table."""
+    """moto's query, over the queried partition only instead of the whole sorted table; with a Limit, over
+    the partition's first items in the query's order only (see _limited_query)."""
     index_name = args[6] if len(args) > 6 else kwargs.get("index_name")
-    items = _partition(self, hash_key, index_name, kwargs.get("hash_key_conditions"))
+    limit = args[2] if len(args) > 2 else kwargs.get("limit")
+    hash_key_conditions = kwargs.get("hash_key_conditions")
+    if isinstance(limit, int) and index_name is not None and hash_key_conditions and len(hash_key_conditions) == 1:
+        answer = _limited_query(self, hash_key, index_name, limit, args, kwargs)
+        if answer is not None:
+            return answer
+    items = _partition(self, hash_key, index_name, hash_key_conditions)
     if items is None:
         return _original_query(self, hash_key, *args, **kwargs)
+    return _query_over(self, items, hash_key, args, kwargs)
+
+
+def _query_over(table: Table, items: list[Item], hash_key: DynamoType | None, args: tuple[Any, ...],
+                kwargs: dict[str, Any]) -> Any:
+    """moto's query, with `items` standing for every item of the table."""
     # Replaced on this table for this one call (requests are serialized: infra/endpoint.py)
-    self.all_items = lambda: items  # type: ignore[method-assign]  # a deliberate per-instance patch
+    table.all_items = lambda: items  # type: ignore[method-assign]  # a deliberate per-instance patch
     try:
-        return _original_query(self, hash_key, *args, **kwargs)
+        return _original_query(table, hash_key, *args, **kwargs)
     finally:
-        del self.all_items
+        del table.all_items
+
+
+def _limited_query(table: Table, hash_key: DynamoType | None, index_name: str, limit: int,
+                   args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """moto's answer to a Query with a Limit on a global secondary index with a string partition key and one
+    range key, from the items moto would examine before it stops; None when that cannot be told.
+
+    moto sorts every item of the partition, skips those up to ExclusiveStartKey, then examines the others in
+    order until it holds `limit` items matching the range condition (or 1 MB) and stops at the next one,
+    which sets LastEvaluatedKey; the filter expression and projections apply to what it holds. Given only
+    the items from the first one not skipped to the one where it stops, in the same order, moto makes
+    exactly the same steps and gives the same answer. The order is kept per partition (_IndexPartitions),
+    each item's key values as Python values (Decimal for N, str for S): they order exactly as moto's
+    DynamoType comparisons do when every key value of the partition (and of ExclusiveStartKey) has its
+    declared type; otherwise moto queries the whole partition. The items skipped are found by bisection,
+    and where moto will stop by evaluating moto's own comparison function on those values (what
+    DynamoType.compare does). Should moto not stop among the items handed to it (it always does, unless
+    this reckoning is wrong), it is handed every item not skipped, and that answer is returned."""
+    name, value = kwargs["hash_key_conditions"][0]
+    index = next((i for i in table.global_indexes if i.name == index_name), None)
+    if index is None or value.type != "S" or [
+            k["AttributeName"] for k in index.schema if k["KeyType"] == "HASH"] != [name]:
+        return None
+    range_attribute = _range_attribute(index)
+    if range_attribute is None:
+        return None
+    partitions = _index_partitions(table, index_name, name, range_attribute)
+    order = partitions.order(table, value.value)
+    if order is None:
+        return None
+    exclusive_start_key = args[3] if len(args) > 3 else kwargs.get("exclusive_start_key")
+    forward = (args[4] if len(args) > 4 else kwargs.get("scan_index_forward")) is not False
+    if exclusive_start_key is not None:
+        start = partitions.start_key(exclusive_start_key, name, value.value)
+        if start is None:
+            return None  # moto's own comparisons decide (or fail)
+        # moto skips the items up to the start key, itself included: those <= it (forward), >= it (backward)
+        order = order[bisect_right(order, start):] if forward else order[:bisect_left(order, start)]
+    examined = order if forward else order[::-1]
+    count = _examined_until_stop(examined, limit, args, kwargs, range_attribute)
+    items = partitions.items_of(table, examined[:count])
+    if items is None:
+        return None
+    answer = _query_over(table, items, hash_key, args, kwargs)
+    if answer[2] is not None or count >= len(examined):  # LastEvaluatedKey: moto stopped among these items
+        return answer
+    everything = partitions.items_of(table, examined)
+    return None if everything is None else _query_over(table, everything, hash_key, args, kwargs)
+
+
+def _examined_until_stop(examined: list[OrderKey], limit: int, args: tuple[Any, ...], kwargs: dict[str, Any],
+                         range_attribute: str) -> int:
+    """How many items, from the first, moto examines before it stops: up to the `limit`-th matching the
+    range condition, and one more; all of them when fewer match (or when this cannot be told)."""
+    range_comparison = args[0] if args else kwargs.get("range_comparison")
+    range_objs = args[1] if len(args) > 1 else kwargs.get("range_objs")
+    conditions = kwargs.get("range_key_conditions")
+    filter_kwargs = set(kwargs) - _QUERY_KEYWORDS
+    if limit < 1 or filter_kwargs:
+        return len(examined)
+    if not range_comparison:
+        return limit + 1
+    compared = conditions[-1][0] if conditions else range_attribute  # moto's range_attr_for_comparison
+    function = get_comparison_func(range_comparison)
+    if compared != range_attribute or function is None:
+        return len(examined)
+    try:
+        bounds = [bound.cast_value for bound in range_objs or []]
+        found = 0
+        for position, key in enumerate(examined):
+            if function(key[0], *bounds):  # key[0]: the range key's value, as DynamoType.cast_value gives it
+                found += 1
+                if found == limit:
+                    return position + 2
+    except Exception:  # noqa: BLE001 - mismatched types...: moto examines them all (and fails as it does)
+        return len(examined)
+    return len(examined)
+
+
+# Table.query's keyword parameters; any other keyword is a legacy QueryFilter condition (moto's filter_kwargs)
+_QUERY_KEYWORDS = frozenset({"range_comparison", "range_objs", "limit", "exclusive_start_key", "scan_index_forward",
+                             "projection_expressions", "index_name", "consistent_read", "filter_expression",
+                             "hash_key_conditions", "range_key_conditions"})
 
 
 Identity = tuple[DynamoType, DynamoType | None]  # an item's (hash key, range key)
@@ -89,15 +204,34 @@ def _lookup(table: Table, identity: Identity) -> Item | None:
     return None if row is None else row.get(range_key)
 
 
-class _IndexPartitions:
-    """index partition key value -> the identities of the items in that partition, for one index."""
+OrderKey = tuple[Any, ...]  # the index range key's value, then the table's hash and range keys' (Decimal / str)
 
-    def __init__(self, table: Table, attribute: str) -> None:
+
+class _Odd:
+    """An item's order key when one of its key attributes is not of its declared type (S or N)."""
+
+
+_ODD = _Odd()
+
+
+class _IndexPartitions:
+    """index partition key value -> the identities of the items in that partition, for one index; and the
+    items of each partition having the index's range key, in moto's query order (`first`)."""
+
+    def __init__(self, table: Table, attribute: str, range_attribute: str | None = None) -> None:
         self.attribute = attribute
+        self.range_attribute = range_attribute
         self.generation = _generation
         self.pending: set[Identity] = set()
         self._members: dict[str, dict[Identity, None]] = {}
         self._partition_of: dict[Identity, str] = {}
+        declared = {a["AttributeName"]: a["AttributeType"] for a in table.attr}
+        self._ordered_by = [(name, declared.get(name)) for name in (range_attribute, table.hash_key_attr,
+                                                                    table.range_key_attr) if name is not None]
+        self._order: dict[str, list[OrderKey]] = {}  # partition -> its items' order keys, ascending
+        self._identity_of: dict[OrderKey, Identity] = {}
+        self._order_key_of: dict[Identity, OrderKey] = {}
+        self._odd: dict[str, set[Identity]] = {}  # partition -> its items with an _ODD order key
         if table.range_key_attr is None:
             for hash_key, found in unranged_items(table).items():
                 self._place((hash_key, None), found)
@@ -113,24 +247,110 @@ class _IndexPartitions:
             members.pop(identity, None)
             if not members:
                 del self._members[old]
+            self._unorder(old, identity)
         attribute = None if item is None else item.attrs.get(self.attribute)
-        if attribute is not None and attribute.type == "S":
+        if item is not None and attribute is not None and attribute.type == "S":
             self._members.setdefault(attribute.value, {})[identity] = None
             self._partition_of[identity] = attribute.value
+            self._order_item(attribute.value, identity, item)
 
-    def items(self, table: Table, value: str) -> list[Item]:
+    def _order_key(self, item: Item) -> OrderKey | _Odd | None:
+        """The item's place in moto's query order; None: not a candidate (no range key value)."""
+        if self.range_attribute is None or self.range_attribute not in item.attrs:
+            return None
+        key: list[Any] = []
+        for name, declared in self._ordered_by:
+            value = item.attrs.get(name)
+            if value is None or value.type != declared:
+                return _ODD
+            if declared == "S" and isinstance(value.value, str):
+                key.append(value.value)
+            elif declared == "N" and isinstance(value.value, str):
+                try:
+                    number = Decimal(value.value)  # moto's DynamoType.cast_value
+                except ArithmeticError:
+                    return _ODD
+                if not number.is_finite():  # (moto refuses them: never compared here)
+                    return _ODD
+                key.append(number)
+            else:
+                return _ODD
+        return tuple(key)
+
+    def _order_item(self, partition: str, identity: Identity, item: Item) -> None:
+        key = self._order_key(item)
+        if key is None:
+            return
+        if isinstance(key, _Odd) or key in self._identity_of:  # (equal keys: not expected of two items)
+            self._odd.setdefault(partition, set()).add(identity)
+            return
+        insort(self._order.setdefault(partition, []), key)
+        self._identity_of[key] = identity
+        self._order_key_of[identity] = key
+
+    def _unorder(self, partition: str, identity: Identity) -> None:
+        key = self._order_key_of.pop(identity, None)
+        if key is not None:
+            order = self._order[partition]
+            del order[bisect_left(order, key)]
+            if not order:
+                del self._order[partition]
+            del self._identity_of[key]
+        odd = self._odd.get(partition)
+        if odd is not None:
+            odd.discard(identity)
+            if not odd:
+                del self._odd[partition]
+
+    def _bring_up_to_date(self, table: Table) -> None:
         for identity in self.pending:
             self._place(identity, _lookup(table, identity))
         self.pending.clear()
+
+    def items(self, table: Table, value: str) -> list[Item]:
+        self._bring_up_to_date(table)
         found = (_lookup(table, identity) for identity in self._members.get(value, {}))
         return [item for item in found if item is not None]
 
+    def order(self, table: Table, value: str) -> list[OrderKey] | None:
+        """The order keys of the partition's items having the range key, ascending (moto's query order); None
+        when that order is not known (a key value of the partition's items is not of its declared type).
+        Read only: the list is the map's own."""
+        self._bring_up_to_date(table)
+        if value in self._odd:
+            return None
+        return self._order.get(value, [])
 
-def _index_partitions(table: Table, index_name: str, attribute: str) -> _IndexPartitions:
+    def items_of(self, table: Table, keys: list[OrderKey]) -> list[Item] | None:
+        items = [_lookup(table, self._identity_of[key]) for key in keys]
+        return None if any(item is None for item in items) else [item for item in items if item is not None]
+
+    def start_key(self, exclusive_start_key: dict[str, Any], attribute: str, value: str) -> OrderKey | None:
+        """ExclusiveStartKey's order key; None unless each of its key values has its declared type, and its
+        index partition key is this partition's."""
+        if exclusive_start_key.get(attribute) != {"S": value}:
+            return None
+        key: list[Any] = []
+        for name, declared in self._ordered_by:
+            found = exclusive_start_key.get(name)
+            if not isinstance(found, dict) or len(found) != 1 or not isinstance(found.get(declared), str):
+                return None
+            try:
+                native = Decimal(found[declared]) if declared == "N" else found[declared]
+            except ArithmeticError:
+                return None
+            if declared not in ("S", "N") or (isinstance(native, Decimal) and not native.is_finite()):
+                return None
+            key.append(native)
+        return tuple(key)
+
+
+def _index_partitions(table: Table, index_name: str, attribute: str, range_attribute: str | None) -> _IndexPartitions:
     maps: dict[str, _IndexPartitions] = table.__dict__.setdefault("_onward_index_partitions", {})
     current = maps.get(index_name)
-    if current is None or current.generation != _generation or current.attribute != attribute:
-        current = maps[index_name] = _IndexPartitions(table, attribute)
+    if current is None or current.generation != _generation or current.attribute != attribute or (
+            current.range_attribute != range_attribute):
+        current = maps[index_name] = _IndexPartitions(table, attribute, range_attribute)
     return current
 
 
@@ -187,6 +407,39 @@ def new_generation() -> None:
     _generation += 1
 
 
+_LIST_ELEMENT = re.compile(r"(.+)\[(\d+)\]$")  # moto's find_nested_key's pattern for `name[i]`
+
+
+def item_project(self: Item, projection_expressions: list[list[str]]) -> Item:
+    """moto's Item.project, without converting the whole item again for each projected path: moto's
+    find_nested_key reads only the path's top-level attribute, so the first path reads the whole item
+    converted (converting it raises whatever moto's would: a number boto3's context rejects...), and each
+    further one a fresh conversion of that attribute alone, as moto's fresh conversion of the whole item
+    would give it."""
+    result: dict[str, Any] = {}
+    converted_whole = False
+    for expression in projection_expressions:
+        if not converted_whole:
+            source = self.to_regular_json()
+            converted_whole = True
+        else:
+            source = _top_level_attributes(self, expression)
+        merge_dicts(result, find_nested_key(expression, source))
+    return Item(hash_key=self.hash_key, range_key=self.range_key, attrs=serializer.serialize(result)["M"])
+
+
+def _top_level_attributes(item: Item, expression: list[str]) -> dict[str, Any]:
+    """What find_nested_key(expression, item.to_regular_json()) reads of the converted item, converted."""
+    if not expression or not isinstance(expression[0], str):
+        return item.to_regular_json()  # moto's own failure, whatever it is
+    names = {expression[0]}
+    element = _LIST_ELEMENT.match(expression[0])
+    if element is not None:
+        names.add(element.group(1))
+    return {name: deserializer.deserialize(item.attrs[name].to_regular_json())
+            for name in item.attrs if name in names}
+
+
 _original_update_item = DynamoDBBackend.update_item
 _original_query = Table.query
 _original_table_put_item = Table.put_item
@@ -197,4 +450,5 @@ PATCHES = (
     (Table, "query", query),
     (Table, "put_item", table_put_item),
     (Table, "delete_item", table_delete_item),
+    (Item, "project", item_project),
 )

@@ -255,6 +255,12 @@ class TableStream:
         self.split(widest.shard_id)
         self._next_split_at = time.monotonic() + self.topology.split_every_s
 
+    def resumed(self) -> None:
+        """After a restore in another process (infra/snapshots.py): the timed splits go on from now (a
+        monotonic instant of the process that saved the stream means nothing here)."""
+        if self.topology.split_every_s is not None:
+            self._next_split_at = time.monotonic() + self.topology.split_every_s
+
     def split(self, shard_id: str) -> tuple[str, str]:
         """Close an open shard and open two children, each with half its key range; their ids."""
         parent = self.shards.get(shard_id)

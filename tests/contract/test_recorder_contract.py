@@ -21,7 +21,15 @@ import pytest
 from onward import lifecycle
 from onward.dispatch import TenantPolicy, Usage
 from onward.errors import IdempotencyConflict, StoreInvariantViolation
-from onward.keys import LEASE_SHARDS, Entity, ReadyQueue, lease_partition, lease_shard_partition, ready_shard
+from onward.keys import (
+    LEASE_SHARDS,
+    Entity,
+    ReadyQueue,
+    lease_partition,
+    lease_shard_partition,
+    ready_shard,
+    run_key,
+)
 from onward.lifecycle import Change, RunClosure
 from onward.models import ErrorSummary, NewJob
 from onward.recorder import (
@@ -39,6 +47,7 @@ from tests.contract.backends import StoreBackend
 
 ECHO = NewJob(type="demo.echo", params={"n": 1})
 RETENTION_S = 7 * 86_400
+JOB_RETENTION_S = 30 * 86_400
 
 
 @pytest.fixture
@@ -58,7 +67,8 @@ def row(backend: StoreBackend, job_id: str) -> JobRow:
 
 
 def write_of(change: Change, shards: int = 1, **options: Any) -> TransitionWrite:
-    return TransitionWrite.of(change, ready_shards=shards, retention_s=RETENTION_S, **options)
+    return TransitionWrite.of(change, ready_shards=shards, retention_s=RETENTION_S, job_retention_s=JOB_RETENTION_S,
+                              **options)
 
 
 def decided(backend: StoreBackend, job_id: str, decision: Any, **options: Any) -> TransitionWrite:
@@ -109,7 +119,8 @@ def test_a_taken_key_refuses_the_whole_create(backend, store, clock):
     store.create("acme", ECHO, idempotency_key="k")
     before = backend.snapshot()
     change = lifecycle.create("f" * 32, "acme", ECHO, clock.now)
-    write = NewJobWrite.of(change, ready_shards=1, retention_s=RETENTION_S, idempotency=("k", "digest"))
+    write = NewJobWrite.of(change, ready_shards=1, retention_s=RETENTION_S, job_retention_s=JOB_RETENTION_S,
+                           idempotency=("k", "digest"))
     assert backend.recorder.create(write) is CreateOutcome.KEY_USED
     assert backend.snapshot() == before
     assert backend.recorder.job("f" * 32) is None
@@ -400,31 +411,48 @@ def test_a_lease_is_renewed_only_for_its_attempt_and_owner(backend, store, clock
     assert not recorder.renew_lease(job_id, 1, "w1", clock.now + 30_000).held
 
 
+def run_expiry(backend: StoreBackend, job_id: str, attempt: int) -> int | None:
+    """The stored `expires_at` of a run record (not part of the Run the recorder reads back)."""
+    (item,) = [item for item in backend.jobs_table() if (item["pk"], item["sk"]) == run_key(job_id, attempt)]
+    return item.get("expires_at")
+
+
 def test_a_late_report_is_marked_only_on_a_run_left_open_or_closed_by_the_reaper(backend, store, clock):
+    """The mark also gives a run left open its TTL; a run the reaper closed keeps the one stamped then (it
+    must not outlive its ended job's row)."""
     recorder = backend.recorder
+    ttl = clock.now // 1000 + JOB_RETENTION_S
     job_id = store.create("acme", ECHO).job.job_id
     store.claim("w1", 300)  # held on past the reap below
-    assert not recorder.mark_fenced(job_id, 1, "w2", RunOutcome.SUCCEEDED, clock.now), "another worker's run"
-    assert not recorder.mark_fenced(job_id, 2, "w1", RunOutcome.SUCCEEDED, clock.now), "no such run"
-    assert recorder.mark_fenced(job_id, 1, "w1", RunOutcome.FAILED, clock.now + 1)
+    assert not recorder.mark_fenced(job_id, 1, "w2", RunOutcome.SUCCEEDED, clock.now, expires_at=ttl), \
+        "another worker's run"
+    assert not recorder.mark_fenced(job_id, 2, "w1", RunOutcome.SUCCEEDED, clock.now, expires_at=ttl), "no such run"
+    assert run_expiry(backend, job_id, 1) is None, "a running attempt never expires"
+    assert recorder.mark_fenced(job_id, 1, "w1", RunOutcome.FAILED, clock.now + 1, expires_at=ttl)
     (run,) = recorder.runs(job_id)
     assert (run.outcome, run.reclaimed_as, run.late_report, run.late_report_at) == (
         RunOutcome.FENCED, None, RunOutcome.FAILED, clock.now + 1)
-    assert not recorder.mark_fenced(job_id, 1, "w1", RunOutcome.SUCCEEDED, clock.now), "already fenced"
+    assert run_expiry(backend, job_id, 1) == ttl
+    assert not recorder.mark_fenced(job_id, 1, "w1", RunOutcome.SUCCEEDED, clock.now, expires_at=ttl), \
+        "already fenced"
 
     other = store.create("acme", ECHO).job.job_id
     zombie = store.claim("w3", 30)
     assert zombie.job_id == other
     clock.advance(31)
     store.reap()
-    assert recorder.mark_fenced(other, 1, "w3", RunOutcome.SUCCEEDED, clock.now)
+    reaped_ttl = clock.now // 1000 + JOB_RETENTION_S
+    assert run_expiry(backend, other, 1) == reaped_ttl
+    assert recorder.mark_fenced(other, 1, "w3", RunOutcome.SUCCEEDED, clock.now + 5_000, expires_at=reaped_ttl + 5)
     assert recorder.run(other, 1).reclaimed_as is RunOutcome.LEASE_EXPIRED
+    assert run_expiry(backend, other, 1) == reaped_ttl, "the reap's TTL stays"
     store.cancel(other, "acme")
 
     third = store.create("acme", ECHO).job.job_id
     store.complete(store.claim("w4", 30), "done")
     before = recorder.run(third, 1)
-    assert not recorder.mark_fenced(third, 1, "w4", RunOutcome.FAILED, clock.now), "its own outcome stays"
+    assert not recorder.mark_fenced(third, 1, "w4", RunOutcome.FAILED, clock.now, expires_at=ttl), \
+        "its own outcome stays"
     assert recorder.run(third, 1) == before
 
 

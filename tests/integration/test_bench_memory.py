@@ -42,4 +42,8 @@ def test_the_memory_bench_prints_rss_by_minute_and_the_endpoint_deletes_and_trim
     # 24 h is 8.6 s: whatever the rate, the streams hold about 9 s of records, not the whole run
     held = result["held"]["0.4"]
     assert held["dynamodb_stream_records"] < trimmed["dynamodb_stream_records_trimmed"] + 200
-    assert result["jobs_visible_succeeded"] == result["jobs_submitted"]["0.4"]
+    # the jobs' TTL (7 days here: 60 s) has not passed in 24 s: every job is still held, and the view shows
+    # each one of the last minute (all of them) as succeeded
+    assert result["retention_s"]["job_ttl"] == pytest.approx(60.48)
+    assert result["jobs_retained"] == result["jobs_submitted"]["0.4"]
+    assert result["last_minute_jobs_visible_succeeded"] == result["last_minute_jobs"] == result["jobs_submitted"]["0.4"]

@@ -18,7 +18,8 @@ cancel_requested, lease, not_before, last_outcome); the outbox holds exactly ver
 event equal to the model's history, the last one showing the row's state; there is one run record per
 attempt (1..attempt) with the outcome the model expects (fenced late reports included); the attempts
 used since the last replay never exceed max_attempts; a terminal state is never left except by replay
-(dead / quarantined -> queued).
+(dead / quarantined -> queued); the TTL `expires_at` is on the row (and the result) exactly while the job is
+in a terminal state, at its end + the job retention, and on a run record exactly once its attempt ended.
 
 What breaks without which code (each of these fails this test):
 - the job row's expected state / version condition (onward.recorder.JobRowUpdate: the condition
@@ -46,6 +47,8 @@ What breaks without which code (each of these fails this test):
   answered FENCED, and a late report contradicting the attempt's own outcome would rewrite it as fenced.
 - attempt_floor in release: a released attempt would be charged, and the next claim could end the job.
 - attempts_used in JobStore.fail: the retry delay after a replay or a release would count every attempt.
+- keys.job_expires_at and the row diff of recorder._job_row_update: a live job's row would expire (and be
+  lost), or a replayed one would keep the TTL of its first end.
 """
 
 from __future__ import annotations
@@ -75,7 +78,7 @@ from infra.endpoint import SharedStack
 from onward.errors import IdempotencyConflict, JobNotFound, NotReplayable
 from onward.models import ErrorSummary, Job, Lease, NewJob, OutboxEvent, Run
 from onward.recorder import CommitOutcome, CreateOutcome, JobRecorder, NewJobWrite, TransitionWrite
-from onward.settings import Settings
+from onward.settings import DEFAULT_JOB_RETENTION_DAYS, Settings
 from onward.store import CancelStatus, JobStore, ReportStatus
 from tests.contract.backends import DynamoBackend, MemoryBackend, StoreBackend
 from tests.support import ManualClock
@@ -90,6 +93,7 @@ MAX_JOBS = 8
 
 # Written from the design, not imported from onward.states.
 TERMINAL = frozenset({"succeeded", "dead", "cancelled", "quarantined"})
+JOB_RETENTION_S = DEFAULT_JOB_RETENTION_DAYS * 86_400  # both backends' stores keep the default
 REPLAYABLE = frozenset({"dead", "quarantined"})
 CLAIMABLE = frozenset({"queued", "retry_wait"})
 
@@ -720,6 +724,7 @@ class StoreModel(RuleBasedStateMachine):
         rows: dict[str, dict[str, Any]] = {}
         runs: dict[str, list[Run]] = defaultdict(list)
         results: dict[str, Any] = {}
+        result_expiries: dict[str, Any] = {}
         keys: dict[tuple[str, str], str] = {}
         for values in self.storage.jobs_table():
             pk, sk = values.pop("pk"), values.pop("sk")
@@ -727,9 +732,13 @@ class StoreModel(RuleBasedStateMachine):
             if sk == "JOB":
                 rows[pk.removeprefix("JOB#")] = values
             elif sk.startswith("RUN#"):
-                runs[pk.removeprefix("JOB#")].append(Run.model_validate(values))
+                expiry = values.pop("expires_at", None)
+                run = Run.model_validate(values)
+                assert (expiry is None) == (run.outcome is None), f"{pk} {sk}: a TTL only once its attempt ended"
+                runs[pk.removeprefix("JOB#")].append(run)
             elif sk == "RESULT":
                 results[pk.removeprefix("JOB#")] = values["value"]
+                result_expiries[pk.removeprefix("JOB#")] = values.get("expires_at")
             elif pk.startswith("IDEM#"):
                 tenant, key = pk.removeprefix("IDEM#").split("#", 1)
                 keys[(tenant, key)] = values["job_id"]
@@ -745,8 +754,11 @@ class StoreModel(RuleBasedStateMachine):
             values = rows[job_id]
             index = {name: values.pop(name, None) for name in ("ready_pk", "ready_due", "lease_pk")}
             values.pop("ready_shards", None)
+            expiry = values.pop("expires_at", None)
             row = Job.model_validate(values)
             assert row_view(row) == job.view(), f"job {job_id}"
+            ended = row.updated_at // 1000 + JOB_RETENTION_S if job.state in TERMINAL else None
+            assert expiry == ended, f"job {job_id}: a TTL exactly while it has ended"
             assert 0 <= row.attempt - row.attempt_floor <= row.max_attempts
 
             # The sparse indexes: `ready` only while queued / retry_wait (due at not_before), `leases` only
@@ -778,6 +790,7 @@ class StoreModel(RuleBasedStateMachine):
             assert (job_id in results) == (job.state == "succeeded")
             if job.state == "succeeded":
                 assert results[job_id] == job.result
+                assert result_expiries[job_id] == ended, "the result goes with the row"
 
             fingerprint = (job.version, job.lease_expires_at, tuple(run.view() for run in job.runs.values()))
             if self.fingerprints.get(job_id) != fingerprint:

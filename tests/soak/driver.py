@@ -14,6 +14,7 @@ first attempts (dies after claim, dies mid-job, zombie, reaper race, cancel race
 
     python -m tests.soak.driver --jobs 20000          # the long soak; prints the audit table
     python -m tests.soak.driver --jobs 300 --seed 3   # exit status 1 when a check fails
+    python -m tests.soak.driver --jobs 2000 --restart-at 0.5   # the endpoint restarts from its data dir midway
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import json
 import random
 import re
 import sys
+import tempfile
 import threading
 import time
 from collections import Counter
@@ -76,6 +78,7 @@ class SoakConfig:
     progress: bool = False  # lines on stderr: every 500 jobs submitted, then every 30 s while it settles
     heartbeat_s: float = 1.0  # pipeline heartbeats, as the platform commits them (every 5 s there)
     reshard_events_at: float | None = 0.5  # share of jobs submitted when the events stream doubles its shards
+    restart_at: float | None = None  # share of jobs submitted when everything stops and the stack restarts
 
 
 @dataclass(frozen=True)
@@ -83,6 +86,7 @@ class SoakResult:
     audit: Audit
     seconds: float
     jobs: int
+    stack_restarts: int = 0
 
 
 # --- the workload -----------------------------------------------------------------------------------------
@@ -131,8 +135,15 @@ class Supervised:
 class Soak:
     """One soak run on a deployed stack: `deployment` must be the one the handlers take from os.environ."""
 
-    def __init__(self, deployment: Deployment, config: SoakConfig) -> None:
+    def __init__(self, deployment: Deployment, config: SoakConfig,
+                 restart_stack: Callable[[], None] | None = None) -> None:
+        """`restart_stack`: called at `config.restart_at`, with every component stopped, to restart the
+        endpoint (from the state it kept); the components start again once it returns."""
+        assert (config.restart_at is None) == (restart_stack is None), "restart_at needs a restart_stack"
         settings = self._settings = deployment.settings
+        self._restart_stack = restart_stack
+        self._components: list[Supervised] = []
+        self.stack_restarts = 0
         self._deployment = deployment
         self._config = config
         self._rng = random.Random(config.seed)
@@ -360,9 +371,12 @@ class Soak:
         config = self._config
         tenants = TENANTS[: config.tenants]
         reshard_at = None if config.reshard_events_at is None else int(config.jobs * config.reshard_events_at)
+        restart_at = None if config.restart_at is None else int(config.jobs * config.restart_at)
         for number in numbers:
             if number == reshard_at:
                 self._reshard_events_stream()
+            if number == restart_at:
+                self._restart()
             aimed = number < config.aimed_per_kind * len(Aim)
             params: dict[str, Any] = {"ms": self._rng.choice((1, 5, 10, 20))}
             if not aimed and self._rng.random() < config.flaky_share:  # an aimed first attempt must report
@@ -389,18 +403,13 @@ class Soak:
         aimed = min(self._config.jobs, self._config.aimed_per_kind * len(Aim))
         self._submit(range(aimed))
         with self._faults():
-            components = [Supervised(f"worker-{n}", self._worker_loop, self._stop).start()
-                          for n in range(self._config.workers)]
-            components += [Supervised("reaper", self._reaper_loop, self._stop).start(),
-                           Supervised("relay", self._relay_loop, self._stop).start(),
-                           Supervised("projector", self._projector_loop, self._stop).start()]
+            self._start_components()
             try:
                 self._submit(range(aimed, self._config.jobs))
                 self._settle(started)
             finally:
-                self._stop.set()
-                for component in components:
-                    component.join()
+                self._stop_components()
+        components = self._components
         after = projector_handler.totals.snapshot()
         projected = {name: after[name] - before.get(name, 0) for name in after}
         snapshot = self.snapshot(projected, dict(self._handled))
@@ -420,7 +429,29 @@ class Soak:
             cancel_answers=tuple(self._cancel_answers),
         )
         return SoakResult(audit(snapshot, injected, list(self._submitted)), time.monotonic() - started,
-                          len(self._submitted))
+                          len(self._submitted), self.stack_restarts)
+
+    def _start_components(self) -> None:
+        self._stop = threading.Event()
+        self._components += [Supervised(f"worker-{n}", self._worker_loop, self._stop).start()
+                             for n in range(self._config.workers)]
+        self._components += [Supervised("reaper", self._reaper_loop, self._stop).start(),
+                             Supervised("relay", self._relay_loop, self._stop).start(),
+                             Supervised("projector", self._projector_loop, self._stop).start()]
+
+    def _stop_components(self) -> None:
+        self._stop.set()
+        for component in self._components:
+            component.join()
+
+    def _restart(self) -> None:
+        """Everything stops as `onward up` does on Ctrl-C (workers stop claiming and finish their jobs), the
+        stack restarts from what it kept, and everything starts again, resuming from the checkpoints."""
+        assert self._restart_stack is not None
+        self._stop_components()
+        self._restart_stack()
+        self.stack_restarts += 1
+        self._start_components()
 
     def _settle(self, started: float) -> None:
         """Wait until every job is terminal and the view shows each job's row version."""
@@ -537,10 +568,24 @@ class Soak:
         return copies
 
 
-def run_soak(environment: dict[str, str], config: SoakConfig) -> SoakResult:
+def run_soak(environment: dict[str, str], config: SoakConfig,
+             restart_stack: Callable[[], None] | None = None) -> SoakResult:
     """Run one soak on the stack `environment` names (endpoint, tables, stream); it must already be in
-    os.environ, where the handlers take their Deployment from: the soak shares that Deployment."""
-    return Soak(Deployment.from_environment({**os.environ, **environment}), config).run()
+    os.environ, where the handlers take their Deployment from: the soak shares that Deployment.
+    `restart_stack`: see Soak."""
+    return Soak(Deployment.from_environment({**os.environ, **environment}), config, restart_stack).run()
+
+
+def restarter(endpoint: EndpointProcess) -> Callable[[], None]:
+    """Restarts `endpoint` (it must keep its state: "--data-dir" among its flags) and checks that it came back
+    with the same stack: a fresh deployment would name every resource anew."""
+
+    def restart() -> None:
+        before = dict(endpoint.environment)
+        print("soak: restarting the endpoint from its data directory", file=sys.stderr, flush=True)
+        endpoint.restart()
+        assert endpoint.environment == before, "the endpoint came back with another stack: nothing was restored"
+    return restart
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -557,22 +602,35 @@ def main(argv: list[str] | None = None) -> int:
                         help="open shards of each DynamoDB stream at the start")
     parser.add_argument("--split-every-s", type=float, default=SPLIT_EVERY_S,
                         help="one DynamoDB stream shard splits in two every this many seconds (0: never)")
+    parser.add_argument("--restart-at", type=float, default=None, metavar="SHARE",
+                        help="when this share of the jobs was submitted, stop everything, restart the endpoint "
+                        "process from its data directory (a temporary one) and go on (needs --endpoint process)")
     args = parser.parse_args(argv)
+    if args.restart_at is not None and args.endpoint != "process":
+        parser.error("--restart-at restarts the endpoint process: use --endpoint process")
     config = SoakConfig(jobs=args.jobs, workers=args.workers, tenants=args.tenants,
-                        aimed_per_kind=args.aimed_per_kind, seed=args.seed, timeout_s=args.timeout, progress=True)
+                        aimed_per_kind=args.aimed_per_kind, seed=args.seed, timeout_s=args.timeout, progress=True,
+                        restart_at=args.restart_at)
     split_every_s = args.split_every_s or None
+    restart_stack = None
     with ExitStack() as stack:
         if args.endpoint == "process":
             flags = ["--stream-shards", str(args.stream_shards)]
             flags += ["--split-every-s", str(split_every_s)] if split_every_s else []
-            environment = stack.enter_context(EndpointProcess(*flags)).environment
+            if args.restart_at is not None:
+                flags += ["--data-dir", stack.enter_context(tempfile.TemporaryDirectory(prefix="onward-soak-"))]
+            endpoint_process = stack.enter_context(EndpointProcess(*flags))
+            environment = endpoint_process.environment
+            restart_stack = restarter(endpoint_process) if args.restart_at is not None else None
         else:
             endpoint = EmbeddedEndpoint(stream_shards=args.stream_shards, split_every_s=split_every_s)
             environment = stack.enter_context(endpoint).deploy("soak").environment
         os.environ.update(environment)
-        result = run_soak(environment, config)
+        result = run_soak(environment, config, restart_stack)
+    restarted = f", the stack restarted {result.stack_restarts} time(s) from its data directory" if (
+        result.stack_restarts) else ""
     print(f"soak: {result.jobs} jobs, {config.workers} workers, {config.tenants} tenants, seed {config.seed}: "
-          f"{result.seconds:.1f} s ({result.jobs / result.seconds:.1f} jobs/s)")
+          f"{result.seconds:.1f} s ({result.jobs / result.seconds:.1f} jobs/s){restarted}")
     print(result.audit.table())
     print("AUDIT PASSED" if result.audit.ok else "AUDIT FAILED")
     return 0 if result.audit.ok else 1

@@ -35,7 +35,7 @@ def queued() -> Change:
 def claimed(admission: Admission | None = None) -> TransitionWrite:
     change = lifecycle.claim(queued().after, "w1", 30_000, NOW)
     assert isinstance(change, Change)
-    return TransitionWrite.of(change, ready_shards=1, retention_s=60, admission=admission)
+    return TransitionWrite.of(change, ready_shards=1, retention_s=60, job_retention_s=3600, admission=admission)
 
 
 def test_a_claim_opens_a_run_takes_a_running_slot_and_leaves_its_ready_queue():
@@ -53,7 +53,7 @@ def test_an_ending_attempt_is_charged_from_its_claim_and_a_reap_needs_a_lapsed_l
     running = claimed().change.after
     reap = lifecycle.reap(running, NOW + 31_000)
     assert isinstance(reap, Change)
-    write = TransitionWrite.of(reap, ready_shards=1, retention_s=60, claimed_at=NOW)
+    write = TransitionWrite.of(reap, ready_shards=1, retention_s=60, job_retention_s=3600, claimed_at=NOW)
     assert write.job.lapsed_by == NOW + 31_000
     assert write.running == RunningUpdate("acme", on_end(NOW, NOW + 31_000))
     assert write.close_run is not None and write.close_run.fields["outcome"] == "lease_expired"

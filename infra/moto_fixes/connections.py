@@ -1,0 +1,234 @@
+"""Connections. moto's request handler is werkzeug's, which answers every request with `Connection: close`
+and then waits up to 10 ms for anything more the client might send (werkzeug's dev server does not know
+where a request ends, so it drains the socket before closing it): every AWS call paid for a new TCP
+connection, a new thread, and that wait. And without TCP_NODELAY a response written in two parts (headers,
+then body) waits for the client's delayed ACK (~40 ms on Linux).
+
+`KeepAliveRequestHandler` (a base of the endpoint's handler, before moto's) keeps HTTP/1.1 connections
+open between requests (botocore reuses them), with TCP_NODELAY, when a request and its answer can be
+delimited exactly:
+- the request has no `Transfer-Encoding` and a valid `Content-Length` (or none: no body); its body is read
+  whole before the application runs, so nothing of it can be taken for the next request line, however much
+  of it the application reads;
+- the answer is built whole and sent with a `Content-Length` (added when the application gave none; when
+  it gave a wrong one, the connection closes after the answer, as werkzeug's always did).
+Any other request (chunked, HTTP/1.0, `Connection: close`) goes through werkzeug's own `run_wsgi`
+unchanged, and its connection closes after it. Application errors are answered and logged as werkzeug does
+(a 500, the traceback in the server's log; re-raised with `passthrough_errors`).
+
+A connection kept open is served by its own thread, which waits for the next request. Those threads are
+daemons, which `server_close` does not join: a connection a client keeps in its pool would outlive the
+server, and go on answering from the stopped endpoint's state (a test restarting an endpoint on the same
+port would talk to the old one). So a server given to `closing_idle_connections` shuts down, when it
+closes, the sockets of connections waiting between requests (a request being served completes, then its
+connection closes): the clients see the connections end and open new ones.
+
+Nothing of moto's is patched (PATCHES is empty): the endpoint uses the handler and wraps its server.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import socket
+import threading
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from werkzeug.exceptions import InternalServerError
+from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler
+
+PATCHES: tuple[tuple[Any, str, Any], ...] = ()  # nothing of moto's: see above
+
+_CONNECTIONS_ATTRIBUTE = "onward_connections"  # on a server given to closing_idle_connections
+_BODILESS_STATUSES = frozenset({204, 304})
+
+
+class _Connections:
+    """The connections of one server waiting between two requests, shut down when the server closes."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._waiting: set[socket.socket] = set()
+        self.closing = False
+
+    def waiting(self, connection: socket.socket) -> bool:
+        """The connection waits for its next request; False: the server is closing, do not wait."""
+        with self._lock:
+            if self.closing:
+                return False
+            self._waiting.add(connection)
+            return True
+
+    def serving(self, connection: socket.socket) -> bool:
+        """The connection's next request arrived (or the wait ended); False: the server is closing."""
+        with self._lock:
+            self._waiting.discard(connection)
+            return not self.closing
+
+    def close(self) -> None:
+        """From now on every connection closes; those waiting for a request are shut down now."""
+        with self._lock:
+            self.closing = True
+            waiting, self._waiting = self._waiting, set()
+        for connection in waiting:
+            with contextlib.suppress(OSError):  # closed by the client meanwhile
+                connection.shutdown(socket.SHUT_RDWR)  # wakes the thread blocked reading it: it sees the end
+
+
+def closing_idle_connections(server: BaseWSGIServer) -> BaseWSGIServer:
+    """`server` (werkzeug's make_server(..., threaded=True, request_handler=a KeepAliveRequestHandler)),
+    made to keep connections open between requests, and to shut down those waiting for a request before
+    its `server_close` joins their threads."""
+    connections = _Connections()
+    setattr(server, _CONNECTIONS_ATTRIBUTE, connections)
+    close_server = server.server_close
+
+    def server_close() -> None:
+        connections.close()
+        close_server()
+
+    server.server_close = server_close  # type: ignore[method-assign]  # this one server's, deliberately
+    return server
+
+
+def _connections(handler: KeepAliveRequestHandler) -> _Connections | None:
+    """The server's connections when this handler's connection can be kept open; else None."""
+    found = getattr(handler.server, _CONNECTIONS_ATTRIBUTE, None)
+    if not isinstance(found, _Connections) or not isinstance(handler.rfile, io.BufferedReader):
+        return None  # not our server, or an unbuffered rfile (nothing to wait on without consuming it)
+    return found
+
+
+class KeepAliveRequestHandler(WSGIRequestHandler):
+    """werkzeug's request handler, keeping connections open between requests (see the module's docstring);
+    put it before moto's MotoRequestHandler among a handler's bases. On a server not given to
+    `closing_idle_connections`, it behaves as werkzeug's: one request per connection."""
+
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # TCP_NODELAY, set by socketserver.StreamRequestHandler.setup
+
+    def handle_one_request(self) -> None:
+        connections = _connections(self)
+        if connections is None:
+            super().handle_one_request()
+            return
+        arrived = b""
+        assert isinstance(self.rfile, io.BufferedReader)  # see _connections
+        if connections.waiting(self.connection):
+            try:
+                # Blocks until the next request's first bytes (or what is left of them in the buffer), the
+                # client closing the connection, or the server shutting it down (then: b"").
+                arrived = self.rfile.peek(1)
+            except OSError:
+                arrived = b""
+        if not connections.serving(self.connection) or not arrived:
+            self.close_connection = True
+            return
+        super().handle_one_request()
+        if connections.closing:
+            self.close_connection = True
+
+    def run_wsgi(self) -> None:
+        length = self._framed_request_length()
+        connections = _connections(self)
+        if length is None or connections is None:
+            super().run_wsgi()  # werkzeug's own: Connection: close, the socket drained
+            return
+        if self.headers.get("Expect", "").lower().strip(" \t") == "100-continue":
+            self.wfile.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        self.environ = environ = self.make_environ()
+        try:
+            body = self.rfile.read(length)
+        except (ConnectionError, TimeoutError) as error:
+            self.close_connection = True
+            self.connection_dropped(error, environ)
+            return
+        if len(body) < length:  # the client went away mid-body
+            self.close_connection = True
+            return
+        environ["wsgi.input"] = io.BytesIO(body)
+        status, headers, answer = self._answer(environ)
+        if connections.closing:  # the server is stopping: say so, this connection closes after the answer
+            self.close_connection = True
+        try:
+            self._send(environ, status, headers, answer)
+        except (ConnectionError, TimeoutError) as error:
+            self.close_connection = True
+            self.connection_dropped(error, environ)
+
+    def _framed_request_length(self) -> int | None:
+        """The request body's length when the request can share its connection with the next; else None."""
+        if self.close_connection or "Transfer-Encoding" in self.headers:
+            return None
+        values = self.headers.get_all("Content-Length") or []
+        if not values:
+            return 0
+        if len(set(values)) != 1 or not values[0].strip().isdigit():
+            return None
+        return int(values[0])
+
+    def _answer(self, environ: dict[str, Any]) -> tuple[str, list[tuple[str, str]], bytes]:
+        """The application's whole answer: status, headers, body; werkzeug's 500 should it raise."""
+        try:
+            return _run(self.server.app, environ)
+        except Exception as error:
+            if self.server.passthrough_errors:
+                raise
+            from werkzeug.debug.tbtools import DebugTraceback
+
+            answer = _run(InternalServerError(), environ)
+            self.server.log("error", f"Error on request:\n{DebugTraceback(error).render_traceback_text()}")
+            return answer
+
+    def _send(self, environ: dict[str, Any], status: str, headers: list[tuple[str, str]], body: bytes) -> None:
+        try:
+            code_text, message = status.split(None, 1)
+        except ValueError:
+            code_text, message = status, ""
+        code = int(code_text)
+        declared = [value for name, value in headers if name.lower() == "content-length"]
+        if environ["REQUEST_METHOD"] == "HEAD" or 100 <= code < 200 or code in _BODILESS_STATUSES:
+            framed = not body  # no body follows, whatever the headers say
+        elif declared:
+            framed = declared == [str(len(body))]
+        else:
+            headers = [*headers, ("Content-Length", str(len(body)))]
+            framed = True
+        closing = self.close_connection or not framed
+        self.send_response(code, message)
+        for name, value in headers:
+            self.send_header(name, value)  # (a Connection header of the application's sets close_connection)
+        if closing:
+            if not any(name.lower() == "connection" for name, _ in headers):
+                self.send_header("Connection", "close")
+            self.close_connection = True
+        self.end_headers()
+        if body:
+            self.wfile.write(body)
+
+
+def _run(app: Callable[..., Iterable[bytes]], environ: dict[str, Any]) -> tuple[str, list[tuple[str, str]], bytes]:
+    """Run a WSGI application to the end of its answer."""
+    started: list[tuple[str, list[tuple[str, str]]]] = []
+    written: list[bytes] = []
+
+    def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Callable[[bytes], None]:
+        if exc_info is not None:
+            started.clear()  # nothing is sent before the whole answer is built: the error's answer replaces it
+        elif started:
+            raise AssertionError("Headers already set")
+        started.append((status, list(headers)))
+        return written.append
+
+    iterable = app(environ, start_response)
+    try:
+        written.extend(iterable)
+    finally:
+        close = getattr(iterable, "close", None)
+        if close is not None:
+            close()
+    if not started:
+        raise AssertionError("the application returned without calling start_response")
+    status, headers = started[-1]
+    return status, headers, b"".join(written)

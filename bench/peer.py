@@ -6,10 +6,11 @@ The workload, on each side: `--jobs` no-op jobs submitted as one burst, `--worke
 the first submit until every job reads `succeeded`. The two sides alternate (Onward, peer, Onward, ...)
 `--runs` times each in one window, so both see the same machine; progress lines go to stderr.
 
-- Onward: bench/e2e.py's burst, imported (`run`): the whole platform in this process against an
-  EmbeddedEndpoint (moto, also in this process), demo.echo jobs POSTed over HTTP on 8 connections, until the
-  status view shows every job succeeded: the view is fed through the DynamoDB stream, relay, Kinesis and
-  projector, so "reads succeeded" includes that pipeline (e2e polls the view every 0.5 s). Requests per job:
+- Onward: bench/e2e.py's burst, imported (`run`): the whole platform in this process against the embedded
+  endpoint (moto) in a process of its own, as `onward up` runs it; demo.echo jobs POSTed over HTTP on 8
+  connections, until the status view shows every job succeeded: the view is fed through the DynamoDB
+  stream, relay, Kinesis and projector, so "reads succeeded" includes that pipeline (e2e polls the view
+  every 0.5 s). Requests per job:
   every AWS request the platform made in the window (DynamoDB, DynamoDB Streams, Kinesis; the bench's reads
   of the view excluded), as e2e's Meter counts them, idle polls and heartbeats included.
 - Peer: procrastinate (App, PsycopgConnector) on a PostgreSQL cluster this bench creates: an `async def`

@@ -146,7 +146,7 @@ def _limited_query(table: Table, hash_key: DynamoType | None, index_name: str, l
         # moto skips the items up to the start key, itself included: those <= it (forward), >= it (backward)
         order = order[bisect_right(order, start):] if forward else order[:bisect_left(order, start)]
     examined = order if forward else order[::-1]
-    count = _examined_until_stop(examined, limit, args, kwargs, range_attribute)
+    count = _examined_until_stop(examined, limit, args, kwargs, range_attribute, forward=forward)
     items = partitions.items_of(table, examined[:count])
     if items is None:
         return None
@@ -158,7 +158,7 @@ def _limited_query(table: Table, hash_key: DynamoType | None, index_name: str, l
 
 
 def _examined_until_stop(examined: list[OrderKey], limit: int, args: tuple[Any, ...], kwargs: dict[str, Any],
-                         range_attribute: str) -> int:
+                         range_attribute: str, *, forward: bool) -> int:
     """How many items, from the first, moto examines before it stops: up to the `limit`-th matching the
     range condition, and one more; all of them when fewer match (or when this cannot be told)."""
     range_comparison = args[0] if args else kwargs.get("range_comparison")
@@ -173,17 +173,38 @@ def _examined_until_stop(examined: list[OrderKey], limit: int, args: tuple[Any, 
     function = get_comparison_func(range_comparison)
     if compared != range_attribute or function is None:
         return len(examined)
+    # Key conditions match a run of consecutive items of the order; with `<` / `<=` going forward (`>` / `>=`
+    # backward) that run starts at the first item, with `>` / `>=` (`<` / `<=` backward) it ends at the last
+    # one (found by bisection). Past the run nothing more matches: moto examines them all. (A wrong count
+    # costs time, never exactness: see _limited_query.)
+    run_starts_first = range_comparison in (_BELOW if forward else _ABOVE)
+    run_ends_last = range_comparison in (_ABOVE if forward else _BELOW)
     try:
         bounds = [bound.cast_value for bound in range_objs or []]
+        if run_ends_last:
+            low, high = 0, len(examined)
+            while low < high:
+                middle = (low + high) // 2
+                if function(examined[middle][0], *bounds):
+                    high = middle
+                else:
+                    low = middle + 1
+            return low + limit + 1
         found = 0
         for position, key in enumerate(examined):
             if function(key[0], *bounds):  # key[0]: the range key's value, as DynamoType.cast_value gives it
                 found += 1
                 if found == limit:
                     return position + 2
+            elif found or run_starts_first:
+                return len(examined)
     except Exception:  # noqa: BLE001 - mismatched types...: moto examines them all (and fails as it does)
         return len(examined)
     return len(examined)
+
+
+_BELOW = frozenset({"<", "<=", "LT", "LE"})
+_ABOVE = frozenset({">", ">=", "GT", "GE"})
 
 
 # Table.query's keyword parameters; any other keyword is a legacy QueryFilter condition (moto's filter_kwargs)

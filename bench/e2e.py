@@ -58,13 +58,16 @@ FLOOR_TRANSACTIONS_PER_JOB = 3  # create, claim, complete
 TOKEN = "bench-secret"
 
 
-def _submit(base: str, number: int) -> str:
+def submit_echo(base: str, token: str, number: int, key_prefix: str = "bench", timeout_s: float = 30.0) -> str:
+    """POST one demo.echo job (`n`: number, Idempotency-Key `<key_prefix>-<number>`) to the API at `base`;
+    the new job's id."""
     request = urllib.request.Request(
         f"{base}/jobs", method="POST", data=json.dumps({"type": "demo.echo", "params": {"n": number}}).encode(),
-        headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json",
-                 "Idempotency-Key": f"bench-{number}"})
-    with urllib.request.urlopen(request, timeout=30) as response:
-        return json.loads(response.read())["job_id"]
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json",
+                 "Idempotency-Key": f"{key_prefix}-{number}"})
+    with urllib.request.urlopen(request, timeout=timeout_s) as response:
+        job_id: str = json.loads(response.read())["job_id"]
+        return job_id
 
 
 def _paced_submit(base: str, jobs: int, rate: float | None) -> list[str]:
@@ -74,7 +77,7 @@ def _paced_submit(base: str, jobs: int, rate: float | None) -> list[str]:
     def submit(number: int) -> str:
         if rate is not None:
             time.sleep(max(0.0, started + number / rate - time.perf_counter()))
-        return _submit(base, number)
+        return submit_echo(base, TOKEN, number)
 
     with ThreadPoolExecutor(max_workers=8) as pool:
         return list(pool.map(submit, range(jobs)))

@@ -42,6 +42,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # runnable as a script from anywhere
 
+from bench.e2e import submit_echo
 from infra.endpoint import EndpointProcess
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -129,17 +130,6 @@ def running(scale: float, workers: int) -> Iterator[tuple[EndpointProcess, Platf
             platform.stop()
 
 
-def _submit(base: str, number: int) -> str:
-    """The new job's id."""
-    request = urllib.request.Request(
-        f"{base}/jobs", method="POST", data=json.dumps({"type": "demo.echo", "params": {"n": number}}).encode(),
-        headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json",
-                 "Idempotency-Key": f"memory-{number}"})
-    with urllib.request.urlopen(request, timeout=60) as response:
-        job_id: str = json.loads(response.read())["job_id"]
-        return job_id
-
-
 def _status(base: str, job_id: str) -> str:
     request = urllib.request.Request(f"{base}/jobs/{job_id}", headers={"Authorization": f"Bearer {TOKEN}"})
     with urllib.request.urlopen(request, timeout=60) as response:
@@ -195,7 +185,8 @@ def run(minutes: float = 30.0, rate: float = 2.0, scale: float | None = None, wo
                     break
                 if due > now:
                     time.sleep(due - now)
-                submitted_at.append((time.monotonic(), _submit(platform.url, submitted)))
+                job_id = submit_echo(platform.url, TOKEN, submitted, "memory", timeout_s=60)
+                submitted_at.append((time.monotonic(), job_id))
                 submitted += 1
             time.sleep(max(0.0, started + sample_s - time.monotonic()))
             key = _minute(sample_s)

@@ -72,7 +72,7 @@ def _embedded_endpoint(args: argparse.Namespace) -> EmbeddedEndpoint:
     from infra.snapshots import DataDirectoryInUse, IncompatibleSnapshot
 
     meter = None
-    if getattr(args, "meter", False):
+    if args.meter:
         from infra.endpoint import REGION
         from infra.metering import Meter
 
@@ -82,7 +82,7 @@ def _embedded_endpoint(args: argparse.Namespace) -> EmbeddedEndpoint:
                                 retention_scale=args.retention_scale, data_dir=args.data_dir,
                                 snapshot_every_s=args.snapshot_every_s, meter=meter)
     except (DataDirectoryInUse, IncompatibleSnapshot, OSError) as error:
-        print(f"onward {args.command}: --data-dir: {error}", file=sys.stderr)
+        print(f"onward endpoint: --data-dir: {error}", file=sys.stderr)
         raise SystemExit(2) from None
 
 

@@ -219,7 +219,7 @@ class Snapshotter:
                  changes: Callable[[], int], every_s: float) -> None:
         self.directory = directory
         self.every_s = every_s
-        self.written: list[SnapshotWritten] = []
+        self.last: SnapshotWritten | None = None
         self._exclusive = exclusive
         self._changes = changes
         self._saved_changes = changes()
@@ -256,8 +256,7 @@ class Snapshotter:
         self._saved_changes = changes
         written = SnapshotWritten(bytes=size, seconds=time.monotonic() - started, changes=changes)
         self.taken += 1
-        self.written.append(written)
-        del self.written[:-100]
+        self.last = written
         return written
 
     def stop(self) -> None:
@@ -272,7 +271,7 @@ class Snapshotter:
         return self.take(forked=False)
 
     def stats(self) -> dict[str, Any]:
-        last = self.written[-1] if self.written else None
+        last = self.last
         return {"data_dir": str(self.directory.path), "every_s": self.every_s, "snapshots": self.taken,
                 "changes": self._changes(), "changes_saved": self._saved_changes,
                 "failures": self.failures, "last_bytes": last.bytes if last else None,

@@ -592,17 +592,10 @@ class JobStore:
 
     # --- the one way a job changes ------------------------------------------------------------------------
 
-    def _transition(
-        self,
-        job_id: str,
-        decide: Callable[[Job], Decision],
-        *,
-        admission: Admission | None = None,
-        claimed_at: EpochMs | None = None,
-        known: JobRow | None = None,
-    ) -> Decision:
+    def _transition(self, job_id: str, decide: Callable[[Job], Decision], *, claimed_at: EpochMs | None = None,
+                    known: JobRow | None = None) -> Decision:
         """Read, decide, commit; again while the commit loses a race (see _settle)."""
-        return self._settle(job_id, decide, admission=admission, claimed_at=claimed_at, known=known)[0]
+        return self._settle(job_id, decide, claimed_at=claimed_at, known=known)[0]
 
     def _settle(
         self,

@@ -217,7 +217,8 @@ Identity = tuple[DynamoType, DynamoType | None]  # an item's (hash key, range ke
 _generation = 0  # bumped by install/uninstall: a map built under another generation may have missed writes
 
 
-def _lookup(table: Table, identity: Identity) -> Item | None:
+def lookup(table: Table, identity: Identity) -> Item | None:
+    """The item stored at `identity` in `table`, or None."""
     hash_key, range_key = identity
     if range_key is None:
         return unranged_items(table).get(hash_key)
@@ -325,12 +326,12 @@ class _IndexPartitions:
 
     def _bring_up_to_date(self, table: Table) -> None:
         for identity in self.pending:
-            self._place(identity, _lookup(table, identity))
+            self._place(identity, lookup(table, identity))
         self.pending.clear()
 
     def items(self, table: Table, value: str) -> list[Item]:
         self._bring_up_to_date(table)
-        found = (_lookup(table, identity) for identity in self._members.get(value, {}))
+        found = (lookup(table, identity) for identity in self._members.get(value, {}))
         return [item for item in found if item is not None]
 
     def order(self, table: Table, value: str) -> list[OrderKey] | None:
@@ -343,7 +344,7 @@ class _IndexPartitions:
         return self._order.get(value, [])
 
     def items_of(self, table: Table, keys: list[OrderKey]) -> list[Item] | None:
-        items = [_lookup(table, self._identity_of[key]) for key in keys]
+        items = [lookup(table, self._identity_of[key]) for key in keys]
         return None if any(item is None for item in items) else [item for item in items if item is not None]
 
     def start_key(self, exclusive_start_key: dict[str, Any], attribute: str, value: str) -> OrderKey | None:

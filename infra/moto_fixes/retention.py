@@ -49,7 +49,7 @@ from moto.dynamodb.models.table import Table
 from moto.kinesis.models import KinesisBackend, Stream, kinesis_backends
 
 from infra.moto_fixes.kinesis import trim_shard
-from infra.moto_fixes.queries import Identity, ranged_items, unranged_items
+from infra.moto_fixes.queries import Identity, lookup, ranged_items, unranged_items
 from infra.moto_fixes.streams import TableStream, answered
 
 logger = logging.getLogger("onward-embedded-retention")
@@ -94,14 +94,6 @@ class RetentionPolicy:
 
 # --- one table's TTL ------------------------------------------------------------------------------------
 
-def _stored(table: Table, identity: Identity) -> Item | None:
-    hash_key, range_key = identity
-    if range_key is None:
-        return unranged_items(table).get(hash_key)
-    row = ranged_items(table).get(hash_key)
-    return None if row is None else row.get(range_key)
-
-
 def _every_item(table: Table) -> Iterator[Item]:
     if table.range_key_attr:
         for row in ranged_items(table).values():
@@ -137,7 +129,7 @@ class _TtlIndex:
     def take_pending(self, policy: RetentionPolicy) -> None:
         pending, self.pending = self.pending, {}
         for identity, written_at in pending.items():
-            item = _stored(self.table, identity)
+            item = lookup(self.table, identity)
             value = None if item is None else _ttl_value(item, self.attribute)
             if value is not None:
                 heapq.heappush(self.heap, (policy.expires_at(written_at, value), next(self.numbers), identity, value))
@@ -147,7 +139,7 @@ class _TtlIndex:
         found: list[tuple[Identity, Item]] = []
         while self.heap and self.heap[0][0] <= now and len(found) < limit:
             _, _, identity, value = heapq.heappop(self.heap)
-            item = _stored(self.table, identity)
+            item = lookup(self.table, identity)
             if item is None or _ttl_value(item, self.attribute) != value:
                 continue  # deleted, or written since with another TTL (indexed again then)
             if value < now - TTL_IGNORED_AFTER_S:

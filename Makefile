@@ -62,6 +62,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/relay.py
 	$(BIN)/python bench/projector.py
 	$(BIN)/python bench/fairness.py
+	$(BIN)/python bench/scale.py
 	$(BIN)/python bench/e2e.py
 	$(BIN)/python bench/peer.py
 	$(BIN)/python bench/memory.py

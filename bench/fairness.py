@@ -4,9 +4,10 @@
 
 A deterministic discrete-event simulation with a simulated clock (no AWS, no threads, seeded). Onward's
 side runs the SAME code as the claim path: at every dispatch decision `onward.dispatch.dispatch_order`
-chooses the tenant (given the tenants with due work, as the claim gives it every tenant's counters), a
-returning tenant is lifted with `Usage.lifted`, and usage moves with `on_claim` / `on_end`, the very
-changes the store writes to DynamoDB. Within a tenant jobs run in arrival order (the `ready` index's order).
+chooses the tenant (given the tenants with due work and the system virtual clock), a tenant below the
+clock is lifted with `Usage.lifted(candidate.lift_offset_ms)`, the clock moves on with `advance_clock`
+after every claim (it starts at 0), and usage moves with `on_claim` / `on_end`, the very changes the store
+writes to DynamoDB. Within a tenant jobs run in arrival order (the `ready` index's order).
 FIFO serves every tenant from one queue in arrival order. Both run exactly the same jobs: each tenant draws
 its durations from its own seeded generator, in its own order.
 
@@ -34,11 +35,36 @@ Measured, per policy:
   scenario's; FIFO's small tenants are, behind bulk.)
 - `weight_share_error`: the largest |achieved share / configured share - 1| in the weights scenario.
 
+Small scenarios (seconds; top-level keys of the JSON, details under `scenarios`):
+- `returning_tenant_share`: five ways a tenant returns to a pool that tenant `busy` has used alone for an
+  hour, each of which let the returning tenant `back` take the whole pool for about an hour under the old
+  floor. Both weight 1, 10 workers (one in `one_worker`), both backlogged through the hour after `back`
+  returns; measured: `back`'s share of the worker time in that hour (fair 0.5). `kept_one_long_job`: `back`
+  held one 3-hour job all along (it has a job running); `busy_has_running_none_waiting`: busy's last wave
+  of 60 s jobs is running and nothing of it waits (its next backlog comes 20 s later);
+  `pool_idle_after_busy_hour`: busy's jobs all end at 1:00, the pool idles 10 minutes, both return;
+  `one_worker`; `all_finish_together`: busy's 60 s jobs run in waves, all ten end at 1:00 just as `back`
+  arrives (every event of one instant is applied before a worker is given out). Other jobs: Pareto, mean
+  10 s. The same patterns run with clock 0.0 at every decision (nobody lifted) show the hole.
+- `low_band_max_wait_s`: one tenant, 10 workers; band 9 always has 100 jobs due (one more each time one
+  starts: more than the pool can ever run), band-0 jobs arrive about every 30 s, for 30 minutes. A free
+  worker serves the first band of `band_order` (aging: a job gains a band per AGING_MS it waits), so a
+  band-0 job waits about 9 * AGING_MS plus band 9's own wait. Strict priority never starts one.
+- `shard_wait_p99_ratio`: one tenant with 4 ready shards, 10 workers, Poisson arrivals at the pool's
+  capacity (a backlog forms and wanders) hashed to shards at random, for an hour; a free worker serves
+  the shard whose oldest due job is oldest (the store reads the head of each of the tenant's ready queues
+  and serves the highest aged priority: within a band, the oldest due job). Slowest shard's p99 wait over
+  the fastest's (1.0 to 1.01 over seeds 1-10); the old shard-0-first order (165 to 1,700), and a plain
+  rotation (least recently served shard) for comparison: it gives every backlogged shard the same service
+  whatever its backlog, so a shard that drew more arrivals waits longer (1.2 to 2.2).
+
 Targets for Onward: utilisation >= 99%, Jain >= 0.95, shares within 5%, small p99 wait within 2x of the
-small-first reference (exit status 1 when one is missed); and, reported but not achievable as stated
+small-first reference, each returning share <= 0.6, band-0 max wait <= 120 s, shard p99 ratio <= 1.5
+(exit status 1 when one is missed); and, reported but not achievable as stated
 (see `targets` in the output), small p99 within 2x of the without-bulk p99: without bulk the pool has
 idle workers and a small job waits 0; with bulk keeping every worker busy it must wait for one to finish.
-The policies run in two processes. Ratios are the point; the wall time depends on the machine.
+The policies run in two processes (the small scenarios in one of them). Ratios are the point; the wall
+time depends on the machine.
 """
 
 from __future__ import annotations
@@ -56,11 +82,21 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # runnable as a script from anywhere
 
-from onward.dispatch import TenantLoad, TenantPolicy, Usage, dispatch_order, on_claim, on_end
+from onward.dispatch import (
+    AGING_MS,
+    TenantLoad,
+    TenantPolicy,
+    Usage,
+    advance_clock,
+    band_order,
+    dispatch_order,
+    on_claim,
+    on_end,
+)
 
 WORKERS = 100
 BULK_JOBS = 2_000_000
@@ -180,6 +216,7 @@ def simulate(scenario: Scenario, policy: Policy) -> Outcome:
     backlog_spans: list[list[tuple[float, float]]] = [[] for _ in range(count)]
     window_ms: list[dict[int, float]] = [{} for _ in range(count)]
     now = last = 0.0
+    clock = 0.0  # the system virtual clock (onward.dispatch.advance_clock)
     jobs = 0
 
     while True:
@@ -189,11 +226,13 @@ def simulate(scenario: Scenario, policy: Policy) -> Outcome:
                 tenant = heapq.heappop(heads)[3]
             else:
                 order = dispatch_order(
-                    [TenantLoad(names[n], policies[n], usage[n], initial[n] + len(arrived[n])) for n in due], now)
+                    [TenantLoad(names[n], policies[n], usage[n], initial[n] + len(arrived[n])) for n in due], now,
+                    clock)
                 chosen, _flexed = order.first()  # type: ignore[misc]  # never None: `due` is not empty
                 tenant = index_of[chosen.tenant_id]
-                if chosen.lift_to_ms is not None:
-                    usage[tenant] = usage[tenant].lifted(chosen.lift_to_ms)
+                if chosen.lift_offset_ms is not None:
+                    usage[tenant] = usage[tenant].lifted(chosen.lift_offset_ms)
+                clock = advance_clock(clock, chosen)
             if initial[tenant]:
                 initial[tenant] -= 1
                 arrival = 0.0
@@ -333,6 +372,261 @@ def percentile(sorted_values: list[float], q: float) -> float:
     return sorted_values[min(len(sorted_values) - 1, math.ceil(q * len(sorted_values)) - 1)]
 
 
+# --- returning tenants, priority bands, shards (small scenarios, seconds) --------------------------------
+
+HOUR_MS = 3_600_000
+MINUTE_MS = 60_000
+RETURNING_WORKERS = 10
+RETURNING_MEAN_MS = 10_000.0
+TARGET_RETURNING_SHARE = 0.6  # fair is 0.5
+
+PRIORITY_WORKERS = 10
+PRIORITY_MEAN_MS = 1000.0
+HIGH_BAND, LOW_BAND = 9, 0
+HIGH_BAND_DUE = 100  # band-9 jobs due at every moment (one more each time one starts): the pool never catches up
+LOW_BAND_EVERY_MS = 30_000.0  # band-0 jobs: Poisson arrivals, one per 30 s on average
+PRIORITY_RUN_MS = 30 * MINUTE_MS
+TARGET_LOW_BAND_WAIT_S = (HIGH_BAND - LOW_BAND) * AGING_MS / 1000 + 30  # aging, plus band 9's own queueing
+
+SHARDS = 4
+SHARD_WORKERS = 10
+SHARD_MEAN_MS = 1000.0
+SHARD_LOAD = 1.0  # arrivals / capacity: a backlog forms and wanders
+SHARD_RUN_MS = HOUR_MS
+TARGET_SHARD_RATIO = 1.5
+
+
+@dataclass(frozen=True)
+class Batch:
+    """`jobs` jobs of one tenant, all due at `at_ms`, each running `duration_ms` or, with `pareto`, a seeded
+    Pareto draw of that mean."""
+
+    tenant_id: str
+    at_ms: float
+    jobs: int
+    duration_ms: float
+    pareto: bool = False
+
+
+@dataclass(frozen=True)
+class Returning:
+    """A returning-tenant pattern: tenants `busy` and `back` (weight 1, no cap) submit `batches`; what is
+    measured is `back`'s share of the worker time used in the hour from `returns_at_ms`."""
+
+    name: str
+    batches: tuple[Batch, ...]
+    returns_at_ms: float
+    workers: int = RETURNING_WORKERS
+
+
+def _backlog(tenant_id: str, at_ms: float, until_ms: float, workers: int = RETURNING_WORKERS) -> Batch:
+    """Pareto jobs due at `at_ms`, enough to keep `workers` busy well past `until_ms`."""
+    return Batch(tenant_id, at_ms, int(2 * workers * (until_ms - at_ms) / RETURNING_MEAN_MS), RETURNING_MEAN_MS,
+                 pareto=True)
+
+
+def returning_patterns() -> tuple[Returning, ...]:
+    """The five ways a tenant returned to a pool `busy` had used alone for an hour that each let it take the
+    whole pool for about an hour under the old floor (which lifted a returning tenant only when it had
+    nothing running and another backlogged tenant had jobs running)."""
+    hour, minute, end = HOUR_MS, MINUTE_MS, 2 * HOUR_MS
+    idle_end = hour + 10 * minute + hour
+    return (
+        Returning("kept_one_long_job", (  # `back` holds one worker the whole time: it has a job running
+            Batch("back", 0.0, 1, 3 * hour), _backlog("busy", 0.0, end), _backlog("back", hour, end)), hour),
+        Returning("busy_has_running_none_waiting", (  # busy's waves of 60 s jobs: the last runs to 1:00:30
+            Batch("busy", 30_000.0, 600, minute), _backlog("back", hour, end), _backlog("busy", hour + 20_000, end)),
+            hour),
+        Returning("pool_idle_after_busy_hour", (  # busy's jobs all end at 1:00; nothing runs until 1:10
+            Batch("busy", 0.0, 600, minute), _backlog("busy", hour + 10 * minute, idle_end),
+            _backlog("back", hour + 10 * minute, idle_end)), hour + 10 * minute),
+        Returning("one_worker", (
+            _backlog("busy", 0.0, end, workers=1), _backlog("back", hour, end, workers=1)), hour, workers=1),
+        Returning("all_finish_together", (  # 60 s jobs in waves: all ten end at 1:00, when `back` arrives
+            Batch("busy", 0.0, int(2 * RETURNING_WORKERS * end / minute), minute), _backlog("back", hour, end)),
+            hour),
+    )
+
+
+class ReturningOutcome(NamedTuple):
+    """`share`: `back`'s share of the worker time used in the hour after it returned. `running` / `waiting`:
+    each tenant's jobs running and waiting at that instant, once its events are applied (before a worker
+    is given out); `ended`: attempts that ended at that very instant."""
+
+    share: float
+    running: dict[str, int]
+    waiting: dict[str, int]
+    ended: int
+
+
+def simulate_returning(pattern: Returning, seed: int = 1, *, clock_advances: bool = True) -> ReturningOutcome:
+    """Run `pattern` with onward.dispatch choosing the tenant, lifting and advancing the clock as the claim
+    does. Every event of one instant (attempts ending, batches arriving) is applied before a worker is
+    given out. `clock_advances=False` passes clock 0.0 to every decision, so nobody is ever lifted: the
+    policy without its clock."""
+    start, stop = pattern.returns_at_ms, pattern.returns_at_ms + HOUR_MS
+    names = sorted({batch.tenant_id for batch in pattern.batches})
+    policy = TenantPolicy()
+    rngs = {name: random.Random(f"{seed}:{pattern.name}:{name}") for name in names}
+    usage = {name: Usage() for name in names}
+    due: dict[str, deque[list[Any]]] = {name: deque() for name in names}  # [jobs left, batch], oldest first
+    waiting = dict.fromkeys(names, 0)
+    measured = dict.fromkeys(names, 0.0)
+    arrivals = sorted(pattern.batches, key=lambda batch: batch.at_ms)
+    finishing: list[tuple[float, int, str, float]] = []
+    free, clock, now, claims, next_batch = pattern.workers, 0.0, 0.0, 0, 0
+    at_return: tuple[dict[str, int], dict[str, int], int] | None = None
+
+    while True:
+        while next_batch < len(arrivals) and arrivals[next_batch].at_ms <= now:
+            batch = arrivals[next_batch]
+            due[batch.tenant_id].append([batch.jobs, batch])
+            waiting[batch.tenant_id] += batch.jobs
+            next_batch += 1
+        ended = 0
+        while finishing and finishing[0][0] <= now:
+            _, _, name, claimed_at = heapq.heappop(finishing)
+            usage[name] = usage[name].apply(on_end(claimed_at, now))
+            free += 1
+            ended += 1
+        if at_return is None and now >= start:
+            at_return = ({name: usage[name].running for name in names}, dict(waiting), ended)
+        while free and any(waiting.values()):
+            loads = [TenantLoad(name, policy, usage[name], waiting[name]) for name in names if waiting[name]]
+            chosen, _flexed = dispatch_order(loads, now, clock if clock_advances else 0.0).first()  # type: ignore[misc]
+            name = chosen.tenant_id
+            if chosen.lift_offset_ms is not None:
+                usage[name] = usage[name].lifted(chosen.lift_offset_ms)
+            if clock_advances:
+                clock = advance_clock(clock, chosen)
+            head = due[name][0]
+            head[0] -= 1
+            batch = head[1]
+            if not head[0]:
+                due[name].popleft()
+            waiting[name] -= 1
+            duration = _pareto_ms(rngs[name], batch.duration_ms) if batch.pareto else batch.duration_ms
+            usage[name] = usage[name].apply(on_claim(now))
+            heapq.heappush(finishing, (now + duration, claims, name, now))
+            measured[name] += max(0.0, min(now + duration, stop) - max(now, start))
+            claims += 1
+            free -= 1
+        upcoming = arrivals[next_batch].at_ms if next_batch < len(arrivals) else math.inf
+        now = min(upcoming, finishing[0][0] if finishing else math.inf)
+        if now >= stop:
+            break
+    total = sum(measured.values())
+    running, waiting_then, ended_then = at_return or ({}, {}, 0)
+    return ReturningOutcome(measured["back"] / total if total else 0.0, running, waiting_then, ended_then)
+
+
+def simulate_priority(seed: int = 1, *, aging: bool = True) -> dict[str, Any]:
+    """One tenant, PRIORITY_WORKERS workers: band 9 always has HIGH_BAND_DUE jobs due (more than the pool
+    can ever run), band-0 jobs arrive now and then. A free worker serves the first band of `band_order`
+    over the bands' oldest due jobs (`aging`), or the highest band (strict priority). Band-0 jobs still
+    waiting at the end count with the wait so far."""
+    duration_rng = random.Random(f"{seed}:priority:duration")
+    arrival_rng = random.Random(f"{seed}:priority:arrivals")
+    bands: dict[int, deque[float]] = {HIGH_BAND: deque([0.0] * HIGH_BAND_DUE), LOW_BAND: deque()}
+    waits: dict[int, list[float]] = {HIGH_BAND: [], LOW_BAND: []}
+    finishing: list[float] = []
+    free, now = PRIORITY_WORKERS, 0.0
+    next_low = arrival_rng.expovariate(1 / LOW_BAND_EVERY_MS)
+    while now < PRIORITY_RUN_MS:
+        while free:
+            heads = {band: queue[0] for band, queue in bands.items() if queue}
+            band = band_order(heads, int(now))[0] if aging else max(heads)
+            waits[band].append(now - bands[band].popleft())
+            if band == HIGH_BAND:
+                bands[HIGH_BAND].append(now)
+            heapq.heappush(finishing, now + _pareto_ms(duration_rng, PRIORITY_MEAN_MS))
+            free -= 1
+        if finishing[0] <= next_low:
+            now = heapq.heappop(finishing)
+            free += 1
+        else:
+            now = next_low
+            bands[LOW_BAND].append(now)
+            next_low = now + arrival_rng.expovariate(1 / LOW_BAND_EVERY_MS)
+    end = min(now, PRIORITY_RUN_MS)
+    low = waits[LOW_BAND] + [end - due_at for due_at in bands[LOW_BAND]]
+    return {
+        "low_band_jobs": len(low),
+        "low_band_never_started": len(bands[LOW_BAND]),
+        "low_band_p50_wait_s": percentile(sorted(low), 0.5) / 1000,
+        "low_band_max_wait_s": max(low, default=0.0) / 1000,
+        "high_band_max_wait_s": max(waits[HIGH_BAND], default=0.0) / 1000,
+        "simulated_min": PRIORITY_RUN_MS / MINUTE_MS,
+    }
+
+
+class ShardOrder(StrEnum):
+    OLDEST_DUE_FIRST = "oldest_due_first"  # Onward's: the shard whose oldest due job is oldest
+    SHARD0_FIRST = "shard0_first"  # the old order: the lowest-numbered shard with a due job
+    ROTATION = "rotation"  # for comparison: the least recently served shard with a due job
+
+
+def simulate_shards(seed: int = 1, order: ShardOrder = ShardOrder.OLDEST_DUE_FIRST) -> dict[str, Any]:
+    """One tenant with SHARDS ready shards, SHARD_WORKERS workers, Poisson arrivals at SHARD_LOAD of the
+    pool, each job hashed to a shard at random; within a shard jobs go in due order, and a free worker
+    serves the shard `order` picks among those with a due job. Waits per shard, and the slowest shard's
+    p99 over the fastest's."""
+    duration_rng = random.Random(f"{seed}:shards:duration")
+    arrival_rng = random.Random(f"{seed}:shards:arrivals")
+    rate = SHARD_LOAD * SHARD_WORKERS / SHARD_MEAN_MS
+    queues: list[deque[float]] = [deque() for _ in range(SHARDS)]
+    waits: list[list[float]] = [[] for _ in range(SHARDS)]
+    served_at = [0] * SHARDS  # claim number of each shard's last claim
+    finishing: list[float] = []
+    free, claims, now = SHARD_WORKERS, 0, 0.0
+    next_arrival = arrival_rng.expovariate(rate)
+    while now < SHARD_RUN_MS:
+        while free and any(queues):
+            ready = [shard for shard in range(SHARDS) if queues[shard]]
+            if order is ShardOrder.ROTATION:
+                shard = min(ready, key=served_at.__getitem__)
+            elif order is ShardOrder.SHARD0_FIRST:
+                shard = ready[0]
+            else:
+                shard = min(ready, key=lambda ready_shard: queues[ready_shard][0])
+            claims += 1
+            served_at[shard] = claims
+            waits[shard].append(now - queues[shard].popleft())
+            heapq.heappush(finishing, now + _pareto_ms(duration_rng, SHARD_MEAN_MS))
+            free -= 1
+        if finishing and finishing[0] <= next_arrival:
+            now = heapq.heappop(finishing)
+            free += 1
+        else:
+            now = next_arrival
+            queues[int(arrival_rng.random() * SHARDS)].append(now)
+            next_arrival = now + arrival_rng.expovariate(rate)
+    p99 = [percentile(sorted(shard_waits), 0.99) / 1000 for shard_waits in waits]
+    return {
+        "p50_wait_s": [round(percentile(sorted(shard_waits), 0.5) / 1000, 3) for shard_waits in waits],
+        "p99_wait_s": [round(value, 3) for value in p99],
+        "p99_ratio": max(p99) / min(p99) if min(p99) else (1.0 if max(p99) == 0 else None),
+        "jobs": sum(len(shard_waits) for shard_waits in waits),
+    }
+
+
+def run_scenarios(seed: int = 1) -> dict[str, Any]:
+    """The returning-tenant patterns (with the clock, and without it to show the hole), the priority
+    scenario (aged bands, and strict priority) and the shard scenario (each order), summarised."""
+    started = time.perf_counter()
+    patterns = returning_patterns()
+    return {
+        "returning": {
+            "share": {pattern.name: simulate_returning(pattern, seed).share for pattern in patterns},
+            "share_without_clock": {pattern.name: simulate_returning(pattern, seed, clock_advances=False).share
+                                    for pattern in patterns},
+        },
+        "priority": {"aged": simulate_priority(seed), "strict": simulate_priority(seed, aging=False)},
+        "shards": {order.value: simulate_shards(seed, order) for order in ShardOrder},
+        "wall_s": round(time.perf_counter() - started, 2),
+    }
+
+
 class Run(StrEnum):
     WITH_BULK = "with_bulk"
     WITHOUT_BULK = "without_bulk"
@@ -399,7 +693,7 @@ def reference_section(oracle: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def targets(onward: dict[str, Any], oracle: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def targets(onward: dict[str, Any], oracle: dict[str, Any], scenarios: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Each target: the measured value, the bound, and whether Onward meets it."""
 
     def ratio(value: float, base: float) -> float:
@@ -408,6 +702,8 @@ def targets(onward: dict[str, Any], oracle: dict[str, Any]) -> dict[str, dict[st
     without = ratio(onward["small_p99_wait_s"], onward["small_p99_wait_without_bulk_s"])
     best = ratio(onward["small_p99_wait_s"], oracle["small_first_p99_wait_s"])
     oracle_without = ratio(oracle["small_first_p99_wait_s"], onward["small_p99_wait_without_bulk_s"])
+    low_wait = scenarios["priority"]["aged"]["low_band_max_wait_s"]
+    shard_ratio = scenarios["shards"][ShardOrder.OLDEST_DUE_FIRST]["p99_ratio"]
     return {
         "utilisation": {"value": onward["utilisation"], "at_least": TARGET_UTILISATION,
                         "met": onward["utilisation"] >= TARGET_UTILISATION},
@@ -426,6 +722,13 @@ def targets(onward: dict[str, Any], oracle: dict[str, Any]) -> dict[str, dict[st
                 + " of the without-bulk p99, so no non-preemptive, work-conserving dispatcher meets this"
             ),
         },
+        **{f"returning_tenant_share[{name}]": {"value": share, "at_most": TARGET_RETURNING_SHARE,
+                                              "met": share <= TARGET_RETURNING_SHARE}
+           for name, share in scenarios["returning"]["share"].items()},
+        "low_band_max_wait_s": {"value": low_wait, "at_most": TARGET_LOW_BAND_WAIT_S,
+                                "met": low_wait <= TARGET_LOW_BAND_WAIT_S},
+        "shard_wait_p99_ratio": {"value": shard_ratio, "at_most": TARGET_SHARD_RATIO,
+                                 "met": shard_ratio is not None and shard_ratio <= TARGET_SHARD_RATIO},
     }
 
 
@@ -441,10 +744,12 @@ def run(bulk_jobs: int = BULK_JOBS, seed: int = 1, *, serial: bool = False) -> d
     policies, kinds = zip(*_RUNS, strict=True)
     if serial:
         results = [run_one(policy, kind, bulk_jobs, seed) for policy, kind in _RUNS]
+        scenarios = run_scenarios(seed)
     else:
         with ProcessPoolExecutor(max_workers=2) as pool:
-            results = list(pool.map(run_one, policies, kinds, [bulk_jobs] * len(_RUNS), [seed] * len(_RUNS),
-                                    chunksize=1))
+            runs = pool.map(run_one, policies, kinds, [bulk_jobs] * len(_RUNS), [seed] * len(_RUNS), chunksize=1)
+            small = pool.submit(run_scenarios, seed)
+            results, scenarios = list(runs), small.result()
     by_run = dict(zip(_RUNS, results, strict=True))
     fifo = section({kind: by_run[(Policy.FIFO, kind)] for kind in Run})
     onward = section({kind: by_run[(Policy.ONWARD, kind)] for kind in Run})
@@ -453,7 +758,11 @@ def run(bulk_jobs: int = BULK_JOBS, seed: int = 1, *, serial: bool = False) -> d
         "fifo": fifo,
         "onward": onward,
         "reference": oracle,
-        "targets": targets(onward, oracle),
+        "returning_tenant_share": scenarios["returning"]["share"],
+        "low_band_max_wait_s": scenarios["priority"]["aged"]["low_band_max_wait_s"],
+        "shard_wait_p99_ratio": scenarios["shards"][ShardOrder.OLDEST_DUE_FIRST]["p99_ratio"],
+        "scenarios": scenarios,
+        "targets": targets(onward, oracle, scenarios),
         "bulk_jobs": bulk_jobs,
         "jobs": fifo["jobs"] + onward["jobs"] + oracle["jobs"],
         "wall_s": round(time.perf_counter() - started, 2),
@@ -490,6 +799,7 @@ def _table(report: dict[str, Any]) -> str:
     oracle = report["reference"]
     lines.append(f"reference, small-first oracle: small wait p50 {oracle['small_first_p50_wait_s']:.3f} s, "
                  f"p99 {oracle['small_first_p99_wait_s']:.3f} s, max {oracle['small_first_max_wait_s']:.3f} s")
+    lines.extend(_scenario_lines(report["scenarios"]))
     for name, target in report["targets"].items():
         bound = f"<= {target['at_most']}" if "at_most" in target else f">= {target['at_least']}"
         value = "inf" if target["value"] is None else f"{target['value']:.4g}"
@@ -499,6 +809,24 @@ def _table(report: dict[str, Any]) -> str:
         lines.append(f"target {name}: {value} {bound}: {verdict}")
     lines.append(f"{report['jobs']:,} jobs (bulk backlog {report['bulk_jobs']:,}) in {report['wall_s']} s")
     return "\n".join(lines)
+
+
+def _scenario_lines(scenarios: dict[str, Any]) -> list[str]:
+    """The returning-tenant, priority and shard scenarios, a few lines each."""
+    returning = scenarios["returning"]
+    lines = ["returning tenant's share of its first hour (fair 0.5): with the clock / without it"]
+    lines += [f"  {name:34}{share:>22.3f}{returning['share_without_clock'][name]:>22.3f}"
+              for name, share in returning["share"].items()]
+    aged, strict = scenarios["priority"]["aged"], scenarios["priority"]["strict"]
+    lines.append(f"priority, band 0 behind a band-9 stream: aged bands, band-0 max wait "
+                 f"{aged['low_band_max_wait_s']:.1f} s (p50 {aged['low_band_p50_wait_s']:.1f} s; band 9 max "
+                 f"{aged['high_band_max_wait_s']:.1f} s); strict priority: {strict['low_band_never_started']} of "
+                 f"{strict['low_band_jobs']} band-0 jobs never started in {strict['simulated_min']:g} min")
+    lines.append(f"shards, p99 wait slowest / fastest shard ({SHARDS} shards, load {SHARD_LOAD:g}):")
+    for order, figures in scenarios["shards"].items():
+        ratio = "inf" if figures["p99_ratio"] is None else f"{figures['p99_ratio']:.3g}"
+        lines.append(f"  {order:20}{ratio:>10}   p50 s {figures['p50_wait_s']}, p99 s {figures['p99_wait_s']}")
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:

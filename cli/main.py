@@ -25,6 +25,7 @@ from handlers.bootstrap import Deployment
 from onward.clock import parse_instant
 from onward.models import NewJob
 from onward.states import is_terminal
+from onward.tenants import MAX_READY_SHARDS, TENANT_CACHE_MS
 from onward.worker import Registry
 
 if TYPE_CHECKING:
@@ -413,6 +414,47 @@ def cmd_lag(args: argparse.Namespace) -> int:
     return 0 if report.outbox_covers and report.stream_covers else 1
 
 
+def cmd_tenant_set(args: argparse.Namespace) -> int:
+    """Check the flags (exit status 2 with the reason, nothing read or written), then read the tenant's
+    settings, replace those given and write them; prints them before and after. Read, then written whole: of
+    two operators setting one tenant at the same moment, the later write wins, the other's change is lost."""
+    from cli.tenants import change_text, tenant_change
+    from onward.errors import InvalidRequest
+
+    try:
+        change = tenant_change(args.tenant, args.weight, args.cap, remove_cap=args.no_cap,
+                               ready_shards=args.ready_shards)
+    except InvalidRequest as error:
+        print(f"onward tenant: {error}", file=sys.stderr)
+        return 2
+    store = Deployment.from_environment().job_store
+    before = store.recorder.tenants([args.tenant]).get(args.tenant)  # read now, not a cached copy
+    after = change.applied_to(before)
+    try:
+        store.register_tenant(after)
+    except InvalidRequest as error:  # ready shards lowered
+        print(f"onward tenant: {error}", file=sys.stderr)
+        return 2
+    print(change_text(before, after))
+    return 0
+
+
+def cmd_tenant_list(args: argparse.Namespace) -> int:
+    """Every registered tenant's settings and counters (as /ops/tenants reads them) and its claims over the
+    last minute, as a table or (--json) one object."""
+    from cli.tenants import CLAIM_WINDOW_S, listing, listing_text
+    from onward.claim_shares import RecentClaims
+    from onward.clock import system_clock
+
+    deployment = Deployment.from_environment()
+    states = deployment.job_store.tenant_states()
+    claims = RecentClaims(deployment.client("dynamodb"), deployment.settings.require("outbox_table")).count(
+        system_clock(), window_s=CLAIM_WINDOW_S, bucket_s=CLAIM_WINDOW_S)
+    report = listing(states, claims)
+    print(json.dumps(report) if args.json else listing_text(report))
+    return 0
+
+
 def _lag_text(r: LagReport) -> str:
     def seconds(value: float | None, never: str = "unknown") -> str:
         return never if value is None else f"{value:,.1f} s"
@@ -476,6 +518,35 @@ def _instant(text: str) -> int:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
+def _add_tenant_commands(tenant: argparse.ArgumentParser) -> None:
+    """`onward tenant set` and `onward tenant list`."""
+    commands = tenant.add_subparsers(dest="tenant_command", required=True)
+    set_ = commands.add_parser(
+        "set", formatter_class=_DefaultsShown, help="change a tenant's weight, cap or ready shards",
+        description="change the settings given, keeping the others as registered (a tenant not registered yet "
+        "starts from weight 1, no cap, 1 ready shard), and print them before and after; claims use them "
+        f"within {TENANT_CACHE_MS / 1000:g} s (each process caches a tenant's settings that long)")
+    set_.add_argument("tenant", metavar="TENANT", help="the tenant id")
+    set_.add_argument("--weight", type=float, metavar="W",
+                      help="its share of worker time relative to the other tenants with due work (> 0)")
+    cap = set_.add_mutually_exclusive_group()
+    cap.add_argument("--cap", type=int, metavar="N",
+                     help="most of its jobs running at once while other tenants have due work (>= 1)")
+    cap.add_argument("--no-cap", action="store_true", help="remove its cap: its fair share alone limits it")
+    set_.add_argument("--ready-shards", type=int, metavar="K",
+                      help=f"ready-queue shards its new jobs are spread over, and RUNNING counters its attempts "
+                      f"(1 to {MAX_READY_SHARDS}): more let more workers claim its jobs at once (each shard takes "
+                      "about 250 jobs/s on DynamoDB). It can be raised, not lowered: jobs are queued, and attempts "
+                      "counted, under each")
+    set_.set_defaults(run=cmd_tenant_set)
+    list_ = commands.add_parser(
+        "list", formatter_class=_DefaultsShown, help="every registered tenant's settings and load",
+        description="one row per registered tenant: weight, cap, ready shards, jobs running and waiting, "
+        "claims (attempts started) in the last minute and its share of them")
+    list_.add_argument("--json", action="store_true", help='print one JSON object: {"tenants": [...], "window": {...}}')
+    list_.set_defaults(run=cmd_tenant_list)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="onward", description="Onward background-job platform")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -533,6 +604,8 @@ def build_parser() -> argparse.ArgumentParser:
                      "ONWARD_OUTBOX_RETENTION_DAYS, else 7)")
     lag.add_argument("--json", action="store_true", help="print one JSON object")
     lag.set_defaults(run=cmd_lag)
+
+    _add_tenant_commands(command("tenant", "set a tenant's dispatch settings, list the tenants' loads"))
 
     up = command("up", "run the platform on this machine")
     up.add_argument("--port", type=PORT, default=4566, help="port of the embedded AWS endpoint on 127.0.0.1")

@@ -42,7 +42,10 @@ from moto.dynamodb.models.table import Table
 
 SNAPSHOT_FILE = "endpoint-state.pickle"
 LOCK_FILE = "LOCK"
-FORMAT = f"onward-embedded-endpoint-state/1 moto/{moto.__version__}".encode()
+# /2: the job store's dispatch items moved to per-tenant keys (onward.keys: queue entries, RUNNING shards,
+# the active index) and the outbox's by_time index is sharded; a /1 state's waiting jobs have no queue entry
+# and would never be claimed, so it is refused rather than migrated (no deployment ever held /1 data).
+FORMAT = f"onward-embedded-endpoint-state/2 moto/{moto.__version__}".encode()
 
 # Attributes our moto fixes keep on a table at run time (infra/moto_fixes/queries.py's index maps,
 # retention.py's TTL hook): rebuilt from the items after a restore, never saved.

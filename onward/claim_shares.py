@@ -1,11 +1,12 @@
 """Recent claims per tenant, minute by minute: how the workers were shared out lately, for operators.
 
-Every claim commits one outbox event whose status is `running` (a cancel request on a running job commits one
-too, flagged `cancel_requested`, and is not counted), so the outbox's `by_time` index (partition: the hour,
-sort: `occurred_at`, the writer's decision time) holds every claim of the window: one Query per hour touched,
-page after page. This counts attempts started, not worker time: a tenant with long jobs gets fewer claims for
-the same share of the pool. Worker time per tenant is kept only as a running total that a returning tenant's
-lift rewrites (onward.dispatch: no banked credit), so no window of it can be read back honestly.
+Every claim commits one outbox event whose status is `running` (a cancel request on a running job commits
+one too, flagged `cancel_requested`, and is not counted), so the outbox's `by_time` index (partition: the
+hour and a time shard, sort: `occurred_at`, the writer's decision time) holds every claim of the window: one
+Query per time shard of each hour touched, page after page. This counts attempts started, not worker time:
+a tenant with long jobs gets fewer claims for the same share of the pool. Worker time per tenant is kept only
+as a running total that a returning tenant's lift raises (onward.dispatch: no banked credit), so no window of
+it can be read back honestly.
 
 The index is eventually consistent (a claim of the last moment may be missing) and a read is bounded by
 `max_examined` outbox entries: the answer says whether it saw the whole window.
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from onward.clock import EpochMs, epoch_ms, iso
-from onward.keys import time_bucket
+from onward.keys import time_buckets
 from onward.states import JobState
 
 HOUR_MS = 3_600_000
@@ -59,14 +60,16 @@ class RecentClaims:
         buckets = -(-(window_s * 1000) // bucket_ms)
         by_tenant: dict[str, list[int]] = {}
         examined = 0
-        for hour in range(since - since % HOUR_MS, now_ms + 1, HOUR_MS):
+        buckets_read = [bucket for hour in range(since - since % HOUR_MS, now_ms + 1, HOUR_MS)
+                        for bucket in time_buckets(iso(hour)[:13])]
+        for bucket in buckets_read:
             request: dict[str, Any] = {
                 "TableName": self._table, "IndexName": "by_time",
                 "KeyConditionExpression": "time_bucket = :b AND occurred_at >= :since",
                 "FilterExpression": "#s = :running AND cancel_requested = :no",
                 "ProjectionExpression": "tenant_id, occurred_at",
                 "ExpressionAttributeNames": {"#s": "status"},
-                "ExpressionAttributeValues": {":b": {"S": time_bucket(iso(hour))}, ":since": {"S": iso(since)},
+                "ExpressionAttributeValues": {":b": {"S": bucket}, ":since": {"S": iso(since)},
                                               ":running": {"S": JobState.RUNNING.value}, ":no": {"BOOL": False}},
             }
             start: dict[str, Any] | None = None

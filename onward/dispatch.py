@@ -1,38 +1,50 @@
-"""Which tenant a free worker serves next: weighted fair share of worker time, caps that flex (pure).
+"""Which tenant a free worker serves next: weighted fair share of worker time, caps that flex, priority
+bands that age (pure).
 
 One global FIFO lets a tenant with two million jobs starve everyone. Here work is queued per tenant and a
 free worker serves the tenant that has used the least worker time for its weight:
 
 - **Virtual time.** A tenant's virtual time is the worker time its attempts have used (ended attempts
-  plus the time the running ones have run so far) divided by its weight. Counting the running attempts as
-  they run means a tenant holding many long jobs is charged for them while they run, not in a lump when
-  they end. A weight-2 tenant's virtual time rises half as fast, so it gets twice the share.
-- **No banked credit.** A tenant with nothing running returns from idle: it starts at the least virtual
-  time among the backlogged tenants (jobs waiting) that have jobs running (the *floor*), or at its own if
-  that is higher. A tenant that slept an hour does not then own the pool for an hour; it competes on equal
-  terms from now on. (Other returning tenants do not set the floor: their old virtual times are exactly
-  the credit that must not count.)
+  plus the time the running ones have run so far, plus any lift) divided by its weight. Counting the
+  running attempts as they run means a tenant holding many long jobs is charged for them while they run,
+  not in a lump when they end. A weight-2 tenant's virtual time rises half as fast: twice the share.
+- **A system virtual clock; no banked credit.** The clock is the highest virtual time any claim has served
+  (`advance_clock`), and at least the least virtual time among the backlogged tenants with jobs running
+  (`virtual_floor`: between claims, long attempts move it on): it never goes back, and it exists when
+  nothing runs or waits. A tenant below it by
+  more than LIFT_TOLERANCE_MS was not competing (idle, or holding one long job while its queue was empty,
+  or shut out by its own backoff): it is lifted to the clock when it is next considered (its `offset_ms`
+  grows), so it competes on equal terms from now on and never owns the pool for the time it was away.
+  Tenants that stay backlogged are at or above the clock (it is their minimum when served) and are never
+  lifted. This is start-time fair queueing's rule, with worker time as the cost.
 - **Caps that flex.** A tenant with `cap` jobs running is passed over while a tenant below its cap has due
   work. When none has, capped tenants are served past their caps (in the same fair order): no worker idles
-  while a job is due (work conserving).
-- **Ties** (same virtual time, e.g. everyone at zero) go to the tenant with fewer jobs running per unit
-  of weight, then by tenant id, so simultaneous claims spread over tenants in proportion to their weights.
+  while a job is due (work conserving). A cap is split exactly over the tenant's running shards
+  (`shard_caps`), so each shard is one item that a claim can condition on.
+- **Ties** (same virtual time, e.g. everyone at the clock) go to the tenant with fewer jobs running per
+  unit of weight, then by tenant id, so simultaneous claims spread over tenants in proportion to weights.
+- **Priority bands age** (`band_order`): inside a tenant, a due job of a higher band goes first, but a job
+  gains one band for every AGING_MS it has been due, so a low band is never starved: a band-0 job waits at
+  most 9 * AGING_MS behind band-9 jobs that keep arriving.
 
-The claim path (onward.store) calls `dispatch_order` with every tenant's counters; the simulation
-(bench/fairness.py) calls the same function with the tenants that have due work (tenants with nothing
-waiting are ignored either way, so passing only the others is the incremental form), lifts with
-`Usage.lifted` and updates usage with the same `on_claim` / `on_end` changes the store writes to
-DynamoDB. Times are epoch milliseconds (any monotonic millisecond clock).
+The claim path (onward.claims) calls `dispatch_order` with the tenants at the head of the active index;
+the simulation (bench/fairness.py) calls the same functions with the tenants that have due work, lifts
+with `Usage.lifted`, advances the clock with `advance_clock` and moves usage with `on_claim` / `on_end`,
+the same changes the store writes to DynamoDB. Times are epoch milliseconds (any monotonic ms clock).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
 DEFAULT_WEIGHT = 1.0
 DEFAULT_CAP: int | None = None  # no cap of its own: fair share alone decides, up to the whole pool
+LIFT_TOLERANCE_MS = 1_000  # virtual ms below the clock that do not count as returning (claims race)
+AGING_MS = 10_000  # a due job gains one priority band per AGING_MS it waits
+VirtualMs = float  # worker milliseconds per unit of weight
 
 
 @dataclass(frozen=True)
@@ -44,37 +56,48 @@ class TenantPolicy:
     cap: int | None = DEFAULT_CAP
 
     def __post_init__(self) -> None:
-        if not self.weight > 0:
-            raise ValueError(f"a tenant's weight must be > 0, not {self.weight!r}")
-        if self.cap is not None and self.cap < 1:
-            raise ValueError(f"a tenant's cap must be >= 1 (or None for no cap), not {self.cap!r}")
+        if not (isinstance(self.weight, int | float) and math.isfinite(self.weight) and self.weight > 0):
+            raise ValueError(f"a tenant's weight must be a finite number > 0, not {self.weight!r}")
+        if self.cap is not None and (isinstance(self.cap, bool) or not isinstance(self.cap, int) or self.cap < 1):
+            raise ValueError(f"a tenant's cap must be a whole number >= 1 (or None for no cap), not {self.cap!r}")
 
 
 class Usage(NamedTuple):
-    """A tenant's worker-time counters, as its counter item holds them.
+    """A tenant's worker-time counters (the sum of its running shards' items).
 
-    `running`: attempts running now. `ended_ms`: worker time of attempts that ended (plus any lift of a
-    returning tenant). `started_ms_sum`: the sum of the running attempts' claim times, so the time they
-    have run so far is `running * now - started_ms_sum` without touching the counter while they run.
+    `running`: attempts running now. `ended_ms`: worker time of attempts that ended. `started_ms_sum`: the
+    sum of the running attempts' claim times, so the time they have run so far is `running * now -
+    started_ms_sum` without touching the counter while they run. `offset_ms`: worker time added by lifts
+    (a returning tenant set level with the system clock).
     """
 
     running: int = 0
     ended_ms: int = 0
     started_ms_sum: int = 0
+    offset_ms: int = 0
 
     def worker_ms(self, now: int) -> int:
-        """Worker time used up to `now`: ended attempts plus the running ones so far."""
-        return self.ended_ms + self.running * now - self.started_ms_sum
+        """Worker time charged up to `now`: ended attempts, the running ones so far, and lifts."""
+        return self.ended_ms + self.running * now - self.started_ms_sum + self.offset_ms
 
     def apply(self, change: UsageChange) -> Usage:
-        return Usage(self.running + change.running, self.ended_ms + change.ended_ms,
-                     self.started_ms_sum + change.started_ms_sum)
+        return self._replace(running=self.running + change.running, ended_ms=self.ended_ms + change.ended_ms,
+                             started_ms_sum=self.started_ms_sum + change.started_ms_sum)
 
-    def lifted(self, worker_ms: int) -> Usage:
-        """A returning tenant (nothing running) set to start at `worker_ms` (see `Candidate.lift_to_ms`)."""
-        if self.running:
-            raise ValueError("only a tenant with nothing running is lifted")
-        return Usage(0, max(self.ended_ms, worker_ms), 0)
+    def lifted(self, offset_ms: int) -> Usage:
+        """With its lift offset raised to `offset_ms` (see `Candidate.lift_offset_ms`); never lowered."""
+        return self._replace(offset_ms=max(self.offset_ms, offset_ms))
+
+    @classmethod
+    def combined(cls, parts: Iterable[Usage]) -> Usage:
+        """The tenant's usage from its shards' counters."""
+        running = ended = started = offset = 0
+        for part in parts:
+            running += part.running
+            ended += part.ended_ms
+            started += part.started_ms_sum
+            offset += part.offset_ms
+        return cls(running, ended, started, offset)
 
 
 class UsageChange(NamedTuple):
@@ -105,7 +128,7 @@ class TenantLoad(NamedTuple):
     usage: Usage
     waiting: int
 
-    def virtual_time(self, now: int) -> float:
+    def virtual_time(self, now: int) -> VirtualMs:
         return self.usage.worker_ms(now) / self.policy.weight
 
     @property
@@ -114,12 +137,13 @@ class TenantLoad(NamedTuple):
 
 
 class Candidate(NamedTuple):
-    """A tenant to try. `lift_to_ms`: set when the tenant returns from idle below the floor: the claim
-    that serves it must also set its used worker time to this (`Usage.lifted`), so it cannot bank credit."""
+    """A tenant to try at `virtual_time` (lifted to the clock where it returns). `lift_offset_ms`: set when
+    it returns from below the clock: the claim that serves it raises its lift offset to this value
+    (`Usage.lifted`; a conditional SET that never lowers it), so it cannot bank credit."""
 
     tenant_id: str
-    virtual_time: float
-    lift_to_ms: int | None
+    virtual_time: VirtualMs
+    lift_offset_ms: int | None
 
 
 class DispatchOrder(NamedTuple):
@@ -139,35 +163,73 @@ class DispatchOrder(NamedTuple):
         return None
 
 
-def virtual_floor(loads: Iterable[TenantLoad], now: int) -> float | None:
-    """The least virtual time among backlogged tenants (jobs waiting) with jobs running: where a
-    returning tenant starts. None when there is none (a returning tenant then keeps its own)."""
+def candidate(load: TenantLoad, now: int, clock: VirtualMs) -> Candidate:
+    """`load` as a candidate at `now` under the system clock: lifted to the clock when it is below it by
+    more than LIFT_TOLERANCE_MS."""
+    worker_ms = load.usage.worker_ms(now)
+    weight = load.policy.weight
+    virtual = worker_ms / weight
+    if virtual >= clock - LIFT_TOLERANCE_MS:
+        return Candidate(load.tenant_id, virtual, None)
+    lift = load.usage.offset_ms + math.ceil(clock * weight - worker_ms)
+    return Candidate(load.tenant_id, clock, lift)
+
+
+def virtual_floor(loads: Iterable[TenantLoad], now: int) -> VirtualMs | None:
+    """The least virtual time among backlogged tenants (jobs waiting) with jobs running: how far the pool
+    has come since the last claim. None when there is none."""
     return min((load.virtual_time(now) for load in loads if load.waiting > 0 and load.usage.running),
                default=None)
 
 
-def dispatch_order(loads: Iterable[TenantLoad], now: int) -> DispatchOrder:
+def dispatch_order(loads: Iterable[TenantLoad], now: int, clock: VirtualMs = 0.0) -> DispatchOrder:
     """Which tenants to try for one free worker, in which order, and which only as a flex (past their
-    cap). `loads`: every tenant with jobs waiting (others may be included: they are left out). Cost: one
-    pass and a sort over the tenants with jobs waiting."""
-    candidates = [load for load in loads if load.waiting > 0]
-    if len(candidates) == 1:  # the common case of a busy pool: no floor, nothing to sort
-        load = candidates[0]
-        candidate = Candidate(load.tenant_id, load.virtual_time(now), None)
-        return DispatchOrder((), (candidate,)) if load.at_cap else DispatchOrder((candidate,), ())
-    floor = virtual_floor(candidates, now)
+    cap). `loads`: the tenants with jobs waiting (others are left out); `clock`: the system virtual clock
+    as stored (raised here to the `virtual_floor`). Cost: one pass and a sort over the tenants given."""
+    backlogged = [load for load in loads if load.waiting > 0]
+    clock = max(clock, virtual_floor(backlogged, now) or 0.0)
     within: list[tuple[float, float, str, Candidate]] = []
     capped: list[tuple[float, float, str, Candidate]] = []
-    for load in candidates:
-        usage, weight = load.usage, load.policy.weight
-        worker_ms = usage.worker_ms(now)
-        virtual = worker_ms / weight
-        lift: int | None = None
-        if not usage.running and floor is not None and floor > virtual:
-            virtual = floor
-            lift = max(worker_ms, int(floor * weight))
-        entry = (virtual, usage.running / weight, load.tenant_id, Candidate(load.tenant_id, virtual, lift))
+    for load in backlogged:
+        chosen = candidate(load, now, clock)
+        entry = (chosen.virtual_time, load.usage.running / load.policy.weight, load.tenant_id, chosen)
         (capped if load.at_cap else within).append(entry)
     within.sort()
     capped.sort()
     return DispatchOrder(tuple(entry[3] for entry in within), tuple(entry[3] for entry in capped))
+
+
+def advance_clock(clock: VirtualMs, served: Candidate) -> VirtualMs:
+    """The system virtual clock after a claim served `served`: it never goes back."""
+    return max(clock, served.virtual_time)
+
+
+# --- caps over running shards ----------------------------------------------------------------------------
+
+def running_shards(ready_shards: int) -> int:
+    """How many RUNNING counter items a tenant's attempts are spread over: one per ready shard (a tenant
+    that needs throughput has several). Ready shards are only ever raised, so no attempt is ever charged to
+    a counter that claims no longer read."""
+    return max(1, ready_shards)
+
+
+def shard_caps(cap: int | None, shards: int) -> tuple[int | None, ...]:
+    """The cap split exactly over `shards` RUNNING items (their sum is the cap; None: no cap). With a cap
+    below the shards, some shards' share is 0: they admit nothing (claims take the others)."""
+    if cap is None:
+        return (None,) * shards
+    base, extra = divmod(cap, shards)
+    return tuple(base + (1 if shard < extra else 0) for shard in range(shards))
+
+
+# --- priority bands --------------------------------------------------------------------------------------
+
+def aged_priority(priority: int, due_at: int, now: int, aging_ms: int = AGING_MS) -> float:
+    """A due job's priority after aging: one band more for every `aging_ms` it has been due."""
+    return priority + max(0, now - due_at) / aging_ms
+
+
+def band_order(heads: Mapping[int, int], now: int, aging_ms: int = AGING_MS) -> list[int]:
+    """The order in which to try a tenant's priority bands, from the due time of each band's oldest due
+    job (`heads`: priority -> due_at): the highest aged priority first, the higher band on a tie."""
+    return sorted(heads, key=lambda band: (-aged_priority(band, heads[band], now, aging_ms), -band))

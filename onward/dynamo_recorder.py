@@ -1,36 +1,53 @@
 """The job store's recorder on DynamoDB: every write is ONE TransactWriteItems (onward.writes builds it),
-reads are consistent GetItem / Query, due jobs and expired leases come from the sparse `ready` and
-`leases` indexes, the tenants from one consistent Query of the `TENANTS` partition."""
+reads are consistent GetItem / Query, due jobs, expired leases and the active tenants come from the sparse
+`ready`, `leases` and `active` indexes, a claim's tenant counters from one BatchGetItem."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import time
+from collections.abc import Collection, Iterator, Mapping
 from typing import Any
 
 from botocore.exceptions import ClientError
 
 from onward.clock import EpochMs
-from onward.dynamo import Item, from_item
-from onward.errors import StoreInvariantViolation
+from onward.dynamo import Item, from_item, to_attribute
+from onward.errors import StoreContention, StoreInvariantViolation
 from onward.keys import (
+    CLOCK_SHARDS,
+    DEFAULT_ACTIVE_SHARDS,
+    PARKED_SHARDS,
     RUN_PREFIX,
     TENANTS_PK,
     Entity,
+    Key,
     ReadyQueue,
+    active_partition,
+    active_shard_partition,
+    clock_key,
     idempotency_key,
     job_id_of,
     job_key,
     job_pk,
     lease_shard_partition,
+    parked_partition,
+    parked_shard_partition,
+    queue_key,
     result_key,
     run_key,
-    tenant_item,
+    running_key,
+    settings_key,
+    shard_of,
+    tenant_id_of,
+    tenant_items,
 )
 from onward.models import Job, OutboxEvent, Run
 from onward.outbox import OutboxReader
 from onward.recorder import (
+    ActiveEntry,
     CommitOutcome,
     CreateOutcome,
+    DueJob,
     IdempotencyRecord,
     JobRecorder,
     JobRow,
@@ -41,7 +58,8 @@ from onward.recorder import (
     TenantState,
     TransitionWrite,
     judge,
-    tenant_states_from_items,
+    tenant_from_values,
+    tenant_state,
 )
 from onward.states import JobState, RunOutcome
 from onward.writes import (
@@ -67,11 +85,13 @@ def _by_role(reasons: dict[Role, list[str]]) -> dict[str, list[str]]:
 class DynamoRecorder(JobRecorder):
     """A JobRecorder on the jobs and outbox tables of one deployment, through one boto3 client."""
 
-    def __init__(self, client: Any, jobs_table: str, outbox_table: str) -> None:
+    def __init__(self, client: Any, jobs_table: str, outbox_table: str,
+                 active_shards: int = DEFAULT_ACTIVE_SHARDS) -> None:
         self._db = client
         self._jobs = jobs_table
         self._outbox = outbox_table
-        self._writes = TransitionWrites(jobs_table, outbox_table)
+        self._active_shards = active_shards
+        self._writes = TransitionWrites(jobs_table, outbox_table, active_shards)
 
     # --- reads ----------------------------------------------------------------------------------------------
 
@@ -209,7 +229,7 @@ class DynamoRecorder(JobRecorder):
 
     # --- indexes --------------------------------------------------------------------------------------------
 
-    def due_jobs(self, tenant_id: str, queue: ReadyQueue, now: EpochMs, limit: int) -> list[str]:
+    def due(self, tenant_id: str, queue: ReadyQueue, now: EpochMs, limit: int) -> list[DueJob]:
         items = self._db.query(
             TableName=self._jobs,
             IndexName="ready",
@@ -217,7 +237,7 @@ class DynamoRecorder(JobRecorder):
             ExpressionAttributeValues={":p": {"S": queue.partition(tenant_id)}, ":now": {"N": str(now)}},
             Limit=limit,
         )["Items"]
-        return [job_id_of(item["pk"]["S"]) for item in items]
+        return [DueJob(job_id_of(item["pk"]["S"]), int(item["ready_due"]["N"])) for item in items]
 
     def expired_leases(self, shard: int, now: EpochMs, limit: int) -> list[str]:
         items = self._db.query(
@@ -229,26 +249,152 @@ class DynamoRecorder(JobRecorder):
         )["Items"]
         return [job_id_of(item["pk"]["S"]) for item in items]
 
+    def active_head(self, limit_per_shard: int) -> list[ActiveEntry]:
+        entries = []
+        for index in range(self._active_shards):
+            for item in self._db.query(
+                TableName=self._jobs,
+                IndexName="active",
+                KeyConditionExpression="active_pk = :p",
+                ExpressionAttributeValues={":p": {"S": active_shard_partition(index)}},
+                Limit=limit_per_shard,
+            )["Items"]:
+                pk = item["pk"]["S"]
+                entries.append(ActiveEntry(tenant_id_of(pk), shard_of(pk), float(item["active_vt"]["N"])))
+        entries.sort(key=lambda entry: (entry.active_vt, entry.tenant_id, entry.shard))
+        return entries
+
     # --- tenants --------------------------------------------------------------------------------------------
 
-    def tenant_states(self) -> dict[str, TenantState]:
-        pages = self._db.get_paginator("query").paginate(
-            TableName=self._jobs,
-            KeyConditionExpression="pk = :p",
-            ExpressionAttributeValues={":p": {"S": TENANTS_PK}},
-            ConsistentRead=True,
-        )
-        return tenant_states_from_items(from_item(item) for page in pages for item in page["Items"])
+    def _batch_get(self, keys: list[Key], *, consistent: bool = True) -> list[dict[str, Any]]:
+        """The items at `keys` (absent ones left out), 100 keys per BatchGetItem, unprocessed keys retried."""
+        found: list[dict[str, Any]] = []
+        for start in range(0, len(keys), 100):
+            request: dict[str, Any] = {self._jobs: {"Keys": [wire_key(key) for key in keys[start:start + 100]],
+                                                    "ConsistentRead": consistent}}
+            for attempt in range(10):
+                answer = self._db.batch_get_item(RequestItems=request)
+                found += [from_item(item) for item in answer.get("Responses", {}).get(self._jobs, [])]
+                request = answer.get("UnprocessedKeys") or {}
+                if not request:
+                    break
+                time.sleep(0.01 * 2 ** attempt)
+            else:
+                raise StoreInvariantViolation(f"BatchGetItem left keys unprocessed after 10 tries: {request}")
+        return found
+
+    def tenants(self, tenant_ids: Collection[str] | None = None) -> dict[str, Tenant]:
+        if tenant_ids is not None:
+            items = self._batch_get([settings_key(tenant_id) for tenant_id in sorted(set(tenant_ids))])
+        else:
+            pages = self._db.get_paginator("query").paginate(
+                TableName=self._jobs,
+                KeyConditionExpression="pk = :p",
+                ExpressionAttributeValues={":p": {"S": TENANTS_PK}},
+                ConsistentRead=True,
+            )
+            items = [from_item(item) for page in pages for item in page["Items"]]
+        tenants = (tenant_from_values(values) for values in items if values.get("entity") == Entity.TENANT)
+        return {tenant.tenant_id: tenant for tenant in tenants}
+
+    def tenant_counters(self, wanted: Mapping[Tenant, Collection[int] | None]) -> dict[str, TenantState]:
+        keys: list[Key] = []
+        for tenant, shards in wanted.items():
+            keys += [running_key(tenant.tenant_id, shard) for shard in range(tenant.running_shards)]
+            keys += [queue_key(tenant.tenant_id, shard)
+                     for shard in (range(tenant.ready_shards) if shards is None else sorted(shards))]
+        by_tenant: dict[str, list[dict[str, Any]]] = {}
+        # Eventually consistent (half the read units): the counters order the claim's candidates, and the
+        # claim's transaction checks what must hold (the cap) on the items themselves.
+        for values in self._batch_get(keys, consistent=False):
+            by_tenant.setdefault(values["tenant_id"], []).append(values)
+        return {tenant.tenant_id: tenant_state(tenant, by_tenant.get(tenant.tenant_id, ()))
+                for tenant in wanted}
 
     def put_tenant(self, tenant: Tenant, *, only_if_new: bool = False) -> bool:
         policy = tenant.policy
-        item = wire_item(tenant_item(tenant.tenant_id, policy.weight, policy.cap, tenant.ready_shards))
+        settings, entry = tenant_items(tenant.tenant_id, policy.weight, policy.cap, tenant.ready_shards)
         condition = {"ConditionExpression": "attribute_not_exists(pk)"} if only_if_new else {}
+        transaction = Transaction()
+        transaction.add(Role.TENANT, {"Put": {"TableName": self._jobs, "Item": wire_item(settings), **condition}})
+        transaction.add(Role.TENANT, {"Put": {"TableName": self._jobs, "Item": wire_item(entry)}})
+        reasons = self._transact(transaction)
+        if reasons is None:
+            return True
+        if only_if_new and CONDITIONAL_CHECK_FAILED in reasons.get(Role.TENANT, ()):
+            return False
+        raise StoreContention(f"the settings of tenant {tenant.tenant_id} met a concurrent write: "
+                              f"{_by_role(reasons)}")
+
+    def _conditional_update(self, key: Key, **request: Any) -> bool:
         try:
-            self._db.put_item(TableName=self._jobs, Item=item, **condition)
+            self._db.update_item(TableName=self._jobs, Key=wire_key(key), **request)
         except ClientError as error:
-            if not only_if_new or _error_code(error) != "ConditionalCheckFailedException":
+            if _error_code(error) != "ConditionalCheckFailedException":
                 raise
             return False
         return True
 
+    def lift(self, tenant_id: str, offset_ms: int) -> bool:
+        return self._conditional_update(
+            running_key(tenant_id, 0),
+            UpdateExpression="SET #entity = :entity, tenant_id = :t, #shard = :zero, offset_ms = :o",
+            ConditionExpression="attribute_not_exists(offset_ms) OR offset_ms < :o",
+            ExpressionAttributeNames={"#entity": "entity", "#shard": "shard"},
+            ExpressionAttributeValues={":entity": {"S": Entity.TENANT_RUNNING.value}, ":t": {"S": tenant_id},
+                                       ":zero": {"N": "0"}, ":o": {"N": str(offset_ms)}})
+
+    def rekey(self, tenant_id: str, shard: int, active_vt: float) -> bool:
+        return self._conditional_update(
+            queue_key(tenant_id, shard),
+            UpdateExpression="SET active_vt = :v",
+            ConditionExpression="attribute_exists(active_pk) AND active_vt < :v",
+            ExpressionAttributeValues={":v": to_attribute(active_vt)})
+
+    def deactivate(self, tenant_id: str, shard: int) -> bool:
+        return self._conditional_update(
+            queue_key(tenant_id, shard),
+            UpdateExpression="REMOVE active_pk",
+            ConditionExpression="attribute_exists(active_pk) AND waiting <= :zero",
+            ExpressionAttributeValues={":zero": {"N": "0"}})
+
+    def park(self, tenant_id: str, shard: int, until: EpochMs, entered: int) -> bool:
+        return self._conditional_update(
+            queue_key(tenant_id, shard),
+            UpdateExpression="SET parked_pk = :ppk, parked_until = :u REMOVE active_pk",
+            ConditionExpression="attribute_exists(active_pk) AND (entered = :e OR attribute_not_exists(entered))",
+            ExpressionAttributeValues={":ppk": {"S": parked_partition(tenant_id, shard)}, ":u": {"N": str(until)},
+                                       ":e": {"N": str(entered)}})
+
+    def parked_due(self, now: EpochMs, limit_per_shard: int) -> list[tuple[str, int]]:
+        found = []
+        for index in range(PARKED_SHARDS):
+            for item in self._db.query(
+                TableName=self._jobs,
+                IndexName="parked",
+                KeyConditionExpression="parked_pk = :p AND parked_until <= :now",
+                ExpressionAttributeValues={":p": {"S": parked_shard_partition(index)}, ":now": {"N": str(now)}},
+                Limit=limit_per_shard,
+            )["Items"]:
+                pk = item["pk"]["S"]
+                found.append((tenant_id_of(pk), shard_of(pk)))
+        return found
+
+    def wake(self, tenant_id: str, shard: int) -> bool:
+        return self._conditional_update(
+            queue_key(tenant_id, shard),
+            UpdateExpression="SET active_pk = :apk REMOVE parked_pk, parked_until",
+            ConditionExpression="attribute_exists(parked_pk)",
+            ExpressionAttributeValues={":apk": {"S": active_partition(tenant_id, shard, self._active_shards)}})
+
+    def clock(self) -> float:
+        items = self._batch_get([clock_key(shard) for shard in range(CLOCK_SHARDS)], consistent=False)
+        return max((float(values["v"]) for values in items), default=0.0)
+
+    def advance_clock(self, shard: int, value: float) -> bool:
+        return self._conditional_update(
+            clock_key(shard),
+            UpdateExpression="SET #entity = :entity, v = :v",
+            ConditionExpression="attribute_not_exists(v) OR v < :v",
+            ExpressionAttributeNames={"#entity": "entity"},
+            ExpressionAttributeValues={":entity": {"S": Entity.CLOCK.value}, ":v": to_attribute(value)})

@@ -1,6 +1,6 @@
 """The job store's recorder in memory: the same items as on DynamoDB (onward.keys), in dicts under one lock,
-with the same conditions and all-or-nothing writes (onward.recorder), the same `ready` and `leases` index
-order, and the outbox kept per job in version order.
+with the same conditions and all-or-nothing writes (onward.recorder), the same `ready`, `leases` and
+`active` index order, and the outbox kept per job in version order.
 
 For tests and simulations: `JobStore.in_memory()` runs the whole service layer (lifecycle decisions,
 dispatch order, re-decisions after a lost race) over it, with no AWS. What it does not reproduce:
@@ -13,18 +13,25 @@ from __future__ import annotations
 import heapq
 import json
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from decimal import Decimal
 from typing import Any
 
 from onward.clock import EpochMs
 from onward.errors import StoreInvariantViolation
 from onward.keys import (
+    CLOCK_SHARDS,
+    DEFAULT_ACTIVE_SHARDS,
+    PARKED_SHARDS,
     RUN_PREFIX,
     TENANTS_PK,
     Entity,
     Key,
     ReadyQueue,
+    active_partition,
+    active_shard_partition,
+    band_attribute,
+    clock_key,
     event_from_values,
     idempotency_key,
     job_from_values,
@@ -32,17 +39,24 @@ from onward.keys import (
     job_key,
     job_pk,
     lease_shard_partition,
+    parked_partition,
+    parked_shard_partition,
+    queue_key,
     result_key,
     run_from_values,
     run_key,
     running_key,
-    tenant_item,
-    waiting_key,
+    settings_key,
+    shard_of,
+    tenant_id_of,
+    tenant_items,
 )
 from onward.models import Job, OutboxEvent, Run
 from onward.recorder import (
+    ActiveEntry,
     CommitOutcome,
     CreateOutcome,
+    DueJob,
     IdempotencyRecord,
     JobRecorder,
     JobRow,
@@ -55,7 +69,8 @@ from onward.recorder import (
     TransitionWrite,
     WaitingUpdate,
     judge,
-    tenant_states_from_items,
+    tenant_from_values,
+    tenant_state,
 )
 from onward.states import JobState, RunOutcome
 
@@ -84,12 +99,15 @@ def _copy(value: Any) -> Any:
 class MemoryRecorder(JobRecorder):
     """A JobRecorder in this process's memory (one per simulated deployment; thread-safe)."""
 
-    def __init__(self) -> None:
+    def __init__(self, active_shards: int = DEFAULT_ACTIVE_SHARDS) -> None:
+        self._active_shards = active_shards
         self._lock = threading.Lock()
         self._items: dict[str, dict[str, Values]] = {}  # the jobs table: pk -> sk -> item
         self._outbox: dict[str, dict[int, Values]] = {}  # the outbox table: job_id -> version -> item
         self._ready: dict[str, dict[str, EpochMs]] = {}  # index `ready`: ready_pk -> job id -> ready_due
         self._leases: dict[str, dict[str, EpochMs]] = {}  # index `leases`: lease_pk -> job id -> expiry
+        self._active: dict[str, dict[str, float]] = {}  # index `active`: active_pk -> entry's pk -> active_vt
+        self._parked: dict[str, dict[str, EpochMs]] = {}  # index `parked`: parked_pk -> entry's pk -> until
 
     # --- items ----------------------------------------------------------------------------------------------
 
@@ -208,17 +226,15 @@ class MemoryRecorder(JobRecorder):
             failed.add(Role.RUNNING)
         if self._has_event(event):
             failed.add(Role.OUTBOX)
-        for tenant_id, cap in write.still_at_cap:
-            counter = self._get(running_key(tenant_id))
+        for tenant_id, shard, cap in write.still_at_cap:
+            counter = self._get(running_key(tenant_id, shard))
             if counter is None or "running" not in counter or not counter["running"] >= cap:
                 failed.add(Role.STILL_AT_CAP)
         return failed
 
     def _admitted(self, update: RunningUpdate) -> bool:
-        counter = self._get(running_key(update.tenant_id)) or {}
+        counter = self._get(running_key(update.tenant_id, update.shard)) or {}
         running = counter.get("running")
-        if update.lift_to_ms is not None:
-            return running is None or running == 0
         if update.below_cap is not None:
             return running is None or running < update.below_cap
         return True
@@ -252,9 +268,8 @@ class MemoryRecorder(JobRecorder):
         return counter
 
     def _apply_running(self, update: RunningUpdate) -> None:
-        counter = self._counter(running_key(update.tenant_id), Entity.TENANT_RUNNING)
-        if update.lift_to_ms is not None:
-            counter["ended_ms"] = update.lift_to_ms
+        counter = self._counter(running_key(update.tenant_id, update.shard), Entity.TENANT_RUNNING)
+        counter["tenant_id"], counter["shard"] = update.tenant_id, update.shard
         usage = update.usage
         for attribute, amount in (("running", usage.running), ("ended_ms", usage.ended_ms),
                                   ("started_ms_sum", usage.started_ms_sum)):
@@ -262,9 +277,32 @@ class MemoryRecorder(JobRecorder):
                 counter[attribute] = counter.get(attribute, 0) + amount
 
     def _apply_waiting(self, update: WaitingUpdate) -> None:
-        counter = self._counter(waiting_key(update.tenant_id, update.queue), Entity.TENANT_WAITING)
-        counter["shard"], counter["priority"] = update.queue.shard, update.queue.priority
-        counter["waiting"] = counter.get("waiting", 0) + update.delta
+        queue = update.queue
+        entry = self._counter(queue_key(update.tenant_id, queue.shard), Entity.TENANT_QUEUE)
+        entry["tenant_id"], entry["shard"] = update.tenant_id, queue.shard
+        band = band_attribute(queue.priority)
+        entry[band] = entry.get(band, 0) + update.delta
+        entry["waiting"] = entry.get("waiting", 0) + update.delta
+        if update.delta > 0:
+            entry["entered"] = entry.get("entered", 0) + 1
+            entry.pop("parked_pk", None)
+            entry.pop("parked_until", None)
+        if update.active_vt is not None:
+            if update.delta > 0:
+                entry["active_pk"] = active_partition(update.tenant_id, queue.shard, self._active_shards)
+                entry.setdefault("active_vt", _stored(update.active_vt))
+            else:
+                entry["active_vt"] = _stored(update.active_vt)
+        self._index_entry(entry)
+
+    def _index_entry(self, entry: Values) -> None:
+        """Move a queue entry in the sparse `active` and `parked` indexes (present only with both keys)."""
+        for index, partition, sort in ((self._active, "active_pk", "active_vt"),
+                                       (self._parked, "parked_pk", "parked_until")):
+            for entries in index.values():
+                entries.pop(entry["pk"], None)
+            if partition in entry and sort in entry:
+                index.setdefault(entry[partition], {})[entry["pk"]] = entry[sort]
 
     def _has_event(self, event: Values) -> bool:
         return event["version"] in self._outbox.get(event["job_id"], {})
@@ -303,31 +341,129 @@ class MemoryRecorder(JobRecorder):
                                           if include(sort)))
         return [job_id for _, _, job_id in ordered]
 
-    def due_jobs(self, tenant_id: str, queue: ReadyQueue, now: EpochMs, limit: int) -> list[str]:
+    def due(self, tenant_id: str, queue: ReadyQueue, now: EpochMs, limit: int) -> list[DueJob]:
         with self._lock:
-            return self._first(self._ready.get(queue.partition(tenant_id), {}), lambda due: due <= now, limit)
+            index = self._ready.get(queue.partition(tenant_id), {})
+            return [DueJob(job_id, index[job_id]) for job_id in self._first(index, lambda due: due <= now, limit)]
 
     def expired_leases(self, shard: int, now: EpochMs, limit: int) -> list[str]:
         with self._lock:
             return self._first(self._leases.get(lease_shard_partition(shard), {}),
                                lambda expires: expires < now, limit)
 
+    def active_head(self, limit_per_shard: int) -> list[ActiveEntry]:
+        with self._lock:
+            found = []
+            for index in range(self._active_shards):
+                partition = self._active.get(active_shard_partition(index), {})
+                found += heapq.nsmallest(limit_per_shard, ((vt, pk) for pk, vt in partition.items()))
+        entries = [ActiveEntry(tenant_id_of(pk), shard_of(pk), float(vt)) for vt, pk in found]
+        entries.sort(key=lambda entry: (entry.active_vt, entry.tenant_id, entry.shard))
+        return entries
+
     # --- tenants --------------------------------------------------------------------------------------------
 
-    def tenant_states(self) -> dict[str, TenantState]:
+    def tenants(self, tenant_ids: Collection[str] | None = None) -> dict[str, Tenant]:
         with self._lock:
-            items = self._items.get(TENANTS_PK, {})
-            found = [_copy(items[sk]) for sk in sorted(items)]
-        return tenant_states_from_items(found)
+            if tenant_ids is None:
+                registry = self._items.get(TENANTS_PK, {})
+                found = [_copy(registry[sk]) for sk in sorted(registry)]
+            else:
+                found = [_copy(item) for tenant_id in sorted(set(tenant_ids))
+                         if (item := self._get(settings_key(tenant_id))) is not None]
+        return {tenant.tenant_id: tenant for tenant in map(tenant_from_values, found)}
+
+    def tenant_counters(self, wanted: Mapping[Tenant, Collection[int] | None]) -> dict[str, TenantState]:
+        states = {}
+        with self._lock:
+            for tenant, shards in wanted.items():
+                keys = [running_key(tenant.tenant_id, shard) for shard in range(tenant.running_shards)]
+                keys += [queue_key(tenant.tenant_id, shard)
+                         for shard in (range(tenant.ready_shards) if shards is None else sorted(shards))]
+                items = [_copy(item) for key in keys if (item := self._get(key)) is not None]
+                states[tenant.tenant_id] = tenant_state(tenant, items)
+        return states
 
     def put_tenant(self, tenant: Tenant, *, only_if_new: bool = False) -> bool:
         policy = tenant.policy
-        item = _stored(tenant_item(tenant.tenant_id, policy.weight, policy.cap, tenant.ready_shards))
+        items = _stored(tenant_items(tenant.tenant_id, policy.weight, policy.cap, tenant.ready_shards))
         with self._lock:
-            if only_if_new and self._exists(item):
+            if only_if_new and self._exists(items[0]):
                 return False
-            self._put(item)
+            for item in items:
+                self._put(item)
         return True
+
+    def lift(self, tenant_id: str, offset_ms: int) -> bool:
+        with self._lock:
+            counter = self._get(running_key(tenant_id, 0))
+            if counter is not None and counter.get("offset_ms", offset_ms - 1) >= offset_ms:
+                return False
+            counter = self._counter(running_key(tenant_id, 0), Entity.TENANT_RUNNING)
+            counter.update({"tenant_id": tenant_id, "shard": 0, "offset_ms": offset_ms})
+            return True
+
+    def rekey(self, tenant_id: str, shard: int, active_vt: float) -> bool:
+        with self._lock:
+            entry = self._get(queue_key(tenant_id, shard))
+            if entry is None or "active_pk" not in entry or not entry.get("active_vt", active_vt) < active_vt:
+                return False
+            entry["active_vt"] = _stored(active_vt)
+            self._index_entry(entry)
+            return True
+
+    def deactivate(self, tenant_id: str, shard: int) -> bool:
+        with self._lock:
+            entry = self._get(queue_key(tenant_id, shard))
+            if entry is None or "active_pk" not in entry or entry.get("waiting", 0) > 0:
+                return False
+            del entry["active_pk"]
+            self._index_entry(entry)
+            return True
+
+    def park(self, tenant_id: str, shard: int, until: EpochMs, entered: int) -> bool:
+        with self._lock:
+            entry = self._get(queue_key(tenant_id, shard))
+            if entry is None or "active_pk" not in entry or entry.get("entered", entered) != entered:
+                return False
+            del entry["active_pk"]
+            entry["parked_pk"], entry["parked_until"] = parked_partition(tenant_id, shard), until
+            self._index_entry(entry)
+            return True
+
+    def parked_due(self, now: EpochMs, limit_per_shard: int) -> list[tuple[str, int]]:
+        with self._lock:
+            found = []
+            for index in range(PARKED_SHARDS):
+                partition = self._parked.get(parked_shard_partition(index), {})
+                found += heapq.nsmallest(limit_per_shard, ((until, pk) for pk, until in partition.items()
+                                                           if until <= now))
+        return [(tenant_id_of(pk), shard_of(pk)) for _, pk in found]
+
+    def wake(self, tenant_id: str, shard: int) -> bool:
+        with self._lock:
+            entry = self._get(queue_key(tenant_id, shard))
+            if entry is None or "parked_pk" not in entry:
+                return False
+            entry["active_pk"] = active_partition(tenant_id, shard, self._active_shards)
+            entry.pop("parked_pk")
+            entry.pop("parked_until", None)
+            self._index_entry(entry)
+            return True
+
+    def clock(self) -> float:
+        with self._lock:
+            values = [item["v"] for shard in range(CLOCK_SHARDS) if (item := self._get(clock_key(shard)))]
+        return float(max(values, default=0.0))
+
+    def advance_clock(self, shard: int, value: float) -> bool:
+        with self._lock:
+            item = self._get(clock_key(shard))
+            if item is not None and item["v"] >= value:
+                return False
+            key = clock_key(shard)
+            self._put({"pk": key.pk, "sk": key.sk, "entity": Entity.CLOCK.value, "v": _stored(value)})
+            return True
 
     # --- for tests and audits -------------------------------------------------------------------------------
 
@@ -345,6 +481,8 @@ class MemoryRecorder(JobRecorder):
                 self._put_job_row(_stored(item))
             else:
                 self._put(_stored(item))
+                if item.get("entity") == Entity.TENANT_QUEUE:
+                    self._index_entry(self._items[item["pk"]][item["sk"]])
 
     def outbox_table(self) -> list[Values]:
         """A copy of every item of the outbox table."""

@@ -7,12 +7,14 @@ and are never returned as events.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import Any
 
 from onward.dynamo import Item, from_item
 from onward.heartbeat import is_heartbeat_image
+from onward.keys import time_buckets
 from onward.models import OutboxEvent
 
 _STORAGE_ONLY = ("time_bucket", "expires_at")
@@ -41,8 +43,9 @@ class OutboxReader:
             ConsistentRead=True)]
 
     def window(self, since: str, until: str) -> Iterator[OutboxEvent]:
-        """Events committed in [since, until] (ISO-8601 UTC): one query per hour of the `by_time` index, in
-        time order; a window longer than MAX_WINDOW_HOURS is read with one filtered scan instead."""
+        """Events committed in [since, until] (ISO-8601 UTC): one query per time shard of each hour of the
+        `by_time` index, merged in time order; a window longer than MAX_WINDOW_HOURS is read with one filtered
+        scan instead."""
         start, end = _parse(since), _parse(until)
         if end - start > timedelta(hours=MAX_WINDOW_HOURS):
             pages = self._db.get_paginator("scan").paginate(
@@ -56,12 +59,12 @@ class OutboxReader:
             return
         hour = start.replace(minute=0, second=0, microsecond=0)
         while hour <= end:
-            bucket = hour.strftime("%Y-%m-%dT%H")
-            for item in self._query(
+            shards = [self._query(
                 IndexName="by_time",
                 KeyConditionExpression="time_bucket = :b AND occurred_at BETWEEN :s AND :u",
                 ExpressionAttributeValues={":b": {"S": bucket}, ":s": {"S": since}, ":u": {"S": until}},
-            ):
+            ) for bucket in time_buckets(hour.strftime("%Y-%m-%dT%H"))]
+            for item in heapq.merge(*shards, key=lambda item: item["occurred_at"]["S"]):
                 yield event_from_image(item)
             hour += timedelta(hours=1)
 

@@ -10,9 +10,9 @@ stated here by meaning, not as DynamoDB expressions, so that every recorder hono
   still lapsed at the reap's time, as a heartbeat may renew it meanwhile);
 - a run record is opened only if absent and closed only once (present, no outcome yet); a result is put
   only if absent; one outbox event per version (`attribute_not_exists`);
-- the tenant's RUNNING counter, when a claim starts an attempt, under its `Admission`: below the cap, or
-  (a returning tenant lifted to the floor) nothing running; a flexing claim instead checks that each other
-  capped tenant with waiting jobs is still at its cap;
+- the tenant's RUNNING counter the claim charges, when a claim starts an attempt, under its `Admission`:
+  below that shard's cap; a flexing claim instead checks that each other capped tenant's shards are still
+  at their caps;
 - a create: the job id and the Idempotency-Key unused.
 
 When a condition fails, `judge` says what that means for the caller, in one order of precedence for every
@@ -23,13 +23,22 @@ recorder. Implementations: onward.dynamo_recorder (one TransactWriteItems per wr
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, NamedTuple
 
 from onward.clock import EpochMs
-from onward.dispatch import TenantLoad, TenantPolicy, Usage, UsageChange, on_claim, on_end
+from onward.dispatch import (
+    TenantLoad,
+    TenantPolicy,
+    Usage,
+    UsageChange,
+    on_claim,
+    on_end,
+    running_shards,
+    shard_caps,
+)
 from onward.errors import StoreInvariantViolation
 from onward.keys import (
     Entity,
@@ -40,7 +49,6 @@ from onward.keys import (
     ready_queue,
     result_item,
     run_item,
-    tenant_of,
     ttl_after,
 )
 from onward.lifecycle import Change
@@ -56,17 +64,67 @@ class Tenant:
     policy: TenantPolicy = field(default_factory=TenantPolicy)
     ready_shards: int = 1
 
+    @property
+    def running_shards(self) -> int:
+        """How many RUNNING counters its attempts are charged to (dispatch.running_shards)."""
+        return running_shards(self.ready_shards)
+
+    def shard_caps(self) -> tuple[int | None, ...]:
+        """Its cap split over its RUNNING counters (dispatch.shard_caps)."""
+        return shard_caps(self.policy.cap, self.running_shards)
+
+
+@dataclass(frozen=True)
+class QueueEntry:
+    """A tenant's queue entry of one ready shard: its waiting jobs (queued or retry_wait) by priority band,
+    and its key in the `active` index (None when it is not in the index)."""
+
+    tenant_id: str
+    shard: int
+    bands: dict[int, int] = field(default_factory=dict)
+    active_vt: float | None = None
+    entered: int = 0  # jobs that ever entered it: a park is conditional on none entering since the read
+
+    @property
+    def waiting(self) -> int:
+        return sum(count for count in self.bands.values() if count > 0)
+
+    def bands_with_work(self) -> list[int]:
+        """Its priority bands holding waiting jobs, highest first."""
+        return sorted((band for band, count in self.bands.items() if count > 0), reverse=True)
+
+
+class ActiveEntry(NamedTuple):
+    """One entry at the head of the `active` index: a tenant's ready shard that may hold work, keyed by
+    the tenant's virtual time when the entry was last served (a lower bound of its virtual time now)."""
+
+    tenant_id: str
+    shard: int
+    active_vt: float
+
+
+class DueJob(NamedTuple):
+    job_id: str
+    due_at: EpochMs
+
 
 @dataclass(frozen=True)
 class TenantState:
-    """A tenant's settings and dispatch counters, as one claim read them."""
+    """A tenant's settings and dispatch counters, as one read found them: its usage (the sum of its running
+    shards'), each running shard's, and its queue entries by ready shard."""
 
     tenant: Tenant
     usage: Usage = field(default_factory=Usage)
-    waiting_by_queue: dict[ReadyQueue, int] = field(default_factory=dict)
+    queues: dict[int, QueueEntry] = field(default_factory=dict)
+    running_by_shard: tuple[Usage, ...] = ()
+
+    @property
+    def waiting_by_queue(self) -> dict[ReadyQueue, int]:
+        return {ReadyQueue(shard, band): count for shard, entry in self.queues.items()
+                for band, count in entry.bands.items() if count}
 
     def load(self) -> TenantLoad:
-        waiting = sum(count for count in self.waiting_by_queue.values() if count > 0)
+        waiting = sum(entry.waiting for entry in self.queues.values())
         return TenantLoad(self.tenant.tenant_id, self.tenant.policy, self.usage, waiting)
 
     def queues_with_work(self) -> list[ReadyQueue]:
@@ -75,25 +133,43 @@ class TenantState:
                       key=lambda queue: (-queue.priority, queue.shard))
 
 
-def tenant_states_from_items(items: Iterable[dict[str, Any]]) -> dict[str, TenantState]:
-    """Every registered tenant's state, from the items under `TENANTS` (plain values, any order)."""
-    tenants: dict[str, Tenant] = {}
-    usage: dict[str, Usage] = {}
-    waiting: dict[str, dict[ReadyQueue, int]] = {}
-    for values in items:
+def usage_from_values(values: dict[str, Any]) -> Usage:
+    """A RUNNING counter's usage (plain values)."""
+    return Usage(values.get("running", 0), values.get("ended_ms", 0), values.get("started_ms_sum", 0),
+                 values.get("offset_ms", 0))
+
+
+def queue_entry_from_values(values: dict[str, Any]) -> QueueEntry:
+    """A queue entry (plain values)."""
+    bands = {int(name[1:]): count for name, count in values.items()
+             if name[:1] == "w" and name[1:].isdigit()}
+    return QueueEntry(values["tenant_id"], values["shard"], bands,
+                      values.get("active_vt") if "active_pk" in values else None, values.get("entered", 0))
+
+
+def tenant_state(tenant: Tenant, counters: Iterable[dict[str, Any]]) -> TenantState:
+    """A tenant's state from its counter items (plain values: RUNNING counters and queue entries, any
+    order, any subset)."""
+    shards = tenant.running_shards
+    running = [Usage()] * shards
+    queues: dict[int, QueueEntry] = {}
+    for values in counters:
         entity = values.get("entity")
-        tenant_id = tenant_of(values["sk"])
-        if entity == Entity.TENANT:
-            policy = TenantPolicy(weight=values["weight"], cap=values.get("cap"))
-            tenants[tenant_id] = Tenant(tenant_id, policy, values["ready_shards"])
-        elif entity == Entity.TENANT_RUNNING:
-            usage[tenant_id] = Usage(values.get("running", 0), values.get("ended_ms", 0),
-                                     values.get("started_ms_sum", 0))
-        elif entity == Entity.TENANT_WAITING:
-            queue = ReadyQueue(values["shard"], values.get("priority", 0))
-            waiting.setdefault(tenant_id, {})[queue] = values.get("waiting", 0)
-    return {tenant_id: TenantState(tenant, usage.get(tenant_id, Usage()), waiting.get(tenant_id, {}))
-            for tenant_id, tenant in tenants.items()}
+        if entity == Entity.TENANT_RUNNING:
+            shard = values["shard"]
+            if shard >= len(running):  # charged before its shards were reduced: counted until it ends
+                running.extend([Usage()] * (shard + 1 - len(running)))
+            running[shard] = usage_from_values(values)
+        elif entity == Entity.TENANT_QUEUE:
+            entry = queue_entry_from_values(values)
+            queues[entry.shard] = entry
+    return TenantState(tenant, Usage.combined(running), queues, tuple(running))
+
+
+def tenant_from_values(values: dict[str, Any]) -> Tenant:
+    """A registry item's tenant (plain values)."""
+    policy = TenantPolicy(weight=values["weight"], cap=values.get("cap"))
+    return Tenant(values.get("tenant_id") or values["sk"], policy, values["ready_shards"])
 
 
 # --- what one write holds, with its conditions -------------------------------------------------------------
@@ -101,14 +177,16 @@ def tenant_states_from_items(items: Iterable[dict[str, Any]]) -> dict[str, Tenan
 
 @dataclass(frozen=True)
 class Admission:
-    """The condition on which a claim takes a running slot: keep the tenant below `cap` (None: flexing,
-    or no cap), lift a returning tenant's used worker time to `lift_to_ms` (only if it still has nothing
-    running), and, when flexing, only while every tenant in `others_at_cap` (tenant id, cap) is still at its
-    cap."""
+    """The condition on which a claim takes a running slot: charged to RUNNING counter `running_shard`,
+    kept below `cap` there (the tenant's cap split over its shards; None: flexing, or no cap); when
+    flexing, only while every (tenant, shard, shard cap) in `others_at_cap` is still at its cap. `active_vt`:
+    the key its queue entry takes in the `active` index (the tenant's virtual time: served shards go to the
+    back of the tenant's rotation)."""
 
-    cap: int | None
-    lift_to_ms: int | None = None
-    others_at_cap: tuple[tuple[str, int], ...] = ()
+    running_shard: int = 0
+    cap: int | None = None
+    active_vt: float | None = None
+    others_at_cap: tuple[tuple[str, int, int], ...] = ()
 
 
 class Role(StrEnum):
@@ -123,6 +201,7 @@ class Role(StrEnum):
     OUTBOX = "outbox"  # one event per version: absent
     STILL_AT_CAP = "still_at_cap"  # a flexing claim's check on another capped tenant
     IDEMPOTENCY = "idempotency"  # a create's Idempotency-Key: unused
+    TENANT = "tenant"  # a tenant's settings and registry entry (a registration only if new: absent)
 
 
 class JobRowUpdate(NamedTuple):
@@ -144,19 +223,24 @@ class RunClose(NamedTuple):
 
 
 class RunningUpdate(NamedTuple):
-    """What a transition adds to its tenant's RUNNING counter, and on which condition (an attempt that
-    starts: `below_cap` and `lift_to_ms` from its Admission; one that ends: none)."""
+    """What a transition adds to one of its tenant's RUNNING counters, and on which condition (an attempt
+    that starts: `below_cap` from its Admission; one that ends: none)."""
 
     tenant_id: str
+    shard: int
     usage: UsageChange
     below_cap: int | None = None  # condition: running < below_cap (no counter yet counts as 0)
-    lift_to_ms: int | None = None  # SET ended_ms to it, condition: nothing running
 
 
 class WaitingUpdate(NamedTuple):
+    """+1 / -1 on a tenant's queue entry for one band of one ready shard. A job entering it puts the entry
+    in the `active` index (keyed `active_vt` if it has no key yet); a claim leaving it re-keys the entry to
+    `active_vt`."""
+
     tenant_id: str
     queue: ReadyQueue
     delta: int
+    active_vt: float | None = None
 
 
 def ends_attempt(change: Change) -> bool:
@@ -165,21 +249,27 @@ def ends_attempt(change: Change) -> bool:
             and change.after.state is not JobState.RUNNING)
 
 
-def waiting_update(change: Change, shards: int) -> WaitingUpdate | None:
-    """+1 / -1 on the tenant's WAITING counter of the job's ready queue when the job enters / leaves it
-    (queued or retry_wait)."""
+def waiting_update(change: Change, shards: int, clock: float, admission: Admission | None = None
+                   ) -> WaitingUpdate | None:
+    """+1 / -1 on the tenant's queue entry of the job's ready queue when the job enters / leaves it (queued
+    or retry_wait). Entering, the entry joins the `active` index at the system clock `clock` if it has no
+    key; a claim re-keys it (`admission.active_vt`)."""
     was = change.before is not None and change.before.state in CLAIMABLE_STATES
     delta = (change.after.state in CLAIMABLE_STATES) - was
     if not delta:
         return None
-    return WaitingUpdate(change.after.tenant_id, ready_queue(change.after, shards), delta)
+    queue = ready_queue(change.after, shards)
+    if delta > 0:
+        return WaitingUpdate(change.after.tenant_id, queue, delta, clock)
+    return WaitingUpdate(change.after.tenant_id, queue, delta, admission.active_vt if admission else None)
 
 
 def running_update(
-    change: Change, admission: Admission | None, claimed_at: EpochMs | None
+    change: Change, admission: Admission | None, claimed_at: EpochMs | None, running_shard: int
 ) -> RunningUpdate | None:
-    """The tenant's RUNNING counter when an attempt starts (claim: `dispatch.on_claim`, under its Admission)
-    or ends (`dispatch.on_end`: complete, fail, reap, release, cancel acknowledgement)."""
+    """The tenant's RUNNING counter when an attempt starts (claim: `dispatch.on_claim` on the Admission's
+    shard, under its cap) or ends (`dispatch.on_end` on `running_shard`, the one its claim charged:
+    complete, fail, reap, release, cancel acknowledgement)."""
     before = change.before
     was_running = before is not None and before.state is JobState.RUNNING
     delta = (change.after.state is JobState.RUNNING) - was_running
@@ -187,22 +277,22 @@ def running_update(
         return None
     if delta > 0:
         assert change.open_run is not None
-        admission = admission or Admission(cap=None)
-        usage = on_claim(change.open_run.claimed_at)
-        if admission.lift_to_ms is not None:
-            assert usage.ended_ms == 0
-            return RunningUpdate(change.after.tenant_id, usage, lift_to_ms=admission.lift_to_ms)
-        return RunningUpdate(change.after.tenant_id, usage, below_cap=admission.cap)
+        admission = admission or Admission()
+        return RunningUpdate(change.after.tenant_id, admission.running_shard, on_claim(change.open_run.claimed_at),
+                             below_cap=admission.cap)
     assert change.close_run is not None
     assert claimed_at is not None, "the store reads it from the run record when the caller has none"
-    return RunningUpdate(change.after.tenant_id, on_end(claimed_at, change.close_run.finished_at))
+    return RunningUpdate(change.after.tenant_id, running_shard, on_end(claimed_at, change.close_run.finished_at))
 
 
-def _job_row_update(change: Change, shards: int, retention_s: int) -> JobRowUpdate:
+def _job_row_update(change: Change, shards: int, retention_s: int, running_shard: int,
+                    admission: Admission | None) -> JobRowUpdate:
     before_job = change.before
     assert before_job is not None
     # The diff sets `expires_at` when the job ends and removes it when a replay revives it.
-    before, after = job_item(before_job, shards, retention_s), job_item(change.after, shards, retention_s)
+    after_shard = admission.running_shard if admission is not None else running_shard
+    before = job_item(before_job, shards, retention_s, running_shard)
+    after = job_item(change.after, shards, retention_s, after_shard)
     closure = change.close_run
     return JobRowUpdate(
         job_id=change.after.job_id,
@@ -227,15 +317,17 @@ class TransitionWrite:
     result: dict[str, Any] | None = None
     running: RunningUpdate | None = None
     waiting: WaitingUpdate | None = None
-    still_at_cap: tuple[tuple[str, int], ...] = ()
+    still_at_cap: tuple[tuple[str, int, int], ...] = ()
 
     @classmethod
     def of(cls, change: Change, *, ready_shards: int, retention_s: int, job_retention_s: int,
-           admission: Admission | None = None, claimed_at: EpochMs | None = None) -> TransitionWrite:
+           admission: Admission | None = None, claimed_at: EpochMs | None = None, running_shard: int = 0,
+           clock: float = 0.0) -> TransitionWrite:
         """`retention_s`: the outbox event's TTL; `job_retention_s`: how long the job's items are kept once
         they are done (onward.keys: the job row and result once it ended, a run once its attempt ended).
         `admission`: how a claim takes its running slot. `claimed_at`: when the attempt this transition
-        ends was claimed (needed when it ends one)."""
+        ends was claimed (needed when it ends one); `running_shard`: the RUNNING counter the row's running
+        attempt is charged to. `clock`: the system virtual clock, for a queue entry the job enters."""
         closure = change.close_run
         close = None
         if closure is not None:
@@ -244,17 +336,17 @@ class TransitionWrite:
                 fields["error"] = closure.error.model_dump(mode="json")
             fields["expires_at"] = ttl_after(closure.finished_at, job_retention_s)
             close = RunClose(change.after.job_id, closure.attempt, fields)
-        running = running_update(change, admission, claimed_at)
+        running = running_update(change, admission, claimed_at, running_shard)
         checks = admission.others_at_cap if running is not None and admission is not None else ()
         return cls(
             change=change,
-            job=_job_row_update(change, ready_shards, job_retention_s),
+            job=_job_row_update(change, ready_shards, job_retention_s, running_shard, admission),
             outbox=outbox_item(change, retention_s),
             open_run=None if change.open_run is None else run_item(change.open_run),
             close_run=close,
             result=result_item(change, job_retention_s) if change.has_result else None,
             running=running,
-            waiting=waiting_update(change, ready_shards),
+            waiting=waiting_update(change, ready_shards, clock, admission),
             still_at_cap=checks,
         )
 
@@ -277,16 +369,17 @@ class NewJobWrite:
 
     @classmethod
     def of(cls, change: Change, *, ready_shards: int, retention_s: int, job_retention_s: int,
-           idempotency: tuple[str, str] | None = None) -> NewJobWrite:
+           idempotency: tuple[str, str] | None = None, clock: float = 0.0) -> NewJobWrite:
         """`retention_s`: the outbox event's TTL; `job_retention_s`: the job retention (the Idempotency-Key's
-        window). `idempotency`: (Idempotency-Key, digest of the request)."""
+        window). `idempotency`: (Idempotency-Key, digest of the request). `clock`: the system virtual
+        clock (the key of the job's queue entry if it enters the `active` index)."""
         job = change.after
         key_item = None
         if idempotency is not None:
             key, digest = idempotency
             key_item = idempotency_item(job, key, digest, job_retention_s)
         return cls(change=change, job=job_item(job, ready_shards, job_retention_s),
-                   outbox=outbox_item(change, retention_s), waiting=waiting_update(change, ready_shards),
+                   outbox=outbox_item(change, retention_s), waiting=waiting_update(change, ready_shards, clock),
                    idempotency=key_item)
 
 
@@ -337,6 +430,7 @@ class RenewalAnswer:
 class JobRow(NamedTuple):
     job: Job
     ready_shards: int  # the ready shards its tenant had when it was created (its ready queue)
+    running_shard: int = 0  # the RUNNING counter its running attempt is charged to
 
 
 class IdempotencyRecord(NamedTuple):
@@ -408,21 +502,87 @@ class JobRecorder(ABC):
     # indexes
 
     @abstractmethod
+    def due(self, tenant_id: str, queue: ReadyQueue, now: EpochMs, limit: int) -> list[DueJob]:
+        """Up to `limit` jobs in one ready queue due by `now`, earliest due first."""
+
     def due_jobs(self, tenant_id: str, queue: ReadyQueue, now: EpochMs, limit: int) -> list[str]:
         """Ids of up to `limit` jobs in one ready queue due by `now`, earliest due first."""
+        return [job.job_id for job in self.due(tenant_id, queue, now, limit)]
 
     @abstractmethod
     def expired_leases(self, shard: int, now: EpochMs, limit: int) -> list[str]:
         """Ids of up to `limit` running jobs of one lease shard whose lease expired before `now`, earliest
         first."""
 
+    @abstractmethod
+    def active_head(self, limit_per_shard: int) -> list[ActiveEntry]:
+        """The head of the `active` index: up to `limit_per_shard` entries of each of its ACTIVE_SHARDS
+        partitions, lowest key first, merged in key order (may lag behind the entries)."""
+
     # tenants
 
     @abstractmethod
+    def tenants(self, tenant_ids: Collection[str] | None = None) -> dict[str, Tenant]:
+        """Registered tenants' settings: those of `tenant_ids` that are registered, or every one (None)."""
+
+    @abstractmethod
+    def tenant_counters(self, wanted: Mapping[Tenant, Collection[int] | None]) -> dict[str, TenantState]:
+        """Each wanted tenant's counters, read together (one batch): all its RUNNING counters and the queue
+        entries of the ready shards named (None: all its ready shards)."""
+
     def tenant_states(self) -> dict[str, TenantState]:
-        """Every registered tenant's settings and dispatch counters, read together (consistently)."""
+        """Every registered tenant's settings and counters (an operator's read: it grows with the tenants)."""
+        tenants = self.tenants()
+        states: dict[str, TenantState] = {}
+        batch: dict[Tenant, Collection[int] | None] = {}
+        for tenant in tenants.values():
+            batch[tenant] = None
+            if len(batch) * (tenant.running_shards + tenant.ready_shards) >= 90:
+                states |= self.tenant_counters(batch)
+                batch = {}
+        if batch:
+            states |= self.tenant_counters(batch)
+        return states
 
     @abstractmethod
     def put_tenant(self, tenant: Tenant, *, only_if_new: bool = False) -> bool:
         """Write a tenant's settings (`only_if_new`: unless it is registered). False when it was not
         written."""
+
+    @abstractmethod
+    def lift(self, tenant_id: str, offset_ms: int) -> bool:
+        """Raise the tenant's lift offset (on RUNNING counter 0) to `offset_ms`, never lowering it: False
+        when it was already there or higher."""
+
+    @abstractmethod
+    def rekey(self, tenant_id: str, shard: int, active_vt: float) -> bool:
+        """Raise the key of a queue entry in the `active` index to `active_vt` (a lower bound of its
+        tenant's virtual time), only while it is in the index and below that: False otherwise."""
+
+    @abstractmethod
+    def deactivate(self, tenant_id: str, shard: int) -> bool:
+        """Take a queue entry out of the `active` index, only if it holds no waiting job: False otherwise
+        (any job entering it puts it back)."""
+
+    @abstractmethod
+    def park(self, tenant_id: str, shard: int, until: EpochMs, entered: int) -> bool:
+        """Move a queue entry whose waiting jobs are not due before `until` from the `active` index to the
+        `parked` one, only if no job entered it since it was read (`entered`): False otherwise."""
+
+    @abstractmethod
+    def parked_due(self, now: EpochMs, limit_per_shard: int) -> list[tuple[str, int]]:
+        """(tenant, ready shard) of parked queue entries due by `now`, from each `parked` partition."""
+
+    @abstractmethod
+    def wake(self, tenant_id: str, shard: int) -> bool:
+        """Put a parked queue entry back in the `active` index (False: it was not parked)."""
+
+    # the system virtual clock
+
+    @abstractmethod
+    def clock(self) -> float:
+        """The system virtual clock: the highest of its CLOCK_SHARDS items (0 before any claim)."""
+
+    @abstractmethod
+    def advance_clock(self, shard: int, value: float) -> bool:
+        """Raise one clock item to `value`, never lowering it: False when it was already there or higher."""

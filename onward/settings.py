@@ -16,6 +16,7 @@ import boto3
 from botocore.config import Config
 
 from onward.freshness import STALE_AFTER_S
+from onward.keys import DEFAULT_ACTIVE_SHARDS, MAX_ACTIVE_SHARDS
 
 _CLIENT_CONFIG = Config(
     retries={"mode": "standard", "max_attempts": 8},
@@ -61,6 +62,7 @@ class Settings:
     job_retention_days: int = DEFAULT_JOB_RETENTION_DAYS
     freshness_objective_s: float = STALE_AFTER_S  # ONWARD_STALE_AFTER_S
     heartbeat_interval_s: float = 0.0  # ONWARD_HEARTBEAT_INTERVAL_S: how often idle shards are confirmed
+    active_shards: int = DEFAULT_ACTIVE_SHARDS  # ONWARD_ACTIVE_SHARDS: partitions of the `active` index
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -74,6 +76,7 @@ class Settings:
             job_retention_days=whole_days_setting(source, "ONWARD_JOB_RETENTION_DAYS", DEFAULT_JOB_RETENTION_DAYS),
             freshness_objective_s=number_setting(source, "ONWARD_STALE_AFTER_S", STALE_AFTER_S),
             heartbeat_interval_s=number_setting(source, "ONWARD_HEARTBEAT_INTERVAL_S", 0.0),
+            active_shards=active_shards_setting(source),
             **names,
         )
 
@@ -117,6 +120,16 @@ def number_setting(source: Mapping[str, str], variable: str, default: float, *, 
     if not math.isfinite(value) or value < 0 or (positive and value == 0):
         raise InvalidSetting(f"{variable} must be a finite number {'> 0' if positive else '>= 0'}, not {raw!r}")
     return value
+
+
+def active_shards_setting(source: Mapping[str, str]) -> int:
+    """ONWARD_ACTIVE_SHARDS: a whole number from 1 to MAX_ACTIVE_SHARDS (DEFAULT_ACTIVE_SHARDS when unset)."""
+    text = source.get("ONWARD_ACTIVE_SHARDS") or ""
+    if not text:
+        return DEFAULT_ACTIVE_SHARDS
+    if not text.isdigit() or not 1 <= int(text) <= MAX_ACTIVE_SHARDS:
+        raise InvalidSetting(f"ONWARD_ACTIVE_SHARDS must be a whole number from 1 to {MAX_ACTIVE_SHARDS}, not {text!r}")
+    return int(text)
 
 
 def whole_days_setting(source: Mapping[str, str], variable: str, default: int) -> int:

@@ -12,28 +12,19 @@ a claim serves is decided by onward.dispatch. The recorder only stores: on Dynam
 (onward.dynamo_recorder, each write one TransactWriteItems) or in memory (onward.memory_recorder, for tests
 and simulations; `JobStore.in_memory()`).
 
-Tenants and fair dispatch: the store keeps, per tenant `t` (items and keys in onward.keys):
-- its settings (weight, cap, ready_shards);
-- its RUNNING counter: `running`, `ended_ms`, `started_ms_sum` (dispatch.Usage). The claim adds one running
-  attempt in its own transaction under an `Admission`: `running < cap` (so a cap holds under any
-  concurrency) unless it flexes; a flexing claim instead checks `running >= cap` on each other capped
-  tenant with waiting jobs, so it cannot pass one that came back below its cap meanwhile. Every transition
-  that ends a running attempt (complete, fail, reap, release, cancel acknowledgement) takes it off and adds
-  its run time to `ended_ms`, in ITS transaction. The count is exact (one item, no shards); the price on
-  DynamoDB is that one item takes every claim and end of the tenant: about 1,000 write units/s per item
-  and two per transactional write, so about 250 jobs/s started AND ended per tenant (concurrent claims of
-  one tenant also meet there as TransactionConflicts, which the claim retries). Shard it only with the
-  cap split over the shards.
-- its WAITING counters, one per ready queue (shard k of priority band p, keys.ReadyQueue): `waiting`, the
-  tenant's queued + retry_wait jobs there (the claim reads the bands from the highest priority down),
-  changed in the same transaction as the job (create, claim, retry, release, reap, cancel, exhaust,
-  replay). The claim queries only queues that have waiting jobs, so idle tenants cost it nothing. Sharded
-  like the ready index, so a tenant enqueueing millions spreads its creates over `ready_shards` items (each
-  takes about 250 jobs/s, create and claim); the sum stays exact, as every shard changes transactionally.
-A claim reads every tenant's settings and counters at once (on DynamoDB one consistent Query of the
-`TENANTS` partition, a few KB). All tenants' counters share that partition key; DynamoDB splits a hot
-partition key by sort key, but until it does they share one partition's ~1,000 WCU/s: move them to
-per-tenant keys when that binds.
+Tenants and fair dispatch: which job a claim takes is onward.claims' (the head of the `active` index, in
+onward.dispatch's fair order); tenants' settings and the system virtual clock are onward.tenants'. The
+store writes the dispatch counters in each transition's own transaction (items in onward.keys, all under
+the tenant's own partition keys, so no key is written by every tenant's jobs):
+- a RUNNING counter (dispatch.Usage) of the tenant takes each attempt that starts, under the claim's
+  `Admission` (`running < cap` of that shard: the cap is split exactly over the tenant's running shards,
+  so it holds under any concurrency), and every transition that ends the attempt (complete, fail, reap,
+  release, cancel acknowledgement) takes it off the same shard (the job row names it while it runs) and
+  adds its run time. A shard takes about 250 jobs/s started and ended (4 write units per job); a tenant
+  has one per ready shard (up to its cap).
+- a queue entry per ready shard counts the waiting jobs (queued + retry_wait) per priority band, changed in
+  the same transaction as the job (create, claim, retry, release, reap, cancel, exhaust, replay); a job
+  entering it puts it in the `active` index, a claim re-keys it.
 """
 
 from __future__ import annotations
@@ -51,12 +42,10 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from pydantic import TypeAdapter, ValidationError
-
 from onward import lifecycle
 from onward.backoff import BackoffPolicy
+from onward.claims import AdmissionRefused, Claimer, FlexRefused
 from onward.clock import Clock, EpochMs, system_clock
-from onward.dispatch import Candidate, dispatch_order
 from onward.documents import check_storable
 from onward.dynamo import json_size
 from onward.dynamo_recorder import DynamoRecorder
@@ -71,10 +60,10 @@ from onward.errors import (
     UnstorableValue,
 )
 from onward.faults import fault_point
-from onward.keys import LEASE_SHARDS, ReadyQueue, ttl_after
+from onward.keys import LEASE_SHARDS, ttl_after
 from onward.lifecycle import Change, Decision, Refusal, RefusalReason, StaleReport
 from onward.memory_recorder import MemoryRecorder
-from onward.models import JOB_ID_PATTERN, ErrorSummary, Job, Lease, NewJob, OutboxEvent, Run, TenantId
+from onward.models import JOB_ID_PATTERN, ErrorSummary, Job, Lease, NewJob, OutboxEvent, Run
 from onward.recorder import (
     Admission,
     CommitOutcome,
@@ -90,6 +79,7 @@ from onward.recorder import (
 )
 from onward.settings import DAY_S, DEFAULT_JOB_RETENTION_DAYS, DEFAULT_OUTBOX_RETENTION_DAYS, Settings
 from onward.states import JobState, RunOutcome
+from onward.tenants import TenantRegistry, check_tenant_id
 
 __all__ = [
     "MAX_PARAMS_BYTES", "MAX_RESULT_BYTES", "CancelOutcome", "CancelStatus", "Created", "JobStore",
@@ -99,13 +89,10 @@ __all__ = [
 MAX_PARAMS_BYTES = 300_000  # the job row must stay under DynamoDB's 400 KB item limit
 MAX_RESULT_BYTES = 350_000
 MAX_IDEMPOTENCY_KEY = 128
-TENANT_CACHE_MS = 2_000
 MAX_ROUNDS = 25  # re-read-and-decide rounds before a transition gives up with StoreContention
-CANDIDATES_PER_QUERY = 8
 CREATE_ATTEMPTS = 8  # a create whose transaction meets a TransactionConflict (on a WAITING counter) retries
 HELD_ROWS_MAX = 10_000  # claims remembered for their reports (_HeldRows): more than a process runs at once
 
-_tenant_id = TypeAdapter(TenantId)
 _DEFAULT_BACKOFF = BackoffPolicy()
 
 # The races a commit can lose, by the cause StoreStats counts them under (DynamoDB's reason codes).
@@ -168,37 +155,24 @@ class CancelOutcome:
     job: Job
 
 
-class _AdmissionRefused(Exception):
-    """The claim's Admission failed on the tenant's RUNNING counter: it reached its cap meanwhile, or
-    (lifting) another claim started one of its jobs first."""
-
-
-class _FlexRefused(Exception):
-    """A flexing claim found another tenant with waiting jobs back below its cap: it must be served first."""
-
-
-class _Found(StrEnum):
-    NOTHING_DUE = "nothing_due"
-    AT_CAP = "at_cap"
-
-
 class _HeldRows:
     """The job rows this store's claims wrote (the very Job objects their Leases hold, by weak reference),
-    with their ready shards, until their attempts report: what a report decides from without reading the
-    row (JobStore._report). A job's ready shards never change after its create, and the claim's row is
-    only a starting point (its commit is conditional on its version), so an entry is never wrong, only
-    missing: a Lease this store did not make (another process's, or one rebuilt from its JSON), or one
-    evicted (the oldest go first past `limit`: those of workers that died holding them) is reported by
-    reading the row, as before. Entries hold no job (a dead worker's params are not kept). Thread-safe."""
+    with their ready and running shards, until their attempts report: what a report decides from without
+    reading the row (JobStore._report). A job's ready shards never change after its create, nor its running
+    shard while it runs, and the claim's row is only a starting point (its commit is conditional on its
+    version), so an entry is never wrong, only missing: a Lease this store did not make (another process's,
+    or one rebuilt from its JSON), or one evicted (the oldest go first past `limit`: those of workers that
+    died holding them) is reported by reading the row, as before. Entries hold no job (a dead worker's
+    params are not kept). Thread-safe."""
 
     def __init__(self, limit: int) -> None:
         self._limit = limit
         self._lock = threading.Lock()
-        self._rows: OrderedDict[tuple[str, int], tuple[weakref.ref[Job], int]] = OrderedDict()
+        self._rows: OrderedDict[tuple[str, int], tuple[weakref.ref[Job], int, int]] = OrderedDict()
 
-    def remember(self, job: Job, ready_shards: int) -> None:
+    def remember(self, job: Job, ready_shards: int, running_shard: int) -> None:
         with self._lock:
-            self._rows[(job.job_id, job.attempt)] = (weakref.ref(job), ready_shards)
+            self._rows[(job.job_id, job.attempt)] = (weakref.ref(job), ready_shards, running_shard)
             while len(self._rows) > self._limit:
                 self._rows.popitem(last=False)
 
@@ -209,7 +183,7 @@ class _HeldRows:
             entry = self._rows.pop((job.job_id, job.attempt), None)
         if entry is None or entry[0]() is not job:
             return None
-        return JobRow(job, entry[1])
+        return JobRow(job, entry[1], entry[2])
 
 
 def _request_digest(request: NewJob) -> str:
@@ -237,7 +211,7 @@ class JobStore:
             if settings is None:
                 raise TypeError("a JobStore needs the deployment's settings (DynamoDB) or a recorder")
             recorder = DynamoRecorder(client or settings.client("dynamodb"), settings.require("jobs_table"),
-                                      settings.require("outbox_table"))
+                                      settings.require("outbox_table"), settings.active_shards)
         if outbox_retention_days is None:
             outbox_retention_days = (DEFAULT_OUTBOX_RETENTION_DAYS if settings is None
                                      else settings.outbox_retention_days)
@@ -249,8 +223,8 @@ class JobStore:
         self._rng = rng or random.Random()
         self._retention_s = outbox_retention_days * DAY_S
         self._job_retention_s = job_retention_days * DAY_S  # the TTL of a job's items once done (onward.keys)
-        self._tenants: dict[str, Tenant] = {}
-        self._tenants_read_at: EpochMs | None = None
+        self._registry = TenantRegistry(recorder, clock, self._rng)
+        self._claimer = Claimer(recorder, self._registry, clock, self._rng, self._take)
         self._held = _HeldRows(HELD_ROWS_MAX)
         self.stats = StoreStats()
 
@@ -273,43 +247,22 @@ class JobStore:
 
     # --- tenants ------------------------------------------------------------------------------------------
 
+    @property
+    def registry(self) -> TenantRegistry:
+        return self._registry
+
     def register_tenant(self, tenant: Tenant) -> None:
         """Add or update a tenant's dispatch settings (weight, concurrency cap, ready-queue shards)."""
-        self._check_tenant(tenant.tenant_id)
-        self._recorder.put_tenant(tenant)
-        self._tenants[tenant.tenant_id] = tenant
+        self._registry.register(tenant)
 
-    def tenants(self, *, fresh: bool = False) -> list[Tenant]:
-        """The registered tenants (cached for TENANT_CACHE_MS unless `fresh`)."""
-        if fresh or self._tenants_read_at is None or self._clock() - self._tenants_read_at > TENANT_CACHE_MS:
-            self.tenant_states()
-        return sorted(self._tenants.values(), key=lambda t: t.tenant_id)
+    def tenants(self) -> list[Tenant]:
+        """The registered tenants (read now)."""
+        return self._registry.all()
 
     def tenant_states(self) -> dict[str, TenantState]:
-        """Every tenant's settings and dispatch counters (running, used worker time, waiting jobs), read
-        together: what a claim decides from, and what operators and tests can watch."""
-        states = self._recorder.tenant_states()
-        self._tenants = {tenant_id: state.tenant for tenant_id, state in states.items()}
-        self._tenants_read_at = self._clock()
-        return states
-
-    def _tenant(self, tenant_id: str) -> Tenant:
-        """The tenant's settings, registering it with defaults the first time it is seen."""
-        known = self._tenants.get(tenant_id)
-        if known is not None:
-            return known
-        tenant = Tenant(tenant_id)
-        if self._recorder.put_tenant(tenant, only_if_new=True):
-            self._tenants[tenant_id] = tenant
-            return tenant
-        return next(t for t in self.tenants(fresh=True) if t.tenant_id == tenant_id)
-
-    @staticmethod
-    def _check_tenant(tenant_id: str) -> None:
-        try:
-            _tenant_id.validate_python(tenant_id)
-        except ValidationError as error:
-            raise InvalidRequest(f"invalid tenant id {tenant_id!r}") from error
+        """Every registered tenant's settings and dispatch counters (running, used worker time, waiting jobs):
+        what operators and tests watch (it reads every tenant: not for hot paths)."""
+        return self._registry.states()
 
     # --- reads --------------------------------------------------------------------------------------------
 
@@ -349,7 +302,7 @@ class JobStore:
     def create(self, tenant_id: str, request: NewJob, idempotency_key: str | None = None) -> Created:
         """Enqueue a job. With an Idempotency-Key, a retry of the same request returns the same job and
         writes nothing; the same key with a different request raises IdempotencyConflict."""
-        self._check_tenant(tenant_id)
+        check_tenant_id(tenant_id)
         if json_size(request.params) > MAX_PARAMS_BYTES:
             raise PayloadTooLarge(
                 f"params take {json_size(request.params)} bytes as JSON; the limit is {MAX_PARAMS_BYTES} "
@@ -360,11 +313,11 @@ class JobStore:
             raise InvalidRequest(f"an Idempotency-Key is 1 to {MAX_IDEMPOTENCY_KEY} printable characters")
         # The key is not read first: the create's transaction writes the key's item only where none is, so
         # a new key costs one request, and only a key in use (KEY_USED: nothing was written) is read.
-        tenant = self._tenant(tenant_id)
+        tenant = self._registry.tenant(tenant_id)
         change = lifecycle.create(uuid.uuid4().hex, tenant_id, request, self._clock())
         write = NewJobWrite.of(
             change, ready_shards=tenant.ready_shards, retention_s=self._retention_s,
-            job_retention_s=self._job_retention_s,
+            job_retention_s=self._job_retention_s, clock=self._registry.known_clock(),
             idempotency=None if idempotency_key is None else (idempotency_key, _request_digest(request)))
         for attempt in range(CREATE_ATTEMPTS):
             outcome = self._recorder.create(write)
@@ -397,99 +350,21 @@ class JobStore:
     def claim(self, worker_id: str, lease_s: float) -> Lease | None:
         """Lease the next due job, None when no job is due.
 
-        Tenants are taken in onward.dispatch's fair order (least weighted worker time first), read from
-        their counters at once; only tenants with waiting jobs are queried. A tenant at its cap is skipped
-        while a tenant below its cap has a due job; when none has (as the ready queries this claim made
-        show), tenants at their cap are served past it (flex), so no worker idles while a job is due. The
-        running count changes in the claim's own transaction under an Admission (`running < cap`), so a cap
-        holds however many workers claim at once; a flexing claim's transaction checks instead that the
-        other capped tenants with waiting jobs are still at their caps (else it decides again). The attempt
-        counter is incremented inside the claim; a job whose attempts are used up is ended (dead /
-        quarantined) on the way."""
-        lease_ms = int(lease_s * 1000)
-        for _ in range(MAX_ROUNDS):
-            try:
-                return self._claim_once(worker_id, lease_ms)
-            except _FlexRefused:
-                continue  # a capped tenant came back below its cap: decide again from fresh counters
+        Which one is onward.claims' (fair order over the head of the active index, caps that flex,
+        priority with aging, a rotation over ready shards); its transaction is this store's: the running
+        slot is taken under an Admission on one of the tenant's RUNNING counters (so a cap holds however
+        many workers claim at once), the attempt counter is incremented inside the claim, and a job whose
+        attempts are used up is ended (dead / quarantined) on the way."""
+        return self._claimer.claim(worker_id, int(lease_s * 1000))
+
+    def _take(self, job_id: str, worker_id: str, lease_ms: int, admission: Admission) -> Lease | None:
+        """The claim's transaction on one job (onward.claims.Take)."""
+        decision, row = self._settle(
+            job_id, lambda job: lifecycle.claim(job, worker_id, lease_ms, self._clock()), admission=admission)
+        if isinstance(decision, Change) and decision.after.state is JobState.RUNNING:
+            self._held.remember(decision.after, row.ready_shards, admission.running_shard)
+            return Lease(job=decision.after, worker_id=worker_id, lease_expires_at=decision.after.lease_expires_at or 0)
         return None
-
-    def _claim_once(self, worker_id: str, lease_ms: int) -> Lease | None:
-        states = self.tenant_states()
-        order = dispatch_order([state.load() for state in states.values()], self._clock())
-        reached_cap: list[Candidate] = []
-        for candidate in order.within_cap:
-            found = self._claim_from(states[candidate.tenant_id], candidate, worker_id, lease_ms)
-            if isinstance(found, Lease):
-                return found
-            if found is _Found.AT_CAP:  # it reached its cap while this claim read it; it still has work
-                reached_cap.append(candidate)
-        # No tenant below its cap has a due job: serve the capped ones past their caps, in fair order. The
-        # flexing transaction also checks that the other capped tenants are still at their caps (they were
-        # when the counters were read): if one came back below, it goes first (_FlexRefused).
-        capped = sorted([*order.flex, *reached_cap], key=lambda candidate: candidate.virtual_time)
-        for candidate in capped:
-            others = tuple((other.tenant_id, cap) for other in capped
-                           if other is not candidate and (cap := states[other.tenant_id].tenant.policy.cap))
-            found = self._claim_from(states[candidate.tenant_id], candidate, worker_id, lease_ms,
-                                     flex_while_at_cap=others)
-            if isinstance(found, Lease):
-                return found
-        return None
-
-    def _claim_from(
-        self,
-        state: TenantState,
-        candidate: Candidate,
-        worker_id: str,
-        lease_ms: int,
-        *,
-        flex_while_at_cap: tuple[tuple[str, int], ...] | None = None,
-    ) -> Lease | _Found:
-        """Claim one due job of this tenant (its ready queues that have waiting jobs: highest priority band
-        first, then due time order), within its cap, or past it (`flex_while_at_cap` given: while those
-        tenants are at their caps).
-
-        NOTHING_DUE means its ready queries showed no due job it had not tried: when every job a query
-        showed was taken by concurrent claims (or ended on the way), the queue is queried again, else the
-        claim would flex a capped tenant while this one still has due jobs. (Jobs already tried are not
-        tried again, so a lagging index cannot keep the claim here.)"""
-        tenant = state.tenant
-        if flex_while_at_cap is None:
-            admission = Admission(cap=tenant.policy.cap, lift_to_ms=candidate.lift_to_ms)
-        else:
-            admission = Admission(cap=None, lift_to_ms=candidate.lift_to_ms, others_at_cap=flex_while_at_cap)
-        tried: set[str] = set()
-        for queue in state.queues_with_work():
-            for _ in range(MAX_ROUNDS):
-                due = self._due_jobs(tenant.tenant_id, queue)
-                job_ids = [job_id for job_id in due if job_id not in tried]
-                if not job_ids:
-                    break
-                tried.update(job_ids)
-                for job_id in job_ids:
-                    while True:
-                        try:
-                            decision, shards = self._settle(
-                                job_id, lambda job: lifecycle.claim(job, worker_id, lease_ms, self._clock()),
-                                admission=admission,
-                            )
-                            break
-                        except _AdmissionRefused:
-                            if admission.lift_to_ms is None:
-                                return _Found.AT_CAP
-                            # another claim started one of its jobs: no lift now
-                            admission = Admission(cap=admission.cap, others_at_cap=admission.others_at_cap)
-                    if isinstance(decision, Change) and decision.after.state is JobState.RUNNING:
-                        self._held.remember(decision.after, shards)
-                        return Lease(job=decision.after, worker_id=worker_id,
-                                     lease_expires_at=decision.after.lease_expires_at or 0)
-        return _Found.NOTHING_DUE
-
-    def _due_jobs(self, tenant_id: str, queue: ReadyQueue) -> list[str]:
-        job_ids = self._recorder.due_jobs(tenant_id, queue, self._clock(), CANDIDATES_PER_QUERY)
-        self._rng.shuffle(job_ids)  # concurrent workers spread over the head of the queue
-        return job_ids
 
     def heartbeat(self, lease: Lease, lease_s: float) -> RenewalAnswer:
         """Renew the lease, only for the attempt and owner that hold it; say whether cancel was requested."""
@@ -605,9 +480,9 @@ class JobStore:
         admission: Admission | None = None,
         claimed_at: EpochMs | None = None,
         known: JobRow | None = None,
-    ) -> tuple[Decision, int]:
-        """Read, decide, commit; again while the commit loses a race. The decision, and the ready shards of the
-        job row it was decided from. `admission`: how a claim takes its running slot (_AdmissionRefused when
+    ) -> tuple[Decision, JobRow]:
+        """Read, decide, commit; again while the commit loses a race. The decision, and the job row it was
+        decided from. `admission`: how a claim takes its running slot (_AdmissionRefused when
         the tenant's counter refuses it). `claimed_at`: when the attempt that this transition may end was
         claimed, if the caller knows (else it is read from the run record).
 
@@ -622,12 +497,12 @@ class JobStore:
             decision = decide(row.job)
             if isinstance(decision, Refusal):
                 if known is None:
-                    return decision, row.ready_shards
+                    return decision, row
                 known = None  # only the row as read can refuse
                 continue
-            outcome = self._commit(decision, row.ready_shards, admission=admission, claimed_at=claimed_at)
+            outcome = self._commit(decision, row, admission=admission, claimed_at=claimed_at)
             if outcome is CommitOutcome.COMMITTED:
-                return decision, row.ready_shards
+                return decision, row
             if outcome is CommitOutcome.JOB_MOVED and known is not None:
                 known = None  # the copy is stale: read the row now (no wait: nothing contended)
                 continue
@@ -637,7 +512,7 @@ class JobStore:
     def _commit(
         self,
         change: Change,
-        shards: int,
+        row: JobRow,
         *,
         admission: Admission | None = None,
         claimed_at: EpochMs | None = None,
@@ -648,9 +523,10 @@ class JobStore:
         if ends_attempt(change) and claimed_at is None:
             assert change.close_run is not None
             claimed_at = self._claimed_at(change.after.job_id, change.close_run.attempt)
-        write = TransitionWrite.of(change, ready_shards=shards, retention_s=self._retention_s,
+        write = TransitionWrite.of(change, ready_shards=row.ready_shards, retention_s=self._retention_s,
                                    job_retention_s=self._job_retention_s, admission=admission,
-                                   claimed_at=claimed_at)
+                                   claimed_at=claimed_at, running_shard=row.running_shard,
+                                   clock=self._registry.known_clock())
         fault_point("store.before_commit", write.subject)
         outcome = self._recorder.commit(write)
         if outcome is CommitOutcome.COMMITTED:
@@ -660,8 +536,8 @@ class JobStore:
             self.stats.lost_race(_LOST_RACES[outcome])
             return outcome
         if outcome is CommitOutcome.CAP_REACHED:
-            raise _AdmissionRefused()
-        raise _FlexRefused()
+            raise AdmissionRefused()
+        raise FlexRefused()
 
     def _claimed_at(self, job_id: str, attempt: int) -> EpochMs:
         """When an attempt was claimed, from its run record (for a transition without the worker's lease:

@@ -14,14 +14,17 @@ from typing import Any
 from onward.dispatch import UsageChange
 from onward.dynamo import Item, from_item, to_attribute
 from onward.keys import (
+    DEFAULT_ACTIVE_SHARDS,
     Entity,
     Key,
+    active_partition,
+    band_attribute,
     job_from_values,
     job_key,
+    queue_key,
     run_from_values,
     run_key,
     running_key,
-    waiting_key,
 )
 from onward.models import Job, Run
 from onward.recorder import (
@@ -48,8 +51,8 @@ def wire_item(values: Mapping[str, Any]) -> Item:
     return {name: to_attribute(value) for name, value in values.items()}
 
 
-def job_from_item(item: Item) -> tuple[Job, int]:
-    """The Job a job row (wire format) holds, and its ready shards."""
+def job_from_item(item: Item) -> tuple[Job, int, int]:
+    """The Job a job row (wire format) holds, its ready shards and its running shard."""
     return job_from_values(from_item(item))
 
 
@@ -87,6 +90,7 @@ class TransitionWrites:
 
     jobs_table: str
     outbox_table: str
+    active_shards: int = DEFAULT_ACTIVE_SHARDS
 
     def transition(self, write: TransitionWrite) -> Transaction:
         transaction = Transaction()
@@ -102,8 +106,8 @@ class TransitionWrites:
         if write.waiting is not None:
             transaction.add(Role.WAITING, self.waiting_update(write.waiting))
         transaction.add(Role.OUTBOX, self._put(self.outbox_table, write.outbox, "job_id"))
-        for tenant_id, cap in write.still_at_cap:
-            transaction.add(Role.STILL_AT_CAP, self.still_at_cap(tenant_id, cap))
+        for tenant_id, shard, cap in write.still_at_cap:
+            transaction.add(Role.STILL_AT_CAP, self.still_at_cap(tenant_id, shard, cap))
         return transaction
 
     def new_job(self, write: NewJobWrite) -> Transaction:
@@ -153,48 +157,60 @@ class TransitionWrites:
         }}
 
     def waiting_update(self, update: WaitingUpdate) -> dict[str, Any]:
+        """The queue entry's band count and total; a job entering puts the entry in the `active` index (its
+        key kept if it has one), a claim re-keys it."""
         queue = update.queue
+        names = {"#entity": "entity", "#tenant": "tenant_id", "#shard": "shard",
+                 "#band": band_attribute(queue.priority), "#waiting": "waiting"}
+        values: dict[str, Any] = {":entity": {"S": Entity.TENANT_QUEUE.value}, ":tenant": {"S": update.tenant_id},
+                                  ":shard": {"N": str(queue.shard)}, ":delta": {"N": str(update.delta)}}
+        sets = ["#entity = :entity", "#tenant = :tenant", "#shard = :shard"]
+        if update.active_vt is not None:
+            names["#avt"] = "active_vt"
+            values[":vt"] = to_attribute(update.active_vt)
+            if update.delta > 0:
+                names["#apk"] = "active_pk"
+                values[":apk"] = {"S": active_partition(update.tenant_id, queue.shard, self.active_shards)}
+                sets += ["#apk = :apk", "#avt = if_not_exists(#avt, :vt)"]
+            else:
+                sets.append("#avt = :vt")
+        adds = "ADD #band :delta, #waiting :delta"
+        removes = ""
+        if update.delta > 0:  # a job entering: counted, and the entry is no longer parked
+            names |= {"#entered": "entered", "#ppk": "parked_pk", "#until": "parked_until"}
+            values[":one"] = {"N": "1"}
+            adds += ", #entered :one"
+            removes = " REMOVE #ppk, #until"
         return {"Update": {
             "TableName": self.jobs_table,
-            "Key": wire_key(waiting_key(update.tenant_id, queue)),
-            "UpdateExpression": "SET #entity = :entity, #shard = :shard, #priority = :priority ADD #waiting :delta",
-            "ExpressionAttributeNames": {"#entity": "entity", "#shard": "shard", "#priority": "priority",
-                                         "#waiting": "waiting"},
-            "ExpressionAttributeValues": {":entity": {"S": Entity.TENANT_WAITING.value},
-                                          ":shard": {"N": str(queue.shard)}, ":priority": {"N": str(queue.priority)},
-                                          ":delta": {"N": str(update.delta)}},
+            "Key": wire_key(queue_key(update.tenant_id, queue.shard)),
+            "UpdateExpression": f"SET {', '.join(sets)} {adds}{removes}",
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": values,
         }}
 
     def running_update(self, update: RunningUpdate) -> dict[str, Any]:
-        names = {"#entity": "entity"}
-        values: dict[str, Any] = {":entity": {"S": Entity.TENANT_RUNNING.value}}
-        sets = ["#entity = :entity"]
-        condition = None
-        if update.lift_to_ms is not None:
-            names["#lifted"] = "ended_ms"
-            sets.append("#lifted = :lift")
-            values |= {":lift": {"N": str(update.lift_to_ms)}, ":zero": {"N": "0"}}
-            condition = "attribute_not_exists(#running) OR #running = :zero"
-        elif update.below_cap is not None:
-            values[":cap"] = {"N": str(update.below_cap)}
-            condition = "attribute_not_exists(#running) OR #running < :cap"
+        names = {"#entity": "entity", "#tenant": "tenant_id", "#shard": "shard"}
+        values: dict[str, Any] = {":entity": {"S": Entity.TENANT_RUNNING.value}, ":tenant": {"S": update.tenant_id},
+                                  ":shard": {"N": str(update.shard)}}
         adds = usage_adds(update.usage, names, values)
         action: dict[str, Any] = {
             "TableName": self.jobs_table,
-            "Key": wire_key(running_key(update.tenant_id)),
-            "UpdateExpression": f"SET {', '.join(sets)} ADD {adds}",
+            "Key": wire_key(running_key(update.tenant_id, update.shard)),
+            "UpdateExpression": f"SET #entity = :entity, #tenant = :tenant, #shard = :shard ADD {adds}",
             "ExpressionAttributeNames": names,
             "ExpressionAttributeValues": values,
         }
-        if condition is not None:
-            action["ConditionExpression"] = condition
+        if update.below_cap is not None:
+            values[":cap"] = {"N": str(update.below_cap)}
+            action["ConditionExpression"] = "attribute_not_exists(#running) OR #running < :cap"
         return {"Update": action}
 
-    def still_at_cap(self, tenant_id: str, cap: int) -> dict[str, Any]:
-        """A flexing claim's check that another tenant with waiting jobs is still at its cap."""
+    def still_at_cap(self, tenant_id: str, shard: int, cap: int) -> dict[str, Any]:
+        """A flexing claim's check that another tenant's RUNNING counter is still at its share of the cap."""
         return {"ConditionCheck": {
             "TableName": self.jobs_table,
-            "Key": wire_key(running_key(tenant_id)),
+            "Key": wire_key(running_key(tenant_id, shard)),
             "ConditionExpression": "#running >= :cap",
             "ExpressionAttributeNames": {"#running": "running"},
             "ExpressionAttributeValues": {":cap": {"N": str(cap)}},

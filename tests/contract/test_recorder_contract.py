@@ -33,6 +33,7 @@ from onward.keys import (
 from onward.lifecycle import Change, RunClosure
 from onward.models import ErrorSummary, NewJob
 from onward.recorder import (
+    ActiveEntry,
     Admission,
     CommitOutcome,
     CreateOutcome,
@@ -92,7 +93,8 @@ def test_a_create_writes_the_job_row_its_first_event_and_its_waiting_counter(bac
     assert [(event.version, event.status) for event in events] == [(1, JobState.QUEUED)]
     assert store.tenant_states()["acme"].waiting_by_queue == {ReadyQueue(0, 0): 1}
     kinds = sorted(str(item.get("entity")) for item in backend.jobs_table())
-    assert kinds == sorted([Entity.JOB, Entity.TENANT, Entity.TENANT_WAITING])
+    assert kinds == sorted([Entity.JOB, Entity.TENANT, Entity.TENANT, Entity.TENANT_QUEUE]), "settings + registry"
+    assert backend.recorder.active_head(4) == [ActiveEntry("acme", 0, 0.0)], "the entry joined the index"
     assert backend.recorder.runs(job.job_id) == [] and backend.recorder.result(job.job_id) is None
 
 
@@ -177,14 +179,6 @@ def _cap_reached(backend: StoreBackend, store: JobStore, clock: Any) -> Transiti
     return claim_write(backend, second, clock.now, Admission(cap=1))
 
 
-def _lift_while_running(backend: StoreBackend, store: JobStore, clock: Any) -> TransitionWrite:
-    store.create("acme", ECHO)
-    store.create("acme", ECHO)
-    store.claim("w1", 30)
-    queued = next(job.job_id for job in store.all_jobs() if job.state is JobState.QUEUED)
-    return claim_write(backend, queued, clock.now, Admission(cap=None, lift_to_ms=5_000))
-
-
 def _other_below_cap(backend: StoreBackend, store: JobStore, clock: Any) -> TransitionWrite:
     for tenant_id in ("a", "b"):
         store.register_tenant(Tenant(tenant_id, TenantPolicy(cap=1)))
@@ -192,7 +186,7 @@ def _other_below_cap(backend: StoreBackend, store: JobStore, clock: Any) -> Tran
     store.complete(store.claim("w1", 30))  # b's counter exists and is back to 0
     store.create("b", ECHO)
     waiting = store.create("a", ECHO).job.job_id
-    return claim_write(backend, waiting, clock.now, Admission(cap=None, others_at_cap=(("b", 1),)))
+    return claim_write(backend, waiting, clock.now, Admission(cap=None, others_at_cap=(("b", 0, 1),)))
 
 
 def _second_event_for_a_version(backend: StoreBackend, store: JobStore, clock: Any) -> TransitionWrite:
@@ -237,7 +231,6 @@ def _result_put_twice(backend: StoreBackend, store: JobStore, clock: Any) -> Tra
 FAILING = {
     "the job row moved": (_stale_version, CommitOutcome.JOB_MOVED),
     "the cap was reached": (_cap_reached, CommitOutcome.CAP_REACHED),
-    "a lift while running": (_lift_while_running, CommitOutcome.CAP_REACHED),
     "a capped tenant came back below its cap": (_other_below_cap, CommitOutcome.OTHER_BELOW_CAP),
     "a second event for a version": (_second_event_for_a_version, StoreInvariantViolation),
     "a run record opened twice": (_run_opened_twice, StoreInvariantViolation),
@@ -284,7 +277,7 @@ def test_a_flexing_claim_commits_while_the_others_are_at_their_caps(backend, sto
     assert {t: s.usage.running for t, s in store.tenant_states().items()} == {"a": 1, "b": 1}
     waiting = next(job.job_id for job in store.all_jobs()
                    if job.tenant_id == "a" and job.state is JobState.QUEUED)
-    write = claim_write(backend, waiting, clock.now, Admission(cap=None, others_at_cap=(("b", 1),)))
+    write = claim_write(backend, waiting, clock.now, Admission(cap=None, others_at_cap=(("b", 0, 1),)))
     assert backend.recorder.commit(write) is CommitOutcome.COMMITTED
     assert store.tenant_states()["a"].usage.running == 2
 
@@ -303,10 +296,8 @@ def test_a_cap_holds_under_concurrent_claims(backend, store):
     stale = store.tenant_states()
     workers = [backend.store() for _ in range(8)]
     for worker in workers:
-        reads, fresh = iter([stale]), worker.tenant_states
-        # this worker's first read of the tenants is the stale one (then its own): a scripted race
-        worker.tenant_states = (  # type: ignore[method-assign]  # replaced on this instance only
-            lambda reads=reads, fresh=fresh: next(reads, None) or fresh())
+        # this worker's first read of the counters is the stale one (then its own): a scripted race
+        worker._claimer._recorder = StaleFirstRead(backend.recorder, stale)  # type: ignore[attr-defined]
     start = threading.Barrier(len(workers))
     leases: list[Any] = []
     lock = threading.Lock()
@@ -331,6 +322,81 @@ def test_a_cap_holds_under_concurrent_claims(backend, store):
     states = store.tenant_states()
     assert {t: s.usage.running for t, s in states.items()} == running
     assert {t: s.load().waiting for t, s in states.items()} == {"capped": 6, "other": 2}
+
+
+class StaleFirstRead:
+    """A recorder whose first `tenant_counters` answers from `stale` (read before anyone claimed)."""
+
+    def __init__(self, recorder: Any, stale: dict[str, Any]) -> None:
+        self._recorder, self._stale = recorder, stale
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._recorder, name)
+
+    def tenant_counters(self, wanted: Any) -> dict[str, Any]:
+        stale, self._stale = self._stale, None
+        if stale is None:
+            return self._recorder.tenant_counters(wanted)
+        return {tenant.tenant_id: stale[tenant.tenant_id] for tenant in wanted}
+
+
+# --- the dispatch items: active index, lifts, the clock -----------------------------------------------------
+
+def test_the_active_index_orders_entries_by_key_and_a_claim_rekeys_the_served_one(backend, store):
+    """Entries join at the key they are given (the system clock), the head is in key order, a claim moves
+    the entry it served to the tenant's virtual time (never lower), and an entry with nothing waiting
+    leaves the index only when it is really empty."""
+    store.register_tenant(Tenant("acme", ready_shards=2))
+    shards = {ready_shard(store.create("acme", ECHO).job.job_id, 2) for _ in range(4)}
+    store.create("globex", ECHO)
+    assert [(e.tenant_id, e.shard, e.active_vt) for e in backend.recorder.active_head(4)] == [
+        *(("acme", shard, 0.0) for shard in sorted(shards)), ("globex", 0, 0.0)]
+    assert backend.recorder.rekey("globex", 0, 5.0) and not backend.recorder.rekey("globex", 0, 4.0)
+    assert backend.recorder.active_head(4)[-1] == ActiveEntry("globex", 0, 5.0)
+    assert not backend.recorder.deactivate("globex", 0), "it holds a waiting job"
+    store.cancel(next(job.job_id for job in store.all_jobs() if job.tenant_id == "globex"))
+    assert backend.recorder.deactivate("globex", 0) and not backend.recorder.deactivate("globex", 0)
+    assert {e.tenant_id for e in backend.recorder.active_head(4)} == {"acme"}
+    assert not backend.recorder.rekey("globex", 0, 9.0), "not in the index: no key to raise"
+
+
+def test_a_parked_entry_wakes_when_due_or_when_a_job_enters(backend, store, clock):
+    store.create("acme", ECHO)
+    entry = store.tenant_states()["acme"].queues[0]
+    assert not backend.recorder.park("acme", 0, clock.now + 60_000, entry.entered - 1), "a job entered since"
+    assert backend.recorder.park("acme", 0, clock.now + 60_000, entry.entered)
+    assert backend.recorder.active_head(4) == []
+    assert backend.recorder.parked_due(clock.now, 8) == []
+    assert backend.recorder.parked_due(clock.now + 60_000, 8) == [("acme", 0)]
+    assert backend.recorder.wake("acme", 0) and not backend.recorder.wake("acme", 0)
+    assert [e.tenant_id for e in backend.recorder.active_head(4)] == ["acme"]
+    assert backend.recorder.park("acme", 0, clock.now + 60_000, entry.entered)
+    store.create("acme", ECHO)
+    assert [e.tenant_id for e in backend.recorder.active_head(4)] == ["acme"], "a job entering wakes it"
+    assert backend.recorder.parked_due(clock.now + 60_000, 8) == []
+
+
+def test_lifts_and_the_clock_only_go_up(backend, store):
+    store.create("acme", ECHO)
+    assert backend.recorder.lift("acme", 5_000) and not backend.recorder.lift("acme", 4_000)
+    assert store.tenant_states()["acme"].usage.offset_ms == 5_000
+    assert backend.recorder.clock() == 0.0
+    assert backend.recorder.advance_clock(1, 10.5) and backend.recorder.advance_clock(2, 7.0)
+    assert not backend.recorder.advance_clock(1, 3.0)
+    assert backend.recorder.clock() == 10.5
+
+
+def test_tenant_counters_read_running_shards_and_the_named_queue_entries(backend, store):
+    acme = Tenant("acme", TenantPolicy(cap=3), ready_shards=4)
+    store.register_tenant(acme)
+    for _ in range(12):
+        store.create("acme", ECHO)
+    leases = [store.claim(f"w{n}", 30) for n in range(3)]
+    assert all(leases)
+    state = backend.recorder.tenant_counters({acme: {0, 1}})["acme"]
+    assert [u.running for u in state.running_by_shard] == [1, 1, 1, 0], "cap 3 over 4 running shards: 1/1/1/0"
+    assert set(state.queues) <= {0, 1}
+    assert backend.recorder.tenants(["acme", "nobody"]) == {"acme": acme}
 
 
 # --- the indexes --------------------------------------------------------------------------------------------

@@ -315,10 +315,10 @@ def test_a_flex_does_not_pass_a_tenant_that_came_back_below_its_cap(store, store
 
 
 def test_a_returning_tenant_is_lifted_to_the_floor(store, clock):
-    """The claim writes the lift (SET ended_ms = floor x weight, only while nothing of it runs): `sleeper`
-    used nothing while `bulk` ran two jobs for 100 s, so it starts level with bulk (200 s) instead of 200 s
-    ahead. It is served first on the tie (fewer running). Without the lift, sleeper's counter would stay at
-    0 and it would take every free worker until it had used 200 s."""
+    """The claim writes the lift (its offset raised so that its virtual time is the clock's, never
+    lowered): `sleeper` used nothing while `bulk` ran two jobs for 100 s, so it starts level with bulk
+    (200 s) instead of 200 s ahead. It is served first on the tie (fewer running). Without the lift,
+    sleeper's counter would stay at 0 and it would take every free worker until it had used 200 s."""
     enqueue(store, "bulk", 5, 0)
     store.claim("w1", 300)
     store.claim("w2", 300)
@@ -326,7 +326,7 @@ def test_a_returning_tenant_is_lifted_to_the_floor(store, clock):
     enqueue(store, "sleeper", 2, 0)
     lease = store.claim("w3", 300)
     assert lease.job.tenant_id == "sleeper"
-    assert usage(store, "sleeper") == Usage(1, 200_000, clock.now)
+    assert usage(store, "sleeper") == Usage(1, 0, clock.now, offset_ms=200_000)
     clock.advance(10)
     # Now sleeper has used 200 + 10 s, bulk 200 + 20 s: sleeper is still first, by 10 s of worker time.
     assert store.claim("w4", 300).job.tenant_id == "sleeper"

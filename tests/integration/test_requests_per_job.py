@@ -2,15 +2,19 @@
 loses still answer as they always did.
 
 A job with an Idempotency-Key that is created, claimed and completed costs 3 TransactWriteItems (one per
-transition), 2 Query and 1 GetItem (the claim's: the due-jobs index lags, so the claim reads the row it
-decides from): the create does not read the key first (its transaction's condition that the key is unused
-does that), and the completion does not read the row (it decides from the row the claim wrote, with the
-usual condition on its state, version and attempt). Each saving has a fallback, taken only when the
-transaction is refused, which answers exactly as the read-first path did: an Idempotency-Key in use
-(replay: the same job, 200; another request: IdempotencyConflict), a fenced completion (FENCED, marked
-on the zombie's run record), a cancel requested meanwhile (the report decided again from the row as it is
-now). Counted per backend: on DynamoDB the requests the embedded endpoint serves on the stack's jobs
-table; in memory the recorder's calls, named by the request each one is on DynamoDB.
+transition); a claim by a process that claimed a moment ago costs 1 BatchGetItem (its candidates' counters), 1
+Query (the ready index) and 1 GetItem (the due-jobs index lags, so the claim reads the row it decides from),
+plus, only when it takes a queue's last job, 1 UpdateItem (the entry leaves the active index); a process's
+first claim also reads the head of the active index (a Query per partition), the parked entries due (a Query
+per partition) and the system clock (1 BatchGetItem), which later claims take from its caches (onward.claims,
+onward.tenants). The create does not read the key first (its transaction's condition that the key is unused
+does that), and the completion does not read the row (it decides from the row the claim wrote, with the usual
+condition on its state, version and attempt). Each saving has a fallback, taken only when the transaction is
+refused, which answers exactly as the read-first path did: an Idempotency-Key in use (replay: the same job,
+200; another request: IdempotencyConflict), a fenced completion (FENCED, marked on the zombie's run record), a
+cancel requested meanwhile (the report decided again from the row as it is now). Counted per backend: on
+DynamoDB the requests the embedded endpoint serves on the stack's jobs table; in memory the recorder's calls,
+named by the request each one is on DynamoDB.
 
 The relay's poller (infra/pollers.py OutboxStreamPoller) keeps the stream's shard listing between polls:
 DescribeStream only when a shard ended, every few seconds while busy, and before answering "nothing to
@@ -20,7 +24,7 @@ read", so a poller polled until idle still reads every shard, splits included.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Mapping
 from typing import Any, TypeVar
 
 import pytest
@@ -29,12 +33,14 @@ from infra.endpoint import EmbeddedEndpoint
 from infra.pollers import OutboxStreamPoller
 from onward.clock import EpochMs
 from onward.errors import IdempotencyConflict
-from onward.keys import ReadyQueue
+from onward.keys import DEFAULT_ACTIVE_SHARDS, PARKED_SHARDS, ReadyQueue
 from onward.memory_recorder import MemoryRecorder
 from onward.models import ErrorSummary, Job, Lease, NewJob, Run
 from onward.recorder import (
+    ActiveEntry,
     CommitOutcome,
     CreateOutcome,
+    DueJob,
     IdempotencyRecord,
     JobRow,
     NewJobWrite,
@@ -102,13 +108,53 @@ class CountingMemoryRecorder(MemoryRecorder):
         self.calls["UpdateItem"] += 1
         return super().mark_fenced(job_id, attempt, worker_id, late_report, at, expires_at=expires_at)
 
-    def due_jobs(self, tenant_id: str, queue: ReadyQueue, now: EpochMs, limit: int) -> list[str]:
+    def due(self, tenant_id: str, queue: ReadyQueue, now: EpochMs, limit: int) -> list[DueJob]:
         self.calls["Query"] += 1
-        return super().due_jobs(tenant_id, queue, now, limit)
+        return super().due(tenant_id, queue, now, limit)
 
-    def tenant_states(self) -> dict[str, TenantState]:
-        self.calls["Query"] += 1
-        return super().tenant_states()
+    def active_head(self, limit_per_shard: int) -> list[ActiveEntry]:
+        self.calls["Query"] += DEFAULT_ACTIVE_SHARDS
+        return super().active_head(limit_per_shard)
+
+    def parked_due(self, now: EpochMs, limit_per_shard: int) -> list[tuple[str, int]]:
+        self.calls["Query"] += PARKED_SHARDS
+        return super().parked_due(now, limit_per_shard)
+
+    def tenants(self, tenant_ids: Collection[str] | None = None) -> dict[str, Tenant]:
+        self.calls["BatchGetItem" if tenant_ids is not None else "Query"] += 1
+        return super().tenants(tenant_ids)
+
+    def tenant_counters(self, wanted: Mapping[Tenant, Collection[int] | None]) -> dict[str, TenantState]:
+        self.calls["BatchGetItem"] += 1
+        return super().tenant_counters(wanted)
+
+    def clock(self) -> float:
+        self.calls["BatchGetItem"] += 1
+        return super().clock()
+
+    def advance_clock(self, shard: int, value: float) -> bool:
+        self.calls["UpdateItem"] += 1
+        return super().advance_clock(shard, value)
+
+    def deactivate(self, tenant_id: str, shard: int) -> bool:
+        self.calls["UpdateItem"] += 1
+        return super().deactivate(tenant_id, shard)
+
+    def rekey(self, tenant_id: str, shard: int, active_vt: float) -> bool:
+        self.calls["UpdateItem"] += 1
+        return super().rekey(tenant_id, shard, active_vt)
+
+    def lift(self, tenant_id: str, offset_ms: int) -> bool:
+        self.calls["UpdateItem"] += 1
+        return super().lift(tenant_id, offset_ms)
+
+    def park(self, tenant_id: str, shard: int, until: EpochMs, entered: int) -> bool:
+        self.calls["UpdateItem"] += 1
+        return super().park(tenant_id, shard, until, entered)
+
+    def wake(self, tenant_id: str, shard: int) -> bool:
+        self.calls["UpdateItem"] += 1
+        return super().wake(tenant_id, shard)
 
     def put_tenant(self, tenant: Tenant, *, only_if_new: bool = False) -> bool:
         self.calls["PutItem"] += 1
@@ -168,21 +214,30 @@ def version_history(store: JobStore, job: Job) -> list[tuple[int, str]]:
 # --- the hot path ---------------------------------------------------------------------------------------------
 
 def test_one_job_created_with_a_key_claimed_and_completed_costs_3_transactions_2_queries_1_read(metered):
-    """The lifecycle of one job with an Idempotency-Key: create = 1 TransactWriteItems, claim = 2 Query
-    (tenants' counters, ready index) + 1 GetItem (the row it decides from) + 1 TransactWriteItems, complete
-    = 1 TransactWriteItems. Without the create going straight to its transaction (JobStore.create), the
-    create shows a GetItem of the key first; without the report deciding from the claim's row
-    (JobStore._report / _HeldRows), the completion shows a GetItem of the job row first: 6 reads where 1
-    is needed."""
+    """The lifecycle of a job with an Idempotency-Key: create = 1 TransactWriteItems; a claim = 1
+    BatchGetItem (its candidates' counters) + 1 Query (ready index) + 1 GetItem (the row it decides from) +
+    1 TransactWriteItems, and 1 UpdateItem when it takes the queue's last job (the entry leaves the active
+    index); complete = 1 TransactWriteItems. The process's first claim also reads the active index's head
+    (one Query per partition), the parked entries due (one per partition) and the clock. Without the create
+    going straight to its transaction (JobStore.create), the create shows a GetItem of the key first;
+    without the report deciding from the claim's row (JobStore._report / _HeldRows), the completion shows a
+    GetItem of the job row first; without the claim's caches, every claim reads the head again."""
     store = metered.store
     created, create_cost = metered.count(lambda: store.create("acme", ECHO, idempotency_key="order-1"))
+    store.create("acme", ECHO, idempotency_key="order-2")
+    first, first_claim_cost = metered.count(lambda: store.claim("w1", LEASE_S))
     lease, claim_cost = metered.count(lambda: store.claim("w1", LEASE_S))
-    assert lease is not None and lease.job_id == created.job.job_id
+    assert first is not None and lease is not None
+    if lease.job_id != created.job.job_id:
+        lease, first = first, lease
+    assert lease.job_id == created.job.job_id
     report, complete_cost = metered.count(lambda: store.complete(lease, {"rows": 3}))
 
     assert created.created
     assert create_cost == {"TransactWriteItems": 1}
-    assert claim_cost == {"Query": 2, "GetItem": 1, "TransactWriteItems": 1}
+    assert first_claim_cost == {"Query": PARKED_SHARDS + DEFAULT_ACTIVE_SHARDS + 1, "BatchGetItem": 2,
+                                "GetItem": 1, "TransactWriteItems": 1}
+    assert claim_cost == {"BatchGetItem": 1, "Query": 1, "GetItem": 1, "TransactWriteItems": 1, "UpdateItem": 1}
     assert complete_cost == {"TransactWriteItems": 1}
     assert report.status is ReportStatus.APPLIED
     assert report.job == store.get(created.job.job_id)

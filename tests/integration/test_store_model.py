@@ -754,6 +754,7 @@ class StoreModel(RuleBasedStateMachine):
             values = rows[job_id]
             index = {name: values.pop(name, None) for name in ("ready_pk", "ready_due", "lease_pk")}
             values.pop("ready_shards", None)
+            values.pop("running_shard", None)
             expiry = values.pop("expires_at", None)
             row = Job.model_validate(values)
             assert row_view(row) == job.view(), f"job {job_id}"

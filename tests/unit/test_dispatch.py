@@ -2,20 +2,28 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from onward.dispatch import (
+    AGING_MS,
     DEFAULT_CAP,
     DEFAULT_WEIGHT,
+    LIFT_TOLERANCE_MS,
     Candidate,
     DispatchOrder,
     TenantLoad,
     TenantPolicy,
     Usage,
+    advance_clock,
+    aged_priority,
+    band_order,
     dispatch_order,
     on_claim,
     on_end,
-    virtual_floor,
+    running_shards,
+    shard_caps,
 )
 
 NOW = 1_800_000_000_000
@@ -67,53 +75,81 @@ def test_ties_spread_over_tenants_by_running_jobs_per_weight():
     assert order_of(load("a", running=1), load("b", running=5, weight=4)) == (["a", "b"], [])
 
 
-# --- no banked credit -------------------------------------------------------------------------------------
+# --- the system virtual clock: no banked credit ----------------------------------------------------------
 
-def test_a_returning_tenant_starts_at_the_floor_and_is_lifted_when_served():
-    """The floor and lift in dispatch_order (and Usage.lifted): without them, `sleeper`, idle for a long
-    time at 5 s used, would be served ahead of `bulk` (1,000 s) for the next ~995 s of worker time: credit
-    banked while it had nothing to do. With them it starts level with the least backlogged running tenant."""
-    bulk = load("bulk", ended_s=1000, running=10, running_for_s=0)
-    other = load("other", ended_s=1200, running=1, running_for_s=0)
-    sleeper = load("sleeper", ended_s=5)
-    order = dispatch_order([bulk, other, sleeper], NOW)
-    first = order.within_cap[0]
-    assert first == Candidate("sleeper", 1000 * S, lift_to_ms=1000 * S)  # level with bulk, first on the tie
-    assert [c.tenant_id for c in order.within_cap] == ["sleeper", "bulk", "other"]
-    lifted = sleeper.usage.lifted(first.lift_to_ms).apply(on_claim(NOW))
-    assert lifted.worker_ms(NOW + 2 * S) == 1002 * S  # from now on it pays like everyone else
+CLOCK = 1000 * S  # virtual ms: the highest virtual time a claim has served
 
 
-def test_the_lift_keeps_a_weighted_tenant_level_in_virtual_time():
-    """lift_to_ms is the floor times the tenant's weight: without the weight, a weight-4 tenant lifted to
-    1,000 worker-seconds would sit at 250 s of virtual time, far below the floor."""
-    order = dispatch_order([load("bulk", ended_s=1000, running=2), load("w4", weight=4)], NOW)
-    assert order.within_cap[0] == Candidate("w4", 1000 * S, lift_to_ms=4000 * S)
+def test_a_tenant_below_the_clock_is_lifted_even_with_jobs_running():
+    """The clock lifts any tenant more than LIFT_TOLERANCE_MS below it. Under the old floor (a tenant was
+    lifted only with nothing running) `back`, which kept one long job running for 100 s while otherwise
+    idle, would start 900 s behind `busy` and take every free worker until it caught up."""
+    busy = load("busy", ended_s=990, running=9, running_for_s=10)
+    back = load("back", running=1, running_for_s=100)
+    order = dispatch_order([busy, back], NOW, CLOCK)
+    assert order.within_cap[0] == Candidate("back", CLOCK, lift_offset_ms=900 * S)
+    assert order.within_cap[1] == Candidate("busy", 1080 * S, None)
 
 
-def test_a_returning_tenant_above_the_floor_keeps_its_own_time():
-    """The lift only ever raises: without `floor > virtual`, a tenant that used MORE than the others
-    would be pulled down to the floor and get credit it never had."""
-    order = dispatch_order([load("bulk", ended_s=100, running=3), load("greedy", ended_s=500)], NOW)
-    assert order.within_cap == (Candidate("bulk", 100 * S, None), Candidate("greedy", 500 * S, None))
+def test_the_lift_offset_makes_its_virtual_time_equal_the_clock():
+    """Usage.lifted sets the offset the candidate names, and worker_ms counts it: without the offset in
+    worker_ms the lift would not stick (lifted again at every claim, credit kept); without the weight in
+    `lift_offset_ms` a weight-4 tenant would sit at a quarter of the clock. From then on it pays like
+    everyone else."""
+    for weight, offset_s in ((1.0, 0), (4.0, 0), (2.0, 30)):
+        sleeper = load("sleeper", ended_s=5, weight=weight)
+        sleeper = sleeper._replace(usage=sleeper.usage._replace(offset_ms=offset_s * S))
+        (chosen,) = dispatch_order([sleeper], NOW, CLOCK).within_cap
+        assert chosen.virtual_time == CLOCK and chosen.lift_offset_ms is not None
+        lifted = sleeper._replace(usage=sleeper.usage.lifted(chosen.lift_offset_ms))
+        assert lifted.virtual_time(NOW) == CLOCK, weight
+        assert dispatch_order([lifted], NOW, CLOCK).within_cap[0].lift_offset_ms is None  # not lifted twice
+        running = lifted._replace(usage=lifted.usage.apply(on_claim(NOW)))
+        assert running.usage.worker_ms(NOW + 2 * S) == lifted.usage.worker_ms(NOW) + 2 * S
 
 
-def test_other_returning_tenants_and_idle_ones_do_not_set_the_floor():
-    """virtual_floor counts only backlogged tenants with jobs running: if another returning tenant's old,
-    low virtual time set the floor, two sleepers waking together would both keep their banked credit;
-    if a running tenant with nothing waiting set it, a tenant that is not competing would."""
-    loads = [load("bulk", ended_s=1000, running=5), load("a", ended_s=1), load("b", ended_s=2),
-             load("done", ended_s=3, running=1, waiting=0)]
-    assert virtual_floor(loads, NOW) == 1000 * S
-    assert {c.tenant_id: c.lift_to_ms for c in dispatch_order(loads, NOW).within_cap} == {
-        "a": 1000 * S, "b": 1000 * S, "bulk": None}
+def test_a_lift_never_lowers_the_offset():
+    """Usage.lifted keeps the larger offset (the store's conditional SET): without it, a claim that read
+    an older, lower clock and lost the race to write its lift would hand the tenant back the credit."""
+    assert Usage(offset_ms=10 * S).lifted(5 * S).offset_ms == 10 * S
+    assert Usage(offset_ms=10 * S).lifted(15 * S).offset_ms == 15 * S
 
 
-def test_nothing_backlogged_and_running_means_no_floor():
-    """With no floor (the pool just woke up), a returning tenant keeps its own time: there is nobody it
-    could have banked credit against, and inventing a floor would need state the policy does not have."""
-    order = dispatch_order([load("a", ended_s=7), load("b", ended_s=3)], NOW)
-    assert order.within_cap == (Candidate("b", 3 * S, None), Candidate("a", 7 * S, None))
+def test_a_tenant_within_the_tolerance_is_not_lifted():
+    """LIFT_TOLERANCE_MS: without it a backlogged tenant a hair below the clock (claims racing: the clock
+    moved on between reading the counters and claiming) would be lifted on almost every claim, an extra
+    write each time for no fairness gained."""
+    near = load("near", ended_s=CLOCK / S - LIFT_TOLERANCE_MS / S)
+    assert dispatch_order([near], NOW, CLOCK).within_cap == (Candidate("near", CLOCK - LIFT_TOLERANCE_MS, None),)
+    below = load("below", ended_s=(CLOCK - LIFT_TOLERANCE_MS - 1) / S)
+    assert dispatch_order([below], NOW, CLOCK).within_cap == (
+        Candidate("below", CLOCK, lift_offset_ms=LIFT_TOLERANCE_MS + 1),)
+
+
+def test_a_tenant_above_the_clock_keeps_its_own_time():
+    """The lift only ever raises: without `virtual >= clock - tolerance`, a tenant that used MORE than the
+    clock would be pulled down to it and get credit it never had."""
+    order = dispatch_order([load("bulk", ended_s=1000, running=3), load("greedy", ended_s=1500)], NOW, CLOCK)
+    assert order.within_cap == (Candidate("bulk", 1000 * S, None), Candidate("greedy", 1500 * S, None))
+
+
+def test_the_clock_outlives_an_idle_pool_and_lifts_every_returning_tenant():
+    """The clock is kept, not derived from who runs now: under the old floor, with nobody backlogged and
+    running (the pool idle, or every job ending at the same instant) there was no floor, and two tenants
+    waking together kept their banked credit (5 s and 7 s against a pool that served 1,000 s)."""
+    order = dispatch_order([load("a", ended_s=7), load("b", ended_s=5), load("done", ended_s=3, waiting=0)],
+                           NOW, CLOCK)
+    assert order.within_cap == (Candidate("a", CLOCK, lift_offset_ms=993 * S),
+                                Candidate("b", CLOCK, lift_offset_ms=995 * S))
+
+
+def test_advance_clock_never_goes_back():
+    """advance_clock keeps the larger: without it, serving a tenant below the clock (one that flexed
+    past its cap, or a claim that read old counters) would move the clock back, and the next returning
+    tenant would be lifted only that far, keeping the difference as credit."""
+    assert advance_clock(CLOCK, Candidate("low", CLOCK - 500 * S, None)) == CLOCK
+    assert advance_clock(CLOCK, Candidate("high", CLOCK + 5 * S, None)) == CLOCK + 5 * S
+    assert advance_clock(0.0, Candidate("returning", CLOCK, 900 * S)) == CLOCK
 
 
 # --- caps and flex ----------------------------------------------------------------------------------------
@@ -148,13 +184,60 @@ def test_tenants_with_nothing_waiting_are_not_candidates():
     assert dispatch_order([], NOW).first() is None
 
 
+# --- caps over running shards ----------------------------------------------------------------------------
+
+def test_shard_caps_split_the_cap_exactly():
+    """shard_caps: the shards' caps add up to the tenant's cap and differ by at most one. If they summed
+    to less, the tenant could never reach its cap; to more, it would run past it without flexing. Without
+    a cap every shard is uncapped (a 0 there would block the shard)."""
+    for cap in range(1, 25):
+        for shards in range(1, cap + 1):
+            caps = shard_caps(cap, shards)
+            assert len(caps) == shards and sum(caps) == cap and max(caps) - min(caps) <= 1, (cap, shards)
+    assert shard_caps(None, 3) == (None, None, None)
+
+
+def test_running_shards_follow_the_ready_shards_and_a_small_cap_leaves_shards_empty():
+    """running_shards: one RUNNING item per ready shard (ready shards are only raised, so the counters a
+    claim reads never drop one that holds attempts). A cap below the shards gives some shards a share of 0;
+    the shares still add up to the cap. If running shards followed the cap, lowering a cap would hide the
+    attempts charged to the dropped shards and let claims pass the new cap."""
+    assert running_shards(4) == 4
+    assert running_shards(1) == running_shards(0) == 1
+    assert shard_caps(2, running_shards(4)) == (1, 1, 0, 0)
+    assert sum(shard_caps(2, running_shards(4))) == 2
+
+def test_a_low_band_job_overtakes_after_aging():
+    """band_order ranks by aged priority: a band-0 job due 95 s ago (9.5 bands of aging) goes before a
+    band-9 job due now. Without aging (strict priority) band 0 would never run while band-9 jobs keep
+    arriving."""
+    assert band_order({0: NOW - 95 * S, 9: NOW}, NOW) == [0, 9]
+    assert aged_priority(0, NOW - 95 * S, NOW) == 9.5
+
+
+def test_a_fresh_low_band_job_waits_its_turn():
+    """Aging is one band per AGING_MS, not a reset: a band-0 job due 5 s ago is still behind band 9 (if any
+    wait put it first, priorities would mean nothing). On a tie the higher band goes first; a job due in
+    the future gets no negative aging."""
+    assert band_order({0: NOW - 5 * S, 9: NOW}, NOW) == [9, 0]
+    assert band_order({0: NOW - 9 * AGING_MS, 9: NOW}, NOW) == [9, 0]
+    assert band_order({0: NOW - 9 * AGING_MS - 1, 9: NOW}, NOW) == [0, 9]
+    assert aged_priority(3, NOW + 60 * S, NOW) == 3
+    assert band_order({}, NOW) == []
+
+
 # --- settings and usage arithmetic ------------------------------------------------------------------------
 
 def test_defaults_and_validation():
-    """Defaults: weight 1 and no cap of its own (fair share alone decides). A zero weight would divide by
-    zero in virtual_time; a cap of 0 would make a tenant unservable except by flex."""
+    """Defaults: weight 1 and no cap of its own (fair share alone decides). A weight of 0 would divide by
+    zero in virtual_time, a negative one run virtual time backwards, NaN compare false with everything
+    (never first, never last) and infinity never be served; a cap of 0 would make a tenant unservable
+    except by flex, and `True` would pass as a cap of 1 (bool is an int)."""
     assert TenantPolicy() == TenantPolicy(weight=DEFAULT_WEIGHT, cap=DEFAULT_CAP) == TenantPolicy(1.0, None)
-    for bad in ({"weight": 0}, {"weight": -1}, {"cap": 0}):
+    assert TenantPolicy(weight=2, cap=1).cap == 1
+    bad_settings = [{"weight": bad} for bad in (0, 0.0, -1, math.nan, math.inf, -math.inf)]
+    bad_settings += [{"cap": bad} for bad in (0, -1, True, False, 1.5)]
+    for bad in bad_settings:
         (name,) = bad
         with pytest.raises(ValueError, match=f"a tenant's {name} must be"):
             TenantPolicy(**bad)
@@ -169,5 +252,15 @@ def test_a_claim_and_its_end_add_up_to_the_run_time():
     assert usage == Usage(running=1, ended_ms=2000, started_ms_sum=NOW + 500)
     usage = usage.apply(on_end(NOW + 500, NOW + 3000))
     assert usage == Usage(running=0, ended_ms=4500, started_ms_sum=0)
-    with pytest.raises(ValueError, match="only a tenant with nothing running is lifted"):
-        Usage(running=1).lifted(10)
+
+
+def test_apply_keeps_the_lift_and_combined_sums_the_shards():
+    """A claim or an end must not drop the lift offset (the tenant would get its credit back with its next
+    job), and a tenant's usage is the sum of its shards' counters, offsets included: if `combined` missed
+    a field a sharded tenant would look as if it had used less."""
+    lifted = Usage(running=1, ended_ms=10, started_ms_sum=NOW, offset_ms=500 * S)
+    assert lifted.apply(on_end(NOW, NOW + S)).offset_ms == 500 * S
+    parts = [Usage(1, 10, NOW, 5), Usage(2, 20, 2 * NOW + 7, 0), Usage()]
+    assert Usage.combined(parts) == Usage(3, 30, 3 * NOW + 7, 5)
+    assert Usage.combined(parts).worker_ms(NOW + S) == sum(part.worker_ms(NOW + S) for part in parts)
+    assert Usage.combined([]) == Usage()

@@ -172,7 +172,7 @@ def test_the_ttl_stays_in_storage_and_never_reaches_the_models():
     """Job and Run refuse unknown fields: without expires_at among the storage-only attributes, reading an
     ended job's row or a finished run (the store, the API's /runs) would fail."""
     dead = changed(lifecycle.fail(running(), 1, "w1", ERROR, permanent=True, retry_delay_ms=1, now=END))
-    assert job_from_values(job_item(dead.after, 2, RETENTION_S)) == (dead.after, 2)
+    assert job_from_values(job_item(dead.after, 2, RETENTION_S)) == (dead.after, 2, 0)
     close = write_of(dead).close_run
     assert close is not None and "expires_at" in close.fields
     opened = Run(job_id=dead.after.job_id, attempt=1, worker_id="w1", claimed_at=NOW + 1_000,

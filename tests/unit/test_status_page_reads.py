@@ -11,6 +11,7 @@ from onward.claim_shares import RecentClaims
 from onward.clock import epoch_ms, iso
 from onward.conflict_reader import differences, reason_of
 from onward.dynamo import to_item
+from onward.keys import TIME_SHARDS
 from onward.models import OutboxEvent
 from onward.parked_reader import preview
 from onward.shard_lag import BoundedBy, shard_lags
@@ -134,8 +135,9 @@ class FakeOutbox:
         self.requests.append(request)
         bucket = request["ExpressionAttributeValues"][":b"]["S"]
         since = request["ExpressionAttributeValues"][":since"]["S"]
+        hour, shard = bucket.split("#")
         items = [{"tenant_id": {"S": tenant}, "occurred_at": {"S": at}} for tenant, at in self.claims
-                 if at.startswith(bucket) and at >= since]
+                 if at.startswith(hour) and shard == "0" and at >= since]  # every claim in shard 0
         return {"Items": items, "ScannedCount": len(items)}
 
 
@@ -145,7 +147,7 @@ def test_claims_fall_in_their_minute_across_an_hour_boundary() -> None:
                        ("acme", iso(NOW + 5)), ("acme", iso(NOW + 3 * 60_000))])  # the last: after it
     counted = RecentClaims(fake, "outbox").count(NOW + 2 * 60_000)
     assert [request["ExpressionAttributeValues"][":b"]["S"] for request in fake.requests] == [
-        "2026-12-01T09", "2026-12-01T10"]
+        f"2026-12-01T{hour}#{shard}" for hour in ("09", "10") for shard in range(TIME_SHARDS)]
     assert counted.by_tenant == {"acme": [0, 0, 1, 1, 0], "globex": [0, 1, 0, 0, 0]}
     assert counted.complete and counted.total("acme") == 2 and counted.buckets == 5
 

@@ -39,13 +39,14 @@ def claimed(admission: Admission | None = None) -> TransitionWrite:
 
 
 def test_a_claim_opens_a_run_takes_a_running_slot_and_leaves_its_ready_queue():
-    write = claimed(Admission(cap=2))
+    write = claimed(Admission(running_shard=1, cap=2, active_vt=5.0))
     assert write.job.expected[1:] == (1, 0) and write.job.lapsed_by is None
     assert {"state", "attempt", "version", "lease_pk", "lease_owner"} <= set(write.job.set)
     assert set(write.job.remove) == {"ready_pk", "ready_due"}
     assert write.open_run is not None and write.open_run["entity"] == Entity.RUN
-    assert write.running == RunningUpdate("acme", on_claim(NOW), below_cap=2)
-    assert write.waiting == WaitingUpdate("acme", ReadyQueue(0, 0), -1)
+    assert write.job.set["running_shard"] == 1, "the end must charge the shard the claim took"
+    assert write.running == RunningUpdate("acme", 1, on_claim(NOW), below_cap=2)
+    assert write.waiting == WaitingUpdate("acme", ReadyQueue(0, 0), -1, active_vt=5.0), "the served entry re-keyed"
     assert (write.outbox["version"], write.outbox["status"]) == (2, "running")
 
 
@@ -53,20 +54,23 @@ def test_an_ending_attempt_is_charged_from_its_claim_and_a_reap_needs_a_lapsed_l
     running = claimed().change.after
     reap = lifecycle.reap(running, NOW + 31_000)
     assert isinstance(reap, Change)
-    write = TransitionWrite.of(reap, ready_shards=1, retention_s=60, job_retention_s=3600, claimed_at=NOW)
+    write = TransitionWrite.of(reap, ready_shards=1, retention_s=60, job_retention_s=3600, claimed_at=NOW,
+                               running_shard=3, clock=7.0)
     assert write.job.lapsed_by == NOW + 31_000
-    assert write.running == RunningUpdate("acme", on_end(NOW, NOW + 31_000))
+    assert "running_shard" in write.job.remove
+    assert write.running == RunningUpdate("acme", 3, on_end(NOW, NOW + 31_000)), "charged to its claim's shard"
+    assert write.waiting == WaitingUpdate("acme", ReadyQueue(0, 0), 1, active_vt=7.0), "back in line at the clock"
     assert write.close_run is not None and write.close_run.fields["outcome"] == "lease_expired"
 
 
 def test_a_flexing_claim_checks_the_others_and_each_action_has_its_role():
-    write = claimed(Admission(cap=None, others_at_cap=(("b", 1), ("c", 2))))
+    write = claimed(Admission(cap=None, others_at_cap=(("b", 0, 1), ("c", 1, 2))))
     transaction = WRITES.transition(write)
     assert transaction.roles == [Role.JOB, Role.RUN_OPENED, Role.RUNNING, Role.WAITING, Role.OUTBOX,
                                  Role.STILL_AT_CAP, Role.STILL_AT_CAP]
     assert transaction.actions[0]["Update"]["Key"] == wire_key(job_key("a" * 32))
     assert "ConditionExpression" not in transaction.actions[2]["Update"], "flexing: no cap on its own counter"
-    assert transaction.actions[-1]["ConditionCheck"]["Key"] == wire_key(running_key("c"))
+    assert transaction.actions[-1]["ConditionCheck"]["Key"] == wire_key(running_key("c", 1))
 
 
 def test_reasons_are_read_by_role_not_position():

@@ -59,6 +59,7 @@ soak: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/transactions.py
+	$(BIN)/python bench/execution.py
 	$(BIN)/python bench/relay.py
 	$(BIN)/python bench/projector.py
 	$(BIN)/python bench/fairness.py

@@ -26,7 +26,7 @@ from onward.clock import parse_instant
 from onward.models import NewJob
 from onward.states import is_terminal
 from onward.tenants import MAX_READY_SHARDS, TENANT_CACHE_MS
-from onward.worker import Registry
+from onward.worker import InvalidRegistration, Registry
 
 if TYPE_CHECKING:
     from infra.endpoint import EmbeddedEndpoint, EndpointProcess
@@ -139,7 +139,11 @@ def _add_state_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    module = importlib.import_module(args.module)
+    try:
+        module = importlib.import_module(args.module)
+    except InvalidRegistration as error:  # a handler registered with settings the platform refuses
+        print(f"onward worker: {args.module}: {error}", file=sys.stderr)
+        return 2
     registry = getattr(module, "registry", None)
     if not isinstance(registry, Registry):
         print(f"onward worker: {args.module} has no `registry` (an onward.worker.Registry)", file=sys.stderr)
@@ -455,6 +459,36 @@ def cmd_tenant_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_overlaps(args: argparse.Namespace) -> int:
+    """The jobs whose attempts ran at once since --since (onward.overlaps), from the jobs table's `overlaps`
+    index: a table, or (--json) one object. The window starts no earlier than the job retention allows (run
+    records older are gone). Exit status 1 when any job is listed, as `onward reconcile` does."""
+    from onward.clock import iso, system_clock
+    from onward.overlap_reader import DynamoOverlapIndex, OverlapReader
+
+    deployment = Deployment.from_environment()
+    now = system_clock()
+    if args.since > now:
+        print("onward overlaps: --since is in the future", file=sys.stderr)
+        return 2
+    since = max(args.since, now - (deployment.settings.job_retention_days + 1) * 86_400_000)
+    index = DynamoOverlapIndex(deployment.client("dynamodb"), deployment.settings.require("jobs_table"))
+    jobs = OverlapReader(index, deployment.job_store).since(since, now)
+    if args.json:
+        print(json.dumps({"since": iso(since), "until": iso(now), "jobs": [job.as_dict() for job in jobs]}))
+        return 1 if jobs else 0
+    for job in jobs:
+        print(f"{job.job_id}  tenant {job.tenant_id or '?'}  type {job.type or '?'}")
+        for attempt in job.as_dict()["attempts"]:
+            until = attempt["active_until"] or "still running"
+            print(f"  attempt {attempt['attempt']} ({attempt['worker_id']}, {attempt['outcome'] or 'running'}): "
+                  f"{attempt['claimed_at']} .. {until}, overlapped attempt(s) "
+                  + ", ".join(map(str, attempt["overlapped_with"])))
+    print(f"overlaps: {len(jobs)} jobs whose attempts ran at once (side effects may have happened twice) "
+          f"since {iso(since)}")
+    return 1 if jobs else 0
+
+
 def _lag_text(r: LagReport) -> str:
     def seconds(value: float | None, never: str = "unknown") -> str:
         return never if value is None else f"{value:,.1f} s"
@@ -606,6 +640,13 @@ def build_parser() -> argparse.ArgumentParser:
     lag.set_defaults(run=cmd_lag)
 
     _add_tenant_commands(command("tenant", "set a tenant's dispatch settings, list the tenants' loads"))
+
+    overlaps = command("overlaps", "list jobs whose attempts ran at once (a zombie worked while its successor "
+                       "ran): their side effects may have happened twice")
+    overlaps.add_argument("--since", type=_instant, required=True, help="ISO-8601 with a zone, e.g. "
+                          "2026-11-30T06:00:00Z (inclusive): overlaps that began from then until now")
+    overlaps.add_argument("--json", action="store_true", help='print one JSON object: {"since", "until", "jobs"}')
+    overlaps.set_defaults(run=cmd_overlaps)
 
     up = command("up", "run the platform on this machine")
     up.add_argument("--port", type=PORT, default=4566, help="port of the embedded AWS endpoint on 127.0.0.1")

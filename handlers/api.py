@@ -36,6 +36,10 @@ from handlers.auth import TENANT_PATTERN, Principal
 from handlers.bootstrap import Deployment
 from handlers.contract import (
     Accepted,
+    BatchCreate,
+    BatchCreated,
+    BatchJob,
+    BatchOutcome,
     BulkReplay,
     BulkReplayed,
     Caller,
@@ -45,6 +49,7 @@ from handlers.contract import (
     Conflicts,
     FieldDifference,
     Health,
+    JobExplanation,
     JobPage,
     JobParams,
     JobStatus,
@@ -64,6 +69,7 @@ from handlers.contract import (
     TenantLoad,
     Tenants,
 )
+from onward import explain
 from onward.checkpoints import OUTBOX_STREAM, PROJECTOR_CONSUMER, RELAY_CONSUMER
 from onward.claim_shares import RecentClaims
 from onward.clock import EpochMs, epoch_ms, iso, system_clock
@@ -73,15 +79,17 @@ from onward.errors import (
     InvalidRequest,
     JobNotFound,
     NotReplayable,
+    OnwardError,
     PayloadTooLarge,
     StoreContention,
 )
 from onward.freshness import freshness_of, view_lag
 from onward.models import JOB_ID_PATTERN, NewJob, ViewLag
 from onward.parked_reader import SOURCES, ParkedRecordReader, preview
+from onward.recorder import JobRow
 from onward.shard_lag import shard_lags
 from onward.states import REPLAYABLE_STATES, JobState
-from onward.store import CancelStatus, JobStore
+from onward.store import CancelStatus, Created, JobStore
 from onward.telemetry import discard_unflushed
 from onward.view import JobFilter
 
@@ -262,9 +270,10 @@ def _body() -> Any:
         raise Problem(400, "Malformed JSON", f"the body is not valid JSON: {error}") from error
 
 
-def _invalid_body(error: ValidationError) -> Problem:
-    """A 422 naming each place of the body that does not match its model, and why."""
-    errors = [{"loc": list(e["loc"]), "msg": e["msg"].removeprefix("Value error, "), "type": e["type"]}
+def _invalid_body(error: ValidationError, where: tuple[str | int, ...] = ()) -> Problem:
+    """A 422 naming each place of the body that does not match its model, and why (`where`: the place of the
+    part that was validated, e.g. ("jobs", 3) for a batch's entry)."""
+    errors = [{"loc": [*where, *e["loc"]], "msg": e["msg"].removeprefix("Value error, "), "type": e["type"]}
               for e in error.errors(include_input=False, include_url=False)]
     shown = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in errors[:3])
     return Problem(422, "Invalid request", f"the body does not match the schema: {shown}", slug="validation",
@@ -318,28 +327,87 @@ def openapi() -> Response[str]:
 
 @app.post("/jobs")
 def create_job() -> Response[str]:
-    principal = _principal()
-    if principal.tenant_id is None:
-        raise Problem(403, "Forbidden", "this credential names no tenant to create jobs for")
+    tenant_id = _creating_tenant(_principal())
     payload = _body()
     if not isinstance(payload, dict):
         raise Problem(422, "Invalid request", "the body must be a JSON object", slug="validation")
-    try:
-        request = NewJob.model_validate(payload)
-    except ValidationError as error:
-        raise _invalid_body(error) from error
     deployment = Deployment.from_environment()
-    if request.type not in deployment.job_types:
-        raise Problem(422, "Unknown job type", f"no job type {request.type!r}; known: "
-                      + ", ".join(sorted(deployment.job_types)), slug="unknown-job-type")
+    request = _new_job(deployment, NewJob, payload)
     key = (app.current_event.headers or {}).get("idempotency-key")
     if key is not None and not IDEMPOTENCY_KEY.fullmatch(key):
         raise Problem(400, "Bad request", "an Idempotency-Key is 1 to 128 printable ASCII characters")
-    created = deployment.job_store.create(principal.tenant_id, request, idempotency_key=key)
+    created = deployment.job_store.create(tenant_id, request, idempotency_key=key)
     metrics.add_metric(name="JobsCreated" if created.created else "JobsCreateRepeated", unit=MetricUnit.Count, value=1)
     job = created.job
     return _json(202 if created.created else 200, Accepted(job_id=job.job_id, status=job.state, version=job.version),
                  headers={"Location": f"/jobs/{job.job_id}"})
+
+
+@app.post("/jobs/batch")
+def create_jobs() -> Response[str]:
+    """Create up to 100 jobs, each as POST /jobs would (with its own idempotency_key), and answer each entry's
+    outcome in order: a refused entry refuses only itself. A body that is not 1 to 100 objects creates nothing."""
+    tenant_id = _creating_tenant(_principal())
+    if "idempotency-key" in (app.current_event.headers or {}):
+        raise Problem(400, "Bad request", "a batch takes an idempotency_key in each entry, not an Idempotency-Key "
+                      "header (which would not say which job it keys)")
+    try:
+        asked = BatchCreate.model_validate(_body())
+    except ValidationError as error:
+        raise _invalid_body(error) from error
+    results = _create_batch(Deployment.from_environment(), tenant_id, asked.jobs)
+    created = sum(result.status == 202 for result in results)
+    metrics.add_metric(name="JobsCreated", unit=MetricUnit.Count, value=created)
+    metrics.add_metric(name="JobsCreateRepeated", unit=MetricUnit.Count,
+                       value=sum(result.status == 200 for result in results))
+    # each problem as POST /jobs answers it: without the fields it does not have
+    return _json(200, BatchCreated(results=results, created=created), exclude_none=True)
+
+
+def _creating_tenant(principal: Principal) -> str:
+    """The tenant the caller creates jobs for (403 for a credential that names none: an operator's)."""
+    if principal.tenant_id is None:
+        raise Problem(403, "Forbidden", "this credential names no tenant to create jobs for")
+    return principal.tenant_id
+
+
+NewJobModel = TypeVar("NewJobModel", bound=NewJob)
+
+
+def _new_job(deployment: Deployment, model: type[NewJobModel], payload: Any,
+             where: tuple[str | int, ...] = ()) -> NewJobModel:
+    """`payload` as a job of one of the deployment's types: else a 422 naming each place that does not match
+    (`where`: the payload's place in the body), or the unknown type."""
+    try:
+        request = model.model_validate(payload)
+    except ValidationError as error:
+        raise _invalid_body(error, where) from error
+    if request.type not in deployment.job_types:
+        raise Problem(422, "Unknown job type", f"no job type {request.type!r}; known: "
+                      + ", ".join(sorted(deployment.job_types)), slug="unknown-job-type")
+    return request
+
+
+def _create_batch(deployment: Deployment, tenant_id: str, entries: list[dict[str, Any]]) -> list[BatchOutcome]:
+    """Each entry's outcome, in order: an entry that is not a job of a known type is refused here, as POST /jobs
+    refuses it (it never reaches the store); the others are created together (JobStore.create_batch)."""
+    checked: list[BatchJob | Problem] = []
+    for index, entry in enumerate(entries):
+        try:
+            checked.append(_new_job(deployment, BatchJob, entry, where=("jobs", index)))
+        except Problem as problem:
+            checked.append(problem)
+    jobs = [(entry.new_job(), entry.idempotency_key) for entry in checked if isinstance(entry, BatchJob)]
+    answers = iter(deployment.job_store.create_batch(tenant_id, jobs) if jobs else [])
+    return [_batch_outcome(next(answers) if isinstance(entry, BatchJob) else entry) for entry in checked]
+
+
+def _batch_outcome(answer: Created | OnwardError | Problem) -> BatchOutcome:
+    """One entry's answer: its job (202 created, 200 found by its key), or its refusal as POST /jobs answers it."""
+    if isinstance(answer, Created):
+        return BatchOutcome(status=202 if answer.created else 200, job_id=answer.job.job_id)
+    problem = answer if isinstance(answer, Problem) else _problem_of(answer)
+    return BatchOutcome(status=problem.status, problem=problem.details())
 
 
 def _listed_tenant(principal: Principal, query: Mapping[str, str]) -> str:
@@ -450,6 +518,35 @@ def job_params(job_id: str) -> Response[str]:
     principal = _principal()
     job = Deployment.from_environment().job_store.get(_job_id(job_id), _tenant_scope(principal))
     return _json(200, JobParams.of(job))
+
+
+@app.get("/jobs/<job_id>/explain")
+def explain_job(job_id: str) -> Response[str]:
+    """Why the job is not running and until when (onward.explain), decided now from the job table, its tenant's
+    dispatch counters and the window's claims; with a status's freshness block. Scoped as GET /jobs/{job_id}."""
+    principal = _principal()
+    deployment = Deployment.from_environment()
+    row = _job_row(deployment.job_store, _job_id(job_id), _tenant_scope(principal))
+    now = system_clock()
+    waiting = _waiting(deployment, row, now) if explain.waits(row.job) else None
+    freshness = freshness_of(iso(row.job.updated_at), _view_lag(deployment, now), now)
+    return _json(200, JobExplanation.of(row.job, explain.explain(row.job, now, waiting), now, freshness))
+
+
+def _job_row(store: JobStore, job_id: str, scope: str | None) -> JobRow:
+    """The job row with its ready shards (read consistently); JobNotFound for another tenant's (`scope`)."""
+    row = store.recorder.job(job_id)
+    if row is None or (scope is not None and row.job.tenant_id != scope):
+        raise JobNotFound(job_id)
+    return row
+
+
+def _waiting(deployment: Deployment, row: JobRow, now: EpochMs) -> explain.Waiting:
+    """What a waiting job's explanation is decided from (explain.waiting_of), with the claims of the last
+    CLAIM_WINDOW_S (onward.claim_shares)."""
+    claims = RecentClaims(deployment.client("dynamodb"), deployment.settings.require("outbox_table")).count(
+        now, window_s=CLAIM_WINDOW_S, bucket_s=CLAIM_BUCKET_S)
+    return explain.waiting_of(deployment.job_store.recorder, row, claims, now)
 
 
 @app.post("/jobs/<job_id>/cancel")
@@ -632,9 +729,9 @@ def _problem(error: Problem) -> Response[str]:
     return error.response()
 
 
-def _problem_of(error: JobNotFound | IdempotencyConflict | NotReplayable | PayloadTooLarge | InvalidRequest
-                | StoreContention) -> Problem:
-    """The answer to an error of the core: one mapping for every route (and each job of a bulk replay)."""
+def _problem_of(error: OnwardError) -> Problem:
+    """The answer to an error of the core: one mapping for every route (and each job of a bulk replay or entry of
+    a batch)."""
     if isinstance(error, JobNotFound):
         return not_found(str(error.args[0]) if error.args else "")
     if isinstance(error, IdempotencyConflict):
@@ -646,7 +743,10 @@ def _problem_of(error: JobNotFound | IdempotencyConflict | NotReplayable | Paylo
         return Problem(413, "Payload too large", str(error))
     if isinstance(error, InvalidRequest):
         return Problem(400, "Bad request", str(error))
-    return Problem(503, "Busy", "the job is contended; retry shortly", headers={"Retry-After": "1"})
+    if isinstance(error, StoreContention):
+        return Problem(503, "Busy", "the job is contended; retry shortly", headers={"Retry-After": "1"})
+    logger.error("unexpected refusal of the core", extra={"error": type(error).__name__})
+    return Problem(500, "Internal error", "the request failed; it is safe to retry with the same Idempotency-Key")
 
 
 @_handles(JobNotFound, IdempotencyConflict, NotReplayable, PayloadTooLarge, InvalidRequest, StoreContention)

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from relay.publisher import KinesisPublisher
     from relay.relay import Relay
 
-DEFAULT_JOB_TYPES = ("demo.echo", "demo.sleep", "demo.flaky", "demo.fail", "demo.crash")
+DEFAULT_JOB_TYPES = ("demo.echo", "demo.sleep", "demo.flaky", "demo.fail", "demo.crash", "demo.hang")
 DEFAULT_WORKER_MODULE = "onward.demo"
 DEFAULT_WORKER_LEASE_S = 60.0
 # Variables outside ONWARD_* / *_TABLE / *_STREAM that Settings reads.

@@ -11,8 +11,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from onward.clock import iso
-from onward.models import ErrorSummary, Freshness, Job, JobId, JobType, Run, StatusView, TenantId, ViewLag
+from onward.clock import EpochMs, iso
+from onward.explain import Explanation, WaitReason
+from onward.models import ErrorSummary, Freshness, Job, JobId, JobType, NewJob, Run, StatusView, TenantId, ViewLag
 from onward.states import JobState, RunOutcome, is_terminal
 
 
@@ -102,6 +103,11 @@ class RunRecord(_Answer):
     reclaimed_as: RunOutcome | None = Field(None, description="what closed the run before a late report came")
     late_report: RunOutcome | None = Field(None, description="what a superseded attempt reported (fenced)")
     late_report_at: str | None = Field(None, json_schema_extra={"format": "date-time"})
+    lease_lost_at: str | None = Field(None, json_schema_extra={"format": "date-time"},
+                                      description="when a refused heartbeat showed it still working after its lease")
+    overlapped_with: list[int] = Field(default_factory=list, description=(
+        "attempts of the same job whose running interval overlapped this one's (a zombie still working "
+        "while its successor ran): their side effects may have happened twice"))
 
     @classmethod
     def of(cls, run: Run) -> RunRecord:
@@ -111,7 +117,8 @@ class RunRecord(_Answer):
         return cls(job_id=run.job_id, attempt=run.attempt, worker_id=run.worker_id, claimed_at=iso(run.claimed_at),
                    lease_expires_at=iso(run.lease_expires_at), finished_at=at(run.finished_at),
                    outcome=run.outcome, error=run.error, reclaimed_as=run.reclaimed_as,
-                   late_report=run.late_report, late_report_at=at(run.late_report_at))
+                   late_report=run.late_report, late_report_at=at(run.late_report_at),
+                   lease_lost_at=at(run.lease_lost_at), overlapped_with=list(run.overlapped_with))
 
 
 class Runs(_Answer):
@@ -128,11 +135,85 @@ class JobParams(_Answer):
     max_attempts: int
     priority: int
     created_at: str = Field(json_schema_extra={"format": "date-time"})
+    run_at: str | None = Field(None, description="when it was asked to start (its run_at, or created_at + delay_s); "
+                                                 "null: as soon as a worker is free",
+                               json_schema_extra={"format": "date-time"})
+    timeout_s: float | None = Field(None, description="the execution timeout it asked for; null: its job type's "
+                                                     "default (an attempt past it fails with error type Timeout)")
 
     @classmethod
     def of(cls, job: Job) -> JobParams:
         return cls(job_id=job.job_id, type=job.type, params=job.params, max_attempts=job.max_attempts,
-                   priority=job.priority, created_at=iso(job.created_at))
+                   priority=job.priority, created_at=iso(job.created_at),
+                   run_at=None if job.run_at is None else iso(job.run_at), timeout_s=job.timeout_s)
+
+
+class WaitDetails(_Answer):
+    """What a waiting job's reason was decided from: its tenant's dispatch counters (exact, read now), the claims
+    of the window (the outbox's `by_time` index, as GET /ops/tenants counts them) and its tenant's jobs ahead."""
+
+    running: int = Field(description="its tenant's jobs running now")
+    cap: int | None = Field(description="its tenant's cap on jobs running at once while others wait; null: none")
+    weight: float = Field(description="its tenant's weight in the fair share of worker time")
+    waiting: int = Field(description="its tenant's queued and retry_wait jobs, this one included")
+    ahead: int = Field(description="jobs of its tenant a claim takes before this one (due order, priority with "
+                                   "aging)")
+    ahead_at_least: bool = Field(description="true: the count stopped at its bound; there may be more")
+    claims_per_minute: float = Field(description="its tenant's claims (attempts started) per minute in the window")
+    share: float | None = Field(description="its tenant's share of every tenant's claims in the window, 0 to 1; "
+                                            "null: nothing was claimed")
+    platform_claims: int = Field(description="claims of every tenant in the window")
+    window_s: int = Field(description="the window: the last `window_s` seconds")
+    window_complete: bool = Field(description="false: the window held more outbox entries than one read takes")
+
+
+class JobExplanation(_Answer):
+    """Why a job is not running, and until when (onward.explain), decided now from the job table and the dispatch
+    counters: `status` and `version` are the job table's, which can be a moment ahead of the status view's
+    (GET /jobs/{job_id}). A job that is running or has ended is answered as such (`running`, `finished`)."""
+
+    job_id: JobId
+    status: JobState
+    version: int
+    reason: WaitReason = Field(description="scheduled (its run_at is to come), backoff (retry_wait until its next "
+                                           "attempt), tenant_at_cap (its tenant runs `cap` jobs), no_worker (no "
+                                           "worker claimed anything in the window), waiting_for_share (jobs of its "
+                                           "tenant ahead, its tenant's share of the workers); running, finished")
+    detail: str = Field(description="the explanation as a sentence (times in UTC)")
+    decided_at: str = Field(description="when this was decided: `until` and `eta` are from this moment's reads",
+                            json_schema_extra={"format": "date-time"})
+    until: str | None = Field(description="when the reason ends by itself (scheduled: the run_at; backoff: the next "
+                                          "attempt's earliest start); null otherwise",
+                              json_schema_extra={"format": "date-time"})
+    eta: str | None = Field(description="when it is likely to start, from its tenant's claims per minute and the "
+                                        "jobs ahead, never before `until` (no earlier than this when "
+                                        "`ahead_at_least`); null: its tenant claimed nothing in the window, or no "
+                                        "worker claims, or it is not waiting",
+                            json_schema_extra={"format": "date-time"})
+    details: WaitDetails | None = Field(description="what a waiting job's reason was decided from; null when it "
+                                                    "is not waiting")
+    freshness: Freshness = Field(description="as a status's: as_of is when the job's current status (this "
+                                             "answer's) became true; the view's lag says how far GET /jobs/{job_id} "
+                                             "may be behind it")
+
+    @classmethod
+    def of(cls, job: Job, explanation: Explanation, decided_at: EpochMs, freshness: Freshness) -> JobExplanation:
+        waiting = explanation.waiting
+        details = None if waiting is None else WaitDetails(
+            running=waiting.tenant.usage.running, cap=waiting.tenant.tenant.policy.cap,
+            weight=waiting.tenant.tenant.policy.weight, waiting=waiting.tenant.load().waiting,
+            ahead=waiting.ahead.count, ahead_at_least=waiting.ahead.at_least,
+            claims_per_minute=round(waiting.throughput.per_minute, 3),
+            share=None if waiting.throughput.share is None else round(waiting.throughput.share, 4),
+            platform_claims=waiting.throughput.platform_claims, window_s=waiting.throughput.window_ms // 1000,
+            window_complete=waiting.throughput.complete)
+
+        def at(value: EpochMs | None) -> str | None:
+            return None if value is None else iso(value)
+
+        return cls(job_id=job.job_id, status=job.state, version=job.version, reason=explanation.reason,
+                   detail=explanation.detail, decided_at=iso(decided_at), until=at(explanation.until),
+                   eta=at(explanation.eta), details=details, freshness=freshness)
 
 
 class StatusCounts(_Answer):
@@ -273,6 +354,32 @@ class BulkReplay(BaseModel):
     job_ids: Annotated[list[JobId], AfterValidator(_each_once)] = Field(min_length=1, max_length=100)
 
 
+MAX_BATCH = 100
+
+
+class BatchJob(NewJob):
+    """One job of a batch: the body POST /jobs takes, and its own Idempotency-Key."""
+
+    idempotency_key: str | None = Field(None, pattern=r"^[ -~]{1,128}$",
+                                        description="as POST /jobs's Idempotency-Key header: a retry with the same "
+                                                    "key and job answers the job it created (200)")
+
+    def new_job(self) -> NewJob:
+        """The job itself, as POST /jobs would have validated it (its Idempotency-Key apart)."""
+        return NewJob.model_construct(self.model_fields_set - {"idempotency_key"},
+                                      **{name: getattr(self, name) for name in NewJob.model_fields})
+
+
+class BatchCreate(BaseModel):
+    """Jobs to create, each as POST /jobs would; each entry is checked on its own (a bad one refuses only
+    itself), the list as a whole here."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    jobs: list[dict[str, Any]] = Field(min_length=1, max_length=MAX_BATCH,
+                                       json_schema_extra={"items": {"$ref": "#/components/schemas/BatchJob"}})
+
+
 class FieldError(_Answer):
     loc: list[str | int]
     msg: str
@@ -305,6 +412,21 @@ class BulkReplayed(_Answer):
     replayed: int = Field(description="jobs queued again")
 
 
+class BatchOutcome(_Answer):
+    """One entry's answer, as POST /jobs would give it: `status` is its HTTP status, with `job_id` (202: created;
+    200: an earlier request with its idempotency_key created it) or `problem` (the other is left out)."""
+
+    status: int
+    job_id: JobId | None = None
+    problem: ProblemDetails | None = None
+
+
+class BatchCreated(_Answer):
+    results: list[BatchOutcome] = Field(description="one per entry, in the order sent")
+    created: int = Field(description="jobs created by this request (202s)")
+
+
 ANSWERS: tuple[type[BaseModel], ...] = (Health, Accepted, CancelAccepted, JobStatus, PendingJob, JobPage, Runs,
                                          ProblemDetails, ViewLag, JobParams, StatusCounts, Caller, Tenants,
-                                         PipelineLag, ParkedRecords, Conflicts, ReplayableJobs, BulkReplayed)
+                                         PipelineLag, ParkedRecords, Conflicts, ReplayableJobs, BulkReplayed,
+                                         JobExplanation, BatchCreated)

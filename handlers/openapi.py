@@ -9,9 +9,9 @@ from typing import Any
 
 from pydantic.json_schema import models_json_schema
 
-from handlers.contract import ANSWERS, BulkReplay
+from handlers.contract import ANSWERS, BatchCreate, BatchJob, BulkReplay
 from onward.models import NewJob
-from onward.states import REPLAYABLE_STATES, TERMINAL_STATES
+from onward.states import CLAIMABLE_STATES, REPLAYABLE_STATES, TERMINAL_STATES
 
 PROBLEM = {"$ref": "#/components/schemas/ProblemDetails"}
 REF_TEMPLATE = "#/components/schemas/{model}"
@@ -20,11 +20,13 @@ REF_TEMPLATE = "#/components/schemas/{model}"
 def _schemas() -> dict[str, Any]:
     """Every body's schema, from its model: requests as validated, answers as serialized."""
     _, generated = models_json_schema([(NewJob, "validation"), (BulkReplay, "validation"),
+                                       (BatchJob, "validation"), (BatchCreate, "validation"),
                                        *((model, "serialization") for model in ANSWERS)],
                                       ref_template=REF_TEMPLATE)
     schemas: dict[str, Any] = generated["$defs"]
     schemas["JobState"]["x-terminal"] = sorted(TERMINAL_STATES)  # the statuses that never change again
     schemas["JobState"]["x-replayable"] = sorted(REPLAYABLE_STATES)  # the statuses an operator may replay
+    schemas["JobState"]["x-waiting"] = sorted(CLAIMABLE_STATES)  # waiting for a worker: GET /jobs/{id}/explain says why
     schemas["TenantId"] = {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"}
     return schemas
 
@@ -127,6 +129,23 @@ DOCUMENT: dict[str, Any] = {
                               "403": _problem("a tenant's credential named another tenant")},
             },
         },
+        "/jobs/batch": {"post": {
+            "operationId": "createJobs", "security": SECURED,
+            "requestBody": {"required": True, "content": {"application/json": {
+                "schema": {"$ref": "#/components/schemas/BatchCreate"}}}},
+            "responses": {
+                "200": _ok("each entry's answer in the order sent, as POST /jobs would give it: 202 created, 200 "
+                           "found by its idempotency_key, or its problem (409 key used for another job, 413 params "
+                           "too large, 422 invalid or of an unknown type with `errors` placed under "
+                           "[\"jobs\", index], 503 contended); a refused entry refuses only itself", "BatchCreated"),
+                "400": _problem("malformed JSON, or an Idempotency-Key header (each entry takes its own "
+                                "idempotency_key)"),
+                "401": UNAUTHORIZED,
+                "403": _problem("the credential names no tenant (an operator token)"),
+                "413": _problem("the body is over 256 KiB"),
+                "415": _problem("the body is not declared Content-Type: application/json"),
+                "422": _problem("not an object whose `jobs` is a list of 1 to 100 objects: nothing was created"),
+            }}},
         "/jobs/counts": {"get": {
             "operationId": "countJobs", "security": SECURED,
             "parameters": [TENANT_QUERY, {"name": "type", "in": "query", "description": "only jobs of this type",
@@ -158,6 +177,13 @@ DOCUMENT: dict[str, Any] = {
             "operationId": "getJobParams", "security": SECURED, "parameters": [JOB_ID],
             "responses": {"200": _ok("what the job was created with (the job table; it never changes)",
                                      "JobParams"),
+                          "401": UNAUTHORIZED, "404": NOT_FOUND}}},
+        "/jobs/{job_id}/explain": {"get": {
+            "operationId": "explainJob", "security": SECURED, "parameters": [JOB_ID],
+            "responses": {"200": _ok("why the job is not running and until when: scheduled, backoff, "
+                                     "tenant_at_cap, no_worker or waiting_for_share with an ETA from its tenant's "
+                                     "recent claims; `running` or `finished` for a job that is not waiting (200 "
+                                     "too: nothing is wrong with asking)", "JobExplanation"),
                           "401": UNAUTHORIZED, "404": NOT_FOUND}}},
         "/jobs/{job_id}/cancel": {"post": {
             "operationId": "cancelJob", "security": SECURED, "parameters": [JOB_ID],
@@ -227,7 +253,8 @@ def document(job_types: frozenset[str]) -> dict[str, Any]:
     """The document as served: DOCUMENT with this deployment's job types as the examples of a job's type
     (the status page offers them)."""
     served = {**DOCUMENT, "components": {**DOCUMENT["components"], "schemas": dict(DOCUMENT["components"]["schemas"])}}
-    new_job = served["components"]["schemas"]["NewJob"]
-    properties = {**new_job["properties"], "type": {**new_job["properties"]["type"], "examples": sorted(job_types)}}
-    served["components"]["schemas"]["NewJob"] = {**new_job, "properties": properties}
+    for name in ("NewJob", "BatchJob"):
+        new_job = served["components"]["schemas"][name]
+        properties = {**new_job["properties"], "type": {**new_job["properties"]["type"], "examples": sorted(job_types)}}
+        served["components"]["schemas"][name] = {**new_job, "properties": properties}
     return served

@@ -31,8 +31,13 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, int]:
     """Any event (EventBridge's scheduled event); returns how many jobs this invocation ran."""
     deployment = Deployment.from_environment()
     worker, lease_s = deployment.worker, deployment.worker_lease_s
+    overlaps_before = deployment.job_store.stats.overlaps_found()
     ran = 0
     while context.get_remaining_time_in_millis() > lease_s * 1000 and worker.run_once():
         ran += 1
     metrics.add_metric(name="JobsRun", unit=MetricUnit.Count, value=ran)
+    # Attempts found to have run at the same time as another of their job (onward.overlaps): side effects
+    # that may have happened twice; `onward overlaps --since` lists the jobs.
+    metrics.add_metric(name="AttemptOverlaps", unit=MetricUnit.Count,
+                       value=deployment.job_store.stats.overlaps_found() - overlaps_before)
     return {"ran": ran}

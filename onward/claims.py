@@ -148,6 +148,16 @@ class Claimer:
             self._head = (now, head)
         return head
 
+    def _deactivate(self, tenant_id: str, shard: int) -> None:
+        """Take an entry with nothing waiting out of the index, and out of this process's cached head (so
+        the claims reading the cache do not try again)."""
+        self._recorder.deactivate(tenant_id, shard)
+        with self._lock:
+            if self._head is not None:
+                read_at, head = self._head
+                self._head = (read_at, [entry for entry in head
+                                        if (entry.tenant_id, entry.shard) != (tenant_id, shard)])
+
     def _claim_once(self, worker_id: str, lease_ms: int, *, fresh: bool) -> Lease | None:
         head = self._active_head(fresh=fresh)
         seen: dict[str, list[ActiveEntry]] = {}
@@ -192,7 +202,7 @@ class Claimer:
             for entry in entries:
                 queue = state.queues.get(entry.shard) if state is not None else None
                 if queue is None or queue.waiting <= 0:
-                    self._recorder.deactivate(tenant_id, entry.shard)
+                    self._deactivate(tenant_id, entry.shard)
         if not crowded:
             return
         rekeyed = 0
@@ -245,7 +255,7 @@ class Claimer:
             if isinstance(found, Lease):
                 self._registry.served(candidate.virtual_time)
                 if entry.waiting <= 1:  # likely its last job: out of the index unless one came meanwhile
-                    self._recorder.deactivate(tenant.tenant_id, entry.shard)
+                    self._deactivate(tenant.tenant_id, entry.shard)
                 return found
             if found is _Found.AT_CAP:
                 return found

@@ -1,7 +1,8 @@
-"""Built-in job types for demos and drills: demo.echo, demo.sleep, demo.flaky, demo.fail, demo.crash."""
+"""Built-in job types for demos and drills: demo.echo, demo.sleep, demo.flaky, demo.fail, demo.crash, demo.hang."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from onward.worker import JobContext, PermanentError, Registry, SimulatedCrash
@@ -44,3 +45,12 @@ def fail(context: JobContext) -> None:
 def crash(context: JobContext) -> None:
     """Kills its worker every time (the lease lapses); the job ends quarantined."""
     raise SimulatedCrash()
+
+
+@registry.register("demo.hang")
+def hang(context: JobContext) -> dict[str, float]:
+    """Sleeps `seconds` (default 3600) deaf to every cooperative stop (cancel, lost lease, shutdown): only its
+    timeout, or the worker ending its process, stops it. For drills."""
+    seconds = float(context.params.get("seconds", 3600))
+    time.sleep(seconds)  # not context.wait: it never looks at the context
+    return {"slept_s": seconds}

@@ -5,7 +5,7 @@ reads are consistent GetItem / Query, due jobs, expired leases and the active te
 from __future__ import annotations
 
 import time
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -51,12 +51,15 @@ from onward.recorder import (
     IdempotencyRecord,
     JobRecorder,
     JobRow,
+    ManyCreated,
     NewJobWrite,
+    OverlapMark,
     RenewalAnswer,
     Role,
     Tenant,
     TenantState,
     TransitionWrite,
+    check_one_transaction,
     judge,
     tenant_from_values,
     tenant_state,
@@ -65,9 +68,11 @@ from onward.states import JobState, RunOutcome
 from onward.writes import (
     CONDITIONAL_CHECK_FAILED,
     TRANSACTION_CONFLICT,
+    Refused,
     Transaction,
     TransitionWrites,
     job_from_item,
+    overlap_clauses,
     run_from_item,
     wire_item,
     wire_key,
@@ -146,12 +151,23 @@ class DynamoRecorder(JobRecorder):
     def _transact(self, transaction: Transaction) -> dict[Role, list[str]] | None:
         """Send one transaction: None when it committed, else the reasons of its cancellation by role.
         Anything but a cancellation (throttling past botocore's retries, a network error) raises."""
+        refused = self._send(transaction)
+        if refused is None:
+            return None
+        by_role: dict[Role, list[str]] = {}
+        for reason in refused:
+            by_role.setdefault(reason.role, []).append(reason.code)
+        return by_role
+
+    def _send(self, transaction: Transaction) -> list[Refused] | None:
+        """Send one transaction: None when it committed, else the reasons of its cancellation, each with its
+        action's role and write. Anything but a cancellation raises."""
         try:
             self._db.transact_write_items(TransactItems=transaction.actions)
         except ClientError as error:
             if _error_code(error) != "TransactionCanceledException":
                 raise
-            return transaction.reasons(error.response)
+            return transaction.refused(error.response)
         return None
 
     def create(self, write: NewJobWrite) -> CreateOutcome:
@@ -166,6 +182,23 @@ class DynamoRecorder(JobRecorder):
             return CreateOutcome.CONFLICT
         raise StoreInvariantViolation(
             f"the create of job {write.change.after.job_id} was refused: {_by_role(reasons)}")
+
+    def create_many(self, writes: Sequence[NewJobWrite]) -> ManyCreated:
+        check_one_transaction(writes)
+        refused = self._send(self._writes.new_jobs(writes))
+        if refused is None:
+            return ManyCreated(CreateOutcome.CREATED)
+        keys_used = frozenset(reason.subject for reason in refused if reason.subject is not None
+                              and reason.role is Role.IDEMPOTENCY and reason.code == CONDITIONAL_CHECK_FAILED)
+        broken = [reason for reason in refused if reason.code == CONDITIONAL_CHECK_FAILED
+                  and reason.role is not Role.IDEMPOTENCY]
+        if broken:  # a job id or a first event that exists: no store decides such a create
+            raise StoreInvariantViolation(f"a create of {len(writes)} jobs was refused: {broken}")
+        if keys_used:
+            return ManyCreated(CreateOutcome.KEY_USED, keys_used)
+        if any(reason.code == TRANSACTION_CONFLICT for reason in refused):
+            return ManyCreated(CreateOutcome.CONFLICT)
+        raise StoreInvariantViolation(f"a create of {len(writes)} jobs was refused: {refused}")
 
     def commit(self, write: TransitionWrite) -> CommitOutcome:
         reasons = self._transact(self._writes.transition(write))
@@ -201,31 +234,51 @@ class DynamoRecorder(JobRecorder):
         return RenewalAnswer(held=True, cancel_requested=cancel_requested, lease_expires_at=expires_at)
 
     def mark_fenced(self, job_id: str, attempt: int, worker_id: str, late_report: RunOutcome,
-                    at: EpochMs, *, expires_at: int) -> bool:
-        try:
-            self._db.update_item(
-                TableName=self._jobs,
-                Key=wire_key(run_key(job_id, attempt)),
-                UpdateExpression=(
-                    "SET reclaimed_as = if_not_exists(outcome, :none), outcome = :fenced, "
-                    "late_report = :claimed, late_report_at = :now, expires_at = if_not_exists(expires_at, :ttl)"
-                ),
-                ConditionExpression=(
-                    "attribute_exists(pk) AND worker_id = :w AND "
-                    "(attribute_not_exists(outcome) OR outcome = :lease_expired)"
-                ),
-                ExpressionAttributeValues={
-                    ":fenced": {"S": RunOutcome.FENCED.value}, ":claimed": {"S": late_report.value},
+                    at: EpochMs, *, expires_at: int, overlap: OverlapMark | None = None) -> bool:
+        return self._mark_run(
+            job_id, attempt, overlap,
+            sets=["reclaimed_as = if_not_exists(outcome, :none)", "outcome = :fenced", "late_report = :claimed",
+                  "late_report_at = :now", "expires_at = if_not_exists(expires_at, :ttl)"],
+            condition="attribute_exists(pk) AND worker_id = :w AND "
+                      "(attribute_not_exists(outcome) OR outcome = :lease_expired)",
+            values={":fenced": {"S": RunOutcome.FENCED.value}, ":claimed": {"S": late_report.value},
                     ":lease_expired": {"S": RunOutcome.LEASE_EXPIRED.value},
                     ":now": {"N": str(at)}, ":w": {"S": worker_id}, ":none": {"NULL": True},
-                    ":ttl": {"N": str(expires_at)},
-                },
-            )
-        except ClientError as error:
-            if _error_code(error) != "ConditionalCheckFailedException":
-                raise
-            return False
-        return True
+                    ":ttl": {"N": str(expires_at)}})
+
+    def mark_lease_lost(self, job_id: str, attempt: int, worker_id: str, at: EpochMs, *,
+                        overlap: OverlapMark | None = None) -> bool:
+        return self._mark_run(
+            job_id, attempt, overlap, sets=["lease_lost_at = :now"],
+            condition="attribute_exists(pk) AND worker_id = :w AND outcome IN (:lease_expired, :fenced) AND "
+                      "attribute_not_exists(lease_lost_at)",
+            values={":now": {"N": str(at)}, ":w": {"S": worker_id},
+                    ":lease_expired": {"S": RunOutcome.LEASE_EXPIRED.value},
+                    ":fenced": {"S": RunOutcome.FENCED.value}})
+
+    def mark_overlap(self, job_id: str, attempt: int, overlap: OverlapMark) -> bool:
+        return self._mark_run(job_id, attempt, overlap, sets=[], condition="attribute_exists(pk)", values={})
+
+    def _mark_run(self, job_id: str, attempt: int, overlap: OverlapMark | None, *, sets: list[str],
+                  condition: str, values: dict[str, Any]) -> bool:
+        """One conditional UpdateItem of a run record: `sets`, and `overlap`'s mark with them. False when the
+        condition failed (nothing written)."""
+        names: dict[str, str] = {}
+        values = dict(values)
+        adds = ""
+        if overlap is not None:
+            overlap_sets, add = overlap_clauses(overlap, names, values)
+            sets = [*sets, *overlap_sets]
+            adds = f" ADD {add}"
+        request: dict[str, Any] = {
+            "UpdateExpression": f"SET {', '.join(sets)}{adds}" if sets else adds.strip(),
+            "ConditionExpression": condition,
+        }
+        if names:
+            request["ExpressionAttributeNames"] = names
+        if values:
+            request["ExpressionAttributeValues"] = values
+        return self._conditional_update(run_key(job_id, attempt), **request)
 
     # --- indexes --------------------------------------------------------------------------------------------
 

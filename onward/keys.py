@@ -5,7 +5,9 @@ DynamoDB's wire format, onward.memory_recorder as they are.
 Jobs table (`pk` / `sk`):
 - job row `JOB#<id>` / `JOB`, with the sparse index keys `ready_pk` + `ready_due` (index `ready`: present
   only while queued or retry_wait) and `lease_pk` + `lease_expires_at` (index `leases`: only while running);
-- run record `JOB#<id>` / `RUN#<attempt, 6 digits>`; result `JOB#<id>` / `RESULT`;
+- run record `JOB#<id>` / `RUN#<attempt, 6 digits>`; result `JOB#<id>` / `RESULT`; a run whose running
+  interval overlapped another attempt's (onward.overlaps) carries the sparse index keys `overlap_pk`
+  (`OVERLAP#<UTC day>`) + `overlap_at` (index `overlaps`, KEYS_ONLY: when the overlap began; `onward overlaps`);
 - idempotency `IDEM#<tenant>#<key>` / `IDEM` (the job id and the digest of the request);
 - a tenant's settings (weight, cap, ready_shards) twice, written together only when an operator or the
   tenant's first job registers it (onward.tenants): `TENANT#t` / `SETTINGS`, the copy claims read (a key
@@ -34,7 +36,7 @@ import zlib
 from enum import StrEnum
 from typing import Any, NamedTuple
 
-from onward.clock import EpochMs
+from onward.clock import EpochMs, iso
 from onward.dynamo import json_size
 from onward.lifecycle import Change
 from onward.models import Job, OutboxEvent, Run
@@ -56,6 +58,7 @@ CLOCK_SK = "CLOCK"
 ACTIVE_PREFIX = "ACTIVE#"
 PARKED_PREFIX = "PARKED#"
 LEASE_PREFIX = "LEASE#"
+OVERLAP_PREFIX = "OVERLAP#"
 # Partitions of the sparse indexes and the by_time index that every tenant's jobs write: each takes a share
 # of the writes, so none nears DynamoDB's 1,000 write units/s per partition below the platform's ceiling
 # (bench/scale.py). Readers of the whole index read every shard.
@@ -64,7 +67,7 @@ LEASE_SHARDS = 32  # `leases`: a claim and an end write it (2 units per job): 16
 # entering and leaving costs 2 units, so tenants whose every job is alone need 32 partitions for 10,000
 # jobs/s; a claim reads the head of each (once per HEAD_CACHE_MS per process). Only ever raised: entries
 # in a partition past a lowered count are not read until a job enters them again.
-DEFAULT_ACTIVE_SHARDS = 8
+DEFAULT_ACTIVE_SHARDS = 4  # a local stack (`onward up`, tests): each head read is a Query per partition
 MAX_ACTIVE_SHARDS = 64
 TIME_SHARDS = 64  # `by_time`: 3 events per job, each version its own shard: about 21,000 jobs/s
 CLOCK_SHARDS = 4  # the system virtual clock: written at most once a second per claiming process
@@ -73,8 +76,8 @@ PARKED_SHARDS = 4  # `parked`: an entry whose jobs are all in backoff is parked 
 # Attributes of a job row that only place it (keys, indexes and TTL), not part of the Job.
 JOB_STORAGE_ONLY = ("pk", "sk", "entity", "ready_pk", "ready_due", "lease_pk", "ready_shards", "running_shard",
                     "expires_at")
-# Attributes of a run item that only place it (keys and TTL), not part of the Run.
-RUN_STORAGE_ONLY = ("pk", "sk", "entity", "expires_at")
+# Attributes of a run item that only place it (keys, the `overlaps` index and TTL), not part of the Run.
+RUN_STORAGE_ONLY = ("pk", "sk", "entity", "expires_at", "overlap_pk", "overlap_at")
 # Attributes of an outbox item that only place it (index and TTL), not part of the event.
 OUTBOX_STORAGE_ONLY = ("time_bucket", "expires_at")
 
@@ -202,6 +205,12 @@ def lease_shard_partition(shard: int) -> str:
     return f"{LEASE_PREFIX}{shard}"
 
 
+def overlap_partition(at: EpochMs) -> str:
+    """The `overlaps` index partition of an overlap that began at `at`: its UTC day, e.g. OVERLAP#2026-11-30
+    (overlaps are rare: a day's fit one partition, and a window is read day by day)."""
+    return f"{OVERLAP_PREFIX}{iso(at)[:10]}"
+
+
 def time_bucket(occurred_at: str, job_id: str, version: int) -> str:
     """The `by_time` index partition of an outbox event: its hour and a time shard of the job's version,
     e.g. 2026-11-30T06#17 (the index is read hour by hour, every shard of each: `time_buckets`)."""
@@ -228,6 +237,28 @@ def job_expires_at(job: Job, retention_s: int) -> int | None:
 
 
 # --- item shapes (plain values; None attributes are left out, as DynamoDB stores them) ---------------------
+
+def item_bytes(values: dict[str, Any]) -> int:
+    """An upper bound of the size DynamoDB counts for an item of plain values (its rules: attribute names
+    and strings in UTF-8 bytes, a number 1 byte per two significant digits plus 1, 1 byte for a boolean or
+    null, a list or map 3 bytes plus 1 per element): what a transaction's 4 MB of items is counted in."""
+    return sum(len(name.encode()) + _value_bytes(value) for name, value in values.items())
+
+
+def _value_bytes(value: Any) -> int:
+    if isinstance(value, str):
+        return len(value.encode())
+    if value is None or isinstance(value, bool):
+        return 1
+    if isinstance(value, int | float):
+        digits = len(repr(value).lstrip("-").replace(".", "").replace("e", "").replace("+", "").replace("-", ""))
+        return digits // 2 + 2
+    if isinstance(value, dict):
+        return 3 + sum(1 + len(str(name).encode()) + _value_bytes(inner) for name, inner in value.items())
+    if isinstance(value, list | tuple | set | frozenset):
+        return 3 + sum(1 + _value_bytes(inner) for inner in value)
+    return json_size(value)  # anything else is stored as its JSON would be: at most that
+
 
 def job_item(job: Job, ready_shards: int, retention_s: int, running_shard: int | None = None) -> dict[str, Any]:
     """The job row as stored, with the sparse index keys that put it in `ready` or `leases`, the RUNNING
@@ -260,12 +291,16 @@ def run_item(run: Run) -> dict[str, Any]:
     that ends it stamps one: recorder.TransitionWrite.of)."""
     pk, sk = run_key(run.job_id, run.attempt)
     values = {"pk": pk, "sk": sk, "entity": Entity.RUN.value, **run.model_dump(mode="json")}
-    return {name: value for name, value in values.items() if value is not None}
+    return {name: value for name, value in values.items() if value is not None and value != []}
 
 
 def run_from_values(values: dict[str, Any]) -> Run:
-    """The run record a stored run item (sk `RUN#<attempt>`) holds."""
-    return Run.model_validate({n: v for n, v in values.items() if n not in RUN_STORAGE_ONLY})
+    """The run record a stored run item (sk `RUN#<attempt>`) holds (`overlapped_with` is a number set on
+    DynamoDB: read back in attempt order)."""
+    run = {n: v for n, v in values.items() if n not in RUN_STORAGE_ONLY}
+    if "overlapped_with" in run:
+        run["overlapped_with"] = sorted(run["overlapped_with"])
+    return Run.model_validate(run)
 
 
 def result_item(change: Change, retention_s: int) -> dict[str, Any]:

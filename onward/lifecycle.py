@@ -83,6 +83,8 @@ _NO_LEASE: dict[str, Any] = {"lease_owner": None, "lease_expires_at": None}
 
 
 def create(job_id: str, tenant_id: str, request: NewJob, now: EpochMs) -> Change:
+    """A new queued job, due at once, or at its run_at / after its delay_s (never before `now`)."""
+    run_at = request.start_at(now)
     job = Job(
         job_id=job_id,
         tenant_id=tenant_id,
@@ -90,10 +92,12 @@ def create(job_id: str, tenant_id: str, request: NewJob, now: EpochMs) -> Change
         params=request.params,
         max_attempts=request.max_attempts,
         priority=request.priority,
+        timeout_s=request.timeout_s,
         state=JobState.QUEUED,
         version=1,
         attempt=0,
-        not_before=now,
+        not_before=now if run_at is None else max(now, run_at),
+        run_at=run_at,
         created_at=now,
         updated_at=now,
     )

@@ -13,7 +13,7 @@ from __future__ import annotations
 import heapq
 import json
 import threading
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
@@ -39,6 +39,7 @@ from onward.keys import (
     job_key,
     job_pk,
     lease_shard_partition,
+    overlap_partition,
     parked_partition,
     parked_shard_partition,
     queue_key,
@@ -60,7 +61,10 @@ from onward.recorder import (
     IdempotencyRecord,
     JobRecorder,
     JobRow,
+    ManyCreated,
     NewJobWrite,
+    OverlapMark,
+    QueueEntryUpdate,
     RenewalAnswer,
     Role,
     RunningUpdate,
@@ -68,7 +72,9 @@ from onward.recorder import (
     TenantState,
     TransitionWrite,
     WaitingUpdate,
+    check_one_transaction,
     judge,
+    queue_entry_updates,
     tenant_from_values,
     tenant_state,
 )
@@ -191,6 +197,26 @@ class MemoryRecorder(JobRecorder):
                 self._put(_stored(write.idempotency))
         return CreateOutcome.CREATED
 
+    def create_many(self, writes: Sequence[NewJobWrite]) -> ManyCreated:
+        check_one_transaction(writes)
+        jobs, events = [_stored(write.job) for write in writes], [_stored(write.outbox) for write in writes]
+        with self._lock:
+            if any(self._exists(job) for job in jobs) or any(self._has_event(event) for event in events):
+                raise StoreInvariantViolation(f"a create of {len(writes)} jobs was refused: a job id or a first "
+                                              "event exists")
+            keys_used = frozenset(position for position, write in enumerate(writes)
+                                  if write.idempotency is not None and self._exists(write.idempotency))
+            if keys_used:
+                return ManyCreated(CreateOutcome.KEY_USED, keys_used)
+            for write, job, event in zip(writes, jobs, events, strict=True):
+                self._put_job_row(job)
+                self._put_event(event)
+                if write.idempotency is not None:
+                    self._put(_stored(write.idempotency))
+            for entry in queue_entry_updates(write.waiting for write in writes if write.waiting is not None):
+                self._apply_entry(entry)
+        return ManyCreated(CreateOutcome.CREATED)
+
     def commit(self, write: TransitionWrite) -> CommitOutcome:
         event = _stored(write.outbox)
         with self._lock:
@@ -277,19 +303,24 @@ class MemoryRecorder(JobRecorder):
                 counter[attribute] = counter.get(attribute, 0) + amount
 
     def _apply_waiting(self, update: WaitingUpdate) -> None:
-        queue = update.queue
-        entry = self._counter(queue_key(update.tenant_id, queue.shard), Entity.TENANT_QUEUE)
-        entry["tenant_id"], entry["shard"] = update.tenant_id, queue.shard
-        band = band_attribute(queue.priority)
-        entry[band] = entry.get(band, 0) + update.delta
+        (entry,) = queue_entry_updates([update])
+        self._apply_entry(entry)
+
+    def _apply_entry(self, update: QueueEntryUpdate) -> None:
+        """As writes.TransitionWrites.queue_entry_update."""
+        entry = self._counter(queue_key(update.tenant_id, update.shard), Entity.TENANT_QUEUE)
+        entry["tenant_id"], entry["shard"] = update.tenant_id, update.shard
+        for priority, delta in update.bands:
+            band = band_attribute(priority)
+            entry[band] = entry.get(band, 0) + delta
         entry["waiting"] = entry.get("waiting", 0) + update.delta
-        if update.delta > 0:
-            entry["entered"] = entry.get("entered", 0) + 1
+        if update.entering:
+            entry["entered"] = entry.get("entered", 0) + update.entering
             entry.pop("parked_pk", None)
             entry.pop("parked_until", None)
         if update.active_vt is not None:
-            if update.delta > 0:
-                entry["active_pk"] = active_partition(update.tenant_id, queue.shard, self._active_shards)
+            if update.entering:
+                entry["active_pk"] = active_partition(update.tenant_id, update.shard, self._active_shards)
                 entry.setdefault("active_vt", _stored(update.active_vt))
             else:
                 entry["active_vt"] = _stored(update.active_vt)
@@ -321,7 +352,7 @@ class MemoryRecorder(JobRecorder):
                                  lease_expires_at=expires_at)
 
     def mark_fenced(self, job_id: str, attempt: int, worker_id: str, late_report: RunOutcome,
-                    at: EpochMs, *, expires_at: int) -> bool:
+                    at: EpochMs, *, expires_at: int, overlap: OverlapMark | None = None) -> bool:
         with self._lock:
             run = self._get(run_key(job_id, attempt))
             if run is None or run.get("worker_id") != worker_id or run.get("outcome") not in (
@@ -330,7 +361,36 @@ class MemoryRecorder(JobRecorder):
             run.update({"reclaimed_as": run.get("outcome"), "outcome": RunOutcome.FENCED.value,
                         "late_report": late_report.value, "late_report_at": at})
             run.setdefault("expires_at", expires_at)  # as if_not_exists on DynamoDB
+            self._mark_overlap(run, overlap)
             return True
+
+    def mark_lease_lost(self, job_id: str, attempt: int, worker_id: str, at: EpochMs, *,
+                        overlap: OverlapMark | None = None) -> bool:
+        with self._lock:
+            run = self._get(run_key(job_id, attempt))
+            if run is None or run.get("worker_id") != worker_id or run.get("outcome") not in (
+                    RunOutcome.LEASE_EXPIRED.value, RunOutcome.FENCED.value) or "lease_lost_at" in run:
+                return False
+            run["lease_lost_at"] = at
+            self._mark_overlap(run, overlap)
+            return True
+
+    def mark_overlap(self, job_id: str, attempt: int, overlap: OverlapMark) -> bool:
+        with self._lock:
+            run = self._get(run_key(job_id, attempt))
+            if run is None:
+                return False
+            self._mark_overlap(run, overlap)
+            return True
+
+    @staticmethod
+    def _mark_overlap(run: Values, overlap: OverlapMark | None) -> None:
+        """As writes.overlap_clauses: the attempts added to the set, the index keys kept from the first mark."""
+        if overlap is None:
+            return
+        run["overlapped_with"] = sorted({*run.get("overlapped_with", ()), *overlap.attempts})
+        if "overlap_pk" not in run:
+            run["overlap_pk"], run["overlap_at"] = overlap_partition(overlap.began_at), overlap.began_at
 
     # --- indexes --------------------------------------------------------------------------------------------
 
@@ -439,6 +499,14 @@ class MemoryRecorder(JobRecorder):
                 found += heapq.nsmallest(limit_per_shard, ((until, pk) for pk, until in partition.items()
                                                            if until <= now))
         return [(tenant_id_of(pk), shard_of(pk)) for _, pk in found]
+
+    def overlapping_jobs(self, since: EpochMs, until: EpochMs) -> list[str]:
+        """Ids of the jobs with a run in the `overlaps` index keyed from `since` to `until` (inclusive), in key
+        order, each once (onward.overlap_reader's twin: the whole table is read, it is small here)."""
+        with self._lock:
+            found = sorted((run["overlap_at"], job_id_of(pk)) for pk, items in self._items.items()
+                           for run in items.values() if "overlap_pk" in run and since <= run["overlap_at"] <= until)
+        return list(dict.fromkeys(job_id for _, job_id in found))
 
     def wake(self, tenant_id: str, shard: int) -> bool:
         with self._lock:

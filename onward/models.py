@@ -2,12 +2,26 @@
 
 from __future__ import annotations
 
+import math
 import re
+from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt, StringConstraints
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictFloat,
+    StrictInt,
+    StringConstraints,
+    ValidationInfo,
+    field_validator,
+)
 
-from onward.clock import EpochMs, iso
+from onward.clock import EpochMs, iso, system_clock
 from onward.documents import check_storable
 from onward.states import SHOWS_ERROR, JobState, RunOutcome
 
@@ -28,6 +42,10 @@ JOB_ID_PATTERN = re.compile(r"^[0-9a-f]{32}$")
 EVENT_SCHEMA = 1
 MAX_ERROR_MESSAGE = 1000
 MAX_INLINE_RESULT_BYTES = 1024
+MAX_TIMEOUT_S = 24 * 3600  # the platform's cap on one attempt's run time (a job's timeout_s, a type's default)
+DEFAULT_TIMEOUT_S = 15 * 60  # an attempt's timeout when neither the job nor its type sets one
+MAX_DELAY_S = 365 * 86_400  # a delayed job starts at most this far ahead
+RUN_AT_SKEW_S = 60  # a run_at this far in the past is taken as "now" (clocks differ); further back is refused
 
 
 class _Frozen(BaseModel):
@@ -54,6 +72,16 @@ def _valid_unicode(text: str) -> str:
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
+def _rfc3339_text(value: Any) -> Any:
+    """A moment is RFC 3339 text (or a datetime from Python): a number, or digits, would be read as an epoch
+    count in some unit, which nobody can tell from the value."""
+    if isinstance(value, str) and ("T" in value.upper() or " " in value.strip()):
+        return value
+    if isinstance(value, datetime) or value is None:
+        return value
+    raise ValueError("give a date and time with its zone, e.g. 2026-12-01T10:00:00Z or 2026-12-01T12:00:00+02:00")
+
+
 class NewJob(_Frozen):
     """What a tenant asks for. The tenant itself always comes from the credential, never from here."""
 
@@ -66,6 +94,49 @@ class NewJob(_Frozen):
                     "strings, no empty keys")
     max_attempts: StrictInt = Field(default=3, ge=1, le=100)  # strict: "3" is a client's bug, not a 3
     priority: StrictInt = Field(default=0, ge=0, le=9)  # within the tenant: a due job of a higher priority goes first
+    run_at: Annotated[AwareDatetime | None, BeforeValidator(_rfc3339_text)] = Field(
+        default=None,
+        description="start no earlier than this moment: RFC 3339 with a zone (2026-12-01T10:00:00Z, "
+                    "2026-12-01T12:00:00+02:00), at most 60 s in the past and 365 days ahead; not with delay_s")
+    delay_s: StrictFloat | None = Field(
+        default=None, ge=0, le=MAX_DELAY_S, allow_inf_nan=False,
+        description="start no earlier than this many seconds after the job is created (at most 365 days); not "
+                    "with run_at")
+    timeout_s: StrictFloat | None = Field(
+        default=None, gt=0, le=MAX_TIMEOUT_S, allow_inf_nan=False,
+        description="seconds one attempt may run: past it the attempt is stopped and fails with error type Timeout "
+                    f"(retried as any failure). Default: the job type's, else {DEFAULT_TIMEOUT_S // 60} minutes; at "
+                    f"most {MAX_TIMEOUT_S} ({MAX_TIMEOUT_S // 3600} h)")
+
+    @field_validator("run_at")
+    @classmethod
+    def _run_at_in_range(cls, run_at: datetime | None, info: ValidationInfo) -> datetime | None:
+        # "now" is the validating caller's: its clock by default, `context={"now_ms": ...}` to give another
+        if run_at is None:
+            return None
+        now_ms = (info.context or {}).get("now_ms") or system_clock()
+        at_ms = int(run_at.timestamp() * 1000)
+        if at_ms < now_ms - RUN_AT_SKEW_S * 1000:
+            raise ValueError(f"run_at is {(now_ms - at_ms) // 1000} s in the past (at most {RUN_AT_SKEW_S} s is "
+                             "taken as now); give a time to come, or leave it out to start at once")
+        if at_ms > now_ms + MAX_DELAY_S * 1000:
+            raise ValueError("run_at is more than 365 days ahead")
+        return run_at
+
+    @field_validator("delay_s")
+    @classmethod
+    def _not_with_run_at(cls, delay_s: float | None, info: ValidationInfo) -> float | None:
+        if delay_s is not None and info.data.get("run_at") is not None:
+            raise ValueError("give run_at or delay_s, not both")
+        return delay_s
+
+    def start_at(self, now: EpochMs) -> EpochMs | None:
+        """When the job was asked to start (run_at, or `now` + delay_s), in epoch ms; None: as soon as it can."""
+        if self.run_at is not None:
+            return int(self.run_at.timestamp() * 1000)
+        if self.delay_s is not None:
+            return now + math.ceil(self.delay_s * 1000)
+        return None
 
 
 class Job(_Frozen):
@@ -83,6 +154,10 @@ class Job(_Frozen):
     max_attempts: int = Field(ge=1)
     priority: int = Field(default=0, ge=0, le=9)
     not_before: EpochMs
+    run_at: EpochMs | None = None  # when its tenant asked it to start (run_at or delay_s); None: at once
+    # as asked (None: the type's default); no upper bound here, so a row stays readable if MAX_TIMEOUT_S falls:
+    # the worker caps it when it runs an attempt
+    timeout_s: float | None = Field(default=None, gt=0)
     lease_owner: str | None = None
     lease_expires_at: EpochMs | None = None
     cancel_requested: bool = False
@@ -116,6 +191,10 @@ class Run(_Frozen):
     reclaimed_as: RunOutcome | None = None
     late_report: RunOutcome | None = None
     late_report_at: EpochMs | None = None
+    # A renewal of its lease refused after the reaper closed it: its worker was still working then.
+    lease_lost_at: EpochMs | None = None
+    # Attempts of this job whose running interval overlapped this one's (onward.overlaps): two workers at once.
+    overlapped_with: list[int] = Field(default_factory=list)
 
 
 class OutboxEvent(_Frozen):

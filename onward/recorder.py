@@ -13,7 +13,10 @@ stated here by meaning, not as DynamoDB expressions, so that every recorder hono
 - the tenant's RUNNING counter the claim charges, when a claim starts an attempt, under its `Admission`:
   below that shard's cap; a flexing claim instead checks that each other capped tenant's shards are still
   at their caps;
-- a create: the job id and the Idempotency-Key unused.
+- a create: the job id and the Idempotency-Key unused; a batch of creates (`create_many`) is one unit too,
+  its jobs' counts on a queue entry summed into one update of it (`queue_entry_updates`: a DynamoDB
+  transaction names an item once), cut by the store into units that fit one transaction (`transaction_cuts`);
+- a run's marks (a zombie's late report, a lost lease, an overlap): on the run's worker and outcome.
 
 When a condition fails, `judge` says what that means for the caller, in one order of precedence for every
 recorder. Implementations: onward.dynamo_recorder (one TransactWriteItems per write), onward.memory_recorder
@@ -23,7 +26,7 @@ recorder. Implementations: onward.dynamo_recorder (one TransactWriteItems per wr
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Collection, Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, NamedTuple
@@ -44,6 +47,7 @@ from onward.keys import (
     Entity,
     ReadyQueue,
     idempotency_item,
+    item_bytes,
     job_item,
     outbox_item,
     ready_queue,
@@ -243,6 +247,54 @@ class WaitingUpdate(NamedTuple):
     active_vt: float | None = None
 
 
+class QueueEntryUpdate(NamedTuple):
+    """What one write does to one of a tenant's queue entries: the WaitingUpdates of its jobs there summed, as
+    one update of the item (a DynamoDB transaction may name an item only once). `bands`: (priority, delta)
+    per band, each once; `entering`: how many jobs entered (each one counts in `entered`); `active_vt` as
+    WaitingUpdate's."""
+
+    tenant_id: str
+    shard: int
+    bands: tuple[tuple[int, int], ...]
+    entering: int
+    active_vt: float | None
+
+    @property
+    def delta(self) -> int:
+        """The change of its `waiting` total."""
+        return sum(delta for _, delta in self.bands)
+
+
+def queue_entry_updates(updates: Iterable[WaitingUpdate]) -> list[QueueEntryUpdate]:
+    """The WaitingUpdates of one write, summed per queue entry (in the order the entries first appear). They
+    all go one way (a create's jobs enter, a transition moves one job): a write that mixes jobs entering and
+    leaving one entry is a bug (ValueError). Entering, the entry joins the `active` index at the lowest key
+    given (it keeps its key if it has one)."""
+    by_entry: dict[tuple[str, int], list[WaitingUpdate]] = {}
+    for update in updates:
+        by_entry.setdefault((update.tenant_id, update.queue.shard), []).append(update)
+    summed = []
+    for (tenant_id, shard), entry_updates in by_entry.items():
+        if len({update.delta > 0 for update in entry_updates}) > 1:
+            raise ValueError(f"jobs entering and leaving queue entry {tenant_id}#{shard} in one write")
+        bands: dict[int, int] = {}
+        for update in entry_updates:
+            bands[update.queue.priority] = bands.get(update.queue.priority, 0) + update.delta
+        keys = [update.active_vt for update in entry_updates if update.active_vt is not None]
+        summed.append(QueueEntryUpdate(tenant_id, shard, tuple(sorted(bands.items())),
+                                       sum(update.delta > 0 for update in entry_updates), min(keys, default=None)))
+    return summed
+
+
+class OverlapMark(NamedTuple):
+    """What a run record is marked with when its running interval overlapped other attempts' (onward.overlaps):
+    their numbers (added to `overlapped_with`, a set) and when the earliest of those overlaps began (its key
+    in the `overlaps` index, kept from the first mark)."""
+
+    attempts: tuple[int, ...]
+    began_at: EpochMs
+
+
 def ends_attempt(change: Change) -> bool:
     """True for a transition that stops a running attempt (its RUNNING counter goes down)."""
     return (change.before is not None and change.before.state is JobState.RUNNING
@@ -382,6 +434,71 @@ class NewJobWrite:
                    outbox=outbox_item(change, retention_s), waiting=waiting_update(change, ready_shards, clock),
                    idempotency=key_item)
 
+    @property
+    def puts(self) -> list[dict[str, Any]]:
+        """The items it puts (job row, first event, Idempotency-Key): its actions besides the queue entry's."""
+        return [self.job, self.outbox, *([self.idempotency] if self.idempotency is not None else [])]
+
+    @property
+    def item_bytes(self) -> int:
+        """What its puts count towards a transaction's 4 MB (an upper bound)."""
+        return sum(item_bytes(item) for item in self.puts)
+
+
+# What one TransactWriteItems may hold (DynamoDB's limits): both recorders refuse a create_many beyond them.
+TRANSACTION_MAX_ACTIONS = 100
+TRANSACTION_MAX_BYTES = 4_000_000  # of items, counted by keys.item_bytes (an upper bound): under 4 MB
+QUEUE_ENTRY_BYTES = 1_000  # an upper bound of a queue entry's item (a few counters and index keys)
+
+
+def transaction_size(writes: Sequence[NewJobWrite]) -> tuple[int, int]:
+    """The actions and bytes of creating `writes` in one transaction: each job's puts, and one update per
+    queue entry its jobs enter (summed: queue_entry_updates)."""
+    entries = {(write.waiting.tenant_id, write.waiting.queue.shard) for write in writes if write.waiting}
+    actions = sum(len(write.puts) for write in writes) + len(entries)
+    return actions, sum(write.item_bytes for write in writes) + len(entries) * QUEUE_ENTRY_BYTES
+
+
+def transaction_cuts(writes: Sequence[NewJobWrite]) -> list[list[int]]:
+    """`writes` cut into consecutive runs that each fit one transaction (TRANSACTION_MAX_ACTIONS actions,
+    TRANSACTION_MAX_BYTES of items), as few as the order allows, as positions in `writes`. With one queue
+    entry, 33 jobs with an Idempotency-Key fit one (99 puts + the entry's update), 49 without; a job with
+    large params takes up to about 400 KB, so ten such fit one. Any part of a run fits too (a retry of
+    fewer jobs). One write always fits (an item is at most 400 KB)."""
+    cuts: list[list[int]] = []
+    current: list[int] = []
+    entries: set[tuple[str, int]] = set()
+    actions = size = 0
+    for position, write in enumerate(writes):
+        entry = {(write.waiting.tenant_id, write.waiting.queue.shard)} if write.waiting else set()
+        more_actions = len(write.puts) + len(entry - entries)
+        more_bytes = write.item_bytes + len(entry - entries) * QUEUE_ENTRY_BYTES
+        if current and (actions + more_actions > TRANSACTION_MAX_ACTIONS
+                        or size + more_bytes > TRANSACTION_MAX_BYTES):
+            cuts.append(current)
+            current, entries, actions, size = [], set(), 0, 0
+            more_actions = len(write.puts) + len(entry)
+            more_bytes = write.item_bytes + len(entry) * QUEUE_ENTRY_BYTES
+        current.append(position)
+        entries |= entry
+        actions += more_actions
+        size += more_bytes
+    if current:
+        cuts.append(current)
+    return cuts
+
+
+def check_one_transaction(writes: Sequence[NewJobWrite]) -> None:
+    """Refuse (StoreInvariantViolation) creates that one transaction cannot hold: beyond its limits, or naming
+    an item twice (a job id or an Idempotency-Key), as DynamoDB refuses such a request."""
+    actions, size = transaction_size(writes)
+    if not writes or actions > TRANSACTION_MAX_ACTIONS or size > TRANSACTION_MAX_BYTES:
+        raise StoreInvariantViolation(f"{len(writes)} creates in one transaction: {actions} actions, {size} bytes "
+                                      f"(1 to {TRANSACTION_MAX_ACTIONS} actions, {TRANSACTION_MAX_BYTES} bytes)")
+    keys = [(item["pk"], item["sk"]) for write in writes for item in (write.job, write.idempotency) if item]
+    if len(set(keys)) < len(keys):
+        raise StoreInvariantViolation("creates in one transaction name one item twice (a job id or a key)")
+
 
 # --- answers ------------------------------------------------------------------------------------------------
 
@@ -401,6 +518,16 @@ class CreateOutcome(StrEnum):
     CREATED = "created"
     KEY_USED = "key_used"  # the Idempotency-Key was taken (by an earlier or a concurrent create)
     CONFLICT = "conflict"  # a concurrent transaction on one of its items (DynamoDB): nothing written, again
+
+
+@dataclass(frozen=True)
+class ManyCreated:
+    """How a create_many ended: CREATED (every job written), or nothing written: KEY_USED (`keys_used`: the
+    positions, in the writes given, of those whose Idempotency-Key is taken) or CONFLICT (a concurrent
+    transaction on one of its items: again as it is)."""
+
+    outcome: CreateOutcome
+    keys_used: frozenset[int] = frozenset()
 
 
 def judge(failed: Collection[Role], *, conflict: bool, refused: str) -> CommitOutcome:
@@ -483,6 +610,12 @@ class JobRecorder(ABC):
         """Write a new job atomically; KEY_USED (nothing written) when its Idempotency-Key is taken."""
 
     @abstractmethod
+    def create_many(self, writes: Sequence[NewJobWrite]) -> ManyCreated:
+        """Write new jobs atomically, all or none, in ONE transaction (`transaction_cuts` says how many fit;
+        StoreInvariantViolation beyond: check_one_transaction): their jobs' counts summed per queue entry.
+        KEY_USED (nothing written) names every write whose Idempotency-Key is taken."""
+
+    @abstractmethod
     def commit(self, write: TransitionWrite) -> CommitOutcome:
         """Write one transition atomically, or nothing when any of its conditions fails (then `judge` says
         what the failure means)."""
@@ -493,11 +626,25 @@ class JobRecorder(ABC):
 
     @abstractmethod
     def mark_fenced(self, job_id: str, attempt: int, worker_id: str, late_report: RunOutcome,
-                    at: EpochMs, *, expires_at: int) -> bool:
+                    at: EpochMs, *, expires_at: int, overlap: OverlapMark | None = None) -> bool:
         """Record a zombie's late report on its run record (outcome `fenced`, the outcome it had kept as
         `reclaimed_as`), only if the run is the worker's and still open or closed as lease_expired. False
         when it was not marked. `expires_at` is its TTL if it has none yet (a run the reaper closed keeps
-        the one stamped then, so it never outlives its ended job's row)."""
+        the one stamped then, so it never outlives its ended job's row). With `overlap`, the same update
+        marks the overlaps the report reveals (as mark_overlap)."""
+
+    @abstractmethod
+    def mark_lease_lost(self, job_id: str, attempt: int, worker_id: str, at: EpochMs, *,
+                        overlap: OverlapMark | None = None) -> bool:
+        """Record on a zombie's run record that a renewal of its lease was refused at `at` (`lease_lost_at`:
+        its worker was still working then), only if the run is the worker's, was closed by the reaper
+        (lease_expired, or fenced since) and has no such mark yet. False when it was not marked. With
+        `overlap`, the same update marks the overlaps it reveals (as mark_overlap)."""
+
+    @abstractmethod
+    def mark_overlap(self, job_id: str, attempt: int, overlap: OverlapMark) -> bool:
+        """Add `overlap.attempts` to a run's `overlapped_with` and put the run in the `overlaps` index (keyed
+        by `overlap.began_at` unless it is there already), whatever its outcome. False: no such run."""
 
     # indexes
 

@@ -25,6 +25,15 @@ the tenant's own partition keys, so no key is written by every tenant's jobs):
 - a queue entry per ready shard counts the waiting jobs (queued + retry_wait) per priority band, changed in
   the same transaction as the job (create, claim, retry, release, reap, cancel, exhaust, replay); a job
   entering it puts it in the `active` index, a claim re-keys it.
+
+A batch of creates (`create_batch`) writes its jobs in as few transactions as DynamoDB's limits allow (for
+a tenant with one ready shard, 33 jobs with an Idempotency-Key or 49 without per transaction; their counts
+summed per queue entry), each entry answered as `create` alone would answer it.
+
+Overlaps (onward.overlaps): when a zombie shows it kept working after the reaper closed its attempt (its late
+report, fenced; a renewal of its lease refused), the store reads the job's runs and marks every attempt whose
+running interval overlapped the zombie's, on both run records (`overlapped_with`, and the `overlaps` index
+that `onward overlaps` reads), and counts them (StoreStats.overlaps_found).
 """
 
 from __future__ import annotations
@@ -54,6 +63,7 @@ from onward.errors import (
     InvalidRequest,
     JobNotFound,
     NotReplayable,
+    OnwardError,
     PayloadTooLarge,
     StoreContention,
     StoreInvariantViolation,
@@ -64,6 +74,7 @@ from onward.keys import LEASE_SHARDS, ttl_after
 from onward.lifecycle import Change, Decision, Refusal, RefusalReason, StaleReport
 from onward.memory_recorder import MemoryRecorder
 from onward.models import JOB_ID_PATTERN, ErrorSummary, Job, Lease, NewJob, OutboxEvent, Run
+from onward.overlaps import overlap_began, overlaps
 from onward.recorder import (
     Admission,
     CommitOutcome,
@@ -71,11 +82,13 @@ from onward.recorder import (
     JobRecorder,
     JobRow,
     NewJobWrite,
+    OverlapMark,
     RenewalAnswer,
     Tenant,
     TenantState,
     TransitionWrite,
     ends_attempt,
+    transaction_cuts,
 )
 from onward.settings import DAY_S, DEFAULT_JOB_RETENTION_DAYS, DEFAULT_OUTBOX_RETENTION_DAYS, Settings
 from onward.states import JobState, RunOutcome
@@ -89,6 +102,7 @@ __all__ = [
 MAX_PARAMS_BYTES = 300_000  # the job row must stay under DynamoDB's 400 KB item limit
 MAX_RESULT_BYTES = 350_000
 MAX_IDEMPOTENCY_KEY = 128
+MAX_BATCH = 100  # entries of one create_batch
 MAX_ROUNDS = 25  # re-read-and-decide rounds before a transition gives up with StoreContention
 CREATE_ATTEMPTS = 8  # a create whose transaction meets a TransactionConflict (on a WAITING counter) retries
 HELD_ROWS_MAX = 10_000  # claims remembered for their reports (_HeldRows): more than a process runs at once
@@ -108,6 +122,8 @@ class StoreStats:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._lost: dict[str, int] = {}
+        self._overlaps = 0
+        self._overlap_checks_failed = 0
 
     def lost_race(self, cause: str) -> None:
         with self._lock:
@@ -117,6 +133,26 @@ class StoreStats:
         """Cause -> transactions re-decided after losing to it, since this store was built."""
         with self._lock:
             return dict(self._lost)
+
+    def overlap_found(self, pairs: int) -> None:
+        with self._lock:
+            self._overlaps += pairs
+
+    def overlaps_found(self) -> int:
+        """Pairs of attempts of one job found to have run at once (onward.overlaps), each counted once, by the
+        store that saw the zombie's evidence, since this store was built: the metric to publish."""
+        with self._lock:
+            return self._overlaps
+
+    def overlap_check_failed(self) -> None:
+        with self._lock:
+            self._overlap_checks_failed += 1
+
+    def overlap_checks_failed(self) -> int:
+        """Refused lease renewals whose overlap check raised (the refusal was still answered; the zombie's
+        late report checks again)."""
+        with self._lock:
+            return self._overlap_checks_failed
 
 
 class ReportStatus(StrEnum):
@@ -186,8 +222,24 @@ class _HeldRows:
         return JobRow(job, entry[1], entry[2])
 
 
+def _check_new_job(request: NewJob, idempotency_key: str | None) -> None:
+    """What a create refuses before writing anything: params too large, a malformed Idempotency-Key."""
+    if json_size(request.params) > MAX_PARAMS_BYTES:
+        raise PayloadTooLarge(
+            f"params take {json_size(request.params)} bytes as JSON; the limit is {MAX_PARAMS_BYTES} "
+            "(store large inputs elsewhere and pass a reference)"
+        )
+    if idempotency_key is not None and (
+            not 1 <= len(idempotency_key) <= MAX_IDEMPOTENCY_KEY or not idempotency_key.isprintable()):
+        raise InvalidRequest(f"an Idempotency-Key is 1 to {MAX_IDEMPOTENCY_KEY} printable characters")
+
+
 def _request_digest(request: NewJob) -> str:
-    canonical = json.dumps(request.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    """The digest an Idempotency-Key remembers its request by. Fields left unset (None) are left out, so a
+    field added later does not change the digest of a request that does not use it: a retry with a key
+    used before the field existed still finds its job."""
+    canonical = json.dumps(request.model_dump(mode="json", exclude_none=True), sort_keys=True,
+                           separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
@@ -303,22 +355,11 @@ class JobStore:
         """Enqueue a job. With an Idempotency-Key, a retry of the same request returns the same job and
         writes nothing; the same key with a different request raises IdempotencyConflict."""
         check_tenant_id(tenant_id)
-        if json_size(request.params) > MAX_PARAMS_BYTES:
-            raise PayloadTooLarge(
-                f"params take {json_size(request.params)} bytes as JSON; the limit is {MAX_PARAMS_BYTES} "
-                "(store large inputs elsewhere and pass a reference)"
-            )
-        if idempotency_key is not None and (
-                not 1 <= len(idempotency_key) <= MAX_IDEMPOTENCY_KEY or not idempotency_key.isprintable()):
-            raise InvalidRequest(f"an Idempotency-Key is 1 to {MAX_IDEMPOTENCY_KEY} printable characters")
+        _check_new_job(request, idempotency_key)
         # The key is not read first: the create's transaction writes the key's item only where none is, so
         # a new key costs one request, and only a key in use (KEY_USED: nothing was written) is read.
-        tenant = self._registry.tenant(tenant_id)
-        change = lifecycle.create(uuid.uuid4().hex, tenant_id, request, self._clock())
-        write = NewJobWrite.of(
-            change, ready_shards=tenant.ready_shards, retention_s=self._retention_s,
-            job_retention_s=self._job_retention_s, clock=self._registry.known_clock(),
-            idempotency=None if idempotency_key is None else (idempotency_key, _request_digest(request)))
+        write = self._new_job_write(self._registry.tenant(tenant_id), request, idempotency_key)
+        change = write.change
         for attempt in range(CREATE_ATTEMPTS):
             outcome = self._recorder.create(write)
             if outcome is CreateOutcome.CREATED:
@@ -334,6 +375,121 @@ class JobStore:
             # CONFLICT: nothing was written; tried again as it is (same job id, same items).
             time.sleep(self._rng.uniform(0, 0.002 * 2 ** attempt))
         raise StoreContention(f"a create for {tenant_id}: gave up after {CREATE_ATTEMPTS} conflicts")
+
+    def _new_job_write(self, tenant: Tenant, request: NewJob, idempotency_key: str | None) -> NewJobWrite:
+        change = lifecycle.create(uuid.uuid4().hex, tenant.tenant_id, request, self._clock())
+        return NewJobWrite.of(
+            change, ready_shards=tenant.ready_shards, retention_s=self._retention_s,
+            job_retention_s=self._job_retention_s, clock=self._registry.known_clock(),
+            idempotency=None if idempotency_key is None else (idempotency_key, _request_digest(request)))
+
+    def create_batch(self, tenant_id: str, entries: list[tuple[NewJob, str | None]]
+                     ) -> list[Created | OnwardError]:
+        """Enqueue up to MAX_BATCH jobs of one tenant, each with its own optional Idempotency-Key: per entry,
+        in order, what `create` alone would answer (its Created, or the OnwardError it would raise:
+        InvalidRequest, PayloadTooLarge, IdempotencyConflict, StoreContention...). One entry's refusal never
+        refuses another's. The batch itself is refused (InvalidRequest, nothing written) only for what is
+        wrong with all of it: the tenant id, more than MAX_BATCH entries.
+
+        The jobs are written in as few transactions as DynamoDB takes (recorder.transaction_cuts: 100
+        actions, 4 MB), each job's counts summed per queue entry. A transaction refused because some entries'
+        keys are in use wrote nothing: those entries are answered as `create` answers a key in use
+        (_resolve_idempotency), and the others are written again without them; one that meets a concurrent
+        transaction is tried again as it is, up to CREATE_ATTEMPTS times (then its entries are answered
+        StoreContention: nothing of them was written). Entries repeating a key of an earlier entry of the
+        batch are answered as `create` would after that entry: the same job (created False) for the same
+        request, IdempotencyConflict for another. An error that is no refusal (throttling past the client's
+        retries, the network) raises as `create`'s does: the jobs of transactions already committed stay
+        created, and a retry with the same keys answers them created False."""
+        check_tenant_id(tenant_id)
+        if len(entries) > MAX_BATCH:
+            raise InvalidRequest(f"a batch holds at most {MAX_BATCH} jobs, not {len(entries)}")
+        answers: list[Created | OnwardError | None] = [None] * len(entries)
+        pending: list[tuple[int, NewJobWrite]] = []
+        first_with_key: dict[str, int] = {}
+        repeats: list[int] = []
+        tenant: Tenant | None = None
+        for index, (request, key) in enumerate(entries):
+            try:
+                _check_new_job(request, key)
+            except OnwardError as refusal:
+                answers[index] = refusal
+                continue
+            if key is not None:
+                if key in first_with_key:  # one transaction cannot put one key twice: answered after the first
+                    repeats.append(index)
+                    continue
+                first_with_key[key] = index
+            tenant = tenant or self._registry.tenant(tenant_id)
+            pending.append((index, self._new_job_write(tenant, request, key)))
+        for cut in transaction_cuts([write for _, write in pending]):
+            self._create_together(tenant_id, entries, [pending[position] for position in cut], answers)
+        for index in repeats:
+            request, key = entries[index]
+            assert key is not None
+            answers[index] = self._repeated_key(tenant_id, key, request, entries[first_with_key[key]][0],
+                                                answers[first_with_key[key]])
+        assert all(answer is not None for answer in answers)
+        return [answer for answer in answers if answer is not None]
+
+    def _create_together(self, tenant_id: str, entries: list[tuple[NewJob, str | None]],
+                         chunk: list[tuple[int, NewJobWrite]], answers: list[Created | OnwardError | None]) -> None:
+        """Write `chunk` (entries that fit one transaction) and put each entry's answer in `answers`."""
+        conflicts = 0
+        while chunk:
+            outcome = self._recorder.create_many([write for _, write in chunk])
+            if outcome.outcome is CreateOutcome.CREATED:
+                for index, write in chunk:
+                    answers[index] = Created(write.change.after, created=True)
+                return
+            if outcome.outcome is CreateOutcome.KEY_USED:
+                still = [(index, write) for position, (index, write) in enumerate(chunk)
+                         if position not in outcome.keys_used or not self._answer_key_used(
+                             tenant_id, entries[index], answers, index)]
+                if len(still) < len(chunk):
+                    chunk = still
+                    continue
+                # every key found in use was gone when read (its window ended): tried again, as a conflict
+            conflicts += 1  # CONFLICT: nothing was written; tried again as it is (same job ids, same items)
+            if conflicts == CREATE_ATTEMPTS:
+                for index, _ in chunk:
+                    answers[index] = StoreContention(
+                        f"a create for {tenant_id}: gave up after {CREATE_ATTEMPTS} conflicts")
+                return
+            time.sleep(self._rng.uniform(0, 0.002 * 2 ** conflicts))
+
+    def _answer_key_used(self, tenant_id: str, entry: tuple[NewJob, str | None],
+                         answers: list[Created | OnwardError | None], index: int) -> bool:
+        """Answer an entry whose Idempotency-Key a transaction found in use, as `create` does: True when
+        answered, False when the key is free again (its item gone since: the entry is written as it is)."""
+        request, key = entry
+        assert key is not None
+        try:
+            earlier = self._resolve_idempotency(tenant_id, key, request)
+        except OnwardError as refusal:
+            answers[index] = refusal
+            return True
+        if earlier is None:
+            return False
+        answers[index] = earlier
+        return True
+
+    def _repeated_key(self, tenant_id: str, key: str, request: NewJob, first_request: NewJob,
+                      first: Created | OnwardError | None) -> Created | OnwardError:
+        """The answer to an entry whose Idempotency-Key an earlier entry of its batch used (answered `first`):
+        what `create` answers after that entry."""
+        if isinstance(first, Created):
+            if _request_digest(request) == _request_digest(first_request):
+                return Created(first.job, created=False)
+            return IdempotencyConflict(key, first.job.job_id)
+        try:  # the first found the key in use, or was not written: the key says
+            earlier = self._resolve_idempotency(tenant_id, key, request)
+        except OnwardError as refusal:
+            return refusal
+        if earlier is not None:
+            return earlier
+        assert first is not None
+        return first  # nothing holds the key: the first's refusal (contention) is this one's too
 
     def _resolve_idempotency(self, tenant_id: str, key: str, request: NewJob) -> Created | None:
         """What a create whose Idempotency-Key is in use answers: the job it made (same request), or
@@ -367,9 +523,48 @@ class JobStore:
         return None
 
     def heartbeat(self, lease: Lease, lease_s: float) -> RenewalAnswer:
-        """Renew the lease, only for the attempt and owner that hold it; say whether cancel was requested."""
-        expires = self._clock() + int(lease_s * 1000)
-        return self._recorder.renew_lease(lease.job_id, lease.attempt, lease.worker_id, expires)
+        """Renew the lease, only for the attempt and owner that hold it; say whether cancel was requested.
+        A renewal refused after the reaper closed the attempt is a zombie's evidence that it still works: it
+        is marked on its run record (`lease_lost_at`) with the overlaps it reveals (best effort: the refusal
+        is answered whatever happens to that bookkeeping)."""
+        now = self._clock()
+        answer = self._recorder.renew_lease(lease.job_id, lease.attempt, lease.worker_id, now + int(lease_s * 1000))
+        if not answer.held:
+            try:
+                self._lease_lost(lease, now)
+            except Exception:  # noqa: BLE001 - the refusal matters more; the late report checks again
+                self.stats.overlap_check_failed()
+        return answer
+
+    def _lease_lost(self, lease: Lease, now: EpochMs) -> None:
+        runs = self._recorder.runs(lease.job_id)
+        run = next((run for run in runs if run.attempt == lease.attempt), None)
+        if (run is None or run.worker_id != lease.worker_id or run.lease_lost_at is not None
+                or run.outcome not in (RunOutcome.LEASE_EXPIRED, RunOutcome.FENCED)):
+            return  # not a zombie's (its own report raced the renewal), or marked already
+        seen = run.model_copy(update={"lease_lost_at": now})
+        mark, partners = self._overlaps_with(runs, seen)
+        if self._recorder.mark_lease_lost(lease.job_id, lease.attempt, lease.worker_id, now, overlap=mark):
+            self._mark_partners(seen, partners)
+
+    def _overlaps_with(self, runs: list[Run], seen: Run) -> tuple[OverlapMark | None, list[Run]]:
+        """The overlaps the zombie run `seen` (with its new evidence) shows with the job's other `runs`: its
+        mark, and the runs it overlapped."""
+        others = [run for run in runs if run.attempt != seen.attempt]
+        found = overlaps([*others, seen]).get(seen.attempt, [])
+        partners = [run for run in others if run.attempt in found]
+        if not partners:
+            return None, []
+        began = min(overlap_began(seen, partner) for partner in partners)
+        return OverlapMark(tuple(found), began), partners
+
+    def _mark_partners(self, zombie: Run, partners: list[Run]) -> None:
+        """Mark each run the zombie overlapped with the zombie's attempt, and count the pairs not recorded
+        before (on the zombie's run as it was read)."""
+        for partner in partners:
+            self._recorder.mark_overlap(zombie.job_id, partner.attempt,
+                                        OverlapMark((zombie.attempt,), overlap_began(zombie, partner)))
+        self.stats.overlap_found(sum(partner.attempt not in zombie.overlapped_with for partner in partners))
 
     def complete(self, lease: Lease, result: Any = None) -> Report:
         """The attempt succeeded with `result`. Raises InvalidRequest before writing anything when the result
@@ -419,16 +614,24 @@ class JobStore:
                                     claimed_at=lease.job.updated_at, known=known)
         if isinstance(decision, Change):
             return Report(ReportStatus.APPLIED, decision.after)
-        run = self._recorder.run(lease.job_id, lease.attempt)
+        # Every run of the job is read (one Query, as one GetItem for its own): a zombie's overlaps need them.
+        runs = self._recorder.runs(lease.job_id)
+        run = next((run for run in runs if run.attempt == lease.attempt), None)
         verdict = lifecycle.stale_report(run, lease.worker_id, reported)
         if verdict is StaleReport.REPEATED:
             return Report(ReportStatus.APPLIED, decision.job)
         if verdict is StaleReport.ZOMBIE:
-            # Marked on the zombie's own run record; the job row is not touched. Only a run that is open or
-            # was closed by the reaper is marked: a run's own outcome is never overwritten.
+            # Marked on the zombie's own run record, with the attempts it overlapped (it worked until now);
+            # the job row is not touched. Only a run that is open or was closed by the reaper is marked: a
+            # run's own outcome is never overwritten.
+            assert run is not None
             now = self._clock()
-            self._recorder.mark_fenced(lease.job_id, lease.attempt, lease.worker_id, reported, now,
-                                       expires_at=ttl_after(now, self._job_retention_s))
+            seen = run.model_copy(update={"outcome": RunOutcome.FENCED, "late_report": reported,
+                                          "late_report_at": now})
+            mark, partners = self._overlaps_with(runs, seen)
+            if self._recorder.mark_fenced(lease.job_id, lease.attempt, lease.worker_id, reported, now,
+                                          expires_at=ttl_after(now, self._job_retention_s), overlap=mark):
+                self._mark_partners(seen, partners)
         return Report(ReportStatus.FENCED, decision.job)
 
     # --- reaper, tenant and operator ----------------------------------------------------------------------

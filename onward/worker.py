@@ -1,92 +1,103 @@
 """Worker: claim -> heartbeat -> run the registered handler -> complete / fail, fenced by the attempt.
 
 A handler receives a `JobContext` carrying the fencing token (`<job_id>:<attempt>`): pass it to any
-external system the job writes to, so a superseded attempt's writes can be refused there too. A
-`LeaseRenewal` keeps the lease while the handler runs (retrying a failed renewal within the lease) and
-surfaces cancellation (`context.cancel_requested`) and a lost lease (`context.lease_lost`); a handler that
-stops because of either raises `context.stop_if_asked()`'s exception.
+external system the job writes to, so a superseded attempt's writes can be refused there too. It runs in a
+child process (onward.execution) that the worker ends at the attempt's timeout (a failed attempt, error type
+`Timeout`) or when it ignores a stop. A `LeaseRenewal` in the worker keeps the lease while the handler runs
+(retrying a failed renewal within the lease) and surfaces cancellation (`context.cancel_requested`) and a
+lost lease (`context.lease_lost`); a handler that stops because of either raises `context.stop_if_asked()`'s
+exception.
 """
 
 from __future__ import annotations
 
 import threading
-import traceback
 import uuid
+import weakref
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from typing import assert_never
 
 from aws_lambda_powertools import Logger
 
 from onward.backoff import BackoffPolicy
 from onward.clock import Clock, system_clock
 from onward.errors import InvalidRequest, PayloadTooLarge
+from onward.execution import (
+    Ending,
+    HandlerProcess,
+    JobContext,
+    JobHandler,
+    Killed,
+    Outcome,
+    PermanentError,
+    Raised,
+    Returned,
+    SimulatedCrash,
+    Stopped,
+    TimedOut,
+    Unsendable,
+    Vanished,
+)
 from onward.faults import fault_point
-from onward.models import ErrorSummary, Lease
+from onward.models import DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S, ErrorSummary, Job, Lease
 from onward.store import JobStore, Report
+
+__all__ = ["InvalidRegistration", "JobContext", "JobHandler", "LeaseRenewal", "PermanentError", "Registry",
+           "SimulatedCrash", "Stopped", "Worker"]
 
 logger = Logger(service="onward-worker")
 
-
-class PermanentError(Exception):
-    """Raise from a handler when retrying cannot help (bad input): the job goes straight to dead."""
-
-
-class Stopped(Exception):
-    """Raised by `JobContext.stop_if_asked` when the job was cancelled, the lease lost, or the worker stops."""
+TIMEOUT_ERROR = "Timeout"  # error type of an attempt ended at its timeout
+PROCESS_DIED_ERROR = "HandlerProcessDied"  # error type of an attempt whose process ended without an answer
 
 
-class SimulatedCrash(BaseException):
-    """Test and demo aid: the worker dies mid-job (no report, no more heartbeats), as an OOM kill would."""
-
-
-@dataclass
-class JobContext:
-    job_id: str
-    tenant_id: str
-    type: str
-    params: dict[str, Any]
-    attempt: int
-    fencing_token: str
-    cancel_requested: threading.Event = field(default_factory=threading.Event)
-    lease_lost: threading.Event = field(default_factory=threading.Event)
-    shutting_down: threading.Event = field(default_factory=threading.Event)
-
-    def should_stop(self) -> bool:
-        return self.cancel_requested.is_set() or self.lease_lost.is_set() or self.shutting_down.is_set()
-
-    def stop_if_asked(self) -> None:
-        """Call at safe points in long work: raises Stopped when the job should stop here."""
-        if self.should_stop():
-            raise Stopped()
-
-    def wait(self, seconds: float) -> None:
-        """Sleep that wakes up (raising Stopped) as soon as the job should stop."""
-        deadline = threading.Event()
-        for _ in range(max(1, int(seconds / 0.05))):
-            self.stop_if_asked()
-            deadline.wait(min(0.05, seconds))
-        self.stop_if_asked()
-
-
-JobHandler = Callable[[JobContext], Any]
+class InvalidRegistration(ValueError):
+    """A handler registered with settings the platform refuses (a type's timeout_s out of range)."""
 
 
 class Registry:
-    """Job type name -> handler."""
+    """Job type name -> its handler, and how long one attempt of the type may run by default."""
 
     def __init__(self) -> None:
         self._handlers: dict[str, JobHandler] = {}
+        self._timeouts: dict[str, float] = {}
+        self._version = 0
 
-    def register(self, job_type: str) -> Callable[[JobHandler], JobHandler]:
+    def register(self, job_type: str, *, timeout_s: float | None = None) -> Callable[[JobHandler], JobHandler]:
+        """`timeout_s`: the type's default timeout per attempt (a job's own timeout_s wins), above 0 and at most
+        MAX_TIMEOUT_S; without it, DEFAULT_TIMEOUT_S."""
+        if timeout_s is not None and (isinstance(timeout_s, bool) or not isinstance(timeout_s, int | float)
+                                      or not 0 < timeout_s <= MAX_TIMEOUT_S):
+            raise InvalidRegistration(f"job type {job_type!r}: timeout_s must be a number of seconds above 0 and "
+                                      f"at most {MAX_TIMEOUT_S} (the platform's maximum), not {timeout_s!r}")
+
         def add(handler: JobHandler) -> JobHandler:
             self._handlers[job_type] = handler
+            self._version += 1
+            if timeout_s is None:
+                self._timeouts.pop(job_type, None)
+            else:
+                self._timeouts[job_type] = float(timeout_s)
             return handler
 
         return add
 
     def get(self, job_type: str) -> JobHandler | None:
         return self._handlers.get(job_type)
+
+    @property
+    def version(self) -> int:
+        """Changes with every registration (a handler process forked before it is replaced)."""
+        return self._version
+
+    def timeout_s(self, job_type: str) -> float:
+        """The type's default timeout per attempt."""
+        return self._timeouts.get(job_type, float(DEFAULT_TIMEOUT_S))
+
+    def attempt_timeout_s(self, job: Job) -> float:
+        """How long one attempt of `job` may run: the job's timeout_s, else its type's; never above MAX_TIMEOUT_S
+        (a row stored under a higher maximum is capped)."""
+        return min(job.timeout_s or self.timeout_s(job.type), float(MAX_TIMEOUT_S))
 
     @property
     def types(self) -> frozenset[str]:
@@ -106,41 +117,51 @@ class Worker:
         heartbeat_s: float | None = None,
         idle_s: float = 0.5,
         idle_max_s: float = 2.0,
+        stop_grace_s: float = 5.0,
         clock: Clock = system_clock,  # the store's: lease expiries are in its time
     ) -> None:
+        """`stop_grace_s`: how long a handler asked to stop (cancelled, lease lost, shutting down) may take
+        before the worker ends its process."""
         self.worker_id = worker_id or f"w-{uuid.uuid4().hex[:8]}"
         self._store = store
         self._registry = registry
         self._lease_s = lease_s
         self._heartbeat_s = heartbeat_s if heartbeat_s is not None else lease_s / 3
         self._clock = clock
+        self._stop_grace_s = stop_grace_s
         # An idle worker polls less and less often (idle_s doubling up to idle_max_s, jittered): a pool
         # waiting for work costs a few claims a second instead of one per worker per idle_s.
         self._idle = BackoffPolicy(base_s=idle_s, cap_s=max(idle_s, idle_max_s))
         self._stopping = threading.Event()
         self._current: JobContext | None = None
+        self._handler_process = HandlerProcess(registry)
+        weakref.finalize(self, self._handler_process.close)  # a Worker dropped without run()'s end
 
     def shutdown(self) -> None:
-        """Stop claiming; the running handler is asked to stop and its job is released."""
+        """Stop claiming; the running handler is asked to stop (its process is ended if it has not stopped
+        `stop_grace_s` later) and its job is released."""
         self._stopping.set()
         current = self._current
         if current is not None:
             current.shutting_down.set()
 
     def run(self) -> None:
-        """Claim and run jobs until `shutdown()`."""
+        """Claim and run jobs until `shutdown()`; then end the handlers' process."""
         empty_claims = 0
-        while not self._stopping.is_set():
-            try:
-                worked = self.run_once()
-            except SimulatedCrash:
-                continue
-            except Exception:
-                logger.exception("worker loop error", extra={"worker_id": self.worker_id})
-                worked = False
-            empty_claims = 0 if worked else empty_claims + 1
-            if empty_claims:
-                self._stopping.wait(self._idle.delay(empty_claims))
+        try:
+            while not self._stopping.is_set():
+                try:
+                    worked = self.run_once()
+                except SimulatedCrash:
+                    continue
+                except Exception:
+                    logger.exception("worker loop error", extra={"worker_id": self.worker_id})
+                    worked = False
+                empty_claims = 0 if worked else empty_claims + 1
+                if empty_claims:
+                    self._stopping.wait(self._idle.delay(empty_claims))
+        finally:
+            self._handler_process.close()
 
     def run_once(self) -> bool:
         """Claim one job and run it to its end. False when nothing was due."""
@@ -152,7 +173,8 @@ class Worker:
 
     def _execute(self, lease: Lease) -> None:
         job = lease.job
-        context = JobContext(job.job_id, job.tenant_id, job.type, job.params, lease.attempt, lease.fencing_token)
+        context = JobContext(job.job_id, job.tenant_id, job.type, job.params, lease.attempt, lease.fencing_token,
+                             timeout_s=self._registry.attempt_timeout_s(job))
         self._current = context
         if self._stopping.is_set():
             context.shutting_down.set()
@@ -177,22 +199,51 @@ class Worker:
         if handler is None:
             error = ErrorSummary.of("UnknownJobType", f"no handler registered for {lease.job.type!r}")
             return self._store.fail(lease, error, permanent=True)
-        try:
-            result = handler(context)
-            fault_point("worker.before_report", lease.fencing_token)  # work done, not reported (or late)
-        except Stopped:
-            if context.cancel_requested.is_set():
-                return self._store.acknowledge_cancel(lease)
-            return self._store.release(lease)
-        except PermanentError as error:
-            return self._store.fail(lease, _summary(error), permanent=True)
-        except Exception as error:  # noqa: BLE001 - any handler error is a failed attempt
-            logger.debug("handler failed", extra={"traceback": traceback.format_exc()})
-            return self._store.fail(lease, _summary(error))
-        try:
-            return self._store.complete(lease, result)
-        except InvalidRequest as error:  # the result cannot be stored: no retry can change that
-            return self._store.fail(lease, _unstorable(error), permanent=True)
+        outcome = self._handler_process.run(context, timeout_s=self._registry.attempt_timeout_s(lease.job),
+                                            stop_grace_s=self._stop_grace_s)
+        return self._report(lease, context, outcome)
+
+    def _report(self, lease: Lease, context: JobContext, outcome: Outcome) -> Report:
+        log = {"job_id": lease.job_id, "attempt": lease.attempt, "worker_id": self.worker_id}
+        match outcome:
+            case Returned(result=result):
+                fault_point("worker.before_report", lease.fencing_token)  # work done, not reported (or late)
+                try:
+                    return self._store.complete(lease, result)
+                except InvalidRequest as error:  # the result cannot be stored: no retry can change that
+                    return self._store.fail(lease, _unstorable(error), permanent=True)
+            case Raised(ending=Ending.STOPPED):
+                return self._stopped(lease, context)
+            case Killed(reasons=reasons):
+                logger.warning("handler ignored the stop: its process was ended",
+                               extra={**log, "reasons": sorted(r.value for r in reasons)})
+                return self._stopped(lease, context)
+            case Raised(ending=Ending.CRASHED):
+                raise SimulatedCrash()
+            case Raised(ending=Ending.PERMANENT, error_type=error_type, message=message):
+                return self._store.fail(lease, ErrorSummary.of(error_type, message), permanent=True)
+            case Raised(error_type=error_type, message=message, traceback=trace):  # Ending.FAILED
+                logger.debug("handler failed", extra={**log, "traceback": trace})
+                return self._store.fail(lease, ErrorSummary.of(error_type, message))
+            case Unsendable(reason=reason):
+                return self._store.fail(lease, ErrorSummary.of("UnstorableResult", f"result {reason}"),
+                                        permanent=True)
+            case TimedOut(timeout_s=limit):
+                logger.warning("attempt timed out: its process was ended", extra={**log, "timeout_s": limit})
+                return self._store.fail(lease, ErrorSummary.of(
+                    TIMEOUT_ERROR, f"the attempt ran past its timeout of {limit:g} s and was stopped"))
+            case Vanished(exitcode=exitcode):
+                logger.warning("handler process ended without an answer", extra={**log, "exitcode": exitcode})
+                return self._store.fail(lease, ErrorSummary.of(PROCESS_DIED_ERROR, _ended(exitcode)))
+            case _:
+                assert_never(outcome)
+
+    def _stopped(self, lease: Lease, context: JobContext) -> Report:
+        """The handler stopped when asked (or was ended): a cancel is acknowledged, anything else hands the job
+        back (answered `fenced` when the lease was lost to another attempt)."""
+        if context.cancel_requested.is_set():
+            return self._store.acknowledge_cancel(lease)
+        return self._store.release(lease)
 
 
 class LeaseRenewal:
@@ -267,8 +318,10 @@ class LeaseRenewal:
         return (self._expires_at - self._clock()) / 1000
 
 
-def _summary(error: BaseException) -> ErrorSummary:
-    return ErrorSummary.of(type(error).__name__, str(error))
+def _ended(exitcode: int | None) -> str:
+    if exitcode is not None and exitcode < 0:
+        return f"the handler's process was killed by signal {-exitcode} before it answered"
+    return f"the handler's process exited (status {exitcode}) before it answered"
 
 
 def _unstorable(error: InvalidRequest) -> ErrorSummary:

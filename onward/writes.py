@@ -7,9 +7,9 @@ become condition expressions.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from onward.dispatch import UsageChange
 from onward.dynamo import Item, from_item, to_attribute
@@ -21,6 +21,7 @@ from onward.keys import (
     band_attribute,
     job_from_values,
     job_key,
+    overlap_partition,
     queue_key,
     run_from_values,
     run_key,
@@ -30,11 +31,14 @@ from onward.models import Job, Run
 from onward.recorder import (
     JobRowUpdate,
     NewJobWrite,
+    OverlapMark,
+    QueueEntryUpdate,
     Role,
     RunClose,
     RunningUpdate,
     TransitionWrite,
     WaitingUpdate,
+    queue_entry_updates,
 )
 
 CONDITIONAL_CHECK_FAILED = "ConditionalCheckFailed"
@@ -61,17 +65,37 @@ def run_from_item(item: Item) -> Run:
     return run_from_values(from_item(item))
 
 
+class Refused(NamedTuple):
+    """One action's reason in a cancelled transaction: its role, the write it belongs to (`subject`: a
+    position in the writes of a create_many, None for a single write's actions) and the code."""
+
+    role: Role
+    subject: int | None
+    code: str
+
+
 @dataclass
 class Transaction:
-    """One TransactWriteItems request whose actions remember the role each plays, so that the reasons of a
-    cancellation (one per action, in order) are read by role, never by position."""
+    """One TransactWriteItems request whose actions remember the role each plays (and, in a batch, which
+    write each belongs to), so that the reasons of a cancellation (one per action, in order) are read by role
+    and write, never by position."""
 
     actions: list[dict[str, Any]] = field(default_factory=list)
     roles: list[Role] = field(default_factory=list)
+    subjects: list[int | None] = field(default_factory=list)
 
-    def add(self, role: Role, action: dict[str, Any]) -> None:
+    def add(self, role: Role, action: dict[str, Any], subject: int | None = None) -> None:
         self.actions.append(action)
         self.roles.append(role)
+        self.subjects.append(subject)
+
+    def refused(self, response: Mapping[str, Any]) -> list[Refused]:
+        """The reasons of a TransactionCanceledException (`response`: the error's) with the role and write of
+        each action they name; actions with no reason ("None") are left out."""
+        return [Refused(role, subject, reason["Code"])
+                for role, subject, reason in zip(self.roles, self.subjects, response.get("CancellationReasons", []),
+                                                 strict=False)
+                if reason.get("Code") and reason.get("Code") != "None"]
 
     def reasons(self, response: Mapping[str, Any]) -> dict[Role, list[str]]:
         """The codes of a TransactionCanceledException's reasons (`response`: the error's), by role;
@@ -120,6 +144,19 @@ class TransitionWrites:
             transaction.add(Role.IDEMPOTENCY, self._put(self.jobs_table, write.idempotency, "pk"))
         return transaction
 
+    def new_jobs(self, writes: Sequence[NewJobWrite]) -> Transaction:
+        """Creates in one transaction: each job's puts (its position in `writes` as their subject), then one
+        update per queue entry they enter, their counts summed."""
+        transaction = Transaction()
+        for position, write in enumerate(writes):
+            transaction.add(Role.JOB, self._put(self.jobs_table, write.job, "pk"), position)
+            transaction.add(Role.OUTBOX, self._put(self.outbox_table, write.outbox, "job_id"), position)
+            if write.idempotency is not None:
+                transaction.add(Role.IDEMPOTENCY, self._put(self.jobs_table, write.idempotency, "pk"), position)
+        for entry in queue_entry_updates(write.waiting for write in writes if write.waiting is not None):
+            transaction.add(Role.WAITING, self.queue_entry_update(entry))
+        return transaction
+
     @staticmethod
     def _put(table: str, item: Mapping[str, Any], key_attribute: str) -> dict[str, Any]:
         """Put `item` only where no item is."""
@@ -157,34 +194,42 @@ class TransitionWrites:
         }}
 
     def waiting_update(self, update: WaitingUpdate) -> dict[str, Any]:
-        """The queue entry's band count and total; a job entering puts the entry in the `active` index (its
+        """One job entering or leaving a queue entry (queue_entry_update)."""
+        (entry,) = queue_entry_updates([update])
+        return self.queue_entry_update(entry)
+
+    def queue_entry_update(self, update: QueueEntryUpdate) -> dict[str, Any]:
+        """The queue entry's band counts and total; jobs entering put the entry in the `active` index (its
         key kept if it has one), a claim re-keys it."""
-        queue = update.queue
-        names = {"#entity": "entity", "#tenant": "tenant_id", "#shard": "shard",
-                 "#band": band_attribute(queue.priority), "#waiting": "waiting"}
+        names = {"#entity": "entity", "#tenant": "tenant_id", "#shard": "shard", "#waiting": "waiting"}
         values: dict[str, Any] = {":entity": {"S": Entity.TENANT_QUEUE.value}, ":tenant": {"S": update.tenant_id},
-                                  ":shard": {"N": str(queue.shard)}, ":delta": {"N": str(update.delta)}}
+                                  ":shard": {"N": str(update.shard)}, ":delta": {"N": str(update.delta)}}
         sets = ["#entity = :entity", "#tenant = :tenant", "#shard = :shard"]
         if update.active_vt is not None:
             names["#avt"] = "active_vt"
             values[":vt"] = to_attribute(update.active_vt)
-            if update.delta > 0:
+            if update.entering:
                 names["#apk"] = "active_pk"
-                values[":apk"] = {"S": active_partition(update.tenant_id, queue.shard, self.active_shards)}
+                values[":apk"] = {"S": active_partition(update.tenant_id, update.shard, self.active_shards)}
                 sets += ["#apk = :apk", "#avt = if_not_exists(#avt, :vt)"]
             else:
                 sets.append("#avt = :vt")
-        adds = "ADD #band :delta, #waiting :delta"
+        adds = []
+        for number, (priority, delta) in enumerate(update.bands):
+            names[f"#band{number}"] = band_attribute(priority)
+            values[f":band{number}"] = {"N": str(delta)}
+            adds.append(f"#band{number} :band{number}")
+        adds.append("#waiting :delta")
         removes = ""
-        if update.delta > 0:  # a job entering: counted, and the entry is no longer parked
+        if update.entering:  # jobs entering: counted, and the entry is no longer parked
             names |= {"#entered": "entered", "#ppk": "parked_pk", "#until": "parked_until"}
-            values[":one"] = {"N": "1"}
-            adds += ", #entered :one"
+            values[":entering"] = {"N": str(update.entering)}
+            adds.append("#entered :entering")
             removes = " REMOVE #ppk, #until"
         return {"Update": {
             "TableName": self.jobs_table,
-            "Key": wire_key(queue_key(update.tenant_id, queue.shard)),
-            "UpdateExpression": f"SET {', '.join(sets)} {adds}{removes}",
+            "Key": wire_key(queue_key(update.tenant_id, update.shard)),
+            "UpdateExpression": f"SET {', '.join(sets)} ADD {', '.join(adds)}{removes}",
             "ExpressionAttributeNames": names,
             "ExpressionAttributeValues": values,
         }}
@@ -226,6 +271,16 @@ class TransitionWrites:
             "ExpressionAttributeNames": {f"#{name}": name for name in fields},
             "ExpressionAttributeValues": {f":{name}": to_attribute(value) for name, value in fields.items()},
         }}
+
+
+def overlap_clauses(mark: OverlapMark, names: dict[str, str], values: dict[str, Any]) -> tuple[list[str], str]:
+    """A run's overlap mark as the SET terms and the ADD term of an update expression (names and values put
+    into `names`, `values`): the attempts added to the number set `overlapped_with`, the `overlaps` index
+    keys set unless the run has them (the first overlap found keys it)."""
+    names |= {"#ow": "overlapped_with", "#opk": "overlap_pk", "#oat": "overlap_at"}
+    values |= {":ow": {"NS": [str(attempt) for attempt in sorted(set(mark.attempts))]},
+               ":opk": {"S": overlap_partition(mark.began_at)}, ":oat": {"N": str(mark.began_at)}}
+    return ["#opk = if_not_exists(#opk, :opk)", "#oat = if_not_exists(#oat, :oat)"], "#ow :ow"
 
 
 def usage_adds(change: UsageChange, names: dict[str, str], values: dict[str, Any]) -> str:

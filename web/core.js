@@ -6,7 +6,7 @@
 export const state = {
   token: sessionStorage.getItem("onward.token") || "",
   me: null,            // the credential: {tenant_id, operator} (GET /whoami)
-  contract: { types: [], states: [], terminal: [], replayable: [] },
+  contract: { types: [], states: [], terminal: [], replayable: [], waiting: [] },
   view: null,          // the last ViewLag the API answered
   skewMs: 0,           // server clock minus this browser's clock
   lastPollOk: null,    // Date.now() of the last answered poll
@@ -44,6 +44,7 @@ export async function loadContract() {
       states: schemas.JobState.enum || [],
       terminal: schemas.JobState["x-terminal"] || [],
       replayable: schemas.JobState["x-replayable"] || [],
+      waiting: schemas.JobState["x-waiting"] || [],
     };
   } catch {
     // without the document the page still works: filters offer fewer choices, the API still refuses well
@@ -190,3 +191,4 @@ export function isOperator() { return Boolean(state.me && state.me.operator); }
 export function isPlatformOperator() { return isOperator() && state.me.tenant_id === null; }
 export function isTerminal(status) { return state.contract.terminal.includes(status); }
 export function isReplayable(status) { return state.contract.replayable.includes(status); }
+export function isWaiting(status) { return state.contract.waiting.includes(status); }

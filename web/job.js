@@ -1,27 +1,37 @@
-// One job's page (#/jobs/<id>, a URL to share): its status with freshness, what it was created with, its
-// result or error, the attempt timeline from its run records, and cancel / (operators) replay with their answers.
+// One job's page (#/jobs/<id>, a URL to share): its status with freshness, what it was created with, why it
+// waits (while queued or retry_wait), its result or error, the attempt timeline from its run records, and
+// cancel / (operators) replay with their answers.
 "use strict";
 
 import {
-  $, agoEl, api, clearProblem, el, isOperator, isReplayable, say, serverNow, setContent, setText, showProblem,
-  timeEl,
+  $, agoEl, api, clearProblem, el, isOperator, isReplayable, isWaiting, say, serverNow, setContent, setText,
+  showProblem, timeEl,
 } from "/web/core.js";
 import { analyse, attemptItem, drawTimeline, summary } from "/web/timeline.js";
 
-const job = { id: null, params: null, status: null };
+// An explanation reads the last minutes' claims of every tenant: asked again only this often (or when the
+// status moves), not on every poll.
+const EXPLAIN_EVERY_MS = 10_000;
+const WAITING_TEXT = ["job-waiting-reason", "job-waiting-eta", "job-waiting-basis"];
+
+const job = { id: null, params: null, status: null, explained: null };
 
 export function showJob(jobId) {
   if (job.id === jobId) return;
   job.id = jobId;
   job.params = null;
   job.status = null;
+  job.explained = null;
   setText($("job-title-id"), jobId);
-  for (const id of ["job-updated", "job-freshness", "job-result", "job-params", "job-created"]) {
+  for (const id of ["job-updated", "job-freshness", "job-result", "job-params", "job-created", "job-run-at",
+                    ...WAITING_TEXT]) {
     $(id).replaceChildren();
     delete $(id).dataset.key;  // setContent's memory of what it showed: another job's
   }
   $("job-body").hidden = true;
+  $("job-waiting").hidden = true;
   clearProblem($("job-problem"));
+  clearProblem($("job-waiting-problem"));
   say("job-action-status", "");
   say("job-state", "Loading…");
   $("attempts").replaceChildren();
@@ -52,6 +62,8 @@ export async function pollJob() {
   if (params && params.status === 200) job.params = params.data;
   renderStatus(status.data);
   renderParams();
+  await pollExplanation(status.data);
+  if (jobId !== job.id) return null;
   if (runs.status === 200) {
     clearProblem($("runs-problem"));
     renderRuns(runs.data.runs);
@@ -89,6 +101,88 @@ function renderStatus(answer) {
   renderActions(answer);
 }
 
+// Why a waiting job waits (GET /jobs/{id}/explain), shown while the status is one of the contract's waiting ones.
+async function pollExplanation(answer) {
+  if (!answer.visible || !isWaiting(answer.status)) {
+    $("job-waiting").hidden = true;
+    job.explained = null;
+    return;
+  }
+  const last = job.explained;
+  if (!last || last.version !== answer.version || Date.now() - last.at >= EXPLAIN_EVERY_MS) {
+    const jobId = job.id;
+    const reply = await api("GET", `/jobs/${jobId}/explain`);
+    if (jobId !== job.id) return;
+    job.explained = { version: answer.version, at: Date.now(), reply };
+  }
+  renderExplanation(job.explained.reply);
+  $("job-waiting").hidden = false;
+}
+
+function renderExplanation(reply) {
+  if (reply.status !== 200) {
+    showProblem($("job-waiting-problem"), reply, "explaining the wait");
+    for (const id of WAITING_TEXT) setContent($(id), "none");
+    return;
+  }
+  clearProblem($("job-waiting-problem"));
+  const answer = reply.data;
+  const details = answer.details;
+  $("job-waiting").dataset.reason = answer.reason;
+  setContent($("job-waiting-reason"), JSON.stringify([answer.reason, answer.until, details]), ...reasonText(answer));
+  setContent($("job-waiting-eta"), JSON.stringify([answer.eta, details && details.ahead_at_least]),
+             ...etaText(answer));
+  setContent($("job-waiting-basis"), answer.decided_at, ...(details ? [
+    "Decided ", agoEl(answer.decided_at), ` from the job table and its tenant's counters: ${details.running} running` +
+    `, ${details.waiting} waiting, weight ${details.weight}` +
+    `; ${details.platform_claims} jobs of every tenant started in the last ${minutes(details)} minutes.`,
+  ] : ["Decided ", agoEl(answer.decided_at), " from the job table."]));
+}
+
+const minutes = (details) => Math.round(details.window_s / 60);
+
+function aheadText(details) {
+  if (details.ahead_at_least) return `at least ${details.ahead} jobs of its tenant go before it`;
+  if (details.ahead === 0) return "no job of its tenant goes before it";
+  return details.ahead === 1 ? "1 job of its tenant goes before it" : `${details.ahead} jobs of its tenant go before it`;
+}
+
+function reasonText(answer) {
+  const details = answer.details;
+  switch (answer.reason) {
+    case "scheduled":
+      return ["Scheduled: it starts no earlier than ", timeEl(answer.until), ", as asked."];
+    case "backoff":
+      return ["Backing off after a failed attempt: the next attempt at ", timeEl(answer.until), " at the earliest."];
+    case "tenant_at_cap":
+      return [`Its tenant is at its cap: ${details.running} of ${details.cap} jobs running at once, so one must ` +
+              `end before this one starts; ${aheadText(details)}.`];
+    case "waiting_for_share": {
+      const share = details.share === null ? "none" : `${Math.round(details.share * 100)}%`;
+      return [`Waiting for its tenant's share of the workers: ${aheadText(details)}, and its tenant started ` +
+              `${share} of the jobs of the last ${minutes(details)} minutes.`];
+    }
+    case "no_worker":
+      return [`No worker started any job in the last ${minutes(details)} minutes: nothing is taking work.`];
+    case "running":
+      return ["A worker has just taken it: the status above will show it shortly."];
+    default:
+      return ["It has just ended: the status above will show it shortly."];
+  }
+}
+
+function etaText(answer) {
+  if (answer.eta) {
+    const details = answer.details;
+    return ["Likely to start around ", timeEl(answer.eta), details.ahead_at_least ? " at the earliest" : "",
+            ` (its tenant starts ${details.claims_per_minute} jobs a minute).`];
+  }
+  if (answer.reason === "no_worker") return ["No estimate of when it starts until a worker takes work."];
+  if (answer.details) return [`No estimate of when it starts: its tenant started no job in the last ` +
+                              `${minutes(answer.details)} minutes.`];
+  return [];
+}
+
 function renderResult(answer) {
   const box = $("job-result");
   if (answer.error) {
@@ -114,6 +208,8 @@ function renderParams() {
   if (!params) return;
   setText($("job-kind"), params.type);
   setContent($("job-created"), params.created_at, timeEl(params.created_at));
+  setContent($("job-run-at"), String(params.run_at),
+             params.run_at ? timeEl(params.run_at) : "as soon as a worker is free");
   setText($("job-limits"), `${params.max_attempts} attempt${params.max_attempts === 1 ? "" : "s"} at most · ` +
                            `priority ${params.priority}`);
   setContent($("job-params"), JSON.stringify(params.params),

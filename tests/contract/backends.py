@@ -15,6 +15,7 @@ from onward.dynamo import from_item, to_attribute
 from onward.dynamo_recorder import DynamoRecorder
 from onward.keys import Entity, job_key
 from onward.memory_recorder import MemoryRecorder
+from onward.overlap_reader import DynamoOverlapIndex, OverlapIndex
 from onward.recorder import JobRecorder
 from onward.settings import Settings
 from onward.store import JobStore
@@ -47,6 +48,10 @@ class StoreBackend(ABC):
     @abstractmethod
     def edit_job_row(self, job_id: str, **attributes: Any) -> None:
         """Change a stored job row behind the store's back (a legacy row, an operator's console edit)."""
+
+    @abstractmethod
+    def overlap_index(self) -> OverlapIndex:
+        """The `overlaps` index (onward.overlap_reader): the jobs whose runs overlapped, by when."""
 
     def snapshot(self) -> tuple[Items, Items]:
         """Everything stored, in a comparable order."""
@@ -82,6 +87,9 @@ class MemoryBackend(StoreBackend):
         (row,) = [item for item in self.memory.jobs_table() if (item["pk"], item["sk"]) == key]
         self.memory.put_item({**row, **attributes})
 
+    def overlap_index(self) -> OverlapIndex:
+        return self.memory
+
 
 class DynamoBackend(StoreBackend):
     name = "dynamodb"
@@ -95,6 +103,9 @@ class DynamoBackend(StoreBackend):
         if recorder is not None:
             return JobStore(self.settings, recorder=recorder, clock=clock or self.clock, **options)
         return JobStore(self.settings, client=self.client, clock=clock or self.clock, **options)
+
+    def overlap_index(self) -> OverlapIndex:
+        return DynamoOverlapIndex(self.client, self.settings.jobs_table)
 
     def _scan(self, table: str) -> Items:
         pages = self.client.get_paginator("scan").paginate(TableName=table, ConsistentRead=True)

@@ -602,7 +602,7 @@ def test_rewriting_one_row_retains_no_old_copies(stack: Stack) -> None:
 
 def test_template_deploys_tables_indexes_and_outbox_stream(stack: Stack) -> None:
     """template.yaml's data resources deploy through the endpoint's CloudFormation: the jobs table with
-    the `ready`, `leases`, `active` and `parked` GSIs, the outbox table with `by_time` and a NEW_IMAGE
+    the `ready`, `leases`, `active`, `parked` and `overlaps` GSIs, the outbox table with `by_time` and a NEW_IMAGE
     stream, named in the environment as JOBS_TABLE / OUTBOX_TABLE. Without data_resources_template the SAM
     parts (functions, APIs) would fail or be silently skipped by moto's CloudFormation."""
     assert {"JOBS_TABLE", "OUTBOX_TABLE", "AWS_ENDPOINT_URL"} <= stack.environment.keys()
@@ -611,7 +611,8 @@ def test_template_deploys_tables_indexes_and_outbox_stream(stack: Stack) -> None
     assert {stack.jobs, stack.outbox} <= tables
 
     jobs = stack.db.describe_table(TableName=stack.jobs)["Table"]
-    assert {index["IndexName"] for index in jobs["GlobalSecondaryIndexes"]} == {"ready", "leases", "active", "parked"}
+    assert {index["IndexName"] for index in jobs["GlobalSecondaryIndexes"]} == {
+        "ready", "leases", "active", "parked", "overlaps"}
     assert {k["AttributeName"]: k["KeyType"] for k in jobs["KeySchema"]} == {"pk": "HASH", "sk": "RANGE"}
 
     outbox = stack.db.describe_table(TableName=stack.outbox)["Table"]

@@ -24,7 +24,7 @@ read", so a poller polled until idle still reads every shard, splits included.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any, TypeVar
 
 import pytest
@@ -43,14 +43,16 @@ from onward.recorder import (
     DueJob,
     IdempotencyRecord,
     JobRow,
+    ManyCreated,
     NewJobWrite,
+    OverlapMark,
     RenewalAnswer,
     Tenant,
     TenantState,
     TransitionWrite,
 )
 from onward.states import JobState, RunOutcome
-from onward.store import CancelStatus, JobStore, ReportStatus
+from onward.store import CancelStatus, Created, JobStore, ReportStatus
 from tests.contract.backends import DynamoBackend, MemoryBackend, StoreBackend
 from tests.integration.test_stream_topology import (
     NO_BACKOFF,
@@ -87,6 +89,10 @@ class CountingMemoryRecorder(MemoryRecorder):
         self.calls["GetItem"] += 1
         return super().run(job_id, attempt)
 
+    def runs(self, job_id: str) -> list[Run]:
+        self.calls["Query"] += 1
+        return super().runs(job_id)
+
     def idempotency(self, tenant_id: str, key: str) -> IdempotencyRecord | None:
         self.calls["GetItem"] += 1
         return super().idempotency(tenant_id, key)
@@ -94,6 +100,10 @@ class CountingMemoryRecorder(MemoryRecorder):
     def create(self, write: NewJobWrite) -> CreateOutcome:
         self.calls["TransactWriteItems"] += 1
         return super().create(write)
+
+    def create_many(self, writes: Sequence[NewJobWrite]) -> ManyCreated:
+        self.calls["TransactWriteItems"] += 1
+        return super().create_many(writes)
 
     def commit(self, write: TransitionWrite) -> CommitOutcome:
         self.calls["TransactWriteItems"] += 1
@@ -104,9 +114,19 @@ class CountingMemoryRecorder(MemoryRecorder):
         return super().renew_lease(job_id, attempt, worker_id, expires_at)
 
     def mark_fenced(self, job_id: str, attempt: int, worker_id: str, late_report: RunOutcome,
-                    at: EpochMs, *, expires_at: int) -> bool:
+                    at: EpochMs, *, expires_at: int, overlap: OverlapMark | None = None) -> bool:
         self.calls["UpdateItem"] += 1
-        return super().mark_fenced(job_id, attempt, worker_id, late_report, at, expires_at=expires_at)
+        return super().mark_fenced(job_id, attempt, worker_id, late_report, at, expires_at=expires_at,
+                                   overlap=overlap)
+
+    def mark_lease_lost(self, job_id: str, attempt: int, worker_id: str, at: EpochMs, *,
+                        overlap: OverlapMark | None = None) -> bool:
+        self.calls["UpdateItem"] += 1
+        return super().mark_lease_lost(job_id, attempt, worker_id, at, overlap=overlap)
+
+    def mark_overlap(self, job_id: str, attempt: int, overlap: OverlapMark) -> bool:
+        self.calls["UpdateItem"] += 1
+        return super().mark_overlap(job_id, attempt, overlap)
 
     def due(self, tenant_id: str, queue: ReadyQueue, now: EpochMs, limit: int) -> list[DueJob]:
         self.calls["Query"] += 1
@@ -300,6 +320,41 @@ def test_a_lease_rebuilt_from_its_json_is_reported_by_reading_the_row(metered):
     assert report.status is ReportStatus.APPLIED and report.job.state is JobState.SUCCEEDED
 
 
+# --- a batch of creates (JobStore.create_batch) -------------------------------------------------------------
+
+def test_a_batch_of_100_jobs_costs_a_handful_of_transactions_not_100(metered):
+    """100 jobs with an Idempotency-Key each: 4 TransactWriteItems (33 jobs a transaction: a job row, its
+    first event and its key are 3 actions, plus one update of the tenant's queue entry summing its jobs,
+    within DynamoDB's 100), nothing else; 100 without keys: 3 (49 a transaction). One at a time they cost
+    100. Every job is created and counted on its queue entry. Without the summed entry update a transaction
+    would name the entry once per job (refused by DynamoDB); without cutting, one request of 300 actions
+    would be refused whole."""
+    store = metered.store
+    keyed = [(NewJob(type="demo.echo", params={"n": n}), f"order-{n}") for n in range(100)]
+    answers, cost = metered.count(lambda: store.create_batch("acme", keyed))
+    assert cost == {"TransactWriteItems": 4}
+    assert sum(getattr(answer, "created", False) for answer in answers) == 100
+    plain: list[tuple[NewJob, str | None]] = [(ECHO, None)] * 100
+    answers, cost = metered.count(lambda: store.create_batch("acme", plain))
+    assert cost == {"TransactWriteItems": 3}
+    assert sum(getattr(answer, "created", False) for answer in answers) == 100
+    assert store.tenant_states()["acme"].load().waiting == 200
+
+
+def test_a_key_in_use_in_a_batch_costs_one_refused_transaction_and_the_reads_of_a_replay(metered):
+    """One of 100 keys was used before: its transaction is refused (nothing written), the key and its job
+    are read (2 GetItem, as a create's replay) and that transaction sent again without it: 5
+    TransactWriteItems in all. Without naming the refused entry by the reasons' positions the store could
+    not tell which entry to take out and would answer a whole transaction with its refusal."""
+    store = metered.store
+    earlier = store.create("acme", ECHO, idempotency_key="order-40").job
+    entries: list[tuple[NewJob, str | None]] = [(ECHO, f"order-{n}") for n in range(100)]
+    answers, cost = metered.count(lambda: store.create_batch("acme", entries))
+    assert cost == {"TransactWriteItems": 5, "GetItem": 2}
+    assert answers[40] == Created(earlier, created=False)
+    assert sum(getattr(answer, "created", False) for answer in answers) == 99
+
+
 # --- the fallbacks: an Idempotency-Key in use --------------------------------------------------------------
 
 def test_an_idempotent_replay_answers_the_same_job_after_its_refused_transaction(metered):
@@ -341,10 +396,12 @@ def test_a_completion_after_being_fenced_is_refused_reread_answered_fenced_and_m
     """The lease lapsed, the reaper closed the attempt and another worker claimed attempt 2: the zombie's
     completion from the claim's row is refused by the row's version condition (nothing written), the row is
     read, the attempt no longer holds it: FENCED with the row as it is, the late report marked on run 1
-    (fenced, reclaimed_as lease_expired, late_report succeeded), no result, the new owner's row untouched
-    (1 TransactWriteItems refused, 2 GetItem: row and run, 1 UpdateItem: the mark). Without the attempt /
-    version condition the zombie's result would overwrite the job; without the re-read after the refusal
-    the store would retry the stale decision until StoreContention instead of answering FENCED."""
+    (fenced, reclaimed_as lease_expired, late_report succeeded), no result, the new owner's row untouched.
+    The zombie reports a second after attempt 2 began, so the two overlapped (onward.overlaps): both runs
+    say so (1 TransactWriteItems refused, 1 GetItem: the row, 1 Query: the job's runs, the zombie's among
+    them, 2 UpdateItem: the mark with its overlap, and the overlap on run 2). Without the attempt / version
+    condition the zombie's result would overwrite the job; without the re-read after the refusal the store
+    would retry the stale decision until StoreContention instead of answering FENCED."""
     store = metered.store
     job = store.create("acme", ECHO).job
     zombie = store.claim("w1", LEASE_S)
@@ -354,16 +411,18 @@ def test_a_completion_after_being_fenced_is_refused_reread_answered_fenced_and_m
     owner = store.claim("w2", LEASE_S)
     assert owner is not None and owner.attempt == 2
     row_before = store.get(job.job_id)
+    clock.advance(1)
 
     report, cost = metered.count(lambda: store.complete(zombie, {"late": True}))
 
-    assert cost == {"TransactWriteItems": 1, "GetItem": 2, "UpdateItem": 1}
+    assert cost == {"TransactWriteItems": 1, "GetItem": 1, "Query": 1, "UpdateItem": 2}
     assert report.status is ReportStatus.FENCED
     assert report.job == row_before == store.get(job.job_id)
     assert (report.job.state, report.job.attempt, report.job.lease_owner) == (JobState.RUNNING, 2, "w2")
     run = store.runs(job.job_id)[0]
     assert (run.outcome, run.reclaimed_as, run.late_report) == (
         RunOutcome.FENCED, RunOutcome.LEASE_EXPIRED, RunOutcome.SUCCEEDED)
+    assert [run.overlapped_with for run in store.runs(job.job_id)] == [[2], [1]]
     assert store.result(job.job_id) is None
     assert version_history(store, job) == [(1, "queued"), (2, "running"), (3, "queued"), (4, "running")]
     assert store.complete(owner, {"ok": True}).status is ReportStatus.APPLIED  # the owner's still commits

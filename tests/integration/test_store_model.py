@@ -76,7 +76,9 @@ from hypothesis.stateful import (
 import onward.store
 from infra.endpoint import SharedStack
 from onward.errors import IdempotencyConflict, JobNotFound, NotReplayable
+from onward.keys import run_from_values
 from onward.models import ErrorSummary, Job, Lease, NewJob, OutboxEvent, Run
+from onward.overlaps import overlaps
 from onward.recorder import CommitOutcome, CreateOutcome, JobRecorder, NewJobWrite, TransitionWrite
 from onward.settings import DEFAULT_JOB_RETENTION_DAYS, Settings
 from onward.store import CancelStatus, JobStore, ReportStatus
@@ -733,7 +735,7 @@ class StoreModel(RuleBasedStateMachine):
                 rows[pk.removeprefix("JOB#")] = values
             elif sk.startswith("RUN#"):
                 expiry = values.pop("expires_at", None)
-                run = Run.model_validate(values)
+                run = run_from_values(values)
                 assert (expiry is None) == (run.outcome is None), f"{pk} {sk}: a TTL only once its attempt ended"
                 runs[pk.removeprefix("JOB#")].append(run)
             elif sk == "RESULT":
@@ -787,6 +789,11 @@ class StoreModel(RuleBasedStateMachine):
                                   run.reclaimed_as and run.reclaimed_as.value,
                                   run.late_report and run.late_report.value) for run in recorded} == {
                 attempt: run.view() for attempt, run in job.runs.items()}
+            # Overlaps (onward.overlaps) are marked on both runs, and only where the records show one.
+            shown = overlaps(recorded)
+            for run in recorded:
+                assert set(run.overlapped_with) <= set(shown.get(run.attempt, ())), f"job {job_id}"
+                assert all(run.attempt in recorded[other - 1].overlapped_with for other in run.overlapped_with)
 
             assert (job_id in results) == (job.state == "succeeded")
             if job.state == "succeeded":

@@ -28,7 +28,8 @@ def test_translated_data_resources_create_in_the_endpoints_cloudformation(endpoi
 
     dynamodb, kinesis, sqs = (endpoint.client(name) for name in ("dynamodb", "kinesis", "sqs"))
     jobs = dynamodb.describe_table(TableName=created["JobsTable"]["PhysicalResourceId"])["Table"]
-    assert {index["IndexName"] for index in jobs["GlobalSecondaryIndexes"]} == {"ready", "leases", "active", "parked"}
+    assert {index["IndexName"] for index in jobs["GlobalSecondaryIndexes"]} == {
+        "ready", "leases", "active", "parked", "overlaps"}
     outbox = dynamodb.describe_table(TableName=created["OutboxTable"]["PhysicalResourceId"])["Table"]
     assert outbox["StreamSpecification"] == {"StreamEnabled": True, "StreamViewType": "NEW_IMAGE"}
     stream = kinesis.describe_stream_summary(StreamName=created["EventsStream"]["PhysicalResourceId"])

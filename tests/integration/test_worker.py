@@ -3,6 +3,7 @@ crashes, lost leases and graceful shutdown."""
 
 from __future__ import annotations
 
+import multiprocessing
 import threading
 import time
 from collections.abc import Callable
@@ -21,6 +22,9 @@ from onward.store import JobStore
 from onward.worker import JobContext, Registry, Worker
 
 pytestmark = pytest.mark.integration
+# Handlers run in a child forked from the worker: what they tell a test goes through their result, or an Event
+# or queue shared across the fork.
+FORK = multiprocessing.get_context("fork")
 
 
 @pytest.fixture
@@ -87,17 +91,15 @@ def test_the_demo_job_types_end_where_they_should(live_store):
 
 
 def test_handlers_get_the_fencing_token(live_store):
-    seen: list[tuple[str, str]] = []
     registry = Registry()
 
     @registry.register("t.token")
-    def token(context: JobContext) -> str:
-        seen.append((context.job_id, context.fencing_token))
-        return context.fencing_token
+    def token(context: JobContext) -> list[str]:
+        return [context.job_id, context.fencing_token]
 
     job_id = live_store.create("acme", NewJob(type="t.token")).job.job_id
     assert Worker(live_store, registry).run_once()
-    assert seen == [(job_id, f"{job_id}:1")]
+    assert live_store.result(job_id) == [job_id, f"{job_id}:1"]
 
 
 def test_cancel_reaches_a_running_handler_through_the_heartbeat(live_store):
@@ -132,7 +134,7 @@ def test_a_worker_that_lost_its_lease_stops_and_its_report_is_fenced(live_store)
     """Heartbeats slower than the lease: the reaper reclaims, the next heartbeat tells the handler. (The
     worker's clock lags a minute, so only the store's answer can tell it: its own expiry watch would stop the
     handler at the expiry, before the reaper.)"""
-    stopped = threading.Event()
+    stopped = FORK.Event()
     registry = Registry()
 
     @registry.register("t.slow")
@@ -217,7 +219,7 @@ def test_renewals_that_keep_failing_stop_the_work_once_the_lease_expired(live_st
     """Without it the work goes on past the lease (the reaper may already have handed the job to another
     worker): the handler never sees should_stop(), or sees it only when a renewal call that hung past the
     expiry returns. It must see it at the expiry, not before it."""
-    seen: list[tuple[int, bool]] = []
+    told = FORK.SimpleQueue()
     registry = Registry()
 
     @registry.register("t.loop")
@@ -225,7 +227,7 @@ def test_renewals_that_keep_failing_stop_the_work_once_the_lease_expired(live_st
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline:
             if context.should_stop():
-                seen.append((system_clock(), context.lease_lost.is_set()))
+                told.put((system_clock(), context.lease_lost.is_set()))
                 context.stop_if_asked()
             time.sleep(0.01)
 
@@ -233,6 +235,9 @@ def test_renewals_that_keep_failing_stop_the_work_once_the_lease_expired(live_st
     broken = FailingRenewals(live_store, unreachable, failures=None, hang_s=hang_s)
     assert Worker(broken, registry, lease_s=1.0).run_once()
     (run,) = live_store.runs(job_id)
+    seen = []
+    while not told.empty():
+        seen.append(told.get())
     assert seen, "the handler was never told to stop"
     (stopped_at, lease_lost), = seen
     assert lease_lost and run.lease_expires_at <= stopped_at <= run.lease_expires_at + 500

@@ -49,7 +49,8 @@ sam-build: $(SAM_STAMP)
 # ARTIFACTS_DIR set: the function's code is the runtime packages and the status page, nothing else.
 # Powertools, pydantic and the X-Ray SDK come from the Powertools layer, boto3 from the Lambda runtime.
 LAMBDA_SOURCES := onward relay projector handlers web
-build-ApiFunction build-RelayFunction build-ProjectorFunction build-ReaperFunction build-WorkerFunction:
+build-ApiFunction build-RelayFunction build-ProjectorFunction build-ReaperFunction build-WorkerFunction \
+build-SchedulerFunction:
 	cp -R $(LAMBDA_SOURCES) "$(ARTIFACTS_DIR)/"
 	find "$(ARTIFACTS_DIR)" -name __pycache__ -type d -prune -exec rm -rf {} +
 

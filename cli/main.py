@@ -641,6 +641,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_tenant_commands(command("tenant", "set a tenant's dispatch settings, list the tenants' loads"))
 
+    from cli.bulk import add_bulk_commands
+
+    add_bulk_commands(command("bulk", "replay dead jobs or cancel a tenant's jobs by filter, a dry run first"),
+                      _instant, _DefaultsShown)
+
     overlaps = command("overlaps", "list jobs whose attempts ran at once (a zombie worked while its successor "
                        "ran): their side effects may have happened twice")
     overlaps.add_argument("--since", type=_instant, required=True, help="ISO-8601 with a zone, e.g. "

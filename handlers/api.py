@@ -40,8 +40,11 @@ from handlers.contract import (
     BatchCreated,
     BatchJob,
     BatchOutcome,
+    BulkActionReport,
+    BulkCancelRequest,
     BulkReplay,
     BulkReplayed,
+    BulkReplayRequest,
     Caller,
     CancelAccepted,
     ClaimWindow,
@@ -63,6 +66,8 @@ from handlers.contract import (
     ReplayOutcome,
     RunRecord,
     Runs,
+    ScheduleInfo,
+    Schedules,
     ShardLagRow,
     StatusCounts,
     TenantJobs,
@@ -70,6 +75,7 @@ from handlers.contract import (
     Tenants,
 )
 from onward import explain
+from onward.bulk import BulkAction, BulkKind, InvalidBulkFilter
 from onward.checkpoints import OUTBOX_STREAM, PROJECTOR_CONSUMER, RELAY_CONSUMER
 from onward.claim_shares import RecentClaims
 from onward.clock import EpochMs, epoch_ms, iso, system_clock
@@ -87,6 +93,8 @@ from onward.freshness import freshness_of, view_lag
 from onward.models import JOB_ID_PATTERN, NewJob, ViewLag
 from onward.parked_reader import SOURCES, ParkedRecordReader, preview
 from onward.recorder import JobRow
+from onward.schedule_store import MAX_SCHEDULES_PER_TENANT
+from onward.schedules import SCHEDULE_NAME_PATTERN, NewSchedule, Schedule
 from onward.shard_lag import shard_lags
 from onward.states import REPLAYABLE_STATES, JobState
 from onward.store import CancelStatus, Created, JobStore
@@ -108,6 +116,7 @@ JOB_TYPE = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$")  # onward.models
 ID_PREFIX = re.compile(r"^[0-9a-f]{1,32}$")
 CLAIM_WINDOW_S = 300
 CLAIM_BUCKET_S = 60
+BULK_BUDGET_S = 20.0  # a bulk action stops acting after this (the function's timeout is 29 s, API Gateway's 30 s)
 PROBLEM_JSON = "application/problem+json"
 WEB_TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
              ".css": "text/css; charset=utf-8", ".svg": "image/svg+xml"}
@@ -606,6 +615,43 @@ def replay_jobs() -> Response[str]:
     return _json(200, BulkReplayed(results=results, replayed=replayed), exclude_none=True)
 
 
+@app.post("/ops/bulk/replay")
+def bulk_replay() -> Response[str]:
+    """Replay the dead and quarantined jobs a filter selects (onward.bulk); a dry run (the default) only counts
+    them. Every tenant's, or one's (a bound operator: its own)."""
+    return _bulk(BulkKind.REPLAY, BulkReplayRequest)
+
+
+@app.post("/ops/bulk/cancel")
+def bulk_cancel() -> Response[str]:
+    """Cancel one tenant's waiting and running jobs that a filter selects (onward.bulk); a dry run (the default)
+    only counts them."""
+    return _bulk(BulkKind.CANCEL, BulkCancelRequest)
+
+
+def _bulk(kind: BulkKind, model: type[BulkReplayRequest | BulkCancelRequest]) -> Response[str]:
+    """The bulk routes: the body checked whole (a bad filter acts on nothing: 422), scoped by `_tenant_scope`,
+    then onward.bulk.BulkAction within BULK_BUDGET_S."""
+    principal = _operator()
+    try:
+        asked = model.model_validate(_body())
+    except ValidationError as error:
+        raise _invalid_body(error) from error
+    try:
+        where = asked.bulk_filter(kind, _tenant_scope(principal, asked.tenant), asked.states)
+    except InvalidBulkFilter as error:
+        raise Problem(422, "Invalid request", f"the body does not match the schema: {error.field}: {error}",
+                      slug="validation", extra={"errors": [{"loc": [error.field], "msg": str(error),
+                                                            "type": "value_error"}]}) from error
+    deployment = Deployment.from_environment()
+    report = BulkAction(deployment.job_store, deployment.status_view).run(
+        where, dry_run=asked.dry_run, max_jobs=asked.max_jobs, budget_s=BULK_BUDGET_S)
+    if not report.dry_run:
+        metrics.add_metric(name="JobsReplayed" if kind is BulkKind.REPLAY else "JobsCancelled",
+                           unit=MetricUnit.Count, value=report.applied)
+    return _json(200, BulkActionReport.of(report))
+
+
 @app.get("/ops/replayable")
 def replayable_jobs() -> Response[str]:
     """Dead and quarantined jobs, newest first, up to ?limit= per tenant: every tenant's (an operator bound to no
@@ -710,6 +756,59 @@ def projection_conflicts() -> Response[str]:
                                      for d in conflict.differences])
             for conflict in kept]
     return _json(200, Conflicts(conflicts=rows, more=more))
+
+
+# --- schedules (periodic jobs: onward.schedules, fired by onward.scheduler) --------------------------------------
+
+SCHEDULE_NAME = re.compile(SCHEDULE_NAME_PATTERN)
+
+
+def _schedule_tenant(principal: Principal) -> str:
+    """The tenant whose schedules a request is about: the credential's, or the ?tenant= of an operator bound to
+    no tenant."""
+    tenant = _tenant_scope(principal, _asked_tenant(_query()))
+    if tenant is None:
+        raise Problem(400, "Bad request", "an operator names the tenant whose schedules these are: pass ?tenant=")
+    return tenant
+
+
+@app.post("/schedules")
+def create_schedule() -> Response[str]:
+    """A periodic job: 201 with its next fire time; 409 when the tenant has a schedule of that name."""
+    tenant_id = _schedule_tenant(_principal())
+    try:
+        request = NewSchedule.model_validate(_body())
+    except ValidationError as error:
+        raise _invalid_body(error) from error
+    deployment = Deployment.from_environment()
+    if request.type not in deployment.job_types:
+        raise Problem(422, "Unknown job type", f"no job type {request.type!r}; known: "
+                      + ", ".join(sorted(deployment.job_types)), slug="unknown-job-type")
+    if len(deployment.schedules.for_tenant(tenant_id)) >= MAX_SCHEDULES_PER_TENANT:
+        raise Problem(409, "Too many schedules", f"a tenant keeps at most {MAX_SCHEDULES_PER_TENANT} schedules; "
+                      "delete one first", slug="too-many-schedules")
+    schedule = Schedule.of(tenant_id, request, system_clock())
+    if not deployment.schedules.add(schedule):
+        raise Problem(409, "Schedule exists", f"this tenant has a schedule named {request.name!r}; delete it first",
+                      slug="schedule-exists")
+    return _json(201, ScheduleInfo.of(schedule))
+
+
+@app.get("/schedules")
+def list_schedules() -> Response[str]:
+    tenant_id = _schedule_tenant(_principal())
+    found = Deployment.from_environment().schedules.for_tenant(tenant_id)
+    return _json(200, Schedules(schedules=[ScheduleInfo.of(schedule) for schedule in found]))
+
+
+@app.delete("/schedules/<name>")
+def delete_schedule(name: str) -> Response[str]:
+    """204 once the schedule is gone (a tick already under way may still create the one fire it read); 404 when
+    there is none."""
+    tenant_id = _schedule_tenant(_principal())
+    if not (SCHEDULE_NAME.match(name) and Deployment.from_environment().schedules.remove(tenant_id, name)):
+        raise Problem(404, "Not found", f"no schedule {name!r}", slug="schedule-not-found")
+    return Response(204, None, None, headers=NO_STORE)
 
 
 # --- error mapping ----------------------------------------------------------------------------------------------

@@ -35,6 +35,8 @@ if TYPE_CHECKING:
     from onward.lag import LagProbe
     from onward.outbox import OutboxReader
     from onward.parking import ParkedRecords
+    from onward.schedule_store import DynamoSchedules
+    from onward.scheduler import Scheduler
     from onward.shards import ShardCatalog
     from onward.store import JobStore
     from onward.view import StatusViewReader
@@ -178,6 +180,20 @@ class Deployment:
         from onward.shards import ShardCatalog
 
         return ShardCatalog(self.client("kinesis"), self.settings.require("events_stream"))
+
+    @Component
+    def schedules(self) -> DynamoSchedules:
+        """Tenants' periodic jobs and their due entries (JOBS_TABLE; onward.schedule_store)."""
+        from onward.schedule_store import DynamoSchedules
+
+        return DynamoSchedules(self.client("dynamodb"), self.settings.require("jobs_table"))
+
+    @Component
+    def scheduler(self) -> Scheduler:
+        """Creates the jobs of due schedules (onward.scheduler) in the job store."""
+        from onward.scheduler import Scheduler
+
+        return Scheduler(self.job_store, self.schedules)
 
     # --- the event path ------------------------------------------------------------------------------------
 

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field
 
+from onward.bulk import MAX_JOBS, BulkFilter, BulkKind, BulkReport
 from onward.clock import EpochMs, iso
 from onward.explain import Explanation, WaitReason
 from onward.models import ErrorSummary, Freshness, Job, JobId, JobType, NewJob, Run, StatusView, TenantId, ViewLag
+from onward.schedules import Schedule
 from onward.states import JobState, RunOutcome, is_terminal
 
 
@@ -412,6 +414,91 @@ class BulkReplayed(_Answer):
     replayed: int = Field(description="jobs queued again")
 
 
+class _BulkRequest(BaseModel):
+    """What a bulk action selects (onward.bulk.BulkFilter), and whether it acts."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    types: list[JobType] = Field(default_factory=list, max_length=20,
+                                 description="only jobs of these types (empty: every type)")
+    since: AwareDatetime | None = Field(None, description="only jobs whose current status began at or after this "
+                                                          "(its updated_at; ISO-8601 with a zone)")
+    until: AwareDatetime | None = Field(None, description="only jobs whose current status began at or before this")
+    dry_run: bool = Field(True, description="true (the default): count the matching jobs and show a sample, "
+                                            "changing nothing; false: act on each")
+    max_jobs: int = Field(MAX_JOBS, ge=1, le=MAX_JOBS,
+                          description="jobs one call selects at most; the report's `more` says when more matched")
+
+    def bulk_filter(self, kind: BulkKind, tenant_id: str | None, states: list[JobState]) -> BulkFilter:
+        """The filter (InvalidBulkFilter, naming the field, for states the action does not act on or an empty
+        window)."""
+        return BulkFilter(kind, tenant_id, frozenset(self.types), frozenset(states), _epoch_ms(self.since),
+                          _epoch_ms(self.until))
+
+
+def _epoch_ms(moment: AwareDatetime | None) -> EpochMs | None:
+    return None if moment is None else int(moment.timestamp() * 1000)
+
+
+class BulkReplayRequest(_BulkRequest):
+    """Replay the dead and quarantined jobs this selects, each through the store's replay."""
+
+    tenant: TenantId | None = Field(None, description="only this tenant's jobs (default: every tenant's; an "
+                                                      "operator bound to a tenant: its own)")
+    states: list[JobState] = Field(default_factory=list, max_length=2,
+                                   description="dead and/or quarantined (empty: both)")
+
+
+class BulkCancelRequest(_BulkRequest):
+    """Cancel the waiting and running jobs of one tenant this selects, each as POST /jobs/{job_id}/cancel
+    would."""
+
+    tenant: TenantId = Field(description="the tenant whose jobs to cancel")
+    states: list[JobState] = Field(default_factory=list, max_length=3,
+                                   description="queued, retry_wait and/or running (empty: all three); a running "
+                                               "job is asked to stop, one already asked is not selected")
+
+
+class BulkFailure(_Answer):
+    job_id: JobId
+    error: str
+
+
+class BulkActionReport(_Answer):
+    """What a bulk action did (or, in a dry run, would act on). matched = applied + the skipped counts + failed +
+    unprocessed."""
+
+    action: BulkKind
+    dry_run: bool
+    tenant: TenantId | None = Field(description="the tenant acted on (null: every tenant)")
+    matched: int = Field(description="jobs the filter selected from the status view (at most max_jobs)")
+    more: bool = Field(description="more jobs matched than were selected: call again for the rest")
+    sample: list[JobId] = Field(description="the first 20 selected, newest change first per tenant")
+    applied: int = Field(description="jobs the action moved")
+    applied_by_outcome: dict[str, int] = Field(description="replay: queued; cancel: cancelled (it was waiting), "
+                                                           "cancel_requested (it was running)")
+    skipped: dict[str, int] = Field(description="jobs the store's transition refused, by reason: not_replayable, "
+                                                "already_ended, already_cancel_requested, not_found (the view was "
+                                                "behind the job)")
+    failed: int
+    failures: list[BulkFailure] = Field(description="the first 100 failures with their errors")
+    unprocessed: int = Field(description="jobs not acted on: all of a dry run's, or those left when it stopped")
+    stopped: Literal["time_budget", "failures"] | None = Field(
+        description="why it stopped before the last job: its time budget (20 s over HTTP) or 20 failures in a "
+                    "row; null: it did not")
+    applied_ids: list[JobId] = Field(description="the first 1,000 jobs moved")
+    duration_s: float
+
+    @classmethod
+    def of(cls, report: BulkReport) -> BulkActionReport:
+        return cls(action=report.action, dry_run=report.dry_run, tenant=report.tenant_id,
+                   matched=report.matched, more=report.more, sample=list(report.sample), applied=report.applied,
+                   applied_by_outcome=report.applied_by_outcome, skipped=report.skipped, failed=report.failed,
+                   failures=[BulkFailure(job_id=f.job_id, error=f.error) for f in report.failures],
+                   unprocessed=report.unprocessed, stopped=report.stopped,
+                   applied_ids=list(report.applied_ids), duration_s=report.duration_s)
+
+
 class BatchOutcome(_Answer):
     """One entry's answer, as POST /jobs would give it: `status` is its HTTP status, with `job_id` (202: created;
     200: an earlier request with its idempotency_key created it) or `problem` (the other is left out)."""
@@ -426,7 +513,34 @@ class BatchCreated(_Answer):
     created: int = Field(description="jobs created by this request (202s)")
 
 
+class ScheduleInfo(_Answer):
+    """A tenant's schedule: what it was created with (POST /schedules's body), when, and when it fires next."""
+
+    name: str
+    type: JobType
+    params: dict[str, Any]
+    max_attempts: int | None = None
+    priority: int | None = None
+    cron: str | None = None
+    rate: str | None = None
+    timezone: str
+    tenant_id: TenantId
+    created_at: str
+    next_fire_at: str = Field(description="the next fire time (UTC); a fire's job is created when it is due, "
+                                          "and after an outage only the latest missed fire is created")
+
+    @classmethod
+    def of(cls, schedule: Schedule) -> ScheduleInfo:
+        return cls(**{**schedule.model_dump(), "created_at": iso(schedule.created_at),
+                      "next_fire_at": iso(schedule.next_fire_at)})
+
+
+class Schedules(_Answer):
+    schedules: list[ScheduleInfo] = Field(description="the tenant's schedules by name")
+
+
 ANSWERS: tuple[type[BaseModel], ...] = (Health, Accepted, CancelAccepted, JobStatus, PendingJob, JobPage, Runs,
                                          ProblemDetails, ViewLag, JobParams, StatusCounts, Caller, Tenants,
                                          PipelineLag, ParkedRecords, Conflicts, ReplayableJobs, BulkReplayed,
-                                         JobExplanation, BatchCreated)
+                                         JobExplanation, BatchCreated, BulkActionReport, ScheduleInfo,
+                                         Schedules)

@@ -9,8 +9,9 @@ from typing import Any
 
 from pydantic.json_schema import models_json_schema
 
-from handlers.contract import ANSWERS, BatchCreate, BatchJob, BulkReplay
+from handlers.contract import ANSWERS, BatchCreate, BatchJob, BulkCancelRequest, BulkReplay, BulkReplayRequest
 from onward.models import NewJob
+from onward.schedules import SCHEDULE_NAME_PATTERN, NewSchedule
 from onward.states import CLAIMABLE_STATES, REPLAYABLE_STATES, TERMINAL_STATES
 
 PROBLEM = {"$ref": "#/components/schemas/ProblemDetails"}
@@ -19,8 +20,9 @@ REF_TEMPLATE = "#/components/schemas/{model}"
 
 def _schemas() -> dict[str, Any]:
     """Every body's schema, from its model: requests as validated, answers as serialized."""
-    _, generated = models_json_schema([(NewJob, "validation"), (BulkReplay, "validation"),
+    _, generated = models_json_schema([(NewJob, "validation"), (NewSchedule, "validation"), (BulkReplay, "validation"),
                                        (BatchJob, "validation"), (BatchCreate, "validation"),
+                                       (BulkReplayRequest, "validation"), (BulkCancelRequest, "validation"),
                                        *((model, "serialization") for model in ANSWERS)],
                                       ref_template=REF_TEMPLATE)
     schemas: dict[str, Any] = generated["$defs"]
@@ -52,6 +54,22 @@ TENANT_QUERY = {"name": "tenant", "in": "query", "schema": {"$ref": "#/component
 def _limit_query(default: int = 20) -> dict[str, Any]:
     return {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 100,
                                                         "default": default}}
+
+
+def _bulk_operation(operation_id: str, body: str, answer: str, forbidden: str) -> dict[str, Any]:
+    """A bulk action's route (POST /ops/bulk/...): a filter in, a BulkActionReport out."""
+    return {"operationId": operation_id, "security": SECURED,
+            "requestBody": {"required": True, "content": {"application/json": {
+                "schema": {"$ref": f"#/components/schemas/{body}"}}}},
+            "responses": {"200": _ok(answer + "; at most max_jobs jobs a call (`more`: call again), acting for at "
+                                     "most 20 s (`stopped`)", "BulkActionReport"),
+                          "400": _problem("malformed JSON"), "401": UNAUTHORIZED, "403": _problem(forbidden),
+                          "413": _problem("the body is over 256 KiB"),
+                          "415": _problem("the body is not declared Content-Type: application/json"),
+                          "422": _problem("a bad filter (unknown fields, a state the action does not act on, "
+                                          "until before since, a time without a zone): nothing was done")}}
+
+
 NOT_FOUND = _problem("no such job for this tenant (another tenant's job is answered the same way)")
 JOB_ID = {"name": "job_id", "in": "path", "required": True, "schema": {"type": "string", "pattern": "^[0-9a-f]{32}$"}}
 SECURED: list[dict[str, list[str]]] = [{"bearer": []}]
@@ -206,6 +224,16 @@ DOCUMENT: dict[str, Any] = {
                           "413": _problem("the body is over 256 KiB"),
                           "415": _problem("the body is not declared Content-Type: application/json"),
                           "422": _problem("not 1 to 100 distinct job ids, or unknown fields: nothing was replayed")}}},
+        "/ops/bulk/replay": {"post": _bulk_operation(
+            "bulkReplay", "BulkReplayRequest",
+            "the report: with dry_run (the default) the matching dead and quarantined jobs counted, a sample, "
+            "nothing changed; else each replayed through the store's replay, what it refused skipped with the "
+            "reason", "not an operator, or an operator bound to another tenant than `tenant`")},
+        "/ops/bulk/cancel": {"post": _bulk_operation(
+            "bulkCancel", "BulkCancelRequest",
+            "the report: with dry_run (the default) the tenant's matching waiting and running jobs counted, a "
+            "sample, nothing changed; else waiting ones cancelled, running ones asked to stop, those that ended "
+            "meanwhile skipped with the reason", "not an operator, or an operator bound to another tenant")},
         "/ops/replayable": {"get": {
             "operationId": "replayableJobs", "security": SECURED, "parameters": [TENANT_QUERY, _limit_query()],
             "responses": {"200": _ok("dead and quarantined jobs from the status view, newest first, up to "
@@ -234,6 +262,48 @@ DOCUMENT: dict[str, Any] = {
             "responses": {"200": _ok("same-version events the projector kept apart, with the fields that differ",
                                      "Conflicts"),
                           "400": _problem("bad limit"), "401": UNAUTHORIZED, "403": EVERY_TENANT}}},
+        "/schedules": {
+            "post": {
+                "operationId": "createSchedule", "security": SECURED, "parameters": [TENANT_QUERY],
+                "description": "A periodic job: each fire creates exactly one job of the tenant (Idempotency-Key "
+                               "`schedule:<name>:<created_at>:<fire time>`, so two schedulers never double-fire), "
+                               "queued when the fire is due, never ahead, and claimed in the tenant's fair share "
+                               "like any other. After an outage only the LATEST missed fire is created (no "
+                               "catch-up storm); the schedule then waits for its next fire. Cron is evaluated on "
+                               "the wall clock of `timezone`: a time skipped by a daylight-saving jump fires once "
+                               "at the moment it maps to, a time that occurs twice fires at its first occurrence.",
+                "requestBody": {"required": True, "content": {"application/json": {
+                    "schema": {"$ref": "#/components/schemas/NewSchedule"}}}},
+                "responses": {
+                    "201": _ok("the schedule, with its next fire time", "ScheduleInfo"),
+                    "400": _problem("malformed JSON, a bad ?tenant=, or an operator without ?tenant="),
+                    "401": UNAUTHORIZED,
+                    "403": _problem("a tenant's credential named another tenant"),
+                    "409": _problem("the tenant has a schedule of this name, or 1,000 schedules (delete one first)"),
+                    "413": _problem("the body is over 256 KiB"),
+                    "415": _problem("the body is not declared Content-Type: application/json"),
+                    "422": _problem("unknown fields, a bad name, cron, rate or timezone, both cron and rate or "
+                                    "neither, or an unknown job type; `errors` lists each place and why"),
+                },
+            },
+            "get": {
+                "operationId": "listSchedules", "security": SECURED, "parameters": [TENANT_QUERY],
+                "responses": {"200": _ok("the tenant's schedules by name, each with its next fire time", "Schedules"),
+                              "400": _problem("bad tenant, or an operator without ?tenant="),
+                              "401": UNAUTHORIZED,
+                              "403": _problem("a tenant's credential named another tenant")},
+            },
+        },
+        "/schedules/{name}": {"delete": {
+            "operationId": "deleteSchedule", "security": SECURED,
+            "parameters": [{"name": "name", "in": "path", "required": True,
+                            "schema": {"type": "string", "pattern": SCHEDULE_NAME_PATTERN}}, TENANT_QUERY],
+            "responses": {"204": {"description": "deleted: it fires no more (a tick already under way may still "
+                                                 "create the one fire it read)"},
+                          "400": _problem("bad tenant, or an operator without ?tenant="),
+                          "401": UNAUTHORIZED,
+                          "403": _problem("a tenant's credential named another tenant"),
+                          "404": _problem("no schedule of this name for this tenant")}}},
     },
     "components": {
         "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},

@@ -1,5 +1,5 @@
-"""The whole platform in one process, against any AWS endpoint: worker pool, reaper and pipeline heartbeats
-on a schedule, relay and projector behind the local event-source pollers, and the HTTP API.
+"""The whole platform in one process, against any AWS endpoint: worker pool, reaper, scheduler (periodic jobs)
+and pipeline heartbeats on a schedule, relay and projector behind the local event-source pollers, and the HTTP API.
 
 `onward up` builds one; the browser and end-to-end tests build one too and stop and start single
 components (the projector, say) to watch the status page notice the delay.
@@ -19,6 +19,7 @@ from infra.gateway import LocalGateway
 from infra.pipeline import LocalPipeline
 from onward.pool import WorkerPool
 from onward.reaper import reap_once
+from onward.scheduler import MAX_PER_TICK
 from onward.worker import Registry
 
 logger = logging.getLogger("onward-platform")
@@ -73,6 +74,7 @@ class PlatformOptions:
     workers: int = 4
     lease_s: float = 3.0
     reaper_interval_s: float = 1.0
+    scheduler_interval_s: float = 2.0  # a due fire is created at most this late (on AWS: the minute rule)
     heartbeat_interval_s: float = 5.0
     poll_idle_s: float = 0.2
     http_port: int = 8000
@@ -96,6 +98,10 @@ class LocalPlatform:
 
         self.workers = WorkerPool(self.store, registry, options.workers, options.lease_s)
         self.reaper = BackgroundLoop("reaper", lambda: reap_once(self.store), options.reaper_interval_s)
+        scheduler = deployment.scheduler
+        # busy (again at once) only while a tick fired a full batch: more schedules may be due
+        self.scheduler = BackgroundLoop("scheduler", lambda: len(scheduler.tick().fired) >= MAX_PER_TICK,
+                                        options.scheduler_interval_s)
         self.heartbeat = BackgroundLoop("heartbeat", beat, options.heartbeat_interval_s)
         self.relay = BackgroundLoop("relay", pipeline.relay_poller.poll_once, options.poll_idle_s)
         self.projector = BackgroundLoop("projector", pipeline.projector_poller.poll_once, options.poll_idle_s)
@@ -106,7 +112,7 @@ class LocalPlatform:
         return self.gateway.url
 
     def start(self) -> Self:
-        for loop in (self.projector, self.relay, self.heartbeat, self.reaper):
+        for loop in (self.projector, self.relay, self.heartbeat, self.reaper, self.scheduler):
             loop.start()
         self.workers.start()
         self.gateway.start()
@@ -115,7 +121,7 @@ class LocalPlatform:
     def stop(self) -> None:
         self.gateway.stop()
         self.workers.stop()
-        for loop in (self.reaper, self.heartbeat, self.relay, self.projector):
+        for loop in (self.scheduler, self.reaper, self.heartbeat, self.relay, self.projector):
             loop.stop()
 
     def __enter__(self) -> Self:

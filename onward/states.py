@@ -46,6 +46,8 @@ TERMINAL_STATES: frozenset[JobState] = frozenset(
 )
 CLAIMABLE_STATES: frozenset[JobState] = frozenset({JobState.QUEUED, JobState.RETRY_WAIT})
 REPLAYABLE_STATES: frozenset[JobState] = frozenset({JobState.DEAD, JobState.QUARANTINED})
+# What a cancel acts on: a waiting job ends cancelled at once, a running one is asked to stop.
+CANCELLABLE_STATES: frozenset[JobState] = CLAIMABLE_STATES | {JobState.RUNNING}
 # Ends that need a human to know why: a move into one must carry the job's last_error.
 ENDS_WITH_ERROR: frozenset[JobState] = frozenset({JobState.DEAD, JobState.QUARANTINED})
 # The states whose events and view show the job's last error (why it waits to retry, or why it ended)

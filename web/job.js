@@ -211,7 +211,9 @@ function renderParams() {
   setContent($("job-run-at"), String(params.run_at),
              params.run_at ? timeEl(params.run_at) : "as soon as a worker is free");
   setText($("job-limits"), `${params.max_attempts} attempt${params.max_attempts === 1 ? "" : "s"} at most · ` +
-                           `priority ${params.priority}`);
+                           `priority ${params.priority} · ` +
+                           (params.timeout_s ? `timeout ${params.timeout_s} s per attempt`
+                                             : "its job type's timeout per attempt"));
   setContent($("job-params"), JSON.stringify(params.params),
              el("pre", { className: "json" }, JSON.stringify(params.params, null, 2)));
 }

@@ -11,17 +11,19 @@ const ROW = 30;
 const AXIS = 22;
 
 // What the records say about each attempt (pure): when it was active and which others it overlapped. An
-// attempt is active from its claim to its end, or to its late report: a zombie still worked (and reported)
-// after its run was closed. Overlapping attempts are two workers on one job at once.
+// attempt is active from its claim to its end, or to its late report or refused heartbeat (lease_lost_at): a
+// zombie still worked after its run was closed. Overlapping attempts are two workers on one job at once: what
+// the intervals show, and what the store recorded on the run (overlapped_with).
 export function analyse(runs, nowMs) {
   const attempts = runs.map((run) => {
     const start = Date.parse(run.claimed_at);
     const finished = run.finished_at ? Date.parse(run.finished_at) : null;
     const late = run.late_report_at ? Date.parse(run.late_report_at) : null;
+    const lost = run.lease_lost_at ? Date.parse(run.lease_lost_at) : null;
     const end = finished ?? Math.max(nowMs, start);
     return {
       run, start, end, open: finished === null, late,
-      activeEnd: Math.max(end, late ?? end),
+      activeEnd: Math.max(end, late ?? end, lost ?? end),
       lease: Date.parse(run.lease_expires_at),
       fenced: run.outcome === "fenced" || Boolean(run.late_report),
       overlaps: [],
@@ -33,6 +35,11 @@ export function analyse(runs, nowMs) {
         earlier.overlaps.push(later.run.attempt);
         later.overlaps.push(earlier.run.attempt);
       }
+    }
+  }
+  for (const attempt of attempts) {
+    for (const other of attempt.run.overlapped_with ?? []) {
+      if (!attempt.overlaps.includes(other)) attempt.overlaps.push(other);
     }
   }
   return attempts;

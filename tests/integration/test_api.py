@@ -23,8 +23,9 @@ from handlers.contract import ANSWERS
 from handlers.openapi import DOCUMENT, document
 from infra.gateway import build_event
 from onward.models import ErrorSummary
-from onward.store import JobStore
+from onward.store import JobStore, ReportStatus
 from tests.integration.api_support import http_call, serve_api
+from tests.support import ManualClock
 
 TOKENS = {"acme": "acme-secret", "globex": "globex-secret"}
 OPERATOR = "operator-secret"
@@ -389,3 +390,23 @@ def test_no_answer_is_older_than_one_given_before(client: Client, settings, dyna
         projector.project(event)
         read()
     assert shown == sorted(shown) and shown[0] == 0 and shown[-1] == 3, shown
+
+
+def test_runs_say_which_attempts_overlapped(client: Client, settings, dynamodb) -> None:
+    """A zombie (attempt 1, reaped while it still worked) reports after attempt 2 was claimed: the store
+    records the overlap on both runs (onward.overlaps), and GET /jobs/{id}/runs answers it in the documented
+    shape (`overlapped_with`), so a user sees which side effects may have happened twice. Without the field
+    in the answer the page and API users could not tell it from an attempt that merely lost its lease."""
+    job_id = client.create()
+    clock = ManualClock()
+    store = JobStore(settings, client=dynamodb, clock=clock)
+    zombie = store.claim("w-old", 1)
+    assert zombie is not None and zombie.job_id == job_id
+    clock.advance(2)
+    assert [job.job_id for job in store.reap()] == [job_id]
+    successor = store.claim("w-new", 60)
+    assert successor is not None and successor.attempt == 2
+    clock.advance(1)
+    assert store.complete(zombie).status is ReportStatus.FENCED
+    runs = client.call("GET", f"/jobs/{job_id}/runs", token=TOKENS["acme"]).body["runs"]
+    assert [(run["attempt"], run["overlapped_with"]) for run in runs] == [(1, [2]), (2, [1])]

@@ -1,0 +1,221 @@
+"""Periodic jobs on the embedded endpoint: the schedules' items on DynamoDB (onward.schedule_store) under the
+Scheduler with the real JobStore, the scheduler's Lambda handler, and the /schedules routes over HTTP (every
+answer checked against the OpenAPI document by test_api's Client)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from handlers.bootstrap import Deployment
+from handlers.openapi import DOCUMENT
+from infra.lambda_context import LocalLambdaContext
+from onward.clock import epoch_ms, iso
+from onward.schedule_store import DynamoSchedules
+from onward.scheduler import Scheduler
+from onward.schedules import NewSchedule, Schedule
+from onward.store import JobStore
+from tests.integration.api_support import http_call, serve_api
+from tests.integration.test_api import OPERATOR, TOKENS, Client, Reply
+from tests.integration.test_lambda_events import sample
+from tests.support import ManualClock
+
+START = "2026-01-01T00:00:00Z"
+
+
+@pytest.fixture
+def schedules(settings, dynamodb) -> DynamoSchedules:
+    return DynamoSchedules(dynamodb, settings.jobs_table)
+
+
+@pytest.fixture
+def at_start(clock: ManualClock) -> ManualClock:
+    clock.now = epoch_ms(START)
+    return clock
+
+
+def every(name: str, rate: str, clock: ManualClock, tenant: str = "acme") -> Schedule:
+    return Schedule.of(tenant, NewSchedule(name=name, type="demo.echo", params={"n": name}, rate=rate), clock())
+
+
+# --- the store and the scheduler on DynamoDB ----------------------------------------------------------------
+
+def test_schedule_items_add_list_due_advance_and_remove(schedules: DynamoSchedules, at_start: ManualClock) -> None:
+    """Catches the due entry and the schedule disagreeing (a due read missing a schedule, or finding one after
+    it advanced or was deleted), a second add of a name, and a stale advance winning."""
+    hourly, daily = every("hourly", "1 hour", at_start), every("daily", "1 day", at_start)
+    assert schedules.add(hourly) and schedules.add(daily) and not schedules.add(hourly)
+    assert schedules.add(every("hourly", "1 hour", at_start, tenant="globex"))
+    assert [s.name for s in schedules.for_tenant("acme")] == ["daily", "hourly"]
+    assert schedules.due(hourly.next_fire_at - 1, 10) == []
+    due = schedules.due(hourly.next_fire_at, 10)
+    assert sorted((s.tenant_id, s.name) for s in due) == [("acme", "hourly"), ("globex", "hourly")]
+    assert schedules.advance(hourly, hourly.next_fire_at + 3_600_000)
+    assert not schedules.advance(hourly, hourly.next_fire_at + 3_600_000)  # read before the move: refused
+    assert [s.tenant_id for s in schedules.due(hourly.next_fire_at, 10)] == ["globex"]
+    assert schedules.get("acme", "hourly").next_fire_at == hourly.next_fire_at + 3_600_000  # type: ignore[union-attr]
+    assert schedules.remove("acme", "hourly") and not schedules.remove("acme", "hourly")
+    assert schedules.due(hourly.next_fire_at + 3_600_000, 10)[0].tenant_id == "globex"
+    assert [s.name for s in schedules.for_tenant("acme")] == ["daily"]
+
+
+def test_two_schedulers_ticking_at_once_create_one_job_per_fire(settings, dynamodb, schedules: DynamoSchedules,
+                                                                  at_start: ManualClock) -> None:
+    """Catches a double fire on DynamoDB: two schedulers (threads, each its own store) tick the same moment;
+    the Idempotency-Key answers the second create with the first's job, and only one advance commits."""
+    schedules.add(every("minutely", "1 minute", at_start))
+    at_start.advance(61)
+    stores = [JobStore(settings, client=dynamodb, clock=at_start) for _ in range(2)]
+    reports = []
+    barrier = threading.Barrier(2)
+
+    def tick(store: JobStore) -> None:
+        barrier.wait()
+        reports.append(Scheduler(store, schedules, at_start).tick())
+
+    threads = [threading.Thread(target=tick, args=(store,)) for store in stores]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sum(len(report.fired) for report in reports) == 1
+    assert len(list(stores[0].all_jobs())) == 1
+    assert iso(schedules.get("acme", "minutely").next_fire_at) == "2026-01-01T00:02:00.000Z"  # type: ignore[union-attr]
+
+
+def test_a_tick_after_an_outage_creates_only_the_latest_missed_fire(settings, dynamodb, schedules: DynamoSchedules,
+                                                                      at_start: ManualClock) -> None:
+    """Catches a catch-up storm after an outage, on the real store: one job, for the latest fire, and the next
+    fire after now."""
+    schedules.add(Schedule.of("acme", NewSchedule(name="quarter", type="demo.echo", cron="*/15 * * * *"),
+                              at_start()))
+    at_start.advance(2 * 3600 + 5 * 60)  # 8 fires missed: 00:15 ... 02:00
+    store = JobStore(settings, client=dynamodb, clock=at_start)
+    report = Scheduler(store, schedules, at_start).tick()
+    assert [iso(fire) for _, _, fire, _ in report.fired] == ["2026-01-01T02:00:00.000Z"] and report.skipped == 7
+    assert len(list(store.all_jobs())) == 1
+    assert iso(schedules.get("acme", "quarter").next_fire_at) == "2026-01-01T02:15:00.000Z"  # type: ignore[union-attr]
+    assert Scheduler(store, schedules, at_start).tick().fired == []
+
+
+def test_the_lambda_handler_ticks_the_deployments_scheduler(stack_environment, settings, dynamodb) -> None:
+    """Catches the SchedulerFunction's handler not wired to the deployment's store and schedules (it would
+    import but fire nothing)."""
+    from handlers import scheduler as handler_module
+
+    deployment = Deployment.from_environment()
+    past = ManualClock(epoch_ms("2026-01-01T00:00:00Z"))
+    deployment.schedules.add(every("handled", "1 minute", past))  # long due by the real clock
+    event = sample("cloudwatch-scheduled-event")  # EventBridge's, as `sam local generate-event` gives it
+    answer = handler_module.handler(event, LocalLambdaContext("onward-scheduler"))
+    assert answer["fired"] == 1 and answer["skipped"] > 0
+    assert handler_module.handler({}, LocalLambdaContext("onward-scheduler"))["fired"] == 0
+    assert len(list(deployment.job_store.all_jobs())) == 1
+
+
+# --- the HTTP API -----------------------------------------------------------------------------------------------
+
+class ScheduleClient(Client):
+    """test_api's Client, taking a 204 without content as the document says it."""
+
+    def call(self, method: str, path: str, **kwargs) -> Reply:  # type: ignore[override]
+        if method != "DELETE":
+            return super().call(method, path, **kwargs)
+        answer = http_call(self.url, method, path, **kwargs)
+        documented = DOCUMENT["paths"]["/schedules/{name}"]["delete"]["responses"]
+        assert str(answer.status) in documented, answer
+        if answer.status == 204:
+            assert answer.body is None
+        else:
+            assert answer.headers["content-type"] == "application/problem+json"
+            assert answer.body["status"] == answer.status
+        return Reply(answer.status, answer.headers, answer.body)
+
+
+@pytest.fixture
+def client(stack_environment, monkeypatch: pytest.MonkeyPatch) -> Iterator[ScheduleClient]:
+    with serve_api(monkeypatch, TOKENS, OPERATOR) as url:
+        yield ScheduleClient(url)
+
+
+NIGHTLY = {"name": "nightly", "type": "demo.echo", "params": {"report": "daily"}, "cron": "30 2 * * *",
+           "timezone": "Europe/Paris", "priority": 3}
+
+
+def test_create_list_and_delete_a_schedule(client: ScheduleClient) -> None:
+    """Catches the routes not storing, listing or deleting a schedule, a repeated name not being a 409, and a
+    next fire time computed outside the schedule's time zone."""
+    created = client.call("POST", "/schedules", token=TOKENS["acme"], body=NIGHTLY)
+    assert created.status == 201, created.body
+    assert created.body["next_fire_at"].endswith(("T01:30:00.000Z", "T00:30:00.000Z"))  # 02:30 in Paris
+    assert created.body["tenant_id"] == "acme" and created.body["priority"] == 3
+    assert client.call("POST", "/schedules", token=TOKENS["acme"], body=NIGHTLY).status == 409
+    rated = client.call("POST", "/schedules", token=TOKENS["acme"],
+                        body={"name": "often", "type": "demo.sleep", "rate": "5 minutes"})
+    assert rated.status == 201
+    listed = client.call("GET", "/schedules", token=TOKENS["acme"])
+    assert [s["name"] for s in listed.body["schedules"]] == ["nightly", "often"]
+    assert listed.body["schedules"][0] == created.body
+    assert client.call("DELETE", "/schedules/nightly", token=TOKENS["acme"]).status == 204
+    assert client.call("DELETE", "/schedules/nightly", token=TOKENS["acme"]).status == 404
+    assert client.call("DELETE", "/schedules/not%20a%20name", token=TOKENS["acme"]).status == 404
+    assert [s["name"] for s in client.call("GET", "/schedules", token=TOKENS["acme"]).body["schedules"]] == ["often"]
+
+
+@pytest.mark.parametrize(("change", "where"), [
+    ({"cron": "61 * * * *"}, "cron"),
+    ({"cron": None, "rate": "10 seconds"}, "rate"),
+    ({"rate": "1 hour"}, "exactly one"),
+    ({"cron": None}, "exactly one"),
+    ({"timezone": "Nowhere/Land"}, "timezone"),
+    ({"name": "no/slash"}, "name"),
+    ({"type": "demo.nope"}, "no job type"),
+    ({"tenant_id": "globex"}, "tenant_id"),
+])
+def test_bad_schedules_are_422s_that_store_nothing(client: ScheduleClient, change: dict, where: str) -> None:
+    """Catches a schedule stored that could never fire as asked, or for a job type the workers do not run."""
+    body = {key: value for key, value in {**NIGHTLY, **change}.items() if value is not None}
+    reply = client.call("POST", "/schedules", token=TOKENS["acme"], body=body)
+    assert reply.status == 422 and where in reply.body["detail"], reply.body
+    assert client.call("GET", "/schedules", token=TOKENS["acme"]).body["schedules"] == []
+
+
+def test_another_tenant_cannot_see_or_delete_a_schedule(client: ScheduleClient) -> None:
+    """Catches a schedule leaking across tenants: listing, deleting, and a tenant naming another by ?tenant=."""
+    assert client.call("POST", "/schedules", token=TOKENS["acme"], body=NIGHTLY).status == 201
+    assert client.call("GET", "/schedules", token=TOKENS["globex"]).body["schedules"] == []
+    assert client.call("DELETE", "/schedules/nightly", token=TOKENS["globex"]).status == 404
+    assert client.call("GET", "/schedules?tenant=acme", token=TOKENS["globex"]).status == 403
+    assert client.call("POST", "/schedules", token=TOKENS["globex"], body=NIGHTLY).status == 201  # its own
+    assert client.call("GET", "/schedules", token=OPERATOR).status == 400
+    operator_view = client.call("GET", "/schedules?tenant=acme", token=OPERATOR)
+    assert [s["tenant_id"] for s in operator_view.body["schedules"]] == ["acme"]
+    assert client.call("DELETE", "/schedules/nightly?tenant=acme", token=OPERATOR).status == 204
+    assert [s["tenant_id"] for s in client.call("GET", "/schedules?tenant=globex",
+                                                 token=OPERATOR).body["schedules"]] == ["globex"]
+    for method, path in (("GET", "/schedules"), ("POST", "/schedules"), ("DELETE", "/schedules/nightly")):
+        assert client.call(method, path, token="wrong", body=NIGHTLY if method == "POST" else None).status == 401
+
+
+@pytest.mark.own_stack
+def test_onward_ups_scheduler_loop_fires_a_due_schedule(stack_environment) -> None:
+    """Catches `onward up` not running the scheduler (LocalPlatform's loop missing, or not wired to the
+    deployment's schedules): a due schedule must become a job within a few ticks."""
+    import time
+
+    from infra.platform import LocalPlatform, PlatformOptions
+    from onward.demo import registry
+
+    deployment = Deployment.from_environment()
+    platform = LocalPlatform(deployment, registry, PlatformOptions(http_port=0, scheduler_interval_s=0.1))
+    deployment.schedules.add(every("looped", "1 minute", ManualClock(epoch_ms("2026-01-01T00:00:00Z"))))
+    platform.scheduler.start()  # this loop alone: no workers, pollers or gateway
+    try:
+        deadline = time.monotonic() + 10
+        while not list(deployment.job_store.all_jobs()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        platform.scheduler.stop()
+    assert [job.type for job in deployment.job_store.all_jobs()] == ["demo.echo"]

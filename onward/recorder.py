@@ -679,17 +679,7 @@ class JobRecorder(ABC):
 
     def tenant_states(self) -> dict[str, TenantState]:
         """Every registered tenant's settings and counters (an operator's read: it grows with the tenants)."""
-        tenants = self.tenants()
-        states: dict[str, TenantState] = {}
-        batch: dict[Tenant, Collection[int] | None] = {}
-        for tenant in tenants.values():
-            batch[tenant] = None
-            if len(batch) * (tenant.running_shards + tenant.ready_shards) >= 90:
-                states |= self.tenant_counters(batch)
-                batch = {}
-        if batch:
-            states |= self.tenant_counters(batch)
-        return states
+        return self.tenant_counters(dict.fromkeys(self.tenants().values()))
 
     @abstractmethod
     def put_tenant(self, tenant: Tenant, *, only_if_new: bool = False) -> bool:

@@ -33,21 +33,9 @@ from onward.recorder import (
 from onward.states import JobState, RunOutcome
 from onward.store import MAX_PARAMS_BYTES, Created, JobStore, ReportStatus
 from tests.contract.backends import StoreBackend
+from tests.contract.test_recorder_contract import ECHO, JOB_RETENTION_S, RETENTION_S
 
-ECHO = NewJob(type="demo.echo", params={"n": 1})
-RETENTION_S = 7 * 86_400
-JOB_RETENTION_S = 30 * 86_400
 LEASE_S = 30
-
-
-@pytest.fixture
-def backend(store_backend: StoreBackend) -> StoreBackend:
-    return store_backend
-
-
-@pytest.fixture
-def store(backend: StoreBackend) -> JobStore:
-    return backend.store()
 
 
 def new_job(job_id: str, clock: Any, *, tenant: str = "acme", shards: int = 1, priority: int = 0,

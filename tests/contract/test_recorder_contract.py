@@ -51,16 +51,6 @@ RETENTION_S = 7 * 86_400
 JOB_RETENTION_S = 30 * 86_400
 
 
-@pytest.fixture
-def backend(store_backend: StoreBackend) -> StoreBackend:
-    return store_backend
-
-
-@pytest.fixture
-def store(backend: StoreBackend) -> JobStore:
-    return backend.store()
-
-
 def row(backend: StoreBackend, job_id: str) -> JobRow:
     found = backend.recorder.job(job_id)
     assert found is not None

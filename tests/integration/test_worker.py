@@ -195,18 +195,19 @@ class FailingRenewals:
 
 @pytest.mark.parametrize("error", [throttled, unreachable])
 def test_a_transient_renewal_error_is_retried_and_the_job_completes(live_store, error, caplog):
-    """Without the retry the first error ends the renewal thread silently: the lease lapses at 1 s while the
-    handler works on, the reaper requeues the job and the finished work is answered fenced."""
+    """Without the retry the first error ends the renewal thread silently: the lease lapses while the
+    handler works on, the reaper requeues the job and the finished work is answered fenced. The lease is 3 s
+    (renewed every 1 s) so that a renewal delayed by a loaded machine is not mistaken for a lapse."""
     registry = Registry()
 
     @registry.register("t.long")
     def long(context: JobContext) -> str:
-        context.wait(2.0)
+        context.wait(4.0)
         return "done"
 
     job_id = live_store.create("acme", NewJob(type="t.long", max_attempts=1)).job.job_id
     flaky = FailingRenewals(live_store, error, failures=1)
-    with Pool(flaky, registry, size=1, lease_s=1.0):  # its reaper takes a lapsed lease back at once
+    with Pool(flaky, registry, size=1, lease_s=3.0):  # its reaper takes a lapsed lease back at once
         job = wait_terminal(live_store, [job_id], timeout_s=20)[job_id]
     assert (job.state, job.attempt) == (JobState.SUCCEEDED, 1)
     assert live_store.runs(job_id)[0].outcome is RunOutcome.SUCCEEDED

@@ -46,12 +46,13 @@ sam-build: $(SAM_STAMP)
 	$(SAM) build
 
 # Called by `sam build` (Metadata BuildMethod: makefile) for each function, in this directory, with
-# ARTIFACTS_DIR set: the function's code is the runtime packages and the status page, nothing else.
-# Powertools, pydantic and the X-Ray SDK come from the Powertools layer, boto3 from the Lambda runtime.
-LAMBDA_SOURCES := onward relay projector handlers web
+# ARTIFACTS_DIR set: the function's code is the package and its status page, without the command line and
+# the local emulation. Powertools, pydantic and the X-Ray SDK come from the Powertools layer, boto3 from the
+# Lambda runtime.
 build-ApiFunction build-RelayFunction build-ProjectorFunction build-ReaperFunction build-WorkerFunction \
 build-SchedulerFunction:
-	cp -R $(LAMBDA_SOURCES) "$(ARTIFACTS_DIR)/"
+	cp -R onward "$(ARTIFACTS_DIR)/"
+	rm -rf "$(ARTIFACTS_DIR)/onward/cli" "$(ARTIFACTS_DIR)/onward/local" "$(ARTIFACTS_DIR)/onward/template.yaml"
 	find "$(ARTIFACTS_DIR)" -name __pycache__ -type d -prune -exec rm -rf {} +
 
 # The long crash-point soak (the short one runs in `make test`): 20,000 jobs, then its audit table.

@@ -2,10 +2,10 @@
 
     .venv/bin/python bench/e2e.py [--jobs N] [--workers W] [--rate R] [--json]
 
-The whole platform runs in this process (infra/platform.py: HTTP API, worker pool running demo.echo,
+The whole platform runs in this process (onward/local/platform.py: HTTP API, worker pool running demo.echo,
 reaper, heartbeats, relay and projector pollers) against the embedded endpoint in a process of its own, as
-`onward up` runs it (`onward endpoint --meter`: infra/endpoint.EndpointProcess), whose Meter
-(infra/metering.py) sees every AWS request the platform makes and is read over HTTP (RemoteMeter). The
+`onward up` runs it (`onward endpoint --meter`: onward/local/endpoint.EndpointProcess), whose Meter
+(onward/local/metering.py) sees every AWS request the platform makes and is read over HTTP (RemoteMeter). The
 bench's own polling of the view is not metered. Prints:
 
 - jobs/s from the first submit until every job shows `succeeded` in the status view, for a burst of N
@@ -44,12 +44,12 @@ os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
 from botocore.config import Config
 
 from bench.fairness import percentile
-from handlers.bootstrap import Deployment
-from infra.endpoint import EndpointProcess, client_for
-from infra.metering import OBSERVER_AGENT, RemoteMeter
-from infra.platform import LocalPlatform, PlatformOptions
 from onward.clock import epoch_ms
 from onward.demo import registry
+from onward.handlers.bootstrap import Deployment
+from onward.local.endpoint import EndpointProcess, client_for
+from onward.local.metering import OBSERVER_AGENT, RemoteMeter
+from onward.local.platform import LocalPlatform, PlatformOptions
 from onward.settings import Settings
 from onward.view import StatusViewReader
 

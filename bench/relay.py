@@ -8,7 +8,8 @@ outbox table's DynamoDB stream in batches of up to 1,000 records (the most one G
 relay's batch size), untimed.
 
 Then, on the same stream records:
-- onward: relay.relay.Relay.relay per batch, as handlers.relay.handler runs it: skip records its checkpoint
+- onward: onward.relay.relay.Relay.relay per batch, as onward.handlers.relay.handler runs it: skip records
+  its checkpoint
   covers, decode the INSERT images, PutRecords (<= 500 records, one event per job per request, so a job's
   events stay in order), advance the checkpoint;
 - naive: decode each INSERT image and send it with one PutRecord, into a second stream of the same shape.
@@ -35,14 +36,14 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # runnable as a script from anywhere
 os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")  # the relay logs every batch at INFO
 
-from handlers.bootstrap import Deployment
-from infra.endpoint import EmbeddedEndpoint
+from onward.handlers.bootstrap import Deployment
+from onward.local.endpoint import EmbeddedEndpoint
 from onward.models import NewJob
 from onward.outbox import event_from_image
+from onward.relay.publisher import MAX_RECORDS_PER_REQUEST, encode
+from onward.relay.relay import StreamRecord
 from onward.settings import Settings
 from onward.store import JobStore
-from relay.publisher import MAX_RECORDS_PER_REQUEST, encode
-from relay.relay import StreamRecord
 
 JOBS = 1_000
 STREAM_BATCH = 1_000

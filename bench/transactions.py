@@ -7,7 +7,7 @@ request with a conditional Put of the job row and a conditional Put of its outbo
 table has a stream). It runs over real HTTP against an EmbeddedEndpoint, into a fresh stack whose jobs
 table was first filled to ~100 or ~20,000 job rows with BatchWriteItem (25 rows a request).
 
-Both implementations are measured in one run, on one endpoint: our fix (infra.moto_fixes.install()) and
+Both implementations are measured in one run, on one endpoint: our fix (onward.local.moto_fixes.install()) and
 stock moto (uninstall()). Stock moto deep-copies every table a transaction touches, so at 20,000 rows it
 manages ~2 transactions a second: its large-table run is capped at a few transactions; every other run
 is time-boxed. The fixed endpoint must not slow down with the table: small/large throughput <= 2, else
@@ -30,9 +30,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # runnable as a
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.table import Table
 
-from infra import moto_fixes
-from infra.endpoint import EmbeddedEndpoint
 from onward.dynamo import to_item
+from onward.local import moto_fixes
+from onward.local.endpoint import EmbeddedEndpoint
 from onward.models import NewJob
 from onward.settings import Settings
 from onward.store import JobStore

@@ -9,8 +9,8 @@ ticking at the same moment, or a tick retried after a crash between the create a
 job back instead of a second one. The job is an ordinary job of the schedule's tenant: queued at once, claimed
 in its tenant's fair share like any other.
 
-On AWS an EventBridge rule runs handlers/scheduler.py every minute; locally `onward up` ticks a thread
-(infra/platform.py).
+On AWS an EventBridge rule runs onward/handlers/scheduler.py every minute; locally `onward up` ticks a thread
+(onward/local/platform.py).
 """
 
 from __future__ import annotations

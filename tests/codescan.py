@@ -12,7 +12,7 @@ the code follows four conventions the tests rely on:
 - environment variables are read with literal names (`os.environ.get("X")`, `source.get("X")` where
   `source` is `os.environ` or a mapping standing in for it, `helper(source, "X", ...)`,
   `settings.require("jobs_table")` -> JOBS_TABLE);
-- components come from the wiring class (handlers/bootstrap.py's Deployment: a class with `@Component`
+- components come from the wiring class (onward/handlers/bootstrap.py's Deployment: a class with `@Component`
   methods) by attribute, `deployment.relay`: each of its methods (not the dunders) is read only where a
   reached module names it, with the imports inside it, so a function is granted what the components it
   names can do, not everything the wiring can build.
@@ -32,7 +32,8 @@ from pathlib import Path
 import botocore.session
 
 ROOT = Path(__file__).resolve().parent.parent
-PROJECT_PACKAGES = ("onward", "relay", "projector", "handlers")  # what the functions ship (see Makefile)
+PROJECT_PACKAGE = "onward"
+NOT_SHIPPED = ("onward.cli", "onward.local")  # what the functions do not ship (see Makefile)
 
 # SDK service -> IAM action prefix (DynamoDB Streams' actions are in the dynamodb namespace).
 SERVICES = {"dynamodb": "dynamodb", "dynamodbstreams": "dynamodb", "kinesis": "kinesis", "sqs": "sqs",
@@ -95,7 +96,8 @@ def module_file(name: str) -> Path | None:
 
 
 def _is_project(name: str) -> bool:
-    return name.split(".", maxsplit=1)[0] in PROJECT_PACKAGES
+    inside = name == PROJECT_PACKAGE or name.startswith(PROJECT_PACKAGE + ".")
+    return inside and not any(name == other or name.startswith(other + ".") for other in NOT_SHIPPED)
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,8 @@
 local emulation (infra) nor moto; `onward up --aws` / `--endpoint-url` runs the local platform (infra) without
 moto, which only the embedded endpoint needs. Each command runs for real in a child process (against the
 embedded endpoint of this session, as if it were AWS), which then reports the top-level packages it loaded.
-Without the lazy imports in cli/main.py (and WorkerPool in onward/pool.py, the stack helpers in
-infra/stack.py), a production host would need moto installed, and would run emulator code at start."""
+Without the lazy imports in onward/cli/main.py (and WorkerPool in onward/pool.py, the stack helpers in
+onward/local/stack.py), a production host would need moto installed, and would run emulator code at start."""
 
 from __future__ import annotations
 
@@ -14,14 +14,14 @@ import uuid
 
 import pytest
 
-from infra.endpoint import REGION, EmbeddedEndpoint
+from onward.local.endpoint import REGION, EmbeddedEndpoint
 
 pytestmark = pytest.mark.integration
 
 # Runs `onward <argv>`; a command that serves until SIGTERM gets it once it has installed its handler.
 RUN_AND_REPORT = """
 import os, signal, sys, threading, time
-from cli.main import main
+from onward.cli.main import main
 
 def stop_once_serving():
     while signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:

@@ -4,13 +4,13 @@ bulk replay, and what makes the page usable (keyboard, labels, 360 px, no layout
 in the viewer's zone, the API's problem details). Screenshots land in build/screenshots/.
 
 What breaks without which code:
-- the page's router (web/app.js) and the job view (web/job.js): a job has no URL to share
+- the page's router (onward/web/app.js) and the job view (onward/web/job.js): a job has no URL to share
   (test_a_failed_then_succeeded_job_...: opened from a fresh tab by its URL);
-- web/timeline.js `analyse`: a zombie's late report would not be marked, nor its overlap with the attempt
+- onward/web/timeline.js `analyse`: a zombie's late report would not be marked, nor its overlap with the attempt
   that replaced it (test_a_fenced_zombie_...);
-- web/core.js `reconcile` (rows kept and updated in place): each poll rebuilt the table, which moved the focus
+- onward/web/core.js `reconcile` (rows kept and updated in place): each poll rebuilt the table, which moved the focus
   off a row's link and shifted the page (test_polling_moves_nothing_and_keeps_the_focus);
-- the filters read from and written to the URL (web/list.js `filterOf` / `hashOf`): a reload or a shared link
+- the filters read from and written to the URL (onward/web/list.js `filterOf` / `hashOf`): a reload or a shared link
   loses them (test_the_list_filters_live_in_the_url_...).
 """
 
@@ -22,9 +22,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from handlers.bootstrap import Deployment
 from onward.clock import iso, system_clock
 from onward.dispatch import TenantPolicy
+from onward.handlers.bootstrap import Deployment
 from onward.models import NewJob, OutboxEvent
 from onward.states import JobState
 from onward.store import Tenant

@@ -1,9 +1,9 @@
 """A waiting job's page in Chromium: when it was asked to start, and why it waits (GET /jobs/{id}/explain),
 in the viewer's zone; the explanation goes once the job no longer waits.
 
-What breaks without which code: web/job.js `pollExplanation` / `renderExplanation` (a queued job's page says
+What breaks without which code: onward/web/job.js `pollExplanation` / `renderExplanation` (a queued job's page says
 nothing of why it does not run: test_a_delayed_jobs_page_says_it_is_scheduled_...), the contract's
-`x-waiting` statuses read by web/core.js (the explanation would be asked for, or shown, on a cancelled job).
+`x-waiting` statuses read by onward/web/core.js (the explanation would be asked for, or shown, on a cancelled job).
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ from tests.e2e.test_cli import ONWARD, free_port, read_exports
 
 pytestmark = pytest.mark.integration
 
-# (tenant, type) -> expected terminal states, attempts and run outcomes, for the demo of cli/main.py
+# (tenant, type) -> expected terminal states, attempts and run outcomes, for the demo of onward/cli/main.py
 EXPECTED = {
     ("acme", "demo.echo"): [("succeeded", ["succeeded"])],
     ("acme", "demo.sleep"): [("succeeded", ["succeeded"])],

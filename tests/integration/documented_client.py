@@ -10,11 +10,11 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from handlers import api
-from handlers.contract import ANSWERS
-from handlers.openapi import DOCUMENT
-from infra.gateway import build_event
-from infra.lambda_context import LocalLambdaContext
+from onward.handlers import api
+from onward.handlers.contract import ANSWERS
+from onward.handlers.openapi import DOCUMENT
+from onward.local.gateway import build_event
+from onward.local.lambda_context import LocalLambdaContext
 from tests.integration.api_support import http_call
 
 CONTRACT = {model.__name__: model for model in ANSWERS}

@@ -23,9 +23,9 @@ from typing import Any
 from botocore.awsrequest import AWSResponse
 
 from onward.models import OutboxEvent
+from onward.relay.publisher import KinesisPublisher
 from onward.settings import Settings
 from onward.states import JobState
-from relay.publisher import KinesisPublisher
 from tests.support import PartialFailures
 
 THROTTLED = "ProvisionedThroughputExceededException"

@@ -1,4 +1,5 @@
-"""The HTTP API over real HTTP: local gateway (infra/gateway.py) -> handlers.api.handler -> embedded stack.
+"""The HTTP API over real HTTP: local gateway (onward/local/gateway.py) -> onward.handlers.api.handler ->
+embedded stack.
 
 Every response is checked against the OpenAPI document: its status code must be documented for that route."""
 
@@ -17,11 +18,11 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from handlers import api
-from handlers.bootstrap import Deployment
-from handlers.contract import ANSWERS
-from handlers.openapi import DOCUMENT, document
-from infra.gateway import build_event
+from onward.handlers import api
+from onward.handlers.bootstrap import Deployment
+from onward.handlers.contract import ANSWERS
+from onward.handlers.openapi import DOCUMENT, document
+from onward.local.gateway import build_event
 from onward.models import ErrorSummary
 from onward.store import JobStore, ReportStatus
 from tests.integration.api_support import http_call, serve_api
@@ -372,7 +373,7 @@ def test_no_answer_is_older_than_one_given_before(client: Client, settings, dyna
     had no row (v3 succeeded), then from the view once its first event was projected (v1 queued): a status
     that went backwards. Now a job the view has not seen is answered without a status (`visible: false`)
     and every status comes from the view, read consistently: the versions shown never go down."""
-    from handlers.bootstrap import Deployment
+    from onward.handlers.bootstrap import Deployment
 
     job_id = client.create()
     _finish(settings, dynamodb, job_id, fail=False)  # v3 succeeded in the job table; nothing projected

@@ -1,4 +1,4 @@
-"""The routes the status page's list and job detail read, over real HTTP (local gateway -> handlers.api ->
+"""The routes the status page's list and job detail read, over real HTTP (local gateway -> onward.handlers.api ->
 embedded stack), every answer held to the OpenAPI document: the list's filters (statuses, type, id prefix)
 with paging, counts by status, a job's params, and who a credential is. Each one: bad input is a 4xx with
 problem details, and no tenant sees another's jobs.
@@ -115,7 +115,7 @@ def test_counts_by_status_are_the_tenants_own_every_status_listed(client, settin
 
 
 def test_counts_read_a_bounded_number_of_entries_and_say_so(settings, dynamodb, pipeline) -> None:
-    from handlers.bootstrap import Deployment
+    from onward.handlers.bootstrap import Deployment
 
     store = JobStore(settings, client=dynamodb)
     for _ in range(5):

@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 
-from handlers.bootstrap import Deployment
 from onward.clock import iso, system_clock
 from onward.dispatch import TenantPolicy
+from onward.handlers.bootstrap import Deployment
 from onward.models import ErrorSummary, NewJob, OutboxEvent
 from onward.states import JobState
 from onward.store import JobStore, Tenant

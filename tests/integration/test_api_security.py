@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from handlers import api
-from infra.gateway import build_event
-from infra.lambda_context import LocalLambdaContext
+from onward.handlers import api
+from onward.local.gateway import build_event
+from onward.local.lambda_context import LocalLambdaContext
 from onward.models import ErrorSummary, NewJob
 from onward.store import JobStore
 from tests.integration.api_support import http_call, serve_api

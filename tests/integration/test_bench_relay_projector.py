@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from infra.endpoint import EmbeddedEndpoint
+from onward.local.endpoint import EmbeddedEndpoint
 
 pytestmark = pytest.mark.integration
 

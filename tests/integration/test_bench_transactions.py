@@ -11,8 +11,8 @@ from types import ModuleType
 import pytest
 from moto.dynamodb.models import DynamoDBBackend
 
-from infra import moto_fixes
-from infra.endpoint import EmbeddedEndpoint
+from onward.local import moto_fixes
+from onward.local.endpoint import EmbeddedEndpoint
 
 pytestmark = pytest.mark.integration
 

@@ -1,4 +1,5 @@
-"""The embedded endpoint (moto's server + infra/moto_fixes/ + infra/endpoint.py), over real HTTP via boto3.
+"""The embedded endpoint (moto's server + onward/local/moto_fixes/ + onward/local/endpoint.py), over real HTTP
+via boto3.
 
 Each test deploys its own stack from template.yaml, so tables and the outbox stream start empty. Where a
 test says "stock moto", it was checked against moto's own transaction method by swapping it back in for
@@ -26,9 +27,9 @@ from moto.dynamodb.models.dynamo_type import Item
 from moto.dynamodb.models.table import StreamRecord, Table
 from moto.dynamodb.responses import DynamoResult
 
-from infra import moto_fixes
-from infra.endpoint import EmbeddedEndpoint
-from infra.template import (
+from onward.local import moto_fixes
+from onward.local.endpoint import EmbeddedEndpoint
+from onward.local.template import (
     DATA_RESOURCE_TYPES,
     data_resources_template,
     environment_variable_for,
@@ -507,8 +508,8 @@ def test_concurrent_creates_of_one_key_have_exactly_one_winner(stack: Stack, api
 # --- cost independent of table size ---------------------------------------------------------------------
 
 class _TableCopies:
-    """Counts copy.deepcopy calls made on a moto Table (copy.deepcopy is what infra.moto_fixes.transactions.copy and
-    moto's own models module both call)."""
+    """Counts copy.deepcopy calls made on a moto Table (copy.deepcopy is what
+    onward.local.moto_fixes.transactions.copy and moto's own models module both call)."""
 
     def __init__(self) -> None:
         self.count = 0

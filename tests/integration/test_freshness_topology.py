@@ -2,7 +2,7 @@
 
 Each test deploys template.yaml on an endpoint whose DynamoDB streams have OUTBOX_SHARDS open shards (one per
 partition of the outbox table, as on AWS; the session's endpoint has one), and runs the real path: outbox
-stream -> handlers.relay.handler -> Kinesis (two shards) -> handlers.projector.handler -> watermarks, the
+stream -> onward.handlers.relay.handler -> Kinesis (two shards) -> onward.handlers.projector.handler -> watermarks, the
 API answering from them. Beats are written by the deployment's HeartbeatEmitter (K = 16 slots per open
 outbox-stream shard). Commit times are DynamoDB's (the wall clock here), so lags are measured at
 system_clock(), and expected watermarks are read from the outbox stream itself (`slot_commits`).
@@ -17,16 +17,16 @@ from typing import Any
 
 import pytest
 
-from handlers import projector as projector_handler
-from handlers import relay as relay_handler
-from handlers.bootstrap import Deployment
-from infra.endpoint import EmbeddedEndpoint
-from infra.pipeline import LocalPipeline
-from infra.pollers import EventsStreamPoller, OutboxStreamPoller
 from onward.checkpoints import PROJECTOR_CONSUMER, SLOT_PREFIX, CheckpointStore
 from onward.clock import epoch_ms, iso, system_clock
 from onward.freshness import view_lag
+from onward.handlers import projector as projector_handler
+from onward.handlers import relay as relay_handler
+from onward.handlers.bootstrap import Deployment
 from onward.heartbeat import slot_count
+from onward.local.endpoint import EmbeddedEndpoint
+from onward.local.pipeline import LocalPipeline
+from onward.local.pollers import EventsStreamPoller, OutboxStreamPoller
 from onward.models import NewJob, ViewLag
 from onward.settings import Settings
 from onward.shards import Shard, open_shards
@@ -246,7 +246,7 @@ def test_a_kinesis_shard_never_projected_makes_the_lag_unknown_though_the_others
     """A shard the projector never ran on has no watermark, and one never heard of cannot bound the lag from
     the watermarks alone: they say the view is fresh while the jobs hashed to that shard are missing. The
     API lists the events stream's open shards (ShardCatalog) and view_lag counts every one: with no
-    watermark and no parent, the lag is unknown and the view stale. Without `shards` (handlers/api.py
+    watermark and no parent, the lag is unknown and the view stale. Without `shards` (onward/handlers/api.py
     `_view_lag` passing the open shards, view_lag counting them), /view would answer fresh here."""
     shards = events_shards(deployment)
     assert len(shards) == 2 and not any(shard.parents for shard in shards)

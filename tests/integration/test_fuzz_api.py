@@ -1,5 +1,5 @@
 """Schema-driven fuzzing of the HTTP API (schemathesis, from the /openapi.json the API serves) over real HTTP:
-local gateway (infra/gateway.py) -> handlers.api.handler -> embedded stack.
+local gateway (onward/local/gateway.py) -> onward.handlers.api.handler -> embedded stack.
 
 For every operation, valid and invalid requests (schemathesis' positive and negative generation), with a
 tenant's token, the operator's, a wrong one or none, and with a job id that does not exist or is another

@@ -1,5 +1,5 @@
 """Pipeline heartbeats (onward.heartbeat) through the real path: outbox table -> its DynamoDB stream ->
-handlers.relay.handler -> every shard of the Kinesis stream -> handlers.projector.handler -> watermarks.
+onward.handlers.relay.handler -> every shard of the Kinesis stream -> onward.handlers.projector.handler -> watermarks.
 
 A beat is one outbox item per slot; the relay passes each slot's commit time (the stream record's
 ApproximateCreationDateTime: DynamoDB's clock, never a test's ManualClock) to every Kinesis shard, and a
@@ -28,13 +28,13 @@ from typing import Any
 
 import pytest
 
-from infra.pipeline import LocalPipeline
 from onward.checkpoints import CheckpointStore
 from onward.clock import epoch_ms, iso, system_clock
 from onward.faults import InjectedCrash, injected
 from onward.freshness import view_lag
 from onward.heartbeat_emitter import HeartbeatEmitter
 from onward.lag import LagProbe
+from onward.local.pipeline import LocalPipeline
 from onward.models import NewJob
 from onward.outbox import OutboxReader
 from onward.parking import ParkedRecords
@@ -209,7 +209,7 @@ def test_after_a_reshard_children_are_read_after_their_parents_and_the_drained_p
     closed parents' watermarks stay at the last beat they carried and the view reads as delayed forever
     after a reshard. Without the poller reading parents to their end first, a job's newer event (on a child)
     could be projected before its older one (on the parent), which the version guard would have to absorb."""
-    from handlers import projector as projector_handler
+    from onward.handlers import projector as projector_handler
 
     clients = {name: endpoint.client(name) for name in ("dynamodb", "dynamodbstreams", "kinesis")}
     pipeline = LocalPipeline.build(settings, clients, batch_size=2)  # a parent takes several batches to drain

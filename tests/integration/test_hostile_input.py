@@ -1,4 +1,4 @@
-"""Hostile input at the HTTP API, over real HTTP (local gateway -> handlers.api.handler -> embedded stack).
+"""Hostile input at the HTTP API, over real HTTP (local gateway -> onward.handlers.api.handler -> embedded stack).
 
 Every refusal here is a 4xx application/problem+json that writes nothing; each test says what answered
 before the fix (a 500, a silent change, another request's answer, another tenant's jobs).
@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from handlers import api
-from handlers.bootstrap import Deployment
-from infra.gateway import build_event
-from infra.lambda_context import LocalLambdaContext
+from onward.handlers import api
+from onward.handlers.bootstrap import Deployment
+from onward.local.gateway import build_event
+from onward.local.lambda_context import LocalLambdaContext
 from onward.models import NewJob
 from onward.store import JobStore
 from tests.integration.api_support import HttpAnswer, http_call, serve_api

@@ -1,4 +1,4 @@
-"""The meter's attribution of read and write units to partitions (infra/metering.py): every unit a request
+"""The meter's attribution of read and write units to partitions (onward/local/metering.py): every unit a request
 would be billed on AWS is charged to "<table>|<partition key value>" or "<table>.<index>|<index partition
 key value>" ("<table>|*scan*" for a Scan page), so a bench can name the hottest key.
 
@@ -20,8 +20,8 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from infra.endpoint import REGION, EmbeddedEndpoint, client_for
-from infra.metering import OBSERVER_AGENT, Meter, MeterReading, RemoteMeter
+from onward.local.endpoint import REGION, EmbeddedEndpoint, client_for
+from onward.local.metering import OBSERVER_AGENT, Meter, MeterReading, RemoteMeter
 from onward.recorder import Tenant
 from onward.settings import Settings
 from onward.store import JobStore

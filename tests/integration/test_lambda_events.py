@@ -18,14 +18,14 @@ from typing import Any
 
 import pytest
 
-from handlers import api as api_app
-from handlers import projector as projector_app
-from handlers import reaper as reaper_app
-from handlers import relay as relay_app
-from handlers import worker as worker_app
-from handlers.bootstrap import Deployment
-from infra.lambda_context import LocalLambdaContext
-from infra.template import load_template
+from onward.handlers import api as api_app
+from onward.handlers import projector as projector_app
+from onward.handlers import reaper as reaper_app
+from onward.handlers import relay as relay_app
+from onward.handlers import worker as worker_app
+from onward.handlers.bootstrap import Deployment
+from onward.local.lambda_context import LocalLambdaContext
+from onward.local.template import load_template
 from onward.models import NewJob
 from onward.store import JobStore
 

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from cli.main import main
+from onward.cli.main import main
 from onward.clock import iso, system_clock
 from onward.models import NewJob
 from onward.store import JobStore, ReportStatus

@@ -1,4 +1,4 @@
-"""The local event-source pollers (infra/pollers.py) isolate shards and park unreadable records one by one.
+"""The local event-source pollers (onward/local/pollers.py) isolate shards and park unreadable records one by one.
 
 An outbox item holding a map with an empty-string key makes moto's DynamoDB Streams answer a record
 botocore cannot parse (AttributeError inside get_records); real DynamoDB refuses such names, so the API
@@ -18,13 +18,13 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from handlers import projector as projector_handler
-from handlers import relay as relay_handler
-from handlers.bootstrap import Deployment
-from infra.moto_fixes.streams import table_stream
-from infra.pipeline import LocalPipeline
-from infra.pollers import EventsStreamPoller, OutboxStreamPoller, ShardBackoff
 from onward.checkpoints import PROJECTOR_CONSUMER, RELAY_CONSUMER, CheckpointStore
+from onward.handlers import projector as projector_handler
+from onward.handlers import relay as relay_handler
+from onward.handlers.bootstrap import Deployment
+from onward.local.moto_fixes.streams import table_stream
+from onward.local.pipeline import LocalPipeline
+from onward.local.pollers import EventsStreamPoller, OutboxStreamPoller, ShardBackoff
 from onward.models import NewJob
 from onward.parking import ParkedRecords
 from onward.view import StatusViewReader

@@ -1,5 +1,5 @@
-"""The relay over the embedded endpoint: the outbox table's real DynamoDB stream -> handlers.relay.handler
-(driven by infra.pollers.OutboxStreamPoller, as Lambda's mapping would) -> the real Kinesis events stream, read
+"""The relay over the embedded endpoint: the outbox table's real DynamoDB stream -> onward.handlers.relay.handler
+(driven by onward.local.pollers.OutboxStreamPoller, as Lambda's mapping would) -> the real Kinesis events stream, read
 back with the Kinesis API. Crashes are injected at the relay's named fault points (onward.faults)."""
 
 from __future__ import annotations
@@ -12,23 +12,23 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from handlers import relay as relay_handler
-from handlers.bootstrap import Deployment
-from infra.lambda_context import LocalLambdaContext
-from infra.pipeline import LocalPipeline
-from infra.pollers import OutboxStreamPoller
 from onward.checkpoints import OUTBOX_STREAM, CheckpointStore
 from onward.clock import epoch_ms, iso, system_clock
 from onward.dynamo import from_item
 from onward.faults import InjectedCrash, injected
+from onward.handlers import relay as relay_handler
+from onward.handlers.bootstrap import Deployment
 from onward.heartbeat import SLOTS_PER_SHARD
+from onward.local.lambda_context import LocalLambdaContext
+from onward.local.pipeline import LocalPipeline
+from onward.local.pollers import OutboxStreamPoller
 from onward.models import ErrorSummary, NewJob, OutboxEvent
 from onward.outbox import OutboxReader
 from onward.parking import ParkedRecords
 from onward.projection import ProjectionOutcome
+from onward.relay.publisher import KinesisPublisher
+from onward.relay.relay import RECOVERY_MARGIN_MS, Relay, StreamRecord
 from onward.store import JobStore
-from relay.publisher import KinesisPublisher
-from relay.relay import RECOVERY_MARGIN_MS, Relay, StreamRecord
 from tests.support import PartialFailures
 
 pytestmark = [pytest.mark.integration, pytest.mark.own_stack]  # they read the streams
@@ -671,7 +671,7 @@ def test_an_event_too_large_for_a_kinesis_record_is_parked_not_retried_forever(s
 
 
 def _encoded(event: OutboxEvent) -> bytes:
-    from relay.publisher import encode
+    from onward.relay.publisher import encode
 
     return encode(event)
 

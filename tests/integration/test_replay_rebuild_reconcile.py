@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cli.main import main
+from onward.cli.main import main
 from onward.models import ErrorSummary, NewJob
 from onward.view import StatusViewReader
 

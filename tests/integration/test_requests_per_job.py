@@ -16,7 +16,7 @@ cancel requested meanwhile (the report decided again from the row as it is now).
 DynamoDB the requests the embedded endpoint serves on the stack's jobs table; in memory the recorder's calls,
 named by the request each one is on DynamoDB.
 
-The relay's poller (infra/pollers.py OutboxStreamPoller) keeps the stream's shard listing between polls:
+The relay's poller (onward/local/pollers.py OutboxStreamPoller) keeps the stream's shard listing between polls:
 DescribeStream only when a shard ended, every few seconds while busy, and before answering "nothing to
 read", so a poller polled until idle still reads every shard, splits included.
 """
@@ -29,11 +29,11 @@ from typing import Any, TypeVar
 
 import pytest
 
-from infra.endpoint import EmbeddedEndpoint
-from infra.pollers import OutboxStreamPoller
 from onward.clock import EpochMs
 from onward.errors import IdempotencyConflict
 from onward.keys import DEFAULT_ACTIVE_SHARDS, PARKED_SHARDS, ReadyQueue
+from onward.local.endpoint import EmbeddedEndpoint
+from onward.local.pollers import OutboxStreamPoller
 from onward.memory_recorder import MemoryRecorder
 from onward.models import ErrorSummary, Job, Lease, NewJob, Run
 from onward.recorder import (

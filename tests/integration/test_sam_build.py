@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.template import TEMPLATE_PATH, load_template
+from onward.local.template import TEMPLATE_PATH, load_template
 
 pytestmark = pytest.mark.e2e  # runs a tool of its own (aws-sam-cli): not in `make test-fast`
 

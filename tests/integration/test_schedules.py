@@ -9,10 +9,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from handlers.bootstrap import Deployment
-from handlers.openapi import DOCUMENT
-from infra.lambda_context import LocalLambdaContext
 from onward.clock import epoch_ms, iso
+from onward.handlers.bootstrap import Deployment
+from onward.handlers.openapi import DOCUMENT
+from onward.local.lambda_context import LocalLambdaContext
 from onward.schedule_store import DynamoSchedules
 from onward.scheduler import Scheduler
 from onward.schedules import NewSchedule, Schedule
@@ -103,7 +103,7 @@ def test_a_tick_after_an_outage_creates_only_the_latest_missed_fire(settings, dy
 def test_the_lambda_handler_ticks_the_deployments_scheduler(stack_environment, settings, dynamodb) -> None:
     """Catches the SchedulerFunction's handler not wired to the deployment's store and schedules (it would
     import but fire nothing)."""
-    from handlers import scheduler as handler_module
+    from onward.handlers import scheduler as handler_module
 
     deployment = Deployment.from_environment()
     past = ManualClock(epoch_ms("2026-01-01T00:00:00Z"))
@@ -205,8 +205,8 @@ def test_onward_ups_scheduler_loop_fires_a_due_schedule(stack_environment) -> No
     deployment's schedules): a due schedule must become a job within a few ticks."""
     import time
 
-    from infra.platform import LocalPlatform, PlatformOptions
     from onward.demo import registry
+    from onward.local.platform import LocalPlatform, PlatformOptions
 
     deployment = Deployment.from_environment()
     platform = LocalPlatform(deployment, registry, PlatformOptions(http_port=0, scheduler_interval_s=0.1))

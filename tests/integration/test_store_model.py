@@ -74,9 +74,9 @@ from hypothesis.stateful import (
 )
 
 import onward.store
-from infra.endpoint import SharedStack
 from onward.errors import IdempotencyConflict, JobNotFound, NotReplayable
 from onward.keys import run_from_values
+from onward.local.endpoint import SharedStack
 from onward.models import ErrorSummary, Job, Lease, NewJob, OutboxEvent, Run
 from onward.overlaps import overlaps
 from onward.recorder import CommitOutcome, CreateOutcome, JobRecorder, NewJobWrite, TransitionWrite

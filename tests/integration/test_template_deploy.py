@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from infra.endpoint import EmbeddedEndpoint
-from infra.template import as_json, data_resources_template, load_template
+from onward.local.endpoint import EmbeddedEndpoint
+from onward.local.template import as_json, data_resources_template, load_template
 from tests.samtemplate import translate
 
 pytestmark = pytest.mark.integration

@@ -6,7 +6,7 @@ What runs, each in its own thread, as on AWS but on this machine:
 - a pool of onward.worker.Worker threads; a worker that dies (InjectedCrash) is replaced by a new one with
   a new id, as a restarted process would be;
 - the reaper (onward.reaper.reap_once on a short interval), restarted when it dies;
-- the relay and the projector behind their local event-source pollers (infra.pollers), calling the Lambda
+- the relay and the projector behind their local event-source pollers (onward.local.pollers), calling the Lambda
   handlers; a poller that dies is rebuilt from nothing but the checkpoints, as Lambda would resume;
 - a canceller that cancels random jobs while they are queued, running or finished.
 Faults (tests/soak/faults.py): random crashes at every named fault point, and aimed faults at chosen jobs'
@@ -38,14 +38,14 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from handlers import projector as projector_handler
-from handlers import relay as relay_handler
-from handlers.bootstrap import Deployment
-from infra.endpoint import EmbeddedEndpoint, EndpointProcess
-from infra.pollers import EventsStreamPoller, OutboxStreamPoller
 from onward.backoff import BackoffPolicy
 from onward.dynamo import from_item
 from onward.faults import InjectedCrash, fault_subject, installed
+from onward.handlers import projector as projector_handler
+from onward.handlers import relay as relay_handler
+from onward.handlers.bootstrap import Deployment
+from onward.local.endpoint import EmbeddedEndpoint, EndpointProcess
+from onward.local.pollers import EventsStreamPoller, OutboxStreamPoller
 from onward.models import NewJob, OutboxEvent, Run
 from onward.reaper import reap_once
 from onward.states import TERMINAL_STATES, JobState

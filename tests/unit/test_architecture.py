@@ -1,5 +1,5 @@
 """The import contracts of pyproject.toml ([tool.importlinter]), checked by import-linter: dependencies point
-one way (entry points -> relay/projector -> the core), production code never imports the local emulation
+one way (entry points -> onward/relay/projector -> the core), production code never imports the local emulation
 (infra, moto), and the pure policies and value objects import no AWS SDK and no Lambda library. Without
 this test each rule held only as long as every reviewer noticed a stray import."""
 
@@ -8,6 +8,8 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+
+import grimp
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -18,3 +20,22 @@ def test_the_import_contracts_hold():
                           check=False)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     assert "Contracts: 3 kept, 0 broken." in done.stdout
+
+
+OUTER = ("onward.cli", "onward.local", "onward.handlers", "onward.relay", "onward.projector")
+
+
+def _outer(module: str) -> bool:
+    return any(module == outer or module.startswith(outer + ".") for outer in OUTER)
+
+
+def test_the_core_imports_no_entry_point_and_no_emulation():
+    """The core is every module of `onward` outside the entry points and the emulation: it imports none of
+    them, nor moto (import-linter's layers cannot name "every other module", so this reads its graph)."""
+    graph = grimp.build_graph("onward", include_external_packages=True)
+    core = sorted(module for module in graph.modules if module.startswith("onward") and not _outer(module))
+    assert "onward.store" in core and "onward.claims" in core
+    wrong = {module: sorted(imported for imported in graph.find_modules_directly_imported_by(module)
+                            if _outer(imported) or imported.split(".")[0] == "moto")
+             for module in core}
+    assert {module: imported for module, imported in wrong.items() if imported} == {}

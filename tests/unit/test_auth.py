@@ -1,4 +1,4 @@
-"""handlers/auth.py: the tenant and the operator role behind a request's credential."""
+"""onward/handlers/auth.py: the tenant and the operator role behind a request's credential."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from handlers.auth import (
+from onward.handlers.auth import (
     JwtClaimsAuthenticator,
     Principal,
     TokenAuthenticator,

@@ -53,7 +53,7 @@ def test_bad_inputs_are_refused():
 def test_the_capacity_command_prints_each_figure_with_its_unit_and_as_json(capsys):
     import json
 
-    from cli.main import main
+    from onward.cli.main import main
 
     argv = ["capacity", "--arrival-rate", "400", "--slots", "20", "--write-ms", "200", "--recovered-write-ms", "20",
             "--observed-after", "60", "--outage", "90"]
@@ -67,7 +67,7 @@ def test_the_capacity_command_prints_each_figure_with_its_unit_and_as_json(capsy
 
 
 def test_the_capacity_command_refuses_impossible_input(capsys):
-    from cli.main import main
+    from onward.cli.main import main
 
     command = ["capacity", "--arrival-rate", "1", "--slots", "0", "--write-ms", "1", "--recovered-write-ms", "1"]
     assert main(command) == 2

@@ -1,4 +1,4 @@
-"""`onward tenant`'s checks and formatting (cli/tenants.py), without AWS: a bad value is refused before the
+"""`onward tenant`'s checks and formatting (onward/cli/tenants.py), without AWS: a bad value is refused before the
 command reads or writes anything, and the listing says what the operator needs (tests/e2e/test_cli_tenants.py
 runs the commands against a stack)."""
 
@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from cli.main import main
-from cli.tenants import listing, listing_text, tenant_change
 from onward.claim_shares import ClaimCounts
+from onward.cli.main import main
+from onward.cli.tenants import listing, listing_text, tenant_change
 from onward.dispatch import TenantPolicy, Usage
 from onward.errors import InvalidRequest
 from onward.recorder import QueueEntry, Tenant, TenantState

@@ -37,8 +37,8 @@ from onward.heartbeat import (
     merge_through,
     slot_count,
 )
+from onward.projector.projector import BatchTally, StatusProjector
 from onward.shards import Shard
-from projector.projector import BatchTally, StatusProjector
 
 NOW = 1_800_000_000_000
 MAX_HASH = 2**128 - 1

@@ -20,9 +20,9 @@ from onward.dynamo import json_size
 from onward.lifecycle import Change, Decision
 from onward.models import EVENT_SCHEMA, ErrorSummary, Job, NewJob, OutboxEvent
 from onward.projection import ProjectionOutcome, classify, digest, fold, view_fields
+from onward.projector.projector import UnreadableRecord, parse_record
+from onward.relay.publisher import encode
 from onward.states import JobState
-from projector.projector import UnreadableRecord, parse_record
-from relay.publisher import encode
 
 GOLDEN = Path(__file__).resolve().parent.parent / "events" / "outbox_event_v1.json"
 # The digest of the golden sample. The view stores digests: if this changes (new field, other canonical

@@ -32,8 +32,8 @@ from onward.clock import epoch_ms, iso
 from onward.faults import InjectedCrash, injected
 from onward.heartbeat import Heartbeat, heartbeat_items
 from onward.models import OutboxEvent
-from relay.publisher import PublishStats
-from relay.relay import Relay, StreamRecord
+from onward.relay.publisher import PublishStats
+from onward.relay.relay import Relay, StreamRecord
 
 BASE_MS = 1_800_000_000_000
 SLOTS = 16

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from infra.template import TEMPLATE_PATH, environment_variable_for, load_template, referenced_names
+from onward.local.template import TEMPLATE_PATH, environment_variable_for, load_template, referenced_names
 from tests.codescan import read_code
 from tests.samtemplate import cfn_lint, translate, write_json
 
@@ -161,7 +161,7 @@ def api_events() -> dict[tuple[str, str], dict[str, Any]]:
 
 def test_the_gateway_routes_exactly_the_apps_routes() -> None:
     """A route the app serves but the gateway lacks would 404 at API Gateway, before the function."""
-    from handlers.api import app
+    from onward.handlers.api import app
 
     served = {(route.method, route.path.replace("<", "{").replace(">", "}"))
               for route in [*app._static_routes, *app._dynamic_routes]}

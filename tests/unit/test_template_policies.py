@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 
-from infra.template import environment_variable_for, load_template
+from onward.local.template import environment_variable_for, load_template
 from tests.codescan import CodeReading, read_code
 from tests.samtemplate import translate
 

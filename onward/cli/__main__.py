@@ -1,0 +1,5 @@
+import sys
+
+from onward.cli.main import main
+
+sys.exit(main())

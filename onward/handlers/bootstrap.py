@@ -1,0 +1,277 @@
+"""The one place Onward is wired (as cosmicpython's bootstrap.py): a `Deployment` builds each component from
+one `Settings`, over one boto3 client per service, the first time it is asked for, and keeps it. The Lambda
+entry points (handlers/), the `onward` command, the local platform (infra/) and the tests ask it for what they
+use instead of building it themselves.
+
+    deployment = Deployment.from_environment()      # this process's, for os.environ (Lambda, `onward`)
+    deployment = Deployment(settings, clients={"dynamodb": dynamodb})   # a test's own
+    deployment.job_store.create(...); deployment.relay.relay(...)
+
+It lives in handlers/ because it builds the relay, the projector and the API's authenticator, and
+dependencies point one way (handlers -> relay, projector -> onward; onward/ knows no entry point).
+
+A Lambda function builds only the components it uses, and each component's builder imports its module itself,
+so a function loads only that code (tests/codescan.py reads the builders the same way: a function is granted
+what the components it names can do). A variable a component needs but the environment lacks raises
+MissingSetting, naming it, when that component is first asked for; a value that cannot work raises
+InvalidSetting (or InvalidTokens) then, or at once for the values Settings reads.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
+
+from onward.settings import Settings, number_setting
+
+if TYPE_CHECKING:
+    from onward.checkpoints import CheckpointStore
+    from onward.handlers.auth import Authenticator
+    from onward.heartbeat_emitter import HeartbeatEmitter
+    from onward.lag import LagProbe
+    from onward.outbox import OutboxReader
+    from onward.parking import ParkedRecords
+    from onward.projector.projector import StatusProjector
+    from onward.relay.publisher import KinesisPublisher
+    from onward.relay.relay import Relay
+    from onward.schedule_store import DynamoSchedules
+    from onward.scheduler import Scheduler
+    from onward.shards import ShardCatalog
+    from onward.store import JobStore
+    from onward.view import StatusViewReader
+    from onward.worker import Worker
+
+DEFAULT_JOB_TYPES = ("demo.echo", "demo.sleep", "demo.flaky", "demo.fail", "demo.crash", "demo.hang")
+DEFAULT_WORKER_MODULE = "onward.demo"
+DEFAULT_WORKER_LEASE_S = 60.0
+# Variables outside ONWARD_* / *_TABLE / *_STREAM that Settings reads.
+_AWS_VARIABLES = frozenset({"AWS_ENDPOINT_URL", "AWS_REGION", "AWS_DEFAULT_REGION"})
+_DEPLOYMENTS_KEPT = 8
+
+T = TypeVar("T")
+
+
+class Component(Generic[T]):
+    """A Deployment's component: the decorated builder runs on first use, under the deployment's lock (so two
+    threads never build it twice), and its result is kept on the deployment. Being kept as an instance
+    attribute, it can be replaced there (a test's `monkeypatch.setattr(deployment, "relay", mine)`)."""
+
+    def __init__(self, build: Callable[[Deployment], T]) -> None:
+        self._build = build
+        self.__doc__ = build.__doc__
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._name = name
+
+    @overload
+    def __get__(self, deployment: None, owner: type | None = None) -> Component[T]: ...
+
+    @overload
+    def __get__(self, deployment: Deployment, owner: type | None = None) -> T: ...
+
+    def __get__(self, deployment: Deployment | None, owner: type | None = None) -> T | Component[T]:
+        if deployment is None:
+            return self
+        with deployment._lock:
+            if self._name not in deployment.__dict__:
+                deployment.__dict__[self._name] = self._build(deployment)
+            built: T = deployment.__dict__[self._name]
+        return built
+
+
+class Deployment:
+    """Every component of one deployment (one set of tables and streams), each built once, on first use.
+
+    `settings` names the resources; `clients` are boto3 clients to use instead of building them (by service
+    name: "dynamodb", "kinesis", "dynamodbstreams"); `environ` holds the entry points' own variables
+    (ONWARD_AUTH, ONWARD_TOKENS, ONWARD_JOB_TYPES, ONWARD_WORKER_MODULE, ...): without them, the defaults."""
+
+    def __init__(self, settings: Settings, *, clients: Mapping[str, Any] | None = None,
+                 environ: Mapping[str, str] | None = None) -> None:
+        self.settings = settings
+        self.environ: Mapping[str, str] = dict(environ or {})
+        self._clients: dict[str, Any] = dict(clients or {})
+        self._lock = threading.RLock()
+
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str] | None = None) -> Deployment:
+        """This process's deployment for the environment (os.environ by default): built on the first call,
+        the same object on every later call while the variables it reads (ONWARD_*, *_TABLE, *_STREAM,
+        AWS_ENDPOINT_URL, AWS_REGION, AWS_DEFAULT_REGION) keep their values. An environment with other values
+        (each test's stack) gets a deployment of its own; the last few are kept. InvalidSetting at once for a
+        value Settings cannot use."""
+        source = os.environ if environ is None else environ
+        variables = tuple(sorted((name, value) for name, value in source.items() if _configures(name)))
+        key = (cls, variables)
+        with _deployments_lock:
+            found = _deployments.pop(key, None)
+            if found is None:
+                found = cls(Settings.from_environment(dict(variables)), environ=dict(variables))
+            _deployments[key] = found
+            while len(_deployments) > _DEPLOYMENTS_KEPT:
+                _deployments.popitem(last=False)
+        return found
+
+    def client(self, service: str) -> Any:
+        """This deployment's boto3 client for `service`, shared by every component that talks to it."""
+        with self._lock:
+            if service not in self._clients:
+                self._clients[service] = self.settings.client(service)
+            return self._clients[service]
+
+    # --- the core ------------------------------------------------------------------------------------------
+
+    @Component
+    def job_store(self) -> JobStore:
+        """The job state machine (JOBS_TABLE, OUTBOX_TABLE; outbox TTLs from ONWARD_OUTBOX_RETENTION_DAYS, the
+        TTLs of ended jobs' items from ONWARD_JOB_RETENTION_DAYS)."""
+        from onward.store import JobStore
+
+        return JobStore(self.settings, client=self.client("dynamodb"))
+
+    @Component
+    def status_view(self) -> StatusViewReader:
+        """Reads of the status view (STATUS_TABLE)."""
+        from onward.view import StatusViewReader
+
+        return StatusViewReader(self.client("dynamodb"), self.settings.require("status_table"))
+
+    @Component
+    def checkpoint_store(self) -> CheckpointStore:
+        """The relay's checkpoints and the projector's watermarks (CHECKPOINT_TABLE)."""
+        from onward.checkpoints import CheckpointStore
+
+        return CheckpointStore(self.client("dynamodb"), self.settings.require("checkpoint_table"))
+
+    @Component
+    def parked_records(self) -> ParkedRecords:
+        """Stream records the relay and the projector could not read, with their reasons (PARKED_TABLE), kept
+        for ONWARD_JOB_RETENTION_DAYS."""
+        from onward.parking import ParkedRecords
+
+        return ParkedRecords(self.client("dynamodb"), self.settings.require("parked_table"),
+                             retention_s=self.settings.job_retention_s)
+
+    @Component
+    def outbox_reader(self) -> OutboxReader:
+        """Reads of the retained outbox: one job's events, a window, all (OUTBOX_TABLE)."""
+        from onward.outbox import OutboxReader
+
+        return OutboxReader(self.client("dynamodb"), self.settings.require("outbox_table"))
+
+    @Component
+    def heartbeat_emitter(self) -> HeartbeatEmitter:
+        """Writes the pipeline heartbeats into the outbox (OUTBOX_TABLE), K slots per beat by the count of
+        its stream's open shards."""
+        from onward.heartbeat_emitter import HeartbeatEmitter, OutboxShardCount
+
+        outbox = self.settings.require("outbox_table")
+        return HeartbeatEmitter(self.client("dynamodb"), outbox, stream_shards=OutboxShardCount(
+            self.client("dynamodb"), self.client("dynamodbstreams"), outbox))
+
+    @Component
+    def events_shards(self) -> ShardCatalog:
+        """The events stream's open shards, listed at most every 30 s (EVENTS_STREAM): every one bounds the
+        view's lag, projected or not."""
+        from onward.shards import ShardCatalog
+
+        return ShardCatalog(self.client("kinesis"), self.settings.require("events_stream"))
+
+    @Component
+    def schedules(self) -> DynamoSchedules:
+        """Tenants' periodic jobs and their due entries (JOBS_TABLE; onward.schedule_store)."""
+        from onward.schedule_store import DynamoSchedules
+
+        return DynamoSchedules(self.client("dynamodb"), self.settings.require("jobs_table"))
+
+    @Component
+    def scheduler(self) -> Scheduler:
+        """Creates the jobs of due schedules (onward.scheduler) in the job store."""
+        from onward.scheduler import Scheduler
+
+        return Scheduler(self.job_store, self.schedules)
+
+    # --- the event path ------------------------------------------------------------------------------------
+
+    @Component
+    def events_publisher(self) -> KinesisPublisher:
+        """Puts events and heartbeats on the events stream (EVENTS_STREAM)."""
+        from onward.relay.publisher import KinesisPublisher
+
+        return KinesisPublisher(self.client("kinesis"), self.settings.require("events_stream"))
+
+    @Component
+    def relay(self) -> Relay:
+        """Outbox stream -> events stream, with its own checkpoint; parks what it cannot read."""
+        from onward.relay.relay import Relay
+
+        return Relay(self.events_publisher, self.checkpoint_store, self.parked_records, self.outbox_reader)
+
+    @Component
+    def status_projector(self) -> StatusProjector:
+        """Events stream -> status view, under the version guard (STATUS_TABLE, CONFLICTS_TABLE); ended jobs'
+        view rows and kept conflicts expire after ONWARD_JOB_RETENTION_DAYS."""
+        from onward.projector.projector import StatusProjector
+
+        return StatusProjector(self.client("dynamodb"), self.settings.require("status_table"),
+                               self.settings.require("conflicts_table"), self.checkpoint_store,
+                               self.parked_records, retention_s=self.settings.job_retention_s)
+
+    # --- the entry points' own configuration --------------------------------------------------------------
+
+    @Component
+    def authenticator(self) -> Authenticator:
+        """Who is calling the HTTP API: ONWARD_AUTH=tokens|jwt and their variables (onward.handlers.auth);
+        InvalidTokens when ONWARD_TOKENS cannot work."""
+        from onward.handlers.auth import authenticator_from_environment
+
+        return authenticator_from_environment(self.environ)
+
+    @Component
+    def job_types(self) -> frozenset[str]:
+        """The job types the HTTP API accepts: the comma list ONWARD_JOB_TYPES, else DEFAULT_JOB_TYPES."""
+        listed = self.environ.get("ONWARD_JOB_TYPES", "").split(",")
+        return frozenset([name.strip() for name in listed if name.strip()] or DEFAULT_JOB_TYPES)
+
+    @Component
+    def worker_lease_s(self) -> float:
+        """The lease the worker function takes on each job: ONWARD_WORKER_LEASE_S, else 60 s."""
+        return number_setting(self.environ, "ONWARD_WORKER_LEASE_S", DEFAULT_WORKER_LEASE_S, positive=True)
+
+    @Component
+    def worker(self) -> Worker:
+        """The worker function's Worker: the job handlers of the `registry` of the module ONWARD_WORKER_MODULE
+        names (else onward.demo), each job leased for `worker_lease_s`. TypeError when it has no registry."""
+        from onward.worker import Registry, Worker
+
+        module = self.environ.get("ONWARD_WORKER_MODULE") or DEFAULT_WORKER_MODULE
+        registry = getattr(importlib.import_module(module), "registry", None)
+        if not isinstance(registry, Registry):
+            raise TypeError(f"ONWARD_WORKER_MODULE={module} has no `registry` (an onward.worker.Registry)")
+        return Worker(self.job_store, registry, lease_s=self.worker_lease_s)
+
+    # --- operators' tools -----------------------------------------------------------------------------------
+
+    def lag_probe(self, outbox_retention_days: float | None = None) -> LagProbe:
+        """A probe of the pipeline's lag (`onward lag`), new on each call; `outbox_retention_days` is the
+        retention the stack was deployed with (default: the settings', ONWARD_OUTBOX_RETENTION_DAYS)."""
+        from onward.lag import LagProbe
+
+        days = self.settings.outbox_retention_days if outbox_retention_days is None else outbox_retention_days
+        return LagProbe(self.client("dynamodb"), self.client("kinesis"),
+                        self.settings.require("checkpoint_table"), self.settings.require("outbox_table"),
+                        self.settings.require("events_stream"), outbox_retention_s=days * 86400.0)
+
+
+_deployments: OrderedDict[tuple[type[Deployment], tuple[tuple[str, str], ...]], Deployment] = OrderedDict()
+_deployments_lock = threading.Lock()
+
+
+def _configures(variable: str) -> bool:
+    """Whether a variable can change what a Deployment builds."""
+    return (variable.startswith("ONWARD_") or variable.endswith(("_TABLE", "_STREAM"))
+            or variable in _AWS_VARIABLES)

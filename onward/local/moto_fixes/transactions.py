@@ -1,0 +1,210 @@
+"""Transactions.
+
+moto deep-copies every table a transaction touches to be able to roll back, and keeps the copies: a
+transaction costs O(table size) and memory grows without bound. It also evaluates each condition after
+the previous actions of the same transaction were applied, where DynamoDB evaluates them all against the
+state before the transaction.
+
+`transact_write_items` here costs O(items in the transaction):
+1. every condition is evaluated against the state before the transaction; any failure cancels the whole
+   transaction before anything is written (no rollback needed, CancellationReasons as DynamoDB sends them);
+2. the items the transaction touches (only those) are copied, the actions are applied, and should an action
+   still fail (a validation error while applying), those items and the tables' stream records are restored;
+3. each table's stream receives exactly one record per item the committed transaction changed, with the
+   image before the transaction and the image after it.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Any
+
+from moto.dynamodb.comparisons import get_filter_expression
+from moto.dynamodb.exceptions import (
+    ConditionalCheckFailed,
+    MockValidationException,
+    MultipleTransactionsException,
+    TooManyTransactionsException,
+    TransactionCanceledException,
+    TransactWriteSingleOpException,
+)
+from moto.dynamodb.models import DynamoDBBackend
+from moto.dynamodb.models.dynamo_type import DynamoType, Item
+from moto.dynamodb.models.table import Table
+
+from onward.local.moto_fixes.queries import mark_written, ranged_items, unranged_items
+
+MAX_TRANSACTION_ACTIONS = 100
+_ACTION_KINDS = frozenset({"ConditionCheck", "Put", "Delete", "Update"})
+# A cancellation reason as TransactionCanceledException takes it: (code, message, old image), or no reason.
+_Reason = tuple[str, str, dict[str, Any] | None] | tuple[None, None, None]
+_NO_REASON: tuple[None, None, None] = (None, None, None)
+
+
+@dataclass(frozen=True)
+class _Action:
+    kind: str
+    table: Table
+    key: dict[str, Any]
+    hash_key: DynamoType
+    range_key: DynamoType | None
+    request: dict[str, Any]
+
+    @property
+    def identity(self) -> tuple[str, DynamoType, DynamoType | None]:
+        return (self.table.name, self.hash_key, self.range_key)
+
+    def current(self) -> Item | None:
+        return self.table.get_item(self.hash_key, self.range_key)
+
+
+def _parse(backend: DynamoDBBackend, entry: dict[str, Any]) -> _Action:
+    if len(entry) != 1:
+        raise TransactWriteSingleOpException()
+    kind, request = next(iter(entry.items()))
+    if kind not in _ACTION_KINDS:
+        raise MockValidationException(f"Unsupported transaction action {kind}")
+    table = backend.get_table(request["TableName"])
+    if kind == "Put":
+        key_names = [table.hash_key_attr] + ([table.range_key_attr] if table.range_key_attr else [])
+        missing = [name for name in key_names if name not in request["Item"]]
+        if missing:
+            raise MockValidationException(
+                f"One or more parameter values were invalid: Missing the key {missing[0]} in the item"
+            )
+        key = {name: request["Item"][name] for name in key_names}
+    else:
+        key = request["Key"]
+    hash_key, range_key = backend.get_keys_value(table, key)
+    return _Action(kind, table, key, hash_key, range_key, request)
+
+
+def _cancellation_reason(action: _Action) -> _Reason:
+    expression = action.request.get("ConditionExpression")
+    if expression is None:
+        return _NO_REASON
+    current = action.current()
+    condition = get_filter_expression(
+        expression,
+        action.request.get("ExpressionAttributeNames"),
+        action.request.get("ExpressionAttributeValues"),
+    )
+    try:
+        satisfied = condition.expr(current)
+    except TypeError:
+        # moto compares mismatched types (`txt > :number`) with Python's operators and raises, which the
+        # server turns into an HTTP 500; DynamoDB only compares values of one type: the condition is false.
+        satisfied = False
+    if satisfied:
+        return _NO_REASON
+    old_image = None
+    if action.request.get("ReturnValuesOnConditionCheckFailure") == "ALL_OLD" and current is not None:
+        old_image = current.to_json()["Attributes"]
+    return ("ConditionalCheckFailed", ConditionalCheckFailed().message, old_image)
+
+
+def _apply(backend: DynamoDBBackend, action: _Action) -> None:
+    request = action.request
+    if action.kind == "Put":
+        backend.put_item(action.table.name, request["Item"])
+    elif action.kind == "Update":
+        backend.update_item(
+            action.table.name,
+            action.key,
+            update_expression=request["UpdateExpression"],
+            # None when absent, as moto's own transact_write_items passes them (moto annotates dict)
+            expression_attribute_names=request.get("ExpressionAttributeNames"),  # type: ignore[arg-type]  # None ok
+            expression_attribute_values=request.get("ExpressionAttributeValues"),  # type: ignore[arg-type]  # None ok
+        )
+    elif action.kind == "Delete":
+        backend.delete_item(action.table.name, action.key)
+
+
+class _Touched:
+    """The items one transaction writes, as they were before it, plus each stream's length."""
+
+    def __init__(self, writes: list[_Action]) -> None:
+        self._writes = writes
+        self._before = [copy.deepcopy(action.current()) for action in writes]
+        self._stream_lengths = {
+            id(action.table): len(action.table.stream_shard.items)
+            for action in writes
+            if action.table.stream_shard is not None
+        }
+
+    def restore(self) -> None:
+        for action, before in zip(self._writes, self._before, strict=True):
+            _store(action, before)
+        self._truncate_streams()
+
+    def rewrite_stream_records(self) -> None:
+        """One record per changed item, before-image to after-image (moto's own calls may have emitted
+        several, e.g. two INSERTs for an Update that creates an item)."""
+        self._truncate_streams()
+        for action, before in zip(self._writes, self._before, strict=True):
+            shard = action.table.stream_shard
+            after = action.current()
+            if shard is None or _attributes(before) == _attributes(after):
+                continue
+            shard.add(before, after)
+
+    def _truncate_streams(self) -> None:
+        for action in self._writes:
+            shard = action.table.stream_shard
+            if shard is not None:
+                del shard.items[self._stream_lengths[id(action.table)] :]
+
+
+def _attributes(item: Item | None) -> dict[str, Any] | None:
+    return None if item is None else item.to_json()["Attributes"]
+
+
+def _store(action: _Action, item: Item | None) -> None:
+    mark_written(action.table, (action.hash_key, action.range_key))
+    if action.range_key is None:
+        items = unranged_items(action.table)
+        if item is None:
+            items.pop(action.hash_key, None)
+        else:
+            items[action.hash_key] = item
+        return
+    rows = ranged_items(action.table)
+    by_range = rows[action.hash_key]  # a defaultdict: {} for a new hash key
+    if item is None:
+        by_range.pop(action.range_key, None)
+        if not by_range:
+            rows.pop(action.hash_key, None)
+    else:
+        by_range[action.range_key] = item
+
+
+def transact_write_items(self: DynamoDBBackend, transact_items: list[dict[str, Any]]) -> None:
+    """All-or-nothing TransactWriteItems in O(items in the transaction)."""
+    if len(transact_items) > MAX_TRANSACTION_ACTIONS:
+        raise TooManyTransactionsException()
+    actions = [_parse(self, entry) for entry in transact_items]
+    if len({action.identity for action in actions}) != len(actions):
+        raise MultipleTransactionsException()
+
+    reasons = [_cancellation_reason(action) for action in actions]
+    if any(code is not None for code, _, _ in reasons):
+        raise TransactionCanceledException(reasons)
+
+    writes = [action for action in actions if action.kind != "ConditionCheck"]
+    touched = _Touched(writes)
+    for position, action in enumerate(actions):
+        try:
+            _apply(self, action)
+        except MockValidationException:
+            touched.restore()
+            raise
+        except Exception as error:
+            touched.restore()
+            failed: list[_Reason] = [_NO_REASON] * len(actions)
+            failed[position] = (type(error).__name__, str(error), None)
+            raise TransactionCanceledException(failed) from error
+    touched.rewrite_stream_records()
+
+
+PATCHES = ((DynamoDBBackend, "transact_write_items", transact_write_items),)

@@ -1,0 +1,555 @@
+"""Lambda's event source mappings, on this machine.
+
+Each poller reads its source through the real AWS API of the embedded endpoint (DynamoDB Streams, Kinesis),
+builds events of the exact shape Lambda sends, invokes the SAME handler that runs on AWS, and honours its
+partial batch response the way Lambda does: the next batch starts at the lowest failed sequence number.
+
+Shards are isolated, as Lambda's pollers are: whatever fails while one shard is polled (GetRecords, the
+handler raising, an expired iterator) is logged without record contents, that shard resumes from its last
+good position after a backoff of its own, and every other shard is still polled. A record the AWS SDK
+cannot parse (moto's stream record for a map with an empty-string key is one) is found by reading one
+record at a time, parked with its raw JSON and the reason, and its shard continues after it.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from aws_lambda_powertools import Logger
+from botocore.exceptions import BotoCoreError, ClientError
+
+from onward.checkpoints import PROJECTOR_CONSUMER, RELAY_CONSUMER, Checkpoint, CheckpointStore
+from onward.clock import iso, system_clock
+from onward.local.lambda_context import LocalLambdaContext
+from onward.parking import ParkedRecords
+from onward.relay.relay import Relay
+
+Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
+Monotonic = Callable[[], float]
+REGION = "us-east-1"
+
+AT_SEQUENCE_NUMBER = "AT_SEQUENCE_NUMBER"
+AFTER_SEQUENCE_NUMBER = "AFTER_SEQUENCE_NUMBER"
+TRIM_HORIZON = "TRIM_HORIZON"
+EXPIRED_ITERATOR = "ExpiredIteratorException"
+INSERT = "INSERT"
+RAW_ANSWER_HOOK = "onward-local-mappings-raw-get-records"
+RELIST_EVERY_S = 3.0  # the outbox poller lists the stream's shards again at least this often while busy
+
+logger = Logger(service="onward-local-mappings")
+
+
+def _epoch_s(value: Any) -> float:
+    return value.timestamp() if isinstance(value, datetime) else float(value)
+
+
+def _failed_sequence(response: dict[str, Any]) -> str | None:
+    failures = response.get("batchItemFailures") or []
+    return min((f["itemIdentifier"] for f in failures), key=int) if failures else None
+
+
+def _error_code(error: Exception) -> str | None:
+    return error.response.get("Error", {}).get("Code") if isinstance(error, ClientError) else None
+
+
+# --- reading records, even those the SDK cannot parse -------------------------------------------------------
+
+@dataclass(frozen=True)
+class UnreadableRecord:
+    """A stream record the AWS SDK could not parse, as the service sent it."""
+
+    sequence_number: str
+    raw: bytes  # the record's JSON from the service's answer
+    event_name: str | None  # DynamoDB stream records: INSERT, MODIFY, REMOVE; Kinesis records: None
+    reason: str  # the parser's error
+
+
+@dataclass(frozen=True)
+class RecordBatch:
+    """One GetRecords answer: the parsed records, in stream order, up to the first unreadable one if any."""
+
+    records: list[dict[str, Any]]
+    next_iterator: str | None
+    unreadable: UnreadableRecord | None = None  # the record that ended the batch; read on after it
+
+
+class _UnparsableAnswer(Exception):
+    """GetRecords answered, and botocore could not parse the answer: `body` is what the service sent."""
+
+    def __init__(self, body: bytes, error: Exception) -> None:
+        super().__init__(type(error).__name__)
+        self.body = body
+        self.error = error
+
+
+_raw_answers = threading.local()  # the last GetRecords answer body, per thread (parsing runs on the caller's)
+
+
+def _keep_raw_answer(response_dict: dict[str, Any], **_: Any) -> None:
+    _raw_answers.body = response_dict.get("body")
+
+
+class RecordReader:
+    """GetRecords on one client (DynamoDB Streams or Kinesis) that survives an answer the SDK cannot parse:
+    the batch is read again one record at a time from the same iterator, and the record that cannot be
+    parsed is returned raw (from a botocore `before-parse` hook on the client) instead of raising."""
+
+    def __init__(self, client: Any, sequence_of: Callable[[dict[str, Any]], str]) -> None:
+        self._client = client
+        self._sequence_of = sequence_of
+        meta = getattr(client, "meta", None)
+        if meta is not None:  # a test's fake client may have none: then an unparsable answer just raises
+            service = meta.service_model.service_id.hyphenize()
+            meta.events.register(f"before-parse.{service}.GetRecords", _keep_raw_answer,
+                                 unique_id=RAW_ANSWER_HOOK)
+
+    def read(self, iterator: str, limit: int) -> RecordBatch:
+        try:
+            response = self._get_records(iterator, limit)
+        except _UnparsableAnswer:
+            return self._read_one_by_one(iterator, limit)
+        return RecordBatch(response["Records"], response.get("NextShardIterator"))
+
+    def _get_records(self, iterator: str, limit: int) -> dict[str, Any]:
+        _raw_answers.body = None
+        try:
+            response: dict[str, Any] = self._client.get_records(ShardIterator=iterator, Limit=limit)
+        except (ClientError, BotoCoreError):
+            raise  # the service refused, or the connection failed: nothing to parse
+        except Exception as error:
+            body, _raw_answers.body = getattr(_raw_answers, "body", None), None
+            if body is None:
+                raise
+            raise _UnparsableAnswer(body, error) from error
+        _raw_answers.body = None  # not kept: a Kinesis answer can hold megabytes
+        return response
+
+    def _read_one_by_one(self, iterator: str, limit: int) -> RecordBatch:
+        records: list[dict[str, Any]] = []
+        for _ in range(limit):
+            try:
+                response = self._get_records(iterator, 1)
+            except _UnparsableAnswer as unparsable:
+                return RecordBatch(records, None, self._unreadable(unparsable))
+            records += response["Records"]
+            next_iterator = response.get("NextShardIterator")
+            if not response["Records"] or next_iterator is None:
+                return RecordBatch(records, next_iterator)
+            iterator = next_iterator
+        return RecordBatch(records, iterator)
+
+    def _unreadable(self, unparsable: _UnparsableAnswer) -> UnreadableRecord:
+        """The single record of a Limit=1 answer; the parser's own error when the answer names none."""
+        try:
+            (record,) = json.loads(unparsable.body)["Records"]
+            sequence_number = str(self._sequence_of(record))
+        except (ValueError, KeyError, TypeError):
+            raise unparsable.error from None
+        reason = f"{type(unparsable.error).__name__}: {unparsable.error}"
+        return UnreadableRecord(sequence_number, json.dumps(record, separators=(",", ":")).encode(),
+                                record.get("eventName"), reason)
+
+
+# --- one poller per source, shard by shard ------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ShardBackoff:
+    """How long a shard whose poll failed waits before it is polled again: `first_s`, doubled for each
+    further failure in a row, at most `max_s`."""
+
+    first_s: float = 0.5
+    max_s: float = 30.0
+
+    def delay_s(self, failures: int) -> float:
+        growth: float = 2 ** (failures - 1)  # an int (a float below one failure)
+        return min(self.max_s, self.first_s * growth)
+
+
+@dataclass(frozen=True)
+class StreamPosition:
+    """Where a shard is read from again: at or after a sequence number."""
+
+    iterator_type: str  # AT_SEQUENCE_NUMBER | AFTER_SEQUENCE_NUMBER
+    sequence_number: str
+
+
+@dataclass
+class _ShardCursor:
+    """One shard's reading state: the live iterator, the last good position to re-create it from, and
+    its failures in a row."""
+
+    iterator: str | None = None
+    resume: StreamPosition | None = None  # None: from the consumer's stored position
+    failures: int = 0
+    retry_at: float = 0.0  # time.monotonic() before which the shard is not polled
+
+
+class _ShardPoller(ABC):
+    """What both mappings share: every shard polled on its own, a failing shard backed off."""
+
+    def __init__(self, reader: RecordReader, source: str, stream: str, batch_size: int,
+                 parked: ParkedRecords | None, backoff: ShardBackoff, monotonic: Monotonic,
+                 positions: CheckpointStore, consumer: str) -> None:
+        self._reader = reader
+        self._source = source  # the consumer the records are for: names it in logs and parked records
+        self._stream = stream  # the stream's name or ARN, as its API takes it
+        self._batch_size = batch_size
+        self._parked = parked
+        self._backoff = backoff
+        self._monotonic = monotonic
+        self._cursors: dict[str, _ShardCursor] = {}
+        self._drained: set[str] = set()  # closed shards read to their end
+        self._positions = positions  # the mapping's own position per shard, under `consumer`
+        self._consumer = consumer
+
+    def _readable(self, shards: list[dict[str, Any]]) -> Iterator[str]:
+        """The shards to poll, parents before children, as Lambda reads them after a split or a merge, decided
+        as the poll reaches each: a parent drained earlier in the same poll lets its children be read in it
+        too. A parent no longer listed (trimmed) holds nothing back."""
+        listed = {shard["ShardId"] for shard in shards}
+        parents_of: dict[str, set[str]] = {  # a trimmed parent is no longer listed: it holds nothing back
+            shard["ShardId"]: {shard[key] for key in ("ParentShardId", "AdjacentParentShardId")
+                               if shard.get(key) in listed}
+            for shard in shards}
+
+        generations: dict[str, int] = {}
+
+        def generation(shard_id: str) -> int:
+            if shard_id not in generations:
+                generations[shard_id] = 0  # a cycle (never on AWS) cannot recurse forever
+                generations[shard_id] = max((generation(p) + 1 for p in parents_of[shard_id]), default=0)
+            return generations[shard_id]
+
+        for shard_id in sorted(parents_of, key=generation):  # stable: listing order within a generation
+            if shard_id not in self._drained and parents_of[shard_id] <= self._drained:
+                yield shard_id
+
+    @property
+    def failing_shards(self) -> frozenset[str]:
+        """Shards whose last poll failed (each waits out its backoff, then resumes from its last good
+        position)."""
+        return frozenset(shard_id for shard_id, cursor in self._cursors.items() if cursor.failures)
+
+    @abstractmethod
+    def _open(self, shard_id: str, position: StreamPosition | None) -> str:
+        """An iterator at `position`, or at the consumer's stored position when None."""
+
+    @abstractmethod
+    def _poll_shard(self, shard_id: str, cursor: _ShardCursor) -> int:
+        """One batch of one shard; the records delivered to the handler or parked."""
+
+    def _poll_shards(self, shard_ids: Iterable[str]) -> int:
+        """Poll each shard in turn (`shard_ids` is consumed lazily); the records taken from all of them."""
+        taken = 0
+        for shard_id in shard_ids:
+            cursor = self._cursors.setdefault(shard_id, _ShardCursor())
+            if cursor.retry_at > self._monotonic():
+                continue
+            try:
+                taken += self._poll_shard(shard_id, cursor)
+            except Exception as error:  # noqa: BLE001 - one shard's failure must not stop the others
+                self._shard_failed(shard_id, cursor, error)
+            else:
+                cursor.failures = 0
+        return taken
+
+    def _shard_failed(self, shard_id: str, cursor: _ShardCursor, error: Exception) -> None:
+        cursor.iterator = None  # re-created from cursor.resume: an invalid iterator is not reused
+        cursor.failures += 1
+        delay_s = self._backoff.delay_s(cursor.failures)
+        cursor.retry_at = self._monotonic() + delay_s
+        # The error's class and code only: its message may quote a record.
+        logger.warning("polling a shard failed; it resumes from its last good position",
+                       extra={"source": self._source, "shard_id": shard_id, "error": type(error).__name__,
+                              "error_code": _error_code(error), "failures": cursor.failures,
+                              "retry_in_s": delay_s})
+
+    def _read(self, shard_id: str, cursor: _ShardCursor) -> RecordBatch:
+        """The shard's next batch; an expired iterator is re-created from the last good position once."""
+        if cursor.iterator is None:
+            cursor.iterator = self._open(shard_id, cursor.resume)
+        try:
+            return self._reader.read(cursor.iterator, self._batch_size)
+        except ClientError as error:
+            if _error_code(error) != EXPIRED_ITERATOR:
+                raise
+        cursor.iterator = self._open(shard_id, cursor.resume)
+        return self._reader.read(cursor.iterator, self._batch_size)
+
+    def _move(self, shard_id: str, cursor: _ShardCursor, position: StreamPosition) -> None:
+        cursor.resume = position
+        cursor.iterator = None  # set first: should opening fail, the shard is retried from `position`
+        cursor.iterator = self._open(shard_id, position)
+
+    def _remember(self, shard_id: str, sequence_number: str) -> None:
+        """The mapping's own position: the shard is done up to `sequence_number`."""
+        self._positions.advance(self._consumer, Checkpoint(shard_id, sequence_number, iso(system_clock())))
+
+    def _park(self, shard_id: str, record: UnreadableRecord) -> None:
+        if self._parked is None:
+            raise RuntimeError("an unreadable record and no parked table to set it aside in")
+        reason = (f"the AWS SDK could not parse this record of GetRecords ({record.reason}); "
+                  f"stream {self._stream}, shard {shard_id}, sequence number {record.sequence_number}")
+        self._parked.park(self._source, shard_id, record.sequence_number, record.raw, reason)
+        logger.warning("parked an unreadable stream record", extra={
+            "source": self._source, "shard_id": shard_id, "sequence_number": record.sequence_number})
+
+
+def _noting(shard_ids: Iterable[str], seen: set[str]) -> Iterator[str]:
+    """`shard_ids` as they are, each added to `seen` as it is taken."""
+    for shard_id in shard_ids:
+        seen.add(shard_id)
+        yield shard_id
+
+
+def _stream_record_sequence(record: dict[str, Any]) -> str:
+    sequence_number: str = record["dynamodb"]["SequenceNumber"]
+    return sequence_number
+
+
+def _kinesis_record_sequence(record: dict[str, Any]) -> str:
+    sequence_number: str = record["SequenceNumber"]
+    return sequence_number
+
+
+class OutboxStreamPoller(_ShardPoller):
+    """The relay's event source: the outbox table's DynamoDB stream, INSERT records only (the filter
+    template.yaml puts on the mapping), batches of `batch_size`. Its position per shard (what Lambda's
+    mapping keeps for itself) is kept in the checkpoint table as `consumer`; when the stream was trimmed
+    past it, the relay re-publishes from the outbox first. An unreadable INSERT is parked in `parked`
+    (source "relay"); without `parked` its shard stays on it, backed off.
+
+    Every shard is read, as Lambda's mapping reads them: the shards DescribeStream lists (page by page), a
+    child only once its parent is drained (listed as closed, and read to its end: GetRecords answered no
+    NextShardIterator), so that an item's records from before a split reach the handler before those after
+    it. The events name the stream, never the shard (eventSourceARN is the stream's ARN).
+
+    The listing is kept between polls, not asked for in every one: the stream is described again when a
+    shard was read to its end (a split or a rollover closed it: its children are listed now), when a
+    shard failed (it may have been trimmed away), at least every `relist_every_s` while polls keep
+    finding records (an open shard's split, and any shard added, is seen while its parent is still being
+    read), and before a poll answers that it found nothing: a poll that takes no record has read every
+    shard of a listing made during it, so polling until idle still means the whole stream is read."""
+
+    def __init__(self, streams: Any, stream_arn: str, handler: Handler, relay: Relay, positions: CheckpointStore,
+                 batch_size: int = 100, consumer: str = "local-mapping:relay", *,
+                 parked: ParkedRecords | None = None, backoff: ShardBackoff = ShardBackoff(),
+                 monotonic: Monotonic = time.monotonic, relist_every_s: float = RELIST_EVERY_S) -> None:
+        super().__init__(RecordReader(streams, _stream_record_sequence), RELAY_CONSUMER, stream_arn,
+                         batch_size, parked, backoff, monotonic, positions, consumer)
+        self._streams = streams
+        self._arn = stream_arn
+        self._handler = handler
+        self._relay = relay
+        self._relist_every_s = relist_every_s
+        self._shards: list[dict[str, Any]] | None = None  # the latest listing, None before the first
+        self._listed_at = 0.0  # monotonic time of the latest listing
+        self._relist = False  # list again at the next poll: a shard ended or failed since the latest listing
+        self._listed_closed: frozenset[str] = frozenset()  # shards the latest listing showed closed
+
+    def _iterator(self, shard_id: str, kind: str, sequence_number: str | None = None) -> str:
+        request = {"StreamArn": self._arn, "ShardId": shard_id, "ShardIteratorType": kind}
+        if sequence_number is not None:
+            request["SequenceNumber"] = sequence_number
+        iterator: str = self._streams.get_shard_iterator(**request)["ShardIterator"]
+        return iterator
+
+    def _open(self, shard_id: str, position: StreamPosition | None) -> str:
+        if position is None:
+            stored = self._positions.checkpoint(self._consumer, shard_id)
+            if stored is None:
+                return self._iterator(shard_id, TRIM_HORIZON)
+            position = StreamPosition(AFTER_SEQUENCE_NUMBER, stored.sequence_number)
+        try:
+            return self._iterator(shard_id, position.iterator_type, position.sequence_number)
+        except ClientError as error:
+            if _error_code(error) != "TrimmedDataAccessException":
+                raise
+            self._relay.recover()
+            return self._iterator(shard_id, TRIM_HORIZON)
+
+    def poll_once(self) -> int:
+        """One batch per readable shard; the number of records delivered to the handler or parked. A child
+        shard is read only once its parent is drained. A shard that fails is skipped until its backoff
+        ends; failing to list the shards raises. Zero means that no shard of a listing made during this
+        call had a record to read (see the class)."""
+        listed_now = (self._shards is None or self._relist
+                      or self._monotonic() - self._listed_at >= self._relist_every_s)
+        shards = self._list() if listed_now else self._shards
+        assert shards is not None
+        polled: set[str] = set()
+        taken = self._poll_shards(_noting(self._readable(shards), polled))
+        if taken or listed_now:
+            return taken
+        # Nothing on a listing from an earlier poll: list again, and read what it adds (new shards, and
+        # shards read to their end that it may show closed, with their children), not the shards this poll
+        # has read or tried (a failed one waits for its backoff, as in any poll).
+        return self._poll_shards(shard_id for shard_id in self._readable(self._list())
+                                 if shard_id not in polled or self._ended(shard_id))
+
+    def _ended(self, shard_id: str) -> bool:
+        """Read to its end (GetRecords answered no NextShardIterator), not drained: not listed closed then."""
+        cursor = self._cursors[shard_id]
+        return cursor.iterator is None and not cursor.failures and shard_id not in self._drained
+
+    def _list(self) -> list[dict[str, Any]]:
+        shards = self._list_shards()
+        self._shards, self._listed_at, self._relist = shards, self._monotonic(), False
+        self._listed_closed = frozenset(shard["ShardId"] for shard in shards
+                                        if "EndingSequenceNumber" in shard["SequenceNumberRange"])
+        return shards
+
+    def _shard_failed(self, shard_id: str, cursor: _ShardCursor, error: Exception) -> None:
+        super()._shard_failed(shard_id, cursor, error)
+        self._relist = True  # the shard may be gone (trimmed): the next poll lists the stream again
+
+    def _list_shards(self) -> list[dict[str, Any]]:
+        """Every shard of the stream: DescribeStream, page after page (ExclusiveStartShardId)."""
+        shards: list[dict[str, Any]] = []
+        request: dict[str, Any] = {"StreamArn": self._arn}
+        while True:
+            description = self._streams.describe_stream(**request)["StreamDescription"]
+            shards += description["Shards"]
+            last = description.get("LastEvaluatedShardId")
+            if not last:
+                return shards
+            request["ExclusiveStartShardId"] = last
+
+    def _poll_shard(self, shard_id: str, cursor: _ShardCursor) -> int:
+        batch = self._read(shard_id, cursor)
+        inserts = [r for r in batch.records if r["eventName"] == INSERT]
+        if inserts:
+            result = self._handler({"Records": [self._lambda_record(r) for r in inserts]},
+                                   LocalLambdaContext("onward-relay"))
+            failed = _failed_sequence(result)
+            if failed is not None:
+                done = [r for r in inserts if int(_stream_record_sequence(r)) < int(failed)]
+                if done:
+                    self._remember(shard_id, _stream_record_sequence(done[-1]))
+                self._move(shard_id, cursor, StreamPosition(AT_SEQUENCE_NUMBER, failed))
+                return len(inserts)
+        taken = len(inserts)
+        if batch.unreadable is not None:
+            if batch.unreadable.event_name == INSERT:  # the mapping's filter drops the others unread
+                self._park(shard_id, batch.unreadable)
+                taken += 1
+            self._remember(shard_id, batch.unreadable.sequence_number)
+            self._move(shard_id, cursor, StreamPosition(AFTER_SEQUENCE_NUMBER,
+                                                        batch.unreadable.sequence_number))
+            return taken
+        if batch.records:
+            last = _stream_record_sequence(batch.records[-1])
+            if inserts:
+                self._remember(shard_id, last)
+            cursor.resume = StreamPosition(AFTER_SEQUENCE_NUMBER, last)
+        cursor.iterator = batch.next_iterator
+        if batch.next_iterator is None:
+            if shard_id in self._listed_closed:  # a closed shard, read to its end
+                self._drained.add(shard_id)
+            # Either way the listing is behind: a drained shard's children may be missing from it, and a
+            # shard that ended while listed open is closed now (it drains once a listing says so).
+            self._relist = True
+        return taken
+
+    def _lambda_record(self, record: dict[str, Any]) -> dict[str, Any]:
+        dynamodb = dict(record["dynamodb"])
+        dynamodb["ApproximateCreationDateTime"] = _epoch_s(dynamodb["ApproximateCreationDateTime"])
+        return {
+            "eventID": record["eventID"],
+            "eventName": record["eventName"],
+            "eventVersion": record.get("eventVersion", "1.1"),
+            "eventSource": "aws:dynamodb",
+            "awsRegion": record.get("awsRegion", REGION),
+            "dynamodb": dynamodb,
+            "eventSourceARN": self._arn,
+        }
+
+
+class EventsStreamPoller(_ShardPoller):
+    """The projector's event source: every shard of the Kinesis events stream, batches of `batch_size`.
+    Its position (what Lambda's mapping keeps for itself) is kept in the checkpoint table as `consumer`.
+    An unreadable record is parked in `parked` (source "projector"); without `parked` its shard stays on
+    it, backed off, while the other shards go on."""
+
+    def __init__(self, kinesis: Any, stream_name: str, handler: Handler, positions: CheckpointStore,
+                 batch_size: int = 100, consumer: str = "local-mapping:projector", *,
+                 parked: ParkedRecords | None = None, backoff: ShardBackoff = ShardBackoff(),
+                 monotonic: Monotonic = time.monotonic) -> None:
+        super().__init__(RecordReader(kinesis, _kinesis_record_sequence), PROJECTOR_CONSUMER, stream_name,
+                         batch_size, parked, backoff, monotonic, positions, consumer)
+        self._kinesis = kinesis
+        self._handler = handler
+        self._arn = kinesis.describe_stream_summary(StreamName=stream_name)["StreamDescriptionSummary"]["StreamARN"]
+
+    def _open(self, shard_id: str, position: StreamPosition | None) -> str:
+        request: dict[str, Any] = {"StreamName": self._stream, "ShardId": shard_id}
+        if position is None:
+            stored = self._positions.checkpoint(self._consumer, shard_id)
+            position = StreamPosition(AFTER_SEQUENCE_NUMBER, stored.sequence_number) if stored else None
+        if position is None:
+            request["ShardIteratorType"] = TRIM_HORIZON
+        else:
+            request |= {"ShardIteratorType": position.iterator_type,
+                        "StartingSequenceNumber": position.sequence_number}
+        iterator: str = self._kinesis.get_shard_iterator(**request)["ShardIterator"]
+        return iterator
+
+    def poll_once(self) -> int:
+        """One batch per readable shard; the number of records delivered to the handler or parked. As
+        Lambda does after a reshard, a child shard is read only once its parents are drained (read to
+        their end). A shard that fails is skipped until its backoff ends; failing to list shards raises."""
+        return self._poll_shards(self._readable(self._kinesis.list_shards(StreamName=self._stream)["Shards"]))
+
+    def _poll_shard(self, shard_id: str, cursor: _ShardCursor) -> int:
+        batch = self._read(shard_id, cursor)
+        taken = 0
+        if batch.records:
+            result = self._handler({"Records": [self._lambda_record(shard_id, r) for r in batch.records]},
+                                   LocalLambdaContext("onward-projector"))
+            taken = len(batch.records)
+            failed = _failed_sequence(result)
+            if failed is not None:
+                done = [r for r in batch.records if int(_kinesis_record_sequence(r)) < int(failed)]
+                if done:
+                    self._remember(shard_id, _kinesis_record_sequence(done[-1]))
+                self._move(shard_id, cursor, StreamPosition(AT_SEQUENCE_NUMBER, failed))
+                return taken
+            self._remember(shard_id, _kinesis_record_sequence(batch.records[-1]))
+        if batch.unreadable is not None:
+            self._park(shard_id, batch.unreadable)
+            self._remember(shard_id, batch.unreadable.sequence_number)
+            self._move(shard_id, cursor, StreamPosition(AFTER_SEQUENCE_NUMBER,
+                                                        batch.unreadable.sequence_number))
+            return taken + 1
+        if batch.records:
+            cursor.resume = StreamPosition(AFTER_SEQUENCE_NUMBER, _kinesis_record_sequence(batch.records[-1]))
+        cursor.iterator = batch.next_iterator
+        if not batch.records and batch.next_iterator is None:  # a closed shard, read to its end
+            self._drained.add(shard_id)
+        return taken
+
+    def _lambda_record(self, shard_id: str, record: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "kinesis": {
+                "kinesisSchemaVersion": "1.0",
+                "partitionKey": record["PartitionKey"],
+                "sequenceNumber": record["SequenceNumber"],
+                "data": base64.b64encode(record["Data"]).decode(),
+                "approximateArrivalTimestamp": _epoch_s(record["ApproximateArrivalTimestamp"]),
+            },
+            "eventSource": "aws:kinesis",
+            "eventVersion": "1.0",
+            "eventID": f"{shard_id}:{record['SequenceNumber']}",
+            "eventName": "aws:kinesis:record",
+            "invokeIdentityArn": "arn:aws:iam::123456789012:role/onward-projector",
+            "awsRegion": REGION,
+            "eventSourceARN": self._arn,
+        }

@@ -643,7 +643,7 @@ def test_data_resources_template_keeps_only_data_resources() -> None:
                                          "EventsRetentionHours"}
     assert all(subset["Parameters"][name] == template["Parameters"][name] for name in subset["Parameters"])
     assert set(subset["Conditions"]) == {"ProtectTables", "OnDemandEvents"}
-    assert "JwtIssuer" in template["Parameters"] and "WorkerOn" in template["Conditions"]
+    assert "JwtIssuer" in template["Parameters"] and "WorkerOnLambda" in template["Conditions"]
     assert subset["Resources"]["JobsTable"]["Properties"]["DeletionProtectionEnabled"] == {
         "Fn::If": ["ProtectTables", True, False]}
     assert environment_variable_for("JobsTable") == "JOBS_TABLE"

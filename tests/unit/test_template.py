@@ -228,9 +228,9 @@ def test_reaper_runs_on_its_schedule_and_the_worker_only_when_enabled(translated
     rules = {name: r for name, r in translated["Resources"].items() if r["Type"] == "AWS::Events::Rule"}
     assert rules["ReaperFunctionSchedule"]["Properties"]["ScheduleExpression"] == {"Ref": "ReaperSchedule"}
     assert rules["WorkerFunctionSchedule"]["Properties"]["ScheduleExpression"] == {"Ref": "WorkerSchedule"}
-    conditional = {name for name, r in translated["Resources"].items() if r.get("Condition") == "WorkerOn"}
+    conditional = {name for name, r in translated["Resources"].items() if r.get("Condition") == "WorkerOnLambda"}
     assert {"WorkerFunction", "WorkerRole", "WorkerLogGroup", "WorkerFunctionSchedule"} <= conditional
-    assert TEMPLATE["Parameters"]["WorkerEnabled"]["Default"] == "false"
+    assert TEMPLATE["Parameters"]["WorkerRuntime"]["Default"] == "ecs"
 
 
 # --- alarms ---------------------------------------------------------------------------------------------

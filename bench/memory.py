@@ -74,7 +74,7 @@ class Platform:
     otherwise fill the pipe and stop it)."""
 
     def __init__(self, environment: dict[str, str], workers: int) -> None:
-        self._command = [sys.executable, "-m", "cli", "up", "--endpoint-url", environment["AWS_ENDPOINT_URL"],
+        self._command = [sys.executable, "-m", "onward.cli", "up", "--endpoint-url", environment["AWS_ENDPOINT_URL"],
                          "--stack", "onward", "--http-port", "0", "--token", f"bench={TOKEN}",
                          "--workers", str(workers)]
         self._environment = {**os.environ, **environment, "POWERTOOLS_METRICS_DISABLED": "true",

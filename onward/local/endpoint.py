@@ -460,7 +460,7 @@ class EndpointProcess:
         return self._process.pid
 
     def start(self) -> Self:
-        self._process = subprocess.Popen([sys.executable, "-m", "cli", "endpoint", "--port", str(self._port),
+        self._process = subprocess.Popen([sys.executable, "-m", "onward.cli", "endpoint", "--port", str(self._port),
                                           *self._arguments], stdout=subprocess.PIPE, text=True,
                                          start_new_session=True, env={**os.environ, PARENT_VARIABLE: str(os.getpid())})
         assert self._process.stdout is not None

@@ -17,7 +17,7 @@ from onward.models import NewJob
 from onward.states import TERMINAL_STATES
 from onward.store import JobStore
 
-ONWARD = [sys.executable, "-m", "cli"]
+ONWARD = [sys.executable, "-m", "onward.cli"]
 
 
 def free_port() -> int:

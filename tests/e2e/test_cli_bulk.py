@@ -13,7 +13,7 @@ from onward.models import ErrorSummary, NewJob
 from onward.states import JobState
 from onward.store import JobStore
 
-ONWARD = [sys.executable, "-m", "cli"]
+ONWARD = [sys.executable, "-m", "onward.cli"]
 
 
 def onward(environment: dict[str, str], *argv: str) -> subprocess.CompletedProcess[str]:

@@ -16,7 +16,7 @@ from onward.models import NewJob
 from onward.recorder import Tenant
 from onward.store import JobStore
 
-ONWARD = [sys.executable, "-m", "cli"]
+ONWARD = [sys.executable, "-m", "onward.cli"]
 
 
 def onward(environment: dict[str, str], *argv: str) -> subprocess.CompletedProcess[str]:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from onward.models import MAX_TIMEOUT_S
 
-ONWARD = [sys.executable, "-m", "cli"]
+ONWARD = [sys.executable, "-m", "onward.cli"]
 ROOT = Path(__file__).resolve().parents[2]
 
 

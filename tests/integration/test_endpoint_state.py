@@ -155,7 +155,7 @@ def test_periodic_snapshots_keep_what_was_written_before_a_crash(tmp_path: Path)
 
 
 def _endpoint_command(data_dir: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "cli", "endpoint", "--port", "0", "--data-dir", str(data_dir)],
+    return subprocess.run([sys.executable, "-m", "onward.cli", "endpoint", "--port", "0", "--data-dir", str(data_dir)],
                           capture_output=True, text=True, timeout=120, check=False)
 
 

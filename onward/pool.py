@@ -4,19 +4,38 @@ of the local platform's workers). Knows nothing of local emulation."""
 from __future__ import annotations
 
 import threading
+import time
+from dataclasses import dataclass
 
 from onward.store import JobStore
 from onward.worker import Registry, Worker
 
+RELEASE_WAIT_S = 15.0  # after the stop grace: for a released job's report to commit (botocore's retries)
+JOIN_POLL_S = 0.1
+
+
+@dataclass(frozen=True)
+class Drained:
+    """How a graceful stop went: the jobs held when it began, those still held at the stop timeout and so
+    handed back (released, not charged an attempt), and the worker threads still alive after it all (a
+    release that could not commit in time: that job's lease lapses and the reaper hands it back)."""
+
+    held: int
+    released: int
+    stuck: int
+
 
 class WorkerPool:
     """`size` Workers (ids w-00, w-01, ...) claiming from one store with the handlers of `registry`, each
-    lease `lease_s` long. `stop` shuts each down (a running job is asked to stop and released), then joins
-    their threads."""
+    lease `lease_s` long. `drain` stops them gracefully (running jobs may end first), `stop` at once (a
+    running job is asked to stop and released); both join their threads."""
 
-    def __init__(self, store: JobStore, registry: Registry, size: int, lease_s: float) -> None:
-        self._workers = [Worker(store, registry, worker_id=f"w-{n:02d}", lease_s=lease_s)
-                         for n in range(size)]
+    def __init__(self, store: JobStore, registry: Registry, size: int, lease_s: float, *,
+                 stop_grace_s: float = 5.0) -> None:
+        """`stop_grace_s`: how long a handler asked to stop may take before its process is ended."""
+        self._stop_grace_s = stop_grace_s
+        self._workers = [Worker(store, registry, worker_id=f"w-{n:02d}", lease_s=lease_s,
+                                stop_grace_s=stop_grace_s) for n in range(size)]
         self._threads: list[threading.Thread] = []
 
     def start(self) -> None:
@@ -24,8 +43,39 @@ class WorkerPool:
         for thread in self._threads:
             thread.start()
 
+    @property
+    def running(self) -> int:
+        """Jobs held now."""
+        return sum(worker.busy for worker in self._workers)
+
+    def drain(self, stop_timeout_s: float, hurry: threading.Event | None = None) -> Drained:
+        """The graceful stop (SIGTERM): no worker claims again from now on; the jobs running may end by
+        themselves within `stop_timeout_s` (or until `hurry` is set); then those still running are asked to
+        stop, their processes ended `stop_grace_s` later if they ignore it, and their jobs released. Returns
+        once every thread has ended, or RELEASE_WAIT_S after that. At most stop_timeout_s + stop_grace_s +
+        RELEASE_WAIT_S in all: what the container's stop timeout must exceed."""
+        held = self.running
+        for worker in self._workers:
+            worker.stop_claiming()
+        deadline = time.monotonic() + stop_timeout_s
+        waiter = hurry or threading.Event()
+        while (any(thread.is_alive() for thread in self._threads) and not waiter.is_set()
+               and (left_s := deadline - time.monotonic()) > 0):
+            waiter.wait(min(JOIN_POLL_S, left_s))
+        late = [worker for worker, thread in zip(self._workers, self._threads, strict=True) if thread.is_alive()]
+        released = sum(worker.busy for worker in late)
+        for worker in late:
+            worker.shutdown()
+        self._join(self._stop_grace_s + RELEASE_WAIT_S)
+        return Drained(held=held, released=released, stuck=sum(thread.is_alive() for thread in self._threads))
+
     def stop(self, timeout_s: float = 30.0) -> None:
+        """Stop at once: each running job is asked to stop and released."""
         for worker in self._workers:
             worker.shutdown()
+        self._join(timeout_s)
+
+    def _join(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
         for thread in self._threads:
-            thread.join(timeout=timeout_s)
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))

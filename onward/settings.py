@@ -18,10 +18,22 @@ from botocore.config import Config
 from onward.freshness import STALE_AFTER_S
 from onward.keys import DEFAULT_ACTIVE_SHARDS, MAX_ACTIVE_SHARDS
 
-_CLIENT_CONFIG = Config(
+# Workers, stream consumers, the reaper, operators: patient, since a call given up is work redone later.
+WORKER_CLIENT_CONFIG = Config(
     retries={"mode": "standard", "max_attempts": 8},
     connect_timeout=5,
     read_timeout=30,
+    max_pool_connections=64,
+)
+# The HTTP API's function runs inside API Gateway's 29 s: a call that hangs must fail fast enough for the
+# handler to answer (a problem the client can retry) before the gateway answers 503/504 in its place. At worst
+# one call takes 3 attempts x (1 s connect + 3 s read) plus standard mode's backoff (under 1 + 2 s): about 15 s.
+# DynamoDB answers the API's reads and transactions in milliseconds, so 3 s is only ever reached by a stall.
+# (botocore's `max_attempts` counts retries, `total_max_attempts` the first call too: 3 calls in all.)
+API_CLIENT_CONFIG = Config(
+    retries={"mode": "standard", "total_max_attempts": 3},
+    connect_timeout=1,
+    read_timeout=3,
     max_pool_connections=64,
 )
 
@@ -102,9 +114,10 @@ class Settings:
             )
         return value
 
-    def client(self, service: str) -> Any:
-        """A boto3 client with botocore's standard retry mode (throttling and transient errors)."""
-        return boto3.client(service, endpoint_url=self.endpoint_url, region_name=self.region, config=_CLIENT_CONFIG)
+    def client(self, service: str, config: Config = WORKER_CLIENT_CONFIG) -> Any:
+        """A boto3 client with botocore's standard retry mode (throttling and transient errors); `config`: the
+        timeouts and attempts (API_CLIENT_CONFIG for the HTTP API's function), else the patient default."""
+        return boto3.client(service, endpoint_url=self.endpoint_url, region_name=self.region, config=config)
 
 
 def number_setting(source: Mapping[str, str], variable: str, default: float, *, positive: bool = False) -> float:

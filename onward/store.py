@@ -309,7 +309,7 @@ class JobStore:
 
     def tenants(self) -> list[Tenant]:
         """The registered tenants (read now)."""
-        return self._registry.all()
+        return self._registry.registered()
 
     def tenant_states(self) -> dict[str, TenantState]:
         """Every registered tenant's settings and dispatch counters (running, used worker time, waiting jobs):

@@ -112,7 +112,7 @@ class TenantRegistry:
             found |= read
         return found
 
-    def all(self) -> list[Tenant]:
+    def registered(self) -> list[Tenant]:
         """Every registered tenant, read now (an operator's read)."""
         tenants = self._recorder.tenants()
         for tenant in tenants.values():

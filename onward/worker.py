@@ -105,7 +105,8 @@ class Registry:
 
 
 class Worker:
-    """One worker loop. Run several in threads for a pool; `shutdown()` releases what they hold."""
+    """One worker loop. Run several in threads for a pool; `stop_claiming()` lets the running job end and then
+    the loop, `shutdown()` also asks the running job to stop and releases it."""
 
     def __init__(
         self,
@@ -132,18 +133,30 @@ class Worker:
         # An idle worker polls less and less often (idle_s doubling up to idle_max_s, jittered): a pool
         # waiting for work costs a few claims a second instead of one per worker per idle_s.
         self._idle = BackoffPolicy(base_s=idle_s, cap_s=max(idle_s, idle_max_s))
-        self._stopping = threading.Event()
+        self._stopping = threading.Event()  # claim nothing more
+        self._shutting_down = threading.Event()  # and hand back the running job
         self._current: JobContext | None = None
         self._handler_process = HandlerProcess(registry)
         weakref.finalize(self, self._handler_process.close)  # a Worker dropped without run()'s end
 
+    def stop_claiming(self) -> None:
+        """Claim nothing more (a claim already under way ends first): the running job, if any, runs on to its
+        end and is reported as usual, then `run()` returns."""
+        self._stopping.set()
+
     def shutdown(self) -> None:
         """Stop claiming; the running handler is asked to stop (its process is ended if it has not stopped
-        `stop_grace_s` later) and its job is released."""
+        `stop_grace_s` later) and its job is released, not charged an attempt (onward.lifecycle.release)."""
         self._stopping.set()
+        self._shutting_down.set()
         current = self._current
         if current is not None:
             current.shutting_down.set()
+
+    @property
+    def busy(self) -> bool:
+        """Whether it holds a job now."""
+        return self._current is not None
 
     def run(self) -> None:
         """Claim and run jobs until `shutdown()`; then end the handlers' process."""
@@ -176,7 +189,7 @@ class Worker:
         context = JobContext(job.job_id, job.tenant_id, job.type, job.params, lease.attempt, lease.fencing_token,
                              timeout_s=self._registry.attempt_timeout_s(job))
         self._current = context
-        if self._stopping.is_set():
+        if self._shutting_down.is_set():  # shut down between the claim and here
             context.shutting_down.set()
         log = {"job_id": job.job_id, "attempt": lease.attempt, "type": job.type, "worker_id": self.worker_id}
         logger.info("claimed", extra=log)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -79,5 +80,45 @@ def write_json(template: dict[str, Any], path: Path) -> Path:
     return path
 
 
-__all__ = ["DEPLOY_PARAMETERS", "REGION", "TEMPLATE_PATH", "cfn_lint", "translate", "with_uploaded_code",
-           "write_json"]
+_SUB_NAME = re.compile(r"\$\{([^}!]+)\}")
+
+
+def dashboard_body(template: dict[str, Any], conditions: dict[str, bool] | None = None,
+                   resource: str = "Dashboard") -> dict[str, Any]:
+    """A dashboard's body as JSON, its Fn::Sub rendered as far as offline can: each variable of the Sub's map
+    (an Fn::If takes the branch `conditions` names, false when unnamed; a Join of literals and parameter
+    defaults is joined) and each parameter (its default) is put in; what only AWS knows (resources, their
+    attributes, pseudo parameters) stays `${Name}`, always inside a JSON string."""
+    body, variables = template["Resources"][resource]["Properties"]["DashboardBody"]["Fn::Sub"]
+    parameters = template.get("Parameters", {})
+    chosen = conditions or {}
+
+    def render(value: Any) -> str:
+        if isinstance(value, str):
+            return value
+        if "Fn::If" in value:
+            condition, when_true, when_false = value["Fn::If"]
+            return render(when_true if chosen.get(condition, False) else when_false)
+        if "Fn::Sub" in value:
+            return render(value["Fn::Sub"])
+        if "Fn::Join" in value:
+            separator, parts = value["Fn::Join"]
+            return str(separator).join(render(part) for part in parts)
+        if "Ref" in value and value["Ref"] in parameters:
+            return str(parameters[value["Ref"]]["Default"])
+        raise ValueError(f"cannot render {value!r} offline")
+
+    def substitute(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name in variables:
+            return render(variables[name])
+        if name in parameters:
+            return str(parameters[name]["Default"])
+        return match.group(0)
+
+    rendered: dict[str, Any] = json.loads(_SUB_NAME.sub(substitute, body))
+    return rendered
+
+
+__all__ = ["DEPLOY_PARAMETERS", "REGION", "TEMPLATE_PATH", "cfn_lint", "dashboard_body", "translate",
+           "with_uploaded_code", "write_json"]

@@ -1,7 +1,7 @@
 """`onward`: the command line. Each command asks the environment's Deployment (onward/handlers/bootstrap.py) for the
-components it uses and hands them to the core. Only the local-stack commands import infra, lazily, and only
-the embedded endpoint loads moto: `onward worker`, the production runtime, loads neither, and `onward up
---aws` / `--endpoint-url` runs the local platform without moto."""
+components it uses and hands them to the core. Only the local-stack commands import onward.local, lazily, and
+only the embedded endpoint loads moto (the `local` extra): `onward worker`, the production runtime, loads
+neither, and `onward up --aws` / `--endpoint-url` runs the local platform without moto."""
 
 from __future__ import annotations
 
@@ -46,7 +46,20 @@ def _wait_for_interrupt(stop: threading.Event) -> None:
         stop.set()
 
 
+def _require_local_extra(command: str) -> None:
+    """Ends the command (exit status 2, how to install it) where the embedded endpoint's moto is missing: a
+    production install (`pip install onward`, the container image) has no emulator."""
+    from importlib.util import find_spec
+
+    if find_spec("moto") is None:
+        print(f"onward {command}: the embedded AWS endpoint needs moto, which this install lacks: "
+              "pip install 'onward[local]'" + (" (or run against another endpoint: --endpoint-url URL or --aws)"
+                                               if command == "up" else ""), file=sys.stderr)
+        raise SystemExit(2)
+
+
 def cmd_endpoint(args: argparse.Namespace) -> int:
+    _require_local_extra("endpoint")
     from onward.local.endpoint import END_OF_EXPORTS, end_with_parent
     from onward.local.stack import export_lines
 
@@ -144,6 +157,12 @@ def cmd_worker(args: argparse.Namespace) -> int:
     except InvalidRegistration as error:  # a handler registered with settings the platform refuses
         print(f"onward worker: {args.module}: {error}", file=sys.stderr)
         return 2
+    except ModuleNotFoundError as error:
+        if error.name is None or not f"{args.module}.".startswith(f"{error.name}."):
+            raise  # the module was found; something it imports was not: its traceback says what
+        print(f"onward worker: no module {args.module!r} here (is the package with its handlers installed?)",
+              file=sys.stderr)
+        return 2
     registry = getattr(module, "registry", None)
     if not isinstance(registry, Registry):
         print(f"onward worker: {args.module} has no `registry` (an onward.worker.Registry)", file=sys.stderr)
@@ -152,10 +171,20 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
     pool = WorkerPool(Deployment.from_environment().job_store, registry, args.concurrency, args.lease_s)
     pool.start()
-    print(f"onward worker: {args.concurrency} workers running {sorted(registry.types)}; Ctrl-C stops them",
-          flush=True)
+    print(f"onward worker: {args.concurrency} workers running {sorted(registry.types)}; Ctrl-C or SIGTERM "
+          f"stops them (running jobs get {args.stop_timeout:g} s to end, then are released)", flush=True)
     _wait_for_interrupt(threading.Event())
-    pool.stop()
+    # The graceful stop (ECS sends SIGTERM, then SIGKILL its StopTimeout later): no claim from now on, the
+    # running jobs may end; a second signal releases them at once.
+    hurry = threading.Event()
+    for number in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(number, lambda *_: hurry.set())
+    print(f"onward worker: stopping: no new claims; {pool.running} running jobs get {args.stop_timeout:g} s "
+          "to end, then are released (Ctrl-C again: release them now)", flush=True)
+    drained = pool.drain(args.stop_timeout, hurry)
+    print(f"onward worker: stopped: {drained.held - drained.released} of {drained.held} running jobs ended, "
+          f"{drained.released} released (not charged an attempt)"
+          + (f"; {drained.stuck} workers did not stop" if drained.stuck else ""), flush=True)
     return 0
 
 
@@ -262,6 +291,8 @@ def cmd_up(args: argparse.Namespace) -> int:
         print("onward up: --data-dir keeps the embedded endpoint's state; with --endpoint-url or --aws the "
               "state is that endpoint's", file=sys.stderr)
         return 2
+    if not (args.endpoint_url or args.aws):
+        _require_local_extra("up")
     tokens, operator_token = _tokens(args)
     _set_log_level(args.log_level)
     stop = threading.Event()
@@ -543,6 +574,9 @@ class _DefaultsShown(argparse.HelpFormatter):
 PORT = _bounded(int, 0, 65535)
 RETENTION_SCALE = _bounded(float, MIN_RETENTION_SCALE, 1)
 POSITIVE_SECONDS = _bounded(float, 0, low_inclusive=False)
+# `onward worker --stop-timeout`: under ECS's StopTimeout of 120 s (template.yaml) less the stop grace (5 s),
+# the end of an unheeding handler (2 s) and the release's commit (onward.pool.RELEASE_WAIT_S)
+DEFAULT_STOP_TIMEOUT_S = 90.0
 
 
 def _instant(text: str) -> int:
@@ -598,10 +632,19 @@ def build_parser() -> argparse.ArgumentParser:
     endpoint.set_defaults(run=cmd_endpoint)
 
     worker = command("worker", "run a worker pool for the handlers in a module")
-    worker.add_argument("--module", required=True, help="module with a `registry` (onward.worker.Registry)")
+    worker_module = os.environ.get("ONWARD_WORKER_MODULE") or None  # the container image's way (Dockerfile)
+    worker.add_argument("--module", default=worker_module, required=worker_module is None,
+                        help="module with a `registry` (onward.worker.Registry); without the flag, "
+                        "ONWARD_WORKER_MODULE names it")
     worker.add_argument("--concurrency", type=_bounded(int, 1, 1024), default=4, help="jobs run at once")
     worker.add_argument("--lease-s", type=POSITIVE_SECONDS, default=30.0,
                         help="lease per claim, renewed every third of it while the job runs")
+    worker.add_argument("--stop-timeout", type=_bounded(float, 0), metavar="SECONDS",
+                        default=os.environ.get("ONWARD_WORKER_STOP_TIMEOUT_S") or DEFAULT_STOP_TIMEOUT_S,
+                        help="on SIGTERM or Ctrl-C, how long running jobs may take to end before they are asked "
+                        "to stop and released (not charged an attempt); a handler that ignores the stop is ended "
+                        "5 s later. Keep it 25 s under the container's stop timeout (ECS: StopTimeout, 120 s). "
+                        "ONWARD_WORKER_STOP_TIMEOUT_S sets the default")
     worker.set_defaults(run=cmd_worker)
 
     replay_ = command("replay", "re-publish outbox events of a window to the events stream")

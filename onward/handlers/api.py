@@ -3,7 +3,8 @@
 
 Thin: authenticate, parse the request at the edge (pydantic, extra fields refused), call the core
 (JobStore, StatusViewReader, CheckpointStore, onward.freshness), shape the response. The authenticator, the
-known job types and the core are the environment's Deployment's (onward/handlers/bootstrap.py), built once. Errors
+known job types and the core are the environment's ApiDeployment's (onward/handlers/bootstrap.py: clients with
+short timeouts and 3 attempts, to answer within API Gateway's 29 s), built once. Errors
 are application/problem+json. The tenant ALWAYS comes from the credential. Another tenant's job is answered
 exactly like a missing one. Tokens are never logged (the event is not logged at all).
 
@@ -48,8 +49,8 @@ from onward.errors import (
     StoreContention,
 )
 from onward.freshness import freshness_of, view_lag
-from onward.handlers.auth import TENANT_PATTERN, Principal
-from onward.handlers.bootstrap import Deployment
+from onward.handlers.auth import TENANT_PATTERN, NoTenant, Principal
+from onward.handlers.bootstrap import ApiDeployment, Deployment
 from onward.handlers.contract import (
     Accepted,
     BatchCreate,
@@ -164,7 +165,10 @@ def _json(status: int, body: BaseModel | dict[str, Any], headers: Mapping[str, s
 
 
 def _principal() -> Principal:
-    principal = Deployment.from_environment().authenticator.authenticate(app.current_event.raw_event)
+    try:
+        principal = ApiDeployment.from_environment().authenticator.authenticate(app.current_event.raw_event)
+    except NoTenant as refusal:  # a verified token of no tenant and no operator role
+        raise Problem(403, "Forbidden", str(refusal), slug="no-tenant") from None
     if principal is None:
         raise Problem(401, "Unauthorized", "send Authorization: Bearer <token>",
                       headers={"WWW-Authenticate": 'Bearer realm="onward"'})
@@ -331,7 +335,7 @@ def web_files() -> dict[str, tuple[str, str]]:
 def openapi() -> Response[str]:
     from onward.handlers.openapi import document
 
-    return _json(200, document(Deployment.from_environment().job_types))
+    return _json(200, document(ApiDeployment.from_environment().job_types))
 
 
 @app.post("/jobs")
@@ -340,7 +344,7 @@ def create_job() -> Response[str]:
     payload = _body()
     if not isinstance(payload, dict):
         raise Problem(422, "Invalid request", "the body must be a JSON object", slug="validation")
-    deployment = Deployment.from_environment()
+    deployment = ApiDeployment.from_environment()
     request = _new_job(deployment, NewJob, payload)
     key = (app.current_event.headers or {}).get("idempotency-key")
     if key is not None and not IDEMPOTENCY_KEY.fullmatch(key):
@@ -364,7 +368,7 @@ def create_jobs() -> Response[str]:
         asked = BatchCreate.model_validate(_body())
     except ValidationError as error:
         raise _invalid_body(error) from error
-    results = _create_batch(Deployment.from_environment(), tenant_id, asked.jobs)
+    results = _create_batch(ApiDeployment.from_environment(), tenant_id, asked.jobs)
     created = sum(result.status == 202 for result in results)
     metrics.add_metric(name="JobsCreated", unit=MetricUnit.Count, value=created)
     metrics.add_metric(name="JobsCreateRepeated", unit=MetricUnit.Count,
@@ -436,7 +440,7 @@ def list_jobs() -> Response[str]:
     where = _job_filter(query)
     cursor = query.get("cursor")
     start = _decode_cursor(cursor, tenant) if cursor else None
-    deployment = Deployment.from_environment()
+    deployment = ApiDeployment.from_environment()
     views, start = deployment.status_view.for_tenant(tenant, limit=limit, where=where, start=start)
     now = system_clock()
     lag = _view_lag(deployment, now)
@@ -450,7 +454,7 @@ def count_jobs() -> Response[str]:
     principal = _principal()
     query = _query()
     tenant = _listed_tenant(principal, query)
-    deployment = Deployment.from_environment()
+    deployment = ApiDeployment.from_environment()
     counted = deployment.status_view.count_by_status(tenant, job_type=_job_type(query))
     counts = {state: counted.counts.get(state.value, 0) for state in JobState}
     return _json(200, StatusCounts(counts=counts, examined=counted.examined, complete=counted.complete,
@@ -468,7 +472,7 @@ def whoami() -> Response[str]:
 def view_health() -> Response[str]:
     """How far behind the status view may be right now (any valid credential)."""
     _principal()
-    return _json(200, _view_lag(Deployment.from_environment(), system_clock()))
+    return _json(200, _view_lag(ApiDeployment.from_environment(), system_clock()))
 
 
 def _view_lag(deployment: Deployment, now: EpochMs) -> ViewLag:
@@ -500,7 +504,7 @@ def get_job(job_id: str) -> Response[str]:
     principal = _principal()
     job_id = _job_id(job_id)
     scope = _tenant_scope(principal)
-    deployment = Deployment.from_environment()
+    deployment = ApiDeployment.from_environment()
     view = deployment.status_view.get(job_id)  # read consistently: never older than an answer before
     if view is not None and scope is not None and view.tenant_id != scope:
         raise not_found(job_id)
@@ -517,7 +521,7 @@ def get_job(job_id: str) -> Response[str]:
 @app.get("/jobs/<job_id>/runs")
 def job_runs(job_id: str) -> Response[str]:
     principal = _principal()
-    runs = Deployment.from_environment().job_store.runs(_job_id(job_id), _tenant_scope(principal))
+    runs = ApiDeployment.from_environment().job_store.runs(_job_id(job_id), _tenant_scope(principal))
     return _json(200, Runs(job_id=job_id, runs=[RunRecord.of(run) for run in runs]))
 
 
@@ -525,7 +529,7 @@ def job_runs(job_id: str) -> Response[str]:
 def job_params(job_id: str) -> Response[str]:
     """What the job was created with, from the job table (it never changes, so no view is needed)."""
     principal = _principal()
-    job = Deployment.from_environment().job_store.get(_job_id(job_id), _tenant_scope(principal))
+    job = ApiDeployment.from_environment().job_store.get(_job_id(job_id), _tenant_scope(principal))
     return _json(200, JobParams.of(job))
 
 
@@ -534,7 +538,7 @@ def explain_job(job_id: str) -> Response[str]:
     """Why the job is not running and until when (onward.explain), decided now from the job table, its tenant's
     dispatch counters and the window's claims; with a status's freshness block. Scoped as GET /jobs/{job_id}."""
     principal = _principal()
-    deployment = Deployment.from_environment()
+    deployment = ApiDeployment.from_environment()
     row = _job_row(deployment.job_store, _job_id(job_id), _tenant_scope(principal))
     now = system_clock()
     waiting = _waiting(deployment, row, now) if explain.waits(row.job) else None
@@ -561,7 +565,7 @@ def _waiting(deployment: Deployment, row: JobRow, now: EpochMs) -> explain.Waiti
 @app.post("/jobs/<job_id>/cancel")
 def cancel_job(job_id: str) -> Response[str]:
     principal = _principal()
-    outcome = Deployment.from_environment().job_store.cancel(_job_id(job_id), _tenant_scope(principal))
+    outcome = ApiDeployment.from_environment().job_store.cancel(_job_id(job_id), _tenant_scope(principal))
     if outcome.status is CancelStatus.ALREADY_ENDED:
         raise Problem(409, "Already completed", f"job {job_id} already ended as {outcome.job.state.value}",
                       slug="already-completed", extra={"job_status": outcome.job.state.value})
@@ -575,7 +579,7 @@ def replay_job(job_id: str) -> Response[str]:
     principal = _principal()
     if not principal.operator:
         raise Problem(403, "Forbidden", "replay is for operators")
-    store = Deployment.from_environment().job_store
+    store = ApiDeployment.from_environment().job_store
     return _json(202, _replay(store, _job_id(job_id), _tenant_scope(principal)))
 
 
@@ -601,7 +605,7 @@ def replay_jobs() -> Response[str]:
     except ValidationError as error:
         raise _invalid_body(error) from error
     scope = _tenant_scope(principal)
-    store = Deployment.from_environment().job_store
+    store = ApiDeployment.from_environment().job_store
     results: list[ReplayOutcome] = []
     for job_id in asked.job_ids:
         try:
@@ -643,7 +647,7 @@ def _bulk(kind: BulkKind, model: type[BulkReplayRequest | BulkCancelRequest]) ->
         raise Problem(422, "Invalid request", f"the body does not match the schema: {error.field}: {error}",
                       slug="validation", extra={"errors": [{"loc": [error.field], "msg": str(error),
                                                             "type": "value_error"}]}) from error
-    deployment = Deployment.from_environment()
+    deployment = ApiDeployment.from_environment()
     report = BulkAction(deployment.job_store, deployment.status_view).run(
         where, dry_run=asked.dry_run, max_jobs=asked.max_jobs, budget_s=BULK_BUDGET_S)
     if not report.dry_run:
@@ -660,7 +664,7 @@ def replayable_jobs() -> Response[str]:
     query = _query()
     scope = _tenant_scope(principal, _asked_tenant(query))
     limit = _limit(query)
-    deployment = Deployment.from_environment()
+    deployment = ApiDeployment.from_environment()
     tenants = [scope] if scope is not None else sorted(deployment.job_store.tenant_states())
     where = JobFilter(frozenset(state.value for state in REPLAYABLE_STATES))
     now = system_clock()
@@ -680,7 +684,7 @@ def tenant_loads() -> Response[str]:
     """Every tenant's weight, cap, running and waiting jobs (its counters in the job table, read together as a
     claim reads them) and its claims over the last CLAIM_WINDOW_S, minute by minute (onward.claim_shares)."""
     _platform_operator()
-    deployment = Deployment.from_environment()
+    deployment = ApiDeployment.from_environment()
     states = deployment.job_store.tenant_states()
     now = system_clock()
     claims = RecentClaims(deployment.client("dynamodb"), deployment.settings.require("outbox_table")).count(
@@ -701,7 +705,7 @@ def pipeline_lag() -> Response[str]:
     """The view's lag per events-stream shard (the projector's watermarks over the open shards) and the
     relay's watermark over the outbox stream. No tenant's data: any operator."""
     _operator()
-    deployment = Deployment.from_environment()
+    deployment = ApiDeployment.from_environment()
     now = system_clock()
     stale_after_s = deployment.settings.stale_after_s
     watermarks = deployment.checkpoint_store.watermarks(PROJECTOR_CONSUMER)
@@ -728,7 +732,7 @@ def parked_records() -> Response[str]:
     if source is not None and source not in SOURCES:
         raise Problem(400, "Bad request", f"source is one of {', '.join(SOURCES)}")
     limit = _limit(query)
-    deployment = Deployment.from_environment()
+    deployment = ApiDeployment.from_environment()
     reader = ParkedRecordReader(deployment.client("dynamodb"), deployment.settings.require("parked_table"))
     rows: list[ParkedRow] = []
     more = False
@@ -747,7 +751,7 @@ def projection_conflicts() -> Response[str]:
     """Same-version events the projector kept apart, each with the fields that disagree."""
     _platform_operator()
     limit = _limit(_query())
-    deployment = Deployment.from_environment()
+    deployment = ApiDeployment.from_environment()
     kept, more = ConflictReader(deployment.client("dynamodb"), deployment.settings.require("conflicts_table")).newest(
         limit)
     rows = [ConflictRow(job_id=conflict.job_id, tenant_id=conflict.tenant_id, version=conflict.version,
@@ -780,7 +784,7 @@ def create_schedule() -> Response[str]:
         request = NewSchedule.model_validate(_body())
     except ValidationError as error:
         raise _invalid_body(error) from error
-    deployment = Deployment.from_environment()
+    deployment = ApiDeployment.from_environment()
     if request.type not in deployment.job_types:
         raise Problem(422, "Unknown job type", f"no job type {request.type!r}; known: "
                       + ", ".join(sorted(deployment.job_types)), slug="unknown-job-type")
@@ -797,7 +801,7 @@ def create_schedule() -> Response[str]:
 @app.get("/schedules")
 def list_schedules() -> Response[str]:
     tenant_id = _schedule_tenant(_principal())
-    found = Deployment.from_environment().schedules.for_tenant(tenant_id)
+    found = ApiDeployment.from_environment().schedules.for_tenant(tenant_id)
     return _json(200, Schedules(schedules=[ScheduleInfo.of(schedule) for schedule in found]))
 
 
@@ -806,7 +810,7 @@ def delete_schedule(name: str) -> Response[str]:
     """204 once the schedule is gone (a tick already under way may still create the one fire it read); 404 when
     there is none."""
     tenant_id = _schedule_tenant(_principal())
-    if not (SCHEDULE_NAME.match(name) and Deployment.from_environment().schedules.remove(tenant_id, name)):
+    if not (SCHEDULE_NAME.match(name) and ApiDeployment.from_environment().schedules.remove(tenant_id, name)):
         raise Problem(404, "Not found", f"no schedule {name!r}", slug="schedule-not-found")
     return Response(204, None, None, headers=NO_STORE)
 

@@ -2,6 +2,12 @@
 
 Two authenticators, chosen by ONWARD_AUTH: local bearer tokens (`onward up` prints them), and on AWS the
 claims API Gateway's JWT authorizer already verified. Neither logs or echoes a token.
+
+With JWTs the tenant is one claim (ONWARD_TENANT_CLAIM, e.g. `custom:tenant` of a Cognito ID token, which
+only an administrator can set), and the operator role is either a value of the operator claim
+(ONWARD_OPERATOR_CLAIM, e.g. `cognito:groups` containing `onward-operator`) or the scope
+`<ONWARD_OPERATOR_SCOPE_PREFIX>/onward-operator` in the `scope` (or `scp`) claim, e.g. a Cognito access token
+of the client-credentials flow with the resource server `onward`'s scope `onward/onward-operator`.
 """
 
 from __future__ import annotations
@@ -62,7 +68,8 @@ class Principal:
 
 class Authenticator(Protocol):
     def authenticate(self, event: Mapping[str, Any]) -> Principal | None:
-        """The caller behind this request, None when it presented no valid credential."""
+        """The caller behind this request, None when it presented no valid credential (401); NoTenant when a
+        valid one gives neither a tenant nor the operator role (403)."""
 
 
 def bearer_token(event: Mapping[str, Any]) -> str | None:
@@ -106,41 +113,65 @@ class TokenAuthenticator:
         return found
 
 
-class JwtClaimsAuthenticator:
-    """On AWS: API Gateway's JWT authorizer verified the token; its claims name the tenant (claim from
-    ONWARD_TENANT_CLAIM, default "tenant"); a `scope` or `groups` claim containing onward-operator makes the
-    caller an operator."""
+class NoTenant(Exception):
+    """A verified token that names no valid tenant and carries no operator role: the caller is known but may do
+    nothing (the API answers 403). The message names the claim, never its value."""
 
-    def __init__(self, tenant_claim: str = "tenant") -> None:
+
+SCOPE_CLAIMS = ("scope", "scp")  # OAuth's space-separated scopes; `scp` as some issuers name it
+
+
+class JwtClaimsAuthenticator:
+    """On AWS: API Gateway's JWT authorizer verified the token. Its `tenant_claim` names the tenant; the caller
+    is an operator when `operator_claim` (a string or a list of strings) contains OPERATOR_ROLE, or when a scope
+    claim contains `<scope_prefix>/onward-operator` (`onward-operator` when there is no prefix). A claim with a
+    similar value (`onward-operator-x`, a scope of another prefix) does not count."""
+
+    def __init__(self, tenant_claim: str = "tenant", operator_claim: str = "groups", scope_prefix: str = "") -> None:
         self._claim = tenant_claim
+        self._operator_claim = operator_claim
+        self._operator_scope = f"{scope_prefix.rstrip('/')}/{OPERATOR_ROLE}" if scope_prefix else OPERATOR_ROLE
+
+    def is_operator(self, claims: Mapping[str, Any]) -> bool:
+        """Whether the claims give the operator role (by the operator claim or by a scope)."""
+        if OPERATOR_ROLE in _claim_values(claims.get(self._operator_claim)):
+            return True
+        return any(self._operator_scope in _claim_values(claims.get(name)) for name in SCOPE_CLAIMS)
 
     def authenticate(self, event: Mapping[str, Any]) -> Principal | None:
+        """None without verified claims (401); NoTenant when they name no valid tenant and give no operator
+        role (403)."""
         claims = (((event.get("requestContext") or {}).get("authorizer") or {}).get("jwt") or {}).get("claims")
-        if not isinstance(claims, Mapping):
+        if not isinstance(claims, Mapping) or not claims:  # a verified token always has claims (iss, exp, ...)
             return None
-        operator = any(OPERATOR_ROLE in _claim_values(claims.get(name)) for name in ("scope", "groups"))
+        operator = self.is_operator(claims)
         tenant = claims.get(self._claim)
-        tenant = tenant if isinstance(tenant, str) and tenant else None
-        if tenant is None and not operator:
-            return None
-        return Principal(tenant, operator=operator)
+        if tenant is not None and not (isinstance(tenant, str) and TENANT_PATTERN.match(tenant)):
+            raise NoTenant(f"the token's {self._claim!r} claim is not a tenant id")
+        if not tenant and not operator:
+            raise NoTenant(f"the token has no {self._claim!r} claim (the tenant) and no operator role")
+        return Principal(tenant or None, operator=operator)
 
 
 def _claim_values(value: Any) -> list[str]:
     if isinstance(value, str):  # "a b" (OAuth scope) or "[a b]" (how HTTP APIs flatten arrays)
-        return value.strip("[]").replace(",", " ").split()
+        return value.strip().removeprefix("[").removesuffix("]").replace(",", " ").split()
     if isinstance(value, list):
         return [str(v) for v in value]
     return []
 
 
 def authenticator_from_environment(environ: Mapping[str, str] | None = None) -> Authenticator:
-    """ONWARD_AUTH=tokens|jwt; by default tokens when ONWARD_TOKENS or ONWARD_OPERATOR_TOKEN is set."""
+    """ONWARD_AUTH=tokens|jwt; by default tokens when ONWARD_TOKENS or ONWARD_OPERATOR_TOKEN is set. With jwt:
+    ONWARD_TENANT_CLAIM (default "tenant"), ONWARD_OPERATOR_CLAIM (default "groups") and
+    ONWARD_OPERATOR_SCOPE_PREFIX (default none: the bare scope onward-operator)."""
     source = os.environ if environ is None else environ
     mode = source.get("ONWARD_AUTH") or (
         "tokens" if source.get("ONWARD_TOKENS") or source.get("ONWARD_OPERATOR_TOKEN") else "jwt")
     if mode == "tokens":
         return TokenAuthenticator.from_environment(source)
-    return JwtClaimsAuthenticator(source.get("ONWARD_TENANT_CLAIM") or "tenant")
+    return JwtClaimsAuthenticator(source.get("ONWARD_TENANT_CLAIM") or "tenant",
+                                  source.get("ONWARD_OPERATOR_CLAIM") or "groups",
+                                  source.get("ONWARD_OPERATOR_SCOPE_PREFIX") or "")
 
 

@@ -1,7 +1,7 @@
 """The one place Onward is wired (as cosmicpython's bootstrap.py): a `Deployment` builds each component from
 one `Settings`, over one boto3 client per service, the first time it is asked for, and keeps it. The Lambda
-entry points (handlers/), the `onward` command, the local platform (infra/) and the tests ask it for what they
-use instead of building it themselves.
+entry points (onward/handlers/), the `onward` command, the local platform (onward/local/) and the tests ask it
+for what they use instead of building it themselves.
 
     deployment = Deployment.from_environment()      # this process's, for os.environ (Lambda, `onward`)
     deployment = Deployment(settings, clients={"dynamodb": dynamodb})   # a test's own
@@ -24,11 +24,20 @@ import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar, overload
 
-from onward.settings import Settings, number_setting
+from botocore.config import Config
+
+from onward.settings import (
+    API_CLIENT_CONFIG,
+    WORKER_CLIENT_CONFIG,
+    InvalidSetting,
+    Settings,
+    number_setting,
+)
 
 if TYPE_CHECKING:
+    from onward.backlog import BacklogCounter
     from onward.checkpoints import CheckpointStore
     from onward.handlers.auth import Authenticator
     from onward.heartbeat_emitter import HeartbeatEmitter
@@ -43,11 +52,12 @@ if TYPE_CHECKING:
     from onward.shards import ShardCatalog
     from onward.store import JobStore
     from onward.view import StatusViewReader
-    from onward.worker import Worker
+    from onward.worker import Registry, Worker
 
 DEFAULT_JOB_TYPES = ("demo.echo", "demo.sleep", "demo.flaky", "demo.fail", "demo.crash", "demo.hang")
 DEFAULT_WORKER_MODULE = "onward.demo"
 DEFAULT_WORKER_LEASE_S = 60.0
+MAX_WORKER_CONCURRENCY = 64  # jobs one worker-function invocation runs at once (a thread and a process each)
 # Variables outside ONWARD_* / *_TABLE / *_STREAM that Settings reads.
 _AWS_VARIABLES = frozenset({"AWS_ENDPOINT_URL", "AWS_REGION", "AWS_DEFAULT_REGION"})
 _DEPLOYMENTS_KEPT = 8
@@ -90,6 +100,8 @@ class Deployment:
     name: "dynamodb", "kinesis", "dynamodbstreams"); `environ` holds the entry points' own variables
     (ONWARD_AUTH, ONWARD_TOKENS, ONWARD_JOB_TYPES, ONWARD_WORKER_MODULE, ...): without them, the defaults."""
 
+    client_config: ClassVar[Config] = WORKER_CLIENT_CONFIG
+
     def __init__(self, settings: Settings, *, clients: Mapping[str, Any] | None = None,
                  environ: Mapping[str, str] | None = None) -> None:
         self.settings = settings
@@ -117,10 +129,11 @@ class Deployment:
         return found
 
     def client(self, service: str) -> Any:
-        """This deployment's boto3 client for `service`, shared by every component that talks to it."""
+        """This deployment's boto3 client for `service`, shared by every component that talks to it, with the
+        timeouts and retries of `client_config`."""
         with self._lock:
             if service not in self._clients:
-                self._clients[service] = self.settings.client(service)
+                self._clients[service] = self.settings.client(service, self.client_config)
             return self._clients[service]
 
     # --- the core ------------------------------------------------------------------------------------------
@@ -162,6 +175,15 @@ class Deployment:
         from onward.outbox import OutboxReader
 
         return OutboxReader(self.client("dynamodb"), self.settings.require("outbox_table"))
+
+    @Component
+    def backlog_counter(self) -> BacklogCounter:
+        """Counts the waiting jobs due now and the running ones (JOBS_TABLE; onward.backlog): what the worker
+        tasks scale on."""
+        from onward.backlog import BacklogCounter
+
+        return BacklogCounter(self.client("dynamodb"), self.settings.require("jobs_table"),
+                              self.settings.active_shards)
 
     @Component
     def heartbeat_emitter(self) -> HeartbeatEmitter:
@@ -209,7 +231,7 @@ class Deployment:
         """Outbox stream -> events stream, with its own checkpoint; parks what it cannot read."""
         from onward.relay.relay import Relay
 
-        return Relay(self.events_publisher, self.checkpoint_store, self.parked_records, self.outbox_reader)
+        return Relay(self.events_publisher, self.checkpoint_store, self.parked_records)
 
     @Component
     def status_projector(self) -> StatusProjector:
@@ -243,16 +265,36 @@ class Deployment:
         return number_setting(self.environ, "ONWARD_WORKER_LEASE_S", DEFAULT_WORKER_LEASE_S, positive=True)
 
     @Component
-    def worker(self) -> Worker:
-        """The worker function's Worker: the job handlers of the `registry` of the module ONWARD_WORKER_MODULE
-        names (else onward.demo), each job leased for `worker_lease_s`. TypeError when it has no registry."""
-        from onward.worker import Registry, Worker
+    def worker_registry(self) -> Registry:
+        """The job handlers workers run: the `registry` of the module ONWARD_WORKER_MODULE names (else
+        onward.demo). TypeError when it has no registry."""
+        from onward.worker import Registry
 
         module = self.environ.get("ONWARD_WORKER_MODULE") or DEFAULT_WORKER_MODULE
         registry = getattr(importlib.import_module(module), "registry", None)
         if not isinstance(registry, Registry):
             raise TypeError(f"ONWARD_WORKER_MODULE={module} has no `registry` (an onward.worker.Registry)")
-        return Worker(self.job_store, registry, lease_s=self.worker_lease_s)
+        return registry
+
+    @Component
+    def worker_concurrency(self) -> int:
+        """How many jobs one invocation of the worker function runs at once: ONWARD_WORKER_CONCURRENCY, a whole
+        number from 1 to MAX_WORKER_CONCURRENCY, else 1. InvalidSetting otherwise."""
+        raw = self.environ.get("ONWARD_WORKER_CONCURRENCY") or "1"
+        if not raw.isdigit() or not 1 <= int(raw) <= MAX_WORKER_CONCURRENCY:
+            raise InvalidSetting(f"ONWARD_WORKER_CONCURRENCY must be a whole number from 1 to "
+                                 f"{MAX_WORKER_CONCURRENCY}, not {raw!r}")
+        return int(raw)
+
+    @Component
+    def workers(self) -> tuple[Worker, ...]:
+        """The worker function's Workers: `worker_concurrency` of them, one per thread of an invocation, each with
+        the handlers of `worker_registry` (and a handler process of its own), each job leased for
+        `worker_lease_s`. Kept with the deployment, so a warm function reuses them and their processes."""
+        from onward.worker import Worker
+
+        return tuple(Worker(self.job_store, self.worker_registry, lease_s=self.worker_lease_s)
+                     for _ in range(self.worker_concurrency))
 
     # --- operators' tools -----------------------------------------------------------------------------------
 
@@ -265,6 +307,15 @@ class Deployment:
         return LagProbe(self.client("dynamodb"), self.client("kinesis"),
                         self.settings.require("checkpoint_table"), self.settings.require("outbox_table"),
                         self.settings.require("events_stream"), outbox_retention_s=days * 86400.0)
+
+
+class ApiDeployment(Deployment):
+    """The HTTP API function's deployment: its clients give up within API Gateway's 29 s (API_CLIENT_CONFIG:
+    short timeouts, 3 attempts), so the handler answers a problem before the gateway answers a 503/504 for it.
+    `from_environment` keeps it apart from the Deployment of the same environment (their key names the class),
+    so workers, stream consumers and operators in the same process keep their patient clients."""
+
+    client_config: ClassVar[Config] = API_CLIENT_CONFIG
 
 
 _deployments: OrderedDict[tuple[type[Deployment], tuple[tuple[str, str], ...]], Deployment] = OrderedDict()

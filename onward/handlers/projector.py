@@ -88,6 +88,8 @@ def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailure
     for outcome, count in tally.outcomes.items():
         metrics.add_metric(name=f"Projection{outcome.value.capitalize()}", unit=MetricUnit.Count, value=count)
     metrics.add_metric(name="ProjectionParked", unit=MetricUnit.Count, value=tally.parked)
+    # Every batch, 0 included: the heartbeat alarm fires when a period's sum stays below 1 (or has no data at all).
+    metrics.add_metric(name="PipelineHeartbeats", unit=MetricUnit.Count, value=tally.heartbeats)
     if tally.lag_ms:
         metrics.add_metric(name="ProjectionLag", unit=MetricUnit.Milliseconds, value=max(tally.lag_ms))
     return response

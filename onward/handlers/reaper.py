@@ -1,6 +1,9 @@
 """Lambda entry point for the reaper's schedule: one pass handing jobs whose lease lapsed back to the queue,
 or to quarantine (onward.reaper.reap_once), then one pipeline heartbeat (onward.heartbeat), so that an idle
-system's status view still reads as fresh."""
+system's status view still reads as fresh, then how long the jobs next in line have waited (onward.due_age:
+the metric OldestDueAgeSeconds, for the backlog-age alarm) and the backlog the worker tasks scale on
+(onward.backlog: the metrics BacklogDue and JobsRunning, counted after the reap so that reaped jobs count as
+waiting)."""
 
 from __future__ import annotations
 
@@ -10,6 +13,8 @@ from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from onward.clock import system_clock
+from onward.due_age import oldest_due_age_s
 from onward.handlers.bootstrap import Deployment
 from onward.reaper import reap_once
 from onward.telemetry import discard_unflushed
@@ -29,4 +34,12 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, int]:
     moved = reap_once(deployment.job_store)
     metrics.add_metric(name="LeasesReaped", unit=MetricUnit.Count, value=moved)
     deployment.heartbeat_emitter.emit()
+    # After the heartbeat: a failed read here must not also silence the heartbeat alarm's metric.
+    store = deployment.job_store
+    metrics.add_metric(name="OldestDueAgeSeconds", unit=MetricUnit.Seconds,
+                       value=oldest_due_age_s(store.recorder, store.registry, system_clock()))
+    backlog = deployment.backlog_counter.count()
+    metrics.add_metric(name="BacklogDue", unit=MetricUnit.Count, value=backlog.due)
+    metrics.add_metric(name="JobsRunning", unit=MetricUnit.Count, value=backlog.running)
+    logger.info("backlog", extra={"due": backlog.due, "running": backlog.running, "requests": backlog.requests})
     return {"reaped": moved}

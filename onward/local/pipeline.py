@@ -12,6 +12,7 @@ from onward.handlers import relay as relay_handler
 from onward.handlers.bootstrap import Deployment
 from onward.heartbeat_emitter import HeartbeatEmitter
 from onward.local.pollers import EventsStreamPoller, OutboxStreamPoller
+from onward.relay.relay import Relay
 from onward.settings import Settings
 
 
@@ -23,14 +24,15 @@ class LocalPipeline:
 
     @classmethod
     def of(cls, deployment: Deployment, batch_size: int = 100) -> LocalPipeline:
-        """The pollers over this deployment's clients, its relay (to recover from a trimmed stream), its
-        checkpoint table (for their own positions) and its parked records, delivering batches of up to
-        `batch_size` records."""
+        """The pollers over this deployment's clients, a relay given its outbox (to recover from a trimmed
+        stream), its checkpoint table (for their own positions) and its parked records, delivering batches of
+        up to `batch_size` records."""
         outbox_table = deployment.settings.require("outbox_table")
         outbox = deployment.client("dynamodb").describe_table(TableName=outbox_table)["Table"]
         parked = deployment.parked_records
         relay_poller = OutboxStreamPoller(deployment.client("dynamodbstreams"), outbox["LatestStreamArn"],
-                                          relay_handler.handler, deployment.relay,
+                                          relay_handler.handler, Relay(deployment.events_publisher,
+                                          deployment.checkpoint_store, parked, deployment.outbox_reader),
                                           deployment.checkpoint_store, batch_size=batch_size, parked=parked)
         projector_poller = EventsStreamPoller(deployment.client("kinesis"),
                                               deployment.settings.require("events_stream"),

@@ -10,7 +10,9 @@ from typing import Any
 
 import yaml
 
-TEMPLATE_PATH = Path(__file__).resolve().parent.parent / "template.yaml"
+# In a checkout onward/template.yaml links to the root template (beside the Makefile `sam build` runs); in an
+# installed wheel it is the file itself.
+TEMPLATE_PATH = (Path(__file__).parent.parent / "template.yaml").resolve()
 
 # Resource types the embedded endpoint can host; functions, APIs and alarms only exist on AWS.
 DATA_RESOURCE_TYPES = frozenset(

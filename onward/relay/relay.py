@@ -63,7 +63,7 @@ class Relay:
         publisher: KinesisPublisher,
         checkpoints: CheckpointStore,
         parked: ParkedRecords,
-        outbox: OutboxReader,
+        outbox: OutboxReader | None = None,
         clock: Clock = system_clock,
     ) -> None:
         self._publisher = publisher
@@ -140,7 +140,10 @@ class Relay:
         """The stream was trimmed past records the relay may not have published: re-publish from the outbox
         every event committed since the relay's watermark (minus a margin; all of them without one), so
         nothing is lost. Duplicates are absorbed by the projector's version guard. Returns the number of
-        events re-published."""
+        events re-published. Only a relay given the outbox can (the local pollers' is: on AWS, a trimmed stream
+        is the on-failure queue's and `onward replay`'s, so the relay function needs no read of the outbox)."""
+        if self._outbox is None:
+            raise ValueError("this relay was built without the outbox reader that recovery re-publishes from")
         watermark = self.watermark()
         if watermark is None or watermark.newest_event_at is None:
             since = "1970-01-01T00:00:00.000Z"

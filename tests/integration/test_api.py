@@ -19,7 +19,7 @@ import pytest
 from pydantic import ValidationError
 
 from onward.handlers import api
-from onward.handlers.bootstrap import Deployment
+from onward.handlers.bootstrap import ApiDeployment, Deployment
 from onward.handlers.contract import ANSWERS
 from onward.handlers.openapi import DOCUMENT, document
 from onward.local.gateway import build_event
@@ -317,7 +317,7 @@ def _app_routes() -> set[tuple[str, str]]:
 
 def test_openapi_document_lists_exactly_the_apps_routes(client: Client) -> None:
     served = client.call("GET", "/openapi.json")
-    job_types = Deployment.from_environment().job_types  # the API's: the environment `client` set
+    job_types = ApiDeployment.from_environment().job_types  # the API's: the environment `client` set
     assert served.status == 200 and served.body == json.loads(json.dumps(document(job_types)))
     new_job = served.body["components"]["schemas"]["NewJob"]
     assert new_job["properties"]["type"]["examples"] == sorted(job_types)
@@ -356,7 +356,7 @@ def test_tokens_never_reach_the_logs(client: Client, monkeypatch: pytest.MonkeyP
     logged = io.StringIO()
     for log_handler in api.logger.handlers:
         monkeypatch.setattr(log_handler, "stream", logged)
-    store = Deployment.from_environment().job_store  # the API's
+    store = ApiDeployment.from_environment().job_store  # the API's
     monkeypatch.setattr(store, "create", lambda *args, **kwargs: 1 / 0)  # forces the unexpected-error path
     assert client.call("POST", "/jobs", token=TOKENS["acme"], body={"type": "demo.echo"}).status == 500
     client.call("GET", "/jobs", token="a-wrong-secret")

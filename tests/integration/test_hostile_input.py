@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from onward.handlers import api
-from onward.handlers.bootstrap import Deployment
+from onward.handlers.bootstrap import ApiDeployment
 from onward.local.gateway import build_event
 from onward.local.lambda_context import LocalLambdaContext
 from onward.models import NewJob
@@ -211,7 +211,7 @@ def test_concurrent_requests_each_see_only_their_own_event(gateway, settings, dy
     request could be answered with another's headers, body or credential: a create answered 409 for a
     fresh Idempotency-Key, or a tenant read another tenant's job (or 404 for its own). Two steps of each
     request are slowed by 5 ms (as a slow read would), which makes the interleaving happen every run."""
-    deployment = Deployment.from_environment()  # the API's: the environment the `gateway` fixture set
+    deployment = ApiDeployment.from_environment()  # the API's: the environment the `gateway` fixture set
     authenticator = deployment.authenticator
     monkeypatch.setattr(authenticator, "authenticate", _slowed(authenticator.authenticate))
     monkeypatch.setattr(deployment, "job_types", _SlowlyCheckedTypes(deployment.job_types))

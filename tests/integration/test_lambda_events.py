@@ -28,6 +28,7 @@ from onward.local.lambda_context import LocalLambdaContext
 from onward.local.template import load_template
 from onward.models import NewJob
 from onward.store import JobStore
+from tests.samtemplate import dashboard_body
 
 pytestmark = pytest.mark.integration
 
@@ -56,9 +57,9 @@ def emf_metrics(output: str) -> dict[tuple[str, str], dict[str, Any]]:
 
 def template_emf_metrics() -> set[tuple[str, str]]:
     """(service, metric) in namespace Onward that alarms and the dashboard read."""
-    resources = load_template()["Resources"]
+    template = load_template()
     wanted: set[tuple[str, str]] = set()
-    for resource in resources.values():
+    for name, resource in template["Resources"].items():
         properties = resource.get("Properties", {})
         if resource["Type"] == "AWS::CloudWatch::Alarm":
             metrics = [properties] if "MetricName" in properties else [
@@ -66,8 +67,9 @@ def template_emf_metrics() -> set[tuple[str, str]]:
             wanted |= {(d["Value"], m["MetricName"]) for m in metrics if m["Namespace"] == "Onward"
                        for d in m["Dimensions"] if d["Name"] == "service"}
         if resource["Type"] == "AWS::CloudWatch::Dashboard":
-            body = json.loads(properties["DashboardBody"]["Fn::Sub"][0].replace("${ObjectiveMs}", "1"))
-            wanted |= {(m[3], m[1]) for w in body["widgets"] for m in w["properties"]["metrics"] if m[0] == "Onward"}
+            body = dashboard_body(template, resource=name)
+            wanted |= {(m[3], m[1]) for w in body["widgets"] for m in w["properties"].get("metrics", [])
+                       if m[0] == "Onward"}
     return wanted
 
 
@@ -162,7 +164,7 @@ def test_projector_outcomes_reach_the_view_and_the_emf_metrics_the_alarms_read(
     # One value each: nothing left over from earlier invocations with metrics disabled (onward.telemetry).
     lag = counts.pop("ProjectionLag")
     assert counts == {"ProjectionApplied": [1.0], "ProjectionDuplicate": [1.0], "ProjectionStale": [1.0],
-                      "ProjectionConflict": [1.0], "ProjectionParked": [1.0]}
+                      "ProjectionConflict": [1.0], "ProjectionParked": [1.0], "PipelineHeartbeats": [0.0]}
     assert len(lag) == 1
     wanted = {key for key in template_emf_metrics() if key[0] == "projector"}
     assert wanted <= set(emitted), (

@@ -582,7 +582,9 @@ def test_a_trimmed_stream_is_recovered_from_the_outbox_since_the_relay_watermark
     pipeline = restart(settings, endpoint)
     streams = TrimmedStreams(endpoint.client("dynamodbstreams"))
     handlers_deployment = Deployment.from_environment()
-    pipeline.relay_poller = OutboxStreamPoller(streams, arn, relay_handler.handler, handlers_deployment.relay,
+    recovering = Relay(handlers_deployment.events_publisher, handlers_deployment.checkpoint_store,
+                       handlers_deployment.parked_records, handlers_deployment.outbox_reader)  # as LocalPipeline's
+    pipeline.relay_poller = OutboxStreamPoller(streams, arn, relay_handler.handler, recovering,
                                                handlers_deployment.checkpoint_store)
     pipeline.drain()
     assert streams.refused == positions  # every shard with a position: each recovered from the outbox

@@ -1,6 +1,7 @@
-"""`sam build` succeeds offline and builds what Lambda should get: each function's code is the runtime
-packages and the status page, nothing else (no tests, no virtual environments), via the Makefile's
-build-<Function> targets (BuildMethod: makefile). Powertools comes from the layer, so nothing is downloaded.
+"""`sam build` succeeds offline and builds what Lambda should get: each function's code is the `onward`
+package and its status page, without the command line and the local emulation (no tests, no virtual
+environments), via the Makefile's build-<Function> targets (BuildMethod: makefile). Powertools comes from
+the layer, so nothing is downloaded.
 
 aws-sam-cli lives in its own virtual environment (it pins an older boto3): `make test` creates .venv-sam and
 passes its `sam` as ONWARD_SAM. Without it this test fails; it is never skipped. About 2 s.
@@ -38,8 +39,10 @@ def test_sam_build_succeeds_offline_and_ships_only_the_runtime_code(tmp_path: Pa
     for function in functions:
         code = build / function
         assert built["Resources"][function]["Properties"]["CodeUri"] == function
-        assert sorted(p.name for p in code.iterdir()) == ["handlers", "onward", "projector", "relay", "web"]
+        assert sorted(p.name for p in code.iterdir()) == ["onward"]
+        assert not (code / "onward" / "cli").exists() and not (code / "onward" / "local").exists()
+        assert not (code / "onward" / "template.yaml").exists()
         module, _, _ = built["Resources"][function]["Properties"]["Handler"].rpartition(".")
         assert (code / (module.replace(".", "/") + ".py")).is_file()
-        assert (code / "web" / "index.html").is_file()
+        assert (code / "onward" / "web" / "index.html").is_file()
         assert not list(code.rglob("__pycache__")) and not list(code.rglob("test_*.py"))

@@ -48,6 +48,7 @@ from onward.local.endpoint import EmbeddedEndpoint, EndpointProcess
 from onward.local.pollers import EventsStreamPoller, OutboxStreamPoller
 from onward.models import NewJob, OutboxEvent, Run
 from onward.reaper import reap_once
+from onward.relay.relay import Relay
 from onward.states import TERMINAL_STATES, JobState
 from onward.store import JobStore
 from onward.worker import JobContext, Registry, Worker
@@ -349,8 +350,11 @@ class Soak:
 
     def _relay_loop(self) -> Callable[[], None]:
         outbox = self._db.describe_table(TableName=self._settings.require("outbox_table"))["Table"]
+        deployment = self._deployment  # its relay given the outbox, to recover from a trimmed stream
+        recovering = Relay(deployment.events_publisher, deployment.checkpoint_store, deployment.parked_records,
+                           deployment.outbox_reader)
         poller = OutboxStreamPoller(self._settings.client("dynamodbstreams"), outbox["LatestStreamArn"],
-                                    relay_handler.handler, self._deployment.relay,
+                                    relay_handler.handler, recovering,
                                     self._deployment.checkpoint_store, batch_size=self._config.batch_size)
         return lambda: self._poll(poller)
 

@@ -1,7 +1,8 @@
 """The import contracts of pyproject.toml ([tool.importlinter]), checked by import-linter: dependencies point
-one way (entry points -> onward/relay/projector -> the core), production code never imports the local emulation
-(infra, moto), and the pure policies and value objects import no AWS SDK and no Lambda library. Without
-this test each rule held only as long as every reviewer noticed a stray import."""
+one way (the command line -> the local emulation -> the Lambda handlers -> relay/projector -> the core),
+production code never imports the local emulation (onward.local, moto), and the pure policies and value
+objects import no AWS SDK and no Lambda library. Without this test each rule held only as long as every
+reviewer noticed a stray import."""
 
 from __future__ import annotations
 

@@ -8,6 +8,7 @@ import pytest
 
 from onward.handlers.auth import (
     JwtClaimsAuthenticator,
+    NoTenant,
     Principal,
     TokenAuthenticator,
     authenticator_from_environment,
@@ -29,8 +30,9 @@ def test_jwt_claims_name_the_tenant_and_the_operator_role() -> None:
         "acme", operator=True)
     assert jwt.authenticate(_jwt_event({"groups": "[onward-operator other]"})) == Principal(None, operator=True)
     assert jwt.authenticate(_jwt_event({"groups": ["onward-operator"]})) == Principal(None, operator=True)
-    assert jwt.authenticate(_jwt_event({"sub": "x"})) is None  # no tenant and no role: nobody
-    assert jwt.authenticate(_jwt_event({"custom:tenant": ""})) is None
+    for nobody in ({"sub": "x"}, {"custom:tenant": ""}):  # verified, but no tenant and no role: 403, not 401
+        with pytest.raises(NoTenant):
+            jwt.authenticate(_jwt_event(nobody))
     assert jwt.authenticate({"requestContext": {}}) is None
     assert authenticator_from_environment({"ONWARD_TENANT_CLAIM": "org"}).authenticate(
         _jwt_event({"org": "globex"})) == Principal("globex")

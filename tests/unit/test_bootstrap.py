@@ -77,7 +77,7 @@ def test_the_entry_points_configuration_comes_from_the_environment_with_defaults
     with pytest.raises(InvalidSetting, match="ONWARD_WORKER_LEASE_S"):
         _ = Deployment(settings, environ={"ONWARD_WORKER_LEASE_S": "-1"}).worker_lease_s
     with pytest.raises(TypeError, match="ONWARD_WORKER_MODULE=json"):
-        _ = Deployment(settings, environ={"ONWARD_WORKER_MODULE": "json"}).worker
+        _ = Deployment(settings, environ={"ONWARD_WORKER_MODULE": "json"}).worker_registry
 
 
 def test_a_component_can_be_replaced_on_its_deployment(monkeypatch: pytest.MonkeyPatch) -> None:

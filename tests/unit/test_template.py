@@ -18,7 +18,7 @@ import pytest
 
 from onward.local.template import TEMPLATE_PATH, environment_variable_for, load_template, referenced_names
 from tests.codescan import read_code
-from tests.samtemplate import cfn_lint, translate, write_json
+from tests.samtemplate import cfn_lint, dashboard_body, translate, write_json
 
 TEMPLATE = load_template()
 RESOURCES: dict[str, Any] = TEMPLATE["Resources"]
@@ -103,8 +103,7 @@ def test_functions_run_python312_on_arm64_with_tracing_and_the_powertools_layer(
         assert properties["Runtime"] == "python3.12", name
         assert properties["Architectures"] == ["arm64"], name
         assert properties["TracingConfig"] == {"Mode": "Active"}, name
-        layer = properties["Layers"][0]["Fn::Sub"]
-        assert ":017000801446:layer:AWSLambdaPowertoolsPythonV3-python312-arm64:" in layer, name
+        assert properties["Layers"] == [{"Ref": "PowertoolsLayerArn"}], name  # tests/unit/test_powertools_version.py
         assert properties["Code"] == {"S3Bucket": "onward-artifacts", "S3Key": "onward.zip"}, name
 
 
@@ -172,14 +171,21 @@ def test_only_the_page_health_and_openapi_are_open_every_other_route_needs_the_j
     api = RESOURCES["HttpApi"]["Properties"]
     assert api["Auth"]["DefaultAuthorizer"] == "Jwt"
     jwt = api["Auth"]["Authorizers"]["Jwt"]
-    assert jwt["JwtConfiguration"] == {"issuer": {"Ref": "JwtIssuer"}, "audience": {"Ref": "JwtAudience"}}
+    # the stack's user pool, or the given issuer (tests/unit/test_template_identity.py)
+    assert jwt["JwtConfiguration"] == {
+        "issuer": {"Fn::If": ["CreatesUserPool",
+                              {"Fn::Sub": "https://cognito-idp.${AWS::Region}.${AWS::URLSuffix}/${UserPool}"},
+                              {"Ref": "JwtIssuer"}]},
+        "audience": {"Fn::If": ["CreatesUserPool", [{"Ref": "UserPoolClient"}, {"Ref": "OperatorClient"}],
+                                {"Ref": "JwtAudience"}]}}
     assert jwt["IdentitySource"] == "$request.header.Authorization"
     open_routes = {key for key, event in api_events().items() if event.get("Auth") == {"Authorizer": "NONE"}}
     assert open_routes == OPEN_ROUTES
     assert all(set(event.get("Auth", {})) <= {"Authorizer"} for event in api_events().values())
     environment = function_environment("ApiFunction")
     assert environment["ONWARD_AUTH"] == "jwt"
-    assert environment["ONWARD_TENANT_CLAIM"] == {"Ref": "TenantClaim"}
+    assert environment["ONWARD_TENANT_CLAIM"] == {"Fn::If": ["CreatesUserPool", "custom:tenant",
+                                                             {"Ref": "TenantClaim"}]}
 
 
 def test_cors_allows_the_headers_the_api_reads_and_exposes_the_ones_it_sets(translated: dict[str, Any]) -> None:
@@ -277,12 +283,11 @@ def test_conflicts_parked_records_and_every_on_failure_queue_alarm_above_zero() 
 
 
 def test_the_dashboard_shows_relay_lag_projection_lag_throughput_and_outcomes() -> None:
-    body = RESOURCES["Dashboard"]["Properties"]["DashboardBody"]["Fn::Sub"][0]
-    widgets = json.loads(body.replace("${ObjectiveMs}", "30000"))["widgets"]
+    widgets = dashboard_body(TEMPLATE)["widgets"]
     titles = " | ".join(w["properties"]["title"] for w in widgets)
     for wanted in ("Relay lag", "Projection lag", "Throughput", "Outcomes"):
         assert wanted in titles
-    shown = {tuple(m[:2]) for w in widgets for m in w["properties"]["metrics"]}
+    shown = {tuple(m[:2]) for w in widgets for m in w["properties"].get("metrics", [])}
     for outcome in ("Applied", "Duplicate", "Stale", "Conflict", "Parked"):
         assert ("Onward", f"Projection{outcome}") in shown
     assert {("Onward", "RelayPublished"), ("Onward", "ProjectionLag"), ("AWS/Lambda", "IteratorAge")} <= shown

@@ -1,0 +1,65 @@
+"""WorkerPool.drain, the graceful stop of `onward worker`, on the in-memory store: what it waits for, what it
+hands back, and how a second signal (`hurry`) cuts the wait short. The same against the embedded endpoint
+with a real process and SIGTERM is tests/e2e/test_cli_worker_graceful_stop.py."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from onward.demo import registry
+from onward.models import NewJob
+from onward.pool import WorkerPool
+from onward.states import JobState, RunOutcome
+from onward.store import JobStore
+
+
+def running_pool(store: JobStore, jobs: int) -> WorkerPool:
+    pool = WorkerPool(store, registry, size=2, lease_s=30.0)
+    pool.start()
+    deadline = time.monotonic() + 30
+    while pool.running < jobs:
+        assert time.monotonic() < deadline, "the jobs did not start"
+        time.sleep(0.02)
+    return pool
+
+
+def test_an_idle_pool_stops_at_once_with_nothing_to_hand_back() -> None:
+    """Without stop_claiming ending the idle waits, the drain would last the whole stop timeout."""
+    pool = WorkerPool(JobStore.in_memory(), registry, size=2, lease_s=30.0)
+    pool.start()
+    started = time.monotonic()
+    drained = pool.drain(stop_timeout_s=30.0)
+    assert time.monotonic() - started < 5
+    assert (drained.held, drained.released, drained.stuck) == (0, 0, 0)
+
+
+def test_a_job_that_ends_within_the_stop_timeout_succeeds_and_nothing_else_is_claimed() -> None:
+    """Were the running job asked to stop at once (the old stop), it would be released, not succeed; were
+    claims not stopped, the job queued during the drain would be run."""
+    store = JobStore.in_memory()
+    job = store.create("acme", NewJob(type="demo.sleep", params={"seconds": 1})).job.job_id
+    pool = running_pool(store, 1)
+    waiting = store.create("acme", NewJob(type="demo.echo")).job.job_id
+    drained = pool.drain(stop_timeout_s=20.0)
+    assert (drained.held, drained.released, drained.stuck) == (1, 0, 0)
+    assert store.get(job).state is JobState.SUCCEEDED
+    assert store.get(waiting).state is JobState.QUEUED
+
+
+def test_hurry_releases_the_running_jobs_before_the_stop_timeout_uncharged() -> None:
+    """The second Ctrl-C / SIGTERM: without `hurry` the drain would wait the whole 60 s."""
+    store = JobStore.in_memory()
+    jobs = [store.create("acme", NewJob(type="demo.sleep", params={"seconds": 60}, max_attempts=1)).job.job_id
+            for _ in range(2)]
+    pool = running_pool(store, 2)
+    hurry = threading.Event()
+    threading.Timer(0.3, hurry.set).start()
+    started = time.monotonic()
+    drained = pool.drain(stop_timeout_s=60.0, hurry=hurry)
+    assert time.monotonic() - started < 10
+    assert (drained.held, drained.released, drained.stuck) == (2, 2, 0)
+    for job_id in jobs:
+        released = store.get(job_id)
+        assert (released.state, released.attempts_used, released.last_outcome) == \
+            (JobState.QUEUED, 0, RunOutcome.RELEASED)

@@ -41,7 +41,7 @@ from onward.recorder import ActiveEntry, Admission, DueJob, JobRecorder, QueueEn
 from onward.tenants import TenantRegistry
 
 HEAD_PER_SHARD = 4
-HEAD_CACHE_MS = 100  # a process reads the head at most this often: its reads do not grow with its claims
+HEAD_CACHE_MS = 250  # a process reads the head at most this often: its reads do not grow with its claims
 CANDIDATE_TENANTS = 8
 CANDIDATES_PER_QUERY = 8
 REKEYS_PER_CLAIM = 2
@@ -51,6 +51,7 @@ MAX_ROUNDS = 25
 SPREAD_MS = 1_000  # jobs due this close to a queue's oldest are tried in random order (concurrent claims spread)
 WAKE_EVERY_MS = 1_000
 WAKE_PER_SHARD = 16
+NO_DUE_BOUND: EpochMs = 2 ** 62  # a queue's head read due or not (the index is in due order)
 
 
 class AdmissionRefused(Exception):
@@ -111,18 +112,20 @@ class Claimer:
         self._lock = threading.Lock()
         self._wake_at: EpochMs | None = None  # the next wake pass: WAKE_EVERY_MS on, or a park's end
         self._head: tuple[EpochMs, list[ActiveEntry]] | None = None
+        self._local = threading.local()  # read_head: whether this thread's claim round read the head itself
 
     def claim(self, worker_id: str, lease_ms: int) -> Lease | None:
         """Lease the next due job in fair order, None when no job is due (see the module's docstring)."""
         self._wake_parked()
         fresh = False
         for _ in range(MAX_ROUNDS):
+            self._local.read_head = False
             try:
                 lease = self._claim_once(worker_id, lease_ms, fresh=fresh)
             except FlexRefused:
                 continue  # a capped tenant came back below its cap: decide again from fresh counters
-            if lease is not None or fresh:
-                return lease
+            if lease is not None or fresh or self._local.read_head:
+                return lease  # (a head this round read itself is as fresh as a second read would be)
             fresh = True  # nothing in the head this process last read: read it now before saying so
         return None
 
@@ -146,6 +149,7 @@ class Claimer:
         head = self._recorder.active_head(HEAD_PER_SHARD)
         with self._lock:
             self._head = (now, head)
+        self._local.read_head = True
         return head
 
     def _deactivate(self, tenant_id: str, shard: int) -> None:
@@ -237,14 +241,21 @@ class Claimer:
         heads: list[tuple[float, int, float, int, QueueEntry, list[DueJob]]] = []
         for entry in entries:
             found_due = False
+            earliest: list[EpochMs] = []  # the earliest job of each band none of whose jobs is due
             for band in entry.bands_with_work():
-                due = self._recorder.due(tenant.tenant_id, ReadyQueue(entry.shard, band), now, CANDIDATES_PER_QUERY)
+                # One read of the queue's head, due or not: the due jobs come first (the index is in due
+                # order), and when none is, its first job says how long the entry may be parked.
+                head = self._recorder.due(tenant.tenant_id, ReadyQueue(entry.shard, band), NO_DUE_BOUND,
+                                          CANDIDATES_PER_QUERY)
+                due = [job for job in head if job.due_at <= now]
                 if due:
                     found_due = True
                     key = entry.active_vt if entry.active_vt is not None else -1.0
                     heads.append((-aged_priority(band, due[0].due_at, now), -band, key, entry.shard, entry, due))
-            if not found_due:
-                self._park(entry, now)
+                elif head:
+                    earliest.append(head[0].due_at)
+            if not found_due and earliest:
+                self._park(entry, min(earliest), now)
         heads.sort(key=lambda head: head[:4])
         tried: set[str] = set()
         for _, band, _, _, entry, due in heads:
@@ -306,12 +317,10 @@ class Claimer:
             except AdmissionRefused:
                 slots.full(shard)
 
-    def _park(self, entry: QueueEntry, now: EpochMs) -> None:
-        """Park an entry none of whose jobs is due, until its earliest is (read without the due bound)."""
-        earliest = [job.due_at for band in entry.bands_with_work()
-                    for job in self._recorder.due(entry.tenant_id, ReadyQueue(entry.shard, band), 2 ** 62, 1)]
-        if earliest and min(earliest) > now:  # else the index lags behind a job that is due: not parked
-            until = min(earliest)
-            if self._recorder.park(entry.tenant_id, entry.shard, until, entry.entered):
-                with self._lock:
-                    self._wake_at = until if self._wake_at is None else min(self._wake_at, until)
+    def _park(self, entry: QueueEntry, until: EpochMs, now: EpochMs) -> None:
+        """Park an entry none of whose jobs is due, until its earliest (`until`, as its bands' heads read) is
+        due."""
+        # (until <= now: the index lags behind a job that is due: not parked)
+        if until > now and self._recorder.park(entry.tenant_id, entry.shard, until, entry.entered):
+            with self._lock:
+                self._wake_at = until if self._wake_at is None else min(self._wake_at, until)

@@ -177,7 +177,7 @@ class EmbeddedEndpoint:
         self.stream_topology = streams.StreamTopology(stream_shards, split_every_s)
         self.retention = None if retention_scale is None else retention.Retention(
             retention.RetentionPolicy(retention_scale))
-        moto_app: WsgiApp = streams.topology_app(DomainDispatcherApplication(create_backend_app),
+        moto_app: WsgiApp = streams.topology_app(server.direct_app(DomainDispatcherApplication(create_backend_app)),
                                                  self.stream_topology)
         if self.retention is not None:
             moto_app = self.retention.app(moto_app)

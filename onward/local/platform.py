@@ -69,15 +69,29 @@ class BackgroundLoop:
                 stop.wait(self._idle_s)
 
 
+REAPER_MIN_S = 1.0
+REAPER_MAX_S = 10.0
+
+
 @dataclass(frozen=True)
 class PlatformOptions:
     workers: int = 4
     lease_s: float = 3.0
-    reaper_interval_s: float = 1.0
+    reaper_interval_s: float | None = None  # None: a quarter of the lease, from 1 s to 10 s (reaper_every_s)
     scheduler_interval_s: float = 2.0  # a due fire is created at most this late (on AWS: the minute rule)
     heartbeat_interval_s: float = 5.0
     poll_idle_s: float = 0.2
     http_port: int = 8000
+
+    @property
+    def reaper_every_s(self) -> float:
+        """How often the reaper runs: `reaper_interval_s`, else a quarter of the lease (1 s to 10 s). A reaper
+        pass reads every lease shard (onward.keys.LEASE_SHARDS queries): with long leases, a pass a second
+        would be most of an idle platform's requests, while a lapsed lease is reaped at most a quarter of the
+        lease late."""
+        if self.reaper_interval_s is not None:
+            return self.reaper_interval_s
+        return min(REAPER_MAX_S, max(REAPER_MIN_S, self.lease_s / 4))
 
 
 class LocalPlatform:
@@ -97,7 +111,7 @@ class LocalPlatform:
             return False
 
         self.workers = WorkerPool(self.store, registry, options.workers, options.lease_s)
-        self.reaper = BackgroundLoop("reaper", lambda: reap_once(self.store), options.reaper_interval_s)
+        self.reaper = BackgroundLoop("reaper", lambda: reap_once(self.store), options.reaper_every_s)
         scheduler = deployment.scheduler
         # busy (again at once) only while a tick fired a full batch: more schedules may be due
         self.scheduler = BackgroundLoop("scheduler", lambda: len(scheduler.tick().fired) >= MAX_PER_TICK,

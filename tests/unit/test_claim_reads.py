@@ -1,0 +1,103 @@
+"""What a claim reads (issue 20): the reads a claim can leave out without deciding anything differently.
+
+- A claim that finds nothing in a head it read itself does not read the head a second time (a second read
+  is only for a head taken from the process's cache, which may be up to HEAD_CACHE_MS old).
+- The local platform's reaper runs a quarter of the lease apart (1 s to 10 s), not every second.
+- An entry whose jobs are all in backoff is parked from the one read of each band's head the claim makes
+  anyway (the head read without the due bound: due jobs first, else the earliest says how long to park).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from onward.claims import HEAD_CACHE_MS
+from onward.clock import EpochMs
+from onward.keys import ReadyQueue
+from onward.local.platform import REAPER_MAX_S, REAPER_MIN_S, PlatformOptions
+from onward.memory_recorder import MemoryRecorder
+from onward.models import ErrorSummary, NewJob
+from onward.recorder import ActiveEntry, DueJob
+from onward.store import JobStore
+from tests.support import ManualClock
+
+
+class CountingRecorder(MemoryRecorder):
+    """The memory recorder, counting the index reads and parks a claim makes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: Counter[str] = Counter()
+        self.due_bounds: list[EpochMs] = []
+
+    def active_head(self, limit_per_shard: int) -> list[ActiveEntry]:
+        self.calls["active_head"] += 1
+        return super().active_head(limit_per_shard)
+
+    def due(self, tenant_id: str, queue: ReadyQueue, now: EpochMs, limit: int) -> list[DueJob]:
+        self.calls["due"] += 1
+        self.due_bounds.append(now)
+        return super().due(tenant_id, queue, now, limit)
+
+    def park(self, tenant_id: str, shard: int, until: EpochMs, entered: int) -> bool:
+        self.calls["park"] += 1
+        self.parked_until = until
+        return super().park(tenant_id, shard, until, entered)
+
+
+def _store() -> tuple[JobStore, CountingRecorder, ManualClock]:
+    clock = ManualClock()
+    recorder = CountingRecorder()
+    return JobStore.in_memory(clock=clock, recorder=recorder), recorder, clock
+
+
+def test_an_empty_claim_reads_the_head_once_when_it_read_it_itself() -> None:
+    """With the second read back for every round, an idle worker's empty claim reads the head twice in a
+    row (every ACTIVE_SHARDS partition each time): this counts 2 reads instead of 1."""
+    store, recorder, _ = _store()
+    assert store.claim("w-1", 30) is None
+    assert recorder.calls["active_head"] == 1
+
+
+def test_an_empty_claim_from_a_cached_head_reads_it_again() -> None:
+    """A head from the cache can miss a job created since it was read: without the fresh read this claim
+    would say "nothing due" while a job is due, and the test's second claim would get None."""
+    store, recorder, clock = _store()
+    assert store.claim("w-1", 30) is None  # reads the (empty) head and caches it
+    created = store.create("acme", NewJob(type="demo.echo"))
+    clock.advance(HEAD_CACHE_MS / 1000 / 2)  # the cached head is still fresh enough to be used first
+    lease = store.claim("w-1", 30)
+    assert lease is not None and lease.job_id == created.job.job_id
+    assert recorder.calls["active_head"] == 2
+
+
+def test_an_entry_in_backoff_is_parked_from_the_head_read_it_makes_anyway() -> None:
+    """The claim reads each band's head once, without the due bound, and parks from it: with the old second
+    read per band for the park, this counts 2 reads of the ready index instead of 1; a park until any other
+    moment than the job's due time would show in parked_until."""
+    store, recorder, clock = _store()
+    store.create("acme", NewJob(type="demo.echo", max_attempts=3))
+    lease = store.claim("w-1", 30)
+    assert lease is not None
+    store.fail(lease, ErrorSummary.of("Boom", "failed"))  # retry_wait: due after its backoff
+    due_at = store.get(lease.job_id).not_before
+    assert due_at is not None and due_at > clock()
+    recorder.calls.clear()
+    assert store.claim("w-1", 30) is None
+    assert recorder.calls["due"] == 1
+    assert recorder.calls["park"] == 1
+    assert recorder.parked_until == due_at
+    clock.now = due_at  # due: woken and claimed
+    clock.advance(1.0)
+    again = store.claim("w-1", 30)
+    assert again is not None and again.job_id == lease.job_id
+
+
+def test_the_reaper_runs_a_quarter_of_the_lease_apart_within_bounds() -> None:
+    """A reaper pass reads every lease shard: with a pass a second, a platform with 30 s leases spent most
+    of its idle requests on it. An explicit interval is kept; without one it follows the lease."""
+    assert PlatformOptions(lease_s=3.0).reaper_every_s == REAPER_MIN_S
+    assert PlatformOptions(lease_s=30.0).reaper_every_s == 7.5
+    assert PlatformOptions(lease_s=600.0).reaper_every_s == REAPER_MAX_S
+    assert PlatformOptions(lease_s=30.0, reaper_interval_s=0.5).reaper_every_s == 0.5
+

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from onward.models import ErrorSummary, NewJob
+from onward.store import JobStore
+
 
 class ManualClock:
     """A clock tests move by hand (epoch milliseconds)."""
@@ -43,3 +46,15 @@ class PartialFailures:
         parsed["Records"] = [{"ErrorCode": self._failing[n], "ErrorMessage": "Rate exceeded for shard"}
                              if n in self._failing else next(written) for n in range(total)]
         parsed["FailedRecordCount"] = len(self._failing)
+
+
+def dead(store: JobStore, tenant: str, count: int = 1, job_type: str = "demo.fail") -> list[str]:
+    """Jobs of `tenant` ended dead, one at a time (each the only due job when claimed)."""
+    job_ids = []
+    for _ in range(count):
+        job_id = store.create(tenant, NewJob(type=job_type, max_attempts=1)).job.job_id
+        lease = store.claim("test", 30)
+        assert lease is not None and lease.job_id == job_id
+        store.fail(lease, ErrorSummary.of("Boom", "failed for good"), permanent=True)
+        job_ids.append(job_id)
+    return job_ids

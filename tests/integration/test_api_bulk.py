@@ -12,11 +12,12 @@ from typing import Any
 import pytest
 
 from onward.clock import iso, system_clock
-from onward.models import ErrorSummary, NewJob
+from onward.models import NewJob
 from onward.states import JobState
 from onward.store import JobStore
 from tests.integration.api_support import serve_api
 from tests.integration.documented_client import Client, call_with_claims
+from tests.support import dead
 
 pytestmark = pytest.mark.integration
 
@@ -34,17 +35,6 @@ def client(stack_environment, monkeypatch: pytest.MonkeyPatch) -> Iterator[Clien
 def jobs(settings, dynamodb) -> JobStore:
     return JobStore(settings, client=dynamodb)
 
-
-def dead(store: JobStore, tenant: str, count: int = 1, job_type: str = "demo.fail") -> list[str]:
-    """Jobs of `tenant` ended dead, one at a time (each the only due job when claimed)."""
-    job_ids = []
-    for _ in range(count):
-        job_id = store.create(tenant, NewJob(type=job_type, max_attempts=1)).job.job_id
-        lease = store.claim("bulk-test", 30)
-        assert lease is not None and lease.job_id == job_id
-        store.fail(lease, ErrorSummary.of("Boom", "failed for good"), permanent=True)
-        job_ids.append(job_id)
-    return job_ids
 
 
 def adds_up(report: dict[str, Any]) -> bool:

@@ -17,10 +17,11 @@ from onward.bulk import (
 )
 from onward.clock import iso
 from onward.errors import StoreContention
-from onward.models import ErrorSummary, NewJob, StatusView
+from onward.models import StatusView
 from onward.states import JobState
 from onward.store import JobStore
 from onward.view import JobFilter
+from tests.support import dead
 
 REPLAY, CANCEL = BulkKind.REPLAY, BulkKind.CANCEL
 
@@ -46,16 +47,6 @@ class StoreView:
         page = views[offset:offset + limit]
         return page, (offset + limit if offset + limit < len(views) else None)
 
-
-def dead(store: JobStore, tenant: str, count: int, job_type: str = "demo.fail") -> list[str]:
-    job_ids = []
-    for _ in range(count):
-        job_id = store.create(tenant, NewJob(type=job_type, max_attempts=1)).job.job_id
-        lease = store.claim("unit", 30)
-        assert lease is not None and lease.job_id == job_id
-        store.fail(lease, ErrorSummary.of("Boom", "no"), permanent=True)
-        job_ids.append(job_id)
-    return job_ids
 
 
 @pytest.mark.parametrize(("kind", "fields", "field"), [

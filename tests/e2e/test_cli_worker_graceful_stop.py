@@ -25,7 +25,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.own_stack]  # its jobs write 
 
 ONWARD = [sys.executable, "-m", "onward.cli"]
 ROOT = Path(__file__).resolve().parents[2]
-STOP_TIMEOUT_S = 6.0
+STOP_TIMEOUT_S = 14.0
+SHORT_S = 8  # ends inside the stop timeout, yet outlives a loaded machine's delay before the SIGTERM lands
 STOP_GRACE_S = 5.0  # onward.pool.WorkerPool's default: a deaf handler's process is ended this long after
 
 
@@ -39,11 +40,11 @@ def wait_until(predicate: Any, timeout_s: float, what: str) -> None:
 def test_sigterm_lets_running_jobs_end_within_the_stop_timeout_then_releases_the_rest_uncharged(
         environment: dict[str, str], settings: Settings, dynamodb: Any) -> None:
     """Breaks if the worker stops claiming late (the job created after SIGTERM would run), asks the running
-    jobs to stop at once (the 3 s job would be released, not succeed), waits past its stop timeout for the
+    jobs to stop at once (the 8 s job would be released, not succeed), waits past its stop timeout for the
     long ones (the exit would come 60 s later), charges a released job an attempt (with max_attempts 1, the
     next claim would end it instead of running attempt 2), or exits with another status."""
     store = JobStore(settings, client=dynamodb)
-    short = store.create("acme", NewJob(type="demo.sleep", params={"seconds": 3})).job.job_id
+    short = store.create("acme", NewJob(type="demo.sleep", params={"seconds": SHORT_S})).job.job_id
     long = store.create("acme", NewJob(type="demo.sleep", params={"seconds": 60}, max_attempts=1)).job.job_id
     deaf = store.create("globex", NewJob(type="demo.hang", params={"seconds": 60}, max_attempts=1)).job.job_id
     worker = subprocess.Popen(

@@ -432,5 +432,9 @@ def test_polling_moves_nothing_and_keeps_the_focus(page, platform) -> None:
     # the observer does see a shift when there is one (else the first check proved nothing)
     page.evaluate("document.querySelector('main').prepend(Object.assign(document.createElement('div'), "
                   "{style: 'height: 40px'}))")
-    # (observer entries are delivered when the page is idle: on a loaded machine that can take seconds)
-    page.wait_for_function("window.shifts.length > 0", timeout=20_000)
+    # (observer entries are delivered when the page is idle: on a loaded machine that can take seconds; polled
+    # from here because wait_for_function's later polls run a string eval the page's CSP refuses)
+    deadline = time.monotonic() + 20
+    while not page.evaluate("window.shifts.length") and time.monotonic() < deadline:
+        page.wait_for_timeout(100)
+    assert page.evaluate("window.shifts.length") > 0

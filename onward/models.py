@@ -216,6 +216,10 @@ class OutboxEvent(_Frozen):
     # When DynamoDB committed it (its outbox-stream record's ApproximateCreationDateTime, whole seconds on
     # AWS): set by the relay, absent from the outbox itself and from events re-published from it.
     committed_at: str | None = None
+    # When its tenant asked the job to start (run_at, or created_at + delay_s), on every event of a delayed
+    # job; absent (never null on the wire) otherwise. Added after the first version of the contract: an
+    # event without it reads, and digests, as it did before (onward.projection.digest).
+    run_at: str | None = None
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
@@ -235,6 +239,7 @@ class OutboxEvent(_Frozen):
             error=job.last_error if job.state in SHOWS_ERROR else None,
             result_size_bytes=result_size,
             result_inline=inline,
+            run_at=None if job.run_at is None else iso(job.run_at),
         )
 
 
@@ -278,6 +283,7 @@ class StatusView(BaseModel):
     error: ErrorSummary | None = None
     result_size_bytes: int | None = None
     result_inline: Any = None
+    run_at: str | None = None  # when its tenant asked it to start (None: at once, or a row projected before)
 
     @property
     def as_of(self) -> str:

@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass
 
 from onward.store import JobStore
+from onward.telemetry import OverlapsPublisher
 from onward.worker import Registry, Worker
 
 RELEASE_WAIT_S = 15.0  # after the stop grace: for a released job's report to commit (botocore's retries)
@@ -27,15 +28,20 @@ class Drained:
 
 class WorkerPool:
     """`size` Workers (ids w-00, w-01, ...) claiming from one store with the handlers of `registry`, each
-    lease `lease_s` long. `drain` stops them gracefully (running jobs may end first), `stop` at once (a
+    lease `lease_s` long, publishing the AttemptOverlaps metric after each attempt that found any (`overlaps`).
+    `drain` stops them gracefully (running jobs may end first), `stop` at once (a
     running job is asked to stop and released); both join their threads."""
 
     def __init__(self, store: JobStore, registry: Registry, size: int, lease_s: float, *,
                  stop_grace_s: float = 5.0) -> None:
         """`stop_grace_s`: how long a handler asked to stop may take before its process is ended."""
         self._stop_grace_s = stop_grace_s
+        # Overlaps its workers' reports and renewals find, published as they are found (AttemptOverlaps, as the
+        # Lambda worker publishes them per invocation).
+        self.overlaps = OverlapsPublisher(store.stats.overlaps_found)
         self._workers = [Worker(store, registry, worker_id=f"w-{n:02d}", lease_s=lease_s,
-                                stop_grace_s=stop_grace_s) for n in range(size)]
+                                stop_grace_s=stop_grace_s, attempt_ended=self.overlaps.publish)
+                         for n in range(size)]
         self._threads: list[threading.Thread] = []
 
     def start(self) -> None:

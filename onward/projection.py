@@ -22,11 +22,19 @@ class ProjectionOutcome(StrEnum):
     CONFLICT = "conflict"  # same version, different content: kept apart, alarmed, never overwrites
 
 
+# Fields added to the event contract after its first version, left out of the digest while absent: the view
+# stores digests, so an event without them must digest as it did before they existed (else the redelivery
+# of an old event after a deploy would be taken for a conflict).
+ADDED_FIELDS = ("run_at",)
+
+
 def digest(event: OutboxEvent) -> str:
     """A stable fingerprint of an event's content (canonical JSON, sorted keys). Not of `committed_at`: the
-    same transition re-published from the outbox has none, and is the same event."""
-    canonical = json.dumps(event.model_dump(mode="json", by_alias=True, exclude={"committed_at"}), sort_keys=True,
-                           separators=(",", ":"))
+    same transition re-published from the outbox has none, and is the same event. Nor of an ADDED_FIELDS
+    field the event does not have."""
+    absent = {name for name in ADDED_FIELDS if getattr(event, name) is None}
+    content = event.model_dump(mode="json", by_alias=True, exclude={"committed_at", *absent})
+    canonical = json.dumps(content, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
@@ -55,6 +63,7 @@ def view_fields(event: OutboxEvent) -> dict[str, Any]:
         "error": event.error.model_dump(mode="json") if event.error else None,
         "result_size_bytes": event.result_size_bytes,
         "result_inline": event.result_inline,
+        "run_at": event.run_at,
     }
     return fields
 

@@ -1,4 +1,5 @@
-"""Powertools metrics that never pile up and stay quiet when there is nothing to say.
+"""Powertools metrics that never pile up and stay quiet when there is nothing to say, and the AttemptOverlaps
+metric both worker runtimes publish (the Lambda worker per invocation, `onward worker` as it finds them).
 
 With POWERTOOLS_METRICS_DISABLED (on this machine: `onward up`, the tests) Powertools 3.37's flush
 prints nothing but also keeps every metric added, so a long local run grows without end and, were
@@ -8,9 +9,12 @@ metrics enabled later in the process, an invocation would publish the previous o
 from __future__ import annotations
 
 import functools
+import threading
 import warnings
 from collections.abc import Callable
 from typing import ParamSpec, Protocol, TypeVar
+
+from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 
 Arguments = ParamSpec("Arguments")
 Result = TypeVar("Result")
@@ -40,3 +44,45 @@ def discard_unflushed(
         return invoke
 
     return decorate
+
+
+# --- AttemptOverlaps: the same metric from both worker runtimes -----------------------------------------------
+
+METRICS_NAMESPACE = "Onward"
+WORKER_SERVICE = "worker"  # the `service` dimension of the worker's metrics, on Lambda and in `onward worker`
+ATTEMPT_OVERLAPS = "AttemptOverlaps"
+
+
+class MetricSink(Protocol):
+    def add_metric(self, name: str, unit: MetricUnit, value: float) -> None: ...
+
+
+def add_attempt_overlaps(metrics: MetricSink, pairs: int) -> None:
+    """Pairs of attempts of one job found to have run at the same time (onward.overlaps): side effects that may
+    have happened twice; `onward overlaps --since` lists the jobs."""
+    metrics.add_metric(name=ATTEMPT_OVERLAPS, unit=MetricUnit.Count, value=pairs)
+
+
+class OverlapsPublisher:
+    """AttemptOverlaps for a long-running worker process (`onward worker`, whose pool has no invocation to
+    flush at the end of): `publish()` after each attempt, and if the store's count of overlaps found
+    (JobStore.stats.overlaps_found, which a fenced late report or a refused lease renewal raises) rose since
+    the last call, the rise is printed at once as one EMF line (CloudWatch Logs turns it into the metric),
+    namespace Onward, service worker, as the Lambda worker publishes it. Nothing when it has not risen, or
+    when POWERTOOLS_METRICS_DISABLED is set. Safe from the pool's threads: each rise is published once."""
+
+    def __init__(self, overlaps_found: Callable[[], int]) -> None:
+        self._overlaps_found = overlaps_found
+        self._lock = threading.Lock()
+        self._published = overlaps_found()
+
+    def publish(self) -> int:
+        """Publish the rise since the last call; answers it (0: nothing was published)."""
+        with self._lock:
+            found = self._overlaps_found()
+            rise, self._published = found - self._published, found
+        if rise > 0:
+            metrics = EphemeralMetrics(namespace=METRICS_NAMESPACE, service=WORKER_SERVICE)
+            add_attempt_overlaps(metrics, rise)
+            metrics.flush_metrics()
+        return rise

@@ -120,9 +120,12 @@ class Worker:
         idle_max_s: float = 2.0,
         stop_grace_s: float = 5.0,
         clock: Clock = system_clock,  # the store's: lease expiries are in its time
+        attempt_ended: Callable[[], object] | None = None,
     ) -> None:
         """`stop_grace_s`: how long a handler asked to stop (cancelled, lease lost, shutting down) may take
-        before the worker ends its process."""
+        before the worker ends its process. `attempt_ended`: called after each attempt has been reported and its
+        lease renewal stopped (the pool of `onward worker` publishes the overlaps found there,
+        onward.telemetry.OverlapsPublisher); an error it raises is logged, never the job's."""
         self.worker_id = worker_id or f"w-{uuid.uuid4().hex[:8]}"
         self._store = store
         self._registry = registry
@@ -130,6 +133,7 @@ class Worker:
         self._heartbeat_s = heartbeat_s if heartbeat_s is not None else lease_s / 3
         self._clock = clock
         self._stop_grace_s = stop_grace_s
+        self._attempt_ended = attempt_ended
         # An idle worker polls less and less often (idle_s doubling up to idle_max_s, jittered): a pool
         # waiting for work costs a few claims a second instead of one per worker per idle_s.
         self._idle = BackoffPolicy(base_s=idle_s, cap_s=max(idle_s, idle_max_s))
@@ -206,6 +210,11 @@ class Worker:
             self._current = None
             renewal.stop()
         logger.info("reported", extra={**log, "report": report.status.value, "state": report.job.state.value})
+        if self._attempt_ended is not None:
+            try:
+                self._attempt_ended()
+            except Exception:
+                logger.exception("after the attempt: its hook failed", extra=log)
 
     def _run_handler(self, lease: Lease, context: JobContext) -> Report:
         handler = self._registry.get(lease.job.type)

@@ -63,6 +63,9 @@ class JobStatus(_Answer):
     cancel_requested: bool
     updated_at: str = Field(description="when the transition was decided (freshness.as_of: when it committed)",
                             json_schema_extra={"format": "date-time"})
+    run_at: str | None = Field(None, description="when it was asked to start (its run_at, or created_at + delay_s): "
+                                                 "no claim before it; null: as soon as a worker is free",
+                               json_schema_extra={"format": "date-time"})
     result: ResultSummary | None = None
     error: ErrorSummary | None = Field(None, description="why the last attempt failed, or why the job ended")
     freshness: Freshness
@@ -73,7 +76,8 @@ class JobStatus(_Answer):
                   else ResultSummary(size_bytes=view.result_size_bytes, inline=view.result_inline))
         return cls(job_id=view.job_id, type=view.type, status=view.status, terminal=is_terminal(view.status),
                    version=view.version, attempt=view.attempt, cancel_requested=view.cancel_requested,
-                   updated_at=view.occurred_at, result=result, error=view.error, freshness=freshness)
+                   updated_at=view.occurred_at, run_at=view.run_at, result=result, error=view.error,
+                   freshness=freshness)
 
 
 class PendingJob(_Answer):

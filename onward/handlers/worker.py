@@ -28,10 +28,10 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from onward.drain import Drain
 from onward.handlers.bootstrap import Deployment
-from onward.telemetry import discard_unflushed
+from onward.telemetry import METRICS_NAMESPACE, WORKER_SERVICE, add_attempt_overlaps, discard_unflushed
 
 logger = Logger(service="onward-worker")
-metrics = Metrics(namespace="Onward", service="worker")
+metrics = Metrics(namespace=METRICS_NAMESPACE, service=WORKER_SERVICE)
 tracer = Tracer(service="onward-worker")
 
 
@@ -54,10 +54,8 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         "wake_ups": 0 if wake_ups is None else len(event["Records"]),
         "seconds": round(time.monotonic() - started, 3)})
     metrics.add_metric(name="JobsRun", unit=MetricUnit.Count, value=report.ran)
-    # Attempts found to have run at the same time as another of their job (onward.overlaps): side effects
-    # that may have happened twice; `onward overlaps --since` lists the jobs.
-    metrics.add_metric(name="AttemptOverlaps", unit=MetricUnit.Count,
-                       value=deployment.job_store.stats.overlaps_found() - overlaps_before)
+    # What this invocation's workers found (a fenced late report, a refused lease renewal): the store's count.
+    add_attempt_overlaps(metrics, deployment.job_store.stats.overlaps_found() - overlaps_before)
     if wake_ups is None:
         return {"ran": report.ran}
     if report.answered:

@@ -219,3 +219,28 @@ def test_onward_ups_scheduler_loop_fires_a_due_schedule(stack_environment) -> No
     finally:
         platform.scheduler.stop()
     assert [job.type for job in deployment.job_store.all_jobs()] == ["demo.echo"]
+
+
+def test_a_schedule_posted_over_http_fires_a_job_its_tenant_then_lists(client: ScheduleClient, settings, dynamodb,
+                                                                        pipeline) -> None:
+    """POST /schedules, one scheduler tick at the schedule's first fire, and the job it created is listed by GET
+    /jobs for that tenant (and shown by GET /jobs/{id}) with the schedule's type and params, but not for another
+    tenant. Catches a schedule stored by the API that the scheduler does not find or fires for another tenant,
+    or a fired job that does not reach the tenant's listing."""
+    created = client.call("POST", "/schedules", token=TOKENS["acme"],
+                          body={"name": "minutely", "type": "demo.echo", "params": {"from": "schedule"},
+                                "rate": "1 minute"})
+    assert created.status == 201, created.body
+    fire_at = epoch_ms(created.body["next_fire_at"])
+    clock = ManualClock(fire_at)
+    store = JobStore(settings, client=dynamodb, clock=clock)
+    report = Scheduler(store, DynamoSchedules(dynamodb, settings.jobs_table), clock).tick()
+    ((tenant, name, fired_at, job_id),) = report.fired
+    assert (tenant, name, fired_at) == ("acme", "minutely", fire_at)
+    pipeline.drain()
+
+    listed = client.call("GET", "/jobs", token=TOKENS["acme"]).body["jobs"]
+    assert [(job["job_id"], job["type"], job["status"]) for job in listed] == [(job_id, "demo.echo", "queued")]
+    assert client.call("GET", f"/jobs/{job_id}", token=TOKENS["acme"]).body["visible"] is True
+    assert client.call("GET", f"/jobs/{job_id}/params", token=TOKENS["acme"]).body["params"] == {"from": "schedule"}
+    assert client.call("GET", "/jobs", token=TOKENS["globex"]).body["jobs"] == []

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from onward.backoff import BackoffPolicy
-from onward.clock import system_clock
+from onward.clock import epoch_ms, system_clock
 from onward.demo import hang
 from onward.demo import registry as demo_registry
 from onward.models import MAX_TIMEOUT_S, Job, NewJob
@@ -22,6 +22,7 @@ from onward.states import TERMINAL_STATES, JobState, RunOutcome
 from onward.store import JobStore
 from onward.worker import JobContext, Registry, Worker
 from tests.integration.api_support import http_call, serve_api
+from tests.integration.documented_client import Client
 from tests.integration.test_worker import Pool
 
 pytestmark = pytest.mark.integration
@@ -220,3 +221,30 @@ def test_a_handlers_result_still_comes_back_from_its_process(live_store):
     assert result == {"params": {"x": [1, 2.5, "é"]}, "token": f"{job_id}:1", "pid": result["pid"],
                       "timeout_s": 90}
     assert result["pid"] != os.getpid()
+
+
+def test_over_http_a_hanging_job_times_out_at_each_attempt_and_its_status_and_runs_say_so(
+        live_store, stack_environment, monkeypatch, pipeline):
+    """The whole path a user sees: `demo.hang` with `timeout_s: 1` submitted by POST /jobs, one worker, then
+    GET /jobs/{id} (the status view, after the pipeline) shows it dead after its 2 attempts with the Timeout
+    error, and GET /jobs/{id}/runs each attempt failed as Timeout, ended within timeout + 5 s of its claim.
+    Catches a timeout_s lost between the API and the worker (the hang's 300 s would hold the slot and the
+    wait would fail), an attempt ended but not reported as Timeout, or a status that never shows the end."""
+    with serve_api(monkeypatch, {"acme": "acme-timeout-secret"}, "operator-timeout-secret") as url:
+        client = Client(url)
+        created = client.call("POST", "/jobs", "acme-timeout-secret", body={
+            "type": "demo.hang", "params": {"seconds": 300}, "timeout_s": 1, "max_attempts": 2})
+        assert created.status == 202, created.body
+        job_id = created.body["job_id"]
+        with Pool(live_store, demo_registry, size=1):
+            wait_for(live_store, [job_id], terminal, timeout_s=30)
+        pipeline.drain()
+        status = client.get(f"/jobs/{job_id}", "acme-timeout-secret").body
+        runs = client.get(f"/jobs/{job_id}/runs", "acme-timeout-secret").body["runs"]
+    assert (status["visible"], status["status"], status["terminal"], status["attempt"]) == (True, "dead", True, 2)
+    assert status["error"]["error_type"] == "Timeout"
+    assert [run["attempt"] for run in runs] == [1, 2]
+    for run in runs:
+        assert (run["outcome"], run["error"]["error_type"]) == ("failed", "Timeout")
+        ran_ms = epoch_ms(run["finished_at"]) - epoch_ms(run["claimed_at"])
+        assert 1_000 <= ran_ms <= 1_000 + SLACK_MS, run

@@ -37,6 +37,7 @@ UNSET_ON_PURPOSE = {
     "ONWARD_STALE_AFTER_S": "read by Settings everywhere, used only by the API's freshness answers "
                             "(test_the_api_gets_the_freshness_parameters)",
     "ONWARD_HEARTBEAT_INTERVAL_S": "as ONWARD_STALE_AFTER_S",
+    "ONWARD_UNSIGNED_REQUESTS": "set by the embedded endpoint's exports only; AWS refuses unsigned requests",
 }
 
 
@@ -237,6 +238,22 @@ def test_reaper_runs_on_its_schedule_and_the_worker_only_when_enabled(translated
     conditional = {name for name, r in translated["Resources"].items() if r.get("Condition") == "WorkerOnLambda"}
     assert {"WorkerFunction", "WorkerRole", "WorkerLogGroup", "WorkerFunctionSchedule"} <= conditional
     assert TEMPLATE["Parameters"]["WorkerRuntime"]["Default"] == "ecs"
+
+
+def test_the_scheduler_is_driven_every_minute_by_an_eventbridge_rule_whatever_the_worker_runtime(
+        translated: dict[str, Any]) -> None:
+    """On AWS nothing else ticks the scheduler (locally `onward up` does): without this rule, or with a slower
+    rate, or one conditioned on a worker runtime, no schedule would fire (or would fire minutes late), as the
+    finest cron step of a schedule is a minute."""
+    rules = [r for r in translated["Resources"].values() if r["Type"] == "AWS::Events::Rule"
+             and r["Properties"]["Targets"][0]["Arn"] == {"Fn::GetAtt": ["SchedulerFunction", "Arn"]}]
+    assert len(rules) == 1
+    (rule,) = rules
+    assert rule["Properties"]["ScheduleExpression"] == "rate(1 minute)"
+    assert rule["Properties"].get("State", "ENABLED") == "ENABLED" and "Condition" not in rule
+    permissions = [r["Properties"] for r in translated["Resources"].values() if r["Type"] == "AWS::Lambda::Permission"
+                   and r["Properties"]["FunctionName"] == {"Ref": "SchedulerFunction"}]
+    assert [p["Principal"] for p in permissions] == ["events.amazonaws.com"]  # the rule may invoke it
 
 
 # --- alarms ---------------------------------------------------------------------------------------------

@@ -45,7 +45,8 @@ HEAD_CACHE_MS = 250  # a process reads the head at most this often: its reads do
 CANDIDATE_TENANTS = 8
 CANDIDATES_PER_QUERY = 8
 REKEYS_PER_CLAIM = 2
-REKEY_GAP_MS = 10_000.0  # a key this far below its tenant's virtual time is raised (the order's precision)
+REKEY_GAP_MS = 2_000.0  # a key of a tenant considered but not served this far behind is raised (an UpdateItem)
+SERVED_REKEY_GAP_MS = 0.0  # the served entry's key, raised by the claim's transaction, which writes it anyway
 MAX_FLEX_CHECKS = 80  # condition checks of a flexing claim (a transaction holds at most 100 actions)
 MAX_ROUNDS = 25
 SPREAD_MS = 1_000  # jobs due this close to a queue's oldest are tried in random order (concurrent claims spread)
@@ -259,7 +260,7 @@ class Claimer:
         heads.sort(key=lambda head: head[:4])
         tried: set[str] = set()
         for _, band, _, _, entry, due in heads:
-            behind = entry.active_vt is not None and candidate.virtual_time - entry.active_vt > REKEY_GAP_MS
+            behind = entry.active_vt is not None and candidate.virtual_time - entry.active_vt > SERVED_REKEY_GAP_MS
             active_vt = candidate.virtual_time if behind else None
             found = self._claim_in(entry, ReadyQueue(entry.shard, -band), due, slots, active_vt, tried,
                                    worker_id, lease_ms, flex_while_at_cap)

@@ -9,8 +9,8 @@ the first submit until every job reads `succeeded`. The two sides alternate (Onw
 - Onward: bench/e2e.py's burst, imported (`run`): the whole platform in this process against the embedded
   endpoint (moto) in a process of its own, as `onward up` runs it; demo.echo jobs POSTed over HTTP on 8
   connections, until the status view shows every job succeeded: the view is fed through the DynamoDB
-  stream, relay, Kinesis and projector, so "reads succeeded" includes that pipeline (e2e polls the view
-  every 0.5 s). Requests per job:
+  stream, relay, Kinesis and projector, so "reads succeeded" includes that pipeline (e2e polls the rows of
+  the jobs not yet seen succeeded every 0.25 s). Requests per job:
   every AWS request the platform made in the window (DynamoDB, DynamoDB Streams, Kinesis; the bench's reads
   of the view excluded), as e2e's Meter counts them, idle polls and heartbeats included.
 - Peer: procrastinate (App, PsycopgConnector) on a PostgreSQL cluster this bench creates: an `async def`
@@ -24,7 +24,7 @@ the first submit until every job reads `succeeded`. The two sides alternate (Onw
   heartbeat; LISTEN has a connection of its own). Each run has a fresh database (as each Onward run has a
   fresh endpoint), and the worker is registered and LISTENing before the clock starts (as Onward's platform
   is up before its first submit). "Reads succeeded" is the job's row in `procrastinate_jobs`, which the bench
-  polls every 0.05 s (the peer's runs last a few seconds: e2e's 0.5 s would be a large share of them) as a
+  polls every 0.05 s (the peer's runs last a few seconds: e2e's 0.25 s would be a large share of them) as a
   superuser role of its own.
   Statements per job: pg_stat_statements' `calls` for the role procrastinate connects as, reset when the
   clock starts and read when the last job reads succeeded: every statement procrastinate sent, idle
@@ -48,8 +48,11 @@ of its own so a Ctrl-C reaches only the bench, which then stops the server).
 Prints (`--json`: one object): onward_jobs_per_s and peer_jobs_per_s (medians of the runs), ratio (peer /
 Onward, 2 decimals, from those medians), runs (each side's jobs/s in the order they ran),
 onward_requests_per_job, peer_statements_per_job (over all runs) with their breakdowns by operation and by
-statement, jobs, workers, and machine (CPU count, versions). Times come from a shared machine: read the
-ratio, not the absolute values.
+statement, jobs, workers, and machine (CPU count, versions). Then what the request count alone allows
+(bench/request_floor.py, measured after the runs): request_floor_ms (CPU of the cheapest request, client and
+endpoint), onward_ceiling_jobs_per_s (every CPU busy with nothing but the jobs' requests at that floor),
+ratio_at_ceiling (the best ratio at this many requests per job) and requests_per_job_for_ratio_3. Times
+come from a shared machine: read the ratio, not the absolute values.
 """
 
 from __future__ import annotations
@@ -81,11 +84,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # runnable as a
 os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
 os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
 
-from bench import e2e, peer_tasks
+from bench import e2e, peer_tasks, request_floor
 
 JOBS = 300
 RUNS = 3
 WORKERS = 4
+FLOOR_REQUESTS = 1000
 SUBMITTERS = 8  # concurrent submitters, as bench/e2e.py's HTTP connections
 POLL_S = 0.05
 SUPERUSER = "bench"  # the bench's own role: creates databases, resets and reads pg_stat_statements, polls
@@ -394,6 +398,8 @@ def compare(jobs: int = JOBS, runs: int = RUNS, workers: int = WORKERS, say: Say
             peer.append(peer_run(server, index, jobs, workers))
             say(f"peer run {index}/{runs}: {peer[-1]['jobs_per_s']} jobs/s ({peer[-1]['elapsed_s']:.2f}s)")
         version = server.version
+    say("the request floor: CPU per request on the embedded stack")
+    floor = request_floor.measure(FLOOR_REQUESTS)
     onward_median = statistics.median(r["jobs_per_s"] for r in onward)
     peer_median = statistics.median(r["jobs_per_s"] for r in peer)
     requests: Counter[str] = Counter()
@@ -403,12 +409,22 @@ def compare(jobs: int = JOBS, runs: int = RUNS, workers: int = WORKERS, say: Say
     for r in peer:
         statements.update(r["statements"])
     total_jobs = jobs * runs
+    requests_per_job = sum(requests.values()) / total_jobs
+    cpus = os.cpu_count() or 1
+    ceiling = request_floor.ceiling_jobs_per_s(floor["floor_ms"], requests_per_job, cpus)
     return {
         "onward_jobs_per_s": onward_median,
         "peer_jobs_per_s": peer_median,
         "ratio": round(peer_median / onward_median, 2),
         "runs": {"onward": [r["jobs_per_s"] for r in onward], "peer": [r["jobs_per_s"] for r in peer]},
-        "onward_requests_per_job": round(sum(requests.values()) / total_jobs, 2),
+        "onward_requests_per_job": round(requests_per_job, 2),
+        # What the request count alone allows (bench/request_floor.py): every CPU busy with nothing but
+        # requests at their floor. The best ratio that many requests per job can reach, and the requests per
+        # job at which a ratio of 3 becomes reachable at all.
+        "request_floor_ms": floor["floor_ms"],
+        "onward_ceiling_jobs_per_s": ceiling,
+        "ratio_at_ceiling": round(peer_median / ceiling, 2),
+        "requests_per_job_for_ratio_3": round(cpus * 1000 / (floor["floor_ms"] * peer_median / 3), 2),
         "peer_statements_per_job": round(sum(statements.values()) / total_jobs, 2),
         "peer_statements_per_job_without_begin_commit": round(
             sum(n for name, n in statements.items() if name not in TRANSACTION_CONTROL) / total_jobs, 2),
@@ -434,6 +450,9 @@ def report(results: dict[str, Any]) -> str:
         f"  {'procrastinate (PostgreSQL)':28} {results['peer_jobs_per_s']:>16}   {results['runs']['peer']}",
         f"  ratio (peer / Onward)        {results['ratio']:>16}",
         f"  Onward AWS requests per job        {results['onward_requests_per_job']}",
+        f"  request floor {results['request_floor_ms']} ms CPU: at most {results['onward_ceiling_jobs_per_s']} jobs/s "
+        f"at that many requests (ratio {results['ratio_at_ceiling']} at best); a ratio of 3 needs at most "
+        f"{results['requests_per_job_for_ratio_3']} requests per job",
     ]
     lines += [f"    {name:48} {value}" for name, value in results["onward_requests_per_job_by_operation"].items()]
     lines.append(f"  procrastinate statements per job   {results['peer_statements_per_job']}  "

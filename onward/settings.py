@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import boto3
+from botocore import UNSIGNED
 from botocore.config import Config
 
 from onward.freshness import STALE_AFTER_S
@@ -36,6 +37,10 @@ API_CLIENT_CONFIG = Config(
     read_timeout=3,
     max_pool_connections=64,
 )
+
+# The services an embedded endpoint may be sent unsigned requests for (ONWARD_UNSIGNED_REQUESTS): their JSON
+# protocol names the operation in X-Amz-Target, so the endpoint routes them without the signature's scope.
+UNSIGNED_SERVICES = frozenset({"dynamodb", "dynamodbstreams", "kinesis"})
 
 DEFAULT_OUTBOX_RETENTION_DAYS = 7
 DEFAULT_JOB_RETENTION_DAYS = 30
@@ -75,6 +80,14 @@ class Settings:
     freshness_objective_s: float = STALE_AFTER_S  # ONWARD_STALE_AFTER_S
     heartbeat_interval_s: float = 0.0  # ONWARD_HEARTBEAT_INTERVAL_S: how often idle shards are confirmed
     active_shards: int = DEFAULT_ACTIVE_SHARDS  # ONWARD_ACTIVE_SHARDS: partitions of the `active` index
+    # ONWARD_UNSIGNED_REQUESTS: skip SigV4 for UNSIGNED_SERVICES. Only with an endpoint_url: the embedded
+    # endpoint checks no signature, and signing is a quarter of a local request's CPU on each side
+    # (bench/request_floor.py); AWS would refuse every request.
+    unsigned_requests: bool = False
+
+    def __post_init__(self) -> None:
+        if self.unsigned_requests and not self.endpoint_url:
+            raise InvalidSetting("ONWARD_UNSIGNED_REQUESTS needs AWS_ENDPOINT_URL: AWS refuses unsigned requests")
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -89,6 +102,7 @@ class Settings:
             freshness_objective_s=number_setting(source, "ONWARD_STALE_AFTER_S", STALE_AFTER_S),
             heartbeat_interval_s=number_setting(source, "ONWARD_HEARTBEAT_INTERVAL_S", 0.0),
             active_shards=active_shards_setting(source),
+            unsigned_requests=flag_setting(source, "ONWARD_UNSIGNED_REQUESTS"),
             **names,
         )
 
@@ -117,6 +131,8 @@ class Settings:
     def client(self, service: str, config: Config = WORKER_CLIENT_CONFIG) -> Any:
         """A boto3 client with botocore's standard retry mode (throttling and transient errors); `config`: the
         timeouts and attempts (API_CLIENT_CONFIG for the HTTP API's function), else the patient default."""
+        if self.unsigned_requests and service in UNSIGNED_SERVICES:
+            config = config.merge(Config(signature_version=UNSIGNED))
         return boto3.client(service, endpoint_url=self.endpoint_url, region_name=self.region, config=config)
 
 
@@ -133,6 +149,14 @@ def number_setting(source: Mapping[str, str], variable: str, default: float, *, 
     if not math.isfinite(value) or value < 0 or (positive and value == 0):
         raise InvalidSetting(f"{variable} must be a finite number {'> 0' if positive else '>= 0'}, not {raw!r}")
     return value
+
+
+def flag_setting(source: Mapping[str, str], variable: str) -> bool:
+    """A yes/no read from the environment: "true"/"1" or "false"/"0"/unset; InvalidSetting otherwise."""
+    raw = (source.get(variable) or "false").strip().lower()
+    if raw not in {"true", "1", "false", "0"}:
+        raise InvalidSetting(f"{variable} must be true or false, not {source.get(variable)!r}")
+    return raw in {"true", "1"}
 
 
 def active_shards_setting(source: Mapping[str, str]) -> int:

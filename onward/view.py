@@ -153,6 +153,10 @@ class StatusViewReader:
                 return StatusCounts(counts, examined, complete=True)
         return StatusCounts(counts, examined, complete=False)
 
+    def get_many(self, job_ids: list[str]) -> dict[str, StatusView]:
+        """The rows of these jobs by job id, read consistently; a job the view has not seen is left out."""
+        return self._consistent(job_ids)
+
     def _consistent(self, job_ids: list[str]) -> dict[str, StatusView]:
         """The rows of these jobs, read consistently (BatchGetItem, unprocessed keys asked again)."""
         found: dict[str, StatusView] = {}

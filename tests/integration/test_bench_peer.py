@@ -86,6 +86,13 @@ def test_the_peer_bench_compares_both_sides_and_leaves_no_cluster_behind():
     for stem in ("procrastinate_defer_job", "procrastinate_fetch_job", "procrastinate_finish_job"):
         assert sum(n for name, n in statements.items() if stem in name) >= 1, (stem, statements)
     assert result["peer_statements_per_job"] >= 3, result
+    # The ceiling is the arithmetic it says: every CPU spending the floor on each request of a job
+    ceiling = result["machine"]["cpus"] * 1000 / (result["request_floor_ms"] * result["onward_requests_per_job"])
+    assert result["onward_ceiling_jobs_per_s"] == pytest.approx(ceiling, rel=0.02), result
+    assert result["ratio_at_ceiling"] == pytest.approx(
+        result["peer_jobs_per_s"] / result["onward_ceiling_jobs_per_s"], rel=0.02), result
+    assert result["requests_per_job_for_ratio_3"] == pytest.approx(
+        result["machine"]["cpus"] * 1000 / (result["request_floor_ms"] * result["peer_jobs_per_s"] / 3), rel=0.02)
 
     match = CLUSTER_LINE.search(stderr)
     assert match, stderr[-3000:]

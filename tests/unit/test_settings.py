@@ -30,3 +30,24 @@ def test_the_stale_threshold_is_the_objective_plus_one_heartbeat_interval() -> N
 def test_a_number_that_is_not_one_is_refused_by_name(variable: str, value: str) -> None:
     with pytest.raises(InvalidSetting, match=variable):
         Settings.from_environment({variable: value})
+
+
+def test_unsigned_requests_are_for_an_endpoint_and_only_its_json_target_services() -> None:
+    """Breaks if the flag signs nothing less (the local stack pays SigV4 on both sides of every request),
+    unsigns a service the endpoint routes by the signature's scope (CloudFormation's query protocol), or is
+    accepted without an endpoint (every request to AWS would be refused, 403)."""
+    from botocore import UNSIGNED
+
+    settings = Settings.from_environment({"AWS_ENDPOINT_URL": "http://127.0.0.1:1", "AWS_DEFAULT_REGION": "us-east-1",
+                                          "ONWARD_UNSIGNED_REQUESTS": "true"})
+    assert settings.unsigned_requests
+    for service in ("dynamodb", "dynamodbstreams", "kinesis"):
+        assert settings.client(service).meta.config.signature_version is UNSIGNED
+    assert settings.client("cloudformation").meta.config.signature_version is not UNSIGNED
+    signed = Settings.from_environment({"AWS_ENDPOINT_URL": "http://127.0.0.1:1", "AWS_DEFAULT_REGION": "us-east-1"})
+    assert not signed.unsigned_requests
+    assert signed.client("dynamodb").meta.config.signature_version is not UNSIGNED
+    with pytest.raises(InvalidSetting, match="needs AWS_ENDPOINT_URL"):
+        Settings.from_environment({"ONWARD_UNSIGNED_REQUESTS": "1"})
+    with pytest.raises(InvalidSetting, match="ONWARD_UNSIGNED_REQUESTS must be true or false"):
+        Settings.from_environment({"AWS_ENDPOINT_URL": "http://127.0.0.1:1", "ONWARD_UNSIGNED_REQUESTS": "yes"})

@@ -41,6 +41,12 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 DEFAULT_WEIGHT = 1.0
+# Weights from MIN_WEIGHT to MAX_WEIGHT: a ratio of 10^6 between the lightest and the heaviest tenant. Beyond
+# it one tenant's share is indistinguishable from 0 (the other's from 1) on any pool, and the bounds keep the
+# weight and virtual time (worker ms divided by the weight) far inside the numbers DynamoDB stores (about
+# 1e-130 to 1e126, 38 digits): 1e-300 or 1e300 would be refused at the write, after the check.
+MIN_WEIGHT = 0.001
+MAX_WEIGHT = 1000.0
 DEFAULT_CAP: int | None = None  # no cap of its own: fair share alone decides, up to the whole pool
 LIFT_TOLERANCE_MS = 1_000  # virtual ms below the clock that do not count as returning (claims race)
 AGING_MS = 10_000  # a due job gains one priority band per AGING_MS it waits
@@ -49,15 +55,16 @@ VirtualMs = float  # worker milliseconds per unit of weight
 
 @dataclass(frozen=True)
 class TenantPolicy:
-    """A tenant's dispatch settings. `weight`: relative share of worker time (> 0). `cap`: most of its
-    jobs running at once while other tenants have due work (>= 1), None for no cap."""
+    """A tenant's dispatch settings. `weight`: relative share of worker time (MIN_WEIGHT to MAX_WEIGHT).
+    `cap`: most of its jobs running at once while other tenants have due work (>= 1), None for no cap."""
 
     weight: float = DEFAULT_WEIGHT
     cap: int | None = DEFAULT_CAP
 
     def __post_init__(self) -> None:
-        if not (isinstance(self.weight, int | float) and math.isfinite(self.weight) and self.weight > 0):
-            raise ValueError(f"a tenant's weight must be a finite number > 0, not {self.weight!r}")
+        if not (isinstance(self.weight, int | float) and MIN_WEIGHT <= self.weight <= MAX_WEIGHT):  # NaN: False
+            raise ValueError(f"a tenant's weight must be a number from {MIN_WEIGHT:g} to {MAX_WEIGHT:g}, "
+                             f"not {self.weight!r}")
         if self.cap is not None and (isinstance(self.cap, bool) or not isinstance(self.cap, int) or self.cap < 1):
             raise ValueError(f"a tenant's cap must be a whole number >= 1 (or None for no cap), not {self.cap!r}")
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from onward.clock import parse_instant
+from onward.dispatch import MAX_WEIGHT, MIN_WEIGHT
 from onward.handlers.bootstrap import Deployment
 from onward.models import NewJob
 from onward.states import is_terminal
@@ -90,7 +91,7 @@ def _embedded_endpoint(args: argparse.Namespace) -> EmbeddedEndpoint:
         from onward.local.endpoint import REGION
         from onward.local.metering import Meter
 
-        meter = Meter(REGION)
+        meter = Meter(REGION, billing=args.meter == "billing")
     try:
         return EmbeddedEndpoint(port=args.port, stream_shards=args.stream_shards, split_every_s=args.split_every_s,
                                 retention_scale=args.retention_scale, data_dir=args.data_dir,
@@ -596,7 +597,8 @@ def _add_tenant_commands(tenant: argparse.ArgumentParser) -> None:
         f"within {TENANT_CACHE_MS / 1000:g} s (each process caches a tenant's settings that long)")
     set_.add_argument("tenant", metavar="TENANT", help="the tenant id")
     set_.add_argument("--weight", type=float, metavar="W",
-                      help="its share of worker time relative to the other tenants with due work (> 0)")
+                      help="its share of worker time relative to the other tenants with due work "
+                      f"({MIN_WEIGHT:g} to {MAX_WEIGHT:g})")
     cap = set_.add_mutually_exclusive_group()
     cap.add_argument("--cap", type=int, metavar="N",
                      help="most of its jobs running at once while other tenants have due work (>= 1)")
@@ -627,8 +629,10 @@ def build_parser() -> argparse.ArgumentParser:
     endpoint.add_argument("--port", type=PORT, default=4566, help="port on 127.0.0.1 (0: any free port)")
     _add_topology_flags(endpoint)
     _add_state_flags(endpoint)
-    endpoint.add_argument("--meter", action="store_true", help="meter every request as AWS would bill it; "
-                          "POST /_onward/meter answers the reading and resets it (bench/e2e.py)")
+    endpoint.add_argument("--meter", nargs="?", const="billing", choices=("billing", "requests"),
+                          help="meter every request as AWS would bill it (`requests`: count the requests only, no "
+                               "units); POST /_onward/meter answers the reading and resets it "
+                               "(bench/e2e.py)")
     endpoint.set_defaults(run=cmd_endpoint)
 
     worker = command("worker", "run a worker pool for the handlers in a module")
@@ -734,10 +738,31 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# Without a region boto3 cannot build a client, whatever the endpoint: the first thing a command meets when
+# nothing points it at a deployment.
+_NO_REGION = ("no AWS region is set: run `onward endpoint` and paste its export lines (the embedded endpoint), "
+              "or set AWS_REGION and the stack's variables (JOBS_TABLE, OUTBOX_TABLE, ...) for AWS")
+_NO_CREDENTIALS = ("no AWS credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE), or run "
+                   "`onward endpoint` and paste its export lines (the embedded endpoint)")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Runs the command. An environment that names no deployment, or names one the command cannot reach
+    without more variables, ends any command on its first AWS call with exit status 2 and one line saying
+    what to set (not botocore's traceback)."""
+    from botocore.exceptions import NoCredentialsError, NoRegionError
+
+    from onward.settings import InvalidSetting, MissingSetting
+
     args = build_parser().parse_args(argv)
     run: Callable[[argparse.Namespace], int] = args.run  # each subcommand's cmd_* (set_defaults(run=...))
-    return run(args)
+    try:
+        return run(args)
+    except (MissingSetting, InvalidSetting, NoRegionError, NoCredentialsError) as error:
+        reason = (_NO_REGION if isinstance(error, NoRegionError)
+                  else _NO_CREDENTIALS if isinstance(error, NoCredentialsError) else str(error))
+        print(f"onward {args.command}: {reason}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

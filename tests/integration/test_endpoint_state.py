@@ -28,7 +28,7 @@ import boto3
 import pytest
 
 from onward.local.endpoint import STATE_PATH, EndpointProcess
-from onward.local.snapshots import SNAPSHOT_FILE
+from onward.local.snapshots import FORMAT, SNAPSHOT_FILE
 
 pytestmark = pytest.mark.integration
 
@@ -171,3 +171,26 @@ def test_a_data_directory_in_use_or_from_another_version_is_refused_with_the_rea
     assert refused.returncode == 2
     assert "was written as 'onward-embedded-endpoint-state/0 moto/0.0'" in refused.stderr
     assert "Traceback" not in refused.stderr
+
+
+def test_a_state_of_the_previous_format_is_refused_with_the_reason(tmp_path: Path) -> None:
+    """A state saved as format /1 (the dispatch items' old layout) by this very moto version: its waiting
+    jobs have no queue entry and would never be claimed, so the endpoint refuses it (exit status 2, the
+    header it found and the one it reads, what to do) instead of serving it. Without the format's version in
+    the header (or with it left at /1 when the layout changed) the endpoint would start on it: this command
+    would not end, and its timeout fails the test."""
+    data_dir = tmp_path / "state"
+    with EndpointProcess("--data-dir", str(data_dir)):
+        pass  # its graceful stop saves a state of the current format: a body a /1 endpoint could have written
+    current = FORMAT.decode()
+    assert current.startswith("onward-embedded-endpoint-state/2 moto/")
+    previous = current.replace("onward-embedded-endpoint-state/2 ", "onward-embedded-endpoint-state/1 ", 1)
+    snapshot = data_dir / SNAPSHOT_FILE
+    snapshot.write_bytes(previous.encode() + b"\n" + snapshot.read_bytes().partition(b"\n")[2])
+
+    refused = _endpoint_command(data_dir)
+
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert (f"onward endpoint: --data-dir: {snapshot} was written as {previous!r}; this endpoint reads "
+            f"{current!r} only (start with another --data-dir, or delete it to start empty)\n") in refused.stderr
+    assert "Traceback" not in refused.stderr and refused.stdout == ""

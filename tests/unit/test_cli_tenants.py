@@ -36,9 +36,11 @@ def test_a_change_replaces_only_the_settings_given():
 
 
 @pytest.mark.parametrize(("given", "reason"), [
-    ({"weight": 0.0}, "--weight: a tenant's weight must be a finite number > 0, not 0.0"),
-    ({"weight": float("nan")}, "--weight: a tenant's weight must be a finite number > 0, not nan"),
-    ({"weight": float("-inf")}, "--weight: a tenant's weight must be a finite number > 0, not -inf"),
+    ({"weight": 0.0}, "--weight: a tenant's weight must be a number from 0.001 to 1000, not 0.0"),
+    ({"weight": float("nan")}, "--weight: a tenant's weight must be a number from 0.001 to 1000, not nan"),
+    ({"weight": float("-inf")}, "--weight: a tenant's weight must be a number from 0.001 to 1000, not -inf"),
+    ({"weight": 1e300}, "--weight: a tenant's weight must be a number from 0.001 to 1000, not 1e+300"),
+    ({"weight": 1e-300}, "--weight: a tenant's weight must be a number from 0.001 to 1000, not 1e-300"),
     ({"cap": 0}, "--cap: a tenant's cap must be a whole number >= 1"),
     ({"cap": 3, "remove_cap": True}, "--cap and --no-cap contradict each other"),
     ({"ready_shards": 65}, "--ready-shards: ready shards must be a whole number from 1 to 64, not 65"),

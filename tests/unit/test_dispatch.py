@@ -11,6 +11,8 @@ from onward.dispatch import (
     DEFAULT_CAP,
     DEFAULT_WEIGHT,
     LIFT_TOLERANCE_MS,
+    MAX_WEIGHT,
+    MIN_WEIGHT,
     Candidate,
     DispatchOrder,
     TenantLoad,
@@ -231,11 +233,16 @@ def test_a_fresh_low_band_job_waits_its_turn():
 def test_defaults_and_validation():
     """Defaults: weight 1 and no cap of its own (fair share alone decides). A weight of 0 would divide by
     zero in virtual_time, a negative one run virtual time backwards, NaN compare false with everything
-    (never first, never last) and infinity never be served; a cap of 0 would make a tenant unservable
-    except by flex, and `True` would pass as a cap of 1 (bool is an int)."""
+    (never first, never last) and infinity never be served. A finite weight beyond MIN_WEIGHT..MAX_WEIGHT
+    (1e300, 1e-300) passed once and then failed at the write with a decimal.Overflow / Underflow (DynamoDB
+    numbers span about 1e-130 to 1e126); the bounds themselves are allowed. A cap of 0 would make a tenant
+    unservable except by flex, and `True` would pass as a cap of 1 (bool is an int)."""
     assert TenantPolicy() == TenantPolicy(weight=DEFAULT_WEIGHT, cap=DEFAULT_CAP) == TenantPolicy(1.0, None)
     assert TenantPolicy(weight=2, cap=1).cap == 1
-    bad_settings = [{"weight": bad} for bad in (0, 0.0, -1, math.nan, math.inf, -math.inf)]
+    assert (MIN_WEIGHT, MAX_WEIGHT) == (0.001, 1000)
+    assert TenantPolicy(weight=MIN_WEIGHT).weight == MIN_WEIGHT and TenantPolicy(weight=MAX_WEIGHT).weight == 1000
+    beyond = (1e300, 1e-300, MAX_WEIGHT * 1.000001, MIN_WEIGHT * 0.999999, 10**40)
+    bad_settings = [{"weight": bad} for bad in (0, 0.0, -1, math.nan, math.inf, -math.inf, *beyond)]
     bad_settings += [{"cap": bad} for bad in (0, -1, True, False, 1.5)]
     for bad in bad_settings:
         (name,) = bad

@@ -105,10 +105,13 @@ def _await_succeeded(view: StatusViewReader, job_ids: list[str], jobs: int, say:
     return shown
 
 
-def run(jobs: int = JOBS, workers: int = 4, progress: Any = None, rate: float | None = None) -> dict[str, Any]:
-    """One run: `jobs` submitted as a burst (rate None) or at `rate` jobs/s, until all are visible."""
+def run(jobs: int = JOBS, workers: int = 4, progress: Any = None, rate: float | None = None,
+        billing: bool = True) -> dict[str, Any]:
+    """One run: `jobs` submitted as a burst (rate None) or at `rate` jobs/s, until all are visible.
+    `billing` False: the endpoint counts requests only (the units' keys then read 0), which leaves more of
+    the endpoint's time to the platform (bench/peer.py)."""
     say = progress or (lambda line: None)
-    with EndpointProcess("--meter") as endpoint:
+    with EndpointProcess("--meter", "billing" if billing else "requests") as endpoint:
         meter = RemoteMeter(endpoint.url)
         environment = endpoint.environment
         os.environ.update(environment)

@@ -12,7 +12,9 @@ the first submit until every job reads `succeeded`. The two sides alternate (Onw
   stream, relay, Kinesis and projector, so "reads succeeded" includes that pipeline (e2e polls the rows of
   the jobs not yet seen succeeded every 0.25 s). Requests per job:
   every AWS request the platform made in the window (DynamoDB, DynamoDB Streams, Kinesis; the bench's reads
-  of the view excluded), as e2e's Meter counts them, idle polls and heartbeats included.
+  of the view excluded), as e2e's Meter counts them, idle polls and heartbeats included (the endpoint counts
+  requests only, `--meter requests`: billing each request's units would take the endpoint's time from the
+  platform, which `onward up` does not pay).
 - Peer: procrastinate (App, PsycopgConnector) on a PostgreSQL cluster this bench creates: an `async def`
   no-op task in bench/peer_tasks.py (procrastinate runs sync tasks in threads and its documentation advises
   against concurrency with synchronous tasks), each job
@@ -373,7 +375,7 @@ def onward_run(jobs: int, workers: int) -> dict[str, Any]:
     """bench/e2e.py's burst. It puts its stack's names in os.environ (as Lambda would): restored after."""
     saved = dict(os.environ)
     try:
-        results = e2e.run(jobs=jobs, workers=workers)
+        results = e2e.run(jobs=jobs, workers=workers, billing=False)  # counts requests: as `onward up`, no units
     finally:
         os.environ.clear()
         os.environ.update(saved)

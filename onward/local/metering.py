@@ -146,7 +146,10 @@ class _Read:
 
 
 class Meter:
-    def __init__(self, region: str, account_id: str = DEFAULT_ACCOUNT_ID) -> None:
+    def __init__(self, region: str, account_id: str = DEFAULT_ACCOUNT_ID, *, billing: bool = True) -> None:
+        """`billing` False: count requests and Kinesis records only, no units (the units need each written
+        item read before and after, and each Query run again: most of the meter's cost)."""
+        self._billing = billing
         self._region = region
         self._account = account_id
         self._lock = threading.Lock()
@@ -177,7 +180,7 @@ class Meter:
                 self.reading.kinesis_records += len(records)
                 self.reading.kinesis_bytes += sum(
                     len(base64.b64decode(r.get("Data", ""))) + len(r.get("PartitionKey", "")) for r in records)
-        if service != "dynamodb" or operation not in _WRITES | _READS:
+        if not self._billing or service != "dynamodb" or operation not in _WRITES | _READS:
             return None
         request = json.loads(body or b"{}")
         if operation in _READS:

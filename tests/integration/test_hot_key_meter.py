@@ -296,3 +296,31 @@ def test_a_jobs_units_are_all_attributed_to_partitions_of_the_stacks_tables(
     assert sum(reading.read_units_by_key.values()) == reading.read_units > 0
     hottest, units = reading.hottest("write")
     assert hottest.split("|")[0].split(".")[0] == settings.jobs_table and units > 0
+
+
+def test_a_requests_only_meter_counts_requests_and_records_and_bills_no_units() -> None:
+    """`onward endpoint --meter requests` (bench/peer.py): without billing the meter must still count every
+    request and Kinesis record (the requests per job a bench prints), and must not read items or re-run
+    queries to bill them (what makes a billing meter cost the endpoint's time): a meter that ignored the
+    flag would report units."""
+    meter = Meter(REGION, billing=False)
+    with EmbeddedEndpoint(meter=meter) as endpoint:
+        db = endpoint.client("dynamodb")
+        db.create_table(TableName="requests-only", BillingMode="PAY_PER_REQUEST",
+                        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+                        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}])
+        db.put_item(TableName="requests-only", Item={"pk": {"S": "a"}, "body": {"S": "x" * 3000}})
+        db.get_item(TableName="requests-only", Key={"pk": {"S": "a"}})
+        db.query(TableName="requests-only", KeyConditionExpression="pk = :p",
+                 ExpressionAttributeValues={":p": {"S": "a"}})
+        kinesis = endpoint.client("kinesis")
+        kinesis.create_stream(StreamName="requests-only", ShardCount=1)
+        kinesis.put_records(StreamName="requests-only", Records=[
+            {"Data": b"abc", "PartitionKey": "k"}, {"Data": b"de", "PartitionKey": "k"}])
+        reading = meter.reset()
+    assert {name: reading.requests[name] for name in
+            ("dynamodb.PutItem", "dynamodb.GetItem", "dynamodb.Query", "kinesis.PutRecords")} == {
+        "dynamodb.PutItem": 1, "dynamodb.GetItem": 1, "dynamodb.Query": 1, "kinesis.PutRecords": 1}
+    assert (reading.kinesis_records, reading.kinesis_bytes) == (2, 3 + 1 + 2 + 1)
+    assert reading.table_write_units == reading.index_write_units == 0
+    assert not reading.write_units and reading.hottest("read") == reading.hottest("write") == ("", 0.0)

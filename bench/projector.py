@@ -93,11 +93,18 @@ class Tally:
     requests: int = 0
     events: int = 0
     unexpected: dict[str, int] = field(default_factory=dict)
+    best_events_per_s: float = 0.0  # the fastest slice: what a moment of load on a shared machine cannot slow
+
+    def add_slice(self, events: int, seconds: float) -> None:
+        self.seconds += seconds
+        self.events += events
+        self.best_events_per_s = max(self.best_events_per_s, events / seconds if seconds > 0 else 0.0)
 
     def figures(self) -> dict[str, Any]:
         return {"events": self.events, "requests": self.requests, "seconds": round(self.seconds, 4),
                 "requests_per_event": round(self.requests / self.events, 3),
-                "events_per_s": round(self.events / self.seconds, 1), "unexpected_outcomes": self.unexpected}
+                "events_per_s": round(self.events / self.seconds, 1),
+                "best_slice_events_per_s": round(self.best_events_per_s, 1), "unexpected_outcomes": self.unexpected}
 
 
 def histories(jobs: int) -> dict[str, list[OutboxEvent]]:
@@ -129,9 +136,8 @@ def run_phase(phase: str, events: list[OutboxEvent], projectors: dict[str, Any],
             before = counters[name].total
             began = time.perf_counter()
             outcomes = [project(event) for event in chunk]
-            tally.seconds += time.perf_counter() - began
+            tally.add_slice(len(chunk), time.perf_counter() - began)
             tally.requests += counters[name].total - before
-            tally.events += len(chunk)
             for outcome in outcomes:
                 if outcome is not EXPECTED[phase]:
                     tally.unexpected[outcome.value] = tally.unexpected.get(outcome.value, 0) + 1
@@ -175,6 +181,11 @@ def run(endpoint: EmbeddedEndpoint | None = None, *, jobs: int = JOBS) -> dict[s
     results["speedup"] = {
         phase: round(results["onward"][phase]["events_per_s"] / results["naive"][phase]["events_per_s"], 2)
         for phase in (*PHASES, "all")}
+    # The same ratio from each side's fastest slice: slices alternate, so a burst of load from elsewhere on a
+    # shared machine slows one side's slice, not its best one.
+    results["speedup_best_slice"] = {
+        phase: round(results["onward"][phase]["best_slice_events_per_s"]
+                     / results["naive"][phase]["best_slice_events_per_s"], 2) for phase in PHASES}
     results["correct"] = not any(results[name][phase]["unexpected_outcomes"] for name in projectors
                                  for phase in PHASES)
     results["ok"] = (results["correct"]

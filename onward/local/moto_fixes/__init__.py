@@ -6,6 +6,8 @@ and why:
 - `expressions`: an update expression parsed once per expression string, not twice per update; the
   validator's copy of it unpickled, not deep-copied; its validation passes walk the tree without looking
   their node types up again at every node;
+- `updates`: an update expression of the platform's shapes applied to the item without moto's validator and
+  executor, whenever nothing could make them raise (anything else is moto's own update);
 - `queries`: a Query reads only its partition (index partitions kept in maps updated from every write);
 - `kinesis`: records found by sequence number; resharding as Kinesis does it;
 - `streams`: DynamoDB Streams sharded as on AWS (several open shards per table stream, records routed by
@@ -33,12 +35,23 @@ from moto.dynamodb.models.dynamo_type import Item
 from moto.dynamodb.models.table import StreamRecord
 from moto.kinesis.models import Record as KinesisRecord
 
-from onward.local.moto_fixes import connections, expressions, kinesis, queries, retention, server, streams, transactions
+from onward.local.moto_fixes import (
+    connections,
+    expressions,
+    kinesis,
+    queries,
+    retention,
+    server,
+    streams,
+    transactions,
+    updates,
+)
 
 # (owner, attribute, ours); moto's own, read before anything is patched, to put back
 _PATCHES: tuple[tuple[Any, str, Any], ...] = (*transactions.PATCHES, *queries.PATCHES, *kinesis.PATCHES,
                                               *server.PATCHES, *streams.PATCHES, *retention.PATCHES,
-                                              *connections.PATCHES, *expressions.PATCHES)
+                                              *connections.PATCHES, *expressions.PATCHES,
+                                              *updates.PATCHES)
 # read statically: a classmethod (retention's) is put back as the classmethod it was, not as a bound method
 _ORIGINALS = tuple(inspect.getattr_static(owner, attribute) for owner, attribute, _ in _PATCHES)
 

@@ -42,6 +42,12 @@ API_CLIENT_CONFIG = Config(
 # protocol names the operation in X-Amz-Target, so the endpoint routes them without the signature's scope.
 UNSIGNED_SERVICES = frozenset({"dynamodb", "dynamodbstreams", "kinesis"})
 
+
+def unsigned_config(service: str) -> Config:
+    """What a client of an embedded endpoint adds for `service`: no signature for UNSIGNED_SERVICES, nothing
+    for the others."""
+    return Config(signature_version=UNSIGNED) if service in UNSIGNED_SERVICES else Config()
+
 DEFAULT_OUTBOX_RETENTION_DAYS = 7
 DEFAULT_JOB_RETENTION_DAYS = 30
 DAY_S = 86_400
@@ -131,8 +137,8 @@ class Settings:
     def client(self, service: str, config: Config = WORKER_CLIENT_CONFIG) -> Any:
         """A boto3 client with botocore's standard retry mode (throttling and transient errors); `config`: the
         timeouts and attempts (API_CLIENT_CONFIG for the HTTP API's function), else the patient default."""
-        if self.unsigned_requests and service in UNSIGNED_SERVICES:
-            config = config.merge(Config(signature_version=UNSIGNED))
+        if self.unsigned_requests:
+            config = config.merge(unsigned_config(service))
         return boto3.client(service, endpoint_url=self.endpoint_url, region_name=self.region, config=config)
 
 

@@ -119,7 +119,7 @@ class StatusViewReader:
             if start is None or len(chosen) >= limit:
                 break
         job_ids = [item["job_id"]["S"] for item in chosen]
-        current = self._consistent(job_ids)
+        current = self.get_many(job_ids)
         views = [current[job_id] for job_id in job_ids if job_id in current
                  and (not where.statuses or current[job_id].status.value in where.statuses)]
         return views, start
@@ -154,11 +154,8 @@ class StatusViewReader:
         return StatusCounts(counts, examined, complete=False)
 
     def get_many(self, job_ids: list[str]) -> dict[str, StatusView]:
-        """The rows of these jobs by job id, read consistently; a job the view has not seen is left out."""
-        return self._consistent(job_ids)
-
-    def _consistent(self, job_ids: list[str]) -> dict[str, StatusView]:
-        """The rows of these jobs, read consistently (BatchGetItem, unprocessed keys asked again)."""
+        """The rows of these jobs by job id, read consistently (BatchGetItem, unprocessed keys asked again); a
+        job the view has not seen is left out."""
         found: dict[str, StatusView] = {}
         keys = [{"job_id": {"S": job_id}} for job_id in dict.fromkeys(job_ids)]
         for start in range(0, len(keys), BATCH_GET_KEYS):

@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any, Self
 
 import boto3
-from botocore import UNSIGNED
 from botocore.config import Config
 from moto.core.models import DEFAULT_ACCOUNT_ID
 from moto.dynamodb.models import dynamodb_backends
@@ -43,7 +42,7 @@ from onward.local import moto_fixes, snapshots
 from onward.local.metering import METER_PATH, Meter
 from onward.local.moto_fixes import queries, retention, server, streams
 from onward.local.stack import STACK_NAME, deploy_data_resources, stack_environment
-from onward.settings import UNSIGNED_SERVICES
+from onward.settings import unsigned_config
 
 REGION = "us-east-1"
 DUMMY_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
@@ -125,10 +124,8 @@ class SerializedApp:
 
 def client_for(url: str, service: str, config: Config | None = None) -> Any:
     """A boto3 client of an embedded endpoint at `url` (its region, dummy credentials, standard retries),
-    unsigned where the platform's clients are (onward.settings.UNSIGNED_SERVICES)."""
-    own = Config(retries={"mode": "standard"})
-    if service in UNSIGNED_SERVICES:
-        own = own.merge(Config(signature_version=UNSIGNED))
+    unsigned where the platform's clients are (onward.settings.unsigned_config)."""
+    own = Config(retries={"mode": "standard"}).merge(unsigned_config(service))
     return boto3.client(service, endpoint_url=url, region_name=REGION,
                         aws_access_key_id=DUMMY_CREDENTIALS["AWS_ACCESS_KEY_ID"],
                         aws_secret_access_key=DUMMY_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],

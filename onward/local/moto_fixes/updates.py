@@ -34,7 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from moto.dynamodb.comparisons import create_condition_expression_parser, get_expected
+from moto.dynamodb.comparisons import create_condition_expression_parser
 from moto.dynamodb.exceptions import ConditionalCheckFailed
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.dynamo_type import DynamoType, Item, LimitedSizeDict
@@ -390,10 +390,10 @@ def update_item(self: DynamoDBBackend, table_name: str, key: dict[str, dict[str,
     if plan is None:
         return moto()
 
-    # moto's own steps from here (its update_item, the validator and executor replaced by the plan)
-    orig_item = copy.deepcopy(item)
-    if not get_expected({}).expr(item):
-        raise ConditionalCheckFailed
+    # moto's own steps from here (its update_item, the validator and executor replaced by the plan; its
+    # Expected check is left out, as `expected` is empty here, and so is its copy of the item for a table
+    # without a stream, which only the stream record reads)
+    orig_item = copy.deepcopy(item) if table.stream_shard is not None else None
     condition_op = create_condition_expression_parser(
         condition_expression, expression_attribute_names, expression_attribute_values).parse()
     if not condition_op.expr(item):

@@ -17,11 +17,14 @@ JOIN_POLL_S = 0.1
 
 @dataclass(frozen=True)
 class Drained:
-    """How a graceful stop went: the jobs held when it began, those still held at the stop timeout and so
-    handed back (released, not charged an attempt), and the worker threads still alive after it all (a
-    release that could not commit in time: that job's lease lapses and the reaper hands it back)."""
+    """How a graceful stop went. `held`: the jobs held during it (running when it began, or claimed by a claim
+    already under way then). `ended`: those whose attempt ended by itself (reported) within the stop timeout.
+    `released`: those still running at the stop timeout and so handed back, not charged an attempt. `stuck`:
+    worker threads still alive after it all (a release that could not commit in time: that job's lease lapses
+    and the reaper hands it back; counted in `held` only)."""
 
     held: int
+    ended: int
     released: int
     stuck: int
 
@@ -60,7 +63,10 @@ class WorkerPool:
         stop, their processes ended `stop_grace_s` later if they ignore it, and their jobs released. Returns
         once every thread has ended, or RELEASE_WAIT_S after that. At most stop_timeout_s + stop_grace_s +
         RELEASE_WAIT_S in all: what the container's stop timeout must exceed."""
-        held = self.running
+        # Counted from what the workers did, not from who is busy now: a claim under way when the stop began
+        # (its transaction committed, its answer not yet back) holds a job a moment later.
+        run_before = sum(worker.attempts_run for worker in self._workers)
+        handed_back_before = sum(worker.attempts_handed_back for worker in self._workers)
         for worker in self._workers:
             worker.stop_claiming()
         deadline = time.monotonic() + stop_timeout_s
@@ -68,12 +74,15 @@ class WorkerPool:
         while (any(thread.is_alive() for thread in self._threads) and not waiter.is_set()
                and (left_s := deadline - time.monotonic()) > 0):
             waiter.wait(min(JOIN_POLL_S, left_s))
-        late = [worker for worker, thread in zip(self._workers, self._threads, strict=True) if thread.is_alive()]
-        released = sum(worker.busy for worker in late)
-        for worker in late:
-            worker.shutdown()
+        for worker, thread in zip(self._workers, self._threads, strict=True):
+            if thread.is_alive():
+                worker.shutdown()
         self._join(self._stop_grace_s + RELEASE_WAIT_S)
-        return Drained(held=held, released=released, stuck=sum(thread.is_alive() for thread in self._threads))
+        stuck = [worker for worker, thread in zip(self._workers, self._threads, strict=True) if thread.is_alive()]
+        run = sum(worker.attempts_run for worker in self._workers) - run_before
+        released = sum(worker.attempts_handed_back for worker in self._workers) - handed_back_before
+        return Drained(held=run + sum(worker.busy for worker in stuck), ended=run - released, released=released,
+                       stuck=len(stuck))
 
     def stop(self, timeout_s: float = 30.0) -> None:
         """Stop at once: each running job is asked to stop and released."""

@@ -140,6 +140,8 @@ class Worker:
         self._stopping = threading.Event()  # claim nothing more
         self._shutting_down = threading.Event()  # and hand back the running job
         self._current: JobContext | None = None
+        self.attempts_run = 0  # claimed and over (reported, or crashed): only this worker's thread writes these
+        self.attempts_handed_back = 0  # of them, released because of shutdown(), not charged an attempt
         self._handler_process = HandlerProcess(registry)
         weakref.finalize(self, self._handler_process.close)  # a Worker dropped without run()'s end
 
@@ -209,6 +211,7 @@ class Worker:
         finally:
             self._current = None
             renewal.stop()
+            self.attempts_run += 1
         logger.info("reported", extra={**log, "report": report.status.value, "state": report.job.state.value})
         if self._attempt_ended is not None:
             try:
@@ -265,7 +268,10 @@ class Worker:
         back (answered `fenced` when the lease was lost to another attempt)."""
         if context.cancel_requested.is_set():
             return self._store.acknowledge_cancel(lease)
-        return self._store.release(lease)
+        report = self._store.release(lease)
+        if self._shutting_down.is_set():
+            self.attempts_handed_back += 1
+        return report
 
 
 class LeaseRenewal:

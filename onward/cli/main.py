@@ -183,7 +183,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     print(f"onward worker: stopping: no new claims; {pool.running} running jobs get {args.stop_timeout:g} s "
           "to end, then are released (Ctrl-C again: release them now)", flush=True)
     drained = pool.drain(args.stop_timeout, hurry)
-    print(f"onward worker: stopped: {drained.held - drained.released} of {drained.held} running jobs ended, "
+    print(f"onward worker: stopped: {drained.ended} of {drained.held} running jobs ended, "
           f"{drained.released} released (not charged an attempt)"
           + (f"; {drained.stuck} workers did not stop" if drained.stuck else ""), flush=True)
     return 0

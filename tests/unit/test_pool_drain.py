@@ -31,7 +31,7 @@ def test_an_idle_pool_stops_at_once_with_nothing_to_hand_back() -> None:
     started = time.monotonic()
     drained = pool.drain(stop_timeout_s=30.0)
     assert time.monotonic() - started < 5
-    assert (drained.held, drained.released, drained.stuck) == (0, 0, 0)
+    assert (drained.held, drained.ended, drained.released, drained.stuck) == (0, 0, 0, 0)
 
 
 def test_a_job_that_ends_within_the_stop_timeout_succeeds_and_nothing_else_is_claimed() -> None:
@@ -42,7 +42,7 @@ def test_a_job_that_ends_within_the_stop_timeout_succeeds_and_nothing_else_is_cl
     pool = running_pool(store, 1)
     waiting = store.create("acme", NewJob(type="demo.echo")).job.job_id
     drained = pool.drain(stop_timeout_s=20.0)
-    assert (drained.held, drained.released, drained.stuck) == (1, 0, 0)
+    assert (drained.held, drained.ended, drained.released, drained.stuck) == (1, 1, 0, 0)
     assert store.get(job).state is JobState.SUCCEEDED
     assert store.get(waiting).state is JobState.QUEUED
 
@@ -58,8 +58,35 @@ def test_hurry_releases_the_running_jobs_before_the_stop_timeout_uncharged() -> 
     started = time.monotonic()
     drained = pool.drain(stop_timeout_s=60.0, hurry=hurry)
     assert time.monotonic() - started < 10
-    assert (drained.held, drained.released, drained.stuck) == (2, 2, 0)
+    assert (drained.held, drained.ended, drained.released, drained.stuck) == (2, 0, 2, 0)
     for job_id in jobs:
         released = store.get(job_id)
         assert (released.state, released.attempts_used, released.last_outcome) == \
             (JobState.QUEUED, 0, RunOutcome.RELEASED)
+
+
+def test_a_claim_under_way_when_the_stop_begins_is_counted_and_its_job_runs_to_its_end() -> None:
+    """The race CI met: the claim's transaction had committed (the row read RUNNING) but its answer was not
+    back, so the worker was not busy yet when SIGTERM came. Counting the busy workers at the start said
+    "0 of 2 running jobs ended" for three jobs held; counting what the workers did says 1 of 1."""
+    store = JobStore.in_memory()
+    job = store.create("acme", NewJob(type="demo.echo")).job.job_id
+    committed, answer = threading.Event(), threading.Event()
+    claim = store.claim
+
+    def slow_answer(worker_id: str, lease_s: float) -> object:
+        lease = claim(worker_id, lease_s)
+        if lease is not None:
+            committed.set()
+            answer.wait(10)
+        return lease
+
+    store.claim = slow_answer  # type: ignore[method-assign]
+    pool = WorkerPool(store, registry, size=1, lease_s=30.0)
+    pool.start()
+    assert committed.wait(10), "the job was not claimed"
+    assert store.get(job).state is JobState.RUNNING and pool.running == 0
+    threading.Timer(0.3, answer.set).start()
+    drained = pool.drain(stop_timeout_s=20.0)
+    assert (drained.held, drained.ended, drained.released, drained.stuck) == (1, 1, 0, 0)
+    assert store.get(job).state is JobState.SUCCEEDED

@@ -38,6 +38,12 @@ def _interrupt() -> None:
     raise KeyboardInterrupt
 
 
+def _interruptible() -> None:
+    """Ctrl-C (SIGINT) raises KeyboardInterrupt even where the process started with SIGINT ignored, as a shell
+    starts a background job and its children: EndpointProcess.stop and tests stop a child with SIGINT."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def _wait_for_interrupt(stop: threading.Event) -> None:
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
@@ -65,6 +71,7 @@ def cmd_endpoint(args: argparse.Namespace) -> int:
     from onward.local.stack import export_lines
 
     signal.signal(signal.SIGTERM, lambda *_: _interrupt())  # stop as on Ctrl-C, from the start
+    _interruptible()
     end_with_parent()
     try:
         with _embedded_endpoint(args) as endpoint:
@@ -296,6 +303,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         _require_local_extra("up")
     tokens, operator_token = _tokens(args)
     _set_log_level(args.log_level)
+    _interruptible()
     stop = threading.Event()
     with ExitStack() as stack:
         if args.endpoint_url or args.aws:

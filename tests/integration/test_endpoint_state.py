@@ -194,3 +194,18 @@ def test_a_state_of_the_previous_format_is_refused_with_the_reason(tmp_path: Pat
     assert (f"onward endpoint: --data-dir: {snapshot} was written as {previous!r}; this endpoint reads "
             f"{current!r} only (start with another --data-dir, or delete it to start empty)\n") in refused.stderr
     assert "Traceback" not in refused.stderr and refused.stdout == ""
+
+
+def test_an_endpoint_started_with_sigint_ignored_still_stops_on_it_with_its_snapshot(tmp_path: Path) -> None:
+    """A shell starts a background job with SIGINT ignored, and its children inherit that: EndpointProcess.stop
+    (SIGINT, as Ctrl-C) then waited its whole timeout and killed the endpoint, its last snapshot lost. Breaks
+    without `onward endpoint` restoring Python's own SIGINT handler."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        endpoint = EndpointProcess("--data-dir", str(tmp_path / "state"), "--snapshot-every-s", "3600").start()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    started = time.monotonic()
+    assert endpoint.stop(timeout_s=30.0), "killed after the timeout: SIGINT was ignored"
+    assert time.monotonic() - started < 30
+    assert (tmp_path / "state" / SNAPSHOT_FILE).exists()

@@ -14,6 +14,7 @@ import itertools
 import json
 import sys
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -22,6 +23,7 @@ import pytest
 from botocore.exceptions import ClientError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from moto.core.responses import ActionResult
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.dynamo_type import Item
 from moto.dynamodb.models.table import StreamRecord, Table
@@ -819,3 +821,47 @@ def test_item_answers_dumped_directly_equal_what_motos_serializer_writes(
     monkeypatch.setattr(DynamoResult, "execute_result", moto_fixes.server._original_dynamo_result_execute)
     assert _item_operations(Stack(endpoint)) == fast
     assert fast[2]["Item"]["b"] == {"B": repr(b"\x00\xffraw")} and fast[5]["Count"] == 1
+
+
+def test_record_answers_dumped_directly_equal_what_motos_serializer_writes(
+        stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fast path for the answers of DynamoDB Streams' and Kinesis' record operations and of
+    TransactWriteItems (moto_fixes.server.action_result_execute) must be exact: each answer of a workload
+    that touches every one of them, dumped both ways from the same result, is the same JSON with the same
+    headers. Breaks if a timestamp is written to the microsecond or as a date, a binary value not as base64, or
+    a member without a value as null."""
+    compared: Counter[str] = Counter()
+
+    def both(self: ActionResult, context: Any) -> Any:
+        fast = moto_fixes.server.action_result_execute(self, context)
+        moto = moto_fixes.server._original_action_result_execute(self, context)
+        operation = f"{context.operation_model.service_model.service_name}.{context.operation_model.name}"
+        if not isinstance(self.result, Exception):
+            assert (fast[0], fast[1], json.loads(fast[2])) == (moto[0], moto[1], json.loads(moto[2])), operation
+            compared[operation] += 1
+        return fast
+
+    monkeypatch.setattr(ActionResult, "execute_result", both)
+    db, streams, kinesis = stack.db, stack.streams, stack.endpoint.client("kinesis")
+    stream = stack.environment["EVENTS_STREAM"]
+    for version in (1, 2):
+        db.transact_write_items(TransactItems=[{"Put": {"TableName": stack.outbox, "Item": {
+            "job_id": {"S": "fast"}, "version": {"N": str(version)}, "b": {"B": b"\x00\xff"},
+            "m": {"M": {"l": {"L": [{"NULL": True}, {"NS": ["1", "2.5"]}]}}}}}}])
+    arn = db.describe_table(TableName=stack.outbox)["Table"]["LatestStreamArn"]
+    for shard in streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]:
+        iterator = streams.get_shard_iterator(StreamArn=arn, ShardId=shard["ShardId"],
+                                              ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
+        streams.get_records(ShardIterator=iterator, Limit=10)
+    kinesis.put_records(StreamName=stream, Records=[{"Data": b"\x00raw\xff", "PartitionKey": "k"},
+                                                    {"Data": b"{}", "PartitionKey": "other"}])
+    kinesis.put_record(StreamName=stream, Data=b"one", PartitionKey="k")
+    kinesis.describe_stream_summary(StreamName=stream)
+    for shard in kinesis.list_shards(StreamName=stream)["Shards"]:
+        iterator = kinesis.get_shard_iterator(StreamName=stream, ShardId=shard["ShardId"],
+                                              ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
+        kinesis.get_records(ShardIterator=iterator, Limit=10)
+    assert set(compared) == {
+        "dynamodb.TransactWriteItems", "dynamodbstreams.DescribeStream", "dynamodbstreams.GetShardIterator",
+        "dynamodbstreams.GetRecords", "kinesis.PutRecords", "kinesis.PutRecord", "kinesis.DescribeStreamSummary",
+        "kinesis.ListShards", "kinesis.GetShardIterator", "kinesis.GetRecords"}

@@ -2,10 +2,12 @@
 per moto module, about 150) on every request: that listing was about two thirds of the endpoint's CPU under
 load. `install` lists it once.
 
-Responses. moto writes every DynamoDB answer by walking botocore's output shapes member by member (about a
-third of the endpoint's CPU once routing was fixed). The answers of the item operations are already plain
-JSON in DynamoDB's wire format, so they are dumped directly (binary values base64, as the shapes say);
-anything else (a timestamp, an error) still goes through moto's serializer.
+Responses. moto writes every answer by walking botocore's output shapes member by member (about a third of
+the endpoint's CPU once routing was fixed). The answers of the operations the platform calls all the time
+(DynamoDB's item operations, DynamoDB Streams' and Kinesis' record reads and writes) are plain JSON once
+written as the JSON protocol writes them: binary values base64, timestamps as epoch seconds to the
+millisecond, members without a value left out. They are dumped directly; any other answer, and any error,
+still goes through moto's serializer.
 
 Direct routes. Every request went through moto's domain dispatcher (its service guessed from the headers)
 and a Flask app per service (URL map, request context, response class) before reaching the response class
@@ -23,8 +25,10 @@ replace functions with functions: the names stay the same).
 from __future__ import annotations
 
 import base64
+import calendar
 import json
 from collections.abc import Callable, Iterable
+from datetime import datetime
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -32,7 +36,7 @@ from moto import backends as moto_backends
 from moto.core import responses as moto_responses
 from moto.core import utils as moto_utils
 from moto.core.common_types import TYPE_RESPONSE
-from moto.core.responses import ActionContext
+from moto.core.responses import ActionContext, ActionResult
 from moto.dynamodb.responses import DynamoHandler, DynamoResult
 from moto.dynamodbstreams.responses import DynamoDBStreamsHandler
 from moto.kinesis.responses import KinesisResponse
@@ -44,32 +48,64 @@ from werkzeug.wrappers import Response
 # Item operations whose answers hold only strings, numbers, booleans, lists, maps and binary values.
 PLAIN_JSON_OPERATIONS = frozenset({"GetItem", "PutItem", "UpdateItem", "DeleteItem", "Query", "Scan", "BatchGetItem",
                                    "BatchWriteItem", "TransactWriteItems", "TransactGetItems"})
+# The operations, by service, whose answers (moto's ActionResult) are dumped directly: every one of their
+# members is a string, number, boolean, list, map, binary value or timestamp.
+PLAIN_JSON_ANSWERS: dict[str, frozenset[str]] = {
+    "dynamodb": PLAIN_JSON_OPERATIONS,
+    "dynamodbstreams": frozenset({"GetRecords", "GetShardIterator", "DescribeStream", "ListStreams"}),
+    "kinesis": frozenset({"PutRecords", "PutRecord", "GetRecords", "GetShardIterator", "ListShards",
+                          "DescribeStreamSummary"}),
+}
 
 
 class _NotPlainJson(TypeError):
     pass
 
 
-def _wire_value(value: Any) -> str:
+def _wire_value(value: Any) -> Any:
+    """A binary value or a timestamp as the JSON protocol writes it (moto's serializer's own conversions)."""
     if isinstance(value, bytes):
         return base64.b64encode(value).decode()
+    if isinstance(value, datetime):  # epoch seconds, to the millisecond (naive: UTC, as moto stamps them)
+        seconds = calendar.timegm(value.timetuple())
+        return seconds + (value.microsecond // 1000) / 1000.0 if value.microsecond else seconds
     raise _NotPlainJson(type(value).__name__)
 
 
-def dynamo_result_execute(self: DynamoResult, context: ActionContext) -> TYPE_RESPONSE:
-    """moto's answer to an item operation, dumped directly; moto's serializer for anything else."""
+def _without_nones(value: Any) -> Any:
+    """`value` without the members whose value is None (the serializer writes no member for them)."""
+    if isinstance(value, dict):
+        return {key: _without_nones(member) for key, member in value.items() if member is not None}
+    if isinstance(value, list):
+        return [_without_nones(member) for member in value]
+    return value
+
+
+def _plain_json_answer(result: object, context: ActionContext, *, nones: bool) -> TYPE_RESPONSE | None:
+    """The answer to an operation of PLAIN_JSON_ANSWERS dumped directly; None for anything else (an error, a
+    value JSON cannot hold). `nones`: the result may hold members without a value."""
     operation = context.operation_model
-    if operation.name in PLAIN_JSON_OPERATIONS and not isinstance(self.result, Exception):
-        try:
-            body = json.dumps(self.result, default=_wire_value, separators=(",", ":"))
-        except _NotPlainJson:
-            pass
-        else:
-            version = operation.service_model.metadata.get("jsonVersion", "1.0")
-            return 200, {"Content-Type": f"application/x-amz-json-{version}"}, body
-    return _original_dynamo_result_execute(self, context)
+    service = operation.service_model
+    if isinstance(result, Exception) or operation.name not in PLAIN_JSON_ANSWERS.get(service.service_name, ()):
+        return None
+    try:
+        body = json.dumps(_without_nones(result) if nones else result, default=_wire_value, separators=(",", ":"))
+    except _NotPlainJson:
+        return None
+    return 200, {"Content-Type": f"application/x-amz-json-{service.metadata.get('jsonVersion', '1.0')}"}, body
 
 
+def dynamo_result_execute(self: DynamoResult, context: ActionContext) -> TYPE_RESPONSE:
+    """moto's answer to an item operation (its DynamoDB types already converted), dumped directly."""
+    return _plain_json_answer(self.result, context, nones=False) or _original_dynamo_result_execute(self, context)
+
+
+def action_result_execute(self: ActionResult, context: ActionContext) -> TYPE_RESPONSE:
+    """moto's answer to one of PLAIN_JSON_ANSWERS' operations, dumped directly; moto's serializer otherwise."""
+    return _plain_json_answer(self.result, context, nones=True) or _original_action_result_execute(self, context)
+
+
+_original_action_result_execute = ActionResult.execute_result
 _original_dynamo_result_execute = DynamoResult.execute_result
 _original_list_of_moto_modules = moto_backends.list_of_moto_modules
 _MOTO_MODULES: tuple[str, ...] = ()
@@ -135,4 +171,5 @@ PATCHES = (
     (moto_backends, "list_of_moto_modules", list_of_moto_modules),
     (moto_responses, "method_names_from_class", method_names_from_class),
     (DynamoResult, "execute_result", dynamo_result_execute),
+    (ActionResult, "execute_result", action_result_execute),
 )

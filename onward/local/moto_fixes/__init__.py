@@ -40,6 +40,7 @@ from onward.local.moto_fixes import (
     expressions,
     kinesis,
     queries,
+    request_setup,
     retention,
     server,
     streams,
@@ -51,7 +52,7 @@ from onward.local.moto_fixes import (
 _PATCHES: tuple[tuple[Any, str, Any], ...] = (*transactions.PATCHES, *queries.PATCHES, *kinesis.PATCHES,
                                               *server.PATCHES, *streams.PATCHES, *retention.PATCHES,
                                               *connections.PATCHES, *expressions.PATCHES,
-                                              *updates.PATCHES)
+                                              *updates.PATCHES, *request_setup.PATCHES)
 # read statically: a classmethod (retention's) is put back as the classmethod it was, not as a bound method
 _ORIGINALS = tuple(inspect.getattr_static(owner, attribute) for owner, attribute, _ in _PATCHES)
 

@@ -45,6 +45,8 @@ from moto.moto_server.werkzeug_app import BackendRequest
 from moto.settings import DISABLE_GLOBAL_CORS
 from werkzeug.wrappers import Response
 
+from onward.local.moto_fixes import request_setup
+
 # Item operations whose answers hold only strings, numbers, booleans, lists, maps and binary values.
 PLAIN_JSON_OPERATIONS = frozenset({"GetItem", "PutItem", "UpdateItem", "DeleteItem", "Query", "Scan", "BatchGetItem",
                                    "BatchWriteItem", "TransactWriteItems", "TransactGetItems"})
@@ -144,6 +146,16 @@ DIRECT_TARGETS: dict[str, Callable[..., Any]] = {
 }
 
 
+def _raw_url(environ: dict[str, Any], request: BackendRequest) -> str:
+    """The request's URL, as moto's `raw_url` builds it through werkzeug, written at once for the requests the
+    SDKs send (a POST to "/" with a Host and no query)."""
+    host = environ.get("HTTP_HOST", "")
+    if (environ.get("PATH_INFO"), environ.get("RAW_URI", "/"), environ.get("QUERY_STRING", ""),
+            environ.get("SCRIPT_NAME", "")) == ("/", "/", "", "") and host and not host.endswith((":80", ":443")):
+        return f"{environ['wsgi.url_scheme']}://{host}/"  # (werkzeug drops a scheme's default port)
+    return str(request.raw_url)
+
+
 def direct_app(app: WsgiApp) -> WsgiApp:
     """`app` (moto's domain dispatcher), except that a POST naming one of DIRECT_TARGETS is answered by its
     response class at once, as moto's Flask view (`convert_to_flask_response`) would answer it."""
@@ -154,8 +166,9 @@ def direct_app(app: WsgiApp) -> WsgiApp:
             return app(environ, start_response)  # (a browser's request: its CORS answer is flask-cors's)
         request = BackendRequest(environ)
         recorder._record_request(request)
+        request_setup.without_form_data(request)
         try:
-            result = dispatch(request, request.raw_url, dict(request.headers))
+            result = dispatch(request, _raw_url(environ, request), dict(request.headers))
         except ClientError as error:
             result = 400, {}, error.response["Error"]["Message"]
         status, headers, content = result if len(result) == 3 else (200, {}, result)

@@ -36,6 +36,7 @@ from moto.dynamodb.models.table import StreamRecord
 from moto.kinesis.models import Record as KinesisRecord
 
 from onward.local.moto_fixes import (
+    conditions,
     connections,
     expressions,
     kinesis,
@@ -52,7 +53,8 @@ from onward.local.moto_fixes import (
 _PATCHES: tuple[tuple[Any, str, Any], ...] = (*transactions.PATCHES, *queries.PATCHES, *kinesis.PATCHES,
                                               *server.PATCHES, *streams.PATCHES, *retention.PATCHES,
                                               *connections.PATCHES, *expressions.PATCHES,
-                                              *updates.PATCHES, *request_setup.PATCHES)
+                                              *updates.PATCHES, *request_setup.PATCHES,
+                                              *conditions.PATCHES)
 # read statically: a classmethod (retention's) is put back as the classmethod it was, not as a bound method
 _ORIGINALS = tuple(inspect.getattr_static(owner, attribute) for owner, attribute, _ in _PATCHES)
 

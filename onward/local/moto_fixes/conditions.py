@@ -86,10 +86,10 @@ def _keep(key: _Key, parser: ConditionExpressionParser) -> tuple[bytes, list[str
     """Parse the expression with stand-ins for the values' contents and keep the tree; None when that parse
     raises or its tree does not pickle."""
     expression, names, types = key
-    template = ConditionExpressionParser(expression, dict(names) if parser.expression_attribute_names is not None
-                                         else None,
-                                         {name: {kind: _ValueOf(name)} for name, kind in types}
-                                         if parser.expression_attribute_values is not None else None)
+    stand_ins: dict[str, dict[str, Any]] = {name: {kind: _ValueOf(name)} for name, kind in types}
+    template = ConditionExpressionParser(
+        expression, None if parser.expression_attribute_names is None else dict(names),
+        None if parser.expression_attribute_values is None else stand_ins)
     try:
         tree = _original_parse(template)
         tree_pickle = pickle.dumps(tree, protocol=pickle.HIGHEST_PROTOCOL)

@@ -46,6 +46,12 @@ class LocalPipeline:
         a Deployment of its own, no position in memory."""
         return cls.of(Deployment(settings, clients=clients), batch_size)
 
+    def write_positions(self) -> None:
+        """Store both pollers' positions not stored yet (they write them at most once a second while busy):
+        call it once neither is polling, so that a graceful stop leaves exact positions."""
+        self.relay_poller.write_positions()
+        self.projector_poller.write_positions()
+
     def drain(self, max_rounds: int = 10_000, *, beat: bool = False) -> int:
         """Poll relay and projector until a full round takes nothing; the records delivered or parked.
         With `beat`, a heartbeat is committed first, so the watermarks vouch for everything committed

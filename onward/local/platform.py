@@ -104,6 +104,7 @@ class LocalPlatform:
                  options: PlatformOptions = PlatformOptions()) -> None:
         self.store = deployment.job_store
         pipeline = LocalPipeline.of(deployment)
+        self.pipeline = pipeline  # the relay's and projector's pollers: their positions are written at stop
         emitter = deployment.heartbeat_emitter
 
         def beat() -> bool:
@@ -137,6 +138,10 @@ class LocalPlatform:
         self.workers.stop()
         for loop in (self.scheduler, self.reaper, self.heartbeat, self.relay, self.projector):
             loop.stop()
+        try:
+            self.pipeline.write_positions()  # the pollers' exact positions, once they no longer poll
+        except Exception:
+            logger.exception("writing the pollers' positions failed; a restart redelivers what follows them")
 
     def __enter__(self) -> Self:
         return self.start()

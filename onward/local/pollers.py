@@ -9,6 +9,16 @@ handler raising, an expired iterator) is logged without record contents, that sh
 good position after a backoff of its own, and every other shard is still polled. A record the AWS SDK
 cannot parse (moto's stream record for a map with an empty-string key is one) is found by reading one
 record at a time, parked with its raw JSON and the reason, and its shard continues after it.
+
+Each mapping keeps its own position per shard in the checkpoint table (Lambda's mappings keep theirs
+internally, at no cost), where a poller created again (a restart) resumes after it. While a shard's records
+keep flowing its position is written at most once per `POSITION_EVERY_S`, and exactly (at once) when a poll
+of the shard delivers nothing (caught up), when the shard is read to its end, before the shard is read again
+from a position (a partial batch failure, a parked record), when a crash (an exception that is not an
+Exception: an injected crash, an interrupt) leaves a poll, and by `write_positions` when the poller stops.
+So a death of the process (kill -9, power loss) redelivers, per shard, what came after the stored
+position: at most about `POSITION_EVERY_S` of records more than a position written after every batch would;
+the relay and the projector absorb redelivery (versions).
 """
 
 from __future__ import annotations
@@ -43,6 +53,7 @@ EXPIRED_ITERATOR = "ExpiredIteratorException"
 INSERT = "INSERT"
 RAW_ANSWER_HOOK = "onward-local-mappings-raw-get-records"
 RELIST_EVERY_S = 3.0  # the outbox poller lists the stream's shards again at least this often while busy
+POSITION_EVERY_S = 1.0  # a shard's position is written at most this often while its records keep flowing
 
 logger = Logger(service="onward-local-mappings")
 
@@ -183,13 +194,15 @@ class StreamPosition:
 
 @dataclass
 class _ShardCursor:
-    """One shard's reading state: the live iterator, the last good position to re-create it from, and
-    its failures in a row."""
+    """One shard's reading state: the live iterator, the last good position to re-create it from, its
+    failures in a row, and how far it is done beyond its stored position."""
 
     iterator: str | None = None
     resume: StreamPosition | None = None  # None: from the consumer's stored position
     failures: int = 0
     retry_at: float = 0.0  # time.monotonic() before which the shard is not polled
+    unwritten: str | None = None  # done up to this sequence number; not yet the stored position
+    unwritten_since: float = 0.0  # monotonic time the oldest batch not in the stored position was done
 
 
 class _ShardPoller(ABC):
@@ -197,7 +210,7 @@ class _ShardPoller(ABC):
 
     def __init__(self, reader: RecordReader, source: str, stream: str, batch_size: int,
                  parked: ParkedRecords | None, backoff: ShardBackoff, monotonic: Monotonic,
-                 positions: CheckpointStore, consumer: str) -> None:
+                 positions: CheckpointStore, consumer: str, position_every_s: float) -> None:
         self._reader = reader
         self._source = source  # the consumer the records are for: names it in logs and parked records
         self._stream = stream  # the stream's name or ARN, as its API takes it
@@ -209,6 +222,7 @@ class _ShardPoller(ABC):
         self._drained: set[str] = set()  # closed shards read to their end
         self._positions = positions  # the mapping's own position per shard, under `consumer`
         self._consumer = consumer
+        self._position_every_s = position_every_s
 
     def _readable(self, shards: list[dict[str, Any]]) -> Iterator[str]:
         """The shards to poll, parents before children, as Lambda reads them after a split or a merge, decided
@@ -254,9 +268,15 @@ class _ShardPoller(ABC):
             if cursor.retry_at > self._monotonic():
                 continue
             try:
-                taken += self._poll_shard(shard_id, cursor)
+                taken_here = self._poll_shard(shard_id, cursor)
+                if not taken_here or cursor.iterator is None:  # caught up, or read to its end
+                    self._write_position(shard_id, cursor)
+                taken += taken_here
             except Exception as error:  # noqa: BLE001 - one shard's failure must not stop the others
                 self._shard_failed(shard_id, cursor, error)
+            except BaseException:  # a crash leaves the poll (an injected one, an interrupt): keep what is done
+                self._write_positions_while_crashing()
+                raise
             else:
                 cursor.failures = 0
         return taken
@@ -285,13 +305,45 @@ class _ShardPoller(ABC):
         return self._reader.read(cursor.iterator, self._batch_size)
 
     def _move(self, shard_id: str, cursor: _ShardCursor, position: StreamPosition) -> None:
+        self._write_position(shard_id, cursor)  # exact before the shard is read from a position again
         cursor.resume = position
         cursor.iterator = None  # set first: should opening fail, the shard is retried from `position`
         cursor.iterator = self._open(shard_id, position)
 
-    def _remember(self, shard_id: str, sequence_number: str) -> None:
-        """The mapping's own position: the shard is done up to `sequence_number`."""
-        self._positions.advance(self._consumer, Checkpoint(shard_id, sequence_number, iso(system_clock())))
+    def _remember(self, shard_id: str, cursor: _ShardCursor, sequence_number: str) -> None:
+        """The shard is done up to `sequence_number`: the mapping's own position, written once the oldest batch
+        done since the last write is `position_every_s` old, else later by `_write_position`."""
+        now = self._monotonic()
+        if cursor.unwritten is None:
+            cursor.unwritten_since = now
+        cursor.unwritten = sequence_number
+        if now - cursor.unwritten_since >= self._position_every_s:
+            self._write_position(shard_id, cursor)
+
+    def _write_position(self, shard_id: str, cursor: _ShardCursor) -> None:
+        """Store the shard's position now, if it moved since it was last stored (never backwards: the
+        checkpoint store's update is conditional). Kept unwritten when the write fails."""
+        if cursor.unwritten is None:
+            return
+        self._positions.advance(self._consumer, Checkpoint(shard_id, cursor.unwritten, iso(system_clock())))
+        cursor.unwritten = None
+
+    def write_positions(self) -> None:
+        """Store every shard's position not stored yet: call it once the poller has stopped polling (a graceful
+        stop then leaves exact positions behind)."""
+        for shard_id, cursor in list(self._cursors.items()):
+            self._write_position(shard_id, cursor)
+
+    def _write_positions_while_crashing(self) -> None:
+        """What was done before a crash that leaves the poller stays done: a supervisor that builds a new
+        poller (as the soak's does) would otherwise redeliver up to `position_every_s` after every crash,
+        and with crashes that frequent never move on. A failure to store is only logged: the crash goes on."""
+        try:
+            self.write_positions()
+        except Exception as error:  # noqa: BLE001 - the crash under way is what the caller must see
+            logger.warning("storing the positions before a crash failed; a new poller redelivers more",
+                           extra={"source": self._source, "error": type(error).__name__,
+                                  "error_code": _error_code(error)})
 
     def _park(self, shard_id: str, record: UnreadableRecord) -> None:
         if self._parked is None:
@@ -342,9 +394,10 @@ class OutboxStreamPoller(_ShardPoller):
     def __init__(self, streams: Any, stream_arn: str, handler: Handler, relay: Relay, positions: CheckpointStore,
                  batch_size: int = 100, consumer: str = "local-mapping:relay", *,
                  parked: ParkedRecords | None = None, backoff: ShardBackoff = ShardBackoff(),
-                 monotonic: Monotonic = time.monotonic, relist_every_s: float = RELIST_EVERY_S) -> None:
+                 monotonic: Monotonic = time.monotonic, relist_every_s: float = RELIST_EVERY_S,
+                 position_every_s: float = POSITION_EVERY_S) -> None:
         super().__init__(RecordReader(streams, _stream_record_sequence), RELAY_CONSUMER, stream_arn,
-                         batch_size, parked, backoff, monotonic, positions, consumer)
+                         batch_size, parked, backoff, monotonic, positions, consumer, position_every_s)
         self._streams = streams
         self._arn = stream_arn
         self._handler = handler
@@ -433,7 +486,7 @@ class OutboxStreamPoller(_ShardPoller):
             if failed is not None:
                 done = [r for r in inserts if int(_stream_record_sequence(r)) < int(failed)]
                 if done:
-                    self._remember(shard_id, _stream_record_sequence(done[-1]))
+                    self._remember(shard_id, cursor, _stream_record_sequence(done[-1]))
                 self._move(shard_id, cursor, StreamPosition(AT_SEQUENCE_NUMBER, failed))
                 return len(inserts)
         taken = len(inserts)
@@ -441,14 +494,14 @@ class OutboxStreamPoller(_ShardPoller):
             if batch.unreadable.event_name == INSERT:  # the mapping's filter drops the others unread
                 self._park(shard_id, batch.unreadable)
                 taken += 1
-            self._remember(shard_id, batch.unreadable.sequence_number)
+            self._remember(shard_id, cursor, batch.unreadable.sequence_number)
             self._move(shard_id, cursor, StreamPosition(AFTER_SEQUENCE_NUMBER,
                                                         batch.unreadable.sequence_number))
             return taken
         if batch.records:
             last = _stream_record_sequence(batch.records[-1])
             if inserts:
-                self._remember(shard_id, last)
+                self._remember(shard_id, cursor, last)
             cursor.resume = StreamPosition(AFTER_SEQUENCE_NUMBER, last)
         cursor.iterator = batch.next_iterator
         if batch.next_iterator is None:
@@ -482,9 +535,9 @@ class EventsStreamPoller(_ShardPoller):
     def __init__(self, kinesis: Any, stream_name: str, handler: Handler, positions: CheckpointStore,
                  batch_size: int = 100, consumer: str = "local-mapping:projector", *,
                  parked: ParkedRecords | None = None, backoff: ShardBackoff = ShardBackoff(),
-                 monotonic: Monotonic = time.monotonic) -> None:
+                 monotonic: Monotonic = time.monotonic, position_every_s: float = POSITION_EVERY_S) -> None:
         super().__init__(RecordReader(kinesis, _kinesis_record_sequence), PROJECTOR_CONSUMER, stream_name,
-                         batch_size, parked, backoff, monotonic, positions, consumer)
+                         batch_size, parked, backoff, monotonic, positions, consumer, position_every_s)
         self._kinesis = kinesis
         self._handler = handler
         self._arn = kinesis.describe_stream_summary(StreamName=stream_name)["StreamDescriptionSummary"]["StreamARN"]
@@ -519,13 +572,13 @@ class EventsStreamPoller(_ShardPoller):
             if failed is not None:
                 done = [r for r in batch.records if int(_kinesis_record_sequence(r)) < int(failed)]
                 if done:
-                    self._remember(shard_id, _kinesis_record_sequence(done[-1]))
+                    self._remember(shard_id, cursor, _kinesis_record_sequence(done[-1]))
                 self._move(shard_id, cursor, StreamPosition(AT_SEQUENCE_NUMBER, failed))
                 return taken
-            self._remember(shard_id, _kinesis_record_sequence(batch.records[-1]))
+            self._remember(shard_id, cursor, _kinesis_record_sequence(batch.records[-1]))
         if batch.unreadable is not None:
             self._park(shard_id, batch.unreadable)
-            self._remember(shard_id, batch.unreadable.sequence_number)
+            self._remember(shard_id, cursor, batch.unreadable.sequence_number)
             self._move(shard_id, cursor, StreamPosition(AFTER_SEQUENCE_NUMBER,
                                                         batch.unreadable.sequence_number))
             return taken + 1

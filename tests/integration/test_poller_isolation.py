@@ -1,8 +1,10 @@
 """The local event-source pollers (onward/local/pollers.py) isolate shards and park unreadable records one by one.
 
-An outbox item holding a map with an empty-string key makes moto's DynamoDB Streams answer a record
-botocore cannot parse (AttributeError inside get_records); real DynamoDB refuses such names, so the API
-refuses them, but an item written directly still reaches the stream. That record must be parked, once, and
+An outbox item holding a map with an empty-string key makes moto's serializer write a DynamoDB Streams
+record botocore cannot parse (AttributeError inside get_records); real DynamoDB refuses such names, so the
+API refuses them, but an item written directly still reaches the stream. (The embedded endpoint writes
+stream records without moto's serializer, as the JSON they are: the tests of such a record put moto's
+serializer back, `motos_stream_answers`, to have a record no SDK can parse.) That record must be parked, once, and
 every job behind it (any tenant) must reach the view. A shard that fails (GetRecords, the handler, an
 expired iterator) must be retried from its last good position while the other shards are still read.
 """
@@ -22,6 +24,7 @@ from onward.checkpoints import PROJECTOR_CONSUMER, RELAY_CONSUMER, CheckpointSto
 from onward.handlers import projector as projector_handler
 from onward.handlers import relay as relay_handler
 from onward.handlers.bootstrap import Deployment
+from onward.local.moto_fixes import server
 from onward.local.moto_fixes.streams import table_stream
 from onward.local.pipeline import LocalPipeline
 from onward.local.pollers import EventsStreamPoller, OutboxStreamPoller, ShardBackoff
@@ -76,6 +79,13 @@ def put_poison_outbox_item(store, settings, dynamodb) -> str:
     return poison_job
 
 
+@pytest.fixture
+def motos_stream_answers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """DynamoDB Streams' answers written by moto's serializer, which turns the poison into a record botocore
+    cannot parse (onward/local/moto_fixes/server.py dumps it as the valid JSON it is)."""
+    monkeypatch.setitem(server.PLAIN_JSON_ANSWERS, "dynamodbstreams", frozenset())
+
+
 def count_parks(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, str]]:
     """Every ParkedRecords.park call from now on, as (source, shard, sequence number)."""
     parks: list[tuple[str, str, str]] = []
@@ -119,7 +129,7 @@ def jobs_on_every_shard(store, kinesis, stream: str, per_shard: int = 2) -> dict
 # --- a record botocore cannot parse, on the real embedded endpoint ------------------------------------------
 
 def test_an_unparsable_outbox_record_is_parked_once_and_the_jobs_behind_it_reach_the_view(
-        pipeline, store, settings, dynamodb, endpoint, monkeypatch):
+        pipeline, store, settings, dynamodb, endpoint, monkeypatch, motos_stream_answers):
     """Before: GetRecords raised AttributeError inside botocore on every poll of the outbox stream, so
     poll_once (and drain) raised forever and no job after the poison, of any tenant, reached the view."""
     parks = count_parks(monkeypatch)
@@ -154,7 +164,7 @@ def test_an_unparsable_outbox_record_is_parked_once_and_the_jobs_behind_it_reach
 
 
 def test_an_unparsable_last_outbox_record_is_not_parked_again_by_later_polls(
-        pipeline, store, settings, dynamodb, endpoint):
+        pipeline, store, settings, dynamodb, endpoint, motos_stream_answers):
     """The poison as the newest record: no record behind it is handed to the relay, so only the mapping's
     position, moved onto the poison when it is parked (in memory, and stored), keeps it from being read and
     parked again on every poll, or by a restarted poller. Before: every poll raised."""
@@ -403,6 +413,7 @@ def test_a_relay_handler_that_raises_is_retried_from_the_same_position_without_l
     assert poller.poll_once() == 0 and calls["n"] == len(held), "backed off"
     clock.now += 1.0
     assert poller.poll_once() == held[0] and not poller.failing_shards
+    assert poller.poll_once() == 0  # caught up: the positions are written
 
     fresh_pipeline(endpoint, settings).drain()
     assert all(viewed_version(settings, dynamodb, job_id) == 1 for job_id in jobs)

@@ -368,6 +368,7 @@ class Soak:
         while not self._stop.is_set():
             if not poller.poll_once():
                 self._stop.wait(0.05)
+        poller.write_positions()  # as LocalPlatform.stop: a stop leaves exact positions
 
     def _submit(self, numbers: range) -> None:
         """Create jobs `numbers` of the workload; the first `aimed_per_kind * len(Aim)` are aimed at (they

@@ -70,7 +70,7 @@ class _Found(StrEnum):
 
 # Claim one job: (job id, worker, lease ms, admission) -> the Lease, or None when the job was not claimable
 # (taken meanwhile, no longer due). Raises AdmissionRefused / FlexRefused.
-Take = Callable[[str, str, int, Admission], Lease | None]
+Take = Callable[[DueJob, str, int, Admission], Lease | None]
 
 
 @dataclass(frozen=True)
@@ -279,32 +279,31 @@ class Claimer:
         """Claim a due job of one ready queue (`due`: its head as first read; read again while every job
         shown was taken by concurrent claims, else the claim would pass this tenant while it has due jobs)."""
         for _ in range(MAX_ROUNDS):
-            job_ids = self._in_claim_order([job for job in due if job.job_id not in tried])
-            if not job_ids:
+            jobs = self._in_claim_order([job for job in due if job.job_id not in tried])
+            if not jobs:
                 break
-            tried.update(job_ids)
-            for job_id in job_ids:
-                found = self._take_within(job_id, slots, active_vt, worker_id, lease_ms, flex_while_at_cap)
+            tried.update(job.job_id for job in jobs)
+            for job in jobs:
+                found = self._take_within(job, slots, active_vt, worker_id, lease_ms, flex_while_at_cap)
                 if found is not None:
                     return found
             due = self._recorder.due(entry.tenant_id, queue, self._clock(), CANDIDATES_PER_QUERY)
         return _Found.NOTHING_DUE
 
-    def _in_claim_order(self, due: list[DueJob]) -> list[str]:
+    def _in_claim_order(self, due: list[DueJob]) -> list[DueJob]:
         """Due jobs in due order, except that those due within SPREAD_MS of the oldest are shuffled: a burst
         created together spreads concurrent claims over it, while an older job goes first (FIFO, and the
         head's age is what aging weighs)."""
         if not due:
             return []
         oldest = min(job.due_at for job in due)
-        spread = [job.job_id for job in due if job.due_at - oldest <= SPREAD_MS]
+        spread = [job for job in due if job.due_at - oldest <= SPREAD_MS]
         self._rng.shuffle(spread)
-        return spread + [job.job_id for job in sorted(due, key=lambda job: job.due_at)
-                         if job.due_at - oldest > SPREAD_MS]
+        return spread + [job for job in sorted(due, key=lambda job: job.due_at) if job.due_at - oldest > SPREAD_MS]
 
-    def _take_within(self, job_id: str, slots: _Slots, active_vt: float | None, worker_id: str, lease_ms: int,
+    def _take_within(self, job: DueJob, slots: _Slots, active_vt: float | None, worker_id: str, lease_ms: int,
                      flex_while_at_cap: tuple[tuple[str, int, int], ...] | None) -> Lease | _Found | None:
-        """Claim `job_id` on a RUNNING shard with room (another one when the first is found full): the
+        """Claim `job` on a RUNNING shard with room (another one when the first is found full): the
         Lease, AT_CAP when every shard is full, None when the job was not claimable."""
         flexing = flex_while_at_cap is not None
         while True:
@@ -314,7 +313,7 @@ class Claimer:
             admission = Admission(running_shard=shard, cap=None if flexing else slots.caps[shard],
                                   active_vt=active_vt, others_at_cap=flex_while_at_cap or ())
             try:
-                return self._take(job_id, worker_id, lease_ms, admission)
+                return self._take(job, worker_id, lease_ms, admission)
             except AdmissionRefused:
                 slots.full(shard)
 

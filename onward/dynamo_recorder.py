@@ -90,6 +90,10 @@ def _error_code(error: ClientError) -> str:
 def _by_role(reasons: dict[Role, list[str]]) -> dict[str, list[str]]:
     return {role.value: codes for role, codes in reasons.items()}
 
+# An attribute of every job row that is not a key of the ready index: an index item holding it holds the whole
+# row (template.yaml's ready index projects every attribute; a table created before it projects keys only).
+ROW_MARK = "state"
+
 
 class DynamoRecorder(JobRecorder):
     """A JobRecorder on the jobs and outbox tables of one deployment, through one boto3 client."""
@@ -294,7 +298,8 @@ class DynamoRecorder(JobRecorder):
             ExpressionAttributeValues={":p": {"S": queue.partition(tenant_id)}, ":now": {"N": str(now)}},
             Limit=limit,
         )["Items"]
-        return [DueJob(job_id_of(item["pk"]["S"]), int(item["ready_due"]["N"])) for item in items]
+        return [DueJob(job_id_of(item["pk"]["S"]), int(item["ready_due"]["N"]),
+                       JobRow(*job_from_item(item)) if ROW_MARK in item else None) for item in items]
 
     def expired_leases(self, shard: int, now: EpochMs, limit: int) -> list[str]:
         items = self._db.query(

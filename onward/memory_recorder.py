@@ -404,7 +404,11 @@ class MemoryRecorder(JobRecorder):
     def due(self, tenant_id: str, queue: ReadyQueue, now: EpochMs, limit: int) -> list[DueJob]:
         with self._lock:
             index = self._ready.get(queue.partition(tenant_id), {})
-            return [DueJob(job_id, index[job_id]) for job_id in self._first(index, lambda due: due <= now, limit)]
+            found = [(job_id, index[job_id], self._get(job_key(job_id)))
+                     for job_id in self._first(index, lambda due: due <= now, limit)]
+            # the rows as the index projects them (every attribute), as DynamoDB's ready index answers
+            return [DueJob(job_id, due_at, None if row is None else JobRow(*job_from_values(_copy(row))))
+                    for job_id, due_at, row in found]
 
     def expired_leases(self, shard: int, now: EpochMs, limit: int) -> list[str]:
         with self._lock:

@@ -108,8 +108,13 @@ class ActiveEntry(NamedTuple):
 
 
 class DueJob(NamedTuple):
+    """A job of a ready queue's head. `row`: its row as the ready index holds it (the index projects every
+    attribute; eventually consistent on AWS, so possibly behind the row): a claim decides from it, and its
+    commit checks that the row is still at that version. None: read the row."""
+
     job_id: str
     due_at: EpochMs
+    row: JobRow | None = None
 
 
 @dataclass(frozen=True)

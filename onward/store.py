@@ -79,6 +79,7 @@ from onward.recorder import (
     Admission,
     CommitOutcome,
     CreateOutcome,
+    DueJob,
     JobRecorder,
     JobRow,
     NewJobWrite,
@@ -513,10 +514,12 @@ class JobStore:
         attempts are used up is ended (dead / quarantined) on the way."""
         return self._claimer.claim(worker_id, int(lease_s * 1000))
 
-    def _take(self, job_id: str, worker_id: str, lease_ms: int, admission: Admission) -> Lease | None:
-        """The claim's transaction on one job (onward.claims.Take)."""
+    def _take(self, due: DueJob, worker_id: str, lease_ms: int, admission: Admission) -> Lease | None:
+        """The claim's transaction on one job (onward.claims.Take), decided from the row the ready index
+        showed when it has one (a stale one fails the commit's condition and the row is read)."""
         decision, row = self._settle(
-            job_id, lambda job: lifecycle.claim(job, worker_id, lease_ms, self._clock()), admission=admission)
+            due.job_id, lambda job: lifecycle.claim(job, worker_id, lease_ms, self._clock()), admission=admission,
+            known=due.row)
         if isinstance(decision, Change) and decision.after.state is JobState.RUNNING:
             self._held.remember(decision.after, row.ready_shards, admission.running_shard)
             return Lease(job=decision.after, worker_id=worker_id, lease_expires_at=decision.after.lease_expires_at or 0)

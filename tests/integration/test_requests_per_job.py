@@ -2,8 +2,9 @@
 loses still answer as they always did.
 
 A job with an Idempotency-Key that is created, claimed and completed costs 3 TransactWriteItems (one per
-transition); a claim by a process that claimed a moment ago costs 1 BatchGetItem (its candidates' counters), 1
-Query (the ready index) and 1 GetItem (the due-jobs index lags, so the claim reads the row it decides from),
+transition); a claim by a process that claimed a moment ago costs 1 BatchGetItem (its candidates' counters) and
+1 Query (the ready index, which projects the whole row: the claim decides from the row it shows, and its
+transaction's condition on the row's version refuses a row the index showed late, which is then read),
 plus, only when it takes a queue's last job, 1 UpdateItem (the entry leaves the active index); a process's
 first claim also reads the head of the active index (a Query per partition), the parked entries due (a Query
 per partition) and the system clock (1 BatchGetItem), which later claims take from its caches (onward.claims,
@@ -31,7 +32,7 @@ import pytest
 
 from onward.clock import EpochMs
 from onward.errors import IdempotencyConflict
-from onward.keys import DEFAULT_ACTIVE_SHARDS, PARKED_SHARDS, ReadyQueue
+from onward.keys import DEFAULT_ACTIVE_SHARDS, PARKED_SHARDS, ReadyQueue, ready_queue
 from onward.local.endpoint import EmbeddedEndpoint
 from onward.local.pollers import OutboxStreamPoller
 from onward.memory_recorder import MemoryRecorder
@@ -233,15 +234,16 @@ def version_history(store: JobStore, job: Job) -> list[tuple[int, str]]:
 
 # --- the hot path ---------------------------------------------------------------------------------------------
 
-def test_one_job_created_with_a_key_claimed_and_completed_costs_3_transactions_2_queries_1_read(metered):
+def test_one_job_created_with_a_key_claimed_and_completed_costs_3_transactions_and_no_row_read(metered):
     """The lifecycle of a job with an Idempotency-Key: create = 1 TransactWriteItems; a claim = 1
-    BatchGetItem (its candidates' counters) + 1 Query (ready index) + 1 GetItem (the row it decides from) +
+    BatchGetItem (its candidates' counters) + 1 Query (ready index: the row it decides from) +
     1 TransactWriteItems, and 1 UpdateItem when it takes the queue's last job (the entry leaves the active
     index); complete = 1 TransactWriteItems. The process's first claim also reads the active index's head
     (one Query per partition), the parked entries due (one per partition) and the clock. Without the create
     going straight to its transaction (JobStore.create), the create shows a GetItem of the key first;
     without the report deciding from the claim's row (JobStore._report / _HeldRows), the completion shows a
-    GetItem of the job row first; without the claim's caches, every claim reads the head again."""
+    GetItem of the job row first; without the claim deciding from the ready index's row, each claim shows a
+    GetItem of the row; without the claim's caches, every claim reads the head again."""
     store = metered.store
     created, create_cost = metered.count(lambda: store.create("acme", ECHO, idempotency_key="order-1"))
     store.create("acme", ECHO, idempotency_key="order-2")
@@ -256,14 +258,38 @@ def test_one_job_created_with_a_key_claimed_and_completed_costs_3_transactions_2
     assert created.created
     assert create_cost == {"TransactWriteItems": 1}
     assert first_claim_cost == {"Query": PARKED_SHARDS + DEFAULT_ACTIVE_SHARDS + 1, "BatchGetItem": 2,
-                                "GetItem": 1, "TransactWriteItems": 1}
-    assert claim_cost == {"BatchGetItem": 1, "Query": 1, "GetItem": 1, "TransactWriteItems": 1, "UpdateItem": 1}
+                                "TransactWriteItems": 1}
+    assert claim_cost == {"BatchGetItem": 1, "Query": 1, "TransactWriteItems": 1, "UpdateItem": 1}
     assert complete_cost == {"TransactWriteItems": 1}
     assert report.status is ReportStatus.APPLIED
     assert report.job == store.get(created.job.job_id)
     assert (report.job.state, report.job.version, report.job.lease_expires_at) == (JobState.SUCCEEDED, 3, None)
     assert version_history(store, report.job) == [(1, "queued"), (2, "running"), (3, "succeeded")]
     assert store.result(report.job.job_id) == {"rows": 3}
+
+
+def test_a_claim_from_a_row_the_ready_index_showed_late_is_refused_and_decided_again_from_the_row(
+        metered, monkeypatch):
+    """The ready index is eventually consistent on AWS: the row it shows may be behind the job's. Here it
+    shows the job as first queued (version 1) after the job was claimed and released (queued again, version
+    3): the claim's transaction, conditioned on the row's version, is refused, the row is read (1 GetItem)
+    and the job claimed from it (attempt 2, version 4). Breaks if the claim committed the index's row
+    without that condition (the release would be overwritten) or kept trusting it after the refusal."""
+    store = metered.store
+    job = store.create("acme", ECHO).job
+    recorder = store.recorder
+    row = recorder.job(job.job_id)
+    assert row is not None
+    its_queue = ready_queue(job, row.ready_shards)
+    late = recorder.due("acme", its_queue, job.created_at + 1, 8)  # the index as the job was created
+    assert [(due.job_id, due.row is not None and due.row.job.version) for due in late] == [(job.job_id, 1)]
+    first = store.claim("w0", LEASE_S)
+    assert first is not None and store.release(first).applied
+    monkeypatch.setattr(recorder, "due", lambda tenant_id, queue, now, limit: late if queue == its_queue else [])
+    lease, cost = metered.count(lambda: store.claim("w1", LEASE_S))
+    assert lease is not None and (lease.job_id, lease.attempt, lease.job.version) == (job.job_id, 2, 4)
+    assert cost.get("GetItem") == 1 and cost.get("TransactWriteItems") == 2
+    assert store.get(job.job_id).state is JobState.RUNNING
 
 
 def test_a_renewed_lease_still_completes_with_one_transaction_and_leaves_no_lease_on_the_row(metered, clock):

@@ -68,8 +68,8 @@ class _Found(StrEnum):
     AT_CAP = "at_cap"
 
 
-# Claim one job: (job id, worker, lease ms, admission) -> the Lease, or None when the job was not claimable
-# (taken meanwhile, no longer due). Raises AdmissionRefused / FlexRefused.
+# Claim one job: (the due job as the queue's head showed it, worker, lease ms, admission) -> the Lease, or None
+# when the job was not claimable (taken meanwhile, no longer due). Raises AdmissionRefused / FlexRefused.
 Take = Callable[[DueJob, str, int, Admission], Lease | None]
 
 

@@ -90,6 +90,7 @@ def _error_code(error: ClientError) -> str:
 def _by_role(reasons: dict[Role, list[str]]) -> dict[str, list[str]]:
     return {role.value: codes for role, codes in reasons.items()}
 
+
 # An attribute of every job row that is not a key of the ready index: an index item holding it holds the whole
 # row (template.yaml's ready index projects every attribute; a table created before it projects keys only).
 ROW_MARK = "state"

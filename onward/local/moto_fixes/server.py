@@ -54,7 +54,7 @@ PLAIN_JSON_OPERATIONS = frozenset({"GetItem", "PutItem", "UpdateItem", "DeleteIt
 # members is a string, number, boolean, list, map, binary value or timestamp.
 PLAIN_JSON_ANSWERS: dict[str, frozenset[str]] = {
     "dynamodb": PLAIN_JSON_OPERATIONS,
-    "dynamodbstreams": frozenset({"GetRecords", "GetShardIterator", "DescribeStream", "ListStreams"}),
+    "dynamodbstreams": frozenset({"GetRecords", "GetShardIterator", "DescribeStream"}),
     "kinesis": frozenset({"PutRecords", "PutRecord", "GetRecords", "GetShardIterator", "ListShards",
                           "DescribeStreamSummary"}),
 }

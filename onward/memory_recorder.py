@@ -147,8 +147,13 @@ class MemoryRecorder(JobRecorder):
     # --- reads ----------------------------------------------------------------------------------------------
 
     def job(self, job_id: str) -> JobRow | None:
-        row = self._read(job_key(job_id))
-        return None if row is None else JobRow(*job_from_values(row))
+        with self._lock:
+            return self._job_row(job_id)
+
+    def _job_row(self, job_id: str) -> JobRow | None:
+        """The job's row, from a copy of its item; the caller holds the lock."""
+        item = self._get(job_key(job_id))
+        return None if item is None else JobRow(*job_from_values(_copy(item)))
 
     def run(self, job_id: str, attempt: int) -> Run | None:
         item = self._read(run_key(job_id, attempt))
@@ -404,11 +409,9 @@ class MemoryRecorder(JobRecorder):
     def due(self, tenant_id: str, queue: ReadyQueue, now: EpochMs, limit: int) -> list[DueJob]:
         with self._lock:
             index = self._ready.get(queue.partition(tenant_id), {})
-            found = [(job_id, index[job_id], self._get(job_key(job_id)))
-                     for job_id in self._first(index, lambda due: due <= now, limit)]
-            # the rows as the index projects them (every attribute), as DynamoDB's ready index answers
-            return [DueJob(job_id, due_at, None if row is None else JobRow(*job_from_values(_copy(row))))
-                    for job_id, due_at, row in found]
+            # with the rows, as DynamoDB's ready index answers (it projects every attribute)
+            return [DueJob(job_id, index[job_id], self._job_row(job_id))
+                    for job_id in self._first(index, lambda due: due <= now, limit)]
 
     def expired_leases(self, shard: int, now: EpochMs, limit: int) -> list[str]:
         with self._lock:

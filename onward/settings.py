@@ -48,6 +48,7 @@ def unsigned_config(service: str) -> Config:
     for the others."""
     return Config(signature_version=UNSIGNED) if service in UNSIGNED_SERVICES else Config()
 
+
 DEFAULT_OUTBOX_RETENTION_DAYS = 7
 DEFAULT_JOB_RETENTION_DAYS = 30
 DAY_S = 86_400

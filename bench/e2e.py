@@ -59,6 +59,7 @@ POLL_KEYS = 100  # one BatchGetItem
 POLL_EVERY_S = 0.25
 FLOOR_TRANSACTIONS_PER_JOB = 3  # create, claim, complete
 TOKEN = "bench-secret"
+API_ENVIRONMENTS = 4  # as `onward up` runs the API handler (onward/local/environments.py)
 
 
 def submit_echo(base: str, token: str, number: int, key_prefix: str = "bench", timeout_s: float = 30.0) -> str:
@@ -120,7 +121,7 @@ def run(jobs: int = JOBS, workers: int = 4, progress: Any = None, rate: float | 
         clients = {name: endpoint.client(name) for name in ("dynamodb", "dynamodbstreams", "kinesis")}
         observer = client_for(endpoint.url, "dynamodb", Config(user_agent_extra=OBSERVER_AGENT))
         view = StatusViewReader(observer, settings.require("status_table"))
-        options = PlatformOptions(workers=workers, lease_s=30.0, http_port=0)
+        options = PlatformOptions(workers=workers, lease_s=30.0, http_port=0, api_environments=API_ENVIRONMENTS)
         with LocalPlatform(Deployment(settings, clients=clients), registry, options) as platform:
             meter.reset()
             started = time.perf_counter()

@@ -328,7 +328,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         for line in export_lines(environment):
             print("  " + line)
         options = PlatformOptions(workers=args.workers, lease_s=args.lease_s, http_port=args.http_port,
-                                  heartbeat_interval_s=args.heartbeat_s)
+                                  heartbeat_interval_s=args.heartbeat_s, api_environments=args.api_environments)
         platform = stack.enter_context(LocalPlatform(deployment, registry, options))
         print(f"HTTP API and status page: {platform.url}/  (Authorization: Bearer <token>; "
               "OpenAPI at /openapi.json)")
@@ -720,6 +720,9 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--operator-token", metavar="SECRET", help="the operator's token (default: a fresh one, "
                     "printed)")
     up.add_argument("--workers", type=_bounded(int, 0, 256), default=4, help="worker threads (0: none)")
+    up.add_argument("--api-environments", type=_bounded(int, 0, 64), default=4, metavar="N",
+                    help="processes running the HTTP API's Lambda handler, one request at a time each, as Lambda's "
+                    "execution environments (0: in the platform's process, one request at a time in all)")
     up.add_argument("--lease-s", type=POSITIVE_SECONDS, default=3.0,
                     help="lease of each claim, renewed every third of it; a vanished worker's job is "
                     "requeued after it")

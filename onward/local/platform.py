@@ -1,5 +1,7 @@
-"""The whole platform in one process, against any AWS endpoint: worker pool, reaper, scheduler (periodic jobs)
-and pipeline heartbeats on a schedule, relay and projector behind the local event-source pollers, and the HTTP API.
+"""The whole platform against any AWS endpoint: worker pool, reaper, scheduler (periodic jobs) and pipeline
+heartbeats on a schedule, relay and projector behind the local event-source pollers, and the HTTP API, all in
+this process except, with `api_environments`, the API's handler, which then runs in Lambda execution
+environments of its own (onward/local/environments.py).
 
 `onward up` builds one; the browser and end-to-end tests build one too and stop and start single
 components (the projector, say) to watch the status page notice the delay.
@@ -15,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Self
 
 from onward.handlers.bootstrap import Deployment
+from onward.local.environments import ExecutionEnvironments
 from onward.local.gateway import LocalGateway
 from onward.local.pipeline import LocalPipeline
 from onward.pool import WorkerPool
@@ -82,6 +85,9 @@ class PlatformOptions:
     heartbeat_interval_s: float = 5.0
     poll_idle_s: float = 0.2
     http_port: int = 8000
+    # The API handler's Lambda execution environments (onward/local/environments.py): 0 runs it in this
+    # process, one request at a time (what tests that inject state into the handler's process need).
+    api_environments: int = 0
 
     @property
     def reaper_every_s(self) -> float:
@@ -120,7 +126,8 @@ class LocalPlatform:
         self.heartbeat = BackgroundLoop("heartbeat", beat, options.heartbeat_interval_s)
         self.relay = BackgroundLoop("relay", pipeline.relay_poller.poll_once, options.poll_idle_s)
         self.projector = BackgroundLoop("projector", pipeline.projector_poller.poll_once, options.poll_idle_s)
-        self.gateway = LocalGateway(port=options.http_port)
+        self.environments = ExecutionEnvironments(options.api_environments) if options.api_environments else None
+        self.gateway = LocalGateway(self.environments, port=options.http_port)
 
     @property
     def url(self) -> str:
@@ -130,11 +137,15 @@ class LocalPlatform:
         for loop in (self.projector, self.relay, self.heartbeat, self.reaper, self.scheduler):
             loop.start()
         self.workers.start()
+        if self.environments is not None:
+            self.environments.start()
         self.gateway.start()
         return self
 
     def stop(self) -> None:
         self.gateway.stop()
+        if self.environments is not None:
+            self.environments.stop()
         self.workers.stop()
         for loop in (self.scheduler, self.reaper, self.heartbeat, self.relay, self.projector):
             loop.stop()

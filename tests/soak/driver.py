@@ -35,6 +35,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -60,6 +61,7 @@ from tests.soak.faults import RANDOM_POINTS, Aim, FaultRates, RandomFaults
 JOB_TYPE = "soak.work"
 STREAM_SHARDS = 4  # the topology the soak runs on: several stream shards, splitting while it runs
 SPLIT_EVERY_S = 20.0
+SUBMITTERS = 4  # threads creating the workload's jobs at once
 SETTLE_CHECK_JOBS = 100  # jobs a settle check reads at a time (one BatchGetItem of rows, one of views)
 _JOB_ID = re.compile(r"[0-9a-f]{32}")
 TENANTS = ("acme", "globex", "initech", "umbrella")
@@ -82,6 +84,27 @@ class SoakConfig:
     heartbeat_s: float = 1.0  # pipeline heartbeats, as the platform commits them (every 5 s there)
     reshard_events_at: float | None = 0.5  # share of jobs submitted when the events stream doubles its shards
     restart_at: float | None = None  # share of jobs submitted when everything stops and the stack restarts
+
+
+@dataclass(frozen=True)
+class _Planned:
+    """One job of the workload, every random choice about it already drawn."""
+
+    number: int
+    tenant: str
+    request: NewJob
+    aimed: bool
+    cancel_after_s: float | None  # cancelled that long after it is created; None: not cancelled
+
+
+def _segments(planned: list[_Planned], cuts: list[int]) -> list[list[_Planned]]:
+    """`planned` split before each job number in `cuts`."""
+    segments: list[list[_Planned]] = [[]]
+    for job in planned:
+        if job.number in cuts and segments[-1]:
+            segments.append([])
+        segments[-1].append(job)
+    return segments
 
 
 @dataclass(frozen=True)
@@ -374,34 +397,49 @@ class Soak:
         poller.write_positions()  # as LocalPlatform.stop: a stop leaves exact positions
 
     def _submit(self, numbers: range) -> None:
-        """Create jobs `numbers` of the workload; the first `aimed_per_kind * len(Aim)` are aimed at (they
-        are created before any worker starts, so each is aimed before it can be claimed)."""
+        """Create jobs `numbers` of the workload, SUBMITTERS at a time (as several clients create jobs at
+        once); the first `aimed_per_kind * len(Aim)` are aimed at (they are created before any worker
+        starts, so each is aimed before it can be claimed). The events stream is resharded and the stack
+        restarted between two jobs, once every job before that point is created. Every random choice is drawn
+        first, in job order, so a seed gives the same workload however the submitters interleave."""
         config = self._config
-        tenants = TENANTS[: config.tenants]
+        planned = [self._plan(number) for number in numbers]
         reshard_at = None if config.reshard_events_at is None else int(config.jobs * config.reshard_events_at)
         restart_at = None if config.restart_at is None else int(config.jobs * config.restart_at)
-        for number in numbers:
-            if number == reshard_at:
-                self._reshard_events_stream()
-            if number == restart_at:
-                self._restart()
-            aimed = number < config.aimed_per_kind * len(Aim)
-            params: dict[str, Any] = {"ms": self._rng.choice((1, 5, 10, 20))}
-            if not aimed and self._rng.random() < config.flaky_share:  # an aimed first attempt must report
-                params["fail_attempts"] = 1
-            request = NewJob(type=JOB_TYPE, params=params, max_attempts=8)
-            created = self.store.create(tenants[number % len(tenants)], request, idempotency_key=f"soak-{number}")
-            job_id = created.job.job_id
-            with self._lock:
-                self._submitted.append(job_id)
-                submitted = len(self._submitted)
-            if config.progress and submitted % 500 == 0:
-                print(f"soak: {time.monotonic() - self._started:.0f} s: {submitted}/{config.jobs} submitted",
-                      file=sys.stderr, flush=True)
-            if aimed:
-                self._aims[job_id] = list(Aim)[number % len(Aim)]
-            elif self._rng.random() < config.cancel_share:
-                threading.Thread(target=self._cancel, args=(job_id, self._rng.uniform(0, 1.0)), daemon=True).start()
+        with ThreadPoolExecutor(SUBMITTERS, thread_name_prefix="soak-submitter") as submitters:
+            for segment in _segments(planned, [at for at in (reshard_at, restart_at) if at is not None]):
+                if segment and segment[0].number == reshard_at:
+                    self._reshard_events_stream()
+                if segment and segment[0].number == restart_at:
+                    self._restart()
+                list(submitters.map(self._create, segment))
+
+    def _plan(self, number: int) -> _Planned:
+        config = self._config
+        tenants = TENANTS[: config.tenants]
+        aimed = number < config.aimed_per_kind * len(Aim)
+        params: dict[str, Any] = {"ms": self._rng.choice((1, 5, 10, 20))}
+        if not aimed and self._rng.random() < config.flaky_share:  # an aimed first attempt must report
+            params["fail_attempts"] = 1
+        cancel_after_s = None
+        if not aimed and self._rng.random() < config.cancel_share:
+            cancel_after_s = self._rng.uniform(0, 1.0)
+        return _Planned(number, tenants[number % len(tenants)], NewJob(type=JOB_TYPE, params=params, max_attempts=8),
+                        aimed, cancel_after_s)
+
+    def _create(self, planned: _Planned) -> None:
+        created = self.store.create(planned.tenant, planned.request, idempotency_key=f"soak-{planned.number}")
+        job_id = created.job.job_id
+        with self._lock:
+            self._submitted.append(job_id)
+            submitted = len(self._submitted)
+        if self._config.progress and submitted % 500 == 0:
+            print(f"soak: {time.monotonic() - self._started:.0f} s: {submitted}/{self._config.jobs} submitted",
+                  file=sys.stderr, flush=True)
+        if planned.aimed:
+            self._aims[job_id] = list(Aim)[planned.number % len(Aim)]
+        elif planned.cancel_after_s is not None:
+            threading.Thread(target=self._cancel, args=(job_id, planned.cancel_after_s), daemon=True).start()
 
     # --- running ----------------------------------------------------------------------------------------
 

@@ -1,9 +1,10 @@
-"""Lambda entry point for the events stream (Kinesis) -> status view: each record handed to the deployment's
-StatusProjector (onward/projector/projector.py), partial failures reported.
+"""Lambda entry point for the events stream (Kinesis) -> status view: each batch handed whole to the deployment's
+StatusProjector (onward/projector/projector.py, which writes its jobs at once), partial failures reported.
 
-Powertools batch processing reports partial failures; records behind a failed one are not applied (they
-are reported failed too), so a job's later event never lands past an earlier one that failed. Lambda
-resumes at the lowest failed sequence number; the version guard absorbs what it redelivers.
+The earliest failed record and every record after it in the batch are reported failed (some of those may have
+been written by other jobs' writes), so a job's later event never lands past an earlier one that failed and
+never stays unwritten behind a success. Lambda resumes at the lowest failed sequence number; the version guard
+absorbs what it redelivers.
 """
 
 from __future__ import annotations
@@ -18,9 +19,8 @@ from aws_lambda_powertools.utilities.batch.types import PartialItemFailureRespon
 from aws_lambda_powertools.utilities.data_classes.kinesis_stream_event import KinesisStreamRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from onward.faults import fault_point
 from onward.handlers.bootstrap import Deployment
-from onward.projector.projector import BatchTally, OutcomeTotals
+from onward.projector.projector import BatchFailure, BatchTally, OutcomeTotals, ShardRecord
 from onward.telemetry import discard_unflushed
 
 logger = Logger(service="onward-projector")
@@ -32,30 +32,31 @@ totals = OutcomeTotals()
 
 
 class EarlierRecordFailed(RuntimeError):
-    """This record was not applied because one before it in the batch failed."""
+    """A record reported failed because one before it in the batch failed (other jobs' writes may have projected
+    it already: its redelivery is then a duplicate)."""
 
 
-class InOrderBatchProcessor(BatchProcessor):
-    """Powertools' Kinesis batch processing, but a shard's order is kept: once a record fails, every record
-    after it in the batch is reported failed without being handled (the stock processor goes on, and a job's
-    later event could land past an earlier one that failed: powertools-lambda-python #2850)."""
+class ShardBatchProcessor(BatchProcessor):
+    """Powertools' Kinesis batch processing for a handler that takes a shard's whole batch at once and answers
+    with its earliest failure (BatchFailure, or None): that record and every one after it in the batch are
+    reported failed, every one before it succeeded. The stock processor handles records one at a time and
+    goes on past a failure, so a job's later event could land past an earlier one that failed
+    (powertools-lambda-python #2850)."""
 
     def __init__(self) -> None:
         super().__init__(event_type=EventType.KinesisDataStreams, raise_on_entire_batch_failure=False)
-        self._failed = False
 
-    def _prepare(self) -> None:
-        super()._prepare()  # type: ignore[no-untyped-call]  # Powertools leaves this hook unannotated
-        self._failed = False
-
-    def _process_record(self, record: dict[str, Any]) -> SuccessResponse | FailureResponse:
-        if self._failed:
-            held_back = KinesisStreamRecord(record)
-            earlier = EarlierRecordFailed(held_back.kinesis.sequence_number)
-            return self.failure_handler(record=held_back, exception=(EarlierRecordFailed, earlier, None))
-        outcome = super()._process_record(record)
-        self._failed = outcome[0] == "fail"
-        return outcome
+    def process(self) -> list[SuccessResponse | FailureResponse]:
+        batch = [KinesisStreamRecord(record) for record in self.records]
+        failure: BatchFailure | None = self.handler(batch)
+        answers: list[SuccessResponse | FailureResponse] = []
+        for index, (raw, record) in enumerate(zip(self.records, batch, strict=True)):
+            if failure is None or index < failure.index:
+                answers.append(self.success_handler(record=raw, result=None))
+                continue
+            error = failure.error if index == failure.index else EarlierRecordFailed(record.kinesis.sequence_number)
+            answers.append(self.failure_handler(record=record, exception=(type(error), error, error.__traceback__)))
+        return answers
 
 
 def shard_of(record: KinesisStreamRecord) -> str:
@@ -71,15 +72,15 @@ def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailure
     projector = Deployment.from_environment().status_projector
     tally = BatchTally()
 
-    def record_handler(record: KinesisStreamRecord) -> None:
-        shard_id, sequence_number = shard_of(record), record.kinesis.sequence_number
-        projector.handle_record(shard_id, sequence_number, record.kinesis.data_as_bytes(), tally)
-        fault_point("projector.after_record", f"{shard_id}:{sequence_number}")
+    def project_batch(batch: list[KinesisStreamRecord]) -> BatchFailure | None:
+        if not batch:
+            return None
+        records = [ShardRecord(record.kinesis.sequence_number, record.kinesis.data_as_bytes()) for record in batch]
+        return projector.project_batch(shard_of(batch[0]), records, tally)
 
-    processor = InOrderBatchProcessor()
     try:
-        response = process_partial_response(event=event, record_handler=record_handler, processor=processor,
-                                            context=context)
+        response = process_partial_response(event=event, record_handler=project_batch,
+                                            processor=ShardBatchProcessor(), context=context)
     finally:
         totals.add(tally)
     records = event.get("Records", [])

@@ -10,6 +10,12 @@ is replaced; it costs the same write units and DynamoDB evaluates no update expr
 TTL right: a terminal status's row carries `expires_at` (onward.projection.view_expires_at), a newer
 non-terminal one (a replay) replaces it without. Kept conflicts and parked records expire after the same
 retention, counted from when they were written.
+
+A batch is written job by job at once (StatusProjector.project_batch): its events are grouped by job, the
+groups run on a small thread pool shared by the process, and within a group the events are written in batch
+order, so a job's events never overtake each other. A job's several events in one batch are folded into one
+write of the newest when that is exact (fold_plan): the view row is derived from its event alone, so writing
+the newest under the oldest's condition ends the same as writing each in turn, all of them applied.
 """
 
 from __future__ import annotations
@@ -17,8 +23,11 @@ from __future__ import annotations
 import json
 import threading
 from collections import Counter
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from typing import Any
+from itertools import pairwise
+from typing import Any, NamedTuple
 
 from aws_lambda_powertools import Logger
 from botocore.exceptions import ClientError
@@ -27,6 +36,7 @@ from pydantic import ValidationError
 from onward.checkpoints import PROJECTOR_CONSUMER, CheckpointStore
 from onward.clock import Clock, EpochMs, epoch_ms, iso, system_clock
 from onward.dynamo import from_item, to_item
+from onward.faults import fault_point
 from onward.heartbeat import Heartbeat, SlotId, decode_heartbeat, merge_through
 from onward.keys import ttl_after
 from onward.models import EVENT_SCHEMA, OutboxEvent
@@ -36,6 +46,10 @@ from onward.settings import DAY_S, DEFAULT_JOB_RETENTION_DAYS
 
 logger = Logger(service="onward-projector")
 
+WRITER_THREADS = 8  # a batch's jobs written at once: well under the client's connection pool (64)
+# One pool for the process, built on import and kept (as a warm Lambda keeps it): every batch, of every shard the
+# process reads, hands its jobs to it; a batch waits for its own jobs only.
+_writers = ThreadPoolExecutor(max_workers=WRITER_THREADS, thread_name_prefix="onward-projector")
 
 
 class UnreadableRecord(ValueError):
@@ -64,9 +78,45 @@ def parse_record(data: bytes) -> OutboxEvent | Heartbeat:
         raise UnreadableRecord(f"invalid event: {error.error_count()} errors: {error.errors()[0]['msg']}") from error
 
 
+@dataclass(frozen=True)
+class FoldedWrite:
+    """One job's events of one batch written as ONE PutItem of the newest, on condition that the view holds no
+    version of the job or one below `below` (the oldest event's): when the condition holds, each event would
+    have been applied had they been written one by one, and the view ends the same."""
+
+    newest: OutboxEvent
+    below: int
+
+
+def fold_plan(events: Sequence[OutboxEvent]) -> FoldedWrite | None:
+    """How to write one job's events of a batch, given in batch order: one folded write when there are several
+    and their versions rise strictly in batch order; None (one conditional write each, in order) otherwise:
+    for a single event, and when a version repeats (the second is a duplicate or a conflict) or an older one
+    follows a newer one (it is stale): only writing them one by one classifies those as it always has."""
+    if len(events) < 2 or any(later.version <= earlier.version for earlier, later in pairwise(events)):
+        return None
+    return FoldedWrite(newest=events[-1], below=events[0].version)
+
+
+class ShardRecord(NamedTuple):
+    """One record of a shard's batch, as the event source delivers it."""
+
+    sequence_number: str
+    data: bytes
+
+
+@dataclass(frozen=True)
+class BatchFailure:
+    """The earliest record of a batch (by its index in the batch) that failed, and why: it and every record
+    after it are to be delivered again; every record before it was projected."""
+
+    index: int
+    error: Exception
+
+
 @dataclass
 class BatchTally:
-    """What one batch did; the handler turns it into metrics."""
+    """What one batch did; the handler turns it into metrics. `count` may be called from several threads."""
 
     outcomes: dict[ProjectionOutcome, int] = field(default_factory=dict)
     parked: int = 0
@@ -75,9 +125,52 @@ class BatchTally:
     through: dict[SlotId, EpochMs] = field(default_factory=dict)  # heartbeat slots: newest commit time each
     parents: tuple[str, ...] = ()  # the shard's parents, as its heartbeats name them
     lag_ms: list[int] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
 
-    def count(self, outcome: ProjectionOutcome) -> None:
-        self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
+    def count(self, outcome: ProjectionOutcome, lag_ms: int | None = None) -> None:
+        """One event's outcome, and its lag (commit to projected) when it was applied."""
+        with self._lock:
+            self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
+            if lag_ms is not None:
+                self.lag_ms.append(lag_ms)
+
+    def hear(self, beat: Heartbeat) -> None:
+        """A heartbeat projected: its slots are projected up to their times; the view is untouched."""
+        with self._lock:
+            self.heartbeats += 1
+            merge_through(self.through, beat.through)
+            self.slots = max(self.slots, beat.slots)
+            self.parents = beat.parents or self.parents
+
+
+class _BatchRun:
+    """What one batch's job groups share while they run: the earliest failure so far, and whether a crash
+    (an exception from a fault point) stopped them all."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._failure: BatchFailure | None = None
+        self._crashed = False
+
+    @property
+    def failure(self) -> BatchFailure | None:
+        with self._lock:
+            return self._failure
+
+    def proceeds(self, index: int) -> bool:
+        """Whether the record at `index` is still to be written: nothing crashed, and no record before it
+        failed (one after the earliest failure is delivered again anyway)."""
+        with self._lock:
+            return not self._crashed and (self._failure is None or index < self._failure.index)
+
+    def fail(self, index: int, error: Exception) -> None:
+        with self._lock:
+            if self._failure is None or index < self._failure.index:
+                self._failure = BatchFailure(index, error)
+
+    def crash(self) -> None:
+        with self._lock:
+            self._crashed = True
 
 
 class OutcomeTotals:
@@ -122,6 +215,23 @@ class StatusProjector:
 
     def project(self, event: OutboxEvent) -> ProjectionOutcome:
         """Write the view if `event` is newer than what it holds; one request on every common path."""
+        held = self._put_view(event, below=event.version)
+        if held is None:
+            return ProjectionOutcome.APPLIED
+        outcome = classify(held.get("version"), held.get("digest"), event)
+        if outcome is ProjectionOutcome.CONFLICT:
+            self._keep_conflict(event, held)
+        return outcome
+
+    def project_folded(self, fold: FoldedWrite) -> bool:
+        """One write standing for a job's events of a batch (fold_plan): True when it was written (every one of
+        them applied), False when the view holds a version at or above the oldest's (nothing was written:
+        write them one by one to classify each)."""
+        return self._put_view(fold.newest, below=fold.below) is None
+
+    def _put_view(self, event: OutboxEvent, below: int) -> dict[str, Any] | None:
+        """PutItem `event`'s view row if the view holds no version of the job or one below `below`: None when
+        written, else the item the view holds (the refusal returns it: no read)."""
         item = to_item(view_item(event, iso(self._clock()), self._retention_s))
         try:
             self._db.put_item(
@@ -129,18 +239,14 @@ class StatusProjector:
                 Item=item,
                 ConditionExpression="attribute_not_exists(job_id) OR #version < :version",
                 ExpressionAttributeNames={"#version": "version"},
-                ExpressionAttributeValues={":version": {"N": str(event.version)}},
+                ExpressionAttributeValues={":version": {"N": str(below)}},
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
-            return ProjectionOutcome.APPLIED
+            return None
         except ClientError as error:
             if error.response["Error"]["Code"] != "ConditionalCheckFailedException":
                 raise
-            held = from_item(error.response.get("Item", {}))
-        outcome = classify(held.get("version"), held.get("digest"), event)
-        if outcome is ProjectionOutcome.CONFLICT:
-            self._keep_conflict(event, held)
-        return outcome
+            return from_item(error.response.get("Item", {}))
 
     def _keep_conflict(self, event: OutboxEvent, held: dict[str, Any]) -> None:
         incoming = view_fields(event)
@@ -161,27 +267,112 @@ class StatusProjector:
                      extra={"job_id": event.job_id, "version": event.version, "view_digest": held.get("digest"),
                             "incoming_digest": incoming["digest"]})
 
-    def handle_record(self, shard_id: str, sequence_number: str, data: bytes, tally: BatchTally) -> None:
-        """Project one record; an unreadable one is parked with its raw bytes and the reason (the shard
-        moves on). DynamoDB errors propagate: the batch stops there and the record is retried."""
+    def project_batch(self, shard_id: str, records: Sequence[ShardRecord], tally: BatchTally) -> BatchFailure | None:
+        """Project one shard's batch; the earliest failure, None when every record was projected.
+
+        First, in batch order on this thread: an unreadable record is parked with its raw bytes and the reason
+        (the shard moves on), a heartbeat is kept for the tally, and the job events are grouped by job. Then
+        the groups run on the pool at once, each writing its job's events in batch order (one folded write
+        when fold_plan allows it, else one each); the heartbeats before the earliest failure are tallied.
+
+        An error (a DynamoDB error, parking included) fails its record (a folded write's: the group's first)
+        and ends its group; the other groups go on with the records before the earliest failure and skip
+        those after it. Records after the failure that were written anyway are simply delivered again: the
+        version guard absorbs them as duplicates.
+
+        Each record passes the fault point `projector.after_record` (subject `<shard>:<sequence number>`)
+        once projected: every record of a folded write passes it after that write. A fault point's exception
+        (a drill's crash) stops every group before its next write and is raised once all have stopped.
+        """
+        run = _BatchRun()
+        groups: dict[str, list[tuple[int, OutboxEvent]]] = {}
+        beats: list[tuple[int, Heartbeat]] = []
+        for index, record in enumerate(records):
+            try:
+                read = self._read(shard_id, record, tally)
+            except Exception as error:  # noqa: BLE001 - parking failed: this record is the earliest failure
+                run.fail(index, error)
+                break
+            if isinstance(read, OutboxEvent):
+                groups.setdefault(read.job_id, []).append((index, read))
+                continue
+            if read is not None:
+                beats.append((index, read))
+            self._after_records(shard_id, [record])
+        done = wait([_writers.submit(self._write_group, shard_id, records, group, run, tally)
+                     for group in groups.values()]).done
+        crashes = [crash for crash in (future.exception() for future in done) if crash is not None]
+        if crashes:
+            raise crashes[0]
+        failure = run.failure
+        for index, beat in beats:
+            if failure is None or index < failure.index:
+                tally.hear(beat)
+        return failure
+
+    def _read(self, shard_id: str, record: ShardRecord, tally: BatchTally) -> OutboxEvent | Heartbeat | None:
+        """A record's job event or heartbeat; None for an unreadable one, parked here."""
         try:
-            event = parse_record(data)
+            return parse_record(record.data)
         except UnreadableRecord as error:
-            self._parked.park(PROJECTOR_CONSUMER, shard_id, sequence_number, data, str(error))
+            self._parked.park(PROJECTOR_CONSUMER, shard_id, record.sequence_number, record.data, str(error))
             tally.parked += 1
-            logger.warning("record parked", extra={"shard_id": shard_id, "sequence_number": sequence_number,
+            logger.warning("record parked", extra={"shard_id": shard_id, "sequence_number": record.sequence_number,
                                                    "reason": str(error)})
-            return
-        if isinstance(event, Heartbeat):  # its slots are projected up to their times; the view is untouched
-            tally.heartbeats += 1
-            merge_through(tally.through, event.through)
-            tally.slots = max(tally.slots, event.slots)
-            tally.parents = event.parents or tally.parents
-            return
-        outcome = self.project(event)
-        tally.count(outcome)
-        if outcome is ProjectionOutcome.APPLIED:
-            tally.lag_ms.append(self._clock() - epoch_ms(event.committed_at or event.occurred_at))
+            return None
+
+    def _write_group(self, shard_id: str, records: Sequence[ShardRecord], group: list[tuple[int, OutboxEvent]],
+                     run: _BatchRun, tally: BatchTally) -> None:
+        """One job's events of a batch (with their indexes in it), in batch order, on a thread of the pool."""
+        try:
+            self._write_in_order(shard_id, records, group, run, tally)
+        except BaseException:
+            run.crash()
+            raise
+
+    def _write_in_order(self, shard_id: str, records: Sequence[ShardRecord], group: list[tuple[int, OutboxEvent]],
+                        run: _BatchRun, tally: BatchTally) -> None:
+        fold = fold_plan([event for _, event in group])
+        if fold is not None:
+            first = group[0][0]
+            if not run.proceeds(first):
+                return
+            try:
+                written = self.project_folded(fold)
+            except Exception as error:  # noqa: BLE001 - reported as the failure of the group's first record
+                run.fail(first, error)
+                return
+            if written:
+                for _, event in group:
+                    tally.count(ProjectionOutcome.APPLIED, self._lag_ms(event))
+                self._after_records(shard_id, [records[index] for index, _ in group])
+                return
+        for index, event in group:
+            if not run.proceeds(index):
+                return
+            try:
+                outcome = self.project(event)
+            except Exception as error:  # noqa: BLE001 - reported as this record's failure
+                run.fail(index, error)
+                return
+            tally.count(outcome, self._lag_ms(event) if outcome is ProjectionOutcome.APPLIED else None)
+            self._after_records(shard_id, [records[index]])
+
+    def _lag_ms(self, event: OutboxEvent) -> int:
+        return self._clock() - epoch_ms(event.committed_at or event.occurred_at)
+
+    @staticmethod
+    def _after_records(shard_id: str, records: Sequence[ShardRecord]) -> None:
+        """The fault point after `records` were projected, passed once by each: all of them, even when one's
+        crashes (they were all projected, by one write), and then the first crash is raised."""
+        crash: BaseException | None = None
+        for record in records:
+            try:
+                fault_point("projector.after_record", f"{shard_id}:{record.sequence_number}")
+            except BaseException as raised:  # noqa: BLE001 - raised below, once every record passed
+                crash = crash or raised
+        if crash is not None:
+            raise crash
 
     def finish_batch(self, shard_id: str, tally: BatchTally) -> None:
         """Record the heartbeat slots the batch projected in the shard's watermark (and the shard's parents,

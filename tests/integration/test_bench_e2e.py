@@ -32,7 +32,8 @@ def test_every_job_costs_its_three_transactions_and_little_more(results):
     # create + claim + complete write several items each, at 2 units per KB in a transaction
     assert r["write_units_per_job_in_transactions"] >= 3 * 2 * 2, r
     assert r["write_units_per_job_indexes"] > 0, r  # the ready, leases and by_tenant indexes are billed
-    assert r["requests_per_job"]["dynamodb.PutItem"] >= 3, r  # one view write per event at least
+    # one view write per job at least: a job's events in one projector batch are one folded write
+    assert r["requests_per_job"]["dynamodb.PutItem"] >= 1, r
 
 
 def test_each_job_reaches_kinesis_as_three_events_in_few_requests(results):

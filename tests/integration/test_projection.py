@@ -323,22 +323,23 @@ def test_poison_records_are_parked_with_raw_bytes_and_reason_and_the_shard_moves
 
 def test_a_failing_record_stops_the_batch_and_redelivery_from_it_applies_the_rest(
         stack_environment, settings, dynamodb):
-    """The issue's ordering rule (powertools #2850). Without InOrderBatchProcessor (onward.handlers.projector),
+    """The issue's ordering rule (powertools #2850). Without ShardBatchProcessor (onward.handlers.projector),
     Powertools would go on and apply job Y's running/v2 although its queued/v1 failed; the response would
-    name only record 2, and Lambda would resume there. Here record 3 is held back and reported too."""
+    name only record 2, and Lambda would resume there. Here record 3 is held back and reported too (Y's two
+    events are one folded write, which fails as its first record, Y's v1)."""
     x, y = new_job_id(), new_job_id()
     records = [make_event(x, 1, "queued", attempt=0), make_event(y, 1, "queued", attempt=0),
                make_event(y, 2, "running")]
     batch = kinesis_event([encode(e) for e in records], first_sequence=7)
-    original = StatusProjector.project
+    original = StatusProjector._put_view
 
-    def throttled_on_y_v1(self: StatusProjector, event: OutboxEvent) -> ProjectionOutcome:
-        if (event.job_id, event.version) == (y, 1):
+    def throttled_on_y(self: StatusProjector, event: OutboxEvent, below: int) -> dict[str, Any] | None:
+        if event.job_id == y:
             error = {"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow down"}}
             raise ClientError(error, "PutItem")
-        return original(self, event)
+        return original(self, event, below)
 
-    with mock.patch.object(StatusProjector, "project", throttled_on_y_v1):
+    with mock.patch.object(StatusProjector, "_put_view", throttled_on_y):
         response = invoke(batch)
 
     assert failed_sequences(response) == ["8", "9"]

@@ -244,8 +244,8 @@ class CountingProjector:
         self._real = real
         self.outcomes: Counter[ProjectionOutcome] = Counter()
 
-    def handle_record(self, *args: Any) -> None:
-        self._real.handle_record(*args)
+    def project_batch(self, *args: Any) -> Any:
+        return self._real.project_batch(*args)
 
     def finish_batch(self, shard_id: str, tally) -> None:
         self.outcomes.update(tally.outcomes)

@@ -37,7 +37,7 @@ from onward.heartbeat import (
     merge_through,
     slot_count,
 )
-from onward.projector.projector import BatchTally, StatusProjector
+from onward.projector.projector import BatchTally, ShardRecord, StatusProjector
 from onward.shards import Shard
 
 NOW = 1_800_000_000_000
@@ -119,7 +119,7 @@ def test_a_legacy_heartbeat_decodes_and_vouches_for_nothing() -> None:
     checkpoints = RecordingCheckpoints()
     projector = _projector(checkpoints)
     tally = BatchTally()
-    projector.handle_record("shard-a", "7", json.dumps(legacy).encode(), tally)
+    projector.project_batch("shard-a", [ShardRecord("7", json.dumps(legacy).encode())], tally)
     projector.finish_batch("shard-a", tally)
     assert tally.heartbeats == 1 and checkpoints.recorded == []
 
@@ -130,7 +130,7 @@ def test_a_batch_records_each_slots_newest_commit_and_the_shards_parents() -> No
     tally = BatchTally()
     for beat in (Heartbeat(slots=16, through={0: NOW, 1: NOW + 9}),
                  Heartbeat(slots=16, through={0: NOW + 4, 2: NOW + 1}, parents=("p",))):
-        projector.handle_record("c", "1", encode_heartbeat(beat), tally)
+        projector.project_batch("c", [ShardRecord("1", encode_heartbeat(beat))], tally)
     projector.finish_batch("c", tally)
     [(consumer, shard, through, slots, _, kwargs)] = checkpoints.recorded
     assert (consumer, shard, through, slots, kwargs) == (

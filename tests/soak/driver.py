@@ -348,9 +348,19 @@ class Soak:
         stop = self._stop
 
         def loop() -> None:
-            watcher = threading.Thread(target=lambda: (stop.wait(), worker.shutdown()), daemon=True)
-            watcher.start()
-            worker.run()
+            ended = threading.Event()
+
+            def watch() -> None:  # shuts the worker down at the soak's stop; ends with the loop (a crash)
+                while not stop.wait(0.2):
+                    if ended.is_set():
+                        return
+                worker.shutdown()
+
+            threading.Thread(target=watch, daemon=True).start()
+            try:
+                worker.run()
+            finally:
+                ended.set()
         return loop
 
     def _reaper_loop(self) -> Callable[[], None]:

@@ -11,7 +11,10 @@ exception.
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import threading
+import time
 import uuid
 import weakref
 from collections.abc import Callable
@@ -274,6 +277,37 @@ class Worker:
         return report
 
 
+class _DeferredStarts:
+    """One thread per process that starts attempts' renewal threads when their first renewal is due: most
+    attempts end before that and never start a thread (two thread starts and joins per job were a tenth of a
+    worker's time in the soak)."""
+
+    def __init__(self) -> None:
+        self._due: list[tuple[float, int, LeaseRenewal]] = []  # (monotonic time, tie-breaker, renewal): a heap
+        self._order = itertools.count()
+        self._changed = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    def at(self, monotonic_s: float, renewal: LeaseRenewal) -> None:
+        with self._changed:
+            heapq.heappush(self._due, (monotonic_s, next(self._order), renewal))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="lease-renewals", daemon=True)
+                self._thread.start()
+            self._changed.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._changed:
+                while not self._due or self._due[0][0] > time.monotonic():
+                    self._changed.wait(self._due[0][0] - time.monotonic() if self._due else None)
+                _, _, renewal = heapq.heappop(self._due)
+            renewal.start_now()
+
+
+_deferred_starts = _DeferredStarts()
+
+
 class LeaseRenewal:
     """Keeps one attempt's lease while its handler runs, and tells the handler when the lease is gone.
 
@@ -282,7 +316,8 @@ class LeaseRenewal:
     is really gone: the store answers that the attempt no longer holds the job, or the lease expired with no
     renewal (from then on the reaper may hand the job to another worker). A second thread watches that expiry,
     so a renewal call hanging in botocore's retries cannot keep the handler working past it. A cancel request
-    seen on a renewal sets `context.cancel_requested`."""
+    seen on a renewal sets `context.cancel_requested`. Both threads start only when the first renewal is due
+    (or the lease would expire sooner): an attempt that ends before starts neither."""
 
     def __init__(self, store: JobStore, lease: Lease, context: JobContext, *, lease_s: float, every_s: float,
                  clock: Clock) -> None:
@@ -295,22 +330,34 @@ class LeaseRenewal:
         self._retry = BackoffPolicy(base_s=min(0.5, lease_s / 20), cap_s=lease_s / 10)
         self._expires_at = lease.lease_expires_at  # the latest expiry the store confirmed
         self._done = threading.Event()
-        self._threads = [threading.Thread(target=self._renew, daemon=True),
-                         threading.Thread(target=self._watch, daemon=True)]
+        self._starting = threading.Lock()
+        self._threads: list[threading.Thread] = []
 
     def start(self) -> None:
-        for thread in self._threads:
-            thread.start()
+        """Renew from `every_s` on (or from the lease's expiry, if sooner)."""
+        _deferred_starts.at(time.monotonic() + max(0.0, min(self._every_s, self._left_s())), self)
+
+    def start_now(self) -> None:
+        """Start renewing and watching at once (unless the attempt is already over)."""
+        with self._starting:
+            if self._done.is_set() or self._threads:
+                return
+            self._threads = [threading.Thread(target=self._renew, daemon=True),
+                             threading.Thread(target=self._watch, daemon=True)]
+            for thread in self._threads:
+                thread.start()
 
     def stop(self) -> None:
         """The attempt is over (reported, or crashed): stop renewing."""
-        self._done.set()
-        for thread in self._threads:
+        with self._starting:
+            self._done.set()
+            threads = self._threads
+        for thread in threads:
             thread.join()
 
     def _renew(self) -> None:
         failures = 0
-        wait_s = self._every_s
+        wait_s = 0.0  # started when the first renewal is due
         while not self._done.wait(wait_s) and not self._context.lease_lost.is_set():
             fault_point("worker.heartbeat", self._lease.fencing_token)  # a crash here stops only the renewals
             try:

@@ -4,8 +4,9 @@ reads are consistent GetItem / Query, due jobs, expired leases and the active te
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -80,7 +81,32 @@ from onward.writes import (
 )
 
 PARTITION_READERS = 8  # concurrent Queries of one sharded-index read
-PARTITION_READER_THREAD = "onward-partition-read"  # their threads' name prefix; they end with the read
+PARTITION_READER_THREAD = "onward-partition-read"  # the threads' name prefix: one pool per process, kept
+_PARTITION_POOL = 2 * PARTITION_READERS  # threads of that pool: two reads at once get all they may use
+
+
+class _PartitionReaders:
+    """The process's threads for partition reads, started on first use and kept: a pool per read started
+    and joined its threads on every claim's head read (thread starts are slow while other threads run)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
+
+    def map(self, read: Callable[[dict[str, Any]], list[dict[str, Any]]],
+            requests: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=_PARTITION_POOL, thread_name_prefix=PARTITION_READER_THREAD)
+            pool = self._pool
+        # at most PARTITION_READERS of this read's Queries in flight at once
+        pages: list[list[dict[str, Any]]] = []
+        for start in range(0, len(requests), PARTITION_READERS):
+            pages += pool.map(read, requests[start:start + PARTITION_READERS])
+        return pages
+
+
+_partition_readers = _PartitionReaders()
 
 
 def _error_code(error: ClientError) -> str:
@@ -318,9 +344,7 @@ class DynamoRecorder(JobRecorder):
         on AWS; on the embedded endpoint each Query also waits behind the others' requests)."""
         if len(requests) <= 1:
             return [item for request in requests for item in self._db.query(**request)["Items"]]
-        with ThreadPoolExecutor(max_workers=min(len(requests), PARTITION_READERS),
-                                thread_name_prefix=PARTITION_READER_THREAD) as readers:
-            pages = list(readers.map(lambda request: self._db.query(**request)["Items"], requests))
+        pages = _partition_readers.map(lambda request: self._db.query(**request)["Items"], requests)
         return [item for page in pages for item in page]
 
     def active_head(self, limit_per_shard: int) -> list[ActiveEntry]:

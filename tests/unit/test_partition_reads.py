@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from onward.dynamo_recorder import DynamoRecorder
+from onward.dynamo_recorder import PARTITION_READER_THREAD, DynamoRecorder
 from onward.keys import PARKED_SHARDS, active_shard_partition, parked_shard_partition, queue_key
 from onward.recorder import ActiveEntry
 
@@ -48,7 +48,7 @@ def test_the_active_heads_partitions_are_read_at_once_and_merged_in_key_order() 
                     ActiveEntry("globex", 1, 9.0)]
     assert len(client.threads) == SHARDS  # one reader each, none of them the caller
     assert threading.current_thread().name not in client.threads
-    assert not [thread for thread in threading.enumerate() if thread.name in client.threads]  # ended with the read
+    assert all(name.startswith(PARTITION_READER_THREAD) for name in client.threads)  # the process's kept pool
 
 
 def test_the_parked_partitions_are_read_at_once() -> None:
@@ -63,3 +63,21 @@ def test_one_partition_is_read_by_the_caller_itself() -> None:
     recorder = DynamoRecorder(client, "jobs", "outbox", active_shards=1)
     assert recorder.active_head(limit_per_shard=4) == [ActiveEntry("acme", 0, 2.0)]
     assert client.threads == {threading.current_thread().name}
+
+
+def test_reads_share_the_process_s_kept_reader_threads() -> None:
+    """Twenty head reads run on the same few threads, started once: a mutant starting a pool per read (as
+    before) would start four threads per read, about eighty here."""
+    client = MeetingClient({active_shard_partition(0): [_entry("acme", 0, 5.0)]}, parties=SHARDS)
+    recorder = DynamoRecorder(client, "jobs", "outbox", active_shards=SHARDS)
+    readers: set[threading.Thread] = set()  # the objects themselves: a new thread is a new object
+    original = client.query
+
+    def query(**request: Any) -> dict[str, Any]:
+        readers.add(threading.current_thread())
+        return original(**request)
+
+    client.query = query  # type: ignore[method-assign]
+    for _ in range(20):
+        assert recorder.active_head(limit_per_shard=4) == [ActiveEntry("acme", 0, 5.0)]
+    assert len(readers) <= 2 * SHARDS * 2  # the pool's threads, never one set per read

@@ -2,9 +2,10 @@
 
     .venv/bin/python bench/e2e.py [--jobs N] [--workers W] [--rate R] [--json]
 
-The whole platform runs in this process (onward/local/platform.py: HTTP API, worker pool running demo.echo,
-reaper, heartbeats, relay and projector pollers) against the embedded endpoint in a process of its own, as
-`onward up` runs it (`onward endpoint --meter`: onward/local/endpoint.EndpointProcess), whose Meter
+The platform runs in this process (onward/local/platform.py: the HTTP gateway, reaper, heartbeats, relay and
+projector pollers), with the API's handler in 4 execution environments and the worker pool running demo.echo
+in a process of its own (as the ECS service runs it), against the embedded endpoint in a process of its own,
+as `onward up` runs it (`onward endpoint --meter`: onward/local/endpoint.EndpointProcess), whose Meter
 (onward/local/metering.py) sees every AWS request the platform makes and is read over HTTP (RemoteMeter). The
 bench's own polling of the view (by key, the jobs not yet seen succeeded) is not metered. Prints:
 
@@ -60,6 +61,7 @@ POLL_EVERY_S = 0.25
 FLOOR_TRANSACTIONS_PER_JOB = 3  # create, claim, complete
 TOKEN = "bench-secret"
 API_ENVIRONMENTS = 4  # as `onward up` runs the API handler (onward/local/environments.py)
+WORKER_MODULE = "onward.demo"  # the workers in a process of their own, as on ECS (onward/local/worker_process.py)
 
 
 def submit_echo(base: str, token: str, number: int, key_prefix: str = "bench", timeout_s: float = 30.0) -> str:
@@ -121,7 +123,8 @@ def run(jobs: int = JOBS, workers: int = 4, progress: Any = None, rate: float | 
         clients = {name: endpoint.client(name) for name in ("dynamodb", "dynamodbstreams", "kinesis")}
         observer = client_for(endpoint.url, "dynamodb", Config(user_agent_extra=OBSERVER_AGENT))
         view = StatusViewReader(observer, settings.require("status_table"))
-        options = PlatformOptions(workers=workers, lease_s=30.0, http_port=0, api_environments=API_ENVIRONMENTS)
+        options = PlatformOptions(workers=workers, lease_s=30.0, http_port=0, api_environments=API_ENVIRONMENTS,
+                                  worker_module=WORKER_MODULE)
         with LocalPlatform(Deployment(settings, clients=clients), registry, options) as platform:
             meter.reset()
             started = time.perf_counter()

@@ -1,7 +1,8 @@
 """The whole platform against any AWS endpoint: worker pool, reaper, scheduler (periodic jobs) and pipeline
 heartbeats on a schedule, relay and projector behind the local event-source pollers, and the HTTP API, all in
 this process except, with `api_environments`, the API's handler, which then runs in Lambda execution
-environments of its own (onward/local/environments.py).
+environments of its own (onward/local/environments.py), and with `worker_module` the workers, which then run
+in a process of their own (onward/local/worker_process.py).
 
 `onward up` builds one; the browser and end-to-end tests build one too and stop and start single
 components (the projector, say) to watch the status page notice the delay.
@@ -20,6 +21,7 @@ from onward.handlers.bootstrap import Deployment
 from onward.local.environments import ExecutionEnvironments
 from onward.local.gateway import LocalGateway
 from onward.local.pipeline import LocalPipeline
+from onward.local.worker_process import WorkerProcess
 from onward.pool import WorkerPool
 from onward.reaper import reap_once
 from onward.scheduler import MAX_PER_TICK
@@ -88,6 +90,9 @@ class PlatformOptions:
     # The API handler's Lambda execution environments (onward/local/environments.py): 0 runs it in this
     # process, one request at a time (what tests that inject state into the handler's process need).
     api_environments: int = 0
+    # With a module (one with a `registry`, as `onward worker --module` takes): the `workers` run in a process
+    # of their own (onward/local/worker_process.py), as the ECS service runs them; None: threads of this one.
+    worker_module: str | None = None
 
     @property
     def reaper_every_s(self) -> float:
@@ -117,7 +122,10 @@ class LocalPlatform:
             emitter.emit()
             return False
 
-        self.workers = WorkerPool(self.store, registry, options.workers, options.lease_s)
+        in_process = 0 if options.worker_module else options.workers
+        self.workers = WorkerPool(self.store, registry, in_process, options.lease_s)
+        self.worker_process = (WorkerProcess(options.worker_module, options.workers, options.lease_s)
+                               if options.worker_module and options.workers else None)
         self.reaper = BackgroundLoop("reaper", lambda: reap_once(self.store), options.reaper_every_s)
         scheduler = deployment.scheduler
         # busy (again at once) only while a tick fired a full batch: more schedules may be due
@@ -137,6 +145,8 @@ class LocalPlatform:
         for loop in (self.projector, self.relay, self.heartbeat, self.reaper, self.scheduler):
             loop.start()
         self.workers.start()
+        if self.worker_process is not None:
+            self.worker_process.start()
         if self.environments is not None:
             self.environments.start()
         self.gateway.start()
@@ -147,6 +157,8 @@ class LocalPlatform:
         if self.environments is not None:
             self.environments.stop()
         self.workers.stop()
+        if self.worker_process is not None:
+            self.worker_process.stop()
         for loop in (self.scheduler, self.reaper, self.heartbeat, self.relay, self.projector):
             loop.stop()
         try:

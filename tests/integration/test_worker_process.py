@@ -1,0 +1,56 @@
+"""The local platform's workers in a process of their own (onward/local/worker_process.py), as the ECS service
+runs them: `onward worker` started with the deployment's environment, stopped with SIGTERM."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from onward.local.worker_process import WorkerProcess, WorkerProcessFailed
+from onward.models import NewJob
+from onward.settings import Settings
+from onward.states import JobState
+from onward.store import JobStore
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_the_worker_process_runs_the_jobs_and_ends_at_stop(stack_environment: dict[str, str], settings: Settings,
+                                                           dynamodb) -> None:
+    """Jobs created before the process starts all succeed, run by it (attempts by workers w-00 and w-01 of
+    that process's pool), and the process is gone once stop() returns. A mutant starting it without the
+    deployment's environment would run nothing here (no table); one whose stop did not wait for the process
+    would leave it running."""
+    store = JobStore(settings, client=dynamodb)
+    job_ids = [store.create("acme", NewJob(type="demo.echo", params={"n": n})).job.job_id for n in range(6)]
+    process = WorkerProcess("onward.demo", concurrency=2, lease_s=10.0).start()
+    pid = process.pid
+    assert pid is not None
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if all(store.get(job_id).state is JobState.SUCCEEDED for job_id in job_ids):
+                break
+            time.sleep(0.1)
+        jobs = [store.get(job_id) for job_id in job_ids]
+        assert [job.state for job in jobs] == [JobState.SUCCEEDED] * 6
+        workers = {run.worker_id for job_id in job_ids for run in store.runs(job_id)}
+        assert workers <= {"w-00", "w-01"}
+    finally:
+        process.stop()
+    assert not _alive(pid)
+
+
+def test_a_worker_process_that_cannot_start_says_why(stack_environment: dict[str, str]) -> None:
+    """A module without handlers: start() raises with the process's own message instead of waiting, or
+    leaving a platform without workers."""
+    with pytest.raises(WorkerProcessFailed, match=r"no module 'onward\.nothing_here'"):
+        WorkerProcess("onward.nothing_here", concurrency=1, lease_s=5.0).start()

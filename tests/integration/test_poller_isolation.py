@@ -1,12 +1,10 @@
 """The local event-source pollers (onward/local/pollers.py) isolate shards and park unreadable records one by one.
 
-An outbox item holding a map with an empty-string key makes moto's serializer write a DynamoDB Streams
-record botocore cannot parse (AttributeError inside get_records); real DynamoDB refuses such names, so the
-API refuses them, but an item written directly still reaches the stream. (The embedded endpoint writes
-stream records without moto's serializer, as the JSON they are: the tests of such a record put moto's
-serializer back, `motos_stream_answers`, to have a record no SDK can parse.) That record must be parked, once, and
-every job behind it (any tenant) must reach the view. A shard that fails (GetRecords, the handler, an
-expired iterator) must be retried from its last good position while the other shards are still read.
+The pollers read GetRecords answers from their raw JSON; a stream record that cannot become a Lambda event
+(here an outbox record whose NewImage the endpoint serves as a string, not a map: no SDK could parse it
+either) must be parked, once, and every job behind it (any tenant) must reach the view. A shard that fails
+(GetRecords, the handler, an expired iterator) must be retried from its last good position while the other
+shards are still read.
 """
 
 from __future__ import annotations
@@ -24,7 +22,6 @@ from onward.checkpoints import PROJECTOR_CONSUMER, RELAY_CONSUMER, CheckpointSto
 from onward.handlers import projector as projector_handler
 from onward.handlers import relay as relay_handler
 from onward.handlers.bootstrap import Deployment
-from onward.local.moto_fixes import server
 from onward.local.moto_fixes.streams import table_stream
 from onward.local.pipeline import LocalPipeline
 from onward.local.pollers import EventsStreamPoller, OutboxStreamPoller, ShardBackoff
@@ -67,23 +64,18 @@ def outbox_stream(settings, dynamodb) -> str:
 
 
 def put_poison_outbox_item(store, settings, dynamodb) -> str:
-    """A copy of a real outbox item under a new job id, with a nested map holding an empty-string key,
-    written directly (the API refuses such input); its job id."""
+    """A copy of a real outbox item under a new job id, written directly, whose stream record the endpoint
+    then serves with a NewImage that is not a map (a record that cannot become a Lambda event); its job id."""
     template_job = store.create("initech", ECHO).job.job_id
     item = dynamodb.get_item(TableName=settings.outbox_table, Key={"job_id": {"S": template_job},
                                                                    "version": {"N": "1"}})["Item"]
     poison_job = uuid.uuid4().hex
-    item |= {"job_id": {"S": poison_job}, "event_id": {"S": f"{poison_job}:1"},
-             "result_inline": {"M": {"nested": {"M": {"": {"N": "1"}}}}}}
+    item |= {"job_id": {"S": poison_job}, "event_id": {"S": f"{poison_job}:1"}}
     dynamodb.put_item(TableName=settings.outbox_table, Item=item)
+    (stream_record,) = [record for record in table_stream(settings.outbox_table).items
+                        if record.record["dynamodb"]["Keys"]["job_id"]["S"] == poison_job]
+    stream_record.record["dynamodb"]["NewImage"] = "not an image"
     return poison_job
-
-
-@pytest.fixture
-def motos_stream_answers(monkeypatch: pytest.MonkeyPatch) -> None:
-    """DynamoDB Streams' answers written by moto's serializer, which turns the poison into a record botocore
-    cannot parse (onward/local/moto_fixes/server.py dumps it as the valid JSON it is)."""
-    monkeypatch.setitem(server.PLAIN_JSON_ANSWERS, "dynamodbstreams", frozenset())
 
 
 def count_parks(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, str]]:
@@ -129,7 +121,7 @@ def jobs_on_every_shard(store, kinesis, stream: str, per_shard: int = 2) -> dict
 # --- a record botocore cannot parse, on the real embedded endpoint ------------------------------------------
 
 def test_an_unparsable_outbox_record_is_parked_once_and_the_jobs_behind_it_reach_the_view(
-        pipeline, store, settings, dynamodb, endpoint, monkeypatch, motos_stream_answers):
+        pipeline, store, settings, dynamodb, endpoint, monkeypatch):
     """Before: GetRecords raised AttributeError inside botocore on every poll of the outbox stream, so
     poll_once (and drain) raised forever and no job after the poison, of any tenant, reached the view."""
     parks = count_parks(monkeypatch)
@@ -147,12 +139,12 @@ def test_an_unparsable_outbox_record_is_parked_once_and_the_jobs_behind_it_reach
     assert poison in json.loads(record.raw)["dynamodb"]["Keys"]["job_id"]["S"]
     assert record.raw_size == len(record.raw) and not record.raw_truncated
     assert stream_arn in record.reason and record.shard_id in record.reason
-    assert record.sequence_number in record.reason and "AttributeError" in record.reason
+    assert record.sequence_number in record.reason and "NewImage is not a map" in record.reason
     checkpoints = CheckpointStore(dynamodb, settings.checkpoint_table)
     position = checkpoints.checkpoint(MAPPING, record.shard_id)
     # the mapping went on past it: to its shard's last record (the poison itself when none follows it there)
     assert int(position.sequence_number) >= int(record.sequence_number), "the mapping went on past it"
-    its_shard = table_stream(settings.outbox_table)._shard(record.shard_id)  # botocore cannot read the poison
+    its_shard = table_stream(settings.outbox_table)._shard(record.shard_id)  # the poller cannot read the poison
     assert int(position.sequence_number) == its_shard.sequence[-1]
 
     later = store.create("globex", ECHO).job.job_id
@@ -164,7 +156,7 @@ def test_an_unparsable_outbox_record_is_parked_once_and_the_jobs_behind_it_reach
 
 
 def test_an_unparsable_last_outbox_record_is_not_parked_again_by_later_polls(
-        pipeline, store, settings, dynamodb, endpoint, motos_stream_answers):
+        pipeline, store, settings, dynamodb, endpoint):
     """The poison as the newest record: no record behind it is handed to the relay, so only the mapping's
     position, moved onto the poison when it is parked (in memory, and stored), keeps it from being read and
     parked again on every poll, or by a restarted poller. Before: every poll raised."""

@@ -17,6 +17,7 @@ import threading
 from typing import IO, Self
 
 READY_LINE = re.compile(r"onward worker: \d+ workers running ")  # what `onward worker` prints once its pool runs
+OWN_LINES = "onward worker: "  # how `onward worker` starts the lines it prints itself (not its logs)
 START_S = 60.0  # how long start() waits for that line
 STOP_GRACE_S = 15.0  # after the stop timeout: for the drain to release what still runs, before a kill
 
@@ -27,7 +28,9 @@ class WorkerProcessFailed(RuntimeError):
 
 class WorkerProcess:
     """`onward worker --module <module> --concurrency <concurrency> --lease-s <lease_s>` in a child process.
-    Its output goes to this process's stdout. Use as a context manager, or start()/stop()."""
+    Its logs go to this process's stderr (its own lines about starting and stopping are dropped: the platform
+    says those); stdout stays the caller's (`bench/peer.py --json` prints its answer there). Use as a
+    context manager, or start()/stop()."""
 
     def __init__(self, module: str, concurrency: int, lease_s: float, stop_timeout_s: float = 5.0) -> None:
         self._command = [sys.executable, "-m", "onward.cli", "worker", "--module", module,
@@ -58,8 +61,9 @@ class WorkerProcess:
                         running.set()
                         ready.set()
                     continue
-                sys.stdout.write(line)
-                sys.stdout.flush()
+                if not line.startswith(OWN_LINES):
+                    sys.stderr.write(line)
+                    sys.stderr.flush()
             ready.set()  # the process ended: start() sees it
 
         self._forwarder = threading.Thread(target=forward, args=(process.stdout,), name="worker-process-output",

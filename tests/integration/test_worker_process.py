@@ -24,11 +24,11 @@ def _alive(pid: int) -> bool:
 
 
 def test_the_worker_process_runs_the_jobs_and_ends_at_stop(stack_environment: dict[str, str], settings: Settings,
-                                                           dynamodb) -> None:
+                                                           dynamodb, capfd: pytest.CaptureFixture[str]) -> None:
     """Jobs created before the process starts all succeed, run by it (attempts by workers w-00 and w-01 of
     that process's pool), and the process is gone once stop() returns. A mutant starting it without the
     deployment's environment would run nothing here (no table); one whose stop did not wait for the process
-    would leave it running."""
+    would leave it running; one forwarding its lines to stdout would break `bench/peer.py --json`."""
     store = JobStore(settings, client=dynamodb)
     job_ids = [store.create("acme", NewJob(type="demo.echo", params={"n": n})).job.job_id for n in range(6)]
     process = WorkerProcess("onward.demo", concurrency=2, lease_s=10.0).start()
@@ -47,6 +47,7 @@ def test_the_worker_process_runs_the_jobs_and_ends_at_stop(stack_environment: di
     finally:
         process.stop()
     assert not _alive(pid)
+    assert capfd.readouterr().out == ""
 
 
 def test_a_worker_process_that_cannot_start_says_why(stack_environment: dict[str, str]) -> None:

@@ -43,6 +43,7 @@ from onward.local.moto_fixes import (
     queries,
     request_setup,
     retention,
+    scans,
     server,
     streams,
     transactions,
@@ -54,7 +55,7 @@ _PATCHES: tuple[tuple[Any, str, Any], ...] = (*transactions.PATCHES, *queries.PA
                                               *server.PATCHES, *streams.PATCHES, *retention.PATCHES,
                                               *connections.PATCHES, *expressions.PATCHES,
                                               *updates.PATCHES, *request_setup.PATCHES,
-                                              *conditions.PATCHES)
+                                              *conditions.PATCHES, *scans.PATCHES)
 # read statically: a classmethod (retention's) is put back as the classmethod it was, not as a bound method
 _ORIGINALS = tuple(inspect.getattr_static(owner, attribute) for owner, attribute, _ in _PATCHES)
 

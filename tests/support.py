@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from onward.models import ErrorSummary, NewJob
@@ -58,3 +59,12 @@ def dead(store: JobStore, tenant: str, count: int = 1, job_type: str = "demo.fai
         store.fail(lease, ErrorSummary.of("Boom", "failed for good"), permanent=True)
         job_ids.append(job_id)
     return job_ids
+
+
+def process_alive(pid: int) -> bool:
+    """Whether a process with this id exists (a zombie not yet reaped counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True

@@ -3,7 +3,6 @@ runs them: `onward worker` started with the deployment's environment, stopped wi
 
 from __future__ import annotations
 
-import os
 import time
 
 import pytest
@@ -13,14 +12,7 @@ from onward.models import NewJob
 from onward.settings import Settings
 from onward.states import JobState
 from onward.store import JobStore
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
+from tests.support import process_alive
 
 
 def test_the_worker_process_runs_the_jobs_and_ends_at_stop(stack_environment: dict[str, str], settings: Settings,
@@ -46,7 +38,7 @@ def test_the_worker_process_runs_the_jobs_and_ends_at_stop(stack_environment: di
         assert workers <= {"w-00", "w-01"}
     finally:
         process.stop()
-    assert not _alive(pid)
+    assert not process_alive(pid)
     assert capfd.readouterr().out == ""
 
 

@@ -367,6 +367,9 @@ class _ShardPoller(ABC):
             except Exception as error:  # noqa: BLE001 - one shard's failure must not stop the others
                 self._shard_failed(shard_id, cursor, error)
             except BaseException:  # a crash leaves the poll (an injected one, an interrupt): keep what is done
+                # and, should this poller be polled again (Lambda's mapping outlives a crashed invocation),
+                # read the shard again from its last good position: the crashed batch is delivered again
+                cursor.iterator = None
                 self._write_positions_while_crashing()
                 raise
             else:

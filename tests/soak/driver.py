@@ -491,9 +491,13 @@ class Soak:
         self._stop = threading.Event()
         self._components += [Supervised(f"worker-{n}", self._worker_loop, self._stop).start()
                              for n in range(self._config.workers)]
+        # One poller each, polled again after each crash: a crash is the function's (an invocation dying), and
+        # Lambda's mapping outlives it, with what it knows of the shards (a poller built again after each
+        # crash read every closed shard of the split streams again, and re-read every position).
+        relay, projector = self._relay_loop(), self._projector_loop()
         self._components += [Supervised("reaper", self._reaper_loop, self._stop).start(),
-                             Supervised("relay", self._relay_loop, self._stop).start(),
-                             Supervised("projector", self._projector_loop, self._stop).start()]
+                             Supervised("relay", lambda: relay, self._stop).start(),
+                             Supervised("projector", lambda: projector, self._stop).start()]
 
     def _stop_components(self) -> None:
         self._stop.set()

@@ -86,3 +86,42 @@ def test_a_page_after_the_first_does_not_walk_the_table_from_its_start(
     pages = _pages(stack, stack.jobs, Limit=4)
     assert len(pages) >= 10 and sum(page["Count"] for page in pages) == 40
     assert not compared
+
+
+def _pages_with_writes(stack: Stack, numbers: str) -> list[Any]:
+    """Pages of 4 of the numbers table, with an item put after the start, one put before it, one updated
+    and one deleted between pages."""
+    pages: list[Any] = []
+    request: dict[str, Any] = {"TableName": numbers, "Limit": 4}
+    writes = iter([
+        lambda: stack.db.put_item(TableName=numbers, Item={"n": {"N": "8"}, "m": {"N": "0.25"}, "v": {"N": "-1"}}),
+        lambda: stack.db.put_item(TableName=numbers, Item={"n": {"N": "-1"}, "m": {"N": "99"}, "v": {"N": "-2"}}),
+        lambda: stack.db.update_item(TableName=numbers, Key={"n": {"N": "9"}, "m": {"N": "4.5"}},
+                                     UpdateExpression="SET v = :v", ExpressionAttributeValues={":v": {"N": "-3"}}),
+        lambda: stack.db.delete_item(TableName=numbers, Key={"n": {"N": "9"}, "m": {"N": "15"}}),
+    ])
+    for _ in range(100):
+        page = answer_or_error(stack.db.scan, **request)
+        pages.append(page)
+        if not isinstance(page, dict) or "LastEvaluatedKey" not in page:
+            break
+        request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        next(writes, lambda: None)()
+    return pages
+
+
+def test_pages_read_between_writes_see_them_as_stock_moto_does(endpoint: EmbeddedEndpoint) -> None:
+    """The order kept between pages is dropped by any write: an item put after the page's start appears in
+    a later page, an updated one shows its new value, a deleted one is gone, as in stock moto. A mutant
+    keeping the order across writes would miss the new item and show the deleted one."""
+    ours, stock = Stack(endpoint), Stack(endpoint)
+    tables = {}
+    for stack in (ours, stock):
+        tables[id(stack)] = _numbers_table(stack)
+        _fill(stack, tables[id(stack)])
+    scanned = _pages_with_writes(ours, tables[id(ours)])
+    with stock_moto():
+        expected = _pages_with_writes(stock, tables[id(stock)])
+    assert scanned == expected
+    values = [int(item["v"]["N"]) for page in scanned for item in page["Items"]]
+    assert -1 in values and -3 in values

@@ -376,7 +376,16 @@ def _index_partitions(table: Table, index_name: str, attribute: str, range_attri
     return current
 
 
+SCAN_ORDER = "_onward_scan_order"  # scans.py's order of a table's items, kept until the table is written
+
+
+def generation() -> int:
+    """The fixes' generation: every map kept on a table is stale once it changes (new_generation)."""
+    return _generation
+
+
 def mark_written(table: Table, identity: Identity) -> None:
+    table.__dict__.pop(SCAN_ORDER, None)
     for partitions in table.__dict__.get("_onward_index_partitions", {}).values():
         partitions.pending.add(identity)
     on_write = table.__dict__.get("_onward_on_write")  # retention.py's TTL index, on a table it sweeps
@@ -419,8 +428,9 @@ def update_item(self: DynamoDBBackend, table_name: str, key: dict[str, Any], *ar
 
 def forget_items(table: Table) -> None:
     """Drop the table's index maps: call after changing `table.items` other than through a write path (the
-    next index query builds them again from the items then)."""
+    next index query builds them again from the items then), and its kept scan order."""
     table.__dict__.pop("_onward_index_partitions", None)
+    table.__dict__.pop(SCAN_ORDER, None)
 
 
 def new_generation() -> None:

@@ -5,9 +5,11 @@ such comparisons, so reading a table page by page was quadratic (the 20,000-job 
 tables for minutes, and botocore's retries of a page that timed out piled more Scans behind them).
 
 `all_items` sorts by the same keys as moto (each key attribute's `cast_value`: Decimal for numbers, the
-string, the stored binary), compared as plain values; `scan` finds a page's first item by bisection in that
-order and hands moto's own scan only the items from there on, with no start key: moto's filtering,
-segments, limits, sizes, counts, projections and LastEvaluatedKey run unchanged. Index scans are moto's.
+string, the stored binary), compared as plain values; `scan` keeps that order on the table between Scans
+until the table is written, finds a page's first item by bisection in it and hands moto's own scan only the
+items from there on, with no start key: moto's filtering, segments, limits, sizes, counts, projections and
+LastEvaluatedKey run unchanged, and reading a table page by page costs O(table) in all. Index scans are
+moto's.
 """
 
 from __future__ import annotations
@@ -18,7 +20,10 @@ from typing import Any
 from moto.dynamodb.models.dynamo_type import DynamoType, Item
 from moto.dynamodb.models.table import Table
 
+from onward.local.moto_fixes import queries
+
 OrderKey = tuple[Any, ...]
+SCAN_ORDER = queries.SCAN_ORDER  # the attribute of a table that keeps its scan order between Scans
 
 
 def _order_key(item: Item) -> OrderKey:
@@ -51,16 +56,30 @@ def _start_key(table: Table, exclusive_start_key: dict[str, Any]) -> OrderKey | 
         return None
 
 
+def _scan_order(table: Table) -> tuple[list[OrderKey], list[Item]]:
+    """The table's items in scan order with their keys, kept between Scans until the table is written (every
+    write path marks what it writes: queries.mark_written drops this too) or the fixes are reinstalled."""
+    kept = table.__dict__.get(SCAN_ORDER)
+    if kept is not None and kept[0] == queries.generation():
+        return kept[1], kept[2]
+    items = all_items(table)
+    keys = [_order_key(item) for item in items]
+    table.__dict__[SCAN_ORDER] = (queries.generation(), keys, items)
+    return keys, items
+
+
 def scan(self: Table, filters: dict[str, Any], limit: int, exclusive_start_key: Any, *args: Any,
          **kwargs: Any) -> Any:
-    """moto's `Table.scan`; a table's page after the first starts by bisection (see the module's docstring)."""
+    """moto's `Table.scan`; a table's pages start by bisection in an order kept between pages (see the
+    module's docstring)."""
     index_name = args[1] if len(args) > 1 else kwargs.get("index_name")
-    start = None if exclusive_start_key is None or index_name else _start_key(self, exclusive_start_key)
-    if start is None:
+    if index_name:
         return _original_scan(self, filters, limit, exclusive_start_key, *args, **kwargs)
-    items = self.all_items()
-    position = bisect_right([_order_key(item) for item in items], start)  # past the start key, as moto skips
-    following = items[position:]
+    start = None if exclusive_start_key is None else _start_key(self, exclusive_start_key)
+    if exclusive_start_key is not None and start is None:
+        return _original_scan(self, filters, limit, exclusive_start_key, *args, **kwargs)
+    keys, items = _scan_order(self)
+    following = items if start is None else items[bisect_right(keys, start):]  # past the start key, as moto
     self.all_items = lambda: following  # type: ignore[method-assign]  # this call's, removed below
     try:
         no_start: Any = None  # moto reads None as "the first page" (and declares a dict)

@@ -40,7 +40,7 @@ from onward.local.lambda_context import LocalLambdaContext
 
 HandlerPath = str  # "package.module:function"
 API_HANDLER: HandlerPath = "onward.handlers.api:handler"
-STOP_S = 10.0  # how long stop() waits for an environment to finish before terminating it
+STOP_S = 10.0  # how long stop() waits for an environment to end before killing it
 PARENT_CHECK_S = 1.0  # how often an idle environment checks that the platform's process is still there
 WAIT_S = 1.0  # how often a request waiting for a free environment checks that they are not stopped
 

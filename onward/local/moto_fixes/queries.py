@@ -46,7 +46,8 @@ def unranged_items(table: Table) -> dict[DynamoType, Item]:
     return table.items  # type: ignore[return-value]  # moto declares a map of maps (see above)
 
 
-def _all_items(table: Table) -> list[Item]:
+def unsorted_items(table: Table) -> list[Item]:
+    """Every item of the table, in no particular order."""
     if table.range_key_attr:
         return [item for row in ranged_items(table).values() for item in row.values()]
     return list(unranged_items(table).values())
@@ -70,7 +71,7 @@ def _partition(table: Table, hash_key: DynamoType | None, index_name: str | None
     if index_name is not None and hash_key_conditions and all(v.type == "S" for _, v in hash_key_conditions):
         wanted = [(name, value.value) for name, value in hash_key_conditions]
         return [
-            item for item in _all_items(table)
+            item for item in unsorted_items(table)
             if all((attr := item.attrs.get(name)) is not None and attr.type == "S" and attr.value == value
                    for name, value in wanted)
         ]

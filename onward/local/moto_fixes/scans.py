@@ -15,6 +15,7 @@ moto's.
 from __future__ import annotations
 
 from bisect import bisect_right
+from operator import itemgetter
 from typing import Any
 
 from moto.dynamodb.models.dynamo_type import DynamoType, Item
@@ -35,14 +36,7 @@ def _order_key(item: Item) -> OrderKey:
 
 def all_items(self: Table) -> list[Item]:
     """moto's `Table.all_items`: every item, in key order."""
-    items: list[Item] = []
-    for hash_set in self.items.values():
-        if self.range_key_attr:
-            items.extend(hash_set.values())
-        else:
-            items.append(hash_set)  # type: ignore[arg-type]  # moto declares a map of maps for both kinds
-    items.sort(key=_order_key)
-    return items
+    return sorted(queries.unsorted_items(self), key=_order_key)
 
 
 def _start_key(table: Table, exclusive_start_key: dict[str, Any]) -> OrderKey | None:
@@ -62,8 +56,8 @@ def _scan_order(table: Table) -> tuple[list[OrderKey], list[Item]]:
     kept = table.__dict__.get(SCAN_ORDER)
     if kept is not None and kept[0] == queries.generation():
         return kept[1], kept[2]
-    items = all_items(table)
-    keys = [_order_key(item) for item in items]
+    ordered = sorted(((_order_key(item), item) for item in queries.unsorted_items(table)), key=itemgetter(0))
+    keys, items = [key for key, _ in ordered], [item for _, item in ordered]
     table.__dict__[SCAN_ORDER] = (queries.generation(), keys, items)
     return keys, items
 

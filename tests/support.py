@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import os
+import time
+from pathlib import Path
 from typing import Any
 
 from onward.models import ErrorSummary, NewJob
@@ -61,10 +62,20 @@ def dead(store: JobStore, tenant: str, count: int = 1, job_type: str = "demo.fai
     return job_ids
 
 
-def process_alive(pid: int) -> bool:
-    """Whether a process with this id exists (a zombie not yet reaped counts)."""
+
+def gone(pid: int) -> bool:
+    """The process has ended (a zombie waiting for a parent that is not ours to reap counts as ended)."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return True
+    return state in ("Z", "X")
+
+
+def eventually_gone(pid: int, within_s: float) -> bool:
+    deadline = time.monotonic() + within_s
+    while not gone(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
     return True

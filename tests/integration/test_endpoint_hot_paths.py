@@ -76,6 +76,21 @@ def answer_or_error(call: Callable[..., dict[str, Any]], **request: Any) -> Any:
     return json.loads(json.dumps(answer, default=repr))
 
 
+def every_page(call: Callable[..., dict[str, Any]], request: dict[str, Any],
+               between: Callable[[], Any] = lambda: None) -> list[Any]:
+    """Each answer of `call` (a Query or a Scan) from `request`, following LastEvaluatedKey to the end (at most
+    100 pages), `between` called before each next page."""
+    pages: list[Any] = []
+    for _ in range(100):
+        page = answer_or_error(call, **request)
+        pages.append(page)
+        if not isinstance(page, dict) or "LastEvaluatedKey" not in page:
+            break
+        request = {**request, "ExclusiveStartKey": page["LastEvaluatedKey"]}
+        between()
+    return pages
+
+
 def renamed(answers: Any, stock: Stack, ours: Stack) -> Any:
     """Answers given on the stock stack, its table names replaced with ours (ConsumedCapacity names them)."""
     return json.loads(json.dumps(answers).replace(stock.jobs, ours.jobs))
@@ -379,12 +394,7 @@ def _ready_pages(stack: Stack) -> list[Any]:
                                                                  **variant.get("ExpressionAttributeValues", {})}}
         if limit is not None:
             request["Limit"] = limit
-        for _ in range(100):
-            page = answer_or_error(stack.db.query, **request)
-            pages.append(page)
-            if not isinstance(page, dict) or "LastEvaluatedKey" not in page:
-                break
-            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        pages += every_page(stack.db.query, request)
     return pages
 
 

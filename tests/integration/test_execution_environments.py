@@ -18,17 +18,9 @@ import pytest
 
 from onward.local.environments import EnvironmentFailed, ExecutionEnvironments
 from onward.local.gateway import LocalGateway
-from tests.support import process_alive
+from tests.support import eventually_gone, gone
 
 HANDLERS = "tests.integration.environment_handlers"
-
-
-def _wait_until_gone(pids: list[int], timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while any(process_alive(pid) for pid in pids):
-        assert time.monotonic() < deadline, f"still running after {timeout_s}s: {[p for p in pids if process_alive(p)]}"
-        time.sleep(0.1)
-
 
 
 def test_invocations_run_at_once_each_in_its_own_environment_with_its_own_module_state() -> None:
@@ -79,7 +71,7 @@ def test_an_environment_that_dies_fails_its_invocation_and_is_replaced() -> None
         with pytest.raises(EnvironmentFailed):
             environments({"die": True})
         (replacement,) = environments.pids
-        assert replacement != dead and not process_alive(dead)
+        assert replacement != dead and gone(dead)
         with pytest.raises(EnvironmentFailed, match="ValueError"):  # answered by the new one: it raises as told
             environments({"secret": "x"})
         assert environments.pids == [replacement]
@@ -90,9 +82,9 @@ def test_stop_ends_every_environment_and_refuses_later_invocations() -> None:
     environment."""
     environments = ExecutionEnvironments(2, f"{HANDLERS}:answer_pid").start()
     pids = environments.pids
-    assert len(pids) == 2 and all(process_alive(pid) for pid in pids)
+    assert len(pids) == 2 and not any(gone(pid) for pid in pids)
     environments.stop()
-    assert not any(process_alive(pid) for pid in pids)
+    assert all(gone(pid) for pid in pids)
     with pytest.raises(EnvironmentFailed, match="stopped"):
         environments({})
 
@@ -119,8 +111,8 @@ def test_environments_end_when_the_platform_process_dies_even_if_a_fork_of_it_li
     fork, *pids = [int(pid) for pid in done.stdout.split()]
     try:
         assert len(pids) == 2, done.stderr
-        assert process_alive(fork)
-        _wait_until_gone(pids, timeout_s=15)
+        assert not gone(fork)
+        assert all(eventually_gone(pid, within_s=15) for pid in pids)
     finally:
         os.kill(fork, 9)
 

@@ -10,7 +10,7 @@ import pytest
 from moto.dynamodb.models.table import Table
 
 from onward.local.endpoint import EmbeddedEndpoint
-from tests.integration.test_endpoint_hot_paths import Stack, answer_or_error, stock_moto
+from tests.integration.test_endpoint_hot_paths import Stack, every_page, stock_moto
 
 _tables = itertools.count()
 
@@ -36,15 +36,7 @@ def _fill(stack: Stack, numbers: str) -> None:
 
 
 def _pages(stack: Stack, table: str, **options: Any) -> list[Any]:
-    pages: list[Any] = []
-    request: dict[str, Any] = {"TableName": table, **options}
-    for _ in range(200):
-        page = answer_or_error(stack.db.scan, **request)
-        pages.append(page)
-        if not isinstance(page, dict) or "LastEvaluatedKey" not in page:
-            break
-        request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
-    return pages
+    return every_page(stack.db.scan, {"TableName": table, **options})
 
 
 _SCANS: list[dict[str, Any]] = [
@@ -91,8 +83,6 @@ def test_a_page_after_the_first_does_not_walk_the_table_from_its_start(
 def _pages_with_writes(stack: Stack, numbers: str) -> list[Any]:
     """Pages of 4 of the numbers table, with an item put after the start, one put before it, one updated
     and one deleted between pages."""
-    pages: list[Any] = []
-    request: dict[str, Any] = {"TableName": numbers, "Limit": 4}
     writes = iter([
         lambda: stack.db.put_item(TableName=numbers, Item={"n": {"N": "8"}, "m": {"N": "0.25"}, "v": {"N": "-1"}}),
         lambda: stack.db.put_item(TableName=numbers, Item={"n": {"N": "-1"}, "m": {"N": "99"}, "v": {"N": "-2"}}),
@@ -100,14 +90,11 @@ def _pages_with_writes(stack: Stack, numbers: str) -> list[Any]:
                                      UpdateExpression="SET v = :v", ExpressionAttributeValues={":v": {"N": "-3"}}),
         lambda: stack.db.delete_item(TableName=numbers, Key={"n": {"N": "9"}, "m": {"N": "15"}}),
     ])
-    for _ in range(100):
-        page = answer_or_error(stack.db.scan, **request)
-        pages.append(page)
-        if not isinstance(page, dict) or "LastEvaluatedKey" not in page:
-            break
-        request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def write_next() -> None:
         next(writes, lambda: None)()
-    return pages
+
+    return every_page(stack.db.scan, {"TableName": numbers, "Limit": 4}, write_next)
 
 
 def test_pages_read_between_writes_see_them_as_stock_moto_does(endpoint: EmbeddedEndpoint) -> None:

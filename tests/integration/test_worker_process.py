@@ -12,7 +12,7 @@ from onward.models import NewJob
 from onward.settings import Settings
 from onward.states import JobState
 from onward.store import JobStore
-from tests.support import process_alive
+from tests.support import gone
 
 
 def test_the_worker_process_runs_the_jobs_and_ends_at_stop(stack_environment: dict[str, str], settings: Settings,
@@ -38,7 +38,7 @@ def test_the_worker_process_runs_the_jobs_and_ends_at_stop(stack_environment: di
         assert workers <= {"w-00", "w-01"}
     finally:
         process.stop()
-    assert not process_alive(pid)
+    assert gone(pid)
     assert capfd.readouterr().out == ""
 
 

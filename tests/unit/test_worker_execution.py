@@ -12,7 +12,6 @@ import signal
 import subprocess
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -35,6 +34,7 @@ from onward.execution import (
     Unsendable,
     Vanished,
 )
+from tests.support import eventually_gone, gone
 
 FORK = multiprocessing.get_context("fork")
 
@@ -53,24 +53,6 @@ class Handlers:
 def context(job_type: str, params: dict[str, Any] | None = None, attempt: int = 1) -> JobContext:
     job_id = os.urandom(16).hex()
     return JobContext(job_id, "acme", job_type, params or {}, attempt, f"{job_id}:{attempt}", timeout_s=30.0)
-
-
-def gone(pid: int) -> bool:
-    """The process has ended (a zombie waiting for a parent that is not ours to reap counts as ended)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
-        return True
-    return state in ("Z", "X")
-
-
-def eventually_gone(pid: int, within_s: float) -> bool:
-    deadline = time.monotonic() + within_s
-    while not gone(pid):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
 
 
 def pid_of(context: JobContext) -> int:

@@ -67,7 +67,7 @@ def _require_local_extra(command: str) -> None:
 
 def cmd_endpoint(args: argparse.Namespace) -> int:
     _require_local_extra("endpoint")
-    from onward.local.endpoint import END_OF_EXPORTS, end_with_parent
+    from onward.local.endpoint import END_OF_EXPORTS, collect_for_a_large_heap, end_with_parent
     from onward.local.stack import export_lines
 
     signal.signal(signal.SIGTERM, lambda *_: _interrupt())  # stop as on Ctrl-C, from the start
@@ -76,6 +76,7 @@ def cmd_endpoint(args: argparse.Namespace) -> int:
     try:
         with _embedded_endpoint(args) as endpoint:
             stack = endpoint.deploy()
+            collect_for_a_large_heap()
             print("# Onward embedded AWS endpoint on", endpoint.url, _kept_where(args, endpoint.restored),
                   "- paste these lines into a shell:")
             for line in export_lines(stack.environment):
@@ -313,6 +314,8 @@ def cmd_up(args: argparse.Namespace) -> int:
             endpoint = _endpoint_process(args)
             stack.callback(endpoint.stop)
             environment = endpoint.environment
+            # its own endpoint: botocore's validation of each request is left to the endpoint (settings.py)
+            os.environ["ONWARD_PARAMETER_VALIDATION"] = "false"
             where = f"embedded AWS endpoint on {endpoint.url} (process {endpoint.pid}) {_kept_where(args)}"
         os.environ.update(environment)  # the handlers read their resources from it, as on Lambda
         os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")

@@ -51,3 +51,37 @@ def test_unsigned_requests_are_for_an_endpoint_and_only_its_json_target_services
         Settings.from_environment({"ONWARD_UNSIGNED_REQUESTS": "1"})
     with pytest.raises(InvalidSetting, match="ONWARD_UNSIGNED_REQUESTS must be true or false"):
         Settings.from_environment({"AWS_ENDPOINT_URL": "http://127.0.0.1:1", "ONWARD_UNSIGNED_REQUESTS": "yes"})
+
+
+def test_parameter_validation_is_on_unless_turned_off() -> None:
+    """Breaks if the flag's default turns botocore's request validation off (a malformed request would reach
+    the service, or moto, which may accept what AWS refuses), if "false" leaves it on (the local stack pays
+    it on every request), or if a value that is no flag is taken for one."""
+    from botocore.exceptions import ParamValidationError
+
+    class Sent(Exception):
+        """The request got past validation (raised where botocore would send it)."""
+
+    def send_too_short_table_name(settings: Settings, service: str) -> None:
+        client = settings.client(service)
+
+        def refuse(**_: object) -> None:
+            raise Sent
+
+        client.meta.events.register("before-call", refuse)
+        operation = {"dynamodb": lambda: client.describe_table(TableName=""),
+                     "dynamodbstreams": lambda: client.describe_stream(StreamArn="t"),
+                     "kinesis": lambda: client.describe_stream_summary(StreamName="")}[service]
+        operation()  # each name is below its service's minimum length: botocore's validation refuses it
+
+    local = {"AWS_ENDPOINT_URL": "http://127.0.0.1:1", "AWS_DEFAULT_REGION": "us-east-1"}
+    checked = Settings.from_environment(local)
+    unchecked = Settings.from_environment({**local, "ONWARD_PARAMETER_VALIDATION": "false"})
+    assert checked.parameter_validation and not unchecked.parameter_validation
+    for service in ("dynamodb", "dynamodbstreams", "kinesis"):
+        with pytest.raises(ParamValidationError):
+            send_too_short_table_name(checked, service)
+        with pytest.raises(Sent):
+            send_too_short_table_name(unchecked, service)
+    with pytest.raises(InvalidSetting, match="ONWARD_PARAMETER_VALIDATION must be true or false"):
+        Settings.from_environment({**local, "ONWARD_PARAMETER_VALIDATION": "off"})

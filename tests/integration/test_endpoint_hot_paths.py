@@ -138,6 +138,20 @@ def test_many_requests_share_one_connection_each_answer_with_its_length(endpoint
     assert len(ports) == 1
 
 
+def test_the_date_header_is_the_stdlib_s_for_the_second_of_the_answer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without the second's check the Date header would stay the first answer's for the life of the
+    endpoint; without the cache, every answer formats it again. Both give http.server's value, for now and
+    for a timestamp given."""
+    import http.server
+
+    handler = connections.KeepAliveRequestHandler.__new__(connections.KeepAliveRequestHandler)
+    stdlib = http.server.BaseHTTPRequestHandler.date_time_string
+    for now in (1_780_000_000.2, 1_780_000_000.9, 1_780_000_001.0, 1_780_003_601.5, 1_780_000_000.5):
+        monkeypatch.setattr(connections.time, "time", lambda now=now: now)
+        assert handler.date_time_string() == stdlib(handler, int(now))
+    assert handler.date_time_string(1_700_000_000) == stdlib(handler, 1_700_000_000)
+
+
 def test_pipelined_requests_and_unread_bodies_are_delimited(endpoint: EmbeddedEndpoint) -> None:
     """Three requests sent at once on one connection, the first with a body the application never reads
     (GET of the state path). Without reading each body whole before the application runs, its bytes would

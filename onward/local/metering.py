@@ -42,6 +42,7 @@ from moto.dynamodb.models.dynamo_type import DynamoType
 from moto.dynamodb.parsing.key_condition_expression import parse_expression, validate_schema
 
 from onward.local.billing import IndexSpec, Item, index_writes, item_size, read_units, table_write_units, units
+from onward.local.moto_fixes.queries import results_read_only
 
 OBSERVER_AGENT = "onward-observer"
 METER_PATH = "/_onward/meter"
@@ -255,11 +256,12 @@ class Meter:
         hash_conditions, range_conditions = self._key_conditions(request)
         last_range = range_conditions[-1] if range_conditions else ("", None, [])
         consistent = bool(request.get("ConsistentRead"))
-        examined, _, _ = self._backend().query(
-            table, hash_conditions[0][1], last_range[1], last_range[2], projection_expressions=None,
-            scan_index_forward=request.get("ScanIndexForward", True), consistent_read=consistent,
-            filter_expression=None, hash_key_conditions=hash_conditions, range_key_conditions=range_conditions,
-            **_page(request))
+        with results_read_only():  # the items are only sized, here and now: moto's copy of them is not needed
+            examined, _, _ = self._backend().query(
+                table, hash_conditions[0][1], last_range[1], last_range[2], projection_expressions=None,
+                scan_index_forward=request.get("ScanIndexForward", True), consistent_read=consistent,
+                filter_expression=None, hash_key_conditions=hash_conditions, range_key_conditions=range_conditions,
+                **_page(request))
         size = sum(item_size(item.to_json()["Attributes"]) for item in examined)
         key = charge_key(self._table(table).name, _text(hash_conditions[0][1]), index)
         return key, read_units(size, consistent=consistent)

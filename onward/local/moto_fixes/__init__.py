@@ -9,6 +9,7 @@ and why:
 - `updates`: an update expression of the platform's shapes applied to the item without moto's validator and
   executor, whenever nothing could make them raise (anything else is moto's own update);
 - `queries`: a Query reads only its partition (index partitions kept in maps updated from every write);
+  the items of a Query's answer are not deep-copied where the copy could not change the answer;
 - `kinesis`: records found by sequence number; resharding as Kinesis does it;
 - `streams`: DynamoDB Streams sharded as on AWS (several open shards per table stream, records routed by
   partition key, wide interleaved sequence numbers, splits with lineage, paginated DescribeStream);
@@ -17,6 +18,9 @@ and why:
 - `connections`: the endpoint's connections kept open between requests (HTTP/1.1 keep-alive, TCP_NODELAY)
   instead of werkzeug's one connection, one thread and a 10 ms drain per request; nothing of moto's is
   patched (the endpoint uses its request handler and wraps its server);
+- `sizes`: an item's size (moto's 400 KB item limit, 1 MB Query page, 16 MB BatchGetItem answer) computed in
+  one function per container instead of method calls per value; an item built in O(item), not sized again
+  at each of its attributes;
 - `retention`: TTL deletions (REMOVE records with the TTL service's identity), DynamoDB stream records
   trimmed after 24 h and Kinesis records after the stream's retention, swept by an endpoint's thread;
 - here, memory: moto keeps every item and stream record it ever built.
@@ -45,6 +49,7 @@ from onward.local.moto_fixes import (
     retention,
     scans,
     server,
+    sizes,
     streams,
     transactions,
     updates,
@@ -55,7 +60,7 @@ _PATCHES: tuple[tuple[Any, str, Any], ...] = (*transactions.PATCHES, *queries.PA
                                               *server.PATCHES, *streams.PATCHES, *retention.PATCHES,
                                               *connections.PATCHES, *expressions.PATCHES,
                                               *updates.PATCHES, *request_setup.PATCHES,
-                                              *conditions.PATCHES, *scans.PATCHES)
+                                              *conditions.PATCHES, *scans.PATCHES, *sizes.PATCHES)
 # read statically: a classmethod (retention's) is put back as the classmethod it was, not as a bound method
 _ORIGINALS = tuple(inspect.getattr_static(owner, attribute) for owner, attribute, _ in _PATCHES)
 

@@ -16,21 +16,37 @@ and projects those alone, and its answer is the answer over the whole partition 
 
 `Item.project` (index projections, ProjectionExpression) converted the whole item to Python values once per
 projected path; `item_project` converts it once, and only the path's attribute for each further path.
+
+moto's Table.query deep-copies the items it found (the stored ones) before projecting and filtering them:
+about a twentieth of the endpoint's CPU. The copy came with moto's projection of 2017, which deleted the
+unwanted attributes from the item itself (getmoto/moto#1334); projections now build new items, filters only
+read, and the Query handler converts the answer's items to plain values (fresh lists and dicts, immutable
+leaves) before it returns (DynamoResult). So while the Query handler runs (`handler_query`), the copy is
+skipped (`_QueryResultsCopy`) for every item whose copy could not differ from it: moto's copy makes a list of
+a set's value, so an item holding a set whose value is not a list (a malformed request can store "abc" as a
+string set, answered as ["a", "b", "c"]), or anything else than DynamoTypes in lists and maps, is still
+copied. Any other caller of Table.query (the meter, a test) gets moto's copy.
 """
 
 from __future__ import annotations
 
+import copy
 import re
+import threading
 from bisect import bisect_left, bisect_right, insort
+from collections.abc import Iterator
+from contextlib import contextmanager
 from decimal import Decimal
 from typing import Any
 
 from botocore.utils import merge_dicts
 from moto.dynamodb.comparisons import get_comparison_func
 from moto.dynamodb.models import DynamoDBBackend
-from moto.dynamodb.models.dynamo_type import DynamoType, Item, deserializer, serializer
+from moto.dynamodb.models import table as moto_table_module
+from moto.dynamodb.models.dynamo_type import DynamoType, Item, LimitedSizeDict, deserializer, serializer
 from moto.dynamodb.models.table import Table
 from moto.dynamodb.models.utilities import find_nested_key
+from moto.dynamodb.responses import DynamoHandler
 
 
 # moto's Table.items holds, by hash key, the Item of a table without a range key, or {range key -> Item} for
@@ -473,7 +489,77 @@ def _top_level_attributes(item: Item, expression: list[str]) -> dict[str, Any]:
             for name in item.attrs if name in names}
 
 
+class _Answering(threading.local):
+    """Whether this thread reads Table.query's results without changing or keeping them (`results_read_only`)."""
+
+    query = False
+
+
+_answering = _Answering()
+
+
+@contextmanager
+def results_read_only() -> Iterator[None]:
+    """Table.query's results, while this lasts (in this thread), not deep-copied where the copy could not
+    differ from them (see the module's docstring): for a caller that neither changes them nor keeps them
+    past the request, as the Query handler."""
+    before = _answering.query
+    _answering.query = True
+    try:
+        yield
+    finally:
+        _answering.query = before
+
+
+def handler_query(self: DynamoHandler) -> Any:
+    """moto's Query handler, its items not deep-copied by Table.query where that cannot change its answer
+    (see the module's docstring): it converts them to plain values before it returns."""
+    with results_read_only():
+        return _original_handler_query(self)
+
+
+_SET_TYPES = frozenset({"SS", "NS", "BS"})
+
+
+def _copy_is_the_same(values: Any) -> bool:
+    """Whether moto's deep copy of these attribute values (DynamoType.__deepcopy__) would be equal to them,
+    member for member and type for type: every one a DynamoType, each set's value a list, each list's a list
+    and each map's a dict of such values (the copy shares any other value as it is)."""
+    for value in values:
+        if type(value) is not DynamoType:
+            return False
+        kind = value.type
+        if kind == "S" or kind == "N":
+            continue
+        held = value.value
+        if kind == "M":
+            if type(held) is not dict or not _copy_is_the_same(held.values()):
+                return False
+        elif kind == "L":
+            if type(held) is not list or not _copy_is_the_same(held):
+                return False
+        elif kind in _SET_TYPES and type(held) is not list:
+            return False
+    return True
+
+
+class _QueryResultsCopy:
+    """The `copy` module as moto's table module sees it. Its `deepcopy` of a list (Table.query's copy of its
+    results) while the Query handler runs keeps each item whose copy would be the same (`_copy_is_the_same`)
+    and deep-copies the others; any other call is the copy module's."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(copy, name)
+
+    def deepcopy(self, value: Any, memo: dict[int, Any] | None = None) -> Any:
+        if not _answering.query or type(value) is not list:
+            return copy.deepcopy(value, memo)
+        return [item if type(item) is Item and type(item.attrs) is LimitedSizeDict
+                and _copy_is_the_same(item.attrs.values()) else copy.deepcopy(item) for item in value]
+
+
 _original_update_item = DynamoDBBackend.update_item
+_original_handler_query = DynamoHandler.query
 _original_query = Table.query
 _original_table_put_item = Table.put_item
 _original_table_delete_item = Table.delete_item
@@ -484,4 +570,6 @@ PATCHES = (
     (Table, "put_item", table_put_item),
     (Table, "delete_item", table_delete_item),
     (Item, "project", item_project),
+    (DynamoHandler, "query", handler_query),
+    (moto_table_module, "copy", _QueryResultsCopy()),
 )

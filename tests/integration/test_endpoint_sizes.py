@@ -244,11 +244,14 @@ def stock_moto() -> Iterator[None]:
 
 @contextmanager
 def moto_s_query_copy() -> Iterator[None]:
-    """moto's Query handler and its table module's copy put back for the duration: Table.query deep-copies its
-    results as moto does (stock moto's serializer answers some values otherwise, a map's empty key...)."""
+    """moto's Query and Scan handlers and its table module's copy put back for the duration: Table.query and
+    Table.scan deep-copy their results as moto does (stock moto's serializer answers some values otherwise,
+    a map's empty key...)."""
     patched = [(owner, name, vars(owner)[name]) for owner, name in ((DynamoHandler, "query"),
+                                                                    (DynamoHandler, "scan"),
                                                                     (moto_table_module, "copy"))]
     DynamoHandler.query = queries._original_handler_query  # type: ignore[method-assign]
+    DynamoHandler.scan = queries._original_handler_scan  # type: ignore[method-assign]
     moto_table_module.copy = copy
     try:
         yield
@@ -394,6 +397,47 @@ def test_query_answers_match_stock_moto(endpoint: EmbeddedEndpoint, items: list[
         assert answers() == expected
 
 
+def _scans(table: str) -> list[dict[str, Any]]:
+    return [
+        {"TableName": table},
+        {"TableName": table, "ProjectionExpression": "sk, v, n"},
+        {"TableName": table, "FilterExpression": "attribute_exists(v)"},
+        {"TableName": table, "Limit": 2},
+        {"TableName": table, "Limit": 2, "ExclusiveStartKey": {"pk": {"S": "p"}, "sk": {"S": "c"}}},
+        {"TableName": table, "Segment": 1, "TotalSegments": 2},
+        {"TableName": table, "IndexName": "all"},
+        {"TableName": table, "IndexName": "keys"},
+        {"TableName": table, "IndexName": "some", "Limit": 3},
+        {"TableName": table, "Select": "COUNT"},
+    ]
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                   HealthCheck.too_slow])
+@given(items=st.lists(st.tuples(values, values), min_size=1, max_size=6), sort_keys=_ITEM_KEYS)
+def test_scan_answers_match_moto_s_copy(endpoint: EmbeddedEndpoint, items: list[tuple[Any, Any]],
+                                        sort_keys: list[str]) -> None:
+    """Scans (the table's, each index's, projected, filtered, paged, segmented, counted) over items of every
+    type answer as with moto's copy of each item, and leave the stored items as they were (answered with the
+    copy again, after ours). Without the copy kept for an item whose copy differs (a set stored as a
+    string), ours answers it as stored; were a stored item changed by an index's projection, the second
+    answers with the copy would differ."""
+    table = new_table(endpoint)
+    for sort_key, (value, number) in zip(sort_keys, items, strict=False):
+        item = {"pk": {"S": "p"}, "sk": {"S": sort_key}, "kind": {"S": "k"}, "v": wire(value), "n": wire(number)}
+        answer = raw_call(endpoint, "PutItem", {"TableName": table, "Item": item})
+        assert answer == {} or answer[0] == "error"
+
+    def answers() -> list[Any]:
+        return [raw_call(endpoint, "Scan", request) for request in _scans(table)]
+
+    with moto_s_query_copy():
+        expected = answers()
+    assert answers() == expected
+    with moto_s_query_copy():
+        assert answers() == expected
+
+
 def test_a_set_stored_as_a_string_is_answered_as_stock_moto(endpoint: EmbeddedEndpoint) -> None:
     """A string set stored as the string "abc" (a malformed PutItem moto accepts) is answered by a Query as
     ["a", "b", "c"], as moto's copy makes it (GetItem answers it as stored). Without `_copy_is_the_same`'s
@@ -456,3 +500,31 @@ def test_a_query_answer_copies_only_the_items_whose_copy_would_differ(
     results, _, _ = backend_table.query(DynamoType({"S": "p"}), None, [], None, None, True, None)
     assert len(results) == 5 and not stored & {id(item) for item in results}
     assert copies.lists == 1
+
+
+def test_a_scan_answer_copies_only_the_items_whose_copy_would_differ(
+        endpoint: EmbeddedEndpoint, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Scan over ordinary items deep-copies none of them, through the table or an index; over an item
+    holding a set stored as a string, that item alone, answered as moto's copy makes it. A caller of
+    Table.scan other than the Scan handler still gets copies. Without `handler_scan` (or with the shim
+    ignoring single items) every item is copied; with the shim keeping items outside the handler, the
+    direct call gets the stored items themselves."""
+    table = new_table(endpoint)
+    for sort_key in "abcde":
+        assert raw_call(endpoint, "PutItem", {"TableName": table, "Item": {
+            "pk": {"S": "p"}, "sk": {"S": sort_key}, "kind": {"S": "k"}, "v": {"M": {"l": {"L": [{"N": "1"}]}}}}}) == {}
+    copies = _ItemCopies()
+    monkeypatch.setattr(copy, "deepcopy", copies)
+    assert raw_call(endpoint, "Scan", {"TableName": table})["Count"] == 5
+    assert raw_call(endpoint, "Scan", {"TableName": table, "IndexName": "keys"})["Count"] == 5
+    assert copies.items == 0
+    assert raw_call(endpoint, "PutItem", {"TableName": table, "Item": {
+        "pk": {"S": "p"}, "sk": {"S": "c"}, "kind": {"S": "k"}, "v": {"SS": "abc"}}}) == {}
+    answer = raw_call(endpoint, "Scan", {"TableName": table})
+    assert copies.items == 1
+    assert [item["v"] for item in answer["Items"] if item["sk"] == {"S": "c"}] == [{"SS": ["a", "b", "c"]}]
+
+    backend_table = dynamodb_backends["123456789012"][REGION].get_table(table)
+    stored = {id(item) for item in queries.unsorted_items(backend_table)}
+    results, _, _ = backend_table.scan({}, None, None)
+    assert len(results) == 5 and not stored & {id(item) for item in results}

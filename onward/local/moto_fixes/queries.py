@@ -25,7 +25,9 @@ leaves) before it returns (DynamoResult). So while the Query handler runs (`hand
 skipped (`_QueryResultsCopy`) for every item whose copy could not differ from it: moto's copy makes a list of
 a set's value, so an item holding a set whose value is not a list (a malformed request can store "abc" as a
 string set, answered as ["a", "b", "c"]), or anything else than DynamoTypes in lists and maps, is still
-copied. Any other caller of Table.query (the meter, a test) gets moto's copy.
+copied. Any other caller of Table.query (the meter, a test) gets moto's copy. A Scan's items likewise
+(Table.scan copies each item it keeps, before an index's projection, which builds a new item; the Scan
+handler answers their attributes converted to plain values): while the Scan handler runs (`handler_scan`).
 """
 
 from __future__ import annotations
@@ -490,7 +492,8 @@ def _top_level_attributes(item: Item, expression: list[str]) -> dict[str, Any]:
 
 
 class _Answering(threading.local):
-    """Whether this thread reads Table.query's results without changing or keeping them (`results_read_only`)."""
+    """Whether this thread reads Table.query's or Table.scan's results without changing or keeping them
+    (`results_read_only`)."""
 
     query = False
 
@@ -500,9 +503,9 @@ _answering = _Answering()
 
 @contextmanager
 def results_read_only() -> Iterator[None]:
-    """Table.query's results, while this lasts (in this thread), not deep-copied where the copy could not
-    differ from them (see the module's docstring): for a caller that neither changes them nor keeps them
-    past the request, as the Query handler."""
+    """Table.query's and Table.scan's results, while this lasts (in this thread), not deep-copied where the
+    copy could not differ from them (see the module's docstring): for a caller that neither changes them nor
+    keeps them past the request, as the Query and Scan handlers."""
     before = _answering.query
     _answering.query = True
     try:
@@ -516,6 +519,13 @@ def handler_query(self: DynamoHandler) -> Any:
     (see the module's docstring): it converts them to plain values before it returns."""
     with results_read_only():
         return _original_handler_query(self)
+
+
+def handler_scan(self: DynamoHandler) -> Any:
+    """moto's Scan handler, its items not deep-copied by Table.scan where that cannot change its answer (see
+    the module's docstring): it converts their attributes to plain values before it returns."""
+    with results_read_only():
+        return _original_handler_scan(self)
 
 
 _SET_TYPES = frozenset({"SS", "NS", "BS"})
@@ -543,23 +553,32 @@ def _copy_is_the_same(values: Any) -> bool:
     return True
 
 
+def _copy_would_be_the_same(value: Any) -> bool:
+    """Whether `value` is an Item whose deep copy would be equal to it (see `_copy_is_the_same`)."""
+    return type(value) is Item and type(value.attrs) is LimitedSizeDict and _copy_is_the_same(value.attrs.values())
+
+
 class _QueryResultsCopy:
-    """The `copy` module as moto's table module sees it. Its `deepcopy` of a list (Table.query's copy of its
-    results) while the Query handler runs keeps each item whose copy would be the same (`_copy_is_the_same`)
-    and deep-copies the others; any other call is the copy module's."""
+    """The `copy` module as moto's table module sees it. While the Query or Scan handler runs, its `deepcopy`
+    of a list (Table.query's copy of its results) keeps each item whose copy would be the same
+    (`_copy_would_be_the_same`) and deep-copies the others, and of such an item (Table.scan's copy of each
+    item) keeps it; any other call is the copy module's."""
 
     def __getattr__(self, name: str) -> Any:
         return getattr(copy, name)
 
     def deepcopy(self, value: Any, memo: dict[int, Any] | None = None) -> Any:
-        if not _answering.query or type(value) is not list:
-            return copy.deepcopy(value, memo)
-        return [item if type(item) is Item and type(item.attrs) is LimitedSizeDict
-                and _copy_is_the_same(item.attrs.values()) else copy.deepcopy(item) for item in value]
+        if _answering.query:
+            if type(value) is list:
+                return [item if _copy_would_be_the_same(item) else copy.deepcopy(item) for item in value]
+            if _copy_would_be_the_same(value):
+                return value
+        return copy.deepcopy(value, memo)
 
 
 _original_update_item = DynamoDBBackend.update_item
 _original_handler_query = DynamoHandler.query
+_original_handler_scan = DynamoHandler.scan
 _original_query = Table.query
 _original_table_put_item = Table.put_item
 _original_table_delete_item = Table.delete_item
@@ -571,5 +590,6 @@ PATCHES = (
     (Table, "delete_item", table_delete_item),
     (Item, "project", item_project),
     (DynamoHandler, "query", handler_query),
+    (DynamoHandler, "scan", handler_scan),
     (moto_table_module, "copy", _QueryResultsCopy()),
 )

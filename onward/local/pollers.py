@@ -11,6 +11,13 @@ read from their raw JSON, which is already the shape of Lambda's event, not walk
 (`RecordReader`); a record that cannot become a Lambda event is parked with its raw JSON and the reason, and
 its shard continues after it.
 
+A poller built with `concurrency` above one polls the readable shards of a poll at once, one thread each (as
+Lambda runs one invocation per shard at a time): a shard is still polled by one thread at a time, its batches
+in order, a child only once its parents are drained (in a further wave of the same poll), and a crash in one
+shard's batch ends no other shard's. The handlers then run concurrently in this process: their Powertools
+Metrics (one metric set per process) must be disabled (POWERTOOLS_METRICS_DISABLED, as on this machine), and
+Logger's injected context may name another invocation's.
+
 Each mapping keeps its own position per shard in the checkpoint table (Lambda's mappings keep theirs
 internally, at no cost), where a poller created again (a restart) resumes after it. While a shard's records
 keep flowing its position is written at most once per `POSITION_EVERY_S`, and exactly (at once) when a poll
@@ -31,10 +38,12 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 from aws_lambda_powertools import Logger
+from aws_lambda_powertools.metrics.functions import is_metrics_disabled
 from botocore.exceptions import BotoCoreError, ClientError
 
 from onward.checkpoints import PROJECTOR_CONSUMER, RELAY_CONSUMER, Checkpoint, CheckpointStore
@@ -302,7 +311,15 @@ class _ShardPoller(ABC):
 
     def __init__(self, reader: RecordReader, source: str, stream: str, batch_size: int,
                  parked: ParkedRecords | None, backoff: ShardBackoff, monotonic: Monotonic,
-                 positions: CheckpointStore, consumer: str, position_every_s: float) -> None:
+                 positions: CheckpointStore, consumer: str, position_every_s: float, concurrency: int) -> None:
+        if concurrency < 1:
+            raise ValueError(f"concurrency must be at least 1, not {concurrency}")
+        if concurrency > 1 and not is_metrics_disabled():
+            # The handlers' Powertools Metrics keep one metric set per process (a class attribute), which each
+            # invocation flushes and clears: invocations at once would publish each other's values, and a
+            # flush could meet another's add. Disabled (POWERTOOLS_METRICS_DISABLED), nothing is flushed.
+            raise ValueError("shards polled at once need POWERTOOLS_METRICS_DISABLED: the handlers' metrics are "
+                             "one set per process")
         self._reader = reader
         self._source = source  # the consumer the records are for: names it in logs and parked records
         self._stream = stream  # the stream's name or ARN, as its API takes it
@@ -315,6 +332,8 @@ class _ShardPoller(ABC):
         self._positions = positions  # the mapping's own position per shard, under `consumer`
         self._consumer = consumer
         self._position_every_s = position_every_s
+        self._concurrency = concurrency  # shards polled at once (1: one after another)
+        self._pool: ThreadPoolExecutor | None = None  # started by the first concurrent poll
 
     def _readable(self, shards: list[dict[str, Any]]) -> Iterator[str]:
         """The shards to poll, parents before children, as Lambda reads them after a split or a merge, decided
@@ -352,29 +371,82 @@ class _ShardPoller(ABC):
     def _poll_shard(self, shard_id: str, cursor: _ShardCursor) -> int:
         """One batch of one shard; the records delivered to the handler or parked."""
 
+    def _poll(self, readable: Callable[[], Iterable[str]]) -> int:
+        """One batch of every shard `readable()` names (lazily, parents before children); the records taken.
+        One shard after another, or with `concurrency` above one, the readable shards at once (waves: the
+        children of parents drained in a wave are read in a further wave of the same poll)."""
+        if self._concurrency <= 1:
+            return self._poll_shards(readable())
+        taken = 0
+        polled: set[str] = set()
+        while True:
+            wave = [shard_id for shard_id in readable() if shard_id not in polled]
+            if not wave:
+                return taken
+            polled.update(wave)
+            drained = len(self._drained)
+            taken += self._poll_wave(wave)
+            if len(self._drained) == drained:  # no parent drained: no child became readable
+                return taken
+
     def _poll_shards(self, shard_ids: Iterable[str]) -> int:
         """Poll each shard in turn (`shard_ids` is consumed lazily); the records taken from all of them."""
         taken = 0
         for shard_id in shard_ids:
-            cursor = self._cursors.setdefault(shard_id, _ShardCursor())
-            if cursor.retry_at > self._monotonic():
-                continue
             try:
-                taken_here = self._poll_shard(shard_id, cursor)
-                if not taken_here or cursor.iterator is None:  # caught up, or read to its end
-                    self._write_position(shard_id, cursor)
-                taken += taken_here
-            except Exception as error:  # noqa: BLE001 - one shard's failure must not stop the others
-                self._shard_failed(shard_id, cursor, error)
-            except BaseException:  # a crash leaves the poll (an injected one, an interrupt): keep what is done
-                # and, should this poller be polled again (Lambda's mapping outlives a crashed invocation),
-                # read the shard again from its last good position: the crashed batch is delivered again
-                cursor.iterator = None
+                taken += self._poll_one(shard_id)
+            except BaseException:
                 self._write_positions_while_crashing()
                 raise
-            else:
-                cursor.failures = 0
         return taken
+
+    def _poll_wave(self, shard_ids: list[str]) -> int:
+        """Poll these shards at once, one thread each (as Lambda runs one invocation per shard at a time); the
+        records taken. A crash (an exception that is not an Exception) in one shard's poll ends no other's:
+        once every poll of the wave is over, what was done is kept (`_write_positions_while_crashing`) and the
+        first crash is raised."""
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self._concurrency, thread_name_prefix=f"{self._source}-shards")
+        futures = [self._pool.submit(self._poll_one, shard_id) for shard_id in shard_ids]
+        taken = 0
+        crash: BaseException | None = None
+        for future in futures:
+            try:
+                taken += future.result()
+            except BaseException as error:  # noqa: BLE001 - every shard's poll ends before the crash goes on
+                crash = crash or error
+        if crash is not None:
+            self._write_positions_while_crashing()
+            raise crash
+        return taken
+
+    def _poll_one(self, shard_id: str) -> int:
+        """One batch of one shard, unless it is backing off; the records taken. Its failure is the shard's
+        (logged, backed off); a crash is raised with the shard left to be read again from its last good
+        position (the caller keeps what is done)."""
+        cursor = self._cursors.setdefault(shard_id, _ShardCursor())
+        if cursor.retry_at > self._monotonic():
+            return 0
+        try:
+            taken = self._poll_shard(shard_id, cursor)
+            if not taken or cursor.iterator is None:  # caught up, or read to its end
+                self._write_position(shard_id, cursor)
+        except Exception as error:  # noqa: BLE001 - one shard's failure must not stop the others
+            self._shard_failed(shard_id, cursor, error)
+            return 0
+        except BaseException:  # a crash leaves the poll (an injected one, an interrupt): should this poller be
+            # polled again (Lambda's mapping outlives a crashed invocation), the shard is read again from its
+            # last good position: the crashed batch is delivered again
+            cursor.iterator = None
+            raise
+        cursor.failures = 0
+        return taken
+
+    def close(self) -> None:
+        """End the threads of concurrent polls (none with `concurrency` 1); the poller may be polled again."""
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
 
     def _shard_failed(self, shard_id: str, cursor: _ShardCursor, error: Exception) -> None:
         cursor.iterator = None  # re-created from cursor.resume: an invalid iterator is not reused
@@ -564,9 +636,10 @@ class OutboxStreamPoller(_ShardPoller):
                  batch_size: int = 100, consumer: str = "local-mapping:relay", *,
                  parked: ParkedRecords | None = None, backoff: ShardBackoff = ShardBackoff(),
                  monotonic: Monotonic = time.monotonic, relist_every_s: float = RELIST_EVERY_S,
-                 position_every_s: float = POSITION_EVERY_S) -> None:
+                 position_every_s: float = POSITION_EVERY_S, concurrency: int = 1) -> None:
         super().__init__(RecordReader(streams, _stream_record_sequence, dynamodb_record_fault), RELAY_CONSUMER,
-                         stream_arn, batch_size, parked, backoff, monotonic, positions, consumer, position_every_s)
+                         stream_arn, batch_size, parked, backoff, monotonic, positions, consumer, position_every_s,
+                         concurrency)
         self._streams = streams
         self._arn = stream_arn
         self._handler = handler
@@ -608,14 +681,16 @@ class OutboxStreamPoller(_ShardPoller):
         shards = self._list() if listed_now else self._shards
         assert shards is not None
         polled: set[str] = set()
-        taken = self._poll_shards(_noting(self._readable(shards), polled))
+        taken = self._poll(lambda: _noting(self._readable(shards), polled))
         if taken or listed_now:
             return taken
         # Nothing on a listing from an earlier poll: list again, and read what it adds (new shards, and
         # shards read to their end that it may show closed, with their children), not the shards this poll
         # has read or tried (a failed one waits for its backoff, as in any poll).
-        return self._poll_shards(shard_id for shard_id in self._readable(self._list())
-                                 if shard_id not in polled or self._ended(shard_id))
+        again = self._list()
+        ended = {shard_id for shard_id in polled if self._ended(shard_id)}
+        return self._poll(lambda: (shard_id for shard_id in self._readable(again)
+                                   if shard_id not in polled or shard_id in ended))
 
     def _ended(self, shard_id: str) -> bool:
         """Read to its end (GetRecords answered no NextShardIterator), not drained: not listed closed then."""
@@ -692,10 +767,11 @@ class EventsStreamPoller(_ShardPoller):
     def __init__(self, kinesis: Any, stream_name: str, handler: Handler, positions: CheckpointStore,
                  batch_size: int = 100, consumer: str = "local-mapping:projector", *,
                  parked: ParkedRecords | None = None, backoff: ShardBackoff = ShardBackoff(),
-                 monotonic: Monotonic = time.monotonic, position_every_s: float = POSITION_EVERY_S) -> None:
+                 monotonic: Monotonic = time.monotonic, position_every_s: float = POSITION_EVERY_S,
+                 concurrency: int = 1) -> None:
         super().__init__(RecordReader(kinesis, _kinesis_record_sequence, kinesis_record_fault),
                          PROJECTOR_CONSUMER, stream_name, batch_size, parked, backoff, monotonic, positions,
-                         consumer, position_every_s)
+                         consumer, position_every_s, concurrency)
         self._kinesis = kinesis
         self._handler = handler
         self._arn = kinesis.describe_stream_summary(StreamName=stream_name)["StreamDescriptionSummary"]["StreamARN"]
@@ -717,7 +793,8 @@ class EventsStreamPoller(_ShardPoller):
         """One batch per readable shard; the number of records delivered to the handler or parked. As
         Lambda does after a reshard, a child shard is read only once its parents are drained (read to
         their end). A shard that fails is skipped until its backoff ends; failing to list shards raises."""
-        return self._poll_shards(self._readable(self._kinesis.list_shards(StreamName=self._stream)["Shards"]))
+        shards = self._kinesis.list_shards(StreamName=self._stream)["Shards"]
+        return self._poll(lambda: self._readable(shards))
 
     def _poll_shard(self, shard_id: str, cursor: _ShardCursor) -> int:
         batch = self._read(shard_id, cursor)

@@ -1,13 +1,15 @@
 """The crash-point soak: the embedded stack under a multi-tenant workload while named fault points kill its
 components, then an audit of everything it left behind (tests/soak/audit.py).
 
-What runs, each in its own thread, as on AWS but on this machine:
-- a submitter creating jobs for several tenants (the store's create, with Idempotency-Keys);
-- a pool of onward.worker.Worker threads; a worker that dies (InjectedCrash) is replaced by a new one with
-  a new id, as a restarted process would be;
-- the reaper (onward.reaper.reap_once on a short interval), restarted when it dies;
+What runs, as on AWS but on this machine:
+- submitters creating jobs for several tenants (the store's create, with Idempotency-Keys), in this process;
+- the worker side, in a process of its own (tests/soak/workers.py, as the ECS service runs the workers): a pool
+  of onward.worker.Worker threads, a worker that dies (InjectedCrash) replaced by a new one with a new id, as a
+  restarted process would be; the reaper (onward.reaper.reap_once at `onward up`'s pace for the lease) and the
+  pipeline heartbeats, restarted when it dies; the faults at the workers', the store's and the reaper's points;
 - the relay and the projector behind their local event-source pollers (onward.local.pollers), calling the Lambda
-  handlers; a poller that dies is rebuilt from nothing but the checkpoints, as Lambda would resume;
+  handlers, each shard's batch in a thread of its own (as Lambda runs one invocation per shard); a poller
+  that dies is polled again, each crashed shard resuming from its last good position, as Lambda would;
 - a canceller that cancels random jobs while they are queued, running or finished.
 Faults (tests/soak/faults.py): random crashes at every named fault point, and aimed faults at chosen jobs'
 first attempts (dies after claim, dies mid-job, zombie, reaper race, cancel race, cancel while running).
@@ -25,10 +27,10 @@ os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "ERROR")  # before the loggers are
 os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
 
 import argparse
+import dataclasses
 import itertools
 import json
 import random
-import re
 import sys
 import tempfile
 import threading
@@ -47,23 +49,21 @@ from onward.handlers import projector as projector_handler
 from onward.handlers import relay as relay_handler
 from onward.handlers.bootstrap import Deployment
 from onward.local.endpoint import EmbeddedEndpoint, EndpointProcess
+from onward.local.platform import PlatformOptions
 from onward.local.pollers import EventsStreamPoller, OutboxStreamPoller
 from onward.models import NewJob, OutboxEvent, Run
-from onward.reaper import reap_once
 from onward.relay.relay import Relay
-from onward.states import TERMINAL_STATES, JobState
+from onward.states import TERMINAL_STATES
 from onward.store import JobStore
-from onward.worker import JobContext, Registry, Worker
 from onward.writes import job_from_item, run_from_item
 from tests.soak.audit import Audit, Injected, KinesisCopy, Snapshot, ViewRow, audit
-from tests.soak.faults import RANDOM_POINTS, Aim, FaultRates, RandomFaults
+from tests.soak.faults import RANDOM_POINTS, Aim, FaultRates, RandomFaults, job_of
+from tests.soak.workers import JOB_TYPE, SideReport, Start, Supervised, WorkerSideProcess, tally
 
-JOB_TYPE = "soak.work"
 STREAM_SHARDS = 4  # the topology the soak runs on: several stream shards, splitting while it runs
 SPLIT_EVERY_S = 20.0
 SUBMITTERS = 4  # threads creating the workload's jobs at once
 SETTLE_CHECK_JOBS = 100  # jobs a settle check reads at a time (one BatchGetItem of rows, one of views)
-_JOB_ID = re.compile(r"[0-9a-f]{32}")
 TENANTS = ("acme", "globex", "initech", "umbrella")
 
 
@@ -82,6 +82,14 @@ class SoakConfig:
     cancel_share: float = 0.03  # jobs the canceller cancels at a random moment
     progress: bool = False  # lines on stderr: every 500 jobs submitted, then every 30 s while it settles
     heartbeat_s: float = 1.0  # pipeline heartbeats, as the platform commits them (every 5 s there)
+    # How often the reaper runs; None: as `onward up` runs it for the lease (PlatformOptions.reaper_every_s: a
+    # pass is 32 Queries, one per lease shard, nearly all of empty partitions; it ran every 0.2 s).
+    reaper_every_s: float | None = None
+    # Shards each mapping polls at once (Lambda runs one invocation per shard): the outbox stream splits every
+    # 20 s, and polled one after another its shards (40+ after 15 minutes) left the view thousands of jobs behind.
+    poll_concurrency: int = 8
+    poll_every_s: float = 0.25  # a mapping's rounds start at most this often (see Soak._poll)
+    worker_processes: int = 1  # the workers split among this many processes (the first also runs the reaper)
     reshard_events_at: float | None = 0.5  # share of jobs submitted when the events stream doubles its shards
     restart_at: float | None = None  # share of jobs submitted when everything stops and the stack restarts
 
@@ -115,49 +123,6 @@ class SoakResult:
     stack_restarts: int = 0
 
 
-# --- the workload -----------------------------------------------------------------------------------------
-
-def soak_handler(context: JobContext) -> dict[str, Any]:
-    """The soak's job: waits `ms` (waking up on cancel or a lost lease), fails its first `fail_attempts`
-    attempts, and returns its fencing token so the audit can tell which attempt's result was stored."""
-    context.wait(context.params.get("ms", 5) / 1000)
-    if context.attempt <= context.params.get("fail_attempts", 0):
-        raise RuntimeError(f"flaky attempt {context.attempt}")
-    return {"attempt": context.attempt, "token": context.fencing_token}
-
-
-class Supervised:
-    """A component loop in a thread that is restarted (rebuilt by `make`) each time an injected crash
-    kills it."""
-
-    def __init__(self, name: str, make: Callable[[], Callable[[], None]], stop: threading.Event) -> None:
-        self.name = name
-        self.restarts = 0
-        self.errors = 0  # exceptions that were not injected (each is logged)
-        self._make = make
-        self._stop = stop
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-
-    def start(self) -> Supervised:
-        self._thread.start()
-        return self
-
-    def join(self, timeout: float = 30.0) -> None:
-        self._thread.join(timeout)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            loop = self._make()
-            try:
-                loop()
-            except InjectedCrash:
-                self.restarts += 1
-            except Exception as error:  # noqa: BLE001 - a real failure: restarted like Lambda, and counted
-                self.errors += 1
-                print(f"soak: {self.name} failed: {error!r}", file=sys.stderr)
-                time.sleep(0.05)
-
-
 class Soak:
     """One soak run on a deployed stack: `deployment` must be the one the handlers take from os.environ."""
 
@@ -177,18 +142,18 @@ class Soak:
         self.store = JobStore(settings, client=self._db, backoff=BackoffPolicy(base_s=0.05, cap_s=0.5))
         self._stop = threading.Event()
         self._lock = threading.Lock()
-        self._random = RandomFaults(config.rates, config.seed)
+        self._random = RandomFaults(config.rates, config.seed)  # the relay's and the projector's
+        # The store's passes here are the planned cancels only: at the plan's rate, none forced (the worker
+        # side, whose transitions are nearly all of them, forces its own first fires).
+        self._store_faults = RandomFaults(dataclasses.replace(config.rates, min_fires=0), config.seed + 1)
         self._aims: dict[str, Aim] = {}  # job id -> its aimed fault
-        self._aimed_fired: dict[str, int] = {}
-        self._zombies: set[str] = set()
-        self._raced: set[str] = set()
-        self._cancelled_running: set[str] = set()
         self._cancel_answers: list[tuple[str, str, str]] = []
-        self._found_by_reaper: dict[str, threading.Event] = {}
-        self._reporting: dict[str, threading.Event] = {}
-        self._reaper_met: set[str] = set()
+        self._sides_running: list[WorkerSideProcess] = []  # the workers and the reaper, in processes of their own
+        self._sides = SideReport()  # what every worker side of the run did
+        self._scratch = tempfile.TemporaryDirectory(prefix="onward-soak-side-")
         self._handled: Counter[tuple[str, int]] = Counter()
         self._pending: tuple[int, int, int] | None = None  # the last check's counts, for progress lines
+        self._applied_before = 0  # the projector's applied events when the run started (progress lines)
         self._submitted: list[str] = []
         # jobs not yet seen terminal with the view at their version, oldest first (a dict as an ordered set)
         self._unsettled: dict[str, None] = {}
@@ -196,22 +161,8 @@ class Soak:
         self._started = time.monotonic()
 
     # --- faults ---------------------------------------------------------------------------------------
-
-    def _aimed(self, token: str | None) -> Aim | None:
-        """The aimed fault of this passing attempt: only a first attempt (`<job>:1`) is aimed at."""
-        if token is None:
-            return None
-        job_id, _, attempt = token.rpartition(":")
-        return self._aims.get(job_id) if attempt == "1" else None
-
-    def _spared(self, subject: str | None) -> bool:
-        """Aimed jobs get no random faults (their audit knows exactly what happened to them)."""
-        found = _JOB_ID.search(subject or "")
-        return found is not None and found.group(0) in self._aims
-
-    def _fire(self, name: str) -> None:
-        with self._lock:
-            self._aimed_fired[name] = self._aimed_fired.get(name, 0) + 1
+    # The workers' and the reaper's faults are the worker side's (tests/soak/workers.py); here, the relay's,
+    # the projector's, and the store's in this process (the planned cancels).
 
     def _random_hook(self, point: str) -> Callable[[str], None]:
         def hook(name: str) -> None:
@@ -220,93 +171,15 @@ class Soak:
                 shard, _, sequence = subject.rpartition(":")
                 with self._lock:
                     self._handled[(shard, int(sequence))] += 1
-            if point.startswith(("worker.", "store.")) and self._spared(subject):
+            if point.startswith("store."):
+                if job_of(subject) not in self._aims and self._store_faults.decide(point):
+                    raise InjectedCrash(f"{name} {subject or ''}".strip())
                 return
             if self._random.decide(point):
                 raise InjectedCrash(f"{name} {subject or ''}".strip())
         return hook
 
-    def _after_claim(self, name: str) -> None:
-        token = fault_subject()
-        aim = self._aimed(token)
-        assert token is not None
-        if aim is Aim.CRASH_AFTER_CLAIM:
-            self._fire(f"aimed {aim}")
-            raise InjectedCrash(token)
-        if aim is Aim.CANCEL_RUNNING:
-            self._fire(f"aimed {aim}")
-            job_id = token.rpartition(":")[0]
-            self._cancelled_running.add(job_id)
-            threading.Thread(target=self._cancel, args=(job_id, 0.1), daemon=True).start()
-            return
-        if aim is None and not self._spared(token) and self._random.decide(name):
-            raise InjectedCrash(token)
-
-    def _heartbeat(self, name: str) -> None:
-        aim = self._aimed(fault_subject())
-        if aim in (Aim.ZOMBIE, Aim.REAPER_RACE):
-            raise InjectedCrash(f"heartbeats of {fault_subject()} stop")  # only the heartbeat thread ends
-
-    def _before_report(self, name: str) -> None:
-        token = fault_subject()
-        assert token is not None
-        job_id = token.rpartition(":")[0]
-        aim = self._aimed(token)
-        if aim is Aim.CRASH_MID_JOB:
-            self._fire(f"aimed {aim}")
-            raise InjectedCrash(token)
-        if aim is Aim.ZOMBIE:
-            self._fire(f"aimed {aim}")
-            deadline = time.monotonic() + 20 * self._config.lease_s
-            while time.monotonic() < deadline:  # stalled (GC pause, partition) until the job was reclaimed
-                job = self.store.get(job_id)
-                if job.state is not JobState.RUNNING or job.attempt != 1:
-                    with self._lock:
-                        self._zombies.add(token)
-                    break
-                time.sleep(0.05)
-            return  # now it reports, late
-        if aim is Aim.REAPER_RACE:
-            self._fire(f"aimed {aim}")
-            found = self._event(self._found_by_reaper, job_id)
-            if found.wait(20 * self._config.lease_s):
-                with self._lock:
-                    self._raced.add(token)
-                    head_start = len(self._raced) % 2 == 0  # every other race, the reaper starts first
-            else:
-                head_start = False
-            self._event(self._reporting, job_id).set()  # the reaper goes on as this report starts
-            if head_start:
-                time.sleep(0.05)
-            return
-        if aim is Aim.CANCEL_RACE:
-            self._fire(f"aimed {aim}")
-            with self._lock:
-                self._cancelled_running.add(job_id)
-            start = threading.Barrier(2)
-            threading.Thread(target=self._cancel, args=(job_id, 0.0, start), daemon=True).start()
-            start.wait(5)
-            return
-        if aim is None and not self._spared(token) and self._random.decide(name):
-            raise InjectedCrash(token)
-
-    def _reap_transition(self, name: str) -> None:
-        job_id = fault_subject() or ""
-        if self._aims.get(job_id) is Aim.REAPER_RACE and job_id not in self._reaper_met:
-            self._reaper_met.add(job_id)
-            self._event(self._found_by_reaper, job_id).set()
-            self._event(self._reporting, job_id).wait(5)  # both transitions start together
-            return
-        if not self._spared(job_id) and self._random.decide(name):
-            raise InjectedCrash(f"reaper at {job_id}")
-
-    def _event(self, events: dict[str, threading.Event], key: str) -> threading.Event:
-        with self._lock:
-            return events.setdefault(key, threading.Event())
-
-    def _cancel(self, job_id: str, delay_s: float, start: threading.Barrier | None = None) -> None:
-        if start is not None:
-            start.wait(5)
+    def _cancel(self, job_id: str, delay_s: float) -> None:
         time.sleep(delay_s)
         try:
             outcome = self.store.cancel(job_id)
@@ -317,63 +190,14 @@ class Soak:
 
     @contextmanager
     def _faults(self) -> Iterator[None]:
-        hooks: dict[str, Callable[[str], None]] = {point: self._random_hook(point) for point in RANDOM_POINTS}
-        hooks |= {"worker.after_claim": self._after_claim, "worker.before_report": self._before_report,
-                  "worker.heartbeat": self._heartbeat, "store.reap.before_transition": self._reap_transition}
-        previous = threading.excepthook
-
-        def quiet(args: threading.ExceptHookArgs) -> None:  # a heartbeat thread ended by an injected crash
-            if not issubclass(args.exc_type, InjectedCrash):
-                previous(args)
-
-        threading.excepthook = quiet
-        try:
-            with ExitStack() as stack:
-                for point, hook in hooks.items():
-                    stack.enter_context(installed(point, hook))
-                yield
-        finally:
-            threading.excepthook = previous
+        points = [point for point in RANDOM_POINTS if point.startswith(("relay.", "projector.", "store."))
+                  and point != "store.reap.before_transition"]
+        with ExitStack() as stack:
+            for point in points:
+                stack.enter_context(installed(point, self._random_hook(point)))
+            yield
 
     # --- the components ---------------------------------------------------------------------------------
-
-    def _registry(self) -> Registry:
-        registry = Registry()
-        registry.register(JOB_TYPE)(soak_handler)
-        return registry
-
-    def _worker_loop(self) -> Callable[[], None]:
-        worker = Worker(self.store, self._registry(), lease_s=self._config.lease_s, idle_s=0.1,
-                        idle_max_s=1.0)
-        stop = self._stop
-
-        def loop() -> None:
-            ended = threading.Event()
-
-            def watch() -> None:  # shuts the worker down at the soak's stop; ends with the loop (a crash)
-                while not stop.wait(0.2):
-                    if ended.is_set():
-                        return
-                worker.shutdown()
-
-            threading.Thread(target=watch, daemon=True).start()
-            try:
-                worker.run()
-            finally:
-                ended.set()
-        return loop
-
-    def _reaper_loop(self) -> Callable[[], None]:
-        emitter = self._deployment.heartbeat_emitter
-
-        def loop() -> None:
-            next_beat = time.monotonic()
-            while not self._stop.wait(0.2):
-                reap_once(self.store)
-                if time.monotonic() >= next_beat:
-                    emitter.emit()
-                    next_beat = time.monotonic() + self._config.heartbeat_s
-        return loop
 
     def _reshard_events_stream(self) -> None:
         """Double the events stream's shards (UNIFORM_SCALING), as an operator would under load: every open
@@ -391,19 +215,26 @@ class Soak:
                            deployment.outbox_reader)
         poller = OutboxStreamPoller(self._settings.client("dynamodbstreams"), outbox["LatestStreamArn"],
                                     relay_handler.handler, recovering,
-                                    self._deployment.checkpoint_store, batch_size=self._config.batch_size)
+                                    self._deployment.checkpoint_store, batch_size=self._config.batch_size,
+                                    concurrency=self._config.poll_concurrency)
         return lambda: self._poll(poller)
 
     def _projector_loop(self) -> Callable[[], None]:
         poller = EventsStreamPoller(self._settings.client("kinesis"), self._settings.require("events_stream"),
                                     projector_handler.handler, self._deployment.checkpoint_store,
-                                    batch_size=self._config.batch_size)
+                                    batch_size=self._config.batch_size, concurrency=self._config.poll_concurrency)
         return lambda: self._poll(poller)
 
     def _poll(self, poller: OutboxStreamPoller | EventsStreamPoller) -> None:
         while not self._stop.is_set():
-            if not poller.poll_once():
-                self._stop.wait(0.05)
+            started = time.monotonic()
+            taken = poller.poll_once()
+            # A round at most every poll_every_s: each shard is read at most that often, as Lambda polls a
+            # stream's shards (DynamoDB Streams about 4 times a second): rounds of shards polled at once, back
+            # to back, read mostly empty shards and handed the handlers batches of a record or two.
+            pause_s = self._config.poll_every_s - (time.monotonic() - started)
+            self._stop.wait(max(pause_s, 0.0 if taken else 0.05))
+        poller.close()
         poller.write_positions()  # as LocalPlatform.stop: a stop leaves exact positions
 
     def _submit(self, numbers: range) -> None:
@@ -456,50 +287,59 @@ class Soak:
     def run(self) -> SoakResult:
         started = self._started = time.monotonic()
         before = projector_handler.totals.snapshot()
+        self._applied_before = before["applied"]
         aimed = min(self._config.jobs, self._config.aimed_per_kind * len(Aim))
         self._submit(range(aimed))
-        with self._faults():
+        with self._scratch, self._faults():
             self._start_components()
             try:
                 self._submit(range(aimed, self._config.jobs))
                 self._settle(started)
             finally:
                 self._stop_components()
-        components = self._components
         after = projector_handler.totals.snapshot()
         projected = {name: after[name] - before.get(name, 0) for name in after}
         snapshot = self.snapshot(projected, dict(self._handled))
-        restarts: Counter[str] = Counter()
-        errors: Counter[str] = Counter()
-        for component in components:
-            kind = component.name.split("-")[0]
-            restarts[kind] += component.restarts
-            errors[kind] += component.errors
+        sides = self._sides
+        restarts, errors = tally(self._components)
+        restarts += sides.restarts
+        errors += sides.errors
+        fired = Counter(self._random.fired) + Counter(self._store_faults.fired) + sides.fired
         injected = Injected(
-            fired={**self._random.fired, **self._aimed_fired},
+            fired=dict(fired),
             restarts=dict(restarts),
             real_errors={kind: count for kind, count in errors.items() if count},
-            zombie_attempts=frozenset(self._zombies),
-            raced_reaper=frozenset(self._raced),
-            cancelled_while_running=frozenset(self._cancelled_running),
-            cancel_answers=tuple(self._cancel_answers),
+            zombie_attempts=frozenset(sides.zombies),
+            raced_reaper=frozenset(sides.raced),
+            cancelled_while_running=frozenset(sides.cancelled_running),
+            cancel_answers=tuple(self._cancel_answers + sides.cancel_answers),
         )
         return SoakResult(audit(snapshot, injected, list(self._submitted)), time.monotonic() - started,
                           len(self._submitted), self.stack_restarts)
 
     def _start_components(self) -> None:
         self._stop = threading.Event()
-        self._components += [Supervised(f"worker-{n}", self._worker_loop, self._stop).start()
-                             for n in range(self._config.workers)]
+        config = self._config
+        reaper_every_s = (PlatformOptions(lease_s=config.lease_s).reaper_every_s if config.reaper_every_s is None
+                          else config.reaper_every_s)
+        sides = min(config.worker_processes, config.workers)
+        for side in range(sides):
+            report_path = os.path.join(self._scratch.name, f"side-{self.stack_restarts}-{side}.json")
+            workers = config.workers // sides + (side < config.workers % sides)
+            self._sides_running.append(WorkerSideProcess(Start(
+                workers, config.lease_s, reaper_every_s if side == 0 else None, config.heartbeat_s,
+                config.seed + 7919 * side, config.rates, dict(self._aims), report_path)).start())
         # One poller each, polled again after each crash: a crash is the function's (an invocation dying), and
         # Lambda's mapping outlives it, with what it knows of the shards (a poller built again after each
         # crash read every closed shard of the split streams again, and re-read every position).
         relay, projector = self._relay_loop(), self._projector_loop()
-        self._components += [Supervised("reaper", self._reaper_loop, self._stop).start(),
-                             Supervised("relay", lambda: relay, self._stop).start(),
+        self._components += [Supervised("relay", lambda: relay, self._stop).start(),
                              Supervised("projector", lambda: projector, self._stop).start()]
 
     def _stop_components(self) -> None:
+        sides, self._sides_running = self._sides_running, []
+        for side in sides:
+            self._sides.merge(side.stop())
         self._stop.set()
         for component in self._components:
             component.join()
@@ -523,9 +363,14 @@ class Soak:
             if self._config.progress and time.monotonic() - reported > 30:
                 reported = time.monotonic()
                 states = self.store.tenant_states().values()
+                projected = projector_handler.totals.snapshot()
+                # The view's progress, counted: events the projector applied (each job's events, versions 1..N,
+                # are applied once each) against the run's before it. A settle check's "view behind" counts
+                # every job past the first chunk that is not settled: at most that many.
                 print(f"soak: {time.monotonic() - started:.0f} s: {len(self._submitted)} submitted, "
                       f"{sum(s.load().waiting for s in states)} waiting, {sum(s.usage.running for s in states)} "
-                      f"running; last check (missing, not terminal, view behind): {self._pending}",
+                      f"running, {projected['applied'] - self._applied_before} events applied to the view; last "
+                      f"check (missing, not terminal, view behind at most): {self._pending}",
                       file=sys.stderr, flush=True)
             time.sleep(1.0 if self._pending is None else min(5.0, 0.5 + sum(self._pending) / 1000))
         raise TimeoutError(f"the soak did not settle within {self._config.timeout_s} s")
@@ -675,6 +520,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="when this share of the jobs was submitted, stop everything, restart the endpoint "
                         "process from its data directory (a temporary one) and go on (needs --endpoint process)")
     args = parser.parse_args(argv)
+    # as `onward up` runs against its own endpoint: botocore's checks of each request left to the endpoint
+    # (onward/settings.py), in this process and the worker side's
+    os.environ.setdefault("ONWARD_PARAMETER_VALIDATION", "false")
     if args.restart_at is not None and args.endpoint != "process":
         parser.error("--restart-at restarts the endpoint process: use --endpoint process")
     config = SoakConfig(jobs=args.jobs, workers=args.workers, tenants=args.tenants,

@@ -11,6 +11,7 @@ Jobs with an aimed fault are spared the random ones, so their audit can say exac
 from __future__ import annotations
 
 import random
+import re
 import threading
 from dataclasses import dataclass
 from enum import StrEnum
@@ -25,6 +26,15 @@ class Aim(StrEnum):
     REAPER_RACE = "reaper_race"  # heartbeats stop; the report and the reaper's transition start together
     CANCEL_RACE = "cancel_race"  # a cancel and the completion start together
     CANCEL_RUNNING = "cancel_running"  # cancelled while its handler runs: seen on the next heartbeat
+
+
+_JOB_ID = re.compile(r"[0-9a-f]{32}")
+
+
+def job_of(subject: str | None) -> str | None:
+    """The job id a fault point's subject names (a fencing token, `<transition>:<job>`), if it names one."""
+    found = _JOB_ID.search(subject or "")
+    return None if found is None else found.group(0)
 
 
 # Random component faults: fault point -> the name it is counted under.

@@ -140,6 +140,8 @@ STATE_PATH = "/_onward/state"  # GET: whether the state was restored from a data
 class _QuietRequestHandler(moto_fixes.connections.KeepAliveRequestHandler, MotoRequestHandler):
     """moto's request handler, keeping connections open between requests (onward/local/moto_fixes/connections.py)."""
 
+    lean = server.LEAN  # plain requests' environ built at once (off with ONWARD_LEAN_REQUESTS=false)
+
     def setup(self) -> None:
         """Name the thread serving this connection, so that a caller can tell it from threads of its own."""
         threading.current_thread().name = REQUEST_THREAD_NAME

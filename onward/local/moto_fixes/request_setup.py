@@ -6,6 +6,9 @@
   with `json.loads`; any other body, and every other service's, is moto's to parse.
 - Request ids. moto draws each answer's 52-character request id one character at a time from its seeded
   random generator (about 8% of a GetItem): drawn in one call to the same generator.
+- Request ids in answers. moto puts each answer's request id into its body with a regular expression (an
+  XML body's `<RequestId>`), scanning every body, JSON ones too: a str body without `<RequestId>` is left
+  as it is without the scan (`enrich_response`; the same headers, the same body).
 - Form data. werkzeug parses the body of every request as a form before moto reads it as JSON:
   `without_form_data` sets the empty form a JSON request parses to (onward/local/moto_fixes/server.py's
   direct routes call it).
@@ -43,6 +46,17 @@ def dynamo_parse_parameters(self: DynamoHandler, request: Request) -> None:
     self.params = json.loads(body) if body else {}
 
 
+def enrich_response(headers: dict[str, str], body: Any) -> tuple[dict[str, str], Any]:
+    """moto's `BaseResponse._enrich_response`: the status header as a string, the request id drawn into the
+    headers (and into an XML body's RequestId), without the body's scan when it cannot hold a RequestId."""
+    if type(body) is not str or "<RequestId>" in body:
+        return _original_enrich_response(headers, body)
+    if "status" in headers:
+        headers["status"] = str(headers["status"])
+    moto_responses.gen_amzn_requestid_long(headers)  # type: ignore[attr-defined]  # ours once installed, as moto's
+    return headers, body
+
+
 def without_form_data(request: Request) -> None:
     """Mark a JSON-protocol request's form as parsed, empty, as werkzeug's parser would leave it."""
     if "form" not in request.__dict__:
@@ -51,8 +65,10 @@ def without_form_data(request: Request) -> None:
 
 
 _original_parse_parameters = moto_responses.BaseResponse.parse_parameters
+_original_enrich_response = moto_responses.BaseResponse._enrich_response
 
 PATCHES = (
     (moto_responses, "gen_amzn_requestid_long", gen_amzn_requestid_long),
     (DynamoHandler, "parse_parameters", dynamo_parse_parameters),
+    (moto_responses.BaseResponse, "_enrich_response", staticmethod(enrich_response)),
 )

@@ -22,6 +22,17 @@ requests of the services the platform calls (DynamoDB, DynamoDB Streams, Kinesis
 that class's `dispatch` as moto's Flask view does (the same request class, the same ClientError answer, the
 same CORS header); any other request, and any request from a browser (with an Origin), takes moto's way.
 
+The lean path. A direct request whose body was read whole into memory (not gzip, not chunked: what
+connections.py's kept-alive requests are) is handed to moto with its body already read (werkzeug's stream,
+form and cached data not walked again) and without `dict(request.headers)` over werkzeug's EnvironHeaders
+(moto's setup reads the headers it is given only when the body holds no query-string pair, which a JSON
+body always does); its answer is written as werkzeug's Response would write it (`_lean_answer`: werkzeug's
+status line, its default Content-Type, a Content-Length) without building one, when werkzeug would change
+nothing else (no Location, no Content-Length of moto's, a status with a body). moto's setup itself
+(`setup_class`) still runs: what a response class reads of it is whatever it pleases. A differential test
+(tests/integration/test_endpoint_lean_path.py) sends the same raw requests to an endpoint with and without
+it (ONWARD_LEAN_REQUESTS=false) and compares the answers byte for byte.
+
 Dispatch. moto lists a response class's functions with `inspect.getmembers` on every request, to tell
 whether the requested action is one of them (about 2% of the endpoint's CPU). `method_names_from_class`
 lists them once per class, and again whenever a class of its MRO gains or loses an attribute (our patches
@@ -32,7 +43,9 @@ from __future__ import annotations
 
 import base64
 import calendar
+import io
 import json
+import os
 from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
@@ -54,6 +67,7 @@ from moto.settings import DISABLE_GLOBAL_CORS
 from werkzeug.wrappers import Response
 
 from onward.local.moto_fixes import request_setup
+from onward.settings import flag_setting
 
 # Item operations whose answers hold only strings, numbers, booleans, lists, maps and binary values.
 PLAIN_JSON_OPERATIONS = frozenset({"GetItem", "PutItem", "UpdateItem", "DeleteItem", "Query", "Scan", "BatchGetItem",
@@ -197,19 +211,87 @@ def direct_app(app: WsgiApp) -> WsgiApp:
         if dispatch is None or environ.get("REQUEST_METHOD") != "POST" or "HTTP_ORIGIN" in environ:
             return app(environ, start_response)  # (a browser's request: its CORS answer is flask-cors's)
         request = BackendRequest(environ)
+        lean = LEAN and not _raw_body_class(dispatch) and _lean_request(environ, request)
         recorder._record_request(request)
         request_setup.without_form_data(request)
+        # (moto's setup reads the headers given only for a body without a query string's pair: no JSON body)
+        headers_sent = {} if lean and request._cached_data.strip(b"&") else dict(request.headers)
         try:
-            result = dispatch(request, _raw_url(environ, request), dict(request.headers))
+            result = dispatch(request, _raw_url(environ, request), headers_sent)
         except ClientError as error:
             result = 400, {}, error.response["Error"]["Message"]
         status, headers, content = result if len(result) == 3 else (200, {}, result)
         if not DISABLE_GLOBAL_CORS:  # what moto's Flask apps add to an answer to a request without an Origin
             headers = {**headers, "Access-Control-Allow-Origin": "*"}
+        answer = _lean_answer(status, headers, content) if lean else None
+        if answer is not None:
+            start_response(answer[0], answer[1])
+            return [answer[2]]
         response: Iterable[bytes] = Response(response=content, status=status, headers=headers)(environ, start_response)
         return response
 
     return serve
+
+
+# Off ("false"/"0"): every direct request takes moto's whole setup and werkzeug's Response (the lean path's
+# differential test runs an endpoint each way); any other value than a flag stops the endpoint at start.
+LEAN_VARIABLE = "ONWARD_LEAN_REQUESTS"
+LEAN = flag_setting(os.environ, LEAN_VARIABLE, default=True)
+
+
+def _raw_body_class(dispatch: Callable[..., Any]) -> bool:
+    """Whether the response class of `dispatch` (its bound classmethod) keeps bodies raw: moto's setup then
+    reads the headers it is given (or does not say: taken as yes)."""
+    return bool(getattr(getattr(dispatch, "__self__", None), "use_raw_body", True))
+
+
+def _lean_request(environ: dict[str, Any], request: BackendRequest) -> bool:
+    """Whether a direct request can be set up leanly, its body given to `request` as read: a plain JSON body
+    read whole into memory (no gzip, no chunks), nothing of it read yet."""
+    body_stream = environ.get("wsgi.input")
+    if type(body_stream) is not io.BytesIO or "HTTP_CONTENT_ENCODING" in environ or "wsgi.input_terminated" in environ:
+        return False
+    body = body_stream.getvalue()
+    if body_stream.tell() or str(len(body)) != environ.get("CONTENT_LENGTH"):
+        return False
+    request._cached_data = body  # what werkzeug's get_data would read and cache: the whole body
+    return True
+
+
+_WERKZEUG_FIXED = frozenset({"location", "content-location", "content-length"})
+_STATUS_LINES: dict[int, str] = {}  # status code -> werkzeug's status line ("400 BAD REQUEST")
+
+
+def _lean_answer(status: object, headers: dict[str, Any],
+                 content: object) -> tuple[str, list[tuple[str, str]], bytes] | None:
+    """What `Response(response=content, status=status, headers=headers)` gives a WSGI server (status line,
+    headers, body) for an answer werkzeug does not adjust: a str or bytes body, str header values, no
+    Location, Content-Location or Content-Length of moto's, a status with a body; None for anything else."""
+    if type(status) is not int or not 200 <= status < 600 or status in (204, 304):
+        return None
+    if type(content) is str:
+        body = content.encode()
+    elif type(content) is bytes:
+        body = content
+    else:
+        return None
+    listed: list[tuple[str, str]] = []
+    content_type = False
+    for name, value in headers.items():
+        if type(name) is not str or type(value) is not str or "\n" in value or "\r" in value:
+            return None
+        lowered = name.lower()
+        if lowered in _WERKZEUG_FIXED:
+            return None
+        content_type = content_type or lowered == "content-type"
+        listed.append((name, value))
+    if not content_type:
+        listed.append(("Content-Type", "text/plain; charset=utf-8"))
+    listed.append(("Content-Length", str(len(body))))
+    line = _STATUS_LINES.get(status)
+    if line is None:
+        line = _STATUS_LINES[status] = Response(status=status).status
+    return line, listed, body
 
 
 PATCHES = (

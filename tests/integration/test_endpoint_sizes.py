@@ -31,9 +31,9 @@ from moto.dynamodb.models import table as moto_table_module
 from moto.dynamodb.models.dynamo_type import DynamoType, Item, LimitedSizeDict
 from moto.dynamodb.responses import DynamoHandler
 
-from onward.local import moto_fixes
 from onward.local.endpoint import REGION, EmbeddedEndpoint
 from onward.local.moto_fixes import queries, sizes
+from tests.integration.test_endpoint_hot_paths import stock_moto
 
 LIMIT = sizes.MAX_ITEM_SIZE
 _MOTO_SIZES = ((DynamoType, "size", sizes._original_dynamo_type_size), (Item, "size", sizes._original_item_size),
@@ -230,16 +230,6 @@ def test_an_attribute_set_on_an_item_is_refused_as_moto_refuses_it(case: tuple[d
 # --- through the endpoint -------------------------------------------------------------------------------
 
 _tables = itertools.count()
-
-
-@contextmanager
-def stock_moto() -> Iterator[None]:
-    """Every fix of moto put back for the duration."""
-    moto_fixes.uninstall()
-    try:
-        yield
-    finally:
-        moto_fixes.install()
 
 
 @contextmanager

@@ -58,7 +58,15 @@ from onward.store import JobStore
 from onward.writes import job_from_item, run_from_item
 from tests.soak.audit import Audit, Injected, KinesisCopy, Snapshot, ViewRow, audit
 from tests.soak.faults import RANDOM_POINTS, Aim, FaultRates, RandomFaults, job_of
-from tests.soak.workers import JOB_TYPE, SideReport, Start, Supervised, WorkerSideProcess, tally
+from tests.soak.workers import (
+    JOB_TYPE,
+    SideReport,
+    Start,
+    Supervised,
+    WorkerSideProcess,
+    cancel_noting,
+    tally,
+)
 
 STREAM_SHARDS = 4  # the topology the soak runs on: several stream shards, splitting while it runs
 SPLIT_EVERY_S = 20.0
@@ -181,12 +189,7 @@ class Soak:
 
     def _cancel(self, job_id: str, delay_s: float) -> None:
         time.sleep(delay_s)
-        try:
-            outcome = self.store.cancel(job_id)
-        except InjectedCrash:
-            return
-        with self._lock:
-            self._cancel_answers.append((job_id, outcome.status.value, outcome.job.state.value))
+        cancel_noting(self.store, job_id, self._lock, self._cancel_answers)
 
     @contextmanager
     def _faults(self) -> Iterator[None]:

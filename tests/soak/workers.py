@@ -380,12 +380,19 @@ class WorkerSide:
         if start is not None:
             start.wait(5)
         time.sleep(delay_s)
-        try:
-            outcome = self.store.cancel(job_id)
-        except InjectedCrash:
-            return
-        with self._lock:
-            self._cancel_answers.append((job_id, outcome.status.value, outcome.job.state.value))
+        cancel_noting(self.store, job_id, self._lock, self._cancel_answers)
+
+
+def cancel_noting(store: JobStore, job_id: str, lock: threading.Lock,
+                  answers: list[tuple[str, str, str]]) -> None:
+    """Cancel the job and note the answer (job id, status, the job's state) in `answers` under `lock`; a cancel
+    an injected crash ended notes nothing."""
+    try:
+        outcome = store.cancel(job_id)
+    except InjectedCrash:
+        return
+    with lock:
+        answers.append((job_id, outcome.status.value, outcome.job.state.value))
 
 
 class WorkerSideProcess:

@@ -22,7 +22,6 @@ from contextlib import contextmanager
 from typing import Any
 
 import pytest
-from botocore.exceptions import ClientError
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from moto.dynamodb.exceptions import ItemSizeTooLarge
@@ -33,7 +32,7 @@ from moto.dynamodb.responses import DynamoHandler
 
 from onward.local.endpoint import REGION, EmbeddedEndpoint
 from onward.local.moto_fixes import queries, sizes
-from tests.integration.test_endpoint_hot_paths import stock_moto
+from tests.integration.test_endpoint_hot_paths import answer_or_error, stock_moto
 
 LIMIT = sizes.MAX_ITEM_SIZE
 _MOTO_SIZES = ((DynamoType, "size", sizes._original_dynamo_type_size), (Item, "size", sizes._original_item_size),
@@ -250,16 +249,6 @@ def moto_s_query_copy() -> Iterator[None]:
             setattr(owner, name, kept)
 
 
-def answer_or_error(call: Callable[..., dict[str, Any]], **request: Any) -> Any:
-    """The answer without its metadata, or ["error", code, message]."""
-    try:
-        answer = call(**request)
-    except ClientError as error:
-        return ["error", error.response["Error"]["Code"], error.response["Error"]["Message"]]
-    answer.pop("ResponseMetadata", None)
-    return json.loads(json.dumps(answer, default=repr))
-
-
 def raw_call(endpoint: EmbeddedEndpoint, operation: str, body: dict[str, Any]) -> Any:
     """A DynamoDB request sent as JSON (what boto3 would refuse to send): its answer, or its error's body."""
     request = urllib.request.Request(endpoint.url, data=json.dumps(body).encode(), method="POST", headers={
@@ -370,6 +359,13 @@ def test_query_answers_match_stock_moto(endpoint: EmbeddedEndpoint, items: list[
     copy again, after ours, as before). Without the copy kept for an item holding a set whose value is not a
     list (generated too), ours answers it as stored; were the stored items shared with something that changes
     them, the second answers with the copy would differ."""
+    _answers_match_moto_s_copy(endpoint, items, sort_keys, "Query", _queries)
+
+
+def _answers_match_moto_s_copy(endpoint: EmbeddedEndpoint, items: list[tuple[Any, Any]], sort_keys: list[str],
+                               operation: str, requests: Callable[[str], list[dict[str, Any]]]) -> None:
+    """Store the items in a new table, then answer `requests(table)` with moto's copy, with ours, and with
+    moto's copy again: all three the same."""
     table = new_table(endpoint)
     for sort_key, (value, number) in zip(sort_keys, items, strict=False):
         item = {"pk": {"S": "p"}, "sk": {"S": sort_key}, "kind": {"S": "k"}, "v": wire(value), "n": wire(number)}
@@ -378,7 +374,7 @@ def test_query_answers_match_stock_moto(endpoint: EmbeddedEndpoint, items: list[
         event("stored" if answer == {} else "refused")
 
     def answers() -> list[Any]:  # (raw: botocore cannot read a set stored as a string)
-        return [raw_call(endpoint, "Query", request) for request in _queries(table)]
+        return [raw_call(endpoint, operation, request) for request in requests(table)]
 
     with moto_s_query_copy():
         expected = answers()
@@ -412,20 +408,7 @@ def test_scan_answers_match_moto_s_copy(endpoint: EmbeddedEndpoint, items: list[
     copy again, after ours). Without the copy kept for an item whose copy differs (a set stored as a
     string), ours answers it as stored; were a stored item changed by an index's projection, the second
     answers with the copy would differ."""
-    table = new_table(endpoint)
-    for sort_key, (value, number) in zip(sort_keys, items, strict=False):
-        item = {"pk": {"S": "p"}, "sk": {"S": sort_key}, "kind": {"S": "k"}, "v": wire(value), "n": wire(number)}
-        answer = raw_call(endpoint, "PutItem", {"TableName": table, "Item": item})
-        assert answer == {} or answer[0] == "error"
-
-    def answers() -> list[Any]:
-        return [raw_call(endpoint, "Scan", request) for request in _scans(table)]
-
-    with moto_s_query_copy():
-        expected = answers()
-    assert answers() == expected
-    with moto_s_query_copy():
-        assert answers() == expected
+    _answers_match_moto_s_copy(endpoint, items, sort_keys, "Scan", _scans)
 
 
 def test_a_set_stored_as_a_string_is_answered_as_stock_moto(endpoint: EmbeddedEndpoint) -> None:

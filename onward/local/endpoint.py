@@ -306,6 +306,7 @@ class EmbeddedEndpoint:
             "AWS_DEFAULT_REGION": REGION,
             **DUMMY_CREDENTIALS,
             "ONWARD_UNSIGNED_REQUESTS": "true",
+            "ONWARD_LEAN_CLIENT": "true",
             **stack_environment(cloudformation, stack_name),
         }
         return DeployedStack(environment=environment)

@@ -105,7 +105,16 @@ def functions_environment(stack_environment: dict[str, str], monkeypatch: pytest
     monkeypatch.setenv("ONWARD_WORKER_LEASE_S", "5")
     for name in ("ONWARD_TOKENS", "ONWARD_OPERATOR_TOKEN"):
         monkeypatch.delenv(name, raising=False)
+    as_on_aws(monkeypatch)
     return stack_environment
+
+
+def as_on_aws(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The clients as AWS's functions and operators build them: ONWARD_LEAN_CLIENT is the embedded endpoint's
+    (refused without a plain-HTTP endpoint), and its transport and codec are called by botocore, by the names
+    of its own interfaces (`send`, `serialize_to_request`, `parse`), which the reading does not see. They make
+    no SDK call of their own, so the policies the reading grants are the same with or without them."""
+    monkeypatch.delenv("ONWARD_LEAN_CLIENT", raising=False)
 
 
 def test_every_api_route_runs_only_code_the_reading_reached(functions_environment) -> None:
@@ -191,10 +200,12 @@ def test_the_stream_functions_run_only_code_the_reading_reached(functions_enviro
 
 
 @pytest.mark.own_stack  # it puts records on the events stream
-def test_the_operator_commands_run_only_code_the_reading_reached(stack_environment, capsys) -> None:
+def test_the_operator_commands_run_only_code_the_reading_reached(stack_environment, capsys, monkeypatch) -> None:
     """Each command's `run` (what `onward <command>` dispatches to once the parser is done: argument parsing
     calls no AWS API and is not traced)."""
     from onward.cli.main import build_parser
+
+    as_on_aws(monkeypatch)
 
     store = Deployment.from_environment().job_store
     job = store.create("acme", NewJob(type="demo.echo", max_attempts=1)).job

@@ -290,11 +290,13 @@ class _DeferredStarts:
 
     def at(self, monotonic_s: float, renewal: LeaseRenewal) -> None:
         with self._changed:
-            heapq.heappush(self._due, (monotonic_s, next(self._order), renewal))
+            entry = (monotonic_s, next(self._order), renewal)
+            heapq.heappush(self._due, entry)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="lease-renewals", daemon=True)
                 self._thread.start()
-            self._changed.notify()
+            if self._due[0] is entry:  # due before what the thread waits for (attempts of one lease come in order)
+                self._changed.notify()
 
     def _run(self) -> None:
         while True:

@@ -75,3 +75,40 @@ def test_a_lease_expiring_before_the_first_renewal_is_watched_from_its_expiry() 
     finally:
         release.set()
         renewal.stop()
+
+
+def test_a_start_due_sooner_than_those_waiting_wakes_the_starting_thread_and_a_later_one_need_not() -> None:
+    """The starting thread waits for the earliest start it holds; an attempt added behind it (the usual case:
+    one lease length for all) does not wake it, one due sooner does. A mutant notifying never would start
+    the sooner one only at the later one's time; one notifying always costs a wake-up per attempt."""
+    from onward.worker import _DeferredStarts
+
+    started: dict[str, float] = {}
+
+    class Recorded:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def start_now(self) -> None:
+            started[self.name] = time.monotonic()
+
+    starts = _DeferredStarts()
+    woken = 0
+    notify = starts._changed.notify
+
+    def counted(n: int = 1) -> None:
+        nonlocal woken
+        woken += 1
+        notify(n)
+
+    starts._changed.notify = counted  # type: ignore[method-assign]
+    now = time.monotonic()
+    starts.at(now + 3.0, Recorded("later"))  # type: ignore[arg-type]
+    starts.at(now + 4.0, Recorded("latest"))  # type: ignore[arg-type]
+    starts.at(now + 0.05, Recorded("sooner"))  # type: ignore[arg-type]
+    deadline = time.monotonic() + 2.0
+    while "sooner" not in started and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert "sooner" in started and started["sooner"] - now < 1.0
+    assert "later" not in started
+    assert woken == 2  # the first (the thread's first head) and the sooner one; not the latest

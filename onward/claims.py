@@ -23,27 +23,70 @@ process, or at once by a job entering them.
 
 Order is exact among the tenants considered; a tenant beyond them is at worst one re-key away. The
 index is eventually consistent: a job created a moment ago may wait for the next claim.
+
+The worker threads of a process share one Claimer, and share what its claims read (a claim costs about one
+transaction and a fraction of a read):
+- the `active` head, read at most once per HEAD_CACHE_MS (while one claim reads it again, the others use it as
+  it was; so too the counters);
+- each tenant's counters (`_SharedCounters`), for COUNTERS_SHARE_MS, with the writes of this process since
+  counted in (`committed`: its claims, so that its threads do not all pick the same tenant and shard, and
+  its attempts' ends, retries and releases);
+- each ready queue's head (`_SharedDueHeads`), for DUE_HEAD_SHARE_MS while it holds due jobs not handed
+  out: each of its jobs is handed to one claim of the process at a time (its threads do not race for one
+  job), in `_in_claim_order` (concurrent processes spread over a burst), and given back when that claim did
+  not take it for want of a slot; a queue whose shared head ran out is read again (by one claim: the others
+  wait for that read).
+What is shared only chooses what to try: every claim commits through its transaction's conditions (the
+job row's version and state, the RUNNING counter's cap in `Admission`, a flex's checks), which refuse what
+a stale read showed (a job another process took: the claim tries the next). And no claim concludes from a
+shared read that nothing is due: "nothing due" in a queue, and a park, come from a read of that queue the
+claim made itself; a claim that found nothing reads again what it shared, the counters, then the head; a
+flex (a cap passed) is decided from counters the claim read itself.
 """
 
 from __future__ import annotations
 
 import random
 import threading
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections import Counter, deque
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, replace
 from enum import StrEnum
+from typing import NamedTuple
 
 from onward.clock import Clock, EpochMs
-from onward.dispatch import Candidate, aged_priority, dispatch_order
+from onward.dispatch import Candidate, Usage, aged_priority, dispatch_order
 from onward.keys import ReadyQueue
 from onward.models import Lease
-from onward.recorder import ActiveEntry, Admission, DueJob, JobRecorder, QueueEntry, TenantState
+from onward.recorder import (
+    ActiveEntry,
+    Admission,
+    DueJob,
+    JobRecorder,
+    QueueEntry,
+    RunningUpdate,
+    Tenant,
+    TenantState,
+    WaitingUpdate,
+)
 from onward.tenants import TenantRegistry
 
 HEAD_PER_SHARD = 4
 HEAD_CACHE_MS = 250  # a process reads the head at most this often: its reads do not grow with its claims
 CANDIDATE_TENANTS = 8
 CANDIDATES_PER_QUERY = 8
+# A ready queue's head read by one claim serves the process's other claims this long, while it holds due jobs
+# not handed out: a burst's queue is read about once per CANDIDATES_PER_QUERY claims instead of once per claim.
+# Longer, more of its jobs would be gone to other processes when tried (each a refused transaction) and a job
+# of a higher band created meanwhile would wait behind it longer; as long as the `active` head is kept.
+DUE_HEAD_SHARE_MS = 250
+# Tenant counters read by one claim serve the process's other claims this long, with the process's own writes
+# counted in: other processes' claims, ends and new jobs reach the fair order at most this late (as a tenant's
+# new entry reaches the cached `active` head). Caps do not rest on it: the transaction's Admission holds them
+# and a flex (a cap passed) reads fresh counters.
+COUNTERS_SHARE_MS = 250
+READ_WAIT_S = 1.0  # the longest a claim waits for another claim's read of a queue's head before reading it
+SETTLED_KEEP_MS = 10_000  # a job taken is hidden from the reads under way then: remembered this long (a timeout)
 REKEYS_PER_CLAIM = 2
 REKEY_GAP_MS = 2_000.0  # a key of a tenant considered but not served this far behind is raised (an UpdateItem)
 SERVED_REKEY_GAP_MS = 0.0  # the served entry's key, raised by the claim's transaction, which writes it anyway
@@ -54,6 +97,9 @@ WAKE_EVERY_MS = 1_000
 WAKE_PER_SHARD = 16
 NO_DUE_BOUND: EpochMs = 2 ** 62  # a queue's head read due or not (the index is in due order)
 
+QueueKey = tuple[str, ReadyQueue]  # a tenant's ready queue: (tenant id, queue)
+JobMark = tuple[str, EpochMs]  # a job as a queue's head showed it: (job id, due time)
+
 
 class AdmissionRefused(Exception):
     """The claim's Admission failed on the RUNNING counter it charged: that shard reached its cap."""
@@ -61,6 +107,10 @@ class AdmissionRefused(Exception):
 
 class FlexRefused(Exception):
     """A flexing claim found another tenant with waiting jobs back below its cap: it must be served first."""
+
+
+class _FlexOnSharedCounters(Exception):
+    """A claim would flex (pass a cap) on counters it did not read itself: it decides again from fresh ones."""
 
 
 class _Found(StrEnum):
@@ -100,8 +150,226 @@ class _Slots:
         self.running[shard] = max(self.running[shard], cap if cap is not None else 0)
 
 
+# --- what a process's claims share ---------------------------------------------------------------------------
+
+def counted_write(state: TenantState, running: RunningUpdate | None, waiting: WaitingUpdate | None) -> TenantState:
+    """`state` after a committed write changed its counters as its transaction did: `running` on that RUNNING
+    counter (an attempt claimed or ended), `waiting` on the queue entry it names if `state` holds it (a job
+    leaving it: one fewer waiting, re-keyed to its `active_vt` if in the `active` index; entering: one more,
+    counted in `entered`, joining the index at its `active_vt` unless there; an entry that left the index
+    may come back at the key it had, which a read would show: only the order of the tenant's entries, and
+    whether the claim re-keys the one it serves, can differ until then)."""
+    usage, by_shard = state.usage, state.running_by_shard
+    if running is not None:
+        shards = [*by_shard, *[Usage()] * (running.shard + 1 - len(by_shard))]
+        shards[running.shard] = shards[running.shard].apply(running.usage)
+        usage, by_shard = Usage.combined(shards), tuple(shards)
+    queues = state.queues
+    entry = queues.get(waiting.queue.shard) if waiting is not None else None
+    if waiting is not None and entry is not None:
+        band = waiting.queue.priority
+        bands = {**entry.bands, band: max(0, entry.bands.get(band, 0) + waiting.delta)}
+        if waiting.delta > 0:
+            joined = entry.active_vt if entry.active_vt is not None else waiting.active_vt
+            entry = replace(entry, bands=bands, active_vt=joined, entered=entry.entered + waiting.delta)
+        else:
+            keyed = entry.active_vt if waiting.active_vt is None or entry.active_vt is None else waiting.active_vt
+            entry = replace(entry, bands=bands, active_vt=keyed)
+        queues = {**queues, waiting.queue.shard: entry}
+    return TenantState(state.tenant, usage, queues, by_shard)
+
+
+def counted_lift(state: TenantState, offset_ms: int) -> TenantState:
+    """`state` after its lift offset (on RUNNING counter 0) was raised to `offset_ms` (never lowered)."""
+    running = list(state.running_by_shard) or [Usage()]
+    running[0] = running[0].lifted(offset_ms)
+    return replace(state, usage=Usage.combined(running), running_by_shard=tuple(running))
+
+
+class _Counted(NamedTuple):
+    read_at: EpochMs
+    shards: frozenset[int]  # the ready shards whose queue entries were read
+    state: TenantState
+
+
+class _SharedCounters:
+    """The tenants' counters as this process's claims last read them, with its writes since counted in
+    (`update`), for COUNTERS_SHARE_MS, or a little longer while a claim of the process reads them again (so
+    that its threads do not all read them at once). Thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counted: dict[str, _Counted] = {}
+        self._reading: Counter[str] = Counter()  # tenants whose counters a claim is reading
+
+    def shared(self, wanted: Mapping[Tenant, Collection[int]], now: EpochMs) -> dict[str, TenantState]:
+        """The states of the wanted tenants that can be shared (read less than COUNTERS_SHARE_MS ago, or being
+        read again; with the same settings and at least the ready shards wanted), each with the wanted
+        shards' queue entries only (as a read of them would answer)."""
+        found: dict[str, TenantState] = {}
+        with self._lock:
+            for tenant, shards in wanted.items():
+                counted = self._counted.get(tenant.tenant_id)
+                if (counted is None or counted.state.tenant != tenant or not counted.shards.issuperset(shards)
+                        or (now - counted.read_at >= COUNTERS_SHARE_MS and not self._reading[tenant.tenant_id])):
+                    continue
+                found[tenant.tenant_id] = replace(counted.state, queues={
+                    shard: entry for shard, entry in counted.state.queues.items() if shard in shards})
+        return found
+
+    def reading(self, tenant_ids: Collection[str], *, done: bool = False) -> None:
+        """A claim starts reading these tenants' counters (`done`: it is done, read or not)."""
+        with self._lock:
+            for tenant_id in tenant_ids:
+                self._reading[tenant_id] += -1 if done else 1
+                if self._reading[tenant_id] <= 0:
+                    del self._reading[tenant_id]
+
+    def keep(self, wanted: Mapping[Tenant, Collection[int]], states: Mapping[str, TenantState],
+             read_at: EpochMs) -> None:
+        """Share the states read for `wanted` at `read_at` (and drop those too old to share)."""
+        with self._lock:
+            for tenant, shards in wanted.items():
+                if (state := states.get(tenant.tenant_id)) is not None:
+                    self._counted[tenant.tenant_id] = _Counted(read_at, frozenset(shards), state)
+            for tenant_id in [tenant_id for tenant_id, counted in self._counted.items()
+                              if read_at - counted.read_at >= COUNTERS_SHARE_MS and not self._reading[tenant_id]]:
+                del self._counted[tenant_id]
+
+    def update(self, tenant_id: str, change: Callable[[TenantState], TenantState]) -> None:
+        """Count a change this process made to a tenant's counters into its shared state (if it has one)."""
+        with self._lock:
+            counted = self._counted.get(tenant_id)
+            if counted is not None:
+                self._counted[tenant_id] = counted._replace(state=change(counted.state))
+
+    def forget(self, tenant_id: str) -> None:
+        """Stop sharing a tenant's state: a refusal showed it behind."""
+        with self._lock:
+            self._counted.pop(tenant_id, None)
+
+
+def _mark(job: DueJob) -> JobMark:
+    return job.job_id, job.due_at
+
+
+@dataclass
+class _Head:
+    read_at: EpochMs  # when the read answered
+    jobs: list[DueJob]  # those not handed out, in due order
+
+
+class _SharedDueHeads:
+    """The ready queues' heads as this process's claims last read them, for DUE_HEAD_SHARE_MS; each job is
+    handed to one claim of the process at a time. Thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._read_done = threading.Condition(self._lock)
+        self._heads: dict[QueueKey, _Head] = {}
+        self._in_flight: dict[QueueKey, set[JobMark]] = {}  # handed out, their claims not done with them
+        self._reading: Counter[QueueKey] = Counter()  # reads under way
+        self._settled: deque[tuple[int, EpochMs, QueueKey, JobMark]] = deque()  # (sequence, when, queue, job)
+        self._sequence = 0  # jobs settled so far
+
+    def begin_read(self, key: QueueKey) -> int:
+        """A read of the queue's head is about to be sent: the settled jobs' count now (the read hides those
+        settled after it, taken or found gone while it was under way: it may still show them)."""
+        with self._lock:
+            self._reading[key] += 1
+            return self._sequence
+
+    def join_or_begin_read(self, key: QueueKey, wait_s: float) -> int | None:
+        """When another claim's read of the queue's head is under way, wait for it (up to `wait_s`) and None:
+        its jobs are shared then, hand them out rather than read the same head again. Else `begin_read`."""
+        with self._lock:
+            if self._reading[key]:
+                self._read_done.wait_for(lambda: not self._reading[key], wait_s)
+                return None
+            self._reading[key] += 1
+            return self._sequence
+
+    def end_read(self, key: QueueKey, jobs: list[DueJob] | None, issued: int, now: EpochMs) -> list[DueJob]:
+        """A read of the queue's head (sent at settled count `issued`) answered `jobs` (None: it failed): shared
+        as the queue's head, less the jobs handed out and those settled since it was sent. The jobs it leaves
+        to hand out (due order)."""
+        with self._lock:
+            self._reading[key] -= 1
+            if self._reading[key] <= 0:
+                del self._reading[key]
+            self._read_done.notify_all()
+            if jobs is None:
+                return []
+            hidden = set(self._in_flight.get(key, ()))
+            for sequence, _, queue, mark in reversed(self._settled):
+                if sequence <= issued:
+                    break
+                if queue == key:
+                    hidden.add(mark)
+            left = [job for job in jobs if _mark(job) not in hidden]
+            self._heads[key] = _Head(now, left)
+            self._prune(now)
+            return list(left)
+
+    def in_flight(self, key: QueueKey) -> int:
+        """How many jobs of the queue are handed out to claims not done with them."""
+        with self._lock:
+            return len(self._in_flight.get(key, ()))
+
+    def shown(self, key: QueueKey, now: EpochMs) -> list[DueJob] | None:
+        """The due jobs left to hand out in the queue's shared head (due order); None when it has none, or
+        when it was read DUE_HEAD_SHARE_MS ago or more (read the queue then)."""
+        with self._lock:
+            head = self._heads.get(key)
+            if head is None or now - head.read_at >= DUE_HEAD_SHARE_MS:
+                return None
+            return [job for job in head.jobs if job.due_at <= now] or None
+
+    def hand_out(self, key: QueueKey, tried: Collection[str], now: EpochMs,
+                 order: Callable[[list[DueJob]], list[DueJob]]) -> DueJob | None:
+        """The next job of the queue's shared head for one claim: the first in `order` of its due jobs the
+        claim has not tried, out of the head until `settle`; None when there is none (or the head is too old)."""
+        with self._lock:
+            head = self._heads.get(key)
+            if head is None or now - head.read_at >= DUE_HEAD_SHARE_MS:
+                return None
+            due = [job for job in head.jobs if job.due_at <= now and job.job_id not in tried]
+            if not due:
+                return None
+            job = order(due)[0]
+            head.jobs = [other for other in head.jobs if other.job_id != job.job_id]
+            self._in_flight.setdefault(key, set()).add(_mark(job))
+            return job
+
+    def settle(self, key: QueueKey, job: DueJob, now: EpochMs, *, give_back: bool) -> None:
+        """The claim `job` was handed to is done with it: settled (taken, or found not claimable), or given
+        back to the queue's shared head (`give_back`: not taken for want of a slot, or the claim failed)."""
+        mark = _mark(job)
+        with self._lock:
+            in_flight = self._in_flight.get(key)
+            if in_flight is not None:
+                in_flight.discard(mark)
+                if not in_flight:
+                    del self._in_flight[key]
+            if not give_back:
+                self._sequence += 1
+                self._settled.append((self._sequence, now, key, mark))
+                return
+            head = self._heads.get(key)
+            if head is not None and all(other.job_id != job.job_id for other in head.jobs):
+                head.jobs = sorted([*head.jobs, job], key=lambda other: other.due_at)
+
+    def _prune(self, now: EpochMs) -> None:
+        for key in [key for key, head in self._heads.items() if now - head.read_at >= DUE_HEAD_SHARE_MS]:
+            del self._heads[key]
+        while self._settled and now - self._settled[0][1] >= SETTLED_KEEP_MS:
+            self._settled.popleft()
+
+
+# --- the claim ---------------------------------------------------------------------------------------------
+
 class Claimer:
-    """The claim path of one JobStore. Thread-safe."""
+    """The claim path of one JobStore, shared by its worker threads. Thread-safe."""
 
     def __init__(self, recorder: JobRecorder, registry: TenantRegistry, clock: Clock, rng: random.Random,
                  take: Take) -> None:
@@ -113,22 +381,43 @@ class Claimer:
         self._lock = threading.Lock()
         self._wake_at: EpochMs | None = None  # the next wake pass: WAKE_EVERY_MS on, or a park's end
         self._head: tuple[EpochMs, list[ActiveEntry]] | None = None
-        self._local = threading.local()  # read_head: whether this thread's claim round read the head itself
+        self._head_readers = 0  # claims reading the head now
+        self._counters = _SharedCounters()
+        self._due_heads = _SharedDueHeads()
+        self._local = threading.local()  # shared_head, shared_counters: whether this thread's claim round used them
 
     def claim(self, worker_id: str, lease_ms: int) -> Lease | None:
         """Lease the next due job in fair order, None when no job is due (see the module's docstring)."""
         self._wake_parked()
-        fresh = False
+        fresh_head = fresh_counters = False  # read the `active` head / the counters now, not what the process shares
         for _ in range(MAX_ROUNDS):
-            self._local.read_head = False
+            self._local.shared_head = self._local.shared_counters = False
             try:
-                lease = self._claim_once(worker_id, lease_ms, fresh=fresh)
-            except FlexRefused:
-                continue  # a capped tenant came back below its cap: decide again from fresh counters
-            if lease is not None or fresh or self._local.read_head:
-                return lease  # (a head this round read itself is as fresh as a second read would be)
-            fresh = True  # nothing in the head this process last read: read it now before saying so
+                lease = self._claim_once(worker_id, lease_ms, fresh_head=fresh_head, fresh_counters=fresh_counters)
+            except (FlexRefused, _FlexOnSharedCounters):  # (FlexRefused: a capped tenant came back below its cap)
+                fresh_counters = True  # decide again from fresh counters
+                continue
+            if lease is not None:
+                return lease
+            # Nothing found in what the process shares: read it now before saying so, the counters first (one
+            # request; they miss the jobs other processes created), then the head (a Query per partition).
+            if self._local.shared_counters:
+                fresh_counters = True
+            elif self._local.shared_head:
+                fresh_head = True
+            else:
+                return None  # (what this round read itself is as fresh as a second read would be)
         return None
+
+    def committed(self, running: RunningUpdate | None, waiting: WaitingUpdate | None) -> None:
+        """The store committed a write that changed a tenant's counters so (its claims, and its attempts'
+        ends, retries and releases): counted into the counters the process shares, which then differ from
+        the table only by other processes' writes since they were read (whose claims and ends, about as
+        many, about cancel out in a tenant's virtual time; counting only this process's claims would run
+        its tenants' virtual times ahead, ended attempts counted as running, and lift them for nothing)."""
+        tenant_id = running.tenant_id if running is not None else waiting.tenant_id if waiting is not None else None
+        if tenant_id is not None:
+            self._counters.update(tenant_id, lambda state: counted_write(state, running, waiting))
 
     def _wake_parked(self) -> None:
         """Wake the parked entries that are due: once per WAKE_EVERY_MS, sooner when one this process
@@ -142,29 +431,61 @@ class Claimer:
             self._recorder.wake(tenant_id, shard)
 
     def _active_head(self, *, fresh: bool) -> list[ActiveEntry]:
-        """The head of the `active` index, read at most once per HEAD_CACHE_MS unless `fresh`."""
+        """The head of the `active` index, read at most once per HEAD_CACHE_MS unless `fresh` (the cached one
+        a little longer while another claim of the process reads it again: its threads do not all read it)."""
         now = self._clock()
         with self._lock:
-            if not fresh and self._head is not None and now - self._head[0] < HEAD_CACHE_MS:
+            if not fresh and self._head is not None and (now - self._head[0] < HEAD_CACHE_MS or self._head_readers):
+                self._local.shared_head = True
                 return self._head[1]
-        head = self._recorder.active_head(HEAD_PER_SHARD)
-        with self._lock:
-            self._head = (now, head)
-        self._local.read_head = True
+            self._head_readers += 1
+        try:
+            head = self._recorder.active_head(HEAD_PER_SHARD)
+            with self._lock:
+                self._head = (now, head)
+        finally:
+            with self._lock:
+                self._head_readers -= 1
         return head
 
-    def _deactivate(self, tenant_id: str, shard: int) -> None:
-        """Take an entry with nothing waiting out of the index, and out of this process's cached head (so
-        the claims reading the cache do not try again)."""
-        self._recorder.deactivate(tenant_id, shard)
+    def _leave_head(self, tenant_id: str, shard: int) -> None:
+        """Take an entry that left the `active` index out of this process's cached head (so the claims reading
+        the cache do not try it again)."""
         with self._lock:
             if self._head is not None:
                 read_at, head = self._head
                 self._head = (read_at, [entry for entry in head
                                         if (entry.tenant_id, entry.shard) != (tenant_id, shard)])
 
-    def _claim_once(self, worker_id: str, lease_ms: int, *, fresh: bool) -> Lease | None:
-        head = self._active_head(fresh=fresh)
+    def _deactivate(self, tenant_id: str, shard: int) -> None:
+        """Take an entry with nothing waiting out of the index, and out of this process's cached head."""
+        self._recorder.deactivate(tenant_id, shard)
+        self._leave_head(tenant_id, shard)
+
+    def _tenant_counters(self, wanted: Mapping[Tenant, Collection[int]], *, fresh: bool
+                         ) -> tuple[dict[str, TenantState], set[str]]:
+        """The wanted tenants' counters (RUNNING counters, and the queue entries of the ready shards wanted):
+        those the process shares unless `fresh`, the others read in one batch; and the shared ones' ids."""
+        now = self._clock()
+        states = {} if fresh else self._counters.shared(wanted, now)
+        shared = set(states)
+        missing = {tenant: shards for tenant, shards in wanted.items() if tenant.tenant_id not in shared}
+        if missing:
+            reading = [tenant.tenant_id for tenant in missing]
+            self._counters.reading(reading)
+            try:
+                read = self._recorder.tenant_counters(missing)
+                self._counters.keep(missing, read, now)
+            finally:
+                self._counters.reading(reading, done=True)
+            states.update(read)
+        if shared:
+            self._local.shared_counters = True
+        return states, shared
+
+    def _claim_once(self, worker_id: str, lease_ms: int, *, fresh_head: bool, fresh_counters: bool
+                    ) -> Lease | None:
+        head = self._active_head(fresh=fresh_head)
         seen: dict[str, list[ActiveEntry]] = {}
         for entry in head:
             if entry.tenant_id in seen or len(seen) < CANDIDATE_TENANTS:
@@ -172,37 +493,44 @@ class Claimer:
         if not seen:
             return None
         settings = self._registry.settings(list(seen))
-        states = self._recorder.tenant_counters(
+        states, shared = self._tenant_counters(
             {settings[tenant_id]: {entry.shard for entry in entries}
-             for tenant_id, entries in seen.items() if tenant_id in settings})
+             for tenant_id, entries in seen.items() if tenant_id in settings}, fresh=fresh_counters)
         now = self._clock()
         order = dispatch_order([state.load() for state in states.values()], now, self._registry.virtual_clock())
-        self._tidy(seen, states, order.within_cap + order.flex, crowded=len(seen) >= CANDIDATE_TENANTS)
+        self._tidy(seen, states, order.within_cap + order.flex, shared, crowded=len(seen) >= CANDIDATE_TENANTS)
         reached_cap: list[Candidate] = []
         for candidate in order.within_cap:
-            found = self._claim_from(states[candidate.tenant_id], candidate, worker_id, lease_ms)
+            found = self._claim_from(states[candidate.tenant_id], candidate, worker_id, lease_ms,
+                                     tidy=candidate.tenant_id not in shared)
             if isinstance(found, Lease):
                 return found
             if found is _Found.AT_CAP:  # it reached its cap while this claim read it; it still has work
                 reached_cap.append(candidate)
         # No tenant below its cap has a due job: serve the capped ones past their caps, in fair order. The
         # flexing transaction also checks that the other capped tenants are still at their caps (they were
-        # when the counters were read): if one came back below, it goes first (FlexRefused).
+        # when the counters were read): if one came back below, it goes first (FlexRefused). Counters the
+        # process shared may miss a tenant's new jobs (below its cap, it would go first): read them now.
         capped = sorted([*order.flex, *reached_cap], key=lambda candidate: candidate.virtual_time)
+        if capped and shared:
+            raise _FlexOnSharedCounters()
         for candidate in capped:
             others = [(other.tenant_id, shard, cap) for other in capped if other is not candidate
                       for shard, cap in enumerate(states[other.tenant_id].tenant.shard_caps()) if cap]
-            found = self._claim_from(states[candidate.tenant_id], candidate, worker_id, lease_ms,
+            found = self._claim_from(states[candidate.tenant_id], candidate, worker_id, lease_ms, tidy=True,
                                      flex_while_at_cap=tuple(others[:MAX_FLEX_CHECKS]))
             if isinstance(found, Lease):
                 return found
         return None
 
     def _tidy(self, seen: dict[str, list[ActiveEntry]], states: dict[str, TenantState],
-              candidates: tuple[Candidate, ...], *, crowded: bool) -> None:
-        """Take entries with nothing waiting out of the index; when the head is crowded, raise the keys of
-        tenants far behind their virtual time, so that the tenants really next come to the head."""
+              candidates: tuple[Candidate, ...], shared: Collection[str], *, crowded: bool) -> None:
+        """Take entries with nothing waiting out of the index (as counters this claim read show them: the
+        shared ones miss other processes' new jobs); when the head is crowded, raise the keys of tenants far
+        behind their virtual time, so that the tenants really next come to the head."""
         for tenant_id, entries in seen.items():
+            if tenant_id in shared:
+                continue
             state = states.get(tenant_id)
             for entry in entries:
                 queue = state.queues.get(entry.shard) if state is not None else None
@@ -226,68 +554,112 @@ class Claimer:
         worker_id: str,
         lease_ms: int,
         *,
+        tidy: bool,
         flex_while_at_cap: tuple[tuple[str, int, int], ...] | None = None,
     ) -> Lease | _Found:
         """Claim one due job of this tenant within its cap, or past it (`flex_while_at_cap` given: while
         those tenants' shards are at their caps). NOTHING_DUE: none of its entries read had a due job it
-        had not tried (jobs already tried are not tried again, so a lagging index cannot keep it here)."""
+        had not tried (jobs already tried are not tried again, so a lagging index cannot keep it here).
+        `tidy`: `state` was read by this claim, so an entry whose last job it takes leaves the index."""
         tenant = state.tenant
-        if candidate.lift_offset_ms is not None:
-            self._recorder.lift(tenant.tenant_id, candidate.lift_offset_ms)
+        if (offset := candidate.lift_offset_ms) is not None:
+            self._recorder.lift(tenant.tenant_id, offset)
+            self._counters.update(tenant.tenant_id, lambda counted: counted_lift(counted, offset))
         slots = _Slots([usage.running for usage in state.running_by_shard][:tenant.running_shards],
                        tenant.shard_caps())
         entries = sorted((entry for entry in state.queues.values() if entry.waiting > 0),
                          key=lambda entry: (entry.active_vt if entry.active_vt is not None else -1.0, entry.shard))
         now = self._clock()
-        heads: list[tuple[float, int, float, int, QueueEntry, list[DueJob]]] = []
+        heads: list[tuple[float, int, float, int, QueueEntry]] = []
         for entry in entries:
             found_due = False
             earliest: list[EpochMs] = []  # the earliest job of each band none of whose jobs is due
             for band in entry.bands_with_work():
-                # One read of the queue's head, due or not: the due jobs come first (the index is in due
-                # order), and when none is, its first job says how long the entry may be parked.
-                head = self._recorder.due(tenant.tenant_id, ReadyQueue(entry.shard, band), NO_DUE_BOUND,
-                                          CANDIDATES_PER_QUERY)
-                due = [job for job in head if job.due_at <= now]
+                key = (tenant.tenant_id, ReadyQueue(entry.shard, band))
+                due = self._due_heads.shown(key, now)
+                issued: int | None = None
+                if due is None:
+                    issued = self._due_heads.join_or_begin_read(key, READ_WAIT_S)
+                    if issued is None:  # another claim's read of it was under way: its jobs are shared now
+                        now = self._clock()
+                        due = self._due_heads.shown(key, now)
+                if due is None:
+                    # One read of the queue's head, due or not: the due jobs come first (the index is in due
+                    # order), and when none is, its first job says how long the entry may be parked.
+                    read, left = self._read_due(key, NO_DUE_BOUND, issued)
+                    if not read or read[0].due_at > now:
+                        earliest += [read[0].due_at] if read else []
+                        continue
+                    due = [job for job in left if job.due_at <= now]
+                found_due = True  # (due jobs all handed to the process's other claims: not parked either)
                 if due:
-                    found_due = True
-                    key = entry.active_vt if entry.active_vt is not None else -1.0
-                    heads.append((-aged_priority(band, due[0].due_at, now), -band, key, entry.shard, entry, due))
-                elif head:
-                    earliest.append(head[0].due_at)
+                    vt = entry.active_vt if entry.active_vt is not None else -1.0
+                    heads.append((-aged_priority(band, due[0].due_at, now), -band, vt, entry.shard, entry))
             if not found_due and earliest:
                 self._park(entry, min(earliest), now)
         heads.sort(key=lambda head: head[:4])
         tried: set[str] = set()
-        for _, band, _, _, entry, due in heads:
+        for _, band, _, _, entry in heads:
             behind = entry.active_vt is not None and candidate.virtual_time - entry.active_vt > SERVED_REKEY_GAP_MS
             active_vt = candidate.virtual_time if behind else None
-            found = self._claim_in(entry, ReadyQueue(entry.shard, -band), due, slots, active_vt, tried,
+            found = self._claim_in(entry, ReadyQueue(entry.shard, -band), slots, active_vt, tried,
                                    worker_id, lease_ms, flex_while_at_cap)
             if isinstance(found, Lease):
                 self._registry.served(candidate.virtual_time)
-                if entry.waiting <= 1:  # likely its last job: out of the index unless one came meanwhile
+                if tidy and entry.waiting <= 1:  # likely its last job: out of the index unless one came meanwhile
                     self._deactivate(tenant.tenant_id, entry.shard)
                 return found
             if found is _Found.AT_CAP:
                 return found
         return _Found.NOTHING_DUE
 
-    def _claim_in(self, entry: QueueEntry, queue: ReadyQueue, due: list[DueJob], slots: _Slots,
-                  active_vt: float | None, tried: set[str], worker_id: str, lease_ms: int,
-                  flex_while_at_cap: tuple[tuple[str, int, int], ...] | None) -> Lease | _Found:
-        """Claim a due job of one ready queue (`due`: its head as first read; read again while every job
-        shown was taken by concurrent claims, else the claim would pass this tenant while it has due jobs)."""
+    def _read_due(self, key: QueueKey, bound: EpochMs, issued: int | None = None
+                  ) -> tuple[list[DueJob], list[DueJob]]:
+        """Read a ready queue's head (its jobs due by `bound`, due order) and share it: the read, and the jobs
+        it leaves to hand out (CANDIDATES_PER_QUERY, or all the queue has: it asks for as many more as it
+        hides). `issued`: what `begin_read` answered, when the caller began the read."""
+        hidden = self._due_heads.in_flight(key)
         for _ in range(MAX_ROUNDS):
-            jobs = self._in_claim_order([job for job in due if job.job_id not in tried])
-            if not jobs:
+            limit = CANDIDATES_PER_QUERY + hidden
+            read, left = self._read_shared(key, bound, limit, issued)
+            if len(read) < limit or len(left) >= CANDIDATES_PER_QUERY:
                 break
-            tried.update(job.job_id for job in jobs)
-            for job in jobs:
-                found = self._take_within(job, slots, active_vt, worker_id, lease_ms, flex_while_at_cap)
+            hidden, issued = len(read) - len(left), None
+        return read, left
+
+    def _read_shared(self, key: QueueKey, bound: EpochMs, limit: int, issued: int | None
+                     ) -> tuple[list[DueJob], list[DueJob]]:
+        tenant_id, queue = key
+        if issued is None:
+            issued = self._due_heads.begin_read(key)
+        read: list[DueJob] | None = None
+        try:
+            read = self._recorder.due(tenant_id, queue, bound, limit)
+        finally:
+            left = self._due_heads.end_read(key, read, issued, self._clock())
+        return read, left
+
+    def _claim_in(self, entry: QueueEntry, queue: ReadyQueue, slots: _Slots, active_vt: float | None,
+                  tried: set[str], worker_id: str, lease_ms: int,
+                  flex_while_at_cap: tuple[tuple[str, int, int], ...] | None) -> Lease | _Found:
+        """Claim a due job of one ready queue: those its shared head hands this claim, then those of a read
+        of the queue made now, again while every job shown was taken by concurrent claims (else the claim
+        would pass this tenant while it has due jobs). NOTHING_DUE only when this claim's own read shows no
+        due job it has not tried (but jobs the process's other claims hold: theirs to take)."""
+        key = (entry.tenant_id, queue)
+        for _ in range(MAX_ROUNDS):
+            while (job := self._due_heads.hand_out(key, tried, self._clock(), self._in_claim_order)) is not None:
+                tried.add(job.job_id)
+                found = self._take_handed(key, job, slots, active_vt, worker_id, lease_ms, flex_while_at_cap)
                 if found is not None:
                     return found
-            due = self._recorder.due(entry.tenant_id, queue, self._clock(), CANDIDATES_PER_QUERY)
+            issued = self._due_heads.join_or_begin_read(key, READ_WAIT_S)
+            if issued is None:
+                continue  # another claim of the process was reading this head: hand out from its read
+            now = self._clock()
+            _, left = self._read_due(key, now, issued)
+            if all(job.job_id in tried for job in left):
+                break
         return _Found.NOTHING_DUE
 
     def _in_claim_order(self, due: list[DueJob]) -> list[DueJob]:
@@ -301,10 +673,24 @@ class Claimer:
         self._rng.shuffle(spread)
         return spread + [job for job in sorted(due, key=lambda job: job.due_at) if job.due_at - oldest > SPREAD_MS]
 
-    def _take_within(self, job: DueJob, slots: _Slots, active_vt: float | None, worker_id: str, lease_ms: int,
-                     flex_while_at_cap: tuple[tuple[str, int, int], ...] | None) -> Lease | _Found | None:
+    def _take_handed(self, key: QueueKey, job: DueJob, slots: _Slots, active_vt: float | None, worker_id: str,
+                     lease_ms: int, flex_while_at_cap: tuple[tuple[str, int, int], ...] | None
+                     ) -> Lease | _Found | None:
+        """`_take_within` on a job handed out of the queue's shared head: settled there when taken or found
+        not claimable, given back when not taken for want of a slot or when the take raised."""
+        found: Lease | _Found | None = _Found.AT_CAP  # (what a take that raised leaves: the job given back)
+        try:
+            found = self._take_within(key, job, slots, active_vt, worker_id, lease_ms, flex_while_at_cap)
+        finally:
+            self._due_heads.settle(key, job, self._clock(), give_back=found is _Found.AT_CAP)
+        return found
+
+    def _take_within(self, key: QueueKey, job: DueJob, slots: _Slots, active_vt: float | None, worker_id: str,
+                     lease_ms: int, flex_while_at_cap: tuple[tuple[str, int, int], ...] | None
+                     ) -> Lease | _Found | None:
         """Claim `job` on a RUNNING shard with room (another one when the first is found full): the
         Lease, AT_CAP when every shard is full, None when the job was not claimable."""
+        tenant_id, _ = key
         flexing = flex_while_at_cap is not None
         while True:
             shard = slots.pick(self._rng, flex=flexing)
@@ -313,14 +699,17 @@ class Claimer:
             admission = Admission(running_shard=shard, cap=None if flexing else slots.caps[shard],
                                   active_vt=active_vt, others_at_cap=flex_while_at_cap or ())
             try:
-                return self._take(job, worker_id, lease_ms, admission)
+                return self._take(job, worker_id, lease_ms, admission)  # (its commit calls `committed`)
             except AdmissionRefused:
                 slots.full(shard)
+                self._counters.forget(tenant_id)  # its shared counters showed room the shard did not have
 
     def _park(self, entry: QueueEntry, until: EpochMs, now: EpochMs) -> None:
         """Park an entry none of whose jobs is due, until its earliest (`until`, as its bands' heads read) is
-        due."""
+        due, and take it out of this process's cached head (the claims reading the cache do not try it again)."""
         # (until <= now: the index lags behind a job that is due: not parked)
-        if until > now and self._recorder.park(entry.tenant_id, entry.shard, until, entry.entered):
-            with self._lock:
-                self._wake_at = until if self._wake_at is None else min(self._wake_at, until)
+        if until <= now or not self._recorder.park(entry.tenant_id, entry.shard, until, entry.entered):
+            return
+        with self._lock:
+            self._wake_at = until if self._wake_at is None else min(self._wake_at, until)
+        self._leave_head(entry.tenant_id, entry.shard)

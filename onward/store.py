@@ -736,6 +736,7 @@ class JobStore:
         fault_point("store.before_commit", write.subject)
         outcome = self._recorder.commit(write)
         if outcome is CommitOutcome.COMMITTED:
+            self._claimer.committed(write.running, write.waiting)  # counted into the claims' shared counters
             fault_point("store.after_commit", write.subject)  # committed; the caller never hears of it
             return outcome
         if outcome in _LOST_RACES:

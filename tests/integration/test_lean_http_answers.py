@@ -38,16 +38,17 @@ def _key(number: int) -> dict[str, Any]:
     return {"pk": {"S": f"job#{number}"}, "sk": {"S": "row"}}
 
 
+def answer(call: Callable[[], Any]) -> Any:
+    """What `call` returned, or the error botocore raised as the service answered it."""
+    try:
+        return call()
+    except ClientError as error:
+        return {"error": error.response, "operation": error.operation_name}
+
+
 def _workload(clients: dict[str, Any]) -> Iterator[Any]:
     """Every call's answer (or the error botocore raised), in order."""
     dynamodb, streams, kinesis = clients["dynamodb"], clients["dynamodbstreams"], clients["kinesis"]
-
-    def answer(call: Callable[[], Any]) -> Any:
-        try:
-            return call()
-        except ClientError as error:
-            return {"error": error.response, "operation": error.operation_name}
-
     yield answer(lambda: dynamodb.create_table(
         TableName=TABLE, BillingMode="PAY_PER_REQUEST",
         KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],

@@ -12,17 +12,16 @@ per request or with the clock; and the codec must have served the platform's sha
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from botocore.config import Config
-from botocore.exceptions import ClientError
 
 from onward.lean_http import use_lean_http
 from onward.lean_json import LeanJSONParser, LeanJSONSerializer, use_lean_json
 from onward.local.endpoint import EndpointProcess, client_for
-from tests.integration.test_lean_http_answers import _masked, _workload
+from tests.integration.test_lean_http_answers import _masked, _workload, answer
 
 pytestmark = pytest.mark.integration
 
@@ -59,13 +58,6 @@ def _row(number: int) -> dict[str, Any]:
 
 def _job_workload(dynamodb: Any) -> Iterator[Any]:
     """The platform's request shapes, each call's answer (or the error botocore raised) in order."""
-
-    def answer(call: Callable[[], Any]) -> Any:
-        try:
-            return call()
-        except ClientError as error:
-            return {"error": error.response, "operation": error.operation_name}
-
     yield answer(lambda: dynamodb.create_table(
         TableName=JOBS, BillingMode="PAY_PER_REQUEST",
         KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],

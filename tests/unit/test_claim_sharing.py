@@ -20,7 +20,8 @@ from typing import TypeVar
 
 import pytest
 
-from onward.claims import COUNTERS_SHARE_MS, DUE_HEAD_SHARE_MS, HEAD_CACHE_MS, SPREAD_MS, counted_write
+from onward.claim_sharing import COUNTERS_SHARE_MS, DUE_HEAD_SHARE_MS, counted_write
+from onward.claims import HEAD_CACHE_MS, SPREAD_MS
 from onward.clock import EpochMs
 from onward.dispatch import TenantPolicy
 from onward.keys import ReadyQueue

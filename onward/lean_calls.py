@@ -32,7 +32,7 @@ from typing import Any, Final
 from urllib.parse import quote
 
 from botocore import UNSIGNED
-from botocore.awsrequest import AWSPreparedRequest
+from botocore.awsrequest import AWSPreparedRequest, AWSRequest
 from botocore.context import start_as_current_context
 from botocore.model import OperationModel
 
@@ -48,10 +48,11 @@ DEFAULT_HANDLERS: Final[dict[str, frozenset[str]]] = {
     "before-endpoint-resolution": frozenset(),
     # the recursion-detection header: written below; the API-version header: a few other services only
     "before-call": frozenset({"add_recursion_detection_header", "inject_api_version_header_if_needed"}),
-    # signing (the client is unsigned: checked), the retry headers and the user agent: written below
+    # signing (the client is unsigned: checked), the retry headers and the user agent (botocore's, and the
+    # feature Powertools appends to it): written as a first request's headers showed them (`_probe`)
     "request-created": frozenset({"RequestSigner.handler", "MaxAttemptsSeeder.seed_max_attempts",
                                   "UserAgentString.rebuild_and_replace_user_agent_handler",
-                                  "add_retry_headers"}),
+                                  "add_retry_headers", "_create_feature_function.<locals>.add_powertools_feature"}),
     "choose-signer": frozenset({"set_operation_specific_signer", "_set_auth_scheme_preference_signer"}),
     "before-sign": frozenset(),
     "response-received": frozenset(),
@@ -61,7 +62,6 @@ DEFAULT_HANDLERS: Final[dict[str, frozenset[str]]] = {
 # Not checked: "before-send" and "before-parse" (a stubber's answer among them) and "needs-retry" run in
 # botocore's own `_do_get_response` and `_needs_retry`, which a lean call runs too.
 
-SEEDER: Final = "MaxAttemptsSeeder.seed_max_attempts"
 MakeApiCall = Callable[[str, dict[str, Any]], Any]
 
 
@@ -171,34 +171,37 @@ class LeanCalls:
     def _lean_operation(self, operation_name: str, api_params: dict[str, Any]) -> _LeanOperation | None:
         client = self._client
         operation = client.meta.service_model.operation_model(operation_name)
-        handlers = self._handlers(operation)
-        if (handlers is None or client._request_signer.signature_version is not UNSIGNED
+        if (not self._default_handlers(operation) or client._request_signer.signature_version is not UNSIGNED
                 or operation.has_streaming_input or operation.http_checksum_required or operation.http_checksum
                 or operation.request_compression or client.meta.config.auth_scheme_preference):
             return None
-        seeders = [handler.__self__ for handler in handlers if _handler_name(handler) == SEEDER]
         context = {"client_region": client.meta.region_name, "client_config": client.meta.config,
                    "auth_type": operation.resolved_auth_type, "has_streaming_input": False}
         with start_as_current_context():  # the user agent names the features the resolution used
             url, headers, _ = client._resolve_endpoint_ruleset(operation, api_params, context)
-            user_agent = client._user_agent_creator.to_string()
+            user_agent, max_attempts = self._probe(operation, url)
         if headers or url.rstrip("/") != (client.meta.endpoint_url or "").rstrip("/"):
             return None
-        return _LeanOperation(operation, url.rstrip("/") + "/", user_agent,
-                              seeders[0]._max_attempts if seeders else None)
+        return _LeanOperation(operation, url.rstrip("/") + "/", user_agent, max_attempts)
 
-    def _handlers(self, operation: OperationModel) -> list[Any] | None:
-        """The handlers of the operation's per-call events; None if any is not one of DEFAULT_HANDLERS."""
+    def _probe(self, operation: OperationModel, url: str) -> tuple[str, int | None]:
+        """The user agent and the max attempts botocore's request-created handlers (DEFAULT_HANDLERS: what
+        they write does not change from call to call) give a request of `operation`."""
+        probe = AWSRequest(method="POST", url=url, headers={"User-Agent": "-"}, data=b"")
+        probe.context = {"retries": {"attempt": 1, "invocation-id": "-"}}
+        self._client.meta.events.emit(f"request-created.{operation.service_model.service_id.hyphenize()}."
+                                      f"{operation.name}", request=probe, operation_name=operation.name)
+        return probe.prepare().headers["User-Agent"], probe.context["retries"].get("max")  # (headers as sent)
+
+    def _default_handlers(self, operation: OperationModel) -> bool:
+        """Whether every handler of the operation's per-call events is one of DEFAULT_HANDLERS."""
         events = self._client.meta.events
         service_id = operation.service_model.service_id.hyphenize()
-        found: list[Any] = []
         for event, allowed in DEFAULT_HANDLERS.items():
             name = events._alias_event_name(f"{event}.{service_id}.{operation.name}")
-            for handler in events._emitter._handlers.prefix_search(name):
-                if _handler_name(handler) not in allowed:
-                    return None
-                found.append(handler)
-        return found
+            if any(_handler_name(handler) not in allowed for handler in events._emitter._handlers.prefix_search(name)):
+                return False
+        return True
 
 
 def use_lean_calls(client: Any) -> Any:

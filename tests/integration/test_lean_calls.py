@@ -10,6 +10,7 @@ the same, but for what botocore draws per call (the invocation id, a generated t
 
 from __future__ import annotations
 
+import importlib
 import json
 import re
 import socket
@@ -19,6 +20,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
+from aws_lambda_powertools.shared.user_agent import _create_feature_function
 from botocore.awsrequest import AWSPreparedRequest, AWSResponse
 from botocore.config import Config
 from botocore.exceptions import ClientError, EndpointConnectionError
@@ -27,6 +29,7 @@ from onward.lean_calls import LeanCalls, use_lean_calls
 from onward.lean_http import _request_bytes, use_lean_http
 from onward.lean_json import use_lean_json
 from onward.local.endpoint import EndpointProcess, client_for
+from onward.settings import Settings
 from tests.integration.test_lean_http_answers import _masked, _workload
 
 pytestmark = pytest.mark.integration  # it starts an endpoint process of its own
@@ -237,3 +240,44 @@ def test_lean_calls_need_the_lean_transport_and_codec(endpoint: EndpointProcess)
         use_lean_calls(client_for(endpoint.url, "dynamodb"))
     with pytest.raises(ValueError, match="lean codec"):
         use_lean_calls(use_lean_http(client_for(endpoint.url, "dynamodb")))
+
+
+def test_the_user_agent_powertools_writes_goes_out_the_same(endpoint: EndpointProcess) -> None:
+    """Powertools appends its feature to every request's user agent (a request-created handler, registered on
+    the botocore session when it is imported, as in every Lambda function here): the calls stay lean and the
+    header reads as botocore's calls write it. Without the probe of request-created the feature would be
+    missing; without the handler allowed every call would go botocore's way (as it did at first)."""
+    clients = _clients(endpoint.url)
+    for client in clients.values():
+        client.meta.events.register("request-created", _create_feature_function("streaming"))
+    wires = {way: _Wire(client) for way, client in clients.items()}
+    handed = _Botocore(clients["lean"])
+    for client in clients.values():
+        client.get_item(TableName=TABLE, Key={"pk": {"S": "x"}})
+    assert handed.calls == []
+    assert wires["lean"].bytes_sent() == wires["botocore"].bytes_sent()
+    assert b"PT/streaming/" in wires["lean"].bytes_sent()[0]
+
+
+# what the endpoint ruleset reads of a call's parameters (DynamoDB's ResourceArn and ResourceArnList)
+ENOUGH_TO_RESOLVE = {"TableName": TABLE, "RequestItems": {TABLE: {}}, "TransactItems": []}
+PLATFORM_OPERATIONS = {
+    "dynamodb": ("TransactWriteItems", "Query", "GetItem", "BatchGetItem", "PutItem", "UpdateItem", "BatchWriteItem"),
+    "dynamodbstreams": ("GetRecords", "GetShardIterator", "DescribeStream"),
+    "kinesis": ("PutRecords", "GetRecords", "ListShards", "GetShardIterator"),
+}
+
+
+def test_the_platform_s_clients_send_their_calls_lean(endpoint: EndpointProcess) -> None:
+    """The clients the functions build (Settings.client, with every handler module imported as the processes
+    import them: Powertools registers on botocore's sessions) take the lean way for the operations the
+    platform sends. A handler someone adds to every client (a tracer's patch, a library's feature) would
+    silently send every call botocore's way: this names it."""
+    for module in ("api", "relay", "projector", "reaper", "worker", "scheduler"):
+        importlib.import_module(f"onward.handlers.{module}")
+    settings = Settings.from_environment({**endpoint.environment, "ONWARD_LEAN_CLIENT": "true"})
+    for service, operations in PLATFORM_OPERATIONS.items():
+        calls = vars(settings.client(service))["_make_api_call"]
+        assert isinstance(calls, LeanCalls)
+        for operation in operations:
+            assert calls._lean_operation(operation, ENOUGH_TO_RESOLVE) is not None, f"{service}.{operation}"

@@ -311,7 +311,8 @@ class _ShardPoller(ABC):
 
     def __init__(self, reader: RecordReader, source: str, stream: str, batch_size: int,
                  parked: ParkedRecords | None, backoff: ShardBackoff, monotonic: Monotonic,
-                 positions: CheckpointStore, consumer: str, position_every_s: float, concurrency: int) -> None:
+                 positions: CheckpointStore, consumer: str, position_every_s: float, concurrency: int,
+                 relist_every_s: float) -> None:
         if concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, not {concurrency}")
         if concurrency > 1 and not is_metrics_disabled():
@@ -334,6 +335,48 @@ class _ShardPoller(ABC):
         self._position_every_s = position_every_s
         self._concurrency = concurrency  # shards polled at once (1: one after another)
         self._pool: ThreadPoolExecutor | None = None  # started by the first concurrent poll
+        self._relist_every_s = relist_every_s
+        self._shards: list[dict[str, Any]] | None = None  # the latest listing, None before the first
+        self._listed_at = 0.0  # monotonic time of the latest listing
+        self._relist = False  # list again at the next poll: a shard ended or failed since the latest listing
+        self._listed_closed: frozenset[str] = frozenset()  # shards the latest listing showed closed
+
+    def poll_once(self) -> int:
+        """One batch per readable shard; the number of records delivered to the handler or parked. A child
+        shard is read only once its parents are drained. A shard that fails is skipped until its backoff
+        ends; failing to list the shards raises. Zero means that no shard of a listing made during this
+        call had a record to read (see the subclasses)."""
+        listed_now = (self._shards is None or self._relist
+                      or self._monotonic() - self._listed_at >= self._relist_every_s)
+        shards = self._list() if listed_now else self._shards
+        assert shards is not None
+        polled: set[str] = set()
+        taken = self._poll(lambda: _noting(self._readable(shards), polled))
+        if taken or listed_now:
+            return taken
+        # Nothing on a listing from an earlier poll: list again, and read what it adds (new shards, and
+        # shards read to their end that it may show closed, with their children), not the shards this poll
+        # has read or tried (a failed one waits for its backoff, as in any poll).
+        again = self._list()
+        ended = {shard_id for shard_id in polled if self._ended(shard_id)}
+        return self._poll(lambda: (shard_id for shard_id in self._readable(again)
+                                   if shard_id not in polled or shard_id in ended))
+
+    def _ended(self, shard_id: str) -> bool:
+        """Read to its end (GetRecords answered no next iterator), not drained: not listed closed then."""
+        cursor = self._cursors[shard_id]
+        return cursor.iterator is None and not cursor.failures and shard_id not in self._drained
+
+    def _list(self) -> list[dict[str, Any]]:
+        shards = self._list_shards()
+        self._shards, self._listed_at, self._relist = shards, self._monotonic(), False
+        self._listed_closed = frozenset(shard["ShardId"] for shard in shards
+                                        if "EndingSequenceNumber" in shard["SequenceNumberRange"])
+        return shards
+
+    @abstractmethod
+    def _list_shards(self) -> list[dict[str, Any]]:
+        """Every shard of the stream, page after page."""
 
     def _readable(self, shards: list[dict[str, Any]]) -> Iterator[str]:
         """The shards to poll, parents before children, as Lambda reads them after a split or a merge, decided
@@ -453,6 +496,7 @@ class _ShardPoller(ABC):
         cursor.failures += 1
         delay_s = self._backoff.delay_s(cursor.failures)
         cursor.retry_at = self._monotonic() + delay_s
+        self._relist = True  # the shard may be gone (trimmed): the next poll lists the stream again
         # The error's class and code only: its message may quote a record.
         logger.warning("polling a shard failed; it resumes from its last good position",
                        extra={"source": self._source, "shard_id": shard_id, "error": type(error).__name__,
@@ -639,16 +683,11 @@ class OutboxStreamPoller(_ShardPoller):
                  position_every_s: float = POSITION_EVERY_S, concurrency: int = 1) -> None:
         super().__init__(RecordReader(streams, _stream_record_sequence, dynamodb_record_fault), RELAY_CONSUMER,
                          stream_arn, batch_size, parked, backoff, monotonic, positions, consumer, position_every_s,
-                         concurrency)
+                         concurrency, relist_every_s)
         self._streams = streams
         self._arn = stream_arn
         self._handler = handler
         self._relay = relay
-        self._relist_every_s = relist_every_s
-        self._shards: list[dict[str, Any]] | None = None  # the latest listing, None before the first
-        self._listed_at = 0.0  # monotonic time of the latest listing
-        self._relist = False  # list again at the next poll: a shard ended or failed since the latest listing
-        self._listed_closed: frozenset[str] = frozenset()  # shards the latest listing showed closed
 
     def _iterator(self, shard_id: str, kind: str, sequence_number: str | None = None) -> str:
         request = {"StreamArn": self._arn, "ShardId": shard_id, "ShardIteratorType": kind}
@@ -670,43 +709,6 @@ class OutboxStreamPoller(_ShardPoller):
                 raise
             self._relay.recover()
             return self._iterator(shard_id, TRIM_HORIZON)
-
-    def poll_once(self) -> int:
-        """One batch per readable shard; the number of records delivered to the handler or parked. A child
-        shard is read only once its parent is drained. A shard that fails is skipped until its backoff
-        ends; failing to list the shards raises. Zero means that no shard of a listing made during this
-        call had a record to read (see the class)."""
-        listed_now = (self._shards is None or self._relist
-                      or self._monotonic() - self._listed_at >= self._relist_every_s)
-        shards = self._list() if listed_now else self._shards
-        assert shards is not None
-        polled: set[str] = set()
-        taken = self._poll(lambda: _noting(self._readable(shards), polled))
-        if taken or listed_now:
-            return taken
-        # Nothing on a listing from an earlier poll: list again, and read what it adds (new shards, and
-        # shards read to their end that it may show closed, with their children), not the shards this poll
-        # has read or tried (a failed one waits for its backoff, as in any poll).
-        again = self._list()
-        ended = {shard_id for shard_id in polled if self._ended(shard_id)}
-        return self._poll(lambda: (shard_id for shard_id in self._readable(again)
-                                   if shard_id not in polled or shard_id in ended))
-
-    def _ended(self, shard_id: str) -> bool:
-        """Read to its end (GetRecords answered no NextShardIterator), not drained: not listed closed then."""
-        cursor = self._cursors[shard_id]
-        return cursor.iterator is None and not cursor.failures and shard_id not in self._drained
-
-    def _list(self) -> list[dict[str, Any]]:
-        shards = self._list_shards()
-        self._shards, self._listed_at, self._relist = shards, self._monotonic(), False
-        self._listed_closed = frozenset(shard["ShardId"] for shard in shards
-                                        if "EndingSequenceNumber" in shard["SequenceNumberRange"])
-        return shards
-
-    def _shard_failed(self, shard_id: str, cursor: _ShardCursor, error: Exception) -> None:
-        super()._shard_failed(shard_id, cursor, error)
-        self._relist = True  # the shard may be gone (trimmed): the next poll lists the stream again
 
     def _list_shards(self) -> list[dict[str, Any]]:
         """Every shard of the stream: DescribeStream, page after page (ExclusiveStartShardId)."""
@@ -762,16 +764,21 @@ class EventsStreamPoller(_ShardPoller):
     """The projector's event source: every shard of the Kinesis events stream, batches of `batch_size`.
     Its position (what Lambda's mapping keeps for itself) is kept in the checkpoint table as `consumer`.
     An unreadable record is parked in `parked` (source "projector"); without `parked` its shard stays on
-    it, backed off, while the other shards go on."""
+    it, backed off, while the other shards go on.
+
+    The shards ListShards lists are kept between polls as the outbox poller keeps its listing (listed again
+    when a shard ended or failed, every `relist_every_s` while polls find records, and before a poll
+    answers that it found nothing): a ListShards per poll was about a third of the projector's requests
+    in a burst, and ListShards is throttled per stream on AWS."""
 
     def __init__(self, kinesis: Any, stream_name: str, handler: Handler, positions: CheckpointStore,
                  batch_size: int = 100, consumer: str = "local-mapping:projector", *,
                  parked: ParkedRecords | None = None, backoff: ShardBackoff = ShardBackoff(),
-                 monotonic: Monotonic = time.monotonic, position_every_s: float = POSITION_EVERY_S,
-                 concurrency: int = 1) -> None:
+                 monotonic: Monotonic = time.monotonic, relist_every_s: float = RELIST_EVERY_S,
+                 position_every_s: float = POSITION_EVERY_S, concurrency: int = 1) -> None:
         super().__init__(RecordReader(kinesis, _kinesis_record_sequence, kinesis_record_fault),
                          PROJECTOR_CONSUMER, stream_name, batch_size, parked, backoff, monotonic, positions,
-                         consumer, position_every_s, concurrency)
+                         consumer, position_every_s, concurrency, relist_every_s)
         self._kinesis = kinesis
         self._handler = handler
         self._arn = kinesis.describe_stream_summary(StreamName=stream_name)["StreamDescriptionSummary"]["StreamARN"]
@@ -789,12 +796,14 @@ class EventsStreamPoller(_ShardPoller):
         iterator: str = self._kinesis.get_shard_iterator(**request)["ShardIterator"]
         return iterator
 
-    def poll_once(self) -> int:
-        """One batch per readable shard; the number of records delivered to the handler or parked. As
-        Lambda does after a reshard, a child shard is read only once its parents are drained (read to
-        their end). A shard that fails is skipped until its backoff ends; failing to list shards raises."""
-        shards = self._kinesis.list_shards(StreamName=self._stream)["Shards"]
-        return self._poll(lambda: self._readable(shards))
+    def _list_shards(self) -> list[dict[str, Any]]:
+        """Every shard of the stream: ListShards, page after page (NextToken)."""
+        answer = self._kinesis.list_shards(StreamName=self._stream)
+        shards: list[dict[str, Any]] = answer["Shards"]
+        while answer.get("NextToken"):
+            answer = self._kinesis.list_shards(NextToken=answer["NextToken"])
+            shards += answer["Shards"]
+        return shards
 
     def _poll_shard(self, shard_id: str, cursor: _ShardCursor) -> int:
         batch = self._read(shard_id, cursor)
@@ -821,7 +830,9 @@ class EventsStreamPoller(_ShardPoller):
         if batch.records:
             cursor.resume = StreamPosition(AFTER_SEQUENCE_NUMBER, _kinesis_record_sequence(batch.records[-1]))
         cursor.iterator = batch.next_iterator
-        if not batch.records and batch.next_iterator is None:  # a closed shard, read to its end
-            self._drained.add(shard_id)
+        if batch.next_iterator is None:  # a closed shard (split, merged), read to its end
+            if not batch.records:
+                self._drained.add(shard_id)
+            self._relist = True  # its children may be missing from the listing
         return taken
 

@@ -9,6 +9,7 @@ stored position, which the relay and the projector absorb (versions).
 
 from __future__ import annotations
 
+import base64
 import itertools
 from collections import Counter
 from dataclasses import dataclass
@@ -300,3 +301,82 @@ def test_a_poller_polled_again_after_a_crash_delivers_the_crashed_batch_again(en
     while poller.poll_once():
         pass
     assert handler.batches == [sequences[0:2], sequences[2:4], sequences[2:4], sequences[4:6]]
+
+
+class CountingKinesis:
+    """A Kinesis client counting its ListShards calls."""
+
+    def __init__(self, real: Any) -> None:
+        self._real = real
+        self.listings = 0
+
+    def list_shards(self, **request: Any) -> dict[str, Any]:
+        self.listings += 1
+        return self._real.list_shards(**request)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+
+def test_the_projector_poller_keeps_its_listing_while_polls_find_records(endpoint, settings, dynamodb):
+    """As the outbox poller: one ListShards for the polls that keep finding records, one more once
+    RELIST_EVERY_S passed, and one before a poll answers that it found nothing. Without the kept listing
+    every poll listed the shards (about a third of the projector's requests in a burst; ListShards is
+    throttled per stream on AWS)."""
+    _, sequences = put_on_one_shard(endpoint, settings, 8)
+    clock = FakeMonotonic()
+    kinesis = CountingKinesis(endpoint.client("kinesis"))
+    handler = AnsweringHandler()
+    poller = EventsStreamPoller(kinesis, settings.events_stream, handler,
+                                CountingPositions(dynamodb, settings.checkpoint_table, clock), batch_size=2,
+                                backoff=NO_BACKOFF, monotonic=clock)
+    assert all(poller.poll_once() > 0 for _ in range(3))
+    assert kinesis.listings == 1
+    clock.now += 3.0  # RELIST_EVERY_S
+    assert poller.poll_once() > 0
+    assert kinesis.listings == 2
+    assert poller.poll_once() == 0
+    assert kinesis.listings == 3, "an idle answer rests on a listing made in the same poll"
+    assert [sequence for batch in handler.batches for sequence in batch] == sequences
+
+
+def test_a_split_under_the_projector_poller_s_kept_listing_is_found_and_read_parents_first(
+        endpoint, settings, dynamodb):
+    """The events stream doubles its shards while the poller holds a listing from before and its clock
+    stands still: the parent is read to its end, which makes the poller list again, and the children are
+    read after it. Every record is delivered once, the parent's before its children's. Without relisting
+    when a shard ends (or before an idle answer) the children would never be read."""
+    kinesis_client = endpoint.client("kinesis")
+
+    def put(texts: list[str]) -> None:
+        kinesis_client.put_records(StreamName=settings.events_stream, Records=[
+            {"Data": text.encode(), "PartitionKey": "one-key"} for text in texts])
+
+    before, after = [f"before {n}" for n in range(6)], [f"after {n}" for n in range(4)]
+    put(before)
+    delivered: list[tuple[str, str]] = []  # (shard, data) in delivery order
+
+    def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        delivered.extend((record["eventID"].partition(":")[0], base64.b64decode(record["kinesis"]["data"]).decode())
+                         for record in event["Records"])
+        return {"batchItemFailures": []}
+
+    clock = FakeMonotonic()
+    kinesis = CountingKinesis(kinesis_client)
+    poller = EventsStreamPoller(kinesis, settings.events_stream, handler,
+                                CountingPositions(dynamodb, settings.checkpoint_table, clock), batch_size=2,
+                                backoff=NO_BACKOFF, monotonic=clock)
+    assert poller.poll_once() > 0
+    summary = kinesis_client.describe_stream_summary(StreamName=settings.events_stream)["StreamDescriptionSummary"]
+    kinesis_client.update_shard_count(StreamName=settings.events_stream, ScalingType="UNIFORM_SCALING",
+                                      TargetShardCount=2 * summary["OpenShardCount"])
+    put(after)
+    while poller.poll_once() > 0:
+        pass
+    assert [data for _, data in delivered] == before + after, "each once, the parent's first"
+    parent = delivered[0][0]
+    children = {shard for shard, data in delivered if data.startswith("after")}
+    listed = kinesis_client.list_shards(StreamName=settings.events_stream)["Shards"]
+    shards = {shard["ShardId"]: shard for shard in listed}
+    assert all(shards[child].get("ParentShardId") == parent for child in children)
+    assert kinesis.listings >= 2

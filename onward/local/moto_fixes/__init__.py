@@ -2,7 +2,8 @@
 and why:
 
 - `transactions`: TransactWriteItems all-or-nothing in O(items in the transaction), conditions checked
-  against the state before it, one stream record per changed item;
+  against the state before it, one stream record per changed item; its request validated with the names
+  each expression uses read from the kept parses (no tree built);
 - `expressions`: an update expression parsed once per expression string, not twice per update; the
   validator's copy of it unpickled, not deep-copied; its validation passes walk the tree without looking
   their node types up again at every node;

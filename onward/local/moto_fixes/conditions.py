@@ -11,6 +11,10 @@ contents (`_ValueOf`: the name of the value each stands for), and the tree kept 
 unpickles a fresh tree and puts the request's values in place of the stand-ins. An expression whose parse
 with stand-ins raises (an invalid expression, a value missing or misnamed) is parsed by moto as it is,
 each time, and raises moto's own error.
+
+`names_found`: the attribute names a parse finds, for a caller that wants only those (TransactWriteItems'
+validation parses each condition to check that every ExpressionAttributeNames entry is used, and discards
+the tree): read from the kept parse, no tree built.
 """
 
 from __future__ import annotations
@@ -58,6 +62,19 @@ def parse(self: ConditionExpressionParser) -> Op | Func:
     self.expr_attr_names_found = list(names_found)
     self.expr_attr_values_found = list(values_found)
     return tree  # type: ignore[no-any-return]
+
+
+def names_found(expression: str | None, names: dict[str, str] | None,
+                values: dict[str, dict[str, Any]] | None) -> list[str]:
+    """`expr_attr_names_found` of moto's parse of a condition expression (a fresh list), raising what that
+    parse raises; without building a tree when the expression's parse is kept."""
+    parser = ConditionExpressionParser(expression, names, values)
+    key = _key(parser)
+    kept = None if key is None else _kept.get(key)
+    if kept is None:
+        parser.parse()  # (ours once installed: keeps the parse for next time)
+        return parser.expr_attr_names_found
+    return list(kept[1])
 
 
 def forget() -> None:

@@ -19,6 +19,8 @@ node: about a third of a transaction's time in moto.
   per node type. A traverser overriding any step of the walk is walked by moto's own code.
 - `Node.find_clauses` (run by two of the passes at every clause node): the same search, its `isinstance`
   checks memoized per node type.
+- `names_used`: the `#name` placeholders of an update expression, as TransactWriteItems' validation lists
+  them (`find_clauses([ExpressionAttributeName])` over its tree), kept per expression string.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from typing import Any
 from moto.dynamodb.parsing.ast_nodes import (  # type: ignore[attr-defined]  # untyped
     DepthFirstTraverser,
     Expression,
+    ExpressionAttributeName,
     Node,
     UpdateExpressionFunction,
 )
@@ -47,6 +50,7 @@ _original_traverse = DepthFirstTraverser.traverse
 # (parser class, expression) -> its parsed tree; id(tree) -> (tree, its pickle, or None: deep-copy it)
 _parsed: dict[tuple[type, str], Any] = {}
 _pickles: dict[int, tuple[Any, bytes | None]] = {}
+_names_used: dict[str, tuple[str, ...]] = {}  # expression -> its placeholders, in moto's order
 
 
 def make(cls: type[UpdateExpressionParser], expression_str: str) -> Any:
@@ -69,6 +73,22 @@ def forget() -> None:
     """Drop every kept tree."""
     _parsed.clear()
     _pickles.clear()
+    _names_used.clear()
+
+
+def names_used(expression_str: str) -> list[str]:
+    """The `#name` placeholders of an update expression, in the order moto's search finds them (a fresh
+    list); raises moto's error for an invalid expression."""
+    found = _names_used.get(expression_str) if isinstance(expression_str, str) else None
+    if found is None:
+        tree = UpdateExpressionParser.make(expression_str)
+        clauses = tree.find_clauses([ExpressionAttributeName])
+        found = tuple(clause.get_attribute_name_placeholder() for clause in clauses)
+        if isinstance(expression_str, str):
+            if len(_names_used) >= MAX_KEPT:
+                _names_used.clear()
+            _names_used[expression_str] = found
+    return list(found)
 
 
 def _pickle_if_faithful(tree: Any) -> bytes | None:

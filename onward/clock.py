@@ -35,4 +35,23 @@ def parse_instant(text: str) -> EpochMs:
 
 def iso(at: EpochMs) -> str:
     """ISO-8601 UTC with milliseconds, e.g. 2026-11-30T06:50:58.123Z."""
+    if type(at) is not int:  # (a float: its rounding to the microsecond is datetime's)
+        return _iso_by_datetime(at)
+    second, millisecond = divmod(at, 1000)
+    written = _second_written
+    if written[0] != second:  # the same second's text again for every stamp within it (one swap: thread-safe)
+        written = _keep_second(second)
+    return f"{written[1]}.{millisecond:03d}Z"
+
+
+def _iso_by_datetime(at: float) -> str:
     return datetime.fromtimestamp(at / 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+_second_written: tuple[int, str] = (0, "1970-01-01T00:00:00")  # an epoch second and its text
+
+
+def _keep_second(second: int) -> tuple[int, str]:
+    global _second_written
+    _second_written = (second, datetime.fromtimestamp(second, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S"))
+    return _second_written

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from decimal import Decimal
 from typing import Any
 
@@ -85,7 +86,40 @@ def to_item(values: dict[str, Any]) -> Item:
 
 
 def from_item(item: Item) -> dict[str, Any]:
-    return {name: _plain(_deserializer.deserialize(value)) for name, value in item.items()}
+    """A DynamoDB item as plain values (numbers int, or float when not whole; sets as lists)."""
+    return {name: from_attribute(value) for name, value in item.items()}
+
+
+def from_attribute(attribute: dict[str, Any]) -> Any:
+    """One attribute value as a plain value: what boto3's deserializer then `_plain` make of it."""
+    try:
+        return _exact_value(attribute)
+    except _NotExact:
+        return _plain(_deserializer.deserialize(attribute))
+
+
+_INTEGER = re.compile(r"-?[0-9]{1,38}")  # what Decimal reads exactly in DynamoDB's context and _plain makes an int
+
+
+def _exact_value(attribute: Any) -> Any:
+    """The inverse of `_exact`: an attribute value built of S, N (an integer of at most 38 digits), BOOL,
+    NULL, M and L as plain values, without boto3's deserializer and its Decimals; _NotExact otherwise."""
+    if type(attribute) is not dict or len(attribute) != 1:
+        raise _NotExact
+    ((kind, inner),) = attribute.items()
+    if kind == "S" or kind == "BOOL":
+        return inner
+    if kind == "N":
+        if type(inner) is not str or not _INTEGER.fullmatch(inner):
+            raise _NotExact
+        return int(inner)
+    if kind == "NULL":
+        return None
+    if kind == "M" and type(inner) is dict:
+        return {name: _exact_value(member) for name, member in inner.items()}
+    if kind == "L" and type(inner) is list:
+        return [_exact_value(member) for member in inner]
+    raise _NotExact
 
 
 def json_size(value: Any) -> int:

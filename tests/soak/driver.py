@@ -509,6 +509,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Crash-point soak of the embedded stack, then its audit.")
     parser.add_argument("--jobs", type=int, default=20_000)
     parser.add_argument("--workers", type=int, default=8)
+    parser.add_argument("--worker-processes", type=int, default=1,
+                        help="the workers split among this many processes (the first also runs the reaper)")
     parser.add_argument("--tenants", type=int, default=4, choices=range(1, len(TENANTS) + 1))
     parser.add_argument("--aimed-per-kind", type=int, default=10)
     parser.add_argument("--seed", type=int, default=7)
@@ -530,7 +532,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--restart-at restarts the endpoint process: use --endpoint process")
     config = SoakConfig(jobs=args.jobs, workers=args.workers, tenants=args.tenants,
                         aimed_per_kind=args.aimed_per_kind, seed=args.seed, timeout_s=args.timeout, progress=True,
-                        restart_at=args.restart_at)
+                        restart_at=args.restart_at, worker_processes=args.worker_processes)
     split_every_s = args.split_every_s or None
     restart_stack = None
     with ExitStack() as stack:

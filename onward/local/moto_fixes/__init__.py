@@ -3,7 +3,8 @@ and why:
 
 - `transactions`: TransactWriteItems all-or-nothing in O(items in the transaction), conditions checked
   against the state before it, one stream record per changed item; its request validated with the names
-  each expression uses read from the kept parses (no tree built);
+  each expression uses read from the kept parses (no tree built); the items copied by their attribute map
+  alone when no action changes a stored value in place;
 - `expressions`: an update expression parsed once per expression string, not twice per update; the
   validator's copy of it unpickled, not deep-copied; its validation passes walk the tree without looking
   their node types up again at every node;
@@ -17,8 +18,9 @@ and why:
 - `server`: the request's service found without listing moto's package on every request; item
   operations' answers written without walking botocore's shapes; a response class's methods listed once;
 - `connections`: the endpoint's connections kept open between requests (HTTP/1.1 keep-alive, TCP_NODELAY)
-  instead of werkzeug's one connection, one thread and a 10 ms drain per request; nothing of moto's is
-  patched (the endpoint uses its request handler and wraps its server);
+  instead of werkzeug's one connection, one thread and a 10 ms drain per request; the SDKs' requests read
+  from the connection's buffer without http.server's parsing; nothing of moto's is patched (the endpoint
+  uses its request handler and wraps its server);
 - `sizes`: an item's size (moto's 400 KB item limit, 1 MB Query page, 16 MB BatchGetItem answer) computed in
   one function per container instead of method calls per value; an item built in O(item), not sized again
   at each of its attributes;

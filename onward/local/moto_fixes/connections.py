@@ -29,6 +29,14 @@ order; about 7% of a request's CPU went to their URL parsing, header loops and c
 answer's status line, headers and body go out in one write, as the bytes send_response, send_header and
 end_headers would have written in two.
 
+The lean request loop. A request of the SDKs' kind (`POST / HTTP/1.1`, its whole head already in the
+connection's read buffer, one Content-Length, plain headers: `_plain_headers`) is read from that buffer at
+once, without http.server's parse_request and its header parsing (about 20 us of the endpoint's CPU per
+request): the handler is left as parse_request leaves it, the environ is `_plain_environ`'s, the answer is
+the same. Any other request (a head split across reads, Expect, Connection, Transfer-Encoding, a name twice
+or with an underscore...) takes http.server's way. Both are off with ONWARD_LEAN_REQUESTS=false
+(tests/integration/test_endpoint_request_loop.py compares the answers either way, byte for byte).
+
 Request headers. http.server reads a request's headers with http.client.parse_headers, which runs the
 email package's feed parser over them: about a twentieth of the endpoint's CPU per request. `parse_headers`
 here builds the same message directly when every line is a plain `Name: value` header (a name of visible
@@ -80,6 +88,34 @@ def _email_parsed(lines: list[bytes], _class: type[http.client.HTTPMessage]) -> 
 
 
 PATCHES: tuple[tuple[Any, str, Any], ...] = ((http.client, "parse_headers", parse_headers),)
+
+# The request line of every request the SDKs send the endpoint (the JSON protocols' services).
+_PLAIN_REQUEST_LINE = b"POST / HTTP/1.1\r\n"
+_PLAIN_HEADER_NAME = re.compile(r"[\x21-\x39\x3b-\x5e\x60-\x7e]+")  # _HEADER_NAME's, but for "_"
+_MAX_PLAIN_HEADERS = 64  # (http.server answers more than 100 with a 431: left to it)
+# Headers http.server's parse_request acts on, or that change how a body is framed: left to it.
+_FRAMING_HEADERS = frozenset({"connection", "expect", "transfer-encoding"})
+
+
+def _plain_headers(head: bytes) -> list[tuple[str, str]] | None:
+    """A request's headers (`head`: its bytes between the request line and the blank line), as `parse_headers`
+    and the message's items() give them, when they are plain: each line a `Name: value` header, its name without
+    an underscore, no name twice (in any case), no bare CR or LF, a Content-Length, none of _FRAMING_HEADERS;
+    None for anything else."""
+    crlfs = head.count(b"\r\n")
+    if head.count(b"\r") != crlfs or head.count(b"\n") != crlfs or crlfs >= _MAX_PLAIN_HEADERS:
+        return None
+    headers: list[tuple[str, str]] = []
+    names: set[str] = set()
+    for line in head.decode("iso-8859-1").split("\r\n"):
+        name, colon, value = line.partition(":")
+        if not colon or not _PLAIN_HEADER_NAME.fullmatch(name):
+            return None
+        names.add(name.lower())
+        headers.append((name, value.lstrip(" \t")))
+    if len(names) != len(headers) or not names.isdisjoint(_FRAMING_HEADERS) or "content-length" not in names:
+        return None
+    return headers
 
 _CONNECTIONS_ATTRIBUTE = "onward_connections"  # on a server given to closing_idle_connections
 _BODILESS_STATUSES = frozenset({204, 304})
@@ -180,9 +216,47 @@ class KeepAliveRequestHandler(WSGIRequestHandler):
         if not connections.serving(self.connection) or not arrived:
             self.close_connection = True
             return
-        super().handle_one_request()
+        plain = self._plain_request(arrived) if self.lean else None
+        if plain is None:
+            super().handle_one_request()
+        else:
+            self._serve_plain_request(*plain, connections)
         if connections.closing:
             self.close_connection = True
+
+    def _plain_request(self, arrived: bytes) -> tuple[int, list[tuple[str, str]], int] | None:
+        """For a plain request whose request line and headers are all in `arrived` (the connection's read
+        buffer, not consumed): the length of that head, its headers, the body's length; None for anything
+        else (see _PLAIN_REQUEST_LINE, `_plain_headers`): http.server's own parsing then reads it."""
+        if not arrived.startswith(_PLAIN_REQUEST_LINE):
+            return None
+        end = arrived.find(b"\r\n\r\n", len(_PLAIN_REQUEST_LINE) - 2)
+        if end < 0 or self.server.ssl_context is not None or not isinstance(self.client_address, tuple):
+            return None
+        head = arrived[len(_PLAIN_REQUEST_LINE):end]
+        headers = _plain_headers(head)
+        if headers is None or not self.client_address:
+            return None
+        length = next((value for name, value in headers if name.lower() == "content-length"), "")
+        if not (length.isascii() and length.isdigit()):
+            return None
+        return end + 4, headers, int(length)
+
+    def _serve_plain_request(self, head_length: int, headers: list[tuple[str, str]], length: int,
+                             connections: _Connections) -> None:
+        """Serve the request `_plain_request` read from the buffer, leaving the handler as http.server's
+        parse_request and handle_one_request leave it."""
+        self.rfile.read(head_length)  # what was peeked: in the buffer, returned at once
+        self.raw_requestline = _PLAIN_REQUEST_LINE
+        self.requestline = _PLAIN_REQUEST_LINE[:-2].decode()
+        self.command, self.path, self.request_version = self.requestline.split()
+        self.close_connection = False  # (HTTP/1.1, no Connection header)
+        message = self.MessageClass()
+        for name, value in headers:
+            message.set_raw(name, value)
+        self.headers = message
+        self._serve(self._environ(headers), length, connections)
+        self.wfile.flush()
 
     def run_wsgi(self) -> None:
         length = self._framed_request_length()
@@ -192,7 +266,11 @@ class KeepAliveRequestHandler(WSGIRequestHandler):
             return
         if self.headers.get("Expect", "").lower().strip(" \t") == "100-continue":
             self.wfile.write(b"HTTP/1.1 100 Continue\r\n\r\n")
-        self.environ = environ = (self.lean and self._plain_environ()) or self.make_environ()
+        self._serve((self.lean and self._plain_environ()) or self.make_environ(), length, connections)
+
+    def _serve(self, environ: dict[str, Any], length: int, connections: _Connections) -> None:
+        """Read the request's body (`length` bytes), run the application over it, send the whole answer."""
+        self.environ = environ
         try:
             body = self.rfile.read(length)
         except (ConnectionError, TimeoutError) as error:
@@ -219,6 +297,15 @@ class KeepAliveRequestHandler(WSGIRequestHandler):
             return None
         if not self.client_address or self.request_version == "HTTP/0.9":
             return None
+        headers = self.headers.items()
+        if any("_" in name for name, _ in headers):
+            return None  # (moto keeps such names' spelling: its make_environ)
+        if "Transfer-Encoding" in self.headers:
+            return None
+        return self._environ(headers)
+
+    def _environ(self, headers: list[tuple[str, str]]) -> dict[str, Any]:
+        """`_plain_environ` of a request with these headers (names without an underscore)."""
         server = self.server
         environ: dict[str, Any] = {
             "wsgi.version": (1, 0), "wsgi.url_scheme": "http", "wsgi.input": self.rfile, "wsgi.errors": sys.stderr,
@@ -229,14 +316,10 @@ class KeepAliveRequestHandler(WSGIRequestHandler):
             "REMOTE_PORT": self.port_integer(), "SERVER_NAME": server.server_address[0],
             "SERVER_PORT": str(server.server_address[1]), "SERVER_PROTOCOL": self.request_version,
         }
-        for name, raw_value in self.headers.items():
-            if "_" in name:
-                return None  # (moto keeps such names' spelling: its make_environ)
+        for name, raw_value in headers:
             key = name.upper().replace("-", "_")
             value = raw_value.replace("\r\n", "")
             if key not in _ENTITY_KEYS:
-                if key == "TRANSFER_ENCODING":
-                    return None
                 key = f"HTTP_{key}"
                 if key in environ:
                     value = f"{environ[key]},{value}"

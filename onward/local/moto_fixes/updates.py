@@ -262,6 +262,26 @@ def shape(update_expression: str) -> _Shape | None:
     return found
 
 
+def keeps_values(update_expression: object, values: dict[str, Any] | None) -> bool:
+    """Whether applying `update_expression` to an item, by our update or moto's (whichever runs), leaves every
+    value the item held unchanged, replacing or removing attributes only: an expression of a known shape
+    (`shape`: top-level paths, no DELETE) whose every ADD adds a number (`values`: the request's), which moto
+    too adds into a new value. False for anything else: moto's ADD of a set appends to the stored set, and its
+    SET or REMOVE of a nested path changes the stored map or list."""
+    if not isinstance(update_expression, str) or not update_expression:
+        return False
+    found = shape(update_expression)
+    if found is None:
+        return False
+    for action in found.actions:
+        if action.kind == "ADD":
+            assert isinstance(action.source, _Value)  # (an ADD's source, by _action)
+            added = values.get(action.source.placeholder) if isinstance(values, dict) else None
+            if not isinstance(added, dict) or list(added) != ["N"]:
+                return False
+    return True
+
+
 # What to do to the item: (attribute, its new value) for SET and ADD, (attribute, None) for REMOVE
 _Plan = list[tuple[str, DynamoType | None]]
 

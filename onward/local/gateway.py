@@ -220,7 +220,12 @@ def _response_parts(result: dict[str, Any]) -> tuple[int, dict[str, str], bytes,
 class _RequestHandler(BaseHTTPRequestHandler):
     server: _GatewayServer
     raw_requestline: bytes  # set by handle_one_request before parse_request (typeshed does not declare it)
+    _headers_buffer: list[bytes]  # http.server's, what end_headers writes (nor this one)
     protocol_version = "HTTP/1.1"
+    # TCP_NODELAY (set by socketserver's StreamRequestHandler.setup): an answer goes out as its headers and
+    # its body, two writes; on a kept-alive connection Nagle's algorithm held the body back until the client
+    # acknowledged the headers, which it delays up to 40 ms: every request after a connection's first took 40 ms.
+    disable_nagle_algorithm = True
     _continue_pending = False  # the client sent Expect: 100-continue and waits before sending its body
 
     def setup(self) -> None:
@@ -321,9 +326,10 @@ class _RequestHandler(BaseHTTPRequestHandler):
         for cookie in cookies:
             self.send_header("set-cookie", cookie)
         self.send_header("content-length", str(len(data)))
-        self.end_headers()
+        self._headers_buffer.append(b"\r\n")  # end_headers, with the body in the same write
         if self.command != "HEAD":
-            self.wfile.write(data)
+            self._headers_buffer.append(data)
+        self.flush_headers()
 
     # BaseHTTPRequestHandler dispatches to `do_<METHOD>`: the stdlib requires these names.
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = _serve  # noqa: N815 - stdlib names

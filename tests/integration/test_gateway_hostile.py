@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from onward.local import gateway as gateway_module
-from onward.local.gateway import FORWARDED_METHODS, LocalGateway
+from onward.local.gateway import FORWARDED_METHODS, LocalGateway, _RequestHandler
 from tests.integration.api_support import serve_api
 
 pytestmark = pytest.mark.integration
@@ -391,3 +391,43 @@ def test_the_real_api_behind_the_gateway_answers_hostile_http_with_problems(stac
                        b"Connection: close\r\n\r\n"
                        b"8\r\n{\"type\":\r\nc\r\n\"demo.echo\"}\r\n0\r\n\r\n")
         assert created.status in (201, 202), created
+
+
+def test_kept_alive_answers_go_out_whole_with_tcp_nodelay(gateway, monkeypatch):
+    """Every answer on a kept-alive connection is one write (status, headers and body) on a socket with
+    TCP_NODELAY. Written in two parts without it, Nagle's algorithm held each answer's body until the client
+    acknowledged its headers, which a client delays up to 40 ms: every request after a connection's first
+    took 40 ms (bench/e2e.py's submissions on kept-alive connections ran at half speed)."""
+    seen: list[tuple[int, int]] = []  # (TCP_NODELAY of the connection, writes of one answer)
+    original_setup, original_serve = _RequestHandler.setup, _RequestHandler._serve
+
+    def setup(handler: _RequestHandler) -> None:
+        original_setup(handler)
+        writes = []
+        write = handler.wfile.write
+        handler.wfile.write = lambda data: writes.append(len(data)) or write(data)  # type: ignore[method-assign]
+        handler._writes = writes  # type: ignore[attr-defined]
+
+    def serve(handler: _RequestHandler) -> None:
+        handler._writes.clear()  # type: ignore[attr-defined]
+        original_serve(handler)
+        seen.append((handler.connection.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY),
+                     len(handler._writes)))  # type: ignore[attr-defined]
+
+    monkeypatch.setattr(_RequestHandler, "setup", setup)
+    monkeypatch.setattr(_RequestHandler, "_serve", serve)
+    monkeypatch.setattr(_RequestHandler, "do_POST", serve)
+    connection = http.client.HTTPConnection(*address(gateway), timeout=5)
+    try:
+        for number in range(3):
+            connection.request("POST", "/echo", body=json.dumps({"n": number}).encode(),
+                               headers={"Content-Type": "application/json"})
+            response = connection.getresponse()
+            assert response.status == 200 and response.read()
+    finally:
+        connection.close()
+    deadline = time.monotonic() + 5  # (the gateway's thread notes the last answer just after writing it)
+    while len(seen) < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(seen) == 3 and all(nodelay for nodelay, _ in seen), seen
+    assert all(writes == 1 for _, writes in seen), seen

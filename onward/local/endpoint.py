@@ -37,11 +37,11 @@ from moto.moto_server.werkzeug_app import (
     MotoRequestHandler,
     create_backend_app,
 )
-from werkzeug.serving import BaseWSGIServer, make_server
+from werkzeug.serving import BaseWSGIServer, ThreadedWSGIServer
 
 from onward.local import moto_fixes, snapshots
 from onward.local.metering import METER_PATH, Meter
-from onward.local.moto_fixes import queries, retention, server, streams
+from onward.local.moto_fixes import queries, retention, selector_server, server, streams
 from onward.local.stack import STACK_NAME, deploy_data_resources, stack_environment
 from onward.settings import unsigned_config
 
@@ -137,7 +137,7 @@ REQUEST_THREAD_NAME = "embedded-aws-request"
 STATE_PATH = "/_onward/state"  # GET: whether the state was restored from a data directory, and its snapshots
 
 
-class _QuietRequestHandler(moto_fixes.connections.KeepAliveRequestHandler, MotoRequestHandler):
+class _QuietRequestHandler(selector_server.HandedOffRequestHandler, MotoRequestHandler):
     """moto's request handler, keeping connections open between requests (onward/local/moto_fixes/connections.py)."""
 
     lean = server.LEAN  # plain requests' environ built at once (off with ONWARD_LEAN_REQUESTS=false)
@@ -165,7 +165,7 @@ class EmbeddedEndpoint:
     def __init__(self, port: int = 0, host: str = "127.0.0.1", meter: Meter | None = None, *,
                  stream_shards: int = 1, split_every_s: float | None = None,
                  retention_scale: float | None = None, data_dir: Path | None = None,
-                 snapshot_every_s: float = 1.0) -> None:
+                 snapshot_every_s: float = 1.0, one_thread: bool = server.LEAN) -> None:
         """`stream_shards`: the open shards of each DynamoDB stream of a table created through this
         endpoint (records routed by partition key, as on AWS); `split_every_s`: one open shard of each such
         stream splits in two every that many seconds while the stream is in use (None: only
@@ -178,7 +178,9 @@ class EmbeddedEndpoint:
         `data_dir`: the state is restored from it when it holds one, and kept in it: a snapshot every
         `snapshot_every_s` seconds while anything is written, and one at `stop` (onward/local/snapshots.py says
         what a crash may lose). The directory is held by this endpoint until it stops. None: in memory only.
-        Restoring replaces moto's state in this process: one endpoint with a data directory per process."""
+        Restoring replaces moto's state in this process: one endpoint with a data directory per process.
+        `one_thread`: the SDKs' requests are served by the server's own thread
+        (onward/local/moto_fixes/selector_server.py), not by a thread per connection (werkzeug's)."""
         moto_fixes.install()
         self.stream_topology = streams.StreamTopology(stream_shards, split_every_s)
         self.retention = None if retention_scale is None else retention.Retention(
@@ -194,9 +196,9 @@ class EmbeddedEndpoint:
         self.snapshots: snapshots.Snapshotter | None = None
         if data_dir is not None:
             self._restore(snapshots.DataDirectory(data_dir), snapshot_every_s)
-        self._server: BaseWSGIServer = moto_fixes.connections.closing_idle_connections(make_server(
-            host, port, self._state_answering(app), threaded=True, request_handler=_QuietRequestHandler
-        ))
+        server_class = selector_server.SelectorServer if one_thread else ThreadedWSGIServer
+        self._server: BaseWSGIServer = moto_fixes.connections.closing_idle_connections(
+            server_class(host, port, self._state_answering(app), _QuietRequestHandler))
         self._thread = threading.Thread(target=self._server.serve_forever, name="embedded-aws", daemon=True)
 
     def _restore(self, directory: snapshots.DataDirectory, every_s: float) -> None:

@@ -17,6 +17,8 @@ import re
 import socket
 import time
 from collections.abc import Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -24,7 +26,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from onward.local.endpoint import EmbeddedEndpoint
-from onward.local.moto_fixes import connections
+from onward.local.moto_fixes import connections, selector_server
 
 pytestmark = pytest.mark.integration
 
@@ -41,30 +43,39 @@ def _request(line: bytes = b"POST / HTTP/1.1", extra: bytes = b"", length: bytes
     return line + b"\r\n" + HEAD + extra + length + b"\r\n" + body
 
 
-# name -> (the chunks sent, each in a write of its own, and whether the lean loop serves every request in them)
-CASES: dict[str, tuple[list[bytes], bool]] = {
-    "plain": ([PLAIN], True),
-    "two in one write": ([PLAIN + PLAIN], True),
+# name -> (the chunks sent, each in a write of its own; how many of their requests the lean loop of a
+# connection's thread serves (ALL, none, or the plain ones); how many the selector server's own thread serves
+# before it hands the connection to a thread: ALL, none, or those before the first that is not plain)
+ALL = -1
+CASES: dict[str, tuple[list[bytes], int, int]] = {
+    "plain": ([PLAIN], ALL, ALL),
+    "two in one write": ([PLAIN + PLAIN], ALL, ALL),
     "lowercase names, a value's spaces": ([_request(extra=b"x-pad:  v  \t\r\n", length=b"content-length: 2\r\n")],
-                                          True),
-    "head in two writes": ([PLAIN[:40], PLAIN[40:]], False),
-    "head in two writes, cut in its last CRLF": ([PLAIN[:_CUT], PLAIN[_CUT:]], False),
-    "Expect: 100-continue": ([_request(extra=b"Expect: 100-continue\r\n")], False),
-    "Connection: close": ([_request(extra=b"Connection: close\r\n")], False),
-    "Connection: keep-alive": ([_request(extra=b"Connection: keep-alive\r\n")], False),
-    "a name with an underscore": ([_request(extra=b"X_Thing: 1\r\n")], False),
-    "a name twice": ([_request(extra=b"X-Dup: 1\r\nx-dup: 2\r\n")], False),
-    "two Content-Lengths": ([_request(length=b"Content-Length: 2\r\nContent-Length: 3\r\n")], False),
-    "a signed Content-Length": ([_request(length=b"Content-Length: +2\r\n")], False),
+                                          ALL, ALL),
+    "head in two writes": ([PLAIN[:40], PLAIN[40:]], 0, ALL),
+    "head in two writes, cut in its last CRLF": ([PLAIN[:_CUT], PLAIN[_CUT:]], 0, ALL),
+    "request line in two writes": ([PLAIN[:6], PLAIN[6:]], 0, ALL),
+    "body in two writes": ([PLAIN[:-1], PLAIN[-1:]], ALL, ALL),
+    "Expect: 100-continue": ([_request(extra=b"Expect: 100-continue\r\n")], 0, 0),
+    "Connection: close": ([_request(extra=b"Connection: close\r\n")], 0, 0),
+    "Connection: keep-alive": ([_request(extra=b"Connection: keep-alive\r\n")], 0, 0),
+    "a name with an underscore": ([_request(extra=b"X_Thing: 1\r\n")], 0, 0),
+    "a name twice": ([_request(extra=b"X-Dup: 1\r\nx-dup: 2\r\n")], 0, 0),
+    "two Content-Lengths": ([_request(length=b"Content-Length: 2\r\nContent-Length: 3\r\n")], 0, 0),
+    "a signed Content-Length": ([_request(length=b"Content-Length: +2\r\n")], 0, 0),
     "chunked": ([_request(extra=b"Transfer-Encoding: chunked\r\n", length=b"", body=b"2\r\n{}\r\n0\r\n\r\n")],
-                False),
-    "no Content-Length": ([_request(length=b"", body=b"")], False),
-    "HTTP/1.0": ([_request(line=b"POST / HTTP/1.0")], False),
-    "a query": ([_request(line=b"POST /?a=1 HTTP/1.1")], False),
-    "GET": ([_request(line=b"GET / HTTP/1.1", length=b"", body=b"")], False),
-    "a bare LF": ([_request(extra=b"X-Bare: 1\n")], False),
-    "a continuation line": ([_request(extra=b"X-Folded: 1\r\n 2\r\n")], False),
-    "a line without a colon": ([_request(extra=b"Nonsense\r\n")], False),
+                0, 0),
+    "no Content-Length": ([_request(length=b"", body=b"")], 0, 0),
+    "HTTP/1.0": ([_request(line=b"POST / HTTP/1.0")], 0, 0),
+    "a query": ([_request(line=b"POST /?a=1 HTTP/1.1")], 0, 0),
+    "GET": ([_request(line=b"GET / HTTP/1.1", length=b"", body=b"")], 0, 0),
+    "a bare LF": ([_request(extra=b"X-Bare: 1\n")], 0, 0),
+    "a continuation line": ([_request(extra=b"X-Folded: 1\r\n 2\r\n")], 0, 0),
+    "a line without a colon": ([_request(extra=b"Nonsense\r\n")], 0, 0),
+    "plain, then chunked": ([PLAIN + _request(extra=b"Transfer-Encoding: chunked\r\n", length=b"",
+                                              body=b"2\r\n{}\r\n0\r\n\r\n")], 1, 1),
+    "plain, then GET, then plain": ([PLAIN + _request(line=b"GET / HTTP/1.1", length=b"", body=b"") + PLAIN],
+                                    2, 1),
 }
 
 
@@ -83,51 +94,91 @@ def _exchange(port: int, chunks: list[bytes]) -> bytes:
     return _VOLATILE.sub(lambda match: match.group(1) + b": -", answer)
 
 
+@dataclass(frozen=True)
+class Answers:
+    """What one case's requests were answered, each way, and how many requests each lean way served."""
+
+    threaded: bytes  # a thread per connection, http.server's parsing (the reference)
+    lean_thread: bytes  # a thread per connection, its lean loop on
+    one_thread: bytes  # the selector server
+    lean_thread_served: int
+    one_thread_served: int
+    handed_off: int  # connections the selector server gave to a thread
+
+
 @pytest.fixture(scope="module")
-def answers() -> Iterator[dict[str, tuple[bytes, bytes, int]]]:
-    """case -> (its answer with the loop off, with it on, the requests the loop served)."""
+def answers() -> Iterator[dict[str, Answers]]:
     served: list[object] = []
     original = connections.KeepAliveRequestHandler._serve_plain_request
+    original_answer = selector_server.application_answer
+    original_hand_off = selector_server.SelectorServer._hand_off
+    inline: list[object] = []
+    handed: list[object] = []
 
     def counting(self: Any, *args: Any) -> None:
         served.append(self)
         original(self, *args)
 
-    with EmbeddedEndpoint() as endpoint:
-        handler = endpoint._server.RequestHandlerClass
-        port = int(endpoint.url.rpartition(":")[2])
+    def counting_answer(*args: Any) -> Any:
+        inline.append(args)
+        return original_answer(*args)
+
+    def counting_hand_off(self: Any, *args: Any) -> None:
+        handed.append(args)
+        original_hand_off(self, *args)
+
+    with ExitStack() as stack:
+        threaded = stack.enter_context(EmbeddedEndpoint(one_thread=False))
+        one = stack.enter_context(EmbeddedEndpoint(one_thread=True))
+        handler = threaded._server.RequestHandlerClass
+        threaded_port, one_port = (int(e.url.rpartition(":")[2]) for e in (threaded, one))
         lean = handler.lean  # type: ignore[attr-defined]  # (KeepAliveRequestHandler's)
         connections.KeepAliveRequestHandler._serve_plain_request = counting  # type: ignore[method-assign]
+        selector_server.application_answer = counting_answer
+        selector_server.SelectorServer._hand_off = counting_hand_off  # type: ignore[method-assign]
         try:
             found = {}
-            for name, (chunks, _) in CASES.items():
+            for name, (chunks, _, _) in CASES.items():
                 handler.lean = False  # type: ignore[attr-defined]
-                whole = _exchange(port, chunks)
+                whole = _exchange(threaded_port, chunks)
                 handler.lean = True  # type: ignore[attr-defined]
-                before = len(served)
-                found[name] = (whole, _exchange(port, chunks), len(served) - before)
+                before = len(served), len(inline), len(handed)
+                lean_thread = _exchange(threaded_port, chunks)
+                lean_served = len(served) - before[0]
+                one_thread = _exchange(one_port, chunks)
+                found[name] = Answers(whole, lean_thread, one_thread, lean_served,
+                                      len(inline) - before[1], len(handed) - before[2])
         finally:
             handler.lean = lean  # type: ignore[attr-defined]
             connections.KeepAliveRequestHandler._serve_plain_request = original  # type: ignore[method-assign]
+            selector_server.application_answer = original_answer
+            selector_server.SelectorServer._hand_off = original_hand_off  # type: ignore[method-assign]
         yield found
 
 
 @pytest.mark.parametrize("case", list(CASES))
-def test_the_answer_is_the_same_bytes_with_and_without_the_loop(answers: dict[str, tuple[bytes, bytes, int]],
-                                                                case: str) -> None:
-    """The same answer either way: a request the loop took for plain but is not (a header http.server acts
-    on, a body framed otherwise, a head not whole in the buffer) would be answered otherwise, or not at all."""
-    whole, lean, _ = answers[case]
-    assert whole.startswith(b"HTTP/1.")
-    assert lean == whole
+def test_the_answer_is_the_same_bytes_every_way(answers: dict[str, Answers], case: str) -> None:
+    """The same answer every way: a request a lean way took for plain but is not (a header http.server acts
+    on, a body framed otherwise, a head not whole in the buffer), or a connection the selector server handed
+    off without what it had read of it, would be answered otherwise, or not at all."""
+    found = answers[case]
+    assert found.threaded.startswith(b"HTTP/1.")
+    assert found.lean_thread == found.threaded
+    assert found.one_thread == found.threaded
 
 
 @pytest.mark.parametrize("case", list(CASES))
-def test_the_loop_serves_exactly_the_plain_requests(answers: dict[str, tuple[bytes, bytes, int]], case: str) -> None:
-    """The SDKs' requests take the loop (else it would save nothing), and nothing else does."""
-    chunks, plain = CASES[case]
+def test_the_lean_ways_serve_exactly_the_plain_requests(answers: dict[str, Answers], case: str) -> None:
+    """The SDKs' requests take the lean ways (else they would save nothing), and nothing else does: the
+    selector server serves a plain connection's requests itself and hands any other connection off, once."""
+    chunks, lean_thread, one_thread = CASES[case]
     requests = b"".join(chunks).count(b" HTTP/1.")
-    assert answers[case][2] == (requests if plain else 0)
+    found = answers[case]
+    assert found.lean_thread_served == (requests if lean_thread == ALL else lean_thread)
+    if one_thread == ALL:
+        assert (found.one_thread_served, found.handed_off) == (requests, 0)
+    else:
+        assert (found.one_thread_served, found.handed_off) == (one_thread, 1)
 
 
 _NAME = st.text(alphabet="abcXYZ-_: \t\x7f\xe9", min_size=0, max_size=6)

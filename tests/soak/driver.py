@@ -49,6 +49,7 @@ from onward.handlers import projector as projector_handler
 from onward.handlers import relay as relay_handler
 from onward.handlers.bootstrap import Deployment
 from onward.local.endpoint import EmbeddedEndpoint, EndpointProcess
+from onward.local.metering import MeterReading, RemoteMeter
 from onward.local.platform import PlatformOptions
 from onward.local.pollers import EventsStreamPoller, OutboxStreamPoller
 from onward.models import NewJob, OutboxEvent, Run
@@ -505,6 +506,15 @@ def restarter(endpoint: EndpointProcess) -> Callable[[], None]:
     return restart
 
 
+def requests_table(reading: MeterReading, jobs: int) -> str:
+    """The endpoint's requests by operation, per job of the soak: the workload, its faults, the pipeline's
+    polling and the audit's reads together (what the soak cost the endpoint, as AWS would bill it)."""
+    total = sum(reading.requests.values())
+    lines = [f"requests per job: {total / jobs:.2f} (the audit's reads included)"]
+    lines += [f"  {name:40} {count / jobs:8.3f}" for name, count in reading.requests.most_common()]
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Crash-point soak of the embedded stack, then its audit.")
     parser.add_argument("--jobs", type=int, default=20_000)
@@ -524,6 +534,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--restart-at", type=float, default=None, metavar="SHARE",
                         help="when this share of the jobs was submitted, stop everything, restart the endpoint "
                         "process from its data directory (a temporary one) and go on (needs --endpoint process)")
+    parser.add_argument("--meter", action="store_true",
+                        help="count the endpoint's requests by operation and print them per job at the end "
+                        "(needs --endpoint process; counted since the endpoint's last start)")
     args = parser.parse_args(argv)
     # as `onward up` runs against its own endpoint: botocore's checks of each request left to the endpoint
     # (onward/settings.py), in this process and the worker side's
@@ -539,6 +552,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.endpoint == "process":
             flags = ["--stream-shards", str(args.stream_shards)]
             flags += ["--split-every-s", str(split_every_s)] if split_every_s else []
+            flags += ["--meter", "requests"] if args.meter else []
             if args.restart_at is not None:
                 flags += ["--data-dir", stack.enter_context(tempfile.TemporaryDirectory(prefix="onward-soak-"))]
             endpoint_process = stack.enter_context(EndpointProcess(*flags))
@@ -549,10 +563,13 @@ def main(argv: list[str] | None = None) -> int:
             environment = stack.enter_context(endpoint).deploy("soak").environment
         os.environ.update(environment)
         result = run_soak(environment, config, restart_stack)
+        reading = RemoteMeter(environment["AWS_ENDPOINT_URL"]).reset() if args.meter else None
     restarted = f", the stack restarted {result.stack_restarts} time(s) from its data directory" if (
         result.stack_restarts) else ""
     print(f"soak: {result.jobs} jobs, {config.workers} workers, {config.tenants} tenants, seed {config.seed}: "
           f"{result.seconds:.1f} s ({result.jobs / result.seconds:.1f} jobs/s){restarted}")
+    if reading is not None:
+        print(requests_table(reading, result.jobs))
     print(result.audit.table())
     print("AUDIT PASSED" if result.audit.ok else "AUDIT FAILED")
     return 0 if result.audit.ok else 1

@@ -16,7 +16,9 @@ Any other request (chunked, HTTP/1.0, `Connection: close`) goes through werkzeug
 unchanged, and its connection closes after it. Application errors are answered and logged as werkzeug does
 (a 500, the traceback in the server's log; re-raised with `passthrough_errors`).
 
-A connection kept open is served by its own thread, which waits for the next request. Those threads are
+A connection kept open is served by its own thread, which waits for the next request (on werkzeug's
+threaded server; the endpoint's selector_server.py serves the SDKs' connections from one thread, and hands
+any other connection to a thread of this handler). Those threads are
 daemons, which `server_close` does not join: a connection a client keeps in its pool would outlive the
 server, and go on answering from the stopped endpoint's state (a test restarting an endpoint on the same
 port would talk to the old one). So a server given to `closing_idle_connections` shuts down, when it
@@ -93,11 +95,12 @@ PATCHES: tuple[tuple[Any, str, Any], ...] = ((http.client, "parse_headers", pars
 _PLAIN_REQUEST_LINE = b"POST / HTTP/1.1\r\n"
 _PLAIN_HEADER_NAME = re.compile(r"[\x21-\x39\x3b-\x5e\x60-\x7e]+")  # _HEADER_NAME's, but for "_"
 _MAX_PLAIN_HEADERS = 64  # (http.server answers more than 100 with a 431: left to it)
+_MAX_PLAIN_HEAD = 65536  # (http.server's longest line; a head not whole by then is left to it)
 # Headers http.server's parse_request acts on, or that change how a body is framed: left to it.
 _FRAMING_HEADERS = frozenset({"connection", "expect", "transfer-encoding"})
 
 
-def _plain_headers(head: bytes) -> list[tuple[str, str]] | None:
+def _plain_headers(head: bytes | bytearray) -> list[tuple[str, str]] | None:
     """A request's headers (`head`: its bytes between the request line and the blank line), as `parse_headers`
     and the message's items() give them, when they are plain: each line a `Name: value` header, its name without
     an underscore, no name twice (in any case), no bare CR or LF, a Content-Length, none of _FRAMING_HEADERS;
@@ -185,19 +188,12 @@ class KeepAliveRequestHandler(WSGIRequestHandler):
     protocol_version = "HTTP/1.1"
     lean = True  # requests to "/" with plain headers get their environ built at once (_plain_environ)
     disable_nagle_algorithm = True  # TCP_NODELAY, set by socketserver.StreamRequestHandler.setup
-    # (second, its Date header): every answer's Date, formatted once a second, not once per answer (the
-    # email package's formatdate was about 3% of the endpoint's time)
-    _date: tuple[int, str] = (-1, "")
 
     def date_time_string(self, timestamp: float | None = None) -> str:
         """http.server's Date header value (RFC 7231, to the second) for now or `timestamp`."""
         if timestamp is not None:
             return super().date_time_string(timestamp)
-        second = int(time.time())
-        date = KeepAliveRequestHandler._date  # one read: another thread may replace it meanwhile
-        if date[0] != second:
-            date = KeepAliveRequestHandler._date = (second, email.utils.formatdate(second, usegmt=True))
-        return date[1]
+        return http_date()
 
     def handle_one_request(self) -> None:
         connections = _connections(self)
@@ -225,22 +221,12 @@ class KeepAliveRequestHandler(WSGIRequestHandler):
             self.close_connection = True
 
     def _plain_request(self, arrived: bytes) -> tuple[int, list[tuple[str, str]], int] | None:
-        """For a plain request whose request line and headers are all in `arrived` (the connection's read
-        buffer, not consumed): the length of that head, its headers, the body's length; None for anything
-        else (see _PLAIN_REQUEST_LINE, `_plain_headers`): http.server's own parsing then reads it."""
-        if not arrived.startswith(_PLAIN_REQUEST_LINE):
+        """`plain_request(arrived)` on a plain TCP connection (no TLS); None otherwise."""
+        if self.server.ssl_context is not None or not isinstance(self.client_address, tuple):
             return None
-        end = arrived.find(b"\r\n\r\n", len(_PLAIN_REQUEST_LINE) - 2)
-        if end < 0 or self.server.ssl_context is not None or not isinstance(self.client_address, tuple):
+        if not self.client_address:
             return None
-        head = arrived[len(_PLAIN_REQUEST_LINE):end]
-        headers = _plain_headers(head)
-        if headers is None or not self.client_address:
-            return None
-        length = next((value for name, value in headers if name.lower() == "content-length"), "")
-        if not (length.isascii() and length.isdigit()):
-            return None
-        return end + 4, headers, int(length)
+        return plain_request(arrived)
 
     def _serve_plain_request(self, head_length: int, headers: list[tuple[str, str]], length: int,
                              connections: _Connections) -> None:
@@ -306,26 +292,8 @@ class KeepAliveRequestHandler(WSGIRequestHandler):
 
     def _environ(self, headers: list[tuple[str, str]]) -> dict[str, Any]:
         """`_plain_environ` of a request with these headers (names without an underscore)."""
-        server = self.server
-        environ: dict[str, Any] = {
-            "wsgi.version": (1, 0), "wsgi.url_scheme": "http", "wsgi.input": self.rfile, "wsgi.errors": sys.stderr,
-            "wsgi.multithread": server.multithread, "wsgi.multiprocess": server.multiprocess, "wsgi.run_once": False,
-            "werkzeug.socket": self.connection, "SERVER_SOFTWARE": self.server_version,
-            "REQUEST_METHOD": self.command, "SCRIPT_NAME": "", "PATH_INFO": "/", "QUERY_STRING": "",
-            "REQUEST_URI": "/", "RAW_URI": "/", "REMOTE_ADDR": self.address_string(),
-            "REMOTE_PORT": self.port_integer(), "SERVER_NAME": server.server_address[0],
-            "SERVER_PORT": str(server.server_address[1]), "SERVER_PROTOCOL": self.request_version,
-        }
-        for name, raw_value in headers:
-            key = name.upper().replace("-", "_")
-            value = raw_value.replace("\r\n", "")
-            if key not in _ENTITY_KEYS:
-                key = f"HTTP_{key}"
-                if key in environ:
-                    value = f"{environ[key]},{value}"
-            environ[key] = value
-        environ[PRESERVED_HEADER_NAMES_ENVIRON_KEY] = {}
-        return environ
+        return plain_environ(self.server, self.client_address, self.connection, headers,
+                             self.command, self.request_version, self.server_version, self.rfile)
 
     def _framed_request_length(self) -> int | None:
         """The request body's length when the request can share its connection with the next; else None."""
@@ -340,52 +308,133 @@ class KeepAliveRequestHandler(WSGIRequestHandler):
 
     def _answer(self, environ: dict[str, Any]) -> tuple[str, list[tuple[str, str]], bytes]:
         """The application's whole answer: status, headers, body; werkzeug's 500 should it raise."""
-        try:
-            return _run(self.server.app, environ)
-        except Exception as error:
-            if self.server.passthrough_errors:
-                raise
-            from werkzeug.debug.tbtools import DebugTraceback
-
-            answer = _run(InternalServerError(), environ)
-            self.server.log("error", f"Error on request:\n{DebugTraceback(error).render_traceback_text()}")
-            return answer
+        return application_answer(self.server, environ)
 
     def _send(self, environ: dict[str, Any], status: str, headers: list[tuple[str, str]], body: bytes) -> None:
-        try:
-            code_text, message = status.split(None, 1)
-        except ValueError:
-            code_text, message = status, ""
-        code = int(code_text)
-        declared = [value for name, value in headers if name.lower() == "content-length"]
-        if environ["REQUEST_METHOD"] == "HEAD" or 100 <= code < 200 or code in _BODILESS_STATUSES:
-            framed = not body  # no body follows, whatever the headers say
-        elif declared:
-            framed = declared == [str(len(body))]
-        else:
-            headers = [*headers, ("Content-Length", str(len(body)))]
-            framed = True
-        closing = self.close_connection or not framed
-        # What send_response, send_header and end_headers write (an HTTP/1.1 request's: only those share a
-        # connection), in one write with the body.
-        self.log_request(code)
-        lines = [f"{self.protocol_version} {code} {message}\r\n", f"Server: {self.version_string()}\r\n",
-                 f"Date: {self.date_time_string()}\r\n"]
-        connection_header = False
-        for name, value in headers:
-            lines.append(f"{name}: {value}\r\n")
-            if name.lower() == "connection":  # as send_header: the application's Connection header decides
-                connection_header = True
-                if value.lower() == "close":
-                    self.close_connection = True
-                elif value.lower() == "keep-alive":
-                    self.close_connection = False
-        if closing:
-            if not connection_header:
-                lines.append("Connection: close\r\n")
-            self.close_connection = True
-        lines.append("\r\n")
-        self.wfile.write("".join(lines).encode("latin-1", "strict") + body)
+        self.log_request(int(status.split(None, 1)[0]))
+        answer, self.close_connection = answer_bytes(
+            environ["REQUEST_METHOD"], status, headers, body, self.close_connection,
+            self.protocol_version, self.version_string(), self.date_time_string())
+        self.wfile.write(answer)
+
+
+# (second, its Date header): every answer's Date, formatted once a second, not once per answer (the email
+# package's formatdate was about 3% of the endpoint's time)
+_date: tuple[int, str] = (-1, "")
+
+
+def http_date() -> str:
+    """Now as an answer's Date header (RFC 7231, to the second), as http.server's date_time_string()."""
+    global _date
+    second = int(time.time())
+    date = _date  # one read: another thread may replace it meanwhile
+    if date[0] != second:
+        date = _date = (second, email.utils.formatdate(second, usegmt=True))
+    return date[1]
+
+
+def plain_request(arrived: bytes | bytearray) -> tuple[int, list[tuple[str, str]], int] | None:
+    """For a plain request whose request line and headers are all in `arrived` (a connection's received
+    bytes, not consumed): the length of that head, its headers, the body's length; None for anything else
+    (see _PLAIN_REQUEST_LINE, `_plain_headers`): http.server's own parsing then reads it."""
+    if not arrived.startswith(_PLAIN_REQUEST_LINE):
+        return None
+    end = arrived.find(b"\r\n\r\n", len(_PLAIN_REQUEST_LINE) - 2)
+    if end < 0:
+        return None
+    headers = _plain_headers(arrived[len(_PLAIN_REQUEST_LINE):end])
+    if headers is None:
+        return None
+    length = next((value for name, value in headers if name.lower() == "content-length"), "")
+    if not (length.isascii() and length.isdigit()):
+        return None
+    return end + 4, headers, int(length)
+
+
+def may_become_plain(arrived: bytes | bytearray) -> bool:
+    """Whether more bytes after `arrived` could make it a head `plain_request` reads (it is not one yet)."""
+    if len(arrived) < len(_PLAIN_REQUEST_LINE):
+        return _PLAIN_REQUEST_LINE.startswith(arrived)
+    return (arrived.startswith(_PLAIN_REQUEST_LINE) and len(arrived) < _MAX_PLAIN_HEAD
+            and arrived.find(b"\r\n\r\n", len(_PLAIN_REQUEST_LINE) - 2) < 0)
+
+
+def plain_environ(server: BaseWSGIServer, client_address: tuple[str, int], connection: socket.socket,
+                  headers: list[tuple[str, str]], method: str, version: str, software: str,
+                  body: Any) -> dict[str, Any]:
+    """The environ werkzeug's and moto's make_environ build for a request to "/" with these headers (names
+    without an underscore), from this client, over this connection, `body` its wsgi.input."""
+    environ: dict[str, Any] = {
+        "wsgi.version": (1, 0), "wsgi.url_scheme": "http", "wsgi.input": body, "wsgi.errors": sys.stderr,
+        "wsgi.multithread": server.multithread, "wsgi.multiprocess": server.multiprocess, "wsgi.run_once": False,
+        "werkzeug.socket": connection, "SERVER_SOFTWARE": software,
+        "REQUEST_METHOD": method, "SCRIPT_NAME": "", "PATH_INFO": "/", "QUERY_STRING": "",
+        "REQUEST_URI": "/", "RAW_URI": "/", "REMOTE_ADDR": client_address[0],
+        "REMOTE_PORT": client_address[1], "SERVER_NAME": server.server_address[0],
+        "SERVER_PORT": str(server.server_address[1]), "SERVER_PROTOCOL": version,
+    }
+    for name, raw_value in headers:
+        key = name.upper().replace("-", "_")
+        value = raw_value.replace("\r\n", "")
+        if key not in _ENTITY_KEYS:
+            key = f"HTTP_{key}"
+            if key in environ:
+                value = f"{environ[key]},{value}"
+        environ[key] = value
+    environ[PRESERVED_HEADER_NAMES_ENVIRON_KEY] = {}
+    return environ
+
+
+def application_answer(server: BaseWSGIServer, environ: dict[str, Any]) -> tuple[str, list[tuple[str, str]], bytes]:
+    """The server's application's whole answer to `environ`: status, headers, body; werkzeug's 500 (the
+    traceback in the server's log) should it raise, unless the server passes errors through."""
+    try:
+        return _run(server.app, environ)
+    except Exception as error:
+        if server.passthrough_errors:
+            raise
+        from werkzeug.debug.tbtools import DebugTraceback
+
+        answer = _run(InternalServerError(), environ)
+        server.log("error", f"Error on request:\n{DebugTraceback(error).render_traceback_text()}")
+        return answer
+
+
+def answer_bytes(method: str, status: str, headers: list[tuple[str, str]], body: bytes, closing: bool,
+                 protocol: str, server_header: str, date: str) -> tuple[bytes, bool]:
+    """What send_response, send_header and end_headers write, then the body, for an answer to an HTTP/1.1
+    request (only those share a connection): the bytes, and whether the connection closes after them (it
+    did before, `closing`, the application said so, or the answer's length cannot be told)."""
+    try:
+        code_text, message = status.split(None, 1)
+    except ValueError:
+        code_text, message = status, ""
+    code = int(code_text)
+    declared = [value for name, value in headers if name.lower() == "content-length"]
+    if method == "HEAD" or 100 <= code < 200 or code in _BODILESS_STATUSES:
+        framed = not body  # no body follows, whatever the headers say
+    elif declared:
+        framed = declared == [str(len(body))]
+    else:
+        headers = [*headers, ("Content-Length", str(len(body)))]
+        framed = True
+    lines = [f"{protocol} {code} {message}\r\n", f"Server: {server_header}\r\n", f"Date: {date}\r\n"]
+    close = closing
+    connection_header = False
+    for name, value in headers:
+        lines.append(f"{name}: {value}\r\n")
+        if name.lower() == "connection":  # as send_header: the application's Connection header decides
+            connection_header = True
+            if value.lower() == "close":
+                close = True
+            elif value.lower() == "keep-alive":
+                close = False
+    if closing or not framed:
+        if not connection_header:
+            lines.append("Connection: close\r\n")
+        close = True
+    lines.append("\r\n")
+    return "".join(lines).encode("latin-1", "strict") + body, close
 
 
 def _run(app: Callable[..., Iterable[bytes]], environ: dict[str, Any]) -> tuple[str, list[tuple[str, str]], bytes]:

@@ -79,20 +79,26 @@ class _KeptConnections(threading.local):
         meanwhile is replaced and the request sent again (safe: it carries an Idempotency-Key)."""
         split = urllib.parse.urlsplit(base)
         address = (split.hostname or "127.0.0.1", split.port or 80)
-        for attempt in (1, 2):
-            connection = self.by_address.get(address)
-            if connection is None:
-                connection = self.by_address[address] = http.client.HTTPConnection(*address, timeout=timeout_s)
-            try:
-                connection.request("POST", f"{split.path.rstrip('/')}/jobs", body=body, headers=headers)
-                response = connection.getresponse()
-                return response.status, response.read()
-            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
-                connection.close()
-                del self.by_address[address]
-                if attempt == 2:
-                    raise
-        raise AssertionError("unreachable")
+        try:
+            return self._post(address, split.path, body, headers, timeout_s)
+        except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
+            return self._post(address, split.path, body, headers, timeout_s)
+
+    def _post(self, address: tuple[str, int], path: str, body: bytes, headers: dict[str, str],
+              timeout_s: float) -> tuple[int, bytes]:
+        """One POST on the kept connection to `address` (a new one when none is kept); a connection that
+        fails is closed and forgotten."""
+        connection = self.by_address.get(address)
+        if connection is None:
+            connection = self.by_address[address] = http.client.HTTPConnection(*address, timeout=timeout_s)
+        try:
+            connection.request("POST", f"{path.rstrip('/')}/jobs", body=body, headers=headers)
+            response = connection.getresponse()
+            return response.status, response.read()
+        except OSError:  # (RemoteDisconnected is one)
+            connection.close()
+            del self.by_address[address]
+            raise
 
 
 _kept = _KeptConnections()

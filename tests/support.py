@@ -79,3 +79,23 @@ def eventually_gone(pid: int, within_s: float) -> bool:
             return False
         time.sleep(0.02)
     return True
+
+
+class CallCounting:
+    """A boto3 client that counts its calls of one method (`calls`), passing every call through."""
+
+    def __init__(self, real: Any, method: str) -> None:
+        self._real = real
+        self._method = method
+        self.calls = 0
+
+    def __getattr__(self, name: str) -> Any:
+        found = getattr(self._real, name)
+        if name != self._method:
+            return found
+
+        def counted(**request: Any) -> Any:
+            self.calls += 1
+            return found(**request)
+
+        return counted

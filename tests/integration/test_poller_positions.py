@@ -38,6 +38,7 @@ from tests.integration.test_relay import (
     stream_shards,
     view,
 )
+from tests.support import CallCounting
 
 pytestmark = [pytest.mark.integration, pytest.mark.own_stack]  # they read the streams
 
@@ -303,21 +304,6 @@ def test_a_poller_polled_again_after_a_crash_delivers_the_crashed_batch_again(en
     assert handler.batches == [sequences[0:2], sequences[2:4], sequences[2:4], sequences[4:6]]
 
 
-class CountingKinesis:
-    """A Kinesis client counting its ListShards calls."""
-
-    def __init__(self, real: Any) -> None:
-        self._real = real
-        self.listings = 0
-
-    def list_shards(self, **request: Any) -> dict[str, Any]:
-        self.listings += 1
-        return self._real.list_shards(**request)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._real, name)
-
-
 def test_the_projector_poller_keeps_its_listing_while_polls_find_records(endpoint, settings, dynamodb):
     """As the outbox poller: one ListShards for the polls that keep finding records, one more once
     RELIST_EVERY_S passed, and one before a poll answers that it found nothing. Without the kept listing
@@ -325,18 +311,18 @@ def test_the_projector_poller_keeps_its_listing_while_polls_find_records(endpoin
     throttled per stream on AWS)."""
     _, sequences = put_on_one_shard(endpoint, settings, 8)
     clock = FakeMonotonic()
-    kinesis = CountingKinesis(endpoint.client("kinesis"))
+    kinesis = CallCounting(endpoint.client("kinesis"), "list_shards")
     handler = AnsweringHandler()
     poller = EventsStreamPoller(kinesis, settings.events_stream, handler,
                                 CountingPositions(dynamodb, settings.checkpoint_table, clock), batch_size=2,
                                 backoff=NO_BACKOFF, monotonic=clock)
     assert all(poller.poll_once() > 0 for _ in range(3))
-    assert kinesis.listings == 1
+    assert kinesis.calls == 1
     clock.now += 3.0  # RELIST_EVERY_S
     assert poller.poll_once() > 0
-    assert kinesis.listings == 2
+    assert kinesis.calls == 2
     assert poller.poll_once() == 0
-    assert kinesis.listings == 3, "an idle answer rests on a listing made in the same poll"
+    assert kinesis.calls == 3, "an idle answer rests on a listing made in the same poll"
     assert [sequence for batch in handler.batches for sequence in batch] == sequences
 
 
@@ -362,7 +348,7 @@ def test_a_split_under_the_projector_poller_s_kept_listing_is_found_and_read_par
         return {"batchItemFailures": []}
 
     clock = FakeMonotonic()
-    kinesis = CountingKinesis(kinesis_client)
+    kinesis = CallCounting(kinesis_client, "list_shards")
     poller = EventsStreamPoller(kinesis, settings.events_stream, handler,
                                 CountingPositions(dynamodb, settings.checkpoint_table, clock), batch_size=2,
                                 backoff=NO_BACKOFF, monotonic=clock)
@@ -379,4 +365,4 @@ def test_a_split_under_the_projector_poller_s_kept_listing_is_found_and_read_par
     listed = kinesis_client.list_shards(StreamName=settings.events_stream)["Shards"]
     shards = {shard["ShardId"]: shard for shard in listed}
     assert all(shards[child].get("ParentShardId") == parent for child in children)
-    assert kinesis.listings >= 2
+    assert kinesis.calls >= 2

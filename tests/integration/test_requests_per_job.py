@@ -65,7 +65,7 @@ from tests.integration.test_stream_topology import (
     lineage_respected,
     poll_until_idle,
 )
-from tests.support import ManualClock
+from tests.support import CallCounting, ManualClock
 
 T = TypeVar("T")
 ECHO = NewJob(type="demo.echo", params={"n": 1})
@@ -517,21 +517,6 @@ def test_a_cancel_acknowledged_after_the_heartbeat_said_so_applies_after_one_ref
 
 # --- the relay's poller: DescribeStream --------------------------------------------------------------------
 
-class CountingStreams:
-    """A DynamoDB Streams client counting its DescribeStream calls."""
-
-    def __init__(self, real: Any) -> None:
-        self._real = real
-        self.describes = 0
-
-    def describe_stream(self, **request: Any) -> dict[str, Any]:
-        self.describes += 1
-        return self._real.describe_stream(**request)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._real, name)
-
-
 class StoppedClock:
     """time.monotonic for a poller, moved by hand."""
 
@@ -563,20 +548,20 @@ def test_polls_that_take_records_list_the_shards_once_and_again_only_after_relis
     written = [(f"job-{n}", 1) for n in range(60)]
     for job, version in written:
         outbox.put(job, version)
-    streams, recorder, clock = CountingStreams(outbox.streams), Recorder(), StoppedClock()
+    streams, recorder, clock = CallCounting(outbox.streams, "describe_stream"), Recorder(), StoppedClock()
     poller = poller_on(outbox, streams, recorder, clock)
     assert all(poller.poll_once() > 0 for _ in range(3))
-    assert streams.describes == 1
+    assert streams.calls == 1
     clock.now += 3.0  # RELIST_EVERY_S
     assert poller.poll_once() > 0
-    assert streams.describes == 2
+    assert streams.calls == 2
     while (taken := poller.poll_once()) > 0:
         pass
     assert taken == 0 and not poller.failing_shards
     assert_each_once_in_version_order(recorder.delivered(), written)
-    idle = streams.describes
+    idle = streams.calls
     assert poller.poll_once() == 0
-    assert streams.describes == idle + 1, "an idle answer rests on a listing made in the same poll"
+    assert streams.calls == idle + 1, "an idle answer rests on a listing made in the same poll"
 
 
 def test_a_split_under_a_cached_listing_is_found_and_read_parents_first(outbox):
@@ -590,7 +575,7 @@ def test_a_split_under_a_cached_listing_is_found_and_read_parents_first(outbox):
     for job, version in written:
         outbox.put(job, version)
     spy = SpyStreams(outbox.streams)
-    streams, recorder, clock = CountingStreams(spy), Recorder(), StoppedClock()
+    streams, recorder, clock = CallCounting(spy, "describe_stream"), Recorder(), StoppedClock()
     poller = poller_on(outbox, streams, recorder, clock)
     for _ in range(2):
         assert poller.poll_once() > 0
@@ -607,7 +592,7 @@ def test_a_split_under_a_cached_listing_is_found_and_read_parents_first(outbox):
     assert not poller.failing_shards
     assert_each_once_in_version_order(recorder.delivered(), written)
     lineage_respected(spy, outbox.shards())
-    assert streams.describes < polls, "the listing was reused between polls"
+    assert streams.calls < polls, "the listing was reused between polls"
 
 
 def test_a_shard_listed_only_now_is_read_before_the_poller_answers_idle(outbox):

@@ -81,8 +81,8 @@ class _Connection:
 
 class SelectorServer(ThreadedWSGIServer):
     """werkzeug's threaded WSGI server whose plain requests are served by the loop of `serve_forever` (see
-    the module's docstring). Made with werkzeug's make_server(..., threaded=True) arguments; its request
-    handler must be a KeepAliveRequestHandler."""
+    the module's docstring). Made with werkzeug's BaseWSGIServer arguments; its request handler must be a
+    HandedOffRequestHandler (it is given what the loop read of a connection it hands off)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

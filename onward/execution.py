@@ -18,7 +18,6 @@ import _thread
 import contextlib
 import gc
 import os
-import queue
 import signal
 import sys
 import threading
@@ -372,7 +371,9 @@ class _Child:
 
 def _serve(handlers: HandlerLookup, connection: Connection, worker_end: Connection, worker_pid: int) -> NoReturn:
     """The child's whole life: run the attempts its worker sends, answer each, never return (os._exit: the
-    worker's clean-ups, atexit and finalizers, are not the child's to run)."""
+    worker's clean-ups, atexit and finalizers, are not the child's to run). Between attempts the main thread
+    reads the pipe itself (an attempt reaches the handler without a hand-off between threads); while one
+    runs, `_StopReader` reads it for that attempt's stops."""
     try:
         gc.freeze()  # the worker's objects: this child never collects them (their finalizers are the worker's),
         # and its collections do not touch (and so copy) the pages they share with the worker
@@ -381,12 +382,20 @@ def _serve(handlers: HandlerLookup, connection: Connection, worker_end: Connecti
             os.setpgid(0, 0)  # a group of its own: the worker can end it with whatever it starts
         signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the worker's handler: SIGTERM ends the child
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the worker, which stops the child
-        attempts: queue.SimpleQueue[tuple[JobHandler | None, JobContext]] = queue.SimpleQueue()
-        _thread.start_new_thread(_listen, (connection, handlers, attempts, worker_pid))
+        stops = _StopReader(connection, worker_pid)
+        _thread.start_new_thread(stops.run, ())
         while True:
-            handler, context = attempts.get()
-            answer = (_answer(handler, context) if handler is not None else
-                      Raised(Ending.PERMANENT, "UnknownJobType", f"no handler registered for {context.type!r}"))
+            message = _next_message(connection, worker_pid)
+            if not isinstance(message, AttemptRequest):
+                continue  # a stop forwarded after its attempt ended
+            context = message.context()
+            handler = handlers.get(message.type)
+            stops.attempt_started(message.fencing_token, context)
+            try:
+                answer = (_answer(handler, context) if handler is not None else
+                          Raised(Ending.PERMANENT, "UnknownJobType", f"no handler registered for {context.type!r}"))
+            finally:
+                stops.attempt_ended()
             try:
                 connection.send(answer)
             except Exception as error:  # noqa: BLE001 - pickling the result failed: nothing was sent yet
@@ -398,28 +407,58 @@ def _serve(handlers: HandlerLookup, connection: Connection, worker_end: Connecti
         os._exit(1)  # only a broken pipe (the worker gone) or a failure of this loop gets here
 
 
-def _listen(connection: Connection, handlers: HandlerLookup,
-            attempts: queue.SimpleQueue[tuple[JobHandler | None, JobContext]], worker_pid: int) -> None:
-    """The child's only reader of its pipe: hands each attempt to the main thread and sets the stops the
-    worker forwards on that attempt's context. Ends the child when the worker has gone (its pipe closed, or
-    the child handed to another parent) or the pipe is unreadable."""
-    current: tuple[str, JobContext] | None = None
+def _next_message(connection: Connection, worker_pid: int) -> object:
+    """The pipe's next message, read by the main thread between attempts; ends the child when the worker has
+    gone (the pipe closed: EOFError, or the child handed to another parent)."""
     try:
-        while True:
-            if not connection.poll(ORPHAN_CHECK_S):
-                if os.getppid() != worker_pid:
-                    break
-                continue
-            message = connection.recv()
-            if isinstance(message, AttemptRequest):
-                context = message.context()
-                current = (message.fencing_token, context)
-                attempts.put((handlers.get(message.type), context))
-            elif isinstance(message, StopRequest) and current is not None and current[0] == message.fencing_token:
-                current[1].flag(message.reason).set()
-    except BaseException:  # noqa: BLE001 - EOF (the worker closed it), or anything: a deaf child must not live
-        pass
-    os._exit(EXIT_ORPHANED)
+        while not connection.poll(ORPHAN_CHECK_S):
+            if os.getppid() != worker_pid:
+                os._exit(EXIT_ORPHANED)
+        return connection.recv()
+    except (EOFError, OSError):
+        os._exit(EXIT_ORPHANED)
+
+
+class _StopReader:
+    """Reads the pipe while an attempt runs (and only then: between attempts the main thread reads it, so the
+    two never read at once) and sets the stops the worker forwards on that attempt's context. Ends the child
+    when the worker has gone or the pipe is unreadable."""
+
+    def __init__(self, connection: Connection, worker_pid: int) -> None:
+        self._connection = connection
+        self._worker_pid = worker_pid
+        self._lock = threading.Lock()  # held while reading, and to start or end an attempt
+        self._current: tuple[str, JobContext] | None = None
+        self._running = threading.Event()
+
+    def attempt_started(self, fencing_token: str, context: JobContext) -> None:
+        with self._lock:
+            self._current = (fencing_token, context)
+        self._running.set()
+
+    def attempt_ended(self) -> None:
+        """From now on the main thread reads the pipe (returns once a read under way has ended)."""
+        with self._lock:
+            self._current = None
+            self._running.clear()
+
+    def run(self) -> None:
+        try:
+            while True:
+                self._running.wait()
+                if not self._connection.poll(ORPHAN_CHECK_S):
+                    if os.getppid() != self._worker_pid:
+                        break
+                    continue
+                with self._lock:
+                    if self._current is None or not self._connection.poll(0):
+                        continue  # the attempt ended: what arrived is the main thread's to read
+                    message = self._connection.recv()
+                    if isinstance(message, StopRequest) and self._current[0] == message.fencing_token:
+                        self._current[1].flag(message.reason).set()
+        except BaseException:  # noqa: BLE001 - EOF (the worker closed it), or anything: a deaf child must not live
+            pass
+        os._exit(EXIT_ORPHANED)
 
 
 def _answer(handler: JobHandler, context: JobContext) -> Returned | Raised:

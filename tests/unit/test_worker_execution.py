@@ -189,6 +189,30 @@ def test_a_stop_reaches_the_handler_and_a_stop_set_before_the_attempt_too(proces
     assert isinstance(outcome, Raised) and outcome.ending is Ending.STOPPED
 
 
+def test_a_stop_arriving_after_its_attempt_touches_neither_the_child_nor_the_next_attempt(process_of):
+    """Between attempts the child's main thread reads the pipe; during one its stop reader does. Catches a
+    late stop (forwarded as its attempt ended) taken for an attempt, or set on the next attempt's context, and
+    an attempt read by the stop reader and lost (the next run would wait until its timeout)."""
+
+    def naps(context: JobContext) -> tuple[int, str, bool]:
+        if context.params.get("nap"):
+            context.wait(0.3)  # raises Stopped if a stop reached this attempt
+        return os.getpid(), context.job_id, context.should_stop()
+
+    process = process_of(Handlers(t_nap=naps))
+    first = context("t.nap")
+    outcome = process.run(first, timeout_s=30, stop_grace_s=5)
+    assert isinstance(outcome, Returned)
+    child_pid = outcome.result[0]
+    for number in range(20):
+        process._child._forward(first.fencing_token, frozenset({StopReason.CANCEL_REQUESTED}))
+        started = time.monotonic()
+        attempt = context("t.nap", {"nap": number % 2}, attempt=2)
+        outcome = process.run(attempt, timeout_s=30, stop_grace_s=5)
+        assert outcome == Returned((child_pid, attempt.job_id, False)), number
+        assert time.monotonic() - started < 5
+
+
 def test_a_stop_the_handler_ignores_ends_its_child_after_the_grace(process_of):
     """Catches a cancelled (or lease-lost, or shutting-down) handler that ignores the stop keeping its slot
     until its timeout: the worker ends it stop_grace_s after asking."""

@@ -83,7 +83,8 @@ def test_each_answer_reaches_the_connection_that_asked(server: selector_server.S
 
 def test_a_client_slow_to_read_holds_up_no_one(server: selector_server.SelectorServer) -> None:
     """An answer larger than the socket takes waits in its connection's buffer: the loop serves the others
-    meanwhile (a blocking send would stop the whole endpoint), and the slow client still gets every byte."""
+    meanwhile (a blocking send would stop the whole endpoint), and the slow client still gets every byte,
+    then the answer to its next request (its connection read again once the answer went)."""
     slow = socket.socket()
     slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)  # (before connecting: the window it offers)
     slow.settimeout(30)
@@ -102,6 +103,8 @@ def test_a_client_slow_to_read_holds_up_no_one(server: selector_server.SelectorS
     head, _, rest = bytes(received).partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 200 OK") and f"Content-Length: {BIG}".encode() in head
     assert rest == b"x" * BIG
+    slow.sendall(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nafter")  # read again, once sent
+    assert slow.recv(65536).endswith(b"\r\n\r\nafter")
     slow.close()
 
 

@@ -541,6 +541,8 @@ def main(argv: list[str] | None = None) -> int:
     # as `onward up` runs against its own endpoint: botocore's checks of each request left to the endpoint
     # (onward/settings.py), in this process and the worker side's
     os.environ.setdefault("ONWARD_PARAMETER_VALIDATION", "false")
+    if args.meter and args.endpoint != "process":
+        parser.error("--meter reads the endpoint process's meter: use --endpoint process")
     if args.restart_at is not None and args.endpoint != "process":
         parser.error("--restart-at restarts the endpoint process: use --endpoint process")
     config = SoakConfig(jobs=args.jobs, workers=args.workers, tenants=args.tenants,

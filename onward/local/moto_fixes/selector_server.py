@@ -77,6 +77,7 @@ class _Connection:
         self.received = bytearray()
         self.unsent = memoryview(b"")
         self.closing = False  # after what is unsent
+        self.writing = False  # registered for EVENT_WRITE (an answer waits), else for EVENT_READ
 
 
 class SelectorServer(ThreadedWSGIServer):
@@ -211,12 +212,18 @@ class SelectorServer(ThreadedWSGIServer):
             self._close(connection)
             return
         connection.unsent = connection.unsent[sent:]
-        if connection.unsent:
-            self._selector.modify(connection.socket, selectors.EVENT_WRITE, connection)
-        elif connection.closing:
-            self._close(connection)
+        if connection.unsent or not connection.closing:
+            self._watch(connection, writing=bool(connection.unsent))
         else:
-            self._selector.modify(connection.socket, selectors.EVENT_READ, connection)
+            self._close(connection)
+
+    def _watch(self, connection: _Connection, *, writing: bool) -> None:
+        """Wait for the socket to take more (`writing`) or to bring more; the selector is told only of a
+        change (an answer sent whole, the usual case, changes nothing)."""
+        if connection.writing != writing:
+            connection.writing = writing
+            self._selector.modify(connection.socket, selectors.EVENT_WRITE if writing else selectors.EVENT_READ,
+                                  connection)
 
     def _hand_off(self, connection: _Connection) -> None:
         """Give the connection, and what was received of it, to a thread running the request handler."""

@@ -7,9 +7,11 @@ tokens), and it never sets requestContext.authorizer, so a client cannot forge c
 
 What the handler never sees is refused here as application/problem+json (the shape onward/handlers/api.py uses),
 and the connection is closed after it: a malformed or conflicting Content-Length (400), a transfer coding
-other than chunked (400/501; chunked bodies are decoded), a body over MAX_PAYLOAD_BYTES (413), TRACE and
-CONNECT (405), unknown methods (501), request lines or headers too long or too many (414/431), and a
-client that stops sending mid-request (408 after `client_timeout_s`). Requests are never logged or echoed.
+other than chunked alone (400; chunked bodies are decoded), a body over MAX_PAYLOAD_BYTES (413), a method
+other than FORWARDED_METHODS (405 with Allow; 400 when it is not an HTTP token), an HTTP version other
+than 1.0 and 1.1 (400), request lines or headers too long or too many (414/431), and a client that stops
+sending mid-request (408 after `client_timeout_s`). Nothing a client sends is answered with a 5xx: a 5xx is
+the server's failure (the handler's), which a client may retry as is. Requests are never logged or echoed.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ MAX_TRAILER_LINES = 100
 DEFAULT_CLIENT_TIMEOUT_S = 10.0  # a client silent this long (mid-request or idle keep-alive) is dropped
 LINGER_S = 1.0  # after the answer, how long unread request bytes are drained before closing
 LINGER_MAX_BYTES = 1024 * 1024
-FORWARDED_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+FORWARDED_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")  # an HTTP API route's methods
 PROBLEM_JSON = "application/problem+json"
 PROBLEM_TYPE_BASE = "https://onward.dev/problems/"  # the same `type` URIs onward/handlers/api.py answers with
 
@@ -130,10 +132,10 @@ _DETAILS = {
     413: f"the body is over {MAX_PAYLOAD_BYTES} bytes",
     414: f"the request line is over {MAX_REQUEST_LINE_BYTES} bytes",
     431: f"a header line is over {MAX_REQUEST_LINE_BYTES} bytes, or there are too many headers",
+    405: f"the gateway forwards only {', '.join(FORWARDED_METHODS)}",
     500: "the handler failed",
-    501: f"the method is not implemented; the gateway forwards {', '.join(FORWARDED_METHODS)}",
-    505: "only HTTP/1.0 and HTTP/1.1 are served",
 }
+UNSERVED_VERSION = "only HTTP/1.0 and HTTP/1.1 are served"
 
 
 def content_length(values: list[str]) -> int | None:
@@ -151,15 +153,15 @@ def content_length(values: list[str]) -> int | None:
 
 
 def is_chunked(values: list[str], request_version: str) -> bool:
-    """Whether the body comes chunked (Transfer-Encoding: chunked); any other transfer coding is refused
-    (RFC 9112 6.1: 400 when the length cannot be told, 501 for a coding the gateway does not decode)."""
+    """Whether the body comes chunked (Transfer-Encoding: chunked). Any other list of transfer codings is a
+    400 (RFC 9112 6.1 allows a 501 for a coding the server does not decode, but the request is what has to
+    change): its body's length cannot be told, so the connection is closed after the answer."""
     if not values:
         return False
     codings = [part.strip().lower() for value in values for part in value.split(",") if part.strip()]
-    if request_version == "HTTP/1.0" or not codings or codings[-1] != "chunked":
-        raise GatewayProblem(400, "Transfer-Encoding must end with chunked, in an HTTP/1.1 request")
-    if codings != ["chunked"]:
-        raise GatewayProblem(501, "the only transfer coding the gateway decodes is chunked")
+    if request_version == "HTTP/1.0" or codings != ["chunked"]:
+        raise GatewayProblem(400, "the only transfer coding the gateway decodes is chunked, alone, in an HTTP/1.1 "
+                             "request (compress a body with Content-Encoding instead)")
     return True
 
 
@@ -196,6 +198,7 @@ def _read_line(rfile: BufferedIOBase) -> bytes:
 
 
 _DECIMAL = re.compile(r"[0-9]+")
+_METHOD = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # RFC 9110 5.6.2: a method is a token
 _HEX = re.compile(rb"[0-9A-Fa-f]+")
 _UNSAFE_HEADER_TEXT = re.compile(r"[\r\n\0]")
 
@@ -241,10 +244,20 @@ class _RequestHandler(BaseHTTPRequestHandler):
             self._send_problem(GatewayProblem(400, "HTTP/0.9 is not served: send HTTP/1.1"))
             return False
         try:
-            return super().parse_request()
+            if not super().parse_request():
+                return False
         except TimeoutError:  # a request line came, its headers did not
             self._send_problem(GatewayProblem(408))
             return False
+        # Checked here, not left to BaseHTTPRequestHandler's `do_<METHOD>` lookup: it answers 501 for a method
+        # it has no do_ for, and would look up any word of the request line as an attribute name.
+        if not _METHOD.fullmatch(self.command):
+            self._send_problem(GatewayProblem(400, "the request line's method is not an HTTP token"))
+            return False
+        if self.command not in FORWARDED_METHODS:
+            self._send_problem(GatewayProblem(405, headers={"allow": ", ".join(FORWARDED_METHODS)}))
+            return False
+        return True
 
     def handle_expect_100(self) -> bool:
         # Deferred: 100 Continue goes out only once the body's framing and size are accepted, so a client
@@ -278,7 +291,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
         length = content_length(self.headers.get_all("content-length") or [])
         chunked = is_chunked(self.headers.get_all("transfer-encoding") or [], self.request_version)
         if chunked and length is not None:
-            raise GatewayProblem(400, "both Transfer-Encoding and Content-Length: ambiguous length")
+            raise GatewayProblem(400, "both Transfer-Encoding: chunked and Content-Length: ambiguous length")
         if length is not None and length > MAX_PAYLOAD_BYTES:
             raise GatewayProblem(413)
         if self._continue_pending and (chunked or length):
@@ -294,14 +307,12 @@ class _RequestHandler(BaseHTTPRequestHandler):
             raise GatewayProblem(400, "the body is shorter than Content-Length: the client closed early")
         return body, headers
 
-    def _refuse_method(self) -> None:
-        self._send_problem(GatewayProblem(405, f"{self.command} is not forwarded",
-                                          {"allow": ", ".join(FORWARDED_METHODS)}))
-
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
-        """BaseHTTPRequestHandler's own refusals (bad request line, 414, 431, 501, 505) as problem+json.
-        `message` and `explain` quote the request, so they are never sent back."""
-        self._send_problem(GatewayProblem(code))
+        """BaseHTTPRequestHandler's own refusals (bad request line, 414, 431, 505) as problem+json, each a
+        4xx: they are all of the request (its 505, an HTTP version not served, is a 400 here). `message` and
+        `explain` quote the request, so they are never sent back."""
+        detail = UNSERVED_VERSION if code == HTTPStatus.HTTP_VERSION_NOT_SUPPORTED else None
+        self._send_problem(GatewayProblem(code if code < 500 else 400, detail))
 
     def _send_problem(self, problem: GatewayProblem) -> None:
         if getattr(self, "request_version", "HTTP/0.9") in ("HTTP/0.9", ""):
@@ -333,7 +344,6 @@ class _RequestHandler(BaseHTTPRequestHandler):
 
     # BaseHTTPRequestHandler dispatches to `do_<METHOD>`: the stdlib requires these names.
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = _serve  # noqa: N815 - stdlib names
-    do_TRACE = do_CONNECT = _refuse_method  # noqa: N815 - stdlib's do_<METHOD> names
 
     # Requests are never logged: their lines and headers carry tokens.
     def log_request(self, code: int | str = "-", size: int | str = "-") -> None:

@@ -18,12 +18,9 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import os
 import re
 import threading
 from collections.abc import Callable, Mapping
-from functools import cache
-from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
@@ -91,6 +88,7 @@ from onward.handlers.contract import (
     TenantLoad,
     Tenants,
 )
+from onward.handlers.page import PAGE_HEADERS, web_files
 from onward.models import JOB_ID_PATTERN, NewJob, ViewLag
 from onward.parked_reader import SOURCES, ParkedRecordReader, preview
 from onward.recorder import JobRow
@@ -119,8 +117,6 @@ CLAIM_WINDOW_S = 300
 CLAIM_BUCKET_S = 60
 BULK_BUDGET_S = 20.0  # a bulk action stops acting after this (the function's timeout is 29 s, API Gateway's 30 s)
 PROBLEM_JSON = "application/problem+json"
-WEB_TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
-             ".css": "text/css; charset=utf-8", ".svg": "image/svg+xml"}
 
 
 # --- errors -------------------------------------------------------------------------------------------------
@@ -307,6 +303,14 @@ def status_page() -> Response[str]:
     return _static("index.html")
 
 
+@app.post("/")
+def status_page_form() -> Response[str]:
+    """The page's forms are method="post" so that what they hold (a token) never lands in a URL; one reaches
+    here only when the page's scripts have not taken it over yet (or never will). Answered with the page
+    again (303, so a reload does not post it twice); the body is never read."""
+    return Response(303, "text/plain; charset=utf-8", "", headers={"Location": "/", **PAGE_HEADERS})
+
+
 @app.get("/web/<name>")
 def status_page_asset(name: str) -> Response[str]:
     return _static(name)
@@ -318,17 +322,7 @@ def _static(name: str) -> Response[str]:
     if found is None:
         raise Problem(404, "Not found", "no such file", slug="route-not-found")
     content_type, body = found
-    return Response(200, content_type, body, headers={
-        "Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff",
-        "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'"})
-
-
-@cache
-def web_files() -> dict[str, tuple[str, str]]:
-    """name -> (content type, text) of every file of the status page."""
-    root = Path(os.environ.get("ONWARD_WEB_ROOT") or Path(__file__).resolve().parent.parent / "web")
-    return {path.name: (WEB_TYPES[path.suffix], path.read_text(encoding="utf-8"))
-            for path in sorted(root.iterdir()) if path.suffix in WEB_TYPES}
+    return Response(200, content_type, body, headers=PAGE_HEADERS)
 
 
 @app.get("/openapi.json")

@@ -85,7 +85,11 @@ DOCUMENT: dict[str, Any] = {
             "200": {"description": "this document", "content": {"application/json": {"schema": {"type": "object"}}}}}}},
         "/": {"get": {"operationId": "statusPage", "security": [], "responses": {
             "200": {"description": "the status page (HTML; its scripts and styles are under /web/)",
-                    "content": {"text/html": {"schema": {"type": "string"}}}}}}},
+                    "content": {"text/html": {"schema": {"type": "string"}}}}}},
+              "post": {"operationId": "statusPageForm", "security": [], "responses": {
+                  "303": {"description": "the page again (Location: /): a form of the page submitted before its "
+                                         "scripts took it over; the body is not read",
+                          "headers": {"Location": {"schema": {"type": "string"}}}}}}},
         "/web/{name}": {"get": {
             "operationId": "statusPageAsset", "security": [],
             "parameters": [{"name": "name", "in": "path", "required": True,

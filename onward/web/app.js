@@ -15,6 +15,10 @@ const TICK_MS = 1000;
 const OPS_EVERY = 2;  // polls: the operator's view reads more (five routes)
 const CHART_WINDOW_S = 300;
 
+// The page keeps its state in the hash, never in the query: an address with one (?token=... from a link or
+// a bookmark) is replaced in the history by the same address without it.
+if (location.search) history.replaceState(history.state, "", location.pathname + location.hash);
+
 const page = {
   route: null,
   polling: false,

@@ -153,7 +153,7 @@ def test_unset_on_purpose_lists_only_variables_some_function_reads() -> None:
 
 # --- the HTTP API -------------------------------------------------------------------------------------------
 
-OPEN_ROUTES = {("GET", "/"), ("GET", "/web/{name}"), ("GET", "/health"), ("GET", "/openapi.json")}
+OPEN_ROUTES = {("GET", "/"), ("POST", "/"), ("GET", "/web/{name}"), ("GET", "/health"), ("GET", "/openapi.json")}
 
 
 def api_events() -> dict[tuple[str, str], dict[str, Any]]:

@@ -14,6 +14,19 @@ def system_clock() -> EpochMs:
     return time.time_ns() // 1_000_000
 
 
+class ManualClock:
+    """A clock moved by hand (epoch milliseconds): tests and onward.testing's harness give it to a JobStore."""
+
+    def __init__(self, start: EpochMs = 1_800_000_000_000) -> None:
+        self.now = start
+
+    def __call__(self) -> EpochMs:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += int(seconds * 1000)
+
+
 def epoch_ms(moment: str) -> EpochMs:
     """The inverse of `iso`: ISO-8601 (with Z or an offset) -> epoch milliseconds."""
     return int(datetime.fromisoformat(moment).timestamp() * 1000)

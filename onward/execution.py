@@ -56,6 +56,14 @@ class StopReason(Enum):
     SHUTTING_DOWN = "shutting_down"
 
 
+def _sleep_polling(context: JobContext, seconds: float) -> None:
+    """How `JobContext.wait` passes time in a worker: a real sleep, raising Stopped within 50 ms of a stop."""
+    step = threading.Event()
+    for _ in range(max(1, int(seconds / 0.05))):
+        context.stop_if_asked()
+        step.wait(min(0.05, seconds))
+
+
 @dataclass
 class JobContext:
     job_id: str
@@ -68,6 +76,8 @@ class JobContext:
     lease_lost: threading.Event = field(default_factory=threading.Event)
     shutting_down: threading.Event = field(default_factory=threading.Event)
     timeout_s: float | None = None  # how long this attempt may run before it is stopped (None: not limited)
+    # how `wait` passes time: onward.testing's harness gives one that moves its manual clock
+    sleeper: Callable[[JobContext, float], None] = field(default=_sleep_polling, repr=False, compare=False)
 
     def should_stop(self) -> bool:
         return self.cancel_requested.is_set() or self.lease_lost.is_set() or self.shutting_down.is_set()
@@ -79,10 +89,7 @@ class JobContext:
 
     def wait(self, seconds: float) -> None:
         """Sleep that wakes up (raising Stopped) as soon as the job should stop."""
-        deadline = threading.Event()
-        for _ in range(max(1, int(seconds / 0.05))):
-            self.stop_if_asked()
-            deadline.wait(min(0.05, seconds))
+        self.sleeper(self, seconds)
         self.stop_if_asked()
 
     def flag(self, reason: StopReason) -> threading.Event:
@@ -130,6 +137,10 @@ class Unsendable:
     """The handler returned a value that cannot travel back (it does not pickle): no store could keep it."""
 
     reason: str
+
+    @classmethod
+    def of(cls, failure: str, error: Exception) -> Unsendable:
+        return cls(f"{failure}: {type(error).__name__}: {_text(error)}")
 
 
 @dataclass(frozen=True)
@@ -317,7 +328,7 @@ class _Child:
             self._wait_exit(EXIT_GRACE_S)
             return Vanished(self._exitcode)
         except Exception as error:  # noqa: BLE001 - a result that pickled in the child but will not load here
-            return Unsendable(f"could not be read back: {type(error).__name__}: {error}")
+            return Unsendable.of("could not be read back", error)
         if isinstance(answer, Returned | Raised | Unsendable):  # what the child answers
             return answer
         return Unsendable(f"came back as {type(answer).__name__}")  # pragma: no cover - only _serve answers
@@ -389,17 +400,15 @@ def _serve(handlers: HandlerLookup, connection: Connection, worker_end: Connecti
             if not isinstance(message, AttemptRequest):
                 continue  # a stop forwarded after its attempt ended
             context = message.context()
-            handler = handlers.get(message.type)
             stops.attempt_started(message.fencing_token, context)
             try:
-                answer = (_answer(handler, context) if handler is not None else
-                          Raised(Ending.PERMANENT, "UnknownJobType", f"no handler registered for {context.type!r}"))
+                answer = run_handler(handlers, context)
             finally:
                 stops.attempt_ended()
             try:
                 connection.send(answer)
             except Exception as error:  # noqa: BLE001 - pickling the result failed: nothing was sent yet
-                connection.send(Unsendable(f"does not pickle: {type(error).__name__}: {_text(error)}"))
+                connection.send(Unsendable.of("does not pickle", error))
             for stream in (sys.stdout, sys.stderr):
                 with contextlib.suppress(Exception):
                     stream.flush()
@@ -461,7 +470,12 @@ class _StopReader:
         os._exit(EXIT_ORPHANED)
 
 
-def _answer(handler: JobHandler, context: JobContext) -> Returned | Raised:
+def run_handler(handlers: HandlerLookup, context: JobContext) -> Returned | Raised:
+    """Calls the handler of `context.type` on `context`: what it returned, or what it raised and how that ends
+    the attempt. The child's call of every handler (and onward.testing's, in the test's own thread)."""
+    handler = handlers.get(context.type)
+    if handler is None:
+        return Raised(Ending.PERMANENT, "UnknownJobType", f"no handler registered for {context.type!r}")
     try:
         return Returned(handler(context))
     except Stopped as error:

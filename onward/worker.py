@@ -18,12 +18,12 @@ import time
 import uuid
 import weakref
 from collections.abc import Callable
-from typing import assert_never
+from typing import Protocol, assert_never
 
 from aws_lambda_powertools import Logger
 
 from onward.backoff import BackoffPolicy
-from onward.clock import Clock, system_clock
+from onward.clock import Clock, EpochMs, system_clock
 from onward.errors import InvalidRequest, PayloadTooLarge
 from onward.execution import (
     Ending,
@@ -45,8 +45,8 @@ from onward.faults import fault_point
 from onward.models import DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S, ErrorSummary, Job, Lease
 from onward.store import JobStore, Report
 
-__all__ = ["InvalidRegistration", "JobContext", "JobHandler", "LeaseRenewal", "PermanentError", "Registry",
-           "SimulatedCrash", "Stopped", "Worker"]
+__all__ = ["HandlerRunner", "InvalidRegistration", "JobContext", "JobHandler", "LeaseRenewal", "PermanentError",
+           "Registry", "RenewalFactory", "SimulatedCrash", "Stopped", "Worker"]
 
 logger = Logger(service="onward-worker")
 
@@ -107,6 +107,23 @@ class Registry:
         return frozenset(self._handlers)
 
 
+class HandlerRunner(Protocol):
+    """Where a Worker runs its handlers: onward.execution.HandlerProcess (a child process the worker can end),
+    or onward.testing's in-process runner."""
+
+    def run(self, context: JobContext, *, timeout_s: float, stop_grace_s: float) -> Outcome: ...
+
+    def close(self) -> None: ...
+
+
+class RenewalFactory(Protocol):
+    """What keeps an attempt's lease while its handler runs: LeaseRenewal (threads, real time), or
+    onward.testing's (renewals at the times its manual clock passes)."""
+
+    def __call__(self, store: JobStore, lease: Lease, context: JobContext, *, lease_s: float, every_s: float,
+                 clock: Clock) -> LeaseRenewal: ...
+
+
 class Worker:
     """One worker loop. Run several in threads for a pool; `stop_claiming()` lets the running job end and then
     the loop, `shutdown()` also asks the running job to stop and releases it."""
@@ -124,11 +141,14 @@ class Worker:
         stop_grace_s: float = 5.0,
         clock: Clock = system_clock,  # the store's: lease expiries are in its time
         attempt_ended: Callable[[], object] | None = None,
+        runner: HandlerRunner | None = None,
+        renewals: RenewalFactory | None = None,
     ) -> None:
         """`stop_grace_s`: how long a handler asked to stop (cancelled, lease lost, shutting down) may take
         before the worker ends its process. `attempt_ended`: called after each attempt has been reported and its
         lease renewal stopped (the pool of `onward worker` publishes the overlaps found there,
-        onward.telemetry.OverlapsPublisher); an error it raises is logged, never the job's."""
+        onward.telemetry.OverlapsPublisher); an error it raises is logged, never the job's. `runner` and
+        `renewals` are onward.testing's to replace (default: a HandlerProcess, a LeaseRenewal per attempt)."""
         self.worker_id = worker_id or f"w-{uuid.uuid4().hex[:8]}"
         self._store = store
         self._registry = registry
@@ -145,7 +165,8 @@ class Worker:
         self._current: JobContext | None = None
         self.attempts_run = 0  # claimed and over (reported, or crashed): only this worker's thread writes these
         self.attempts_handed_back = 0  # of them, released because of shutdown(), not charged an attempt
-        self._handler_process = HandlerProcess(registry)
+        self._handler_process: HandlerRunner = runner or HandlerProcess(registry)
+        self._renewals: RenewalFactory = renewals or LeaseRenewal
         weakref.finalize(self, self._handler_process.close)  # a Worker dropped without run()'s end
 
     def stop_claiming(self) -> None:
@@ -203,8 +224,8 @@ class Worker:
         log = {"job_id": job.job_id, "attempt": lease.attempt, "type": job.type, "worker_id": self.worker_id}
         logger.info("claimed", extra=log)
         fault_point("worker.after_claim", lease.fencing_token)  # dies holding a lease nobody renews
-        renewal = LeaseRenewal(self._store, lease, context, lease_s=self._lease_s, every_s=self._heartbeat_s,
-                               clock=self._clock)
+        renewal = self._renewals(self._store, lease, context, lease_s=self._lease_s, every_s=self._heartbeat_s,
+                                 clock=self._clock)
         renewal.start()
         try:
             report = self._run_handler(lease, context)
@@ -331,6 +352,7 @@ class LeaseRenewal:
         self._clock = clock
         self._retry = BackoffPolicy(base_s=min(0.5, lease_s / 20), cap_s=lease_s / 10)
         self._expires_at = lease.lease_expires_at  # the latest expiry the store confirmed
+        self._failures = 0  # renewals failed in a row
         self._done = threading.Event()
         self._starting = threading.Lock()
         self._threads: list[threading.Thread] = []
@@ -358,38 +380,55 @@ class LeaseRenewal:
             thread.join()
 
     def _renew(self) -> None:
-        failures = 0
-        wait_s = 0.0  # started when the first renewal is due
+        wait_s: float | None = 0.0  # started when the first renewal is due
         while not self._done.wait(wait_s) and not self._context.lease_lost.is_set():
-            fault_point("worker.heartbeat", self._lease.fencing_token)  # a crash here stops only the renewals
-            try:
-                answer = self._store.heartbeat(self._lease, self._lease_s)
-            except Exception:
-                failures += 1
-                left_s = self._left_s()
-                logger.warning("lease renewal failed", exc_info=True, extra={
-                    "job_id": self._lease.job_id, "attempt": self._lease.attempt,
-                    "worker_id": self._lease.worker_id, "failures": failures, "lease_left_s": left_s})
-                if left_s <= 0:
-                    return  # expired unrenewed: the watch has told the handler
-                wait_s = min(self._retry.delay(failures), left_s)
-                continue
-            if not answer.held:
-                self._context.lease_lost.set()
+            wait_s = self.renew_once()
+            if wait_s is None:
                 return
-            failures, wait_s = 0, self._every_s
-            self._expires_at = answer.lease_expires_at or self._expires_at
-            if answer.cancel_requested:
-                self._context.cancel_requested.set()
+
+    def renew_once(self) -> float | None:
+        """One renewal, now: the store's answer is told to the handler's context (`lease_lost` when the attempt
+        no longer holds the job, `cancel_requested`). How long until the next renewal (sooner after a failed
+        one); None when there is none to make (the lease is gone, or expired unrenewed: the watch says so)."""
+        fault_point("worker.heartbeat", self._lease.fencing_token)  # a crash here stops only the renewals
+        try:
+            answer = self._store.heartbeat(self._lease, self._lease_s)
+        except Exception:
+            self._failures += 1
+            left_s = self._left_s()
+            logger.warning("lease renewal failed", exc_info=True, extra={
+                "job_id": self._lease.job_id, "attempt": self._lease.attempt,
+                "worker_id": self._lease.worker_id, "failures": self._failures, "lease_left_s": left_s})
+            if left_s <= 0:
+                return None
+            return min(self._retry.delay(self._failures), left_s)
+        if not answer.held:
+            self._context.lease_lost.set()
+            return None
+        self._failures = 0
+        self._expires_at = answer.lease_expires_at or self._expires_at
+        if answer.cancel_requested:
+            self._context.cancel_requested.set()
+        return self._every_s
 
     def _watch(self) -> None:
         while (left_s := self._left_s()) > 0:
             if self._done.wait(left_s):
                 return
         if not self._done.is_set():
-            logger.warning("lease expired without renewal: stopping the work", extra={
-                "job_id": self._lease.job_id, "attempt": self._lease.attempt, "worker_id": self._lease.worker_id})
-            self._context.lease_lost.set()
+            self.lease_expired()
+
+    def lease_expired(self) -> None:
+        """The lease expired with no renewal: from now on the reaper may hand the job to another worker, so the
+        handler is told to stop (`lease_lost`)."""
+        logger.warning("lease expired without renewal: stopping the work", extra={
+            "job_id": self._lease.job_id, "attempt": self._lease.attempt, "worker_id": self._lease.worker_id})
+        self._context.lease_lost.set()
+
+    @property
+    def expires_at(self) -> EpochMs:
+        """The latest expiry of the lease the store confirmed."""
+        return self._expires_at
 
     def _left_s(self) -> float:
         return (self._expires_at - self._clock()) / 1000

@@ -255,6 +255,35 @@ def test_the_install_holds_onward_alone_with_its_page_and_template_and_no_moto(i
     assert "JobsTable" in facts["data_resources"]
 
 
+HARNESS = """
+import json, logging, sys
+logging.disable(logging.INFO)
+from onward.testing import JobHarness
+
+harness = JobHarness()
+
+@harness.register("t.flaky")
+def flaky(context):
+    if context.attempt == 1:
+        raise ConnectionError("once")
+    return {"token": context.fencing_token}
+
+record = harness.run("t.flaky", max_attempts=2)
+print(json.dumps({"outcomes": record.outcomes, "result": record.result, "job_id": record.job_id,
+                  "imported": sorted(name for name in ("moto", "pytest", "onward.local") if name in sys.modules)}))
+"""
+
+
+def test_the_installed_testing_harness_runs_a_handlers_job_without_the_development_extras(install: Install) -> None:
+    """onward.testing, imported from the install, runs a handler's job through a failed attempt and its retry.
+    Breaks when the harness needs what only the development extras bring (pytest, moto) or reaches the local
+    emulation, or when its subpackage is not in the wheel: a team testing its handlers has only the wheel."""
+    answer = install.run_python(HARNESS)
+    assert answer["outcomes"] == ["failed", "succeeded"]
+    assert answer["result"] == {"token": f"{answer['job_id']}:2"}
+    assert answer["imported"] == []
+
+
 STATUS_PAGE = """
 import json, time
 from onward.handlers.api import handler

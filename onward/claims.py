@@ -18,9 +18,9 @@ Keys are lower bounds because a tenant's virtual time only grows (its running at
 raise it): a tenant at the head whose key is far below its virtual time is re-keyed (REKEYS_PER_CLAIM at
 most), so the head converges on the tenants that are really next. Housekeeping keeps the head clean:
 an entry found with nothing waiting leaves the index (`deactivate`, conditional on still nothing waiting);
-one whose jobs are all in backoff is parked until its earliest is due (`park`, conditional on no job
-entering since the read), and parked entries are woken once a second (WAKE_EVERY_MS) by any claiming
-process, or at once by a job entering them.
+one whose jobs are all in backoff (or delayed) is parked until its earliest is due (`park`, conditional on
+no job entering since the read), and woken then by the process that parked it, within a second
+(WAKE_EVERY_MS) by any claiming process (onward.wake_schedule), or at once by a job entering it.
 
 Order is exact among the tenants considered; a tenant beyond them is at worst one re-key away. The
 index is eventually consistent: a job created a moment ago may wait for the next claim.
@@ -71,6 +71,7 @@ from onward.recorder import (
     WaitingUpdate,
 )
 from onward.tenants import TenantRegistry
+from onward.wake_schedule import WakeSchedule
 
 HEAD_PER_SHARD = 4
 HEAD_CACHE_MS = 250  # a process reads the head at most this often: its reads do not grow with its claims
@@ -82,7 +83,6 @@ REKEY_GAP_MS = 2_000.0  # a key of a tenant considered but not served this far b
 SERVED_REKEY_GAP_MS = 0.0  # the served entry's key, raised by the claim's transaction, which writes it anyway
 MAX_FLEX_CHECKS = 80  # condition checks of a flexing claim (a transaction holds at most 100 actions)
 MAX_ROUNDS = 25
-WAKE_EVERY_MS = 1_000
 WAKE_PER_SHARD = 16
 NO_DUE_BOUND: EpochMs = 2 ** 62  # a queue's head read due or not (the index is in due order)
 
@@ -149,7 +149,7 @@ class Claimer:
         self._rng = rng
         self._take = take
         self._lock = threading.Lock()
-        self._wake_at: EpochMs | None = None  # the next wake pass: WAKE_EVERY_MS on, or a park's end
+        self._wake = WakeSchedule()
         self._head: tuple[EpochMs, list[ActiveEntry]] | None = None
         self._head_readers = 0  # claims reading the head now
         self._counters = SharedCounters()
@@ -191,14 +191,15 @@ class Claimer:
             self._counters.update(tenant_id, lambda state: counted_write(state, running, waiting))
 
     def _wake_parked(self) -> None:
-        """Wake the parked entries that are due: once per WAKE_EVERY_MS, sooner when one this process
-        parked is due."""
+        """Wake the parked entries that are due, when a pass is (onward.wake_schedule). A woken entry reaches
+        the claims as a new one does: in the next read of the `active` head."""
         now = self._clock()
-        with self._lock:
-            if self._wake_at is not None and now < self._wake_at:
-                return
-            self._wake_at = now + WAKE_EVERY_MS
-        for tenant_id, shard in self._recorder.parked_due(now, WAKE_PER_SHARD):
+        if not self._wake.pass_due(now):
+            return
+        due = self._recorder.parked_due(now, WAKE_PER_SHARD)
+        if len(due) >= WAKE_PER_SHARD:
+            self._wake.again()  # (a partition's page may have been full: more may be due)
+        for tenant_id, shard in due:
             self._recorder.wake(tenant_id, shard)
 
     def _active_head(self, *, fresh: bool) -> list[ActiveEntry]:
@@ -475,6 +476,5 @@ class Claimer:
         # (until <= now: the index lags behind a job that is due: not parked)
         if until <= now or not self._recorder.park(entry.tenant_id, entry.shard, until, entry.entered):
             return
-        with self._lock:
-            self._wake_at = until if self._wake_at is None else min(self._wake_at, until)
+        self._wake.parked(until)
         self._leave_head(entry.tenant_id, entry.shard)

@@ -22,10 +22,10 @@ import pytest
 
 from onward.claim_order import SPREAD_MS
 from onward.claim_sharing import COUNTERS_SHARE_MS, DUE_HEAD_SHARE_MS, counted_write
-from onward.claims import HEAD_CACHE_MS
+from onward.claims import HEAD_CACHE_MS, WAKE_PER_SHARD
 from onward.clock import EpochMs
 from onward.dispatch import TenantPolicy
-from onward.keys import ReadyQueue
+from onward.keys import PARKED_SHARDS, ReadyQueue
 from onward.memory_recorder import MemoryRecorder
 from onward.models import ErrorSummary, Lease, NewJob
 from onward.recorder import ActiveEntry, CommitOutcome, DueJob, Tenant, TenantState, TransitionWrite
@@ -355,6 +355,41 @@ def test_an_entry_leaves_the_index_only_on_counters_the_claim_read() -> None:
     lease = store.claim("w", 30)
     assert lease is not None and lease.job_id == later
     assert recorder.calls["active_head"] == heads
+
+
+def test_a_parked_entry_is_woken_at_its_end_not_at_the_next_once_a_second_pass() -> None:
+    """Two delayed jobs of two tenants, due 2.0 s and 2.1 s from now: a claim parks both entries; each job is
+    claimed at its due time (not a millisecond before), the second 0.1 s after the wake pass that woke the
+    first. Each wake pass used to set the next one a second on, over the ends of the parks in between: a
+    job waited up to a second past its due time."""
+    clock, recorder = ManualClock(), CountingRecorder()
+    store = _store(recorder, clock)
+    first = store.create("a", NewJob(type="demo.echo", delay_s=2.0)).job
+    second = store.create("b", NewJob(type="demo.echo", delay_s=2.1)).job
+    assert store.claim("w", 30) is None
+    assert recorder.calls["park"] == 2
+    for job in (first, second):
+        clock.now = job.not_before - 1
+        assert store.claim("w", 30) is None, "claimed before it was due"
+        clock.now = job.not_before
+        lease = store.claim("w", 30)
+        assert lease is not None and lease.job_id == job.job_id
+
+
+def test_parked_entries_due_at_once_beyond_one_pass_are_woken_by_the_next_claims() -> None:
+    """80 tenants' delayed jobs, all due at one time, their entries parked (20 per `parked` partition on
+    average): a wake pass wakes at most WAKE_PER_SHARD of a partition, and the claims after it pass again at
+    once, so every job is claimed at its due time. Without passing again, the rest slept a second more."""
+    assert PARKED_SHARDS * WAKE_PER_SHARD < 80  # (more than one pass can wake)
+    clock, recorder = ManualClock(), CountingRecorder()
+    store = _store(recorder, clock)
+    jobs = {store.create(f"t{number:02d}", NewJob(type="demo.echo", delay_s=5.0)).job.job_id for number in range(80)}
+    while recorder.calls["park"] < 80:
+        assert store.claim("w", 30) is None
+        clock.now += 1
+    clock.now = max(store.get(job_id).not_before for job_id in jobs)
+    claimed = {lease.job_id for lease in _claims(store, 80)}
+    assert claimed == jobs
 
 
 # --- counters, shared ----------------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from typing import TypeVar
 
 import pytest
 
-from onward.claim_order import SPREAD_MS
+from onward.claim_order import CONTENDED_MS, SPREAD_MS, ClaimOrder
 from onward.claim_sharing import COUNTERS_SHARE_MS, DUE_HEAD_SHARE_MS, counted_write
 from onward.claims import HEAD_CACHE_MS, WAKE_PER_SHARD
 from onward.clock import EpochMs
@@ -274,6 +274,25 @@ def test_processes_racing_for_a_queue_spread_over_its_jobs() -> None:
                 assert store.claim("w", 30) is not None
             clock.now += 50
         assert recorder.outcomes[CommitOutcome.JOB_MOVED] <= 45, (seed, recorder.outcomes)
+
+
+def test_a_contended_queue_is_spread_within_the_window_and_back_in_due_order_after_it() -> None:
+    """`ClaimOrder`: a queue in due order until a claim finds one of its jobs taken by another process; then
+    its jobs due within SPREAD_MS of the oldest in random order, those due later after them in due order,
+    for CONTENDED_MS; then due order again. Without the end a race seen once would shuffle the queue for
+    the process's life; without the window, a job could start before one due long before it."""
+    key = ("acme", ReadyQueue(0, 0))
+    now = 1_800_000_000_000
+    due = [DueJob(f"{number:032x}", now - 3 * SPREAD_MS + number * 100) for number in range(30)]
+    window = [job for job in due if job.due_at - due[0].due_at <= SPREAD_MS]
+    order = ClaimOrder(random.Random(5))
+    assert order.order(key, due[::-1], now) == due
+    order.contended(key, now)
+    spreads = [order.order(key, due, now + 1) for _ in range(20)]
+    assert all(sorted(spread[:len(window)]) == window and spread[len(window):] == due[len(window):]
+               for spread in spreads)
+    assert len({spread[0] for spread in spreads}) > 1
+    assert order.order(key, due, now + CONTENDED_MS) == due
 
 
 def test_a_job_the_process_took_shown_again_by_a_lagging_index_is_no_race() -> None:

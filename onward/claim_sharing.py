@@ -29,6 +29,8 @@ SETTLED_KEEP_MS = 10_000  # a job taken is hidden from the reads under way then:
 
 QueueKey = tuple[str, ReadyQueue]  # a tenant's ready queue: (tenant id, queue)
 JobMark = tuple[str, EpochMs]  # a job as a queue's head showed it: (job id, due time)
+# The order in which to hand out a queue's due jobs, as of a time (onward.claim_order.ClaimOrder.order).
+HandOutOrder = Callable[[QueueKey, list[DueJob], EpochMs], list[DueJob]]
 
 
 def counted_write(state: TenantState, running: RunningUpdate | None, waiting: WaitingUpdate | None) -> TenantState:
@@ -135,7 +137,7 @@ def _mark(job: DueJob) -> JobMark:
 @dataclass
 class _Head:
     read_at: EpochMs  # when the read answered
-    jobs: list[DueJob]  # those not handed out, in due order
+    jobs: list[DueJob]  # those not handed out, in due order (DueJob.rank)
 
 
 class SharedDueHeads:
@@ -149,6 +151,7 @@ class SharedDueHeads:
         self._in_flight: dict[QueueKey, set[JobMark]] = {}  # handed out, their claims not done with them
         self._reading: Counter[QueueKey] = Counter()  # reads under way
         self._settled: deque[tuple[int, EpochMs, QueueKey, JobMark]] = deque()  # (sequence, when, queue, job)
+        self._settled_marks: Counter[tuple[QueueKey, JobMark]] = Counter()  # the same, to look up
         self._sequence = 0  # jobs settled so far
 
     def begin_read(self, key: QueueKey) -> int:
@@ -185,7 +188,7 @@ class SharedDueHeads:
                     break
                 if queue == key:
                     hidden.add(mark)
-            left = [job for job in jobs if _mark(job) not in hidden]
+            left = sorted((job for job in jobs if _mark(job) not in hidden), key=DueJob.rank)
             self._heads[key] = _Head(now, left)
             self._prune(now)
             return list(left)
@@ -204,8 +207,7 @@ class SharedDueHeads:
                 return None
             return [job for job in head.jobs if job.due_at <= now] or None
 
-    def hand_out(self, key: QueueKey, tried: Collection[str], now: EpochMs,
-                 order: Callable[[list[DueJob]], list[DueJob]]) -> DueJob | None:
+    def hand_out(self, key: QueueKey, tried: Collection[str], now: EpochMs, order: HandOutOrder) -> DueJob | None:
         """The next job of the queue's shared head for one claim: the first in `order` of its due jobs the
         claim has not tried, out of the head until `settle`; None when there is none (or the head is too old)."""
         with self._lock:
@@ -215,7 +217,7 @@ class SharedDueHeads:
             due = [job for job in head.jobs if job.due_at <= now and job.job_id not in tried]
             if not due:
                 return None
-            job = order(due)[0]
+            job = order(key, due, now)[0]
             head.jobs = [other for other in head.jobs if other.job_id != job.job_id]
             self._in_flight.setdefault(key, set()).add(_mark(job))
             return job
@@ -233,13 +235,23 @@ class SharedDueHeads:
             if not give_back:
                 self._sequence += 1
                 self._settled.append((self._sequence, now, key, mark))
+                self._settled_marks[key, mark] += 1
                 return
             head = self._heads.get(key)
             if head is not None and all(other.job_id != job.job_id for other in head.jobs):
-                head.jobs = sorted([*head.jobs, job], key=lambda other: other.due_at)
+                head.jobs = sorted([*head.jobs, job], key=DueJob.rank)
+
+    def settled_before(self, key: QueueKey, job: DueJob) -> bool:
+        """Whether a claim of this process settled this job (as shown: same due time) in the last
+        SETTLED_KEEP_MS: taken, or found gone, by this process."""
+        with self._lock:
+            return self._settled_marks[key, _mark(job)] > 0
 
     def _prune(self, now: EpochMs) -> None:
         for key in [key for key, head in self._heads.items() if now - head.read_at >= DUE_HEAD_SHARE_MS]:
             del self._heads[key]
         while self._settled and now - self._settled[0][1] >= SETTLED_KEEP_MS:
-            self._settled.popleft()
+            _, _, key, mark = self._settled.popleft()
+            self._settled_marks[key, mark] -= 1
+            if self._settled_marks[key, mark] <= 0:
+                del self._settled_marks[key, mark]

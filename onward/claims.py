@@ -10,16 +10,17 @@ A claim costs the same however many tenants are registered or backlogged:
 3. inside the chosen tenant it reads the head of each ready queue (ready shard and priority band) its
    entries count waiting jobs in, and serves the queue whose oldest due job has the highest aged priority
    (onward.dispatch.aged_priority: priority with aging; within a band the oldest due job across the
-   shards, so no shard goes first), through the store's transaction (onward.store), which takes a slot on
-   one of the tenant's RUNNING counters under its share of the cap (`Admission`) and re-keys the served
-   entry to the tenant's virtual time.
+   shards, so no shard goes first; due at the same millisecond, the lower job id), its jobs in due order
+   (onward.claim_order: spread a little while processes race for the queue), through the store's
+   transaction (onward.store), which takes a slot on one of the tenant's RUNNING counters under its share
+   of the cap (`Admission`) and re-keys the served entry to the tenant's virtual time.
 Keys are lower bounds because a tenant's virtual time only grows (its running attempts accrue, lifts
 raise it): a tenant at the head whose key is far below its virtual time is re-keyed (REKEYS_PER_CLAIM at
 most), so the head converges on the tenants that are really next. Housekeeping keeps the head clean:
 an entry found with nothing waiting leaves the index (`deactivate`, conditional on still nothing waiting);
-one whose jobs are all in backoff is parked until its earliest is due (`park`, conditional on no job
-entering since the read), and parked entries are woken once a second (WAKE_EVERY_MS) by any claiming
-process, or at once by a job entering them.
+one whose jobs are all in backoff (or delayed) is parked until its earliest is due (`park`, conditional on
+no job entering since the read), and woken then by the process that parked it, within a second
+(WAKE_EVERY_MS) by any claiming process (onward.wake_schedule), or at once by a job entering it.
 
 Order is exact among the tenants considered; a tenant beyond them is at worst one re-key away. The
 index is eventually consistent: a job created a moment ago may wait for the next claim.
@@ -33,9 +34,9 @@ transaction and a fraction of a read):
   tenant and shard, and its attempts' ends, retries and releases);
 - each ready queue's head (`SharedDueHeads`), for DUE_HEAD_SHARE_MS while it holds due jobs not handed
   out: each of its jobs is handed to one claim of the process at a time (its threads do not race for one
-  job), in `_in_claim_order` (concurrent processes spread over a burst), and given back when that claim did
-  not take it for want of a slot; a queue whose shared head ran out is read again (by one claim: the others
-  wait for that read).
+  job), in due order (`ClaimOrder`: spread while the process finds other processes taking the queue's jobs),
+  and given back when that claim did not take it for want of a slot; a queue whose shared head ran out is
+  read again (by one claim: the others wait for that read).
 What is shared only chooses what to try: every claim commits through its transaction's conditions (the
 job row's version and state, the RUNNING counter's cap in `Admission`, a flex's checks), which refuse what
 a stale read showed (a job another process took: the claim tries the next). And no claim concludes from a
@@ -52,9 +53,10 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
+from onward.claim_order import ClaimOrder
 from onward.claim_sharing import QueueKey, SharedCounters, SharedDueHeads, counted_lift, counted_write
 from onward.clock import Clock, EpochMs
-from onward.dispatch import Candidate, aged_priority, dispatch_order
+from onward.dispatch import Candidate, aged_ms, dispatch_order
 from onward.keys import ReadyQueue
 from onward.models import Lease
 from onward.recorder import (
@@ -69,6 +71,7 @@ from onward.recorder import (
     WaitingUpdate,
 )
 from onward.tenants import TenantRegistry
+from onward.wake_schedule import WakeSchedule
 
 HEAD_PER_SHARD = 4
 HEAD_CACHE_MS = 250  # a process reads the head at most this often: its reads do not grow with its claims
@@ -80,8 +83,6 @@ REKEY_GAP_MS = 2_000.0  # a key of a tenant considered but not served this far b
 SERVED_REKEY_GAP_MS = 0.0  # the served entry's key, raised by the claim's transaction, which writes it anyway
 MAX_FLEX_CHECKS = 80  # condition checks of a flexing claim (a transaction holds at most 100 actions)
 MAX_ROUNDS = 25
-SPREAD_MS = 1_000  # jobs due this close to a queue's oldest are tried in random order (concurrent claims spread)
-WAKE_EVERY_MS = 1_000
 WAKE_PER_SHARD = 16
 NO_DUE_BOUND: EpochMs = 2 ** 62  # a queue's head read due or not (the index is in due order)
 
@@ -148,11 +149,12 @@ class Claimer:
         self._rng = rng
         self._take = take
         self._lock = threading.Lock()
-        self._wake_at: EpochMs | None = None  # the next wake pass: WAKE_EVERY_MS on, or a park's end
+        self._wake = WakeSchedule()
         self._head: tuple[EpochMs, list[ActiveEntry]] | None = None
         self._head_readers = 0  # claims reading the head now
         self._counters = SharedCounters()
         self._due_heads = SharedDueHeads()
+        self._order = ClaimOrder(rng)
         self._local = threading.local()  # shared_head, shared_counters: whether this thread's claim round used them
 
     def claim(self, worker_id: str, lease_ms: int) -> Lease | None:
@@ -189,14 +191,15 @@ class Claimer:
             self._counters.update(tenant_id, lambda state: counted_write(state, running, waiting))
 
     def _wake_parked(self) -> None:
-        """Wake the parked entries that are due: once per WAKE_EVERY_MS, sooner when one this process
-        parked is due."""
+        """Wake the parked entries that are due, when a pass is (onward.wake_schedule). A woken entry reaches
+        the claims as a new one does: in the next read of the `active` head."""
         now = self._clock()
-        with self._lock:
-            if self._wake_at is not None and now < self._wake_at:
-                return
-            self._wake_at = now + WAKE_EVERY_MS
-        for tenant_id, shard in self._recorder.parked_due(now, WAKE_PER_SHARD):
+        if not self._wake.pass_due(now):
+            return
+        due = self._recorder.parked_due(now, WAKE_PER_SHARD)
+        if len(due) >= WAKE_PER_SHARD:
+            self._wake.again()  # (a partition's page may have been full: more may be due)
+        for tenant_id, shard in due:
             self._recorder.wake(tenant_id, shard)
 
     def _active_head(self, *, fresh: bool) -> list[ActiveEntry]:
@@ -339,7 +342,7 @@ class Claimer:
         entries = sorted((entry for entry in state.queues.values() if entry.waiting > 0),
                          key=lambda entry: (entry.active_vt if entry.active_vt is not None else -1.0, entry.shard))
         now = self._clock()
-        heads: list[tuple[float, int, float, int, QueueEntry]] = []
+        heads: list[tuple[int, int, tuple[EpochMs, str], QueueEntry]] = []
         for entry in entries:
             found_due = False
             earliest: list[EpochMs] = []  # the earliest job of each band none of whose jobs is due
@@ -362,13 +365,13 @@ class Claimer:
                     due = [job for job in left if job.due_at <= now]
                 found_due = True  # (due jobs all handed to the process's other claims: not parked either)
                 if due:
-                    vt = entry.active_vt if entry.active_vt is not None else -1.0
-                    heads.append((-aged_priority(band, due[0].due_at, now), -band, vt, entry.shard, entry))
+                    oldest = min(due, key=DueJob.rank)
+                    heads.append((-aged_ms(band, oldest.due_at, now), -band, oldest.rank(), entry))
             if not found_due and earliest:
                 self._park(entry, min(earliest), now)
-        heads.sort(key=lambda head: head[:4])
+        heads.sort(key=lambda head: head[:3])
         tried: set[str] = set()
-        for _, band, _, _, entry in heads:
+        for _, band, _, entry in heads:
             behind = entry.active_vt is not None and candidate.virtual_time - entry.active_vt > SERVED_REKEY_GAP_MS
             active_vt = candidate.virtual_time if behind else None
             found = self._claim_in(entry, ReadyQueue(entry.shard, -band), slots, active_vt, tried,
@@ -417,7 +420,7 @@ class Claimer:
         due job it has not tried (but jobs the process's other claims hold: theirs to take)."""
         key = (entry.tenant_id, queue)
         for _ in range(MAX_ROUNDS):
-            while (job := self._due_heads.hand_out(key, tried, self._clock(), self._in_claim_order)) is not None:
+            while (job := self._due_heads.hand_out(key, tried, self._clock(), self._order.order)) is not None:
                 tried.add(job.job_id)
                 found = self._take_handed(key, job, slots, active_vt, worker_id, lease_ms, flex_while_at_cap)
                 if found is not None:
@@ -431,27 +434,21 @@ class Claimer:
                 break
         return _Found.NOTHING_DUE
 
-    def _in_claim_order(self, due: list[DueJob]) -> list[DueJob]:
-        """Due jobs in due order, except that those due within SPREAD_MS of the oldest are shuffled: a burst
-        created together spreads concurrent claims over it, while an older job goes first (FIFO, and the
-        head's age is what aging weighs)."""
-        if not due:
-            return []
-        oldest = min(job.due_at for job in due)
-        spread = [job for job in due if job.due_at - oldest <= SPREAD_MS]
-        self._rng.shuffle(spread)
-        return spread + [job for job in sorted(due, key=lambda job: job.due_at) if job.due_at - oldest > SPREAD_MS]
-
     def _take_handed(self, key: QueueKey, job: DueJob, slots: _Slots, active_vt: float | None, worker_id: str,
                      lease_ms: int, flex_while_at_cap: tuple[tuple[str, int, int], ...] | None
                      ) -> Lease | _Found | None:
         """`_take_within` on a job handed out of the queue's shared head: settled there when taken or found
-        not claimable, given back when not taken for want of a slot or when the take raised."""
+        not claimable, given back when not taken for want of a slot or when the take raised. A job found
+        not claimable that this process had not settled before was taken by another process since the read:
+        the queue is contended (`ClaimOrder`)."""
         found: Lease | _Found | None = _Found.AT_CAP  # (what a take that raised leaves: the job given back)
         try:
             found = self._take_within(key, job, slots, active_vt, worker_id, lease_ms, flex_while_at_cap)
         finally:
-            self._due_heads.settle(key, job, self._clock(), give_back=found is _Found.AT_CAP)
+            now = self._clock()
+            if found is None and not self._due_heads.settled_before(key, job):
+                self._order.contended(key, now)
+            self._due_heads.settle(key, job, now, give_back=found is _Found.AT_CAP)
         return found
 
     def _take_within(self, key: QueueKey, job: DueJob, slots: _Slots, active_vt: float | None, worker_id: str,
@@ -479,6 +476,5 @@ class Claimer:
         # (until <= now: the index lags behind a job that is due: not parked)
         if until <= now or not self._recorder.park(entry.tenant_id, entry.shard, until, entry.entered):
             return
-        with self._lock:
-            self._wake_at = until if self._wake_at is None else min(self._wake_at, until)
+        self._wake.parked(until)
         self._leave_head(entry.tenant_id, entry.shard)

@@ -233,10 +233,16 @@ def shard_caps(cap: int | None, shards: int) -> tuple[int | None, ...]:
 
 def aged_priority(priority: int, due_at: int, now: int, aging_ms: int = AGING_MS) -> float:
     """A due job's priority after aging: one band more for every `aging_ms` it has been due."""
-    return priority + max(0, now - due_at) / aging_ms
+    return aged_ms(priority, due_at, now, aging_ms) / aging_ms
+
+
+def aged_ms(priority: int, due_at: int, now: int, aging_ms: int = AGING_MS) -> int:
+    """`aged_priority` times `aging_ms`: in whole milliseconds, so that jobs compare exactly (a tie is a tie,
+    as onward.explain's bounds count it, not a rounding)."""
+    return priority * aging_ms + max(0, now - due_at)
 
 
 def band_order(heads: Mapping[int, int], now: int, aging_ms: int = AGING_MS) -> list[int]:
     """The order in which to try a tenant's priority bands, from the due time of each band's oldest due
     job (`heads`: priority -> due_at): the highest aged priority first, the higher band on a tie."""
-    return sorted(heads, key=lambda band: (-aged_priority(band, heads[band], now, aging_ms), -band))
+    return sorted(heads, key=lambda band: (-aged_ms(band, heads[band], now, aging_ms), -band))

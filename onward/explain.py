@@ -13,6 +13,12 @@ first of these that holds:
 - `waiting_for_share`: due, workers are claiming: `ahead` jobs of its tenant go before it, and its tenant
   gets its fair share of the workers (`share`: of the window's claims, beside its `weight`).
 
+The jobs ahead are those a claim takes before it by the claim's rule (onward.claims, onward.claim_order):
+the highest aged priority first, within a band due order, jobs due in the same millisecond by job id; so
+the count is the job's place in the order one worker process claims its tenant's jobs. Processes racing
+for one ready queue spread their claims over its jobs due within SPREAD_MS (1 s) of its oldest: then jobs
+due up to 1 s before or after it may start after or before it.
+
 A job that is not waiting (running, or ended) is answered as such (`running`, `finished`), with nothing
 estimated. The ETA is when the tenant makes its (ahead + 1)-th claim from now at its claims per minute over
 the window, never before `until`: an estimate from recent throughput, None when the tenant claimed nothing
@@ -126,7 +132,8 @@ def ahead_bounds(job: Job, own: ReadyQueue, queues: Iterable[ReadyQueue], now: E
     A claim takes the due job of the highest aged priority (onward.dispatch.aged_priority: a band more per
     `aging_ms` due; on a tie the higher band), so a job of band b due at t goes before `job` (band p, due at
     d) when b + (now - t) / aging > p + (now - d) / aging, that is t < d + (b - p) * aging: a bound that does
-    not move with the time of the claim. Jobs due only after that time are not counted."""
+    not move with the time of the claim. Jobs due only after that time are not counted. In its own band a
+    job due at d too goes first only with a lower job id (`count_ahead`)."""
     claimed_at = max(now, job.not_before)
     others = sorted({queue for queue in queues if queue != own}, key=lambda queue: (-queue.priority, queue.shard))
     bounds = []
@@ -139,13 +146,17 @@ def ahead_bounds(job: Job, own: ReadyQueue, queues: Iterable[ReadyQueue], now: E
 
 def count_ahead(due: DueReader, job: Job, bounds: Sequence[tuple[ReadyQueue, EpochMs]], *,
                 limit: int = MAX_AHEAD, max_queries: int = MAX_AHEAD_QUERIES) -> Ahead:
-    """How many jobs go before `job`: those due by each queue's bound (`ahead_bounds`), the job itself left
-    out; at most `limit` (at_least when there are more, or when queues beyond `max_queries` went unread)."""
+    """How many jobs go before `job`: those due by each queue's bound (`ahead_bounds`), in its own band
+    only those before it in due order (`DueJob.rank`: due at its time, a lower job id), the job itself left
+    out; at most `limit` (at_least when there are more, or when queues beyond `max_queries` went unread).
+    (A read answers in due order, so in its own band the jobs ahead are the first of each read.)"""
     count = 0
+    place = DueJob(job.job_id, job.not_before).rank()
     for read, (queue, bound) in enumerate(bounds):
         if read >= max_queries:
             return Ahead(count, at_least=True)
-        found = [entry for entry in due(queue, bound, limit - count + 1) if entry.job_id != job.job_id]
+        found = [entry for entry in due(queue, bound, limit - count + 1)
+                 if entry.job_id != job.job_id and (queue.priority != job.priority or entry.rank() < place)]
         count += len(found)
         if count > limit:
             return Ahead(limit, at_least=True)

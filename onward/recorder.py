@@ -116,6 +116,11 @@ class DueJob(NamedTuple):
     due_at: EpochMs
     row: JobRow | None = None
 
+    def rank(self) -> tuple[EpochMs, str]:
+        """Its place in its queue's due order, which claims follow (onward.claim_order): by due time, those
+        due at the same millisecond by job id (the ready index's order: by due time, then the row's key)."""
+        return self.due_at, self.job_id
+
 
 @dataclass(frozen=True)
 class TenantState:

@@ -163,8 +163,10 @@ class WaitDetails(_Answer):
     cap: int | None = Field(description="its tenant's cap on jobs running at once while others wait; null: none")
     weight: float = Field(description="its tenant's weight in the fair share of worker time")
     waiting: int = Field(description="its tenant's queued and retry_wait jobs, this one included")
-    ahead: int = Field(description="jobs of its tenant a claim takes before this one (due order, priority with "
-                                   "aging)")
+    ahead: int = Field(description="jobs of its tenant a claim takes before this one (priority with aging, "
+                                   "then due order; due in the same millisecond, by job id): its place in the "
+                                   "order one worker process claims them. Processes racing for one queue take "
+                                   "its jobs due within 1 s of its oldest in random order")
     ahead_at_least: bool = Field(description="true: the count stopped at its bound; there may be more")
     claims_per_minute: float = Field(description="its tenant's claims (attempts started) per minute in the window")
     share: float | None = Field(description="its tenant's share of every tenant's claims in the window, 0 to 1; "

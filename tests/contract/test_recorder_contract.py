@@ -404,6 +404,15 @@ def test_due_jobs_come_earliest_first_only_when_due_and_at_most_the_limit(backen
     assert backend.recorder.due_jobs("globex", queue, start + 60_000, 8) == []
 
 
+def test_jobs_due_in_the_same_millisecond_come_in_job_id_order(backend, store, clock):
+    """The claim's due order (DueJob.rank) and explain's count of the jobs ahead rest on it: jobs due at the
+    same time in the order of their rows' keys, however they were created, in every read of a page."""
+    created = [store.create("acme", ECHO).job.job_id for _ in range(12)]
+    queue = ReadyQueue(0, 0)
+    assert backend.recorder.due_jobs("acme", queue, clock.now, 100) == sorted(created)
+    assert backend.recorder.due_jobs("acme", queue, clock.now, 5) == sorted(created)[:5]
+
+
 def test_a_job_leaves_the_ready_index_when_claimed_and_returns_at_its_retry_time(backend, store, clock):
     job_id = store.create("acme", ECHO).job.job_id
     report = store.fail(store.claim("w1", 30), ErrorSummary.of("E", "transient"))

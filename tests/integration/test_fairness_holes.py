@@ -209,7 +209,7 @@ def test_ready_shards_are_served_oldest_job_first_not_shard_0_first(store, clock
     created = []
     for _ in range(16):
         created += enqueue(store, "acme", 1)
-        clock.advance(2)  # further apart than claims.SPREAD_MS, within which a burst is spread at random
+        clock.advance(0.01)
     claimed = []
     for _ in range(16):
         lease = store.claim("w1", 60)

@@ -130,7 +130,8 @@ def test_the_bounds_follow_priority_aging_and_a_lower_band_loses_a_tie() -> None
 
 
 def test_the_count_stops_at_its_bound_and_says_at_least() -> None:
-    """Catches a count that reads a huge backlog whole, or that counts the job itself."""
+    """Catches a count that reads a huge backlog whole, that counts the job itself, or a job of its band due
+    at its time with a higher job id (the claim takes that one after it)."""
     job = _job()
     reads: list[int] = []
 
@@ -143,15 +144,16 @@ def test_the_count_stops_at_its_bound_and_says_at_least() -> None:
     queues = [(ReadyQueue(shard, 0), NOW) for shard in range(3)]
     assert explain.count_ahead(due, job, queues, limit=100) == Ahead(100, at_least=True)
     assert reads == [101, 1]  # 100 others in its own queue, then one more is enough to say "at least"
-    few = explain.count_ahead(lambda queue, by, limit: [DueJob(JOB_ID, NOW), DueJob("1" * 32, NOW)], job, queues)
-    assert few == Ahead(3)
+    # due at its time: a lower job id goes before it, a higher one after
+    tied = [DueJob("0" * 32, NOW), DueJob(JOB_ID, NOW), DueJob("1" * 32, NOW)]
+    assert explain.count_ahead(lambda queue, by, limit: tied, job, queues) == Ahead(3)
     assert explain.count_ahead(lambda *_: [], job, queues * 10, max_queries=4) == Ahead(0, at_least=True)
 
 
 def test_the_count_ahead_is_each_jobs_place_in_the_claim_order() -> None:
     """The count, read from the ready index as GET /jobs/{id}/explain reads it, against the order the claim path
     (onward.claims) really takes a tenant's jobs: jobs of random priorities over 3 ready shards, created 3.3 s
-    apart (no ties under 10 s aging, none within the claim's 1 s spread), then claimed one by one."""
+    apart (no ties under 10 s aging), then claimed one by one."""
     rng = random.Random(7)
     clock = ManualClock(NOW)
     store = JobStore.in_memory(clock=clock, rng=random.Random(1))
@@ -171,6 +173,37 @@ def test_the_count_ahead_is_each_jobs_place_in_the_claim_order() -> None:
         order.append(lease.job_id)
     assert sorted(order) == sorted(job.job_id for job in jobs)
     assert order != [job.job_id for job in jobs]  # priorities and aging reorder them: not creation order
+    assert [ahead[job_id] for job_id in order] == list(range(len(jobs)))
+
+
+def test_the_count_ahead_is_each_jobs_place_when_jobs_come_in_bursts_with_ties() -> None:
+    """One process claims a tenant's jobs in due order, and the count of jobs ahead is each job's place in
+    that order, for jobs created 40 ms apart and several in the same millisecond (over 3 ready shards and 2
+    bands): jobs due at the same millisecond go in job id order. Catches the claim's old shuffle of the jobs
+    due within 1 s of a queue's oldest (a burst ran in random order, so the count was no job's place), and a
+    count that takes a job due in the same millisecond as ahead whatever its id (the claim takes it after)."""
+    rng = random.Random(11)
+    clock = ManualClock(NOW)
+    store = JobStore.in_memory(clock=clock, rng=random.Random(3))
+    store.register_tenant(Tenant("acme", ready_shards=3))
+    jobs = []
+    for _ in range(12):
+        jobs += [store.create("acme", NewJob(type="demo.echo", priority=rng.choice([0, 1]))).job
+                 for _ in range(rng.choice([1, 1, 3]))]  # (3: created in the same millisecond)
+        clock.advance(0.04)
+    claims = ClaimCounts(clock.now - WINDOW_MS, clock.now, 60_000, {}, examined=0, complete=True)
+    ahead = {}
+    for job in jobs:
+        row = store.recorder.job(job.job_id)
+        assert row is not None
+        ahead[job.job_id] = explain.waiting_of(store.recorder, row, claims, clock.now).ahead.count
+    order = []
+    while (lease := store.claim("w", 30)) is not None:
+        order.append(lease.job_id)
+    by_id = {job.job_id: job for job in jobs}
+    in_band = {band: [job_id for job_id in order if by_id[job_id].priority == band] for band in (0, 1)}
+    for band, claimed in in_band.items():
+        assert claimed == sorted(claimed, key=lambda job_id: (by_id[job_id].not_before, job_id)), band
     assert [ahead[job_id] for job_id in order] == list(range(len(jobs)))
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import re
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -24,10 +23,11 @@ from pydantic import (
 from onward.clock import EpochMs, iso, system_clock
 from onward.documents import check_storable
 from onward.states import SHOWS_ERROR, JobState, RunOutcome
+from onward.text_patterns import JOB_ID, JOB_TYPE, TENANT_ID
 
-JobId = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{32}$")]
-TenantId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")]
-JobType = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$", max_length=128)]
+JobId = Annotated[str, JOB_ID.constraints()]
+TenantId = Annotated[str, TENANT_ID.constraints()]
+JobType = Annotated[str, JOB_TYPE.constraints()]
 WorkerId = Annotated[str, StringConstraints(min_length=1, max_length=128)]
 
 
@@ -38,7 +38,6 @@ def _storable_params(params: dict[str, Any]) -> dict[str, Any]:
 
 StorableParams = Annotated[dict[str, Any], AfterValidator(_storable_params)]
 
-JOB_ID_PATTERN = re.compile(r"^[0-9a-f]{32}$")
 EVENT_SCHEMA = 1
 MAX_ERROR_MESSAGE = 1000
 MAX_INLINE_RESULT_BYTES = 1024

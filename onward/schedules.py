@@ -28,13 +28,13 @@ from functools import lru_cache
 from typing import Annotated, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, StringConstraints, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator, model_validator
 
 from onward.clock import EpochMs, iso
 from onward.models import JobType, NewJob, StorableParams, TenantId
+from onward.text_patterns import SCHEDULE_NAME
 
-SCHEDULE_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
-ScheduleName = Annotated[str, StringConstraints(pattern=SCHEDULE_NAME_PATTERN)]
+ScheduleName = Annotated[str, SCHEDULE_NAME.constraints()]
 MINUTE_MS = 60_000
 MIN_RATE_MS = MINUTE_MS
 MAX_RATE_MS = 366 * 86_400_000

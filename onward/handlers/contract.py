@@ -18,6 +18,7 @@ from onward.explain import Explanation, WaitReason
 from onward.models import ErrorSummary, Freshness, Job, JobId, JobType, NewJob, Run, StatusView, TenantId, ViewLag
 from onward.schedules import Schedule
 from onward.states import JobState, RunOutcome, is_terminal
+from onward.text_patterns import IDEMPOTENCY_KEY
 
 
 class _Answer(BaseModel):
@@ -367,9 +368,9 @@ MAX_BATCH = 100
 class BatchJob(NewJob):
     """One job of a batch: the body POST /jobs takes, and its own Idempotency-Key."""
 
-    idempotency_key: str | None = Field(None, pattern=r"^[ -~]{1,128}$",
-                                        description="as POST /jobs's Idempotency-Key header: a retry with the same "
-                                                    "key and job answers the job it created (200)")
+    idempotency_key: Annotated[str, IDEMPOTENCY_KEY.constraints()] | None = Field(
+        None, description="as POST /jobs's Idempotency-Key header: a retry with the same key and job answers the "
+                          "job it created (200)")
 
     def new_job(self) -> NewJob:
         """The job itself, as POST /jobs would have validated it (its Idempotency-Key apart)."""

@@ -1,0 +1,92 @@
+"""The input rules without AWS: identifiers matched whole (onward/text_patterns.py) by the API, the models and
+the OpenAPI document alike; numbers in a caller's JSON kept exactly or refused (onward/documents.py); request
+models strict about JSON types; cron and rate in ASCII and zones by IANA name (onward/schedules.py).
+
+Each test says how it would break without the rule: a trailing newline read away by `re.match("^...$")`, a
+whole float coming back from DynamoDB as an int, `"false"` read as false, `int("٣")` read as 3."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import jsonschema_rs
+import pytest
+from openapi_spec_validator import validate
+from pydantic import TypeAdapter, ValidationError
+
+from onward import text_patterns
+from onward.handlers.auth import InvalidTokens, JwtClaimsAuthenticator, NoTenant, parse_tokens
+from onward.handlers.openapi import DOCUMENT, document
+from onward.models import JobType, TenantId
+
+PATTERNS = {name: value for name, value in vars(text_patterns).items() if isinstance(value, text_patterns.TextPattern)}
+SAMPLES = {"TENANT_ID": "acme", "SCHEDULE_NAME": "nightly.v2", "JOB_ID": "0123456789abcdef0123456789abcdef",
+           "JOB_ID_PREFIX": "0a1b", "JOB_TYPE": "reports.export_v2", "IDEMPOTENCY_KEY": "order 42",
+           "SECRET": "s3cr3t!", "WEB_ASSET": "app.js"}
+
+
+# --- identifiers, matched whole ------------------------------------------------------------------------------
+
+def test_every_pattern_has_a_sample() -> None:
+    assert set(PATTERNS) == set(SAMPLES)
+
+
+@pytest.mark.parametrize("name", sorted(SAMPLES))
+@pytest.mark.parametrize("suffix", ["\n", "\r\n", "\n\n", "\x00"])
+def test_a_pattern_refuses_a_trailing_newline_in_python_pydantic_and_the_document(name: str, suffix: str) -> None:
+    """Python's `$` matches before a final newline: `re.match("^[a-z]+$", "acme\\n")` matches. Each pattern
+    must refuse it in its three uses: TextPattern.matches (the handlers), its pydantic type (Rust's regex: the
+    models) and its schema in the OpenAPI document, read by a JSON Schema validator with ECMA-262's regex
+    (jsonschema_rs, as schemathesis does; `\\Z` there would mean a literal "Z")."""
+    pattern, good = PATTERNS[name], SAMPLES[name]
+    assert pattern.matches(good) and not pattern.matches(good + suffix)
+    adapter: TypeAdapter[str] = TypeAdapter(Annotated[str, pattern.constraints()])
+    assert adapter.validate_python(good) == good
+    with pytest.raises(ValidationError):
+        adapter.validate_python(good + suffix)
+    schema = jsonschema_rs.validator_for(pattern.schema())
+    assert schema.is_valid(good) and not schema.is_valid(good + suffix)
+
+
+def test_the_document_uses_only_the_helpers_patterns() -> None:
+    """Every `pattern` in the OpenAPI document is one of the helper's anchored patterns: a pattern written out
+    by hand could anchor differently from the server's check (or drift from it)."""
+    found: list[str] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            if isinstance(node.get("pattern"), str):
+                found.append(node["pattern"])
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(DOCUMENT)
+    assert found and set(found) <= {pattern.anchored for pattern in PATTERNS.values()}
+
+
+def test_the_served_document_is_valid_openapi() -> None:
+    validate(document(frozenset({"demo.echo", "reports.export"})))
+
+
+def test_a_jwt_claim_that_is_not_a_tenant_id_is_no_tenant() -> None:
+    """A claim "acme\\n" passed `TENANT_PATTERN.match` and became the caller's tenant: GET /whoami answered 500."""
+    jwt = JwtClaimsAuthenticator()
+    for claim in ("acme\n", "acme\r\n", " acme", "", "a" * 65):
+        with pytest.raises(NoTenant):
+            jwt.authenticate({"requestContext": {"authorizer": {"jwt": {"claims": {"sub": "u", "tenant": claim}}}}})
+
+
+def test_local_tokens_refuse_a_trailing_newline() -> None:
+    with pytest.raises(InvalidTokens):
+        parse_tokens([], operator_token="operator\n")
+    with pytest.raises(InvalidTokens):
+        parse_tokens(["acme=secret\n"])
+
+
+def test_the_models_identifier_types_refuse_a_trailing_newline() -> None:
+    for annotation, good in ((TenantId, "acme"), (JobType, "demo.echo")):
+        with pytest.raises(ValidationError):
+            TypeAdapter(annotation).validate_python(good + "\n")

@@ -21,7 +21,7 @@ from pydantic import (
 )
 
 from onward.clock import EpochMs, iso, system_clock
-from onward.documents import check_storable
+from onward.documents import check_exact
 from onward.states import SHOWS_ERROR, JobState, RunOutcome
 from onward.text_patterns import JOB_ID, JOB_TYPE, TENANT_ID
 
@@ -32,7 +32,7 @@ WorkerId = Annotated[str, StringConstraints(min_length=1, max_length=128)]
 
 
 def _storable_params(params: dict[str, Any]) -> dict[str, Any]:
-    check_storable(params, "params", depth=1)  # UnstorableValue is a ValueError: pydantic reports it as such
+    check_exact(params, "params", depth=1)  # UnstorableValue is a ValueError: pydantic reports it as such
     return params
 
 
@@ -90,7 +90,9 @@ class NewJob(_Frozen):
         description="stored as a DynamoDB map, so within DynamoDB's rules: at most 300,000 bytes as JSON, "
                     "nesting at most 32 levels (params itself is the first), numbers of at most 38 significant "
                     "digits with a magnitude from 1e-130 to below 1e126 (no NaN or Infinity), valid Unicode "
-                    "strings, no empty keys")
+                    "strings, no empty keys. Given back exactly as sent (to the handler and GET "
+                    "/jobs/{job_id}/params), so a float must have a fraction: DynamoDB's one number type would "
+                    "give 2.0, 1e20 or -0.0 back as an integer, and they are refused")
     max_attempts: StrictInt = Field(default=3, ge=1, le=100)  # strict: "3" is a client's bug, not a 3
     priority: StrictInt = Field(default=0, ge=0, le=9)  # within the tenant: a due job of a higher priority goes first
     run_at: Annotated[AwareDatetime | None, BeforeValidator(_rfc3339_text)] = Field(

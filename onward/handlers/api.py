@@ -38,6 +38,7 @@ from onward.checkpoints import OUTBOX_STREAM, PROJECTOR_CONSUMER, RELAY_CONSUMER
 from onward.claim_shares import RecentClaims
 from onward.clock import EpochMs, epoch_ms, iso, system_clock
 from onward.conflict_reader import ConflictReader
+from onward.documents import parse_json_float
 from onward.errors import (
     IdempotencyConflict,
     InvalidRequest,
@@ -255,7 +256,8 @@ def _job_id(job_id: str) -> str:
 
 def _body() -> Any:
     """The request's JSON body: 415 unless it is declared JSON, 413 over MAX_BODY_BYTES, 400 unless it is
-    JSON that can be stored (no NaN or Infinity, no nesting that exhausts the parser)."""
+    JSON that can be stored (no NaN or Infinity, no nesting that exhausts the parser). A number a float cannot
+    hold (1e-400) is read as its Decimal, for the models to refuse by its own value rather than keep its 0.0."""
     event = app.current_event
     content_type = (event.headers or {}).get("content-type", "")
     media_type = content_type.split(";", 1)[0].strip().lower()
@@ -274,7 +276,7 @@ def _body() -> Any:
     if len(raw) > MAX_BODY_BYTES:
         raise Problem(413, "Payload too large", f"the body takes {len(raw)} bytes; the limit is {MAX_BODY_BYTES}")
     try:
-        return json.loads(raw, parse_constant=_refuse_constant)
+        return json.loads(raw, parse_constant=_refuse_constant, parse_float=parse_json_float)
     except RecursionError as error:
         raise Problem(400, "Malformed JSON", "the body nests too deeply") from error
     except (ValueError, UnicodeDecodeError) as error:

@@ -4,11 +4,14 @@ embedded stack), every answer held to the OpenAPI document (tests/integration/do
 - a trailing newline is never read away: `re.match("^...$")` accepts "acme\\n" (`$` matches before a final
   newline) and the models refused it later (a 500), and the router read `/schedules/keep-me%0A` as
   `/schedules/keep-me` (the wrong schedule deleted). One pattern helper (onward/text_patterns.py) matches
-  whole everywhere, the routes included.
+  whole everywhere, the routes included;
+- numbers come back exactly as sent, or are refused naming the place: DynamoDB has one number type, so a
+  whole float (2.0, 1e20, -0.0) came back an int, and 1e-400 (a float 0.0 once parsed) came back 0.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 import pytest
@@ -88,3 +91,46 @@ def test_a_jwt_tenant_claim_with_a_trailing_newline_is_a_403(stack_environment, 
         assert reply.body["type"].endswith("/no-tenant") and "'tenant'" in reply.body["detail"]
     assert call_with_claims("GET", "/whoami", {"sub": "user", "tenant": "acme"}).body == {
         "tenant_id": "acme", "operator": False}
+
+
+# --- numbers -------------------------------------------------------------------------------------------------
+
+KEPT = ('{"small": 0.1, "tiny": 1.5e-7, "negative": -3, "fraction": -2.5, "exact": 0.30000000000000004, '
+        '"digits38": 12345678901234567890123456789012345678, "big": 10000000000000000000000000000000000000000, '
+        '"edge": 1e-130, "nested": [1, 2.25, {"z": 0}], "zero": 0}')
+CHANGED = {  # what a float that DynamoDB cannot give back as sent came back as, before
+    "2.0": "2", "1e20": "100000000000000000000", "-0.0": "0", "0.0": "0", "1e125": "1000...0 (an int)",
+    "1e-400": "0 (the float it parses to)", "-1e-400": "0", "1e400": "Infinity (refused as such)",
+}
+
+
+def test_params_numbers_come_back_exactly_as_sent(client: Client, jobs: JobStore) -> None:
+    """What comes back to the caller (GET /jobs/{id}/params) and to the handler (the claimed job's params) is
+    the JSON that was sent, number for number and type for type: ints stay ints (38 digits, 10**40), floats
+    stay floats. Fails if a float is stored by a path that makes it an int or rounds it."""
+    created = client.call("POST", "/jobs", TOKENS["acme"], raw=f'{{"type": "demo.echo", "params": {KEPT}}}'.encode())
+    assert created.status == 202, created.body
+    sent = json.loads(KEPT)
+    shown = client.get(f"/jobs/{created.body['job_id']}/params", TOKENS["acme"]).body["params"]
+    assert json.dumps(shown) == json.dumps(sent)
+    lease = jobs.claim("input-test", 30)
+    assert lease is not None and json.dumps(lease.job.params) == json.dumps(sent)
+
+
+@pytest.mark.parametrize("number", list(CHANGED))
+def test_a_number_that_would_come_back_changed_is_a_422_naming_it(client: Client, jobs: JobStore,
+                                                                   number: str) -> None:
+    """Catches a whole float stored as DynamoDB's one number type (it came back an int: `2.0` as `2`, `1e20`
+    as 100000000000000000000, `-0.0` as `0`) and a literal Python's float cannot hold (`1e-400` parsed to 0.0,
+    stored as 0): accepted silently before. Each is refused with the place, in a job, a batch entry and a
+    schedule, and nothing is written."""
+    raw = f'{{"type": "demo.echo", "params": {{"a": [1, {{"b": {number}}}]}}}}'.encode()
+    _refused(client.call("POST", "/jobs", TOKENS["acme"], raw=raw), 422, "params")
+    assert "params.a[1].b" in client.call("POST", "/jobs", TOKENS["acme"], raw=raw).body["detail"]
+    batch = client.call("POST", "/jobs/batch", TOKENS["acme"], raw=b'{"jobs": [' + raw + b"]}")
+    assert batch.status == 200 and batch.body["results"][0]["status"] == 422, batch.body
+    schedule = client.call("POST", "/schedules", TOKENS["acme"],
+                           raw=f'{{"name": "n", "type": "demo.echo", "rate": "1 hour", "params": {{"b": {number}}}}}'
+                           .encode())
+    _refused(schedule, 422, "params")
+    assert jobs.claim("input-test", 30) is None and client.get("/schedules", TOKENS["acme"]).body["schedules"] == []

@@ -7,17 +7,23 @@ whole float coming back from DynamoDB as an int, `"false"` read as false, `int("
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any
 
 import jsonschema_rs
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from openapi_spec_validator import validate
 from pydantic import TypeAdapter, ValidationError
 
 from onward import text_patterns
+from onward.documents import exact_problems, parse_json_float
+from onward.dynamo import from_item, to_attribute
 from onward.handlers.auth import InvalidTokens, JwtClaimsAuthenticator, NoTenant, parse_tokens
 from onward.handlers.openapi import DOCUMENT, document
-from onward.models import JobType, TenantId
+from onward.models import JobType, NewJob, TenantId
+from onward.schedules import NewSchedule
 
 PATTERNS = {name: value for name, value in vars(text_patterns).items() if isinstance(value, text_patterns.TextPattern)}
 SAMPLES = {"TENANT_ID": "acme", "SCHEDULE_NAME": "nightly.v2", "JOB_ID": "0123456789abcdef0123456789abcdef",
@@ -90,3 +96,44 @@ def test_the_models_identifier_types_refuse_a_trailing_newline() -> None:
     for annotation, good in ((TenantId, "acme"), (JobType, "demo.echo")):
         with pytest.raises(ValidationError):
             TypeAdapter(annotation).validate_python(good + "\n")
+
+
+# --- numbers, exactly or not at all --------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("text", "reason"), [("2.0", "no fraction"), ("1e20", "no fraction"),
+                                         ("-0.0", "no fraction"), ("0.0", "no fraction"), ("6.02e23", "no fraction"),
+                                         ("1e-400", "range"), ("-1e-400", "range"),
+                                         ("1e400", "range")])
+def test_a_float_that_would_not_come_back_as_sent_is_refused_with_its_place(text: str, reason: str) -> None:
+    """DynamoDB keeps one number type: a whole float comes back an int (2.0 as 2); a literal outside a float's
+    range parses to 0.0 or infinity (1e-400 as 0). Both were stored silently."""
+    document = json.loads(f'{{"a": [1, {{"b": {text}}}]}}', parse_float=parse_json_float)
+    ((where, why),) = list(exact_problems(document))
+    assert where == ("a", 1, "b") and reason in why
+
+
+NON_WHOLE_FLOATS = st.floats(allow_nan=False, allow_infinity=False).filter(
+    lambda x: not x.is_integer() and 1e-130 <= abs(x) < 1e126)
+EXACT = st.recursive(
+    st.none() | st.booleans() | st.integers(-(10**38) + 1, 10**38 - 1) | NON_WHOLE_FLOATS | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(min_size=1), inner, max_size=4),
+    max_leaves=20)
+
+
+@given(EXACT)
+def test_what_passes_comes_back_from_dynamodb_as_the_same_json(value: Any) -> None:
+    """Property: a document with no problem is read back (to_attribute, from_item) as the same JSON text,
+    type for type. Fails if any accepted number comes back as another value or type."""
+    text = json.dumps(value)
+    parsed = json.loads(text, parse_float=parse_json_float)
+    if list(exact_problems(parsed)):
+        return  # a lone surrogate from st.text(), say: refused, never stored
+    assert json.dumps(from_item({"v": to_attribute(parsed)})["v"]) == text
+
+
+def test_new_jobs_and_schedules_refuse_a_whole_float_in_params() -> None:
+    for model, fields in ((NewJob, {"type": "demo.echo"}),
+                          (NewSchedule, {"name": "n", "type": "demo.echo", "rate": "1 hour"})):
+        with pytest.raises(ValidationError, match=r"params\.n"):
+            model.model_validate({**fields, "params": {"n": 2.0}})
+        assert model.model_validate({**fields, "params": {"n": 2, "x": 2.5}}).params == {"n": 2, "x": 2.5}

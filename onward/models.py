@@ -13,6 +13,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    Strict,
     StrictFloat,
     StrictInt,
     StringConstraints,
@@ -81,7 +82,19 @@ def _rfc3339_text(value: Any) -> Any:
     raise ValueError("give a date and time with its zone, e.g. 2026-12-01T10:00:00Z or 2026-12-01T12:00:00+02:00")
 
 
-class NewJob(_Frozen):
+# A moment in a request: RFC 3339 text with its zone. Strict(False) lets pydantic parse the text (strict mode
+# takes only a datetime object); _rfc3339_text refuses the numbers lax mode would read as epoch seconds.
+Moment = Annotated[AwareDatetime, Strict(False), BeforeValidator(_rfc3339_text)]
+
+
+class Request(BaseModel):
+    """A body a caller sends: each field takes its JSON type only (strict: "false" is no boolean, "3" and 3.0
+    are no integer, a number is no time), and a field the model does not have is refused."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+
+class NewJob(Request):
     """What a tenant asks for. The tenant itself always comes from the credential, never from here."""
 
     type: JobType
@@ -95,7 +108,7 @@ class NewJob(_Frozen):
                     "give 2.0, 1e20 or -0.0 back as an integer, and they are refused")
     max_attempts: StrictInt = Field(default=3, ge=1, le=100)  # strict: "3" is a client's bug, not a 3
     priority: StrictInt = Field(default=0, ge=0, le=9)  # within the tenant: a due job of a higher priority goes first
-    run_at: Annotated[AwareDatetime | None, BeforeValidator(_rfc3339_text)] = Field(
+    run_at: Moment | None = Field(
         default=None,
         description="start no earlier than this moment: RFC 3339 with a zone (2026-12-01T10:00:00Z, "
                     "2026-12-01T12:00:00+02:00), at most 60 s in the past and 365 days ahead; not with delay_s")

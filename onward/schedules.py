@@ -28,10 +28,10 @@ from functools import lru_cache
 from typing import Annotated, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator, model_validator
+from pydantic import Field, StrictInt, field_validator, model_validator
 
 from onward.clock import EpochMs, iso
-from onward.models import JobType, NewJob, StorableParams, TenantId
+from onward.models import JobType, NewJob, Request, StorableParams, TenantId
 from onward.text_patterns import SCHEDULE_NAME
 
 ScheduleName = Annotated[str, SCHEDULE_NAME.constraints()]
@@ -191,9 +191,7 @@ def _zone(name: str) -> ZoneInfo:
 
 # --- the schedule ---------------------------------------------------------------------------------------------
 
-class _Timing(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class _Timing(Request):
     cron: str | None = Field(None, max_length=200, description="5-field cron (minute hour day-of-month month "
                              "day-of-week) on the wall clock of `timezone`; not with rate")
     rate: str | None = Field(None, max_length=40, description="a fixed period from creation: '5 minutes', "

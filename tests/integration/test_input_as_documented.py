@@ -6,13 +6,15 @@ embedded stack), every answer held to the OpenAPI document (tests/integration/do
   `/schedules/keep-me` (the wrong schedule deleted). One pattern helper (onward/text_patterns.py) matches
   whole everywhere, the routes included;
 - numbers come back exactly as sent, or are refused naming the place: DynamoDB has one number type, so a
-  whole float (2.0, 1e20, -0.0) came back an int, and 1e-400 (a float 0.0 once parsed) came back 0.
+  whole float (2.0, 1e20, -0.0) came back an int, and 1e-400 (a float 0.0 once parsed) came back 0;
+- a flag that changes data is a JSON boolean: `"dry_run": "false"` read as false made a bulk action act.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -134,3 +136,18 @@ def test_a_number_that_would_come_back_changed_is_a_422_naming_it(client: Client
                            .encode())
     _refused(schedule, 422, "params")
     assert jobs.claim("input-test", 30) is None and client.get("/schedules", TOKENS["acme"]).body["schedules"] == []
+
+
+# --- strict types where a request changes data ----------------------------------------------------------------
+
+@pytest.mark.parametrize(("field", "value"), [("dry_run", "false"), ("dry_run", 0), ("max_jobs", "5"),
+                                         ("max_jobs", 5.0), ("since", 0), ("until", "1700000000")])
+def test_a_bulk_action_takes_its_flags_and_numbers_as_json_types(client: Client, jobs: JobStore, field: str,
+                                                                  value: Any) -> None:
+    """Catches a bulk cancel reading `"dry_run": "false"` (or 0) as false and acting, `"5"` as max_jobs 5 and a
+    bare number as a time (1970 plus seconds): pydantic's lax mode converted them. A 422 naming the field."""
+    waiting = jobs.create("acme", NewJob(type="demo.echo")).job.job_id
+    reply = client.call("POST", "/ops/bulk/cancel", OPERATOR, body={"tenant": "acme", field: value})
+    _refused(reply, 422, field)
+    assert jobs.get(waiting).state is JobState.QUEUED
+    assert client.call("POST", "/ops/bulk/cancel", OPERATOR, body={"tenant": "acme", "dry_run": True}).status == 200

@@ -21,6 +21,7 @@ from onward import text_patterns
 from onward.documents import exact_problems, parse_json_float
 from onward.dynamo import from_item, to_attribute
 from onward.handlers.auth import InvalidTokens, JwtClaimsAuthenticator, NoTenant, parse_tokens
+from onward.handlers.contract import BatchCreate, BatchJob, BulkCancelRequest, BulkReplay, BulkReplayRequest
 from onward.handlers.openapi import DOCUMENT, document
 from onward.models import JobType, NewJob, TenantId
 from onward.schedules import NewSchedule
@@ -137,3 +138,37 @@ def test_new_jobs_and_schedules_refuse_a_whole_float_in_params() -> None:
         with pytest.raises(ValidationError, match=r"params\.n"):
             model.model_validate({**fields, "params": {"n": 2.0}})
         assert model.model_validate({**fields, "params": {"n": 2, "x": 2.5}}).params == {"n": 2, "x": 2.5}
+
+
+# --- strict JSON types ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("model", "body"), [
+    (BulkCancelRequest, {"tenant": "acme", "dry_run": "false"}),
+    (BulkCancelRequest, {"tenant": "acme", "dry_run": 0}),
+    (BulkReplayRequest, {"dry_run": "no"}),
+    (BulkReplayRequest, {"max_jobs": "10"}),
+    (BulkReplayRequest, {"max_jobs": 10.0}),
+    (BulkReplayRequest, {"since": 1_700_000_000}),
+    (BulkReplayRequest, {"until": "1700000000"}),
+    (BulkReplayRequest, {"states": ["dead"], "tenant": 7}),
+    (BulkReplay, {"job_ids": [12]}),
+    (NewJob, {"type": "demo.echo", "max_attempts": "3"}),
+    (NewJob, {"type": "demo.echo", "priority": True}),
+    (NewJob, {"type": "demo.echo", "delay_s": "5"}),
+    (BatchJob, {"type": "demo.echo", "idempotency_key": 5}),
+    (BatchCreate, {"jobs": ({"type": "demo.echo"},)}),
+    (NewSchedule, {"name": "n", "type": "demo.echo", "rate": "1 hour", "priority": "1"}),
+])
+def test_request_models_take_json_types_only(model: Any, body: dict[str, Any]) -> None:
+    """pydantic's lax mode reads "false", 0 and "no" as False, "10" and 10.0 as 10, a number as a time: a
+    request that changes or deletes data would act on what the caller did not write."""
+    with pytest.raises(ValidationError):
+        model.model_validate(body)
+
+
+def test_request_models_still_take_what_json_carries() -> None:
+    bulk = BulkReplayRequest.model_validate({"states": ["dead"], "since": "2026-01-01T00:00:00Z", "dry_run": False,
+                                             "max_jobs": 5, "types": ["demo.fail"]})
+    assert (bulk.dry_run, bulk.max_jobs, bulk.states[0].value, bulk.since is not None) == (False, 5, "dead", True)
+    job = NewJob.model_validate({"type": "demo.echo", "delay_s": 5, "timeout_s": 1.5, "run_at": None})
+    assert (job.delay_s, job.timeout_s) == (5, 1.5)

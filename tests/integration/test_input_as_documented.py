@@ -7,7 +7,9 @@ embedded stack), every answer held to the OpenAPI document (tests/integration/do
   whole everywhere, the routes included;
 - numbers come back exactly as sent, or are refused naming the place: DynamoDB has one number type, so a
   whole float (2.0, 1e20, -0.0) came back an int, and 1e-400 (a float 0.0 once parsed) came back 0;
-- a flag that changes data is a JSON boolean: `"dry_run": "false"` read as false made a bulk action act.
+- a flag that changes data is a JSON boolean: `"dry_run": "false"` read as false made a bulk action act;
+- cron, rate and time zone are what the documentation says: ASCII digits (Python's int() reads "٣" and "１")
+  and IANA zone names (not the host's `localtime`, `Factory`, `posixrules`, `right/UTC`).
 """
 
 from __future__ import annotations
@@ -151,3 +153,42 @@ def test_a_bulk_action_takes_its_flags_and_numbers_as_json_types(client: Client,
     _refused(reply, 422, field)
     assert jobs.get(waiting).state is JobState.QUEUED
     assert client.call("POST", "/ops/bulk/cancel", OPERATOR, body={"tenant": "acme", "dry_run": True}).status == 200
+
+
+# --- cron, rate and time zones -------------------------------------------------------------------------------
+
+WIDER_THAN_DOCUMENTED = [
+    ("cron", "\u0663 * * * *"),  # ARABIC-INDIC DIGIT THREE: int() reads it as 3
+    ("cron", "0 \uff11 * * *"),  # FULLWIDTH DIGIT ONE
+    ("cron", "0 0 * * \u017fun"),  # LATIN SMALL LETTER LONG S: "ſun".upper() is "SUN"
+    ("cron", "0\u20030 * * *"),  # EM SPACE: str.split() splits on it
+    ("rate", "\uff11 minute"),
+    ("rate", "5 minute\u017f"),  # "minuteſ" matched "minutes" ignoring case
+    ("rate", "5\u00a0minutes"),  # NO-BREAK SPACE matched \s
+    ("timezone", "localtime"),  # the host's zone, whatever it is
+    ("timezone", "Factory"),
+    ("timezone", "posixrules"),
+    ("timezone", "right/UTC"),
+    ("timezone", "posix/Europe/Paris"),
+]
+
+
+@pytest.mark.parametrize(("field", "value"), WIDER_THAN_DOCUMENTED, ids=[repr(v) for _, v in WIDER_THAN_DOCUMENTED])
+def test_cron_rate_and_zone_are_only_what_the_documentation_says(client: Client, field: str, value: str) -> None:
+    """Catches non-ASCII digits, letters and spaces in a cron or a rate (Python's \\d, int(), str.split() and
+    upper() take Unicode) and time zones that are files of the host's zone database rather than IANA zone names:
+    each was accepted (201) and stored. A 422 naming the field."""
+    timing = {"cron": "0 * * * *"} if field == "timezone" else {}
+    body = {"name": "wide", "type": "demo.echo", **timing, field: value}
+    _refused(client.call("POST", "/schedules", TOKENS["acme"], body=body), 422, field)
+    assert client.get("/schedules", TOKENS["acme"]).body["schedules"] == []
+
+
+def test_documented_cron_rate_and_zones_are_accepted(client: Client) -> None:
+    for index, timing in enumerate([{"cron": "0 9 * * MON-FRI", "timezone": "Europe/Paris"},
+                                    {"cron": "*/15\t* * * *", "timezone": "America/Argentina/Buenos_Aires"},
+                                    {"rate": "5 minutes"}, {"rate": "1 Hour"}, {"cron": "0 0 1 * *", "timezone": "UTC"},
+                                    {"cron": "30 2 * * sun", "timezone": "Etc/GMT+5"}]):
+        reply = client.call("POST", "/schedules", TOKENS["acme"], body={"name": f"s{index}", "type": "demo.echo",
+                                                                        **timing})
+        assert reply.status == 201, (timing, reply.body)

@@ -24,7 +24,7 @@ from onward.handlers.auth import InvalidTokens, JwtClaimsAuthenticator, NoTenant
 from onward.handlers.contract import BatchCreate, BatchJob, BulkCancelRequest, BulkReplay, BulkReplayRequest
 from onward.handlers.openapi import DOCUMENT, document
 from onward.models import JobType, NewJob, TenantId
-from onward.schedules import NewSchedule
+from onward.schedules import NewSchedule, check_timezone, parse_cron, parse_rate
 
 PATTERNS = {name: value for name, value in vars(text_patterns).items() if isinstance(value, text_patterns.TextPattern)}
 SAMPLES = {"TENANT_ID": "acme", "SCHEDULE_NAME": "nightly.v2", "JOB_ID": "0123456789abcdef0123456789abcdef",
@@ -172,3 +172,39 @@ def test_request_models_still_take_what_json_carries() -> None:
     assert (bulk.dry_run, bulk.max_jobs, bulk.states[0].value, bulk.since is not None) == (False, 5, "dead", True)
     job = NewJob.model_validate({"type": "demo.echo", "delay_s": 5, "timeout_s": 1.5, "run_at": None})
     assert (job.delay_s, job.timeout_s) == (5, 1.5)
+
+
+# --- cron, rate, zones ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("cron", ["\u0663 * * * *", "0 \uff11 * * *", "\u00b9 * * * *", "0 0 * * \u017fun",
+                                  "0\u20030 * * *", "0 0 * \u0131an *", "0 0 * * *\n", "0\x1c0 * * *"])
+def test_cron_is_ascii(cron: str) -> None:
+    with pytest.raises(ValueError, match="not a cron expression"):
+        parse_cron(cron)
+
+
+@pytest.mark.parametrize("rate", ["\uff11 minute", "\u0665 minutes", "5 minute\u017f", "5\u00a0minutes",
+                                  "5 minutes\n", "5\x1cminutes", "\u00b2 hours"])
+def test_rate_is_ascii(rate: str) -> None:
+    with pytest.raises(ValueError, match="not a rate"):
+        parse_rate(rate)
+
+
+def test_documented_cron_and_rates_still_parse() -> None:
+    assert parse_rate("5 minutes") == 300_000 and parse_rate(" 1 HOUR ") == 3_600_000
+    assert parse_cron("0 9 * * MON-FRI").hours == (9,) and parse_cron("*/30\t0 1 jan sun").minutes == (0, 30)
+
+
+@pytest.mark.parametrize("zone", ["localtime", "Factory", "posixrules", "right/UTC", "posix/UTC", "posix/Europe/Paris",
+                                  "UTC\n", "utc", "", "/etc/localtime", "../zoneinfo/UTC", "Europe"])
+def test_only_iana_zone_names_are_time_zones(zone: str) -> None:
+    """ZoneInfo loads any file of the host's zone database: `localtime` is whatever zone the host has, `Factory`
+    a placeholder, `right/` zones count leap seconds. Accepted before, each made a schedule fire on another
+    clock than the tenant meant, or one that differs from host to host."""
+    with pytest.raises(ValueError, match="IANA"):
+        check_timezone(zone)
+
+
+def test_iana_zone_names_are_time_zones() -> None:
+    for zone in ("UTC", "Europe/Paris", "America/Argentina/Buenos_Aires", "Etc/GMT+5", "US/Eastern", "Asia/Kolkata"):
+        assert str(check_timezone(zone)) == zone

@@ -9,13 +9,18 @@ The rules (DynamoDB's limits, docs: "Service, account, and table quotas" and "Su
 - numbers: at most 38 significant digits, magnitude 0 or from 1e-130 to below 1e126; no NaN or Infinity;
 - strings (and map keys): valid Unicode, so encodable as UTF-8 (no lone surrogates); map keys not empty;
 - nesting: at most 32 levels of lists and maps, counting the attribute itself as level 1.
+
+A caller's document (a job's params) must also come back as it was sent, to the caller and to the handler
+(`exact_problems`, `check_exact`): DynamoDB has one number type, so a float with no fraction (2.0, 1e20, -0.0)
+would come back an int, and is refused instead. Read the caller's JSON with `parse_json_float`, so that a
+literal a float cannot hold (1e-400 parses to 0.0) is judged by its own value, not stored as 0.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -29,9 +34,29 @@ MAX_MAGNITUDE = Decimal("1e126")
 Location = tuple[str | int, ...]
 
 
+def parse_json_float(text: str) -> float | Decimal:
+    """json.loads' parse_float: the float of a JSON number with a fraction or an exponent, or, where a float
+    cannot hold it (a value that is not zero but parses to 0.0, or past a float's range), its exact Decimal,
+    so that it is judged by what the caller wrote (outside DynamoDB's range, either way)."""
+    value = float(text)
+    if (value == 0.0 or math.isinf(value)) and not Decimal(text).is_zero():
+        return Decimal(text)
+    return value
+
+
 def storable_problems(value: Any, *, depth: int = 1) -> Iterator[tuple[Location, str]]:
     """Each place in `value` DynamoDB cannot store, with the reason; `depth` is the nesting level of `value`
     itself (1: it is a top-level attribute)."""
+    return _problems(value, depth, number_problem)
+
+
+def exact_problems(value: Any, *, depth: int = 1) -> Iterator[tuple[Location, str]]:
+    """storable_problems, and each number DynamoDB would give back as another value or type (whole floats):
+    what a caller's document must pass to come back as it was sent."""
+    return _problems(value, depth, exact_number_problem)
+
+
+def _problems(value: Any, depth: int, judge: Callable[[Any], str | None]) -> Iterator[tuple[Location, str]]:
     stack: list[tuple[Location, Any, int]] = [((), value, depth)]
     while stack:  # iterative: a document of any depth is judged without recursion
         where, current, level = stack.pop()
@@ -57,7 +82,7 @@ def storable_problems(value: Any, *, depth: int = 1) -> Iterator[tuple[Location,
         elif isinstance(current, bool) or current is None:
             continue
         elif isinstance(current, int | float | Decimal):
-            reason = number_problem(current)
+            reason = judge(current)
             if reason is not None:
                 yield where, reason
         else:
@@ -86,9 +111,28 @@ def number_problem(number: float | Decimal) -> str | None:
     return None
 
 
+def exact_number_problem(number: float | Decimal) -> str | None:
+    """Why DynamoDB cannot store this number, or would give back another value or type; None when it keeps it."""
+    unstorable = number_problem(number)
+    if unstorable is None and isinstance(number, float) and number.is_integer():
+        return (f"{number!r} is a float with no fraction: DynamoDB's one number type would give it back as an "
+                "integer; send it as one (no `.0`, no exponent), or as a string")
+    return unstorable
+
+
 def check_storable(value: Any, where: str = "value", *, depth: int = 1) -> None:
     """Raise UnstorableValue naming the first place in `value` DynamoDB cannot store, and why."""
-    for location, reason in storable_problems(value, depth=depth):
+    _raise_first(storable_problems(value, depth=depth), where)
+
+
+def check_exact(value: Any, where: str = "value", *, depth: int = 1) -> None:
+    """Raise UnstorableValue naming the first place in a caller's `value` that DynamoDB cannot store or would
+    give back changed, and why."""
+    _raise_first(exact_problems(value, depth=depth), where)
+
+
+def _raise_first(problems: Iterator[tuple[Location, str]], where: str) -> None:
+    for location, reason in problems:
         path = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" if part.isidentifier()
                        else f"[{json.dumps(part)}]" for part in location)
         raise UnstorableValue(f"{where}{path}: {reason}")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import re
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -14,6 +13,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    Strict,
     StrictFloat,
     StrictInt,
     StringConstraints,
@@ -22,23 +22,23 @@ from pydantic import (
 )
 
 from onward.clock import EpochMs, iso, system_clock
-from onward.documents import check_storable
+from onward.documents import check_exact
 from onward.states import SHOWS_ERROR, JobState, RunOutcome
+from onward.text_patterns import JOB_ID, JOB_TYPE, TENANT_ID
 
-JobId = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{32}$")]
-TenantId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")]
-JobType = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$", max_length=128)]
+JobId = Annotated[str, JOB_ID.constraints()]
+TenantId = Annotated[str, TENANT_ID.constraints()]
+JobType = Annotated[str, JOB_TYPE.constraints()]
 WorkerId = Annotated[str, StringConstraints(min_length=1, max_length=128)]
 
 
 def _storable_params(params: dict[str, Any]) -> dict[str, Any]:
-    check_storable(params, "params", depth=1)  # UnstorableValue is a ValueError: pydantic reports it as such
+    check_exact(params, "params", depth=1)  # UnstorableValue is a ValueError: pydantic reports it as such
     return params
 
 
 StorableParams = Annotated[dict[str, Any], AfterValidator(_storable_params)]
 
-JOB_ID_PATTERN = re.compile(r"^[0-9a-f]{32}$")
 EVENT_SCHEMA = 1
 MAX_ERROR_MESSAGE = 1000
 MAX_INLINE_RESULT_BYTES = 1024
@@ -82,7 +82,19 @@ def _rfc3339_text(value: Any) -> Any:
     raise ValueError("give a date and time with its zone, e.g. 2026-12-01T10:00:00Z or 2026-12-01T12:00:00+02:00")
 
 
-class NewJob(_Frozen):
+# A moment in a request: RFC 3339 text with its zone. Strict(False) lets pydantic parse the text (strict mode
+# takes only a datetime object); _rfc3339_text refuses the numbers lax mode would read as epoch seconds.
+Moment = Annotated[AwareDatetime, Strict(False), BeforeValidator(_rfc3339_text)]
+
+
+class Request(BaseModel):
+    """A body a caller sends: each field takes its JSON type only (strict: "false" is no boolean, "3" and 3.0
+    are no integer, a number is no time), and a field the model does not have is refused."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+
+class NewJob(Request):
     """What a tenant asks for. The tenant itself always comes from the credential, never from here."""
 
     type: JobType
@@ -91,10 +103,12 @@ class NewJob(_Frozen):
         description="stored as a DynamoDB map, so within DynamoDB's rules: at most 300,000 bytes as JSON, "
                     "nesting at most 32 levels (params itself is the first), numbers of at most 38 significant "
                     "digits with a magnitude from 1e-130 to below 1e126 (no NaN or Infinity), valid Unicode "
-                    "strings, no empty keys")
+                    "strings, no empty keys. Given back exactly as sent (to the handler and GET "
+                    "/jobs/{job_id}/params), so a float must have a fraction: DynamoDB's one number type would "
+                    "give 2.0, 1e20 or -0.0 back as an integer, and they are refused")
     max_attempts: StrictInt = Field(default=3, ge=1, le=100)  # strict: "3" is a client's bug, not a 3
     priority: StrictInt = Field(default=0, ge=0, le=9)  # within the tenant: a due job of a higher priority goes first
-    run_at: Annotated[AwareDatetime | None, BeforeValidator(_rfc3339_text)] = Field(
+    run_at: Moment | None = Field(
         default=None,
         description="start no earlier than this moment: RFC 3339 with a zone (2026-12-01T10:00:00Z, "
                     "2026-12-01T12:00:00+02:00), at most 60 s in the past and 365 days ahead; not with delay_s")

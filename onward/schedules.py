@@ -24,22 +24,28 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
-from functools import lru_cache
+from functools import cache, lru_cache
 from typing import Annotated, Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, StringConstraints, field_validator, model_validator
+from pydantic import Field, StrictInt, field_validator, model_validator
 
 from onward.clock import EpochMs, iso
-from onward.models import JobType, NewJob, StorableParams, TenantId
+from onward.models import JobType, NewJob, Request, StorableParams, TenantId
+from onward.text_patterns import SCHEDULE_NAME
 
-SCHEDULE_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
-ScheduleName = Annotated[str, StringConstraints(pattern=SCHEDULE_NAME_PATTERN)]
+ScheduleName = Annotated[str, SCHEDULE_NAME.constraints()]
 MINUTE_MS = 60_000
 MIN_RATE_MS = MINUTE_MS
 MAX_RATE_MS = 366 * 86_400_000
 _SEARCH_DAYS = 366 * 8 + 2  # Feb 29 on a Monday recurs within 28 years; a spec matching nothing in 8 is refused
-_RATE = re.compile(r"^\s*(\d{1,6})\s+(minute|minutes|hour|hours|day|days)\s*$", re.IGNORECASE)
+# ASCII only: Python's \d, \s and int() take any script's digits and spaces ("１ minute"), and IGNORECASE
+# without re.ASCII folds "ſ" to "s"
+_RATE = re.compile(r"[ \t]*([0-9]{1,6})[ \t]+(minute|minutes|hour|hours|day|days)[ \t]*", re.IGNORECASE | re.ASCII)
+_CRON_TEXT = re.compile(r"[0-9A-Za-z*,/ \t-]*")  # the same for cron (isdigit() and upper() take Unicode too)
+# Files of the zone database that are no IANA zone name: the host's own zone (whatever it is), tzdata's
+# placeholder zone "-00", and the rules file of POSIX TZ strings
+_NOT_ZONES = frozenset({"localtime", "Factory", "posixrules"})
 _UNIT_MS = {"minute": MINUTE_MS, "hour": 60 * MINUTE_MS, "day": 24 * 60 * MINUTE_MS}
 _MONTHS = {name: number for number, name in enumerate(
     ["JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC"], start=1)}
@@ -115,6 +121,9 @@ def _field(text: str, low: int, high: int, names: dict[str, int], what: str) -> 
 @lru_cache(maxsize=1024)
 def parse_cron(expression: str) -> CronSpec:
     """A 5-field cron expression; ValueError naming the field and why when it is not one (or never fires)."""
+    if not _CRON_TEXT.fullmatch(expression):
+        raise ValueError(f"{expression!r} is not a cron expression: it is written in ASCII digits 0-9, the names "
+                         "JAN-DEC and SUN-SAT, '*', ',', '-', '/' and spaces")
     fields = expression.split()
     if len(fields) != 5:
         raise ValueError(f"a cron expression has 5 fields (minute hour day-of-month month day-of-week), not "
@@ -166,7 +175,7 @@ def _cron_latest(spec: CronSpec, zone: ZoneInfo, at: EpochMs) -> EpochMs | None:
 
 def parse_rate(text: str) -> int:
     """`"5 minutes"`, `"1 hour"`, `"2 days"` as milliseconds; ValueError below 1 minute or above 366 days."""
-    match = _RATE.match(text)
+    match = _RATE.fullmatch(text)
     if match is None:
         raise ValueError(f"{text!r} is not a rate such as '5 minutes', '1 hour' or '2 days'")
     period = int(match.group(1)) * _UNIT_MS[match.group(2).lower().removesuffix("s")]
@@ -176,10 +185,22 @@ def parse_rate(text: str) -> int:
 
 
 def check_timezone(name: str) -> ZoneInfo:
+    """The zone of an IANA time zone name (`iana_zones`); ValueError for any other name."""
     try:
+        if name not in iana_zones():
+            raise ValueError(name)
         return _zone(name)
     except (ZoneInfoNotFoundError, ValueError, OSError):  # OSError: a key naming a directory, on some systems
         raise ValueError(f"{name!r} is not an IANA time zone such as 'UTC' or 'Europe/Paris'") from None
+
+
+@cache
+def iana_zones() -> frozenset[str]:
+    """The time zones a schedule may name: the IANA zone names of the zone database (zoneinfo's
+    available_timezones(): the tzdata package's, else the host's, without its posix/ and right/ copies), but
+    for the files that name no zone (_NOT_ZONES). Exact names: `europe/paris` is none, even where the file
+    system would open it."""
+    return frozenset(available_timezones()) - _NOT_ZONES
 
 
 @lru_cache(maxsize=256)
@@ -191,9 +212,7 @@ def _zone(name: str) -> ZoneInfo:
 
 # --- the schedule ---------------------------------------------------------------------------------------------
 
-class _Timing(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class _Timing(Request):
     cron: str | None = Field(None, max_length=200, description="5-field cron (minute hour day-of-month month "
                              "day-of-week) on the wall clock of `timezone`; not with rate")
     rate: str | None = Field(None, max_length=40, description="a fixed period from creation: '5 minutes', "

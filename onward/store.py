@@ -73,7 +73,7 @@ from onward.faults import fault_point
 from onward.keys import LEASE_SHARDS, ttl_after
 from onward.lifecycle import Change, Decision, Refusal, RefusalReason, StaleReport
 from onward.memory_recorder import MemoryRecorder
-from onward.models import JOB_ID_PATTERN, ErrorSummary, Job, Lease, NewJob, OutboxEvent, Run
+from onward.models import ErrorSummary, Job, Lease, NewJob, OutboxEvent, Run
 from onward.overlaps import overlap_began, overlaps
 from onward.recorder import (
     Admission,
@@ -94,6 +94,7 @@ from onward.recorder import (
 from onward.settings import DAY_S, DEFAULT_JOB_RETENTION_DAYS, DEFAULT_OUTBOX_RETENTION_DAYS, Settings
 from onward.states import JobState, RunOutcome
 from onward.tenants import TenantRegistry, check_tenant_id
+from onward.text_patterns import JOB_ID
 
 __all__ = [
     "MAX_PARAMS_BYTES", "MAX_RESULT_BYTES", "CancelOutcome", "CancelStatus", "Created", "JobStore",
@@ -343,7 +344,7 @@ class JobStore:
         return self._recorder.all_jobs()
 
     def _read(self, job_id: str) -> JobRow:
-        if not isinstance(job_id, str) or not JOB_ID_PATTERN.match(job_id):
+        if not isinstance(job_id, str) or not JOB_ID.matches(job_id):
             raise JobNotFound(job_id)
         row = self._recorder.job(job_id)
         if row is None:

@@ -18,13 +18,12 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import re
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any, Literal, TypeVar
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
-from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
+from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -36,6 +35,7 @@ from onward.checkpoints import OUTBOX_STREAM, PROJECTOR_CONSUMER, RELAY_CONSUMER
 from onward.claim_shares import RecentClaims
 from onward.clock import EpochMs, epoch_ms, iso, system_clock
 from onward.conflict_reader import ConflictReader
+from onward.documents import parse_json_float
 from onward.errors import (
     IdempotencyConflict,
     InvalidRequest,
@@ -46,7 +46,7 @@ from onward.errors import (
     StoreContention,
 )
 from onward.freshness import freshness_of, view_lag
-from onward.handlers.auth import TENANT_PATTERN, NoTenant, Principal
+from onward.handlers.auth import NoTenant, Principal
 from onward.handlers.bootstrap import ApiDeployment, Deployment
 from onward.handlers.contract import (
     Accepted,
@@ -89,15 +89,17 @@ from onward.handlers.contract import (
     Tenants,
 )
 from onward.handlers.page import PAGE_HEADERS, web_files
-from onward.models import JOB_ID_PATTERN, NewJob, ViewLag
+from onward.handlers.routing import WholePathResolver
+from onward.models import NewJob, ViewLag
 from onward.parked_reader import SOURCES, ParkedRecordReader, preview
 from onward.recorder import JobRow
 from onward.schedule_store import MAX_SCHEDULES_PER_TENANT
-from onward.schedules import SCHEDULE_NAME_PATTERN, NewSchedule, Schedule
+from onward.schedules import NewSchedule, Schedule
 from onward.shard_lag import shard_lags
 from onward.states import REPLAYABLE_STATES, JobState
 from onward.store import CancelStatus, Created, JobStore
 from onward.telemetry import discard_unflushed
+from onward.text_patterns import IDEMPOTENCY_KEY, JOB_ID, JOB_ID_PREFIX, JOB_TYPE, SCHEDULE_NAME, TENANT_ID
 from onward.view import JobFilter
 
 logger = Logger(service="onward-api")
@@ -106,13 +108,10 @@ tracer = Tracer(service="onward-api")
 
 MAX_BODY_BYTES = 256 * 1024
 MAX_CURSOR_CHARS = 2048
-IDEMPOTENCY_KEY = re.compile(r"[ -~]{1,128}")
 # The answers of the API are per caller and change with every poll: no cache may keep them.
 NO_STORE = {"Cache-Control": "no-store"}
 DEFAULT_LIMIT = 20
 MAX_LIMIT = 100
-JOB_TYPE = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$")  # onward.models.JobType
-ID_PREFIX = re.compile(r"^[0-9a-f]{1,32}$")
 CLAIM_WINDOW_S = 300
 CLAIM_BUCKET_S = 60
 BULK_BUDGET_S = 20.0  # a bulk action stops acting after this (the function's timeout is 29 s, API Gateway's 30 s)
@@ -150,7 +149,7 @@ def not_found(job_id: str) -> Problem:
 
 # --- the app ------------------------------------------------------------------------------------------------
 
-app = APIGatewayHttpResolver(debug=False)
+app = WholePathResolver(debug=False)
 
 
 def _json(status: int, body: BaseModel | dict[str, Any], headers: Mapping[str, str] | None = None, *,
@@ -206,7 +205,7 @@ def _query() -> dict[str, str]:
 
 def _asked_tenant(query: Mapping[str, str]) -> str | None:
     asked = query.get("tenant")
-    if asked is not None and not TENANT_PATTERN.match(asked):
+    if asked is not None and not TENANT_ID.matches(asked):
         raise Problem(400, "Bad request", f"{asked!r} is not a tenant id")
     return asked
 
@@ -223,7 +222,7 @@ def _limit(query: Mapping[str, str], default: int = DEFAULT_LIMIT, maximum: int 
 
 def _job_type(query: Mapping[str, str]) -> str | None:
     job_type = query.get("type")
-    if job_type is not None and not (len(job_type) <= 128 and JOB_TYPE.match(job_type)):
+    if job_type is not None and not JOB_TYPE.matches(job_type):
         raise Problem(400, "Bad request", f"{job_type[:130]!r} is not a job type (dotted lower-case names)")
     return job_type
 
@@ -239,21 +238,22 @@ def _job_filter(query: Mapping[str, str]) -> JobFilter:
                           + ", ".join(state.value for state in JobState))
     job_type = _job_type(query)
     id_prefix = query.get("id_prefix")
-    if id_prefix is not None and not ID_PREFIX.match(id_prefix):
+    if id_prefix is not None and not JOB_ID_PREFIX.matches(id_prefix):
         raise Problem(400, "Bad request", "id_prefix is 1 to 32 lower-case hexadecimal digits (a job id or its "
                       "beginning)")
     return JobFilter(statuses, job_type, id_prefix)
 
 
 def _job_id(job_id: str) -> str:
-    if not JOB_ID_PATTERN.match(job_id):
+    if not JOB_ID.matches(job_id):
         raise not_found(job_id)
     return job_id
 
 
 def _body() -> Any:
     """The request's JSON body: 415 unless it is declared JSON, 413 over MAX_BODY_BYTES, 400 unless it is
-    JSON that can be stored (no NaN or Infinity, no nesting that exhausts the parser)."""
+    JSON that can be stored (no NaN or Infinity, no nesting that exhausts the parser). A number a float cannot
+    hold (1e-400) is read as its Decimal, for the models to refuse by its own value rather than keep its 0.0."""
     event = app.current_event
     content_type = (event.headers or {}).get("content-type", "")
     media_type = content_type.split(";", 1)[0].strip().lower()
@@ -272,7 +272,7 @@ def _body() -> Any:
     if len(raw) > MAX_BODY_BYTES:
         raise Problem(413, "Payload too large", f"the body takes {len(raw)} bytes; the limit is {MAX_BODY_BYTES}")
     try:
-        return json.loads(raw, parse_constant=_refuse_constant)
+        return json.loads(raw, parse_constant=_refuse_constant, parse_float=parse_json_float)
     except RecursionError as error:
         raise Problem(400, "Malformed JSON", "the body nests too deeply") from error
     except (ValueError, UnicodeDecodeError) as error:
@@ -341,7 +341,7 @@ def create_job() -> Response[str]:
     deployment = ApiDeployment.from_environment()
     request = _new_job(deployment, NewJob, payload)
     key = (app.current_event.headers or {}).get("idempotency-key")
-    if key is not None and not IDEMPOTENCY_KEY.fullmatch(key):
+    if key is not None and not IDEMPOTENCY_KEY.matches(key):
         raise Problem(400, "Bad request", "an Idempotency-Key is 1 to 128 printable ASCII characters")
     created = deployment.job_store.create(tenant_id, request, idempotency_key=key)
     metrics.add_metric(name="JobsCreated" if created.created else "JobsCreateRepeated", unit=MetricUnit.Count, value=1)
@@ -758,9 +758,6 @@ def projection_conflicts() -> Response[str]:
 
 # --- schedules (periodic jobs: onward.schedules, fired by onward.scheduler) --------------------------------------
 
-SCHEDULE_NAME = re.compile(SCHEDULE_NAME_PATTERN)
-
-
 def _schedule_tenant(principal: Principal) -> str:
     """The tenant whose schedules a request is about: the credential's, or the ?tenant= of an operator bound to
     no tenant."""
@@ -804,7 +801,7 @@ def delete_schedule(name: str) -> Response[str]:
     """204 once the schedule is gone (a tick already under way may still create the one fire it read); 404 when
     there is none."""
     tenant_id = _schedule_tenant(_principal())
-    if not (SCHEDULE_NAME.match(name) and ApiDeployment.from_environment().schedules.remove(tenant_id, name)):
+    if not (SCHEDULE_NAME.matches(name) and ApiDeployment.from_environment().schedules.remove(tenant_id, name)):
         raise Problem(404, "Not found", f"no schedule {name!r}", slug="schedule-not-found")
     return Response(204, None, None, headers=NO_STORE)
 

@@ -14,15 +14,13 @@ from __future__ import annotations
 
 import hmac
 import os
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from onward.text_patterns import SECRET, TENANT_ID
+
 OPERATOR_ROLE = "onward-operator"
-TENANT_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")  # onward.models.TenantId
-# What a bearer token can be, carried in an Authorization header and in the comma list ONWARD_TOKENS.
-SECRET_PATTERN = re.compile(r"^[!-+\--~]{1,512}$")  # visible ASCII except the comma
 
 
 class InvalidTokens(ValueError):
@@ -36,7 +34,7 @@ def parse_tokens(pairs: Iterable[str], operator_token: str | None = None) -> dic
     tokens: dict[str, str] = {}
     owners: dict[str, str] = {}
     if operator_token is not None:
-        if not SECRET_PATTERN.match(operator_token):
+        if not SECRET.matches(operator_token):
             raise InvalidTokens("the operator token must be 1 to 512 visible ASCII characters without commas")
         owners[operator_token] = "the operator"
     for number, pair in enumerate(pairs, start=1):
@@ -44,12 +42,12 @@ def parse_tokens(pairs: Iterable[str], operator_token: str | None = None) -> dic
         tenant = tenant.strip()
         if not sep:
             raise InvalidTokens(f"token {number} is not TENANT=SECRET")
-        if not TENANT_PATTERN.match(tenant):
+        if not TENANT_ID.matches(tenant):
             raise InvalidTokens(f"token {number}: {tenant!r} is not a tenant id (letters, digits, '_', '.', '-'; "
                                 "1 to 64, starting with a letter or digit)")
         if tenant in tokens:
             raise InvalidTokens(f"tenant {tenant!r} is given more than one token")
-        if not SECRET_PATTERN.match(secret):
+        if not SECRET.matches(secret):
             raise InvalidTokens(f"the token of tenant {tenant!r} must be 1 to 512 visible ASCII characters "
                                 "without spaces or commas")
         if secret in owners:
@@ -146,7 +144,7 @@ class JwtClaimsAuthenticator:
             return None
         operator = self.is_operator(claims)
         tenant = claims.get(self._claim)
-        if tenant is not None and not (isinstance(tenant, str) and TENANT_PATTERN.match(tenant)):
+        if tenant is not None and not TENANT_ID.matches(tenant):
             raise NoTenant(f"the token's {self._claim!r} claim is not a tenant id")
         if not tenant and not operator:
             raise NoTenant(f"the token has no {self._claim!r} claim (the tenant) and no operator role")

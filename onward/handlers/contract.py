@@ -10,14 +10,31 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, Strict
 
 from onward.bulk import MAX_JOBS, BulkFilter, BulkKind, BulkReport
 from onward.clock import EpochMs, iso
 from onward.explain import Explanation, WaitReason
-from onward.models import ErrorSummary, Freshness, Job, JobId, JobType, NewJob, Run, StatusView, TenantId, ViewLag
+from onward.models import (
+    ErrorSummary,
+    Freshness,
+    Job,
+    JobId,
+    JobType,
+    Moment,
+    NewJob,
+    Request,
+    Run,
+    StatusView,
+    TenantId,
+    ViewLag,
+)
 from onward.schedules import Schedule
 from onward.states import JobState, RunOutcome, is_terminal
+from onward.text_patterns import IDEMPOTENCY_KEY
+
+# A status named in a request: its value ("dead"). Strict(False): strict mode takes only the enum member itself.
+StateName = Annotated[JobState, Strict(False)]
 
 
 class _Answer(BaseModel):
@@ -355,10 +372,8 @@ def _each_once(job_ids: list[str]) -> list[str]:
     return job_ids
 
 
-class BulkReplay(BaseModel):
+class BulkReplay(Request):
     """Jobs to queue again, each as POST /jobs/{job_id}/replay would."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     job_ids: Annotated[list[JobId], AfterValidator(_each_once)] = Field(min_length=1, max_length=100)
 
@@ -369,9 +384,9 @@ MAX_BATCH = 100
 class BatchJob(NewJob):
     """One job of a batch: the body POST /jobs takes, and its own Idempotency-Key."""
 
-    idempotency_key: str | None = Field(None, pattern=r"^[ -~]{1,128}$",
-                                        description="as POST /jobs's Idempotency-Key header: a retry with the same "
-                                                    "key and job answers the job it created (200)")
+    idempotency_key: Annotated[str, IDEMPOTENCY_KEY.constraints()] | None = Field(
+        None, description="as POST /jobs's Idempotency-Key header: a retry with the same key and job answers the "
+                          "job it created (200)")
 
     def new_job(self) -> NewJob:
         """The job itself, as POST /jobs would have validated it (its Idempotency-Key apart)."""
@@ -379,11 +394,9 @@ class BatchJob(NewJob):
                                       **{name: getattr(self, name) for name in NewJob.model_fields})
 
 
-class BatchCreate(BaseModel):
+class BatchCreate(Request):
     """Jobs to create, each as POST /jobs would; each entry is checked on its own (a bad one refuses only
     itself), the list as a whole here."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     jobs: list[dict[str, Any]] = Field(min_length=1, max_length=MAX_BATCH,
                                        json_schema_extra={"items": {"$ref": "#/components/schemas/BatchJob"}})
@@ -421,16 +434,14 @@ class BulkReplayed(_Answer):
     replayed: int = Field(description="jobs queued again")
 
 
-class _BulkRequest(BaseModel):
+class _BulkRequest(Request):
     """What a bulk action selects (onward.bulk.BulkFilter), and whether it acts."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     types: list[JobType] = Field(default_factory=list, max_length=20,
                                  description="only jobs of these types (empty: every type)")
-    since: AwareDatetime | None = Field(None, description="only jobs whose current status began at or after this "
-                                                          "(its updated_at; ISO-8601 with a zone)")
-    until: AwareDatetime | None = Field(None, description="only jobs whose current status began at or before this")
+    since: Moment | None = Field(None, description="only jobs whose current status began at or after this (its "
+                                                   "updated_at; ISO-8601 with a zone)")
+    until: Moment | None = Field(None, description="only jobs whose current status began at or before this")
     dry_run: bool = Field(True, description="true (the default): count the matching jobs and show a sample, "
                                             "changing nothing; false: act on each")
     max_jobs: int = Field(MAX_JOBS, ge=1, le=MAX_JOBS,
@@ -452,8 +463,8 @@ class BulkReplayRequest(_BulkRequest):
 
     tenant: TenantId | None = Field(None, description="only this tenant's jobs (default: every tenant's; an "
                                                       "operator bound to a tenant: its own)")
-    states: list[JobState] = Field(default_factory=list, max_length=2,
-                                   description="dead and/or quarantined (empty: both)")
+    states: list[StateName] = Field(default_factory=list, max_length=2,
+                                    description="dead and/or quarantined (empty: both)")
 
 
 class BulkCancelRequest(_BulkRequest):
@@ -461,9 +472,9 @@ class BulkCancelRequest(_BulkRequest):
     would."""
 
     tenant: TenantId = Field(description="the tenant whose jobs to cancel")
-    states: list[JobState] = Field(default_factory=list, max_length=3,
-                                   description="queued, retry_wait and/or running (empty: all three); a running "
-                                               "job is asked to stop, one already asked is not selected")
+    states: list[StateName] = Field(default_factory=list, max_length=3,
+                                    description="queued, retry_wait and/or running (empty: all three); a running "
+                                                "job is asked to stop, one already asked is not selected")
 
 
 class BulkFailure(_Answer):

@@ -11,8 +11,9 @@ from pydantic.json_schema import models_json_schema
 
 from onward.handlers.contract import ANSWERS, BatchCreate, BatchJob, BulkCancelRequest, BulkReplay, BulkReplayRequest
 from onward.models import NewJob
-from onward.schedules import SCHEDULE_NAME_PATTERN, NewSchedule
+from onward.schedules import NewSchedule
 from onward.states import CLAIMABLE_STATES, REPLAYABLE_STATES, TERMINAL_STATES
+from onward.text_patterns import IDEMPOTENCY_KEY, JOB_ID, JOB_ID_PREFIX, JOB_TYPE, SCHEDULE_NAME, TENANT_ID, WEB_ASSET
 
 PROBLEM = {"$ref": "#/components/schemas/ProblemDetails"}
 REF_TEMPLATE = "#/components/schemas/{model}"
@@ -29,7 +30,7 @@ def _schemas() -> dict[str, Any]:
     schemas["JobState"]["x-terminal"] = sorted(TERMINAL_STATES)  # the statuses that never change again
     schemas["JobState"]["x-replayable"] = sorted(REPLAYABLE_STATES)  # the statuses an operator may replay
     schemas["JobState"]["x-waiting"] = sorted(CLAIMABLE_STATES)  # waiting for a worker: GET /jobs/{id}/explain says why
-    schemas["TenantId"] = {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"}
+    schemas["TenantId"] = TENANT_ID.schema()
     return schemas
 
 
@@ -71,7 +72,7 @@ def _bulk_operation(operation_id: str, body: str, answer: str, forbidden: str) -
 
 
 NOT_FOUND = _problem("no such job for this tenant (another tenant's job is answered the same way)")
-JOB_ID = {"name": "job_id", "in": "path", "required": True, "schema": {"type": "string", "pattern": "^[0-9a-f]{32}$"}}
+JOB_ID_PATH = {"name": "job_id", "in": "path", "required": True, "schema": JOB_ID.schema()}
 SECURED: list[dict[str, list[str]]] = [{"bearer": []}]
 
 DOCUMENT: dict[str, Any] = {
@@ -93,7 +94,7 @@ DOCUMENT: dict[str, Any] = {
         "/web/{name}": {"get": {
             "operationId": "statusPageAsset", "security": [],
             "parameters": [{"name": "name", "in": "path", "required": True,
-                            "schema": {"type": "string", "pattern": "^[a-z0-9-]+\\.(js|css|svg)$"}}],
+                            "schema": WEB_ASSET.schema()}],
             "responses": {"200": {"description": "a static file of the status page",
                                   "content": {"text/javascript": {"schema": {"type": "string"}},
                                               "text/css": {"schema": {"type": "string"}},
@@ -107,7 +108,7 @@ DOCUMENT: dict[str, Any] = {
                 "operationId": "createJob", "security": SECURED,
                 "parameters": [{"name": "Idempotency-Key", "in": "header", "required": False,
                                 "description": "a retry with the same key and body returns the first answer",
-                                "schema": {"type": "string", "pattern": "^[ -~]{1,128}$"}}],
+                                "schema": IDEMPOTENCY_KEY.schema()}],
                 "requestBody": {"required": True, "content": {"application/json": {
                     "schema": {"$ref": "#/components/schemas/NewJob"}}}},
                 "responses": {
@@ -134,10 +135,9 @@ DOCUMENT: dict[str, Any] = {
                      "schema": {"type": "array", "minItems": 1,
                                 "items": {"$ref": "#/components/schemas/JobState"}}},
                     {"name": "type", "in": "query", "description": "only jobs of this type",
-                     "schema": {"type": "string", "maxLength": 128,
-                                "pattern": "^[a-z][a-z0-9_]*(\\.[a-z][a-z0-9_]*)*$"}},
+                     "schema": JOB_TYPE.schema()},
                     {"name": "id_prefix", "in": "query", "description": "only jobs whose id starts with this",
-                     "schema": {"type": "string", "pattern": "^[0-9a-f]{1,32}$"}},
+                     "schema": JOB_ID_PREFIX.schema()},
                     _limit_query(),
                     {"name": "cursor", "in": "query", "schema": {"type": "string", "maxLength": 2048},
                      "description": "opaque; the `cursor` of the previous page (filters are not in it: send the "
@@ -171,8 +171,7 @@ DOCUMENT: dict[str, Any] = {
         "/jobs/counts": {"get": {
             "operationId": "countJobs", "security": SECURED,
             "parameters": [TENANT_QUERY, {"name": "type", "in": "query", "description": "only jobs of this type",
-                                          "schema": {"type": "string", "maxLength": 128,
-                                                     "pattern": "^[a-z][a-z0-9_]*(\\.[a-z][a-z0-9_]*)*$"}}],
+                                          "schema": JOB_TYPE.schema()}],
             "responses": {"200": _ok("the tenant's jobs per status in the status view (its index), over its "
                                      "newest 10,000", "StatusCounts"),
                           "400": _problem("bad type or tenant, or an operator without ?tenant="),
@@ -181,7 +180,7 @@ DOCUMENT: dict[str, Any] = {
         "/whoami": {"get": {"operationId": "whoami", "security": SECURED, "responses": {
             "200": _ok("the tenant and role of this credential", "Caller"), "401": UNAUTHORIZED}}},
         "/jobs/{job_id}": {"get": {
-            "operationId": "getJob", "security": SECURED, "parameters": [JOB_ID],
+            "operationId": "getJob", "security": SECURED, "parameters": [JOB_ID_PATH],
             "responses": {"200": {
                 "description": "the job's status from the status view with its freshness (`visible: true`), or, "
                                "while the view has not seen the job yet, no status and the view's lag "
@@ -192,29 +191,29 @@ DOCUMENT: dict[str, Any] = {
                     "discriminator": {"propertyName": "visible"}}}}},
                           "401": UNAUTHORIZED, "404": NOT_FOUND}}},
         "/jobs/{job_id}/runs": {"get": {
-            "operationId": "getJobRuns", "security": SECURED, "parameters": [JOB_ID],
+            "operationId": "getJobRuns", "security": SECURED, "parameters": [JOB_ID_PATH],
             "responses": {"200": _ok("one record per attempt, from the authoritative table", "Runs"),
                           "401": UNAUTHORIZED, "404": NOT_FOUND}}},
         "/jobs/{job_id}/params": {"get": {
-            "operationId": "getJobParams", "security": SECURED, "parameters": [JOB_ID],
+            "operationId": "getJobParams", "security": SECURED, "parameters": [JOB_ID_PATH],
             "responses": {"200": _ok("what the job was created with (the job table; it never changes)",
                                      "JobParams"),
                           "401": UNAUTHORIZED, "404": NOT_FOUND}}},
         "/jobs/{job_id}/explain": {"get": {
-            "operationId": "explainJob", "security": SECURED, "parameters": [JOB_ID],
+            "operationId": "explainJob", "security": SECURED, "parameters": [JOB_ID_PATH],
             "responses": {"200": _ok("why the job is not running and until when: scheduled, backoff, "
                                      "tenant_at_cap, no_worker or waiting_for_share with an ETA from its tenant's "
                                      "recent claims; `running` or `finished` for a job that is not waiting (200 "
                                      "too: nothing is wrong with asking)", "JobExplanation"),
                           "401": UNAUTHORIZED, "404": NOT_FOUND}}},
         "/jobs/{job_id}/cancel": {"post": {
-            "operationId": "cancelJob", "security": SECURED, "parameters": [JOB_ID],
+            "operationId": "cancelJob", "security": SECURED, "parameters": [JOB_ID_PATH],
             "responses": {"202": _ok("cancelled, or cancel requested (a running job stops at its next heartbeat)",
                                      "CancelAccepted"),
                           "401": UNAUTHORIZED, "404": NOT_FOUND,
                           "409": _problem("already completed")}}},
         "/jobs/{job_id}/replay": {"post": {
-            "operationId": "replayJob", "security": SECURED, "parameters": [JOB_ID],
+            "operationId": "replayJob", "security": SECURED, "parameters": [JOB_ID_PATH],
             "responses": {"202": _ok("queued again as a new version", "Accepted"),
                           "401": UNAUTHORIZED, "403": _problem("operators only"), "404": NOT_FOUND,
                           "409": _problem("only dead or quarantined jobs replay")}}},
@@ -301,7 +300,7 @@ DOCUMENT: dict[str, Any] = {
         "/schedules/{name}": {"delete": {
             "operationId": "deleteSchedule", "security": SECURED,
             "parameters": [{"name": "name", "in": "path", "required": True,
-                            "schema": {"type": "string", "pattern": SCHEDULE_NAME_PATTERN}}, TENANT_QUERY],
+                            "schema": SCHEDULE_NAME.schema()}, TENANT_QUERY],
             "responses": {"204": {"description": "deleted: it fires no more (a tick already under way may still "
                                                  "create the one fire it read)"},
                           "400": _problem("bad tenant, or an operator without ?tenant="),
@@ -318,6 +317,9 @@ DOCUMENT: dict[str, Any] = {
 for _item in DOCUMENT["paths"].values():
     for _operation in _item.values():
         if _operation["security"]:
+            _operation["responses"].setdefault("403", _problem(
+                "the credential names no valid tenant and gives no operator role (a JWT whose tenant claim is "
+                "missing or not a tenant id)"))
             _operation["responses"]["500"] = _problem("an unexpected failure; safe to retry (with the same "
                                                       "Idempotency-Key for a create)")
             _operation["responses"]["503"] = _problem("contention on the job; retry after Retry-After")

@@ -34,7 +34,7 @@ class SeededIds:
 def scenario(backend: StoreBackend, clock: ManualClock) -> None:
     store = backend.store(rng=random.Random(3))
     store.register_tenant(Tenant("capped", TenantPolicy(weight=2.5, cap=1), ready_shards=2))
-    store.create("capped", NewJob(type="demo.echo", params={"n": 1.0, "nested": {"x": [1, 2.5, None]}}),
+    store.create("capped", NewJob(type="demo.echo", params={"n": 1, "nested": {"x": [1, 2.5, None]}}),
                  idempotency_key="k-1")
     store.create("capped", NewJob(type="demo.echo", priority=3))
     store.create("acme", NewJob(type="demo.echo", max_attempts=1))
@@ -43,7 +43,7 @@ def scenario(backend: StoreBackend, clock: ManualClock) -> None:
     clock.advance(5)
     store.heartbeat(leases[0], 60)
     store.fail(leases[1], ErrorSummary.of("Flaky", "once"))
-    store.complete(leases[0], {"rows": 3, "ratio": 0.5})
+    store.complete(leases[0], {"rows": 3, "ratio": 0.5, "whole": 1.0})  # a result may hold a whole float
     clock.advance(40)
     store.reap()
     store.complete(leases[2], {"late": True})  # reaped: fenced and marked on its run

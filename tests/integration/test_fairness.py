@@ -176,7 +176,7 @@ def test_a_burst_does_not_hold_back_another_tenants_first_job_beyond_one_job(liv
     claim itself on a shared machine), ahead of the 34 burst jobs queued before it. With one FIFO queue
     (due time order across tenants) it would wait behind them (~12 s); without the flex pass, the burst
     would never reach six workers and this test would time out before `late` is enqueued."""
-    duration_s = 2.0
+    duration_s = 2  # an int: params give back what they were given, and a whole float is refused
     live_store.register_tenant(Tenant("burst", TenantPolicy(cap=2)))
     live_store.register_tenant(Tenant("late", TenantPolicy(cap=2)))
     burst = enqueue(live_store, "burst", 40, duration_s)

@@ -94,14 +94,15 @@ def test_bodies_that_are_not_json_are_a_400(gateway, settings, dynamodb, body):
 
 
 def test_numbers_dynamodb_can_store_are_kept_exactly(gateway, settings, dynamodb):
-    """The edges of DynamoDB's number range are accepted and round-trip: 38 digits, 1e125, 1e-130, and
-    10**40 (one significant digit, which boto3's serializer refused before: a 500)."""
-    raw = (b'{"type": "demo.echo", "params": {"a": 12345678901234567890123456789012345678, "b": 1e125, '
-           b'"c": 1e-130, "d": 10000000000000000000000000000000000000000, "e": "\\u00e9\\ud83d\\ude00"}}')
+    """The edges of DynamoDB's number range are accepted and round-trip: 38 digits, 10**125, 1e-130, and
+    10**40 (one significant digit, which boto3's serializer refused before: a 500). A whole number is sent as
+    an integer: DynamoDB has one number type, so a float without a fraction (1e125) would come back an int, and
+    is refused (tests/integration/test_input_as_documented.py)."""
+    raw = (b'{"type": "demo.echo", "params": {"a": 12345678901234567890123456789012345678, "b": 1' + b"0" * 125
+           + b', "c": 1e-130, "d": 10000000000000000000000000000000000000000, "e": "\\u00e9\\ud83d\\ude00"}}')
     answer = http_call(gateway, "POST", "/jobs", token=TOKENS[ACME], raw=raw)
     assert answer.status == 202, answer.body
     job = JobStore(settings, client=dynamodb).get(answer.body["job_id"])
-    # DynamoDB has one number type: an integral value comes back as an int, whatever its JSON spelling
     assert job.params == {"a": 12345678901234567890123456789012345678, "b": 10**125, "c": 1e-130, "d": 10**40,
                           "e": "\u00e9\U0001F600"}
 

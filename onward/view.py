@@ -75,10 +75,18 @@ class StatusViewReader:
         self._db = client
         self._table = table
 
-    def get(self, job_id: str) -> StatusView | None:
-        """The job's row, read consistently: a reader never sees an older version than one read before."""
-        item = self._db.get_item(TableName=self._table, Key={"job_id": {"S": job_id}},
-                                 ConsistentRead=True).get("Item")
+    def get(self, job_id: str, tenant_id: str | None = None) -> StatusView | None:
+        """The job's row, read consistently: a reader never sees an older version than one read before. With
+        `tenant_id`, only that tenant's: another tenant's row is None exactly as a missing one, by the same
+        read (a Query of the key filtered by tenant: DynamoDB returns no row of another tenant)."""
+        if tenant_id is None:
+            item = self._db.get_item(TableName=self._table, Key={"job_id": {"S": job_id}},
+                                     ConsistentRead=True).get("Item")
+        else:
+            items = self._db.query(TableName=self._table, ConsistentRead=True,
+                                   KeyConditionExpression="job_id = :j", FilterExpression="tenant_id = :t",
+                                   ExpressionAttributeValues={":j": {"S": job_id}, ":t": {"S": tenant_id}})["Items"]
+            item = items[0] if items else None
         return None if item is None else StatusView.model_validate(from_item(item))
 
     def for_tenant(

@@ -63,6 +63,27 @@ def dead(store: JobStore, tenant: str, count: int = 1, job_type: str = "demo.fai
 
 
 
+class RequestLog:
+    """Every request a boto3 client makes from now on, in order, as (operation, table): what an API answer
+    cost in AWS requests, to compare two answers by. `take()` returns the requests so far and starts again;
+    `close()` stops logging."""
+
+    def __init__(self, client: Any) -> None:
+        self._events = client.meta.events
+        self._requests: list[tuple[str, str | None]] = []
+        self._events.register("provide-client-params", self._record)
+
+    def _record(self, params: dict[str, Any], model: Any, **_: Any) -> None:
+        self._requests.append((model.name, params.get("TableName")))
+
+    def take(self) -> list[tuple[str, str | None]]:
+        taken, self._requests = self._requests, []
+        return taken
+
+    def close(self) -> None:
+        self._events.unregister("provide-client-params", self._record)
+
+
 def gone(pid: int) -> bool:
     """The process has ended (a zombie waiting for a parent that is not ours to reap counts as ended)."""
     try:

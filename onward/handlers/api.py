@@ -505,9 +505,9 @@ def get_job(job_id: str) -> Response[str]:
     job_id = _job_id(job_id)
     scope = _tenant_scope(principal)
     deployment = ApiDeployment.from_environment()
-    view = deployment.status_view.get(job_id)  # read consistently: never older than an answer before
-    if view is not None and scope is not None and view.tenant_id != scope:
-        raise not_found(job_id)
+    # Read consistently (never older than an answer before), and only if it is the caller's: another tenant's
+    # job goes the way of a missing one, to the job table's scoped read and its 404, by the same requests.
+    view = deployment.status_view.get(job_id, scope)
     now = system_clock()
     lag = _view_lag(deployment, now)
     if view is not None:
@@ -539,19 +539,11 @@ def explain_job(job_id: str) -> Response[str]:
     dispatch counters and the window's claims; with a status's freshness block. Scoped as GET /jobs/{job_id}."""
     principal = _principal()
     deployment = ApiDeployment.from_environment()
-    row = _job_row(deployment.job_store, _job_id(job_id), _tenant_scope(principal))
+    row = deployment.job_store.row(_job_id(job_id), _tenant_scope(principal))
     now = system_clock()
     waiting = _waiting(deployment, row, now) if explain.waits(row.job) else None
     freshness = freshness_of(iso(row.job.updated_at), _view_lag(deployment, now), now)
     return _json(200, JobExplanation.of(row.job, explain.explain(row.job, now, waiting), now, freshness))
-
-
-def _job_row(store: JobStore, job_id: str, scope: str | None) -> JobRow:
-    """The job row with its ready shards (read consistently); JobNotFound for another tenant's (`scope`)."""
-    row = store.recorder.job(job_id)
-    if row is None or (scope is not None and row.job.tenant_id != scope):
-        raise JobNotFound(job_id)
-    return row
 
 
 def _waiting(deployment: Deployment, row: JobRow, now: EpochMs) -> explain.Waiting:

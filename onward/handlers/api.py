@@ -539,19 +539,21 @@ def explain_job(job_id: str) -> Response[str]:
     dispatch counters and the window's claims; with a status's freshness block. Scoped as GET /jobs/{job_id}."""
     principal = _principal()
     deployment = ApiDeployment.from_environment()
-    row = deployment.job_store.row(_job_id(job_id), _tenant_scope(principal))
+    scope = _tenant_scope(principal)
+    row = deployment.job_store.row(_job_id(job_id), scope)
     now = system_clock()
-    waiting = _waiting(deployment, row, now) if explain.waits(row.job) else None
+    waiting = _waiting(deployment, row, now, platform=scope is None) if explain.waits(row.job) else None
     freshness = freshness_of(iso(row.job.updated_at), _view_lag(deployment, now), now)
     return _json(200, JobExplanation.of(row.job, explain.explain(row.job, now, waiting), now, freshness))
 
 
-def _waiting(deployment: Deployment, row: JobRow, now: EpochMs) -> explain.Waiting:
+def _waiting(deployment: Deployment, row: JobRow, now: EpochMs, *, platform: bool) -> explain.Waiting:
     """What a waiting job's explanation is decided from (explain.waiting_of), with the claims of the last
-    CLAIM_WINDOW_S (onward.claim_shares)."""
+    CLAIM_WINDOW_S (onward.claim_shares): its tenant's only, or with `platform` (an operator bound to no
+    tenant, who may see every tenant's) every tenant's."""
     claims = RecentClaims(deployment.client("dynamodb"), deployment.settings.require("outbox_table")).count(
-        now, window_s=CLAIM_WINDOW_S, bucket_s=CLAIM_BUCKET_S)
-    return explain.waiting_of(deployment.job_store.recorder, row, claims, now)
+        now, window_s=CLAIM_WINDOW_S, bucket_s=CLAIM_BUCKET_S, tenant_id=None if platform else row.job.tenant_id)
+    return explain.waiting_of(deployment.job_store.recorder, row, claims, now, platform=platform)
 
 
 @app.post("/jobs/<job_id>/cancel")

@@ -49,6 +49,7 @@ from onward.errors import (
     StoreContention,
 )
 from onward.freshness import freshness_of, view_lag
+from onward.handlers import cursors
 from onward.handlers.auth import TENANT_PATTERN, NoTenant, Principal
 from onward.handlers.bootstrap import ApiDeployment, Deployment
 from onward.handlers.contract import (
@@ -94,7 +95,7 @@ from onward.handlers.contract import (
 from onward.models import JOB_ID_PATTERN, NewJob, ViewLag
 from onward.parked_reader import SOURCES, ParkedRecordReader, preview
 from onward.recorder import JobRow
-from onward.schedule_store import MAX_SCHEDULES_PER_TENANT
+from onward.schedule_store import MAX_SCHEDULES_PER_TENANT, AddOutcome
 from onward.schedules import SCHEDULE_NAME_PATTERN, NewSchedule, Schedule
 from onward.shard_lag import shard_lags
 from onward.states import REPLAYABLE_STATES, JobState
@@ -107,7 +108,6 @@ metrics = Metrics(namespace="Onward", service="api")
 tracer = Tracer(service="onward-api")
 
 MAX_BODY_BYTES = 256 * 1024
-MAX_CURSOR_CHARS = 2048
 IDEMPOTENCY_KEY = re.compile(r"[ -~]{1,128}")
 # The answers of the API are per caller and change with every poll: no cache may keep them.
 NO_STORE = {"Cache-Control": "no-store"}
@@ -439,13 +439,13 @@ def list_jobs() -> Response[str]:
     limit = _limit(query)
     where = _job_filter(query)
     cursor = query.get("cursor")
-    start = _decode_cursor(cursor, tenant) if cursor else None
+    start = _decode_cursor(cursor, tenant, cursors.JOB_CURSOR) if cursor else None
     deployment = ApiDeployment.from_environment()
     views, start = deployment.status_view.for_tenant(tenant, limit=limit, where=where, start=start)
     now = system_clock()
     lag = _view_lag(deployment, now)
     jobs = [JobStatus.of_view(view, freshness_of(view.as_of, lag, now)) for view in views]
-    return _json(200, JobPage(jobs=jobs, cursor=_encode_cursor(start) if start else None, view=lag))
+    return _json(200, JobPage(jobs=jobs, cursor=cursors.encode_cursor(start) if start else None, view=lag))
 
 
 @app.get("/jobs/counts")
@@ -482,21 +482,13 @@ def _view_lag(deployment: Deployment, now: EpochMs) -> ViewLag:
                     deployment.settings.stale_after_s, shards=deployment.events_shards.open_shards())
 
 
-def _encode_cursor(key: dict[str, Any]) -> str:
-    return base64.urlsafe_b64encode(json.dumps(key, sort_keys=True, separators=(",", ":")).encode()).decode()
-
-
-def _decode_cursor(cursor: str, tenant: str) -> dict[str, Any]:
+def _decode_cursor(cursor: str, tenant: str, fields: frozenset[str]) -> dict[str, Any]:
+    """The key of a listing's cursor (onward.handlers.cursors); 400 for one this API did not return for this
+    tenant and this listing."""
     try:
-        key = json.loads(base64.urlsafe_b64decode(cursor.encode())) if len(cursor) <= MAX_CURSOR_CHARS else None
-        valid = (isinstance(key, dict) and set(key) == {"job_id", "tenant_id", "occurred_at"}
-                 and all(isinstance(v, dict) and set(v) == {"S"} and isinstance(v["S"], str) for v in key.values())
-                 and key["tenant_id"]["S"] == tenant)
-    except (ValueError, binascii.Error, RecursionError):
-        valid = False
-    if not valid or not isinstance(key, dict):
-        raise Problem(400, "Bad request", "the cursor is not one this API returned for this tenant")
-    return key
+        return cursors.decode_cursor(cursor, tenant, fields)
+    except cursors.InvalidCursor as error:
+        raise Problem(400, "Bad request", str(error)) from None
 
 
 @app.get("/jobs/<job_id>")
@@ -669,7 +661,7 @@ def replayable_jobs() -> Response[str]:
         if views or start:
             groups.append(TenantJobs(
                 tenant_id=tenant, jobs=[JobStatus.of_view(view, freshness_of(view.as_of, lag, now)) for view in views],
-                cursor=_encode_cursor(start) if start else None))
+                cursor=cursors.encode_cursor(start) if start else None))
     return _json(200, ReplayableJobs(tenants=groups, view=lag))
 
 
@@ -772,7 +764,9 @@ def _schedule_tenant(principal: Principal) -> str:
 
 @app.post("/schedules")
 def create_schedule() -> Response[str]:
-    """A periodic job: 201 with its next fire time; 409 when the tenant has a schedule of that name."""
+    """A periodic job: 201 with its next fire time; 409 when the tenant has a schedule of that name, or
+    MAX_SCHEDULES_PER_TENANT of them (decided by the store's write: onward.schedule_store); 413 for params over
+    MAX_SCHEDULE_PARAMS_BYTES."""
     tenant_id = _schedule_tenant(_principal())
     try:
         request = NewSchedule.model_validate(_body())
@@ -782,11 +776,12 @@ def create_schedule() -> Response[str]:
     if request.type not in deployment.job_types:
         raise Problem(422, "Unknown job type", f"no job type {request.type!r}; known: "
                       + ", ".join(sorted(deployment.job_types)), slug="unknown-job-type")
-    if len(deployment.schedules.for_tenant(tenant_id)) >= MAX_SCHEDULES_PER_TENANT:
+    schedule = Schedule.of(tenant_id, request, system_clock())
+    outcome = deployment.schedules.add(schedule)
+    if outcome is AddOutcome.TOO_MANY:
         raise Problem(409, "Too many schedules", f"a tenant keeps at most {MAX_SCHEDULES_PER_TENANT} schedules; "
                       "delete one first", slug="too-many-schedules")
-    schedule = Schedule.of(tenant_id, request, system_clock())
-    if not deployment.schedules.add(schedule):
+    if outcome is AddOutcome.NAME_TAKEN:
         raise Problem(409, "Schedule exists", f"this tenant has a schedule named {request.name!r}; delete it first",
                       slug="schedule-exists")
     return _json(201, ScheduleInfo.of(schedule))
@@ -794,9 +789,18 @@ def create_schedule() -> Response[str]:
 
 @app.get("/schedules")
 def list_schedules() -> Response[str]:
+    """A page of the tenant's schedules by name (?limit=, 20 by default, at most 100), with the cursor of the
+    next page (?cursor=) while there are more."""
     tenant_id = _schedule_tenant(_principal())
-    found = ApiDeployment.from_environment().schedules.for_tenant(tenant_id)
-    return _json(200, Schedules(schedules=[ScheduleInfo.of(schedule) for schedule in found]))
+    query = _query()
+    limit = _limit(query)
+    cursor = query.get("cursor")
+    after = _decode_cursor(cursor, tenant_id, cursors.SCHEDULE_CURSOR)["name"]["S"] if cursor else None
+    if after is not None and not SCHEDULE_NAME.match(after):
+        raise Problem(400, "Bad request", "the cursor is not one this API returned for this tenant")
+    found = ApiDeployment.from_environment().schedules.page(tenant_id, limit, after)
+    more = None if found.after is None else cursors.schedule_cursor(tenant_id, found.after)
+    return _json(200, Schedules(schedules=[ScheduleInfo.of(schedule) for schedule in found.schedules], cursor=more))
 
 
 @app.delete("/schedules/<name>")

@@ -547,7 +547,8 @@ class ScheduleInfo(_Answer):
 
 
 class Schedules(_Answer):
-    schedules: list[ScheduleInfo] = Field(description="the tenant's schedules by name")
+    schedules: list[ScheduleInfo] = Field(description="a page of the tenant's schedules by name")
+    cursor: str | None = Field(description="pass as ?cursor= for the next page; null: this is the last")
 
 
 ANSWERS: tuple[type[BaseModel], ...] = (Health, Accepted, CancelAccepted, JobStatus, PendingJob, JobPage, Runs,

@@ -67,6 +67,7 @@ from onward.recorder import (
     tenant_state,
 )
 from onward.states import JobState, RunOutcome
+from onward.tenant_reads import tenant_item
 from onward.writes import (
     CONDITIONAL_CHECK_FAILED,
     TRANSACTION_CONFLICT,
@@ -145,15 +146,8 @@ class DynamoRecorder(JobRecorder):
         return None if item is None else JobRow(*job_from_item(item))
 
     def tenant_job(self, job_id: str, tenant_id: str) -> JobRow | None:
-        # A Query of the one key with the tenant as its filter: DynamoDB returns nothing for another tenant's
-        # row, so the answer (and what it costs to read) is a missing job's.
-        pk, sk = job_key(job_id)
-        items = self._db.query(
-            TableName=self._jobs, ConsistentRead=True, KeyConditionExpression="pk = :p AND sk = :s",
-            FilterExpression="tenant_id = :t",
-            ExpressionAttributeValues={":p": {"S": pk}, ":s": {"S": sk}, ":t": {"S": tenant_id}},
-        )["Items"]
-        return JobRow(*job_from_item(items[0])) if items else None
+        item = tenant_item(self._db, self._jobs, wire_key(job_key(job_id)), tenant_id)
+        return None if item is None else JobRow(*job_from_item(item))
 
     def run(self, job_id: str, attempt: int) -> Run | None:
         item = self._get(wire_key(run_key(job_id, attempt)))

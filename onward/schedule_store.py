@@ -11,10 +11,10 @@ Two items per schedule, written together in one transaction:
   transaction as the schedule's next_fire_at, so the two never disagree. A shard takes about 1,000 advances a
   second (DynamoDB's write limit per partition); four are plenty for a scheduler ticking every minute.
 
-and a counter per tenant, `TENANT#<tenant>` / `SCHEDULE_COUNT` (entity `schedule_count`, `schedules`): the cap of
-MAX_SCHEDULES_PER_TENANT is a condition of the add's own transaction (`schedules < cap`, raised by one as the
-schedule is put), and a delete lowers it in its transaction, so the cap holds however many creates run at once
-(a count read before the write let 24 parallel creates at 996 store 1,001). A tenant's schedules from before
+Beside them, one counter per tenant, `TENANT#<tenant>` / `SCHEDULE_COUNT` (entity `schedule_count`, `schedules`):
+the cap of MAX_SCHEDULES_PER_TENANT is a condition of the add's own transaction (`schedules < cap`, raised by one
+as the schedule is put), and a delete lowers it in its transaction, so the cap holds however many creates run at
+once (a count read before the write let 24 parallel creates at 996 store 1,001). A tenant's schedules from before
 the counter have none: the first add or delete that finds it missing counts them once (a consistent Query) and
 puts it only where none is; until then no add or delete of that tenant commits (both need the counter), so the
 count cannot go stale in between.
@@ -317,12 +317,13 @@ class DynamoSchedules:
         _, due = self._items(moved)
         try:
             refused = self._transact([
-            {"Update": {"TableName": self._table, "Key": _key(*schedule_key(schedule.tenant_id, schedule.name)),
-                        "UpdateExpression": "SET next_fire_at = :next",
-                        "ConditionExpression": "next_fire_at = :at AND created_at = :created",
-                        "ExpressionAttributeValues": {":next": to_attribute(next_fire_at),
-                                                      ":at": to_attribute(schedule.next_fire_at),
-                                                      ":created": to_attribute(schedule.created_at)}}},
+                {"Update": {"TableName": self._table,
+                            "Key": _key(*schedule_key(schedule.tenant_id, schedule.name)),
+                            "UpdateExpression": "SET next_fire_at = :next",
+                            "ConditionExpression": "next_fire_at = :at AND created_at = :created",
+                            "ExpressionAttributeValues": {":next": to_attribute(next_fire_at),
+                                                          ":at": to_attribute(schedule.next_fire_at),
+                                                          ":created": to_attribute(schedule.created_at)}}},
                 {"Delete": {"TableName": self._table,
                             "Key": _key(*due_key(schedule.tenant_id, schedule.name, schedule.next_fire_at))}},
                 {"Put": {"TableName": self._table, "Item": due}},

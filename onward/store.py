@@ -235,6 +235,11 @@ def _check_new_job(request: NewJob, idempotency_key: str | None) -> None:
         raise InvalidRequest(f"an Idempotency-Key is 1 to {MAX_IDEMPOTENCY_KEY} printable characters")
 
 
+def _is_job_id(job_id: object) -> bool:
+    """Whether `job_id` can name a job (anything else is JobNotFound without a read)."""
+    return isinstance(job_id, str) and JOB_ID_PATTERN.match(job_id) is not None
+
+
 def _request_digest(request: NewJob) -> str:
     """The digest an Idempotency-Key remembers its request by. Fields left unset (None) are left out, so a
     field added later does not change the digest of a request that does not use it: a retry with a key
@@ -329,7 +334,7 @@ class JobStore:
         caller can tell the two apart, not even by how long the answer took."""
         if tenant_id is None:
             return self._read(job_id)
-        row = self._recorder.tenant_job(job_id, tenant_id) if JOB_ID_PATTERN.match(job_id) else None
+        row = self._recorder.tenant_job(job_id, tenant_id) if _is_job_id(job_id) else None
         if row is None:
             raise JobNotFound(job_id)
         return row
@@ -351,7 +356,7 @@ class JobStore:
         return self._recorder.all_jobs()
 
     def _read(self, job_id: str) -> JobRow:
-        if not isinstance(job_id, str) or not JOB_ID_PATTERN.match(job_id):
+        if not _is_job_id(job_id):
             raise JobNotFound(job_id)
         row = self._recorder.job(job_id)
         if row is None:

@@ -67,13 +67,13 @@ def test_another_tenants_job_costs_the_requests_of_a_missing_one_on_every_route(
         assert answers[in_view] == answers[MISSING], (route, answers)
         assert answers[not_in_view] == answers[MISSING], (route, answers)
     assert client.get(f"/jobs/{in_view}/params", TOKENS["globex"]).status == 200
-    assert JobStore.get(ApiDeployment.from_environment().job_store, in_view).state is JobState.QUEUED
+    assert ApiDeployment.from_environment().job_store.get(in_view).state is JobState.QUEUED  # not cancelled
 
 
 def test_a_bound_operators_replay_of_another_tenants_job_costs_what_a_missing_one_does(
         stack_environment, settings, dynamodb, monkeypatch: pytest.MonkeyPatch) -> None:
     """Catches the replay routes telling another tenant's dead job from a missing id by what they read, for an
-    operator bound to a tenant (the only caller confined there)."""
+    operator bound to a tenant (the only operator confined to one), and a replay of another tenant's job."""
     monkeypatch.setenv("ONWARD_AUTH", "jwt")
     monkeypatch.delenv("ONWARD_TOKENS", raising=False)
     monkeypatch.delenv("ONWARD_OPERATOR_TOKEN", raising=False)

@@ -9,7 +9,8 @@ as a running total that a returning tenant's lift raises (onward.dispatch: no ba
 it can be read back honestly.
 
 The index is eventually consistent (a claim of the last moment may be missing) and a read is bounded by
-`max_examined` outbox entries: the answer says whether it saw the whole window.
+`max_examined` outbox entries: the answer says whether it saw the whole window. A count of one tenant's claims
+(`tenant_id`) filters the others out in DynamoDB: none of their entries reaches the caller.
 """
 
 from __future__ import annotations
@@ -54,7 +55,8 @@ class RecentClaims:
         self._table = outbox_table
 
     def count(self, now_ms: EpochMs, *, window_s: int = 300, bucket_s: int = 60,
-              max_examined: int = MAX_EXAMINED) -> ClaimCounts:
+              max_examined: int = MAX_EXAMINED, tenant_id: str | None = None) -> ClaimCounts:
+        """Every tenant's claims in the window, or only `tenant_id`'s."""
         since = now_ms - window_s * 1000
         bucket_ms = bucket_s * 1000
         buckets = -(-(window_s * 1000) // bucket_ms)
@@ -66,11 +68,13 @@ class RecentClaims:
             request: dict[str, Any] = {
                 "TableName": self._table, "IndexName": "by_time",
                 "KeyConditionExpression": "time_bucket = :b AND occurred_at >= :since",
-                "FilterExpression": "#s = :running AND cancel_requested = :no",
+                "FilterExpression": "#s = :running AND cancel_requested = :no"
+                                    + ("" if tenant_id is None else " AND tenant_id = :t"),
                 "ProjectionExpression": "tenant_id, occurred_at",
                 "ExpressionAttributeNames": {"#s": "status"},
                 "ExpressionAttributeValues": {":b": {"S": bucket}, ":since": {"S": iso(since)},
-                                              ":running": {"S": JobState.RUNNING.value}, ":no": {"BOOL": False}},
+                                              ":running": {"S": JobState.RUNNING.value}, ":no": {"BOOL": False},
+                                              **({} if tenant_id is None else {":t": {"S": tenant_id}})},
             }
             start: dict[str, Any] | None = None
             while True:

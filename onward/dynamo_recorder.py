@@ -67,6 +67,7 @@ from onward.recorder import (
     tenant_state,
 )
 from onward.states import JobState, RunOutcome
+from onward.tenant_reads import tenant_item
 from onward.writes import (
     CONDITIONAL_CHECK_FAILED,
     TRANSACTION_CONFLICT,
@@ -142,6 +143,10 @@ class DynamoRecorder(JobRecorder):
 
     def job(self, job_id: str) -> JobRow | None:
         item = self._get(wire_key(job_key(job_id)))
+        return None if item is None else JobRow(*job_from_item(item))
+
+    def tenant_job(self, job_id: str, tenant_id: str) -> JobRow | None:
+        item = tenant_item(self._db, self._jobs, wire_key(job_key(job_id)), tenant_id)
         return None if item is None else JobRow(*job_from_item(item))
 
     def run(self, job_id: str, attempt: int) -> Run | None:

@@ -9,9 +9,13 @@ first of these that holds:
 - `backoff`: in retry_wait after a failed attempt; `until` is its next attempt's earliest start;
 - `tenant_at_cap`: due, and its tenant has `cap` jobs running: one of them must end first (caps flex: a
   tenant at its cap is served past it only when no tenant below its cap has a due job);
-- `no_worker`: due, and no worker claimed any job of any tenant in the window: nothing is taking work;
-- `waiting_for_share`: due, workers are claiming: `ahead` jobs of its tenant go before it, and its tenant
-  gets its fair share of the workers (`share`: of the window's claims, beside its `weight`).
+- `no_worker`: due, and no worker claimed any job of its tenant in the window: nothing is taking its work;
+- `waiting_for_share`: due, workers are claiming its tenant's jobs: `ahead` jobs of its tenant go before
+  it, and its tenant gets its fair share of the workers (beside its `weight`).
+
+Every reason, and every figure a tenant is shown, is its tenant's own: what other tenants do changes none of
+them (a tenant must not learn another's activity from it). Only an operator bound to no tenant also gets the
+window's claims of every tenant (`Throughput.platform_claims`, and the tenant's `share` of them).
 
 The jobs ahead are those a claim takes before it by the claim's rule (onward.claims, onward.claim_order):
 the highest aged priority first, within a band due order, jobs due in the same millisecond by job id; so
@@ -70,17 +74,20 @@ class Ahead:
 
 @dataclass(frozen=True)
 class Throughput:
-    """Claims (attempts started) in the recent window: the tenant's and every tenant's."""
+    """Claims (attempts started) in the recent window: the tenant's, and every tenant's for a caller that may
+    see them (None: not this caller's to know)."""
 
     tenant_claims: int
-    platform_claims: int
+    platform_claims: int | None
     window_ms: int
     complete: bool  # every outbox entry of the window was read
 
     @classmethod
-    def of(cls, tenant_id: str, claims: ClaimCounts) -> Throughput:
-        return cls(claims.total(tenant_id), sum(claims.total(tenant) for tenant in claims.by_tenant),
-                   claims.until_ms - claims.since_ms, claims.complete)
+    def of(cls, tenant_id: str, claims: ClaimCounts, *, platform: bool = True) -> Throughput:
+        """The tenant's throughput from the window's counts; with `platform`, every tenant's count too (`claims`
+        then holds every tenant's)."""
+        every = sum(claims.total(tenant) for tenant in claims.by_tenant) if platform else None
+        return cls(claims.total(tenant_id), every, claims.until_ms - claims.since_ms, claims.complete)
 
     @property
     def per_minute(self) -> float:
@@ -89,7 +96,8 @@ class Throughput:
 
     @property
     def share(self) -> float | None:
-        """The tenant's share of every claim in the window (0 to 1); None when nothing claimed."""
+        """The tenant's share of every claim in the window (0 to 1); None when nothing claimed, or when every
+        tenant's claims are not known."""
         return self.tenant_claims / self.platform_claims if self.platform_claims else None
 
 
@@ -163,16 +171,18 @@ def count_ahead(due: DueReader, job: Job, bounds: Sequence[tuple[ReadyQueue, Epo
     return Ahead(count)
 
 
-def waiting_of(recorder: JobRecorder, row: JobRow, claims: ClaimCounts, now: EpochMs) -> Waiting:
+def waiting_of(recorder: JobRecorder, row: JobRow, claims: ClaimCounts, now: EpochMs, *,
+               platform: bool = False) -> Waiting:
     """What the explanation of a waiting job (`row`, as read with its ready shards) is decided from: its
-    tenant's settings (read now, not from a cache) and counters (one batch), `claims` of the recent window,
-    and the jobs of its tenant ahead of it (the ready index: `ahead_bounds`, `count_ahead`)."""
+    tenant's settings (read now, not from a cache) and counters (one batch), `claims` of the recent window
+    (with `platform`, every tenant's, for a caller that may see them), and the jobs of its tenant ahead of it
+    (the ready index: `ahead_bounds`, `count_ahead`)."""
     job = row.job
     tenant = recorder.tenants([job.tenant_id]).get(job.tenant_id) or Tenant(job.tenant_id)
     state = recorder.tenant_counters({tenant: None}).get(job.tenant_id) or TenantState(tenant)
     bounds = ahead_bounds(job, ready_queue(job, row.ready_shards), state.queues_with_work(), now)
     ahead = count_ahead(lambda queue, due_by, limit: recorder.due(job.tenant_id, queue, due_by, limit), job, bounds)
-    return Waiting(state, Throughput.of(job.tenant_id, claims), ahead)
+    return Waiting(state, Throughput.of(job.tenant_id, claims, platform=platform), ahead)
 
 
 def explain(job: Job, now: EpochMs, waiting: Waiting | None = None) -> Explanation:
@@ -196,7 +206,7 @@ def _reason(job: Job, until: EpochMs | None, waiting: Waiting) -> WaitReason:
     cap = waiting.tenant.tenant.policy.cap
     if cap is not None and waiting.tenant.usage.running >= cap:
         return WaitReason.TENANT_AT_CAP
-    if waiting.throughput.platform_claims == 0:
+    if waiting.throughput.tenant_claims == 0:  # its own: whether others work is not its tenant's to know
         return WaitReason.NO_WORKER
     return WaitReason.WAITING_FOR_SHARE
 
@@ -247,14 +257,14 @@ def _sentence_at_cap(explanation: Explanation) -> str:
 def _sentence_share(explanation: Explanation) -> str:
     assert explanation.waiting is not None
     share = explanation.waiting.throughput.share
-    shown = "none" if share is None else f"{share:.0%}"
-    return f"waiting for its tenant's share of the workers ({shown} of recent claims); " \
+    shown = "" if share is None else f" ({share:.0%} of recent claims)"
+    return f"waiting for its tenant's share of the workers{shown}; " \
            f"{_ahead_text(explanation.waiting.ahead)}; {_eta_text(explanation)}"
 
 
 def _sentence_no_worker(explanation: Explanation) -> str:
     minutes = 0 if explanation.waiting is None else explanation.waiting.throughput.window_ms // MINUTE_MS
-    return f"no worker claimed any job in the last {minutes} minutes: nothing is taking work"
+    return f"no worker claimed any job of its tenant in the last {minutes} minutes: nothing is taking its work"
 
 
 _SENTENCES: dict[WaitReason, Callable[[Explanation], str]] = {

@@ -150,6 +150,11 @@ class MemoryRecorder(JobRecorder):
         with self._lock:
             return self._job_row(job_id)
 
+    def tenant_job(self, job_id: str, tenant_id: str) -> JobRow | None:
+        with self._lock:
+            row = self._job_row(job_id)
+        return row if row is not None and row.job.tenant_id == tenant_id else None
+
     def _job_row(self, job_id: str) -> JobRow | None:
         """The job's row, from a copy of its item; the caller holds the lock."""
         item = self._get(job_key(job_id))

@@ -590,6 +590,11 @@ class JobRecorder(ABC):
         """The job row, None when there is none."""
 
     @abstractmethod
+    def tenant_job(self, job_id: str, tenant_id: str) -> JobRow | None:
+        """The job row if it is `tenant_id`'s: None for another tenant's job exactly as for a missing one, by
+        the same read (the tenant is a condition of the read itself: no row of another tenant comes back)."""
+
+    @abstractmethod
     def run(self, job_id: str, attempt: int) -> Run | None:
         """One attempt's run record."""
 

@@ -11,6 +11,18 @@ Two items per schedule, written together in one transaction:
   transaction as the schedule's next_fire_at, so the two never disagree. A shard takes about 1,000 advances a
   second (DynamoDB's write limit per partition); four are plenty for a scheduler ticking every minute.
 
+Beside them, one counter per tenant, `TENANT#<tenant>` / `SCHEDULE_COUNT` (entity `schedule_count`, `schedules`):
+the cap of MAX_SCHEDULES_PER_TENANT is a condition of the add's own transaction (`schedules < cap`, raised by one
+as the schedule is put), and a delete lowers it in its transaction, so the cap holds however many creates run at
+once (a count read before the write let 24 parallel creates at 996 store 1,001). A tenant's schedules from before
+the counter have none: the first add or delete that finds it missing counts them once (a consistent Query) and
+puts it only where none is; until then no add or delete of that tenant commits (both need the counter), so the
+count cannot go stale in between.
+
+What one schedule may hold is bounded (MAX_SCHEDULE_PARAMS_BYTES of params, `check_size`, refused on add with
+PayloadTooLarge): an item stays far under DynamoDB's 400 KB, and a page of GET /schedules (at most 100) stays
+far under Lambda's 6 MB answer.
+
 Advancing a schedule (after its fire's job is created) is conditional on the next_fire_at it was read with, so
 of two schedulers that read it at once only one moves it; the other's job create answered the same job
 (its Idempotency-Key, onward.scheduler), so nothing fires twice.
@@ -18,28 +30,63 @@ of two schedulers that read it at once only one moves it; the other's job create
 
 from __future__ import annotations
 
+import json
+import random
 import threading
 import time
 import zlib
-from typing import Any, Protocol
+from enum import Enum
+from typing import Any, NamedTuple, Protocol
 
 from botocore.exceptions import ClientError
 
 from onward.clock import EpochMs
 from onward.dynamo import from_item, to_attribute, to_item
+from onward.errors import PayloadTooLarge, StoreContention
 from onward.schedules import Schedule
 
 SCHEDULE_SK_PREFIX = "SCHEDULE#"
+COUNT_SK = "SCHEDULE_COUNT"
 DUE_PREFIX = "SCHEDULES#"
 SCHEDULE_SHARDS = 4
 SCHEDULE_ENTITY = "schedule"
 DUE_ENTITY = "schedule_due"
+COUNT_ENTITY = "schedule_count"
 MAX_SCHEDULES_PER_TENANT = 1000
-_ATTEMPTS = 5  # a transaction that meets a concurrent one is tried again
+# A schedule's params as compact JSON with every non-ASCII character escaped (the longest form any JSON
+# encoder of the answer gives them): an item of about 17 KB (twice in a transaction), and a page of 100 about
+# 1.7 MB of JSON, at most twice that once Lambda's answer quotes it as a string: under 6 MB with room to spare.
+MAX_SCHEDULE_PARAMS_BYTES = 16 * 1024
+_ATTEMPTS = 8  # a transaction that meets a concurrent one is tried again, after a random wait growing each time
+
+
+class AddOutcome(Enum):
+    ADDED = "added"
+    NAME_TAKEN = "name_taken"  # the tenant has a schedule of that name: nothing written
+    TOO_MANY = "too_many"  # the tenant has MAX_SCHEDULES_PER_TENANT schedules: nothing written
+
+
+class SchedulePage(NamedTuple):
+    """Up to a page of a tenant's schedules by name, and the name to go on after (None: no more)."""
+
+    schedules: list[Schedule]
+    after: str | None
+
+
+def check_size(schedule: Schedule) -> None:
+    """PayloadTooLarge unless the schedule's params fit MAX_SCHEDULE_PARAMS_BYTES (as JSON, non-ASCII escaped)."""
+    size = len(json.dumps(schedule.params, separators=(",", ":")))
+    if size > MAX_SCHEDULE_PARAMS_BYTES:
+        raise PayloadTooLarge(f"a schedule's params take {size} bytes as JSON (non-ASCII characters escaped); "
+                              f"the limit is {MAX_SCHEDULE_PARAMS_BYTES}")
 
 
 def schedule_key(tenant_id: str, name: str) -> tuple[str, str]:
     return f"TENANT#{tenant_id}", f"{SCHEDULE_SK_PREFIX}{name}"
+
+
+def count_key(tenant_id: str) -> tuple[str, str]:
+    return f"TENANT#{tenant_id}", COUNT_SK
 
 
 def due_key(tenant_id: str, name: str, next_fire_at: EpochMs) -> tuple[str, str]:
@@ -50,13 +97,14 @@ def due_key(tenant_id: str, name: str, next_fire_at: EpochMs) -> tuple[str, str]
 class ScheduleRecorder(Protocol):
     """Schedules as stored: each method one atomic read or write."""
 
-    def add(self, schedule: Schedule) -> bool:
-        """Store a new schedule; False (nothing written) when the tenant has one of that name."""
+    def add(self, schedule: Schedule) -> AddOutcome:
+        """Store a new schedule, unless the tenant has one of that name or MAX_SCHEDULES_PER_TENANT of them
+        (decided by the write itself, however many adds run at once). PayloadTooLarge (`check_size`)."""
 
     def get(self, tenant_id: str, name: str) -> Schedule | None: ...
 
-    def for_tenant(self, tenant_id: str) -> list[Schedule]:
-        """The tenant's schedules by name (up to MAX_SCHEDULES_PER_TENANT)."""
+    def page(self, tenant_id: str, limit: int, after: str | None = None) -> SchedulePage:
+        """Up to `limit` of the tenant's schedules by name, those named after `after` (None: from the first)."""
 
     def remove(self, tenant_id: str, name: str) -> bool:
         """Delete the schedule; False when there is none."""
@@ -76,22 +124,27 @@ class MemorySchedules:
         self._lock = threading.Lock()
         self._schedules: dict[tuple[str, str], Schedule] = {}
 
-    def add(self, schedule: Schedule) -> bool:
+    def add(self, schedule: Schedule) -> AddOutcome:
+        check_size(schedule)
         key = (schedule.tenant_id, schedule.name)
-        with self._lock:
+        with self._lock:  # the count and the add as one step, as DynamoSchedules' transaction does
             if key in self._schedules:
-                return False
+                return AddOutcome.NAME_TAKEN
+            if sum(tenant == schedule.tenant_id for tenant, _ in self._schedules) >= MAX_SCHEDULES_PER_TENANT:
+                return AddOutcome.TOO_MANY
             self._schedules[key] = schedule
-            return True
+            return AddOutcome.ADDED
 
     def get(self, tenant_id: str, name: str) -> Schedule | None:
         with self._lock:
             return self._schedules.get((tenant_id, name))
 
-    def for_tenant(self, tenant_id: str) -> list[Schedule]:
+    def page(self, tenant_id: str, limit: int, after: str | None = None) -> SchedulePage:
         with self._lock:
-            return sorted((s for (tenant, _), s in self._schedules.items() if tenant == tenant_id),
-                          key=lambda s: s.name)[:MAX_SCHEDULES_PER_TENANT]
+            named = sorted((s for (tenant, name), s in self._schedules.items()
+                            if tenant == tenant_id and (after is None or name > after)), key=lambda s: s.name)
+        shown = named[:limit]
+        return SchedulePage(shown, shown[-1].name if len(named) > limit else None)
 
     def remove(self, tenant_id: str, name: str) -> bool:
         with self._lock:
@@ -135,41 +188,89 @@ class DynamoSchedules:
         return ({**to_item(values), **_key(pk, sk), "entity": {"S": SCHEDULE_ENTITY}},
                 {**to_item(values), **_key(due_pk, due_sk), "entity": {"S": DUE_ENTITY}})
 
-    def _transact(self, actions: list[dict[str, Any]]) -> bool:
-        """True when the transaction committed; False when a condition refused it; tried again on a conflict
-        with a concurrent transaction."""
+    def _transact(self, actions: list[dict[str, Any]]) -> list[str] | None:
+        """None when the transaction committed; when a condition refused it, each action's cancellation code
+        ("None" for one that did not fail). Tried again after a random wait while it only met concurrent
+        transactions; StoreContention when that lasts."""
         for attempt in range(_ATTEMPTS):
             try:
                 self._db.transact_write_items(TransactItems=actions)
-                return True
+                return None
             except ClientError as error:
                 if _error_code(error) != "TransactionCanceledException":
                     raise
-                codes = [reason.get("Code") for reason in error.response.get("CancellationReasons", [])]
+                codes = [str(reason.get("Code", "None")) for reason in error.response.get("CancellationReasons", [])]
                 if "ConditionalCheckFailed" in codes:
-                    return False
-                time.sleep(0.01 * 2 ** attempt)
-        return False
+                    return codes
+                time.sleep(random.uniform(0, 0.01 * 2 ** attempt))
+        raise StoreContention("a schedule write kept meeting concurrent ones; retry shortly")
 
-    def add(self, schedule: Schedule) -> bool:
+    def _count_change(self, tenant_id: str, change: int) -> dict[str, Any]:
+        """The transaction's update of the tenant's schedule counter: +1 only below the cap, -1; both only
+        where the counter is (a missing one is counted first: `_count_once`)."""
+        condition = "#n < :cap" if change > 0 else "attribute_exists(#n)"
+        return {"Update": {
+            "TableName": self._table, "Key": _key(*count_key(tenant_id)),
+            "UpdateExpression": "SET #n = #n + :change", "ConditionExpression": condition,
+            "ExpressionAttributeNames": {"#n": "schedules"},
+            "ExpressionAttributeValues": {":change": {"N": str(change)},
+                                          **({":cap": {"N": str(MAX_SCHEDULES_PER_TENANT)}} if change > 0 else {})}}}
+
+    def _counted(self, tenant_id: str) -> int | None:
+        """The tenant's schedule counter, read consistently (None: it has none yet)."""
+        answer = self._db.get_item(TableName=self._table, Key=_key(*count_key(tenant_id)), ConsistentRead=True)
+        return int(answer["Item"]["schedules"]["N"]) if "Item" in answer else None
+
+    def _count_once(self, tenant_id: str) -> None:
+        """Put the counter of a tenant whose schedules predate it: their number, read while no add or delete
+        of this tenant can commit (each needs the counter), and put only where none is (another process may
+        have counted first)."""
+        pk, _ = schedule_key(tenant_id, "")
+        pages = self._db.get_paginator("query").paginate(
+            TableName=self._table, ConsistentRead=True, Select="COUNT",
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :prefix)",
+            ExpressionAttributeValues={":pk": {"S": pk}, ":prefix": {"S": SCHEDULE_SK_PREFIX}})
+        found = sum(page["Count"] for page in pages)
+        try:
+            self._db.put_item(TableName=self._table, ConditionExpression="attribute_not_exists(pk)", Item={
+                **_key(*count_key(tenant_id)), "entity": {"S": COUNT_ENTITY}, "schedules": {"N": str(found)}})
+        except ClientError as error:
+            if _error_code(error) != "ConditionalCheckFailedException":
+                raise
+
+    def add(self, schedule: Schedule) -> AddOutcome:
+        check_size(schedule)
         item, due = self._items(schedule)
-        return self._transact([
-            {"Put": {"TableName": self._table, "Item": item, "ConditionExpression": "attribute_not_exists(pk)"}},
-            {"Put": {"TableName": self._table, "Item": due}},
-        ])
+        for _ in range(_ATTEMPTS):
+            refused = self._transact([
+                {"Put": {"TableName": self._table, "Item": item, "ConditionExpression": "attribute_not_exists(pk)"}},
+                {"Put": {"TableName": self._table, "Item": due}},
+                self._count_change(schedule.tenant_id, +1),
+            ])
+            if refused is None:
+                return AddOutcome.ADDED
+            if refused[0] == "ConditionalCheckFailed":
+                return AddOutcome.NAME_TAKEN
+            counted = self._counted(schedule.tenant_id)
+            if counted is None:
+                self._count_once(schedule.tenant_id)
+            elif counted >= MAX_SCHEDULES_PER_TENANT:
+                return AddOutcome.TOO_MANY
+            # counted now, or a delete made room since the refusal: try again
+        raise StoreContention("the tenant's schedules kept changing; retry shortly")
 
     def get(self, tenant_id: str, name: str) -> Schedule | None:
         answer = self._db.get_item(TableName=self._table, Key=_key(*schedule_key(tenant_id, name)),
                                    ConsistentRead=True)
         return _schedule(answer["Item"]) if "Item" in answer else None
 
-    def for_tenant(self, tenant_id: str) -> list[Schedule]:
+    def page(self, tenant_id: str, limit: int, after: str | None = None) -> SchedulePage:
         pk, _ = schedule_key(tenant_id, "")
         found: list[Schedule] = []
-        start: dict[str, Any] | None = None
-        while len(found) < MAX_SCHEDULES_PER_TENANT:
+        start = None if after is None else _key(*schedule_key(tenant_id, after))
+        while len(found) <= limit:  # one more than shown, to know whether there are more
             page = self._db.query(
-                TableName=self._table, ConsistentRead=True,
+                TableName=self._table, ConsistentRead=True, Limit=limit + 1 - len(found),
                 KeyConditionExpression="pk = :pk AND begins_with(sk, :prefix)",
                 ExpressionAttributeValues={":pk": {"S": pk}, ":prefix": {"S": SCHEDULE_SK_PREFIX}},
                 **({"ExclusiveStartKey": start} if start else {}))
@@ -177,24 +278,29 @@ class DynamoSchedules:
             start = page.get("LastEvaluatedKey")
             if start is None:
                 break
-        return found[:MAX_SCHEDULES_PER_TENANT]
+        shown = found[:limit]
+        return SchedulePage(shown, shown[-1].name if len(found) > limit else None)
 
     def remove(self, tenant_id: str, name: str) -> bool:
         for _ in range(_ATTEMPTS):
             schedule = self.get(tenant_id, name)
             if schedule is None:
                 return False
-            if self._transact([
+            refused = self._transact([
                 {"Delete": {"TableName": self._table, "Key": _key(*schedule_key(tenant_id, name)),
                             "ConditionExpression": "next_fire_at = :at AND created_at = :created",
                             "ExpressionAttributeValues": {":at": to_attribute(schedule.next_fire_at),
                                                           ":created": to_attribute(schedule.created_at)}}},
                 {"Delete": {"TableName": self._table,
                             "Key": _key(*due_key(tenant_id, name, schedule.next_fire_at))}},
-            ]):
+                self._count_change(tenant_id, -1),
+            ])
+            if refused is None:
                 return True
-            # it advanced (or was replaced) since it was read: read it again
-        return False
+            if refused[2] == "ConditionalCheckFailed" and refused[0] != "ConditionalCheckFailed":
+                self._count_once(tenant_id)  # schedules from before the counter
+            # else it advanced (or was replaced) since it was read: read it again
+        raise StoreContention("the schedule kept changing; retry shortly")
 
     def due(self, now: EpochMs, limit: int) -> list[Schedule]:
         found: list[Schedule] = []
@@ -209,17 +315,22 @@ class DynamoSchedules:
     def advance(self, schedule: Schedule, next_fire_at: EpochMs) -> bool:
         moved = schedule.model_copy(update={"next_fire_at": next_fire_at})
         _, due = self._items(moved)
-        return self._transact([
-            {"Update": {"TableName": self._table, "Key": _key(*schedule_key(schedule.tenant_id, schedule.name)),
-                        "UpdateExpression": "SET next_fire_at = :next",
-                        "ConditionExpression": "next_fire_at = :at AND created_at = :created",
-                        "ExpressionAttributeValues": {":next": to_attribute(next_fire_at),
-                                                      ":at": to_attribute(schedule.next_fire_at),
-                                                      ":created": to_attribute(schedule.created_at)}}},
-            {"Delete": {"TableName": self._table,
-                        "Key": _key(*due_key(schedule.tenant_id, schedule.name, schedule.next_fire_at))}},
-            {"Put": {"TableName": self._table, "Item": due}},
-        ])
+        try:
+            refused = self._transact([
+                {"Update": {"TableName": self._table,
+                            "Key": _key(*schedule_key(schedule.tenant_id, schedule.name)),
+                            "UpdateExpression": "SET next_fire_at = :next",
+                            "ConditionExpression": "next_fire_at = :at AND created_at = :created",
+                            "ExpressionAttributeValues": {":next": to_attribute(next_fire_at),
+                                                          ":at": to_attribute(schedule.next_fire_at),
+                                                          ":created": to_attribute(schedule.created_at)}}},
+                {"Delete": {"TableName": self._table,
+                            "Key": _key(*due_key(schedule.tenant_id, schedule.name, schedule.next_fire_at))}},
+                {"Put": {"TableName": self._table, "Item": due}},
+            ])
+        except StoreContention:
+            return False  # other schedulers kept moving it: the next tick reads where it is
+        return refused is None
 
 
 def _schedule(item: dict[str, Any]) -> Schedule:

@@ -236,6 +236,11 @@ def _check_new_job(request: NewJob, idempotency_key: str | None) -> None:
         raise InvalidRequest(f"an Idempotency-Key is 1 to {MAX_IDEMPOTENCY_KEY} printable characters")
 
 
+def _is_job_id(job_id: object) -> bool:
+    """Whether `job_id` can name a job (anything else is JobNotFound without a read)."""
+    return isinstance(job_id, str) and JOB_ID.matches(job_id)
+
+
 def _request_digest(request: NewJob) -> str:
     """The digest an Idempotency-Key remembers its request by. Fields left unset (None) are left out, so a
     field added later does not change the digest of a request that does not use it: a retry with a key
@@ -322,10 +327,18 @@ class JobStore:
 
     def get(self, job_id: str, tenant_id: str | None = None) -> Job:
         """The job, strongly consistent. With `tenant_id`, another tenant's job is JobNotFound."""
-        job = self._read(job_id).job
-        if tenant_id is not None and job.tenant_id != tenant_id:
+        return self.row(job_id, tenant_id).job
+
+    def row(self, job_id: str, tenant_id: str | None = None) -> JobRow:
+        """The job row with its ready shards, strongly consistent. With `tenant_id`, another tenant's job is
+        JobNotFound, found by the very read that finds none for a missing job (JobRecorder.tenant_job): no
+        caller can tell the two apart, not even by how long the answer took."""
+        if tenant_id is None:
+            return self._read(job_id)
+        row = self._recorder.tenant_job(job_id, tenant_id) if _is_job_id(job_id) else None
+        if row is None:
             raise JobNotFound(job_id)
-        return job
+        return row
 
     def runs(self, job_id: str, tenant_id: str | None = None) -> list[Run]:
         self.get(job_id, tenant_id)
@@ -344,7 +357,7 @@ class JobStore:
         return self._recorder.all_jobs()
 
     def _read(self, job_id: str) -> JobRow:
-        if not isinstance(job_id, str) or not JOB_ID.matches(job_id):
+        if not _is_job_id(job_id):
             raise JobNotFound(job_id)
         row = self._recorder.job(job_id)
         if row is None:

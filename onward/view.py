@@ -10,6 +10,7 @@ from typing import Any
 
 from onward.dynamo import from_item
 from onward.models import StatusView
+from onward.tenant_reads import tenant_item
 
 Key = dict[str, Any]  # a DynamoDB LastEvaluatedKey of the by_tenant index
 MAX_PAGE_QUERIES = 10  # a filter can leave pages thin: stop after this many queries
@@ -75,10 +76,13 @@ class StatusViewReader:
         self._db = client
         self._table = table
 
-    def get(self, job_id: str) -> StatusView | None:
-        """The job's row, read consistently: a reader never sees an older version than one read before."""
-        item = self._db.get_item(TableName=self._table, Key={"job_id": {"S": job_id}},
-                                 ConsistentRead=True).get("Item")
+    def get(self, job_id: str, tenant_id: str | None = None) -> StatusView | None:
+        """The job's row, read consistently: a reader never sees an older version than one read before. With
+        `tenant_id`, only that tenant's: another tenant's row is None exactly as a missing one, by the same
+        read (onward.tenant_reads)."""
+        key = {"job_id": {"S": job_id}}
+        item = (self._db.get_item(TableName=self._table, Key=key, ConsistentRead=True).get("Item")
+                if tenant_id is None else tenant_item(self._db, self._table, key, tenant_id))
         return None if item is None else StatusView.model_validate(from_item(item))
 
     def for_tenant(

@@ -7,7 +7,10 @@ from pathlib import Path
 from typing import Any
 
 from onward import clock
+from onward.dynamo import to_item
 from onward.models import ErrorSummary, NewJob
+from onward.schedule_store import DUE_ENTITY, SCHEDULE_ENTITY, due_key, schedule_key
+from onward.schedules import Schedule
 from onward.store import JobStore
 
 ManualClock = clock.ManualClock  # the tests' clock is the one onward.testing gives handler authors
@@ -51,6 +54,39 @@ def dead(store: JobStore, tenant: str, count: int = 1, job_type: str = "demo.fai
         job_ids.append(job_id)
     return job_ids
 
+
+
+def put_legacy_schedules(dynamodb: Any, table: str, schedules: list[Schedule]) -> None:
+    """Store schedules as they were before a tenant's schedule counter existed (onward.schedule_store): each
+    one's item and due entry, no counter; raw batches, much faster than an add each."""
+    items = [{**to_item(schedule.model_dump(mode="json")), "pk": {"S": pk}, "sk": {"S": sk}, "entity": {"S": entity}}
+             for schedule in schedules
+             for (pk, sk), entity in ((schedule_key(schedule.tenant_id, schedule.name), SCHEDULE_ENTITY),
+                                      (due_key(schedule.tenant_id, schedule.name, schedule.next_fire_at), DUE_ENTITY))]
+    for start in range(0, len(items), 25):
+        dynamodb.batch_write_item(RequestItems={table: [{"PutRequest": {"Item": item}}
+                                                        for item in items[start:start + 25]]})
+
+
+class RequestLog:
+    """Every request a boto3 client makes from now on, in order, as (operation, table): what an API answer
+    cost in AWS requests, to compare two answers by. `take()` returns the requests so far and starts again;
+    `close()` stops logging."""
+
+    def __init__(self, client: Any) -> None:
+        self._events = client.meta.events
+        self._requests: list[tuple[str, str | None]] = []
+        self._events.register("provide-client-params", self._record)
+
+    def _record(self, params: dict[str, Any], model: Any, **_: Any) -> None:
+        self._requests.append((model.name, params.get("TableName")))
+
+    def take(self) -> list[tuple[str, str | None]]:
+        taken, self._requests = self._requests, []
+        return taken
+
+    def close(self) -> None:
+        self._events.unregister("provide-client-params", self._record)
 
 
 def gone(pid: int) -> bool:

@@ -46,6 +46,7 @@ from onward.errors import (
     StoreContention,
 )
 from onward.freshness import freshness_of, view_lag
+from onward.handlers import cursors
 from onward.handlers.auth import NoTenant, Principal
 from onward.handlers.bootstrap import ApiDeployment, Deployment
 from onward.handlers.contract import (
@@ -93,7 +94,7 @@ from onward.handlers.routing import WholePathResolver
 from onward.models import NewJob, ViewLag
 from onward.parked_reader import SOURCES, ParkedRecordReader, preview
 from onward.recorder import JobRow
-from onward.schedule_store import MAX_SCHEDULES_PER_TENANT
+from onward.schedule_store import MAX_SCHEDULES_PER_TENANT, AddOutcome
 from onward.schedules import NewSchedule, Schedule
 from onward.shard_lag import shard_lags
 from onward.states import REPLAYABLE_STATES, JobState
@@ -107,7 +108,6 @@ metrics = Metrics(namespace="Onward", service="api")
 tracer = Tracer(service="onward-api")
 
 MAX_BODY_BYTES = 256 * 1024
-MAX_CURSOR_CHARS = 2048
 # The answers of the API are per caller and change with every poll: no cache may keep them.
 NO_STORE = {"Cache-Control": "no-store"}
 DEFAULT_LIMIT = 20
@@ -433,13 +433,13 @@ def list_jobs() -> Response[str]:
     limit = _limit(query)
     where = _job_filter(query)
     cursor = query.get("cursor")
-    start = _decode_cursor(cursor, tenant) if cursor else None
+    start = _decode_cursor(cursor, tenant, cursors.JOB_CURSOR) if cursor else None
     deployment = ApiDeployment.from_environment()
     views, start = deployment.status_view.for_tenant(tenant, limit=limit, where=where, start=start)
     now = system_clock()
     lag = _view_lag(deployment, now)
     jobs = [JobStatus.of_view(view, freshness_of(view.as_of, lag, now)) for view in views]
-    return _json(200, JobPage(jobs=jobs, cursor=_encode_cursor(start) if start else None, view=lag))
+    return _json(200, JobPage(jobs=jobs, cursor=cursors.encode_cursor(start) if start else None, view=lag))
 
 
 @app.get("/jobs/counts")
@@ -476,21 +476,13 @@ def _view_lag(deployment: Deployment, now: EpochMs) -> ViewLag:
                     deployment.settings.stale_after_s, shards=deployment.events_shards.open_shards())
 
 
-def _encode_cursor(key: dict[str, Any]) -> str:
-    return base64.urlsafe_b64encode(json.dumps(key, sort_keys=True, separators=(",", ":")).encode()).decode()
-
-
-def _decode_cursor(cursor: str, tenant: str) -> dict[str, Any]:
+def _decode_cursor(cursor: str, tenant: str, fields: frozenset[str]) -> dict[str, Any]:
+    """The key of a listing's cursor (onward.handlers.cursors); 400 for one this API did not return for this
+    tenant and this listing."""
     try:
-        key = json.loads(base64.urlsafe_b64decode(cursor.encode())) if len(cursor) <= MAX_CURSOR_CHARS else None
-        valid = (isinstance(key, dict) and set(key) == {"job_id", "tenant_id", "occurred_at"}
-                 and all(isinstance(v, dict) and set(v) == {"S"} and isinstance(v["S"], str) for v in key.values())
-                 and key["tenant_id"]["S"] == tenant)
-    except (ValueError, binascii.Error, RecursionError):
-        valid = False
-    if not valid or not isinstance(key, dict):
-        raise Problem(400, "Bad request", "the cursor is not one this API returned for this tenant")
-    return key
+        return cursors.decode_cursor(cursor, tenant, fields)
+    except cursors.InvalidCursor as error:
+        raise Problem(400, "Bad request", str(error)) from None
 
 
 @app.get("/jobs/<job_id>")
@@ -499,9 +491,9 @@ def get_job(job_id: str) -> Response[str]:
     job_id = _job_id(job_id)
     scope = _tenant_scope(principal)
     deployment = ApiDeployment.from_environment()
-    view = deployment.status_view.get(job_id)  # read consistently: never older than an answer before
-    if view is not None and scope is not None and view.tenant_id != scope:
-        raise not_found(job_id)
+    # Read consistently (never older than an answer before), and only if it is the caller's: another tenant's
+    # job goes the way of a missing one, to the job table's scoped read and its 404, by the same requests.
+    view = deployment.status_view.get(job_id, scope)
     now = system_clock()
     lag = _view_lag(deployment, now)
     if view is not None:
@@ -533,27 +525,21 @@ def explain_job(job_id: str) -> Response[str]:
     dispatch counters and the window's claims; with a status's freshness block. Scoped as GET /jobs/{job_id}."""
     principal = _principal()
     deployment = ApiDeployment.from_environment()
-    row = _job_row(deployment.job_store, _job_id(job_id), _tenant_scope(principal))
+    scope = _tenant_scope(principal)
+    row = deployment.job_store.row(_job_id(job_id), scope)
     now = system_clock()
-    waiting = _waiting(deployment, row, now) if explain.waits(row.job) else None
+    waiting = _waiting(deployment, row, now, platform=scope is None) if explain.waits(row.job) else None
     freshness = freshness_of(iso(row.job.updated_at), _view_lag(deployment, now), now)
     return _json(200, JobExplanation.of(row.job, explain.explain(row.job, now, waiting), now, freshness))
 
 
-def _job_row(store: JobStore, job_id: str, scope: str | None) -> JobRow:
-    """The job row with its ready shards (read consistently); JobNotFound for another tenant's (`scope`)."""
-    row = store.recorder.job(job_id)
-    if row is None or (scope is not None and row.job.tenant_id != scope):
-        raise JobNotFound(job_id)
-    return row
-
-
-def _waiting(deployment: Deployment, row: JobRow, now: EpochMs) -> explain.Waiting:
+def _waiting(deployment: Deployment, row: JobRow, now: EpochMs, *, platform: bool) -> explain.Waiting:
     """What a waiting job's explanation is decided from (explain.waiting_of), with the claims of the last
-    CLAIM_WINDOW_S (onward.claim_shares)."""
+    CLAIM_WINDOW_S (onward.claim_shares): its tenant's only, or with `platform` (an operator bound to no
+    tenant, who may see every tenant's) every tenant's."""
     claims = RecentClaims(deployment.client("dynamodb"), deployment.settings.require("outbox_table")).count(
-        now, window_s=CLAIM_WINDOW_S, bucket_s=CLAIM_BUCKET_S)
-    return explain.waiting_of(deployment.job_store.recorder, row, claims, now)
+        now, window_s=CLAIM_WINDOW_S, bucket_s=CLAIM_BUCKET_S, tenant_id=None if platform else row.job.tenant_id)
+    return explain.waiting_of(deployment.job_store.recorder, row, claims, now, platform=platform)
 
 
 @app.post("/jobs/<job_id>/cancel")
@@ -669,7 +655,7 @@ def replayable_jobs() -> Response[str]:
         if views or start:
             groups.append(TenantJobs(
                 tenant_id=tenant, jobs=[JobStatus.of_view(view, freshness_of(view.as_of, lag, now)) for view in views],
-                cursor=_encode_cursor(start) if start else None))
+                cursor=cursors.encode_cursor(start) if start else None))
     return _json(200, ReplayableJobs(tenants=groups, view=lag))
 
 
@@ -769,7 +755,9 @@ def _schedule_tenant(principal: Principal) -> str:
 
 @app.post("/schedules")
 def create_schedule() -> Response[str]:
-    """A periodic job: 201 with its next fire time; 409 when the tenant has a schedule of that name."""
+    """A periodic job: 201 with its next fire time; 409 when the tenant has a schedule of that name, or
+    MAX_SCHEDULES_PER_TENANT of them (decided by the store's write: onward.schedule_store); 413 for params over
+    MAX_SCHEDULE_PARAMS_BYTES."""
     tenant_id = _schedule_tenant(_principal())
     try:
         request = NewSchedule.model_validate(_body())
@@ -779,11 +767,12 @@ def create_schedule() -> Response[str]:
     if request.type not in deployment.job_types:
         raise Problem(422, "Unknown job type", f"no job type {request.type!r}; known: "
                       + ", ".join(sorted(deployment.job_types)), slug="unknown-job-type")
-    if len(deployment.schedules.for_tenant(tenant_id)) >= MAX_SCHEDULES_PER_TENANT:
+    schedule = Schedule.of(tenant_id, request, system_clock())
+    outcome = deployment.schedules.add(schedule)
+    if outcome is AddOutcome.TOO_MANY:
         raise Problem(409, "Too many schedules", f"a tenant keeps at most {MAX_SCHEDULES_PER_TENANT} schedules; "
                       "delete one first", slug="too-many-schedules")
-    schedule = Schedule.of(tenant_id, request, system_clock())
-    if not deployment.schedules.add(schedule):
+    if outcome is AddOutcome.NAME_TAKEN:
         raise Problem(409, "Schedule exists", f"this tenant has a schedule named {request.name!r}; delete it first",
                       slug="schedule-exists")
     return _json(201, ScheduleInfo.of(schedule))
@@ -791,9 +780,18 @@ def create_schedule() -> Response[str]:
 
 @app.get("/schedules")
 def list_schedules() -> Response[str]:
+    """A page of the tenant's schedules by name (?limit=, 20 by default, at most 100), with the cursor of the
+    next page (?cursor=) while there are more."""
     tenant_id = _schedule_tenant(_principal())
-    found = ApiDeployment.from_environment().schedules.for_tenant(tenant_id)
-    return _json(200, Schedules(schedules=[ScheduleInfo.of(schedule) for schedule in found]))
+    query = _query()
+    limit = _limit(query)
+    cursor = query.get("cursor")
+    after = _decode_cursor(cursor, tenant_id, cursors.SCHEDULE_CURSOR)["name"]["S"] if cursor else None
+    if after is not None and not SCHEDULE_NAME.matches(after):
+        raise Problem(400, "Bad request", "the cursor is not one this API returned for this tenant")
+    found = ApiDeployment.from_environment().schedules.page(tenant_id, limit, after)
+    more = None if found.after is None else cursors.schedule_cursor(tenant_id, found.after)
+    return _json(200, Schedules(schedules=[ScheduleInfo.of(schedule) for schedule in found.schedules], cursor=more))
 
 
 @app.delete("/schedules/<name>")

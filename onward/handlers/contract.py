@@ -173,8 +173,10 @@ class JobParams(_Answer):
 
 
 class WaitDetails(_Answer):
-    """What a waiting job's reason was decided from: its tenant's dispatch counters (exact, read now), the claims
-    of the window (the outbox's `by_time` index, as GET /ops/tenants counts them) and its tenant's jobs ahead."""
+    """What a waiting job's reason was decided from: its tenant's dispatch counters (exact, read now), its
+    tenant's claims of the window (the outbox's `by_time` index, as GET /ops/tenants counts them) and its
+    tenant's jobs ahead. Every figure is its tenant's own, except `platform_claims` and `share`, answered to an
+    operator bound to no tenant only."""
 
     running: int = Field(description="its tenant's jobs running now")
     cap: int | None = Field(description="its tenant's cap on jobs running at once while others wait; null: none")
@@ -187,8 +189,11 @@ class WaitDetails(_Answer):
     ahead_at_least: bool = Field(description="true: the count stopped at its bound; there may be more")
     claims_per_minute: float = Field(description="its tenant's claims (attempts started) per minute in the window")
     share: float | None = Field(description="its tenant's share of every tenant's claims in the window, 0 to 1; "
-                                            "null: nothing was claimed")
-    platform_claims: int = Field(description="claims of every tenant in the window")
+                                            "null: nothing was claimed, or the caller is not an operator bound "
+                                            "to no tenant")
+    platform_claims: int | None = Field(description="claims of every tenant in the window; null unless the caller "
+                                                    "is an operator bound to no tenant (a tenant is never shown "
+                                                    "other tenants' activity)")
     window_s: int = Field(description="the window: the last `window_s` seconds")
     window_complete: bool = Field(description="false: the window held more outbox entries than one read takes")
 
@@ -203,8 +208,9 @@ class JobExplanation(_Answer):
     version: int
     reason: WaitReason = Field(description="scheduled (its run_at is to come), backoff (retry_wait until its next "
                                            "attempt), tenant_at_cap (its tenant runs `cap` jobs), no_worker (no "
-                                           "worker claimed anything in the window), waiting_for_share (jobs of its "
-                                           "tenant ahead, its tenant's share of the workers); running, finished")
+                                           "worker claimed a job of its tenant in the window), waiting_for_share "
+                                           "(jobs of its tenant ahead, its tenant's share of the workers); "
+                                           "running, finished")
     detail: str = Field(description="the explanation as a sentence (times in UTC)")
     decided_at: str = Field(description="when this was decided: `until` and `eta` are from this moment's reads",
                             json_schema_extra={"format": "date-time"})
@@ -554,7 +560,8 @@ class ScheduleInfo(_Answer):
 
 
 class Schedules(_Answer):
-    schedules: list[ScheduleInfo] = Field(description="the tenant's schedules by name")
+    schedules: list[ScheduleInfo] = Field(description="a page of the tenant's schedules by name")
+    cursor: str | None = Field(description="pass as ?cursor= for the next page; null: this is the last")
 
 
 ANSWERS: tuple[type[BaseModel], ...] = (Health, Accepted, CancelAccepted, JobStatus, PendingJob, JobPage, Runs,

@@ -283,16 +283,21 @@ DOCUMENT: dict[str, Any] = {
                     "401": UNAUTHORIZED,
                     "403": _problem("a tenant's credential named another tenant"),
                     "409": _problem("the tenant has a schedule of this name, or 1,000 schedules (delete one first)"),
-                    "413": _problem("the body is over 256 KiB"),
+                    "413": _problem("the body is over 256 KiB, or `params` over 16 KiB as compact JSON with non-ASCII "
+                                    "characters escaped"),
                     "415": _problem("the body is not declared Content-Type: application/json"),
                     "422": _problem("unknown fields, a bad name, cron, rate or timezone, both cron and rate or "
                                     "neither, or an unknown job type; `errors` lists each place and why"),
                 },
             },
             "get": {
-                "operationId": "listSchedules", "security": SECURED, "parameters": [TENANT_QUERY],
-                "responses": {"200": _ok("the tenant's schedules by name, each with its next fire time", "Schedules"),
-                              "400": _problem("bad tenant, or an operator without ?tenant="),
+                "operationId": "listSchedules", "security": SECURED,
+                "parameters": [TENANT_QUERY, _limit_query(),
+                               {"name": "cursor", "in": "query", "schema": {"type": "string", "maxLength": 2048},
+                                "description": "opaque; the `cursor` of the previous page"}],
+                "responses": {"200": _ok("a page of the tenant's schedules by name, each with its next fire time, "
+                                         "and the `cursor` of the next page (null: the last)", "Schedules"),
+                              "400": _problem("bad tenant, limit or cursor, or an operator without ?tenant="),
                               "401": UNAUTHORIZED,
                               "403": _problem("a tenant's credential named another tenant")},
             },

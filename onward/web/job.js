@@ -134,12 +134,18 @@ function renderExplanation(reply) {
              ...etaText(answer));
   setContent($("job-waiting-basis"), answer.decided_at, ...(details ? [
     "Decided ", agoEl(answer.decided_at), ` from the job table and its tenant's counters: ${details.running} running` +
-    `, ${details.waiting} waiting, weight ${details.weight}` +
-    `; ${details.platform_claims} jobs of every tenant started in the last ${minutes(details)} minutes.`,
+    `, ${details.waiting} waiting, weight ${details.weight}; ${claimsText(details)}.`,
   ] : ["Decided ", agoEl(answer.decided_at), " from the job table."]));
 }
 
 const minutes = (details) => Math.round(details.window_s / 60);
+
+// Its tenant's claims of the window; every tenant's only in an operator's answer (a tenant's has null there).
+function claimsText(details) {
+  const own = Math.round(details.claims_per_minute * details.window_s / 60);
+  const every = details.platform_claims === null ? "" : ` (${details.platform_claims} of every tenant)`;
+  return `its tenant started ${own} jobs in the last ${minutes(details)} minutes${every}`;
+}
 
 function aheadText(details) {
   if (details.ahead_at_least) return `at least ${details.ahead} jobs of its tenant go before it`;
@@ -158,12 +164,13 @@ function reasonText(answer) {
       return [`Its tenant is at its cap: ${details.running} of ${details.cap} jobs running at once, so one must ` +
               `end before this one starts; ${aheadText(details)}.`];
     case "waiting_for_share": {
-      const share = details.share === null ? "none" : `${Math.round(details.share * 100)}%`;
-      return [`Waiting for its tenant's share of the workers: ${aheadText(details)}, and its tenant started ` +
-              `${share} of the jobs of the last ${minutes(details)} minutes.`];
+      const share = details.share === null ? "" : `, and its tenant started ${Math.round(details.share * 100)}% ` +
+                    `of the jobs of the last ${minutes(details)} minutes`;
+      return [`Waiting for its tenant's share of the workers: ${aheadText(details)}${share}.`];
     }
     case "no_worker":
-      return [`No worker started any job in the last ${minutes(details)} minutes: nothing is taking work.`];
+      return [`No worker started any job of its tenant in the last ${minutes(details)} minutes: nothing is ` +
+              "taking its work."];
     case "running":
       return ["A worker has just taken it: the status above will show it shortly."];
     default:

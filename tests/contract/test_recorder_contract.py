@@ -127,6 +127,15 @@ def test_idempotency_keys_are_per_tenant(backend, store):
     assert backend.recorder.idempotency("initech", "k") is None
 
 
+def test_a_tenants_read_of_another_tenants_job_finds_nothing_as_for_a_missing_one(backend, store):
+    """Catches a scoped read that hands back another tenant's row (for the caller to compare and drop: a read
+    that costs what a found row costs), or that misses the tenant's own."""
+    job = store.create("acme", ECHO).job
+    assert backend.recorder.tenant_job(job.job_id, "acme") == backend.recorder.job(job.job_id)
+    assert backend.recorder.tenant_job(job.job_id, "globex") is None
+    assert backend.recorder.tenant_job("f" * 32, "acme") is None
+
+
 # --- conditions: a failed one writes nothing at all ---------------------------------------------------------
 
 @pytest.mark.parametrize("first", ["complete", "request_cancel"])

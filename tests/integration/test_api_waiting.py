@@ -156,7 +156,7 @@ def test_nothing_claimed_in_the_window_is_no_worker(client: Client) -> None:
     """Catches a job nobody takes explained as waiting for its share (with an ETA made up)."""
     explained = _explain(client, _create(client))
     assert (explained["reason"], explained["eta"], explained["until"]) == ("no_worker", None, None)
-    assert explained["details"]["platform_claims"] == 0 and explained["details"]["window_s"] == 300
+    assert explained["details"]["claims_per_minute"] == 0 and explained["details"]["window_s"] == 300
 
 
 def test_jobs_ahead_while_workers_are_busy_is_waiting_for_share_with_an_eta(client: Client, settings,
@@ -174,7 +174,9 @@ def test_jobs_ahead_while_workers_are_busy_is_waiting_for_share_with_an_eta(clie
     details = explained["details"]
     assert explained["reason"] == "waiting_for_share", explained
     assert (details["ahead"], details["ahead_at_least"], details["waiting"]) == (1, False, 2)
-    assert (details["platform_claims"], details["share"]) == (2, 0.5)
+    assert (details["platform_claims"], details["share"]) == (None, None)  # every tenant's: operators only
+    operator = client.get(f"/jobs/{last}/explain", OPERATOR).body["details"]
+    assert (operator["platform_claims"], operator["share"]) == (2, 0.5)
     assert details["claims_per_minute"] == 0.2
     # its tenant's 2nd claim from now at 0.2 a minute: about 10 minutes from the answer
     eta_s = (epoch_ms(explained["eta"]) - epoch_ms(explained["freshness"]["as_of"])) / 1000
@@ -191,3 +193,33 @@ def test_explain_is_scoped_like_the_job_it_explains(client: Client) -> None:
     assert foreign.body == {**missing.body, "detail": missing.body["detail"].replace(MISSING, theirs)}
     assert client.get(f"/jobs/{theirs}/explain", OPERATOR).body["reason"] == "no_worker"
     assert client.get(f"/jobs/{theirs}/explain").status == 401
+
+
+def _unmoved(explained: dict[str, Any]) -> dict[str, Any]:
+    """An explanation without what moves with the clock alone: when it was decided, and its freshness."""
+    return {name: value for name, value in explained.items() if name not in ("decided_at", "freshness")}
+
+
+def test_a_tenants_explanation_is_the_same_whatever_another_tenant_does(client: Client, settings,
+                                                                         dynamodb) -> None:
+    """Catches a tenant's explanation that shows every tenant's claims (`platform_claims`: minus its own, another
+    tenant's activity counted exactly), or its share of them (the same figure by division); an operator bound
+    to no tenant still sees the platform's figures. Without the scoping of the window's read, globex's 30
+    claims here moved acme's answer from platform_claims 1 to 31 and its share from 1.0 to 0.0323."""
+    worker = JobStore(settings, client=dynamodb)
+    _create(client)
+    assert worker.claim("w", 30) is not None  # acme's one claim of the window
+    waiting = _create(client, run_at=_rfc3339(system_clock() + HOUR_MS))  # not due: no claim takes it here
+    alone = _unmoved(_explain(client, waiting))
+    for _ in range(30):
+        _create(client, "globex")
+    for _ in range(30):
+        assert worker.claim("w", 30) is not None
+    busy = _explain(client, waiting)
+    assert _unmoved(busy) == alone
+    assert (busy["details"]["platform_claims"], busy["details"]["share"]) == (None, None)
+    assert busy["details"]["claims_per_minute"] == 0.2  # its own claim, as before
+    operator = client.get(f"/jobs/{waiting}/explain", OPERATOR).body
+    assert (operator["details"]["platform_claims"], operator["details"]["share"]) == (31, round(1 / 31, 4))
+    assert {**operator["details"], "platform_claims": None, "share": None} == busy["details"]
+    assert operator["reason"] == busy["reason"] == "scheduled"

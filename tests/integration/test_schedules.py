@@ -4,23 +4,26 @@ answer checked against the OpenAPI document by test_api's Client)."""
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
 
 import pytest
 
 from onward.clock import epoch_ms, iso
+from onward.handlers import cursors
 from onward.handlers.bootstrap import Deployment
 from onward.handlers.openapi import DOCUMENT
+from onward.local.gateway import build_event
 from onward.local.lambda_context import LocalLambdaContext
-from onward.schedule_store import DynamoSchedules
+from onward.schedule_store import MAX_SCHEDULE_PARAMS_BYTES, MAX_SCHEDULES_PER_TENANT, AddOutcome, DynamoSchedules
 from onward.scheduler import Scheduler
 from onward.schedules import NewSchedule, Schedule
 from onward.store import JobStore
 from tests.integration.api_support import http_call, serve_api
 from tests.integration.test_api import OPERATOR, TOKENS, Client, Reply
 from tests.integration.test_lambda_events import sample
-from tests.support import ManualClock
+from tests.support import ManualClock, put_legacy_schedules
 
 START = "2026-01-01T00:00:00Z"
 
@@ -46,9 +49,10 @@ def test_schedule_items_add_list_due_advance_and_remove(schedules: DynamoSchedul
     """Catches the due entry and the schedule disagreeing (a due read missing a schedule, or finding one after
     it advanced or was deleted), a second add of a name, and a stale advance winning."""
     hourly, daily = every("hourly", "1 hour", at_start), every("daily", "1 day", at_start)
-    assert schedules.add(hourly) and schedules.add(daily) and not schedules.add(hourly)
-    assert schedules.add(every("hourly", "1 hour", at_start, tenant="globex"))
-    assert [s.name for s in schedules.for_tenant("acme")] == ["daily", "hourly"]
+    assert [schedules.add(hourly), schedules.add(daily), schedules.add(hourly)] == [
+        AddOutcome.ADDED, AddOutcome.ADDED, AddOutcome.NAME_TAKEN]
+    assert schedules.add(every("hourly", "1 hour", at_start, tenant="globex")) is AddOutcome.ADDED
+    assert [s.name for s in schedules.page("acme", 10).schedules] == ["daily", "hourly"]
     assert schedules.due(hourly.next_fire_at - 1, 10) == []
     due = schedules.due(hourly.next_fire_at, 10)
     assert sorted((s.tenant_id, s.name) for s in due) == [("acme", "hourly"), ("globex", "hourly")]
@@ -58,7 +62,7 @@ def test_schedule_items_add_list_due_advance_and_remove(schedules: DynamoSchedul
     assert schedules.get("acme", "hourly").next_fire_at == hourly.next_fire_at + 3_600_000  # type: ignore[union-attr]
     assert schedules.remove("acme", "hourly") and not schedules.remove("acme", "hourly")
     assert schedules.due(hourly.next_fire_at + 3_600_000, 10)[0].tenant_id == "globex"
-    assert [s.name for s in schedules.for_tenant("acme")] == ["daily"]
+    assert [s.name for s in schedules.page("acme", 10).schedules] == ["daily"]
 
 
 def test_two_schedulers_ticking_at_once_create_one_job_per_fire(settings, dynamodb, schedules: DynamoSchedules,
@@ -244,3 +248,120 @@ def test_a_schedule_posted_over_http_fires_a_job_its_tenant_then_lists(client: S
     assert client.call("GET", f"/jobs/{job_id}", token=TOKENS["acme"]).body["visible"] is True
     assert client.call("GET", f"/jobs/{job_id}/params", token=TOKENS["acme"]).body["params"] == {"from": "schedule"}
     assert client.call("GET", "/jobs", token=TOKENS["globex"]).body["jobs"] == []
+
+
+# --- paging, size and the cap over HTTP -------------------------------------------------------------------------
+
+def _names(client: ScheduleClient, token: str, limit: int = 100) -> list[str]:
+    """Every schedule name of the caller's tenant, following the cursors."""
+    names: list[str] = []
+    path = f"/schedules?limit={limit}"
+    while True:
+        page = client.call("GET", path, token=token)
+        assert page.status == 200, page.body
+        names += [schedule["name"] for schedule in page.body["schedules"]]
+        if page.body["cursor"] is None:
+            return names
+        path = f"/schedules?limit={limit}&cursor={page.body['cursor']}"
+
+
+def test_schedules_are_listed_a_page_at_a_time(client: ScheduleClient) -> None:
+    """Catches GET /schedules answering every schedule at once (26 of 256 KiB made 6.6 MB, over Lambda's 6 MB:
+    the tenant could no longer list them), pages that repeat or skip one, and a cursor that lists another
+    tenant's schedules or starts where no page ended."""
+    for number in range(25):
+        body = {"name": f"every-{number:02d}", "type": "demo.echo", "rate": "1 hour"}
+        assert client.call("POST", "/schedules", token=TOKENS["acme"], body=body).status == 201
+    first = client.call("GET", "/schedules?limit=10", token=TOKENS["acme"]).body
+    assert [s["name"] for s in first["schedules"]] == [f"every-{n:02d}" for n in range(10)]
+    assert first["cursor"] is not None
+    assert len(client.call("GET", "/schedules", token=TOKENS["acme"]).body["schedules"]) == 20  # the default
+    assert _names(client, TOKENS["acme"], limit=10) == [f"every-{n:02d}" for n in range(25)]
+    foreign = client.call("GET", f"/schedules?cursor={first['cursor']}", token=TOKENS["globex"])
+    assert foreign.status == 400, foreign.body
+    job_shaped = cursors.encode_cursor({"job_id": {"S": "a" * 32}, "tenant_id": {"S": "acme"},
+                                        "occurred_at": {"S": "2026-01-01T00:00:00.000Z"}})
+    bad_name = cursors.schedule_cursor("acme", "no/slash")
+    for query in (f"cursor={job_shaped}", f"cursor={bad_name}", "cursor=!!", "limit=0", "limit=101"):
+        assert client.call("GET", f"/schedules?{query}", token=TOKENS["acme"]).status == 400, query
+
+
+def test_params_over_the_bound_are_a_413_and_no_page_outgrows_lambdas_answer(client: ScheduleClient,
+                                                                            settings, dynamodb) -> None:
+    """Catches a schedule stored whatever its params (26 of them as large as a body may be, each 413 here, made
+    a listing of 6.6 MB), and a bound loose enough that a full page of the largest schedules does not fit
+    Lambda's 6 MB answer: 100 schedules whose params are all `"` (2 bytes in the body's JSON, 4 once Lambda
+    quotes the body) are answered in under 4 MB."""
+    from onward.handlers import api
+
+    huge = {"name": "huge", "type": "demo.echo", "rate": "1 hour", "params": {"q": "a" * 250_000}}
+    for number in range(26):
+        refused = client.call("POST", "/schedules", token=TOKENS["acme"], body={**huge, "name": f"huge-{number}"})
+        assert refused.status == 413 and str(MAX_SCHEDULE_PARAMS_BYTES) in refused.body["detail"], refused.body
+    quotes = {"q": '"' * ((MAX_SCHEDULE_PARAMS_BYTES - len('{"q":""}')) // 2)}
+    at_bound = client.call("POST", "/schedules", token=TOKENS["acme"],
+                           body={"name": "q-000", "type": "demo.echo", "rate": "1 hour", "params": quotes})
+    assert at_bound.status == 201, at_bound.body
+    schedules = DynamoSchedules(dynamodb, settings.jobs_table)
+    for number in range(1, 100):
+        schedules.add(Schedule.of("acme", NewSchedule(name=f"q-{number:03d}", type="demo.echo",
+                                                      params=quotes, rate="1 hour"), epoch_ms(START)))
+    event = build_event("GET", "/schedules?limit=100", [("Authorization", f"Bearer {TOKENS['acme']}")], b"")
+    answer = api.handler(event, LocalLambdaContext("onward-api"))
+    assert answer["statusCode"] == 200 and len(json.loads(answer["body"])["schedules"]) == 100
+    assert len(json.dumps(answer)) < 4_000_000, len(json.dumps(answer))  # Lambda's limit: 6 MB
+
+
+def test_parallel_creates_over_http_stop_at_the_cap(client: ScheduleClient, settings, dynamodb) -> None:
+    """Catches a tenant's cap checked before the write rather than by it (24 parallel creates at 996 made
+    1,001, one of them never listed), and a tenant whose schedules predate the counter getting a fresh 1,000
+    (its counter, missing, is counted once from its schedules)."""
+    put_legacy_schedules(dynamodb, settings.jobs_table, [
+        Schedule.of("acme", NewSchedule(name=f"old-{number:04d}", type="demo.echo", rate="1 hour"), epoch_ms(START))
+        for number in range(MAX_SCHEDULES_PER_TENANT - 4)])
+    statuses: list[tuple[int, str | None]] = []
+    barrier = threading.Barrier(24)
+
+    def create(number: int) -> None:
+        body = {"name": f"new-{number:02d}", "type": "demo.echo", "rate": "1 hour"}
+        barrier.wait()
+        reply = client.call("POST", "/schedules", token=TOKENS["acme"], body=body)
+        statuses.append((reply.status, None if reply.status == 201 else reply.body["type"].rsplit("/", 1)[1]))
+
+    threads = [threading.Thread(target=create, args=(number,)) for number in range(24)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(statuses, key=str) == [(201, None)] * 4 + [(409, "too-many-schedules")] * 20
+    assert len(_names(client, TOKENS["acme"])) == MAX_SCHEDULES_PER_TENANT
+    assert client.call("DELETE", "/schedules/old-0000", token=TOKENS["acme"]).status == 204
+    assert client.call("POST", "/schedules", token=TOKENS["acme"],
+                       body={"name": "after-delete", "type": "demo.echo", "rate": "1 hour"}).status == 201
+
+
+def test_tenants_from_before_the_counter_are_counted_once_under_concurrent_writes(
+        settings, dynamodb, schedules: DynamoSchedules, at_start: ManualClock) -> None:
+    """Catches a missing counter taken as 0 (a tenant past its cap given 1,000 more), counted by each writer
+    that finds it missing (the last count wins, whatever committed in between), or a delete of such a tenant's
+    schedule refused: 12 adds at once on 998 schedules without a counter store exactly 2."""
+    put_legacy_schedules(dynamodb, settings.jobs_table,
+                         [every(f"old-{number:04d}", "1 hour", at_start) for number in range(998)]
+                         + [every(f"old-{number}", "1 hour", at_start, tenant="globex") for number in range(3)])
+    outcomes: list[AddOutcome] = []
+    barrier = threading.Barrier(12)
+
+    def add(number: int) -> None:
+        barrier.wait()
+        outcomes.append(schedules.add(every(f"new-{number:02d}", "1 hour", at_start)))
+
+    threads = [threading.Thread(target=add, args=(number,)) for number in range(12)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(outcome.value for outcome in outcomes) == ["added"] * 2 + ["too_many"] * 10
+    assert schedules.remove("globex", "old-1")  # no counter yet: counted (3), then lowered with the delete
+    for number in range(MAX_SCHEDULES_PER_TENANT - 2):
+        assert schedules.add(every(f"g{number:04d}", "1 hour", at_start, tenant="globex")) is AddOutcome.ADDED
+    assert schedules.add(every("one-too-many", "1 hour", at_start, tenant="globex")) is AddOutcome.TOO_MANY

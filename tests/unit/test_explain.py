@@ -39,8 +39,8 @@ def _job(**changes) -> Job:
     return lifecycle.create(JOB_ID, "acme", NewJob(type="demo.echo"), NOW).after.model_copy(update=changes)
 
 
-def _waiting(*, running: int = 0, cap: int | None = None, tenant_claims: int = 0, platform_claims: int = 0,
-             ahead: int = 0) -> Waiting:
+def _waiting(*, running: int = 0, cap: int | None = None, tenant_claims: int = 0,
+             platform_claims: int | None = 0, ahead: int = 0) -> Waiting:
     tenant = TenantState(Tenant("acme", TenantPolicy(cap=cap)), Usage(running=running),
                          {0: QueueEntry("acme", 0, {0: ahead + 1})})
     return Waiting(tenant, Throughput(tenant_claims, platform_claims, WINDOW_MS, complete=True), Ahead(ahead))
@@ -63,7 +63,7 @@ def test_a_failed_attempt_in_retry_wait_is_backoff_until_its_next_attempt() -> N
                last_error=ErrorSummary.of("Boom", "x"))
     answer = explain.explain(job, NOW, _waiting())
     assert (answer.reason, answer.until, answer.eta) == (WaitReason.BACKOFF, NOW + 5_000, None)
-    due = explain.explain(job, NOW + 5_000, _waiting(platform_claims=3))
+    due = explain.explain(job, NOW + 5_000, _waiting(tenant_claims=1, platform_claims=3))
     assert (due.reason, due.until) == (WaitReason.WAITING_FOR_SHARE, None)  # its backoff is over
 
 
@@ -72,7 +72,7 @@ def test_a_capped_tenant_is_at_cap_even_when_nothing_claimed_lately() -> None:
     answer = explain.explain(_job(), NOW, _waiting(running=2, cap=2))
     assert answer.reason is WaitReason.TENANT_AT_CAP
     assert "2 running of 2" in answer.detail
-    below = explain.explain(_job(), NOW, _waiting(running=1, cap=2, platform_claims=1))
+    below = explain.explain(_job(), NOW, _waiting(running=1, cap=2, tenant_claims=1, platform_claims=1))
     assert below.reason is WaitReason.WAITING_FOR_SHARE
 
 
@@ -82,6 +82,28 @@ def test_nothing_claimed_in_the_window_is_no_worker_without_an_eta() -> None:
     assert (answer.reason, answer.eta) == (WaitReason.NO_WORKER, None)
 
 
+def test_the_reason_is_decided_from_its_tenants_own_claims_alone() -> None:
+    """Catches a reason that tells a tenant whether any other tenant works: with none of its own claims in the
+    window, no_worker whether or not others claimed (before: waiting_for_share as soon as another tenant's
+    job was claimed), and waiting_for_share once its own jobs are being claimed."""
+    for platform_claims in (None, 0, 40):
+        idle = explain.explain(_job(), NOW, _waiting(tenant_claims=0, platform_claims=platform_claims))
+        assert (idle.reason, idle.eta) == (WaitReason.NO_WORKER, None), platform_claims
+        assert "of its tenant" in idle.detail
+        served = explain.explain(_job(), NOW, _waiting(tenant_claims=2, platform_claims=platform_claims))
+        assert served.reason is WaitReason.WAITING_FOR_SHARE, platform_claims
+    unknown = explain.explain(_job(), NOW, _waiting(tenant_claims=2, platform_claims=None))
+    assert "recent claims" not in unknown.detail  # no share of the platform's claims without them
+
+
+def test_a_tenants_throughput_holds_no_other_tenants_claims() -> None:
+    """Catches the platform's count (or the share it makes) kept in a throughput built for the tenant."""
+    claims = ClaimCounts(NOW - WINDOW_MS, NOW, 60_000, {"acme": [1, 0, 2, 0, 0], "globex": [3, 3, 3, 3, 3]},
+                         examined=20, complete=True)
+    own = Throughput.of("acme", claims, platform=False)
+    assert (own.tenant_claims, own.platform_claims, own.share) == (3, None, None)
+
+
 def test_waiting_for_share_has_an_eta_from_its_tenants_claims_per_minute() -> None:
     """Catches an ETA that ignores the jobs ahead, or the tenant's own rate (the platform's is not its)."""
     answer = explain.explain(_job(), NOW, _waiting(tenant_claims=10, platform_claims=40, ahead=3))
@@ -89,8 +111,9 @@ def test_waiting_for_share_has_an_eta_from_its_tenants_claims_per_minute() -> No
     assert answer.waiting is not None and answer.waiting.throughput.per_minute == 2.0
     assert answer.waiting.throughput.share == 0.25
     assert answer.eta == NOW + 120_000  # its tenant's 4th claim from now, at 2 a minute
-    unknown = explain.explain(_job(), NOW, _waiting(tenant_claims=0, platform_claims=40))
-    assert unknown.eta is None and "no estimate" in unknown.detail
+    later = _job(not_before=NOW + 60_000, run_at=NOW + 60_000)
+    unknown = explain.explain(later, NOW, _waiting(tenant_claims=0, platform_claims=40))
+    assert unknown.eta is None and "no estimate" in unknown.detail  # others' claims are not its rate
 
 
 def test_running_and_ended_jobs_are_said_as_such_and_a_waiting_one_needs_its_load() -> None:

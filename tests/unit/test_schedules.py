@@ -8,7 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from onward.clock import epoch_ms, iso
-from onward.schedule_store import MemorySchedules
+from onward.schedule_store import AddOutcome, MemorySchedules
 from onward.scheduler import Scheduler
 from onward.schedules import NewSchedule, Schedule, due_fire, fires_between, latest_fire, next_fire, parse_cron
 from onward.store import JobStore
@@ -110,7 +110,7 @@ def test_a_due_schedule_fires_exactly_one_job_and_advances(clock: ManualClock) -
     store, schedules = JobStore.in_memory(clock=clock), MemorySchedules()
     s = Schedule.of("acme", NewSchedule(name="hourly", type="demo.echo", params={"x": 1}, rate="1 hour",
                                         priority=2), clock())
-    assert schedules.add(s) and not schedules.add(s)
+    assert (schedules.add(s), schedules.add(s)) == (AddOutcome.ADDED, AddOutcome.NAME_TAKEN)
     scheduler = Scheduler(store, schedules, clock)
     assert scheduler.tick(clock() + 3_599_999).fired == []
     clock.advance(3600)

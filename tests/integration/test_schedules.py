@@ -365,3 +365,22 @@ def test_tenants_from_before_the_counter_are_counted_once_under_concurrent_write
     for number in range(MAX_SCHEDULES_PER_TENANT - 2):
         assert schedules.add(every(f"g{number:04d}", "1 hour", at_start, tenant="globex")) is AddOutcome.ADDED
     assert schedules.add(every("one-too-many", "1 hour", at_start, tenant="globex")) is AddOutcome.TOO_MANY
+
+
+def test_a_schedule_stored_under_looser_rules_stops_no_tick_and_no_listing(
+        settings, dynamodb, schedules: DynamoSchedules, at_start: ManualClock) -> None:
+    """Schedules stored before today's input rules (a `localtime` zone, a cron with Arabic-Indic digits) are
+    skipped, with a warning, by the scheduler's due read and the tenant's listing, and can still be deleted.
+    Without the tolerant read, one such row made every tick fail (no tenant's schedule fired again) and its
+    tenant's GET /schedules a 500; without reading only the delete's two values, it could not be removed."""
+    legacy = [Schedule.model_construct(**{**every(name, "1 minute", at_start).model_dump(), **change})
+              for name, change in (("host-zone", {"timezone": "localtime"}),
+                                   ("odd-digits", {"rate": None, "cron": "٣ * * * *"}))]
+    put_legacy_schedules(dynamodb, settings.jobs_table, legacy)
+    assert schedules.add(every("good", "1 minute", at_start)) is AddOutcome.ADDED
+    at_start.advance(61)
+    report = Scheduler(JobStore(settings, client=dynamodb, clock=at_start), schedules, at_start).tick()
+    assert [name for _, name, _, _ in report.fired] == ["good"]
+    assert [s.name for s in schedules.page("acme", 10).schedules] == ["good"]
+    assert schedules.remove("acme", "host-zone") and schedules.remove("acme", "odd-digits")
+    assert not schedules.remove("acme", "host-zone")

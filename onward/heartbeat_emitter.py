@@ -1,9 +1,14 @@
-"""Writing pipeline heartbeats (onward.heartbeat) into the outbox table: one item per slot, K slots by the count
-of the outbox stream's open shards."""
+"""Writing pipeline heartbeats (onward.heartbeat) into the outbox table: a listing of the outbox stream's open
+shards for every beat, then one item per slot of the beat it plans (onward.heartbeat.plan_beat).
+
+Requests per beat: DescribeTable (the stream's ARN, read each time so a re-enabled stream is followed),
+DescribeStream page by page (100 shards a page, closed ones of the last 24 h included), and BatchWriteItem
+for every 25 slots: for 4 open shards 1 + 1 + 3, for 32 (and about 200 listed) 1 + 2 + 21. A listing is never
+reused: a beat sized from an older one would vouch only up to that listing, and a count kept for a minute
+left shards that had opened since without a slot (issue 32)."""
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -12,41 +17,42 @@ from typing import Any
 from aws_lambda_powertools import Logger
 
 from onward.clock import Clock, EpochMs, iso, system_clock
-from onward.heartbeat import heartbeat_items, slot_count
+from onward.heartbeat import AWS_BEAT_SLACK_MS, heartbeat_items, plan_beat
 
 BATCH_WRITE_ITEMS = 25  # BatchWriteItem's limit
-SHARD_COUNT_TTL_MS = 60_000
 
 logger = Logger(service="onward-heartbeat")
 
 
 @dataclass(frozen=True)
 class Beat:
-    """One beat written: when, and over how many slots."""
+    """One beat written: when, over how many slots, and the latest commit time it may vouch for."""
 
     occurred_at: str
     slots: int
+    vouches_until: str
 
 
-class OutboxShardCount:
-    """How many shards of the outbox table's stream are open (DescribeTable, then DescribeStream page by
-    page), read at most once a minute."""
+@dataclass(frozen=True)
+class ShardListing:
+    """The outbox stream's open shards as one listing counted them, and when (the emitter's clock) it began."""
+
+    listed_at: EpochMs
+    open_shards: int
+
+
+class OutboxStreamListing:
+    """Lists the open shards of the outbox table's stream (DescribeTable, then DescribeStream page by page),
+    every time it is called."""
 
     def __init__(self, dynamodb: Any, streams: Any, outbox_table: str, clock: Clock = system_clock) -> None:
         self._db = dynamodb
         self._streams = streams
         self._table = outbox_table
         self._clock = clock
-        self._lock = threading.Lock()
-        self._known: tuple[EpochMs, int] | None = None
 
-    def __call__(self) -> int:
-        with self._lock:
-            if self._known is None or self._clock() - self._known[0] > SHARD_COUNT_TTL_MS:
-                self._known = (self._clock(), self._count())
-            return self._known[1]
-
-    def _count(self) -> int:
+    def __call__(self) -> ShardListing:
+        listed_at = self._clock()  # before the first request: a shard opened later may be missing, not earlier
         arn = self._db.describe_table(TableName=self._table)["Table"]["LatestStreamArn"]
         request: dict[str, Any] = {"StreamArn": arn}
         open_shards = 0
@@ -55,29 +61,33 @@ class OutboxShardCount:
             open_shards += sum(1 for shard in description["Shards"]
                                if "EndingSequenceNumber" not in shard["SequenceNumberRange"])
             if not description.get("LastEvaluatedShardId"):
-                return max(1, open_shards)
+                return ShardListing(listed_at, max(1, open_shards))
             request["ExclusiveStartShardId"] = description["LastEvaluatedShardId"]
 
 
 class HeartbeatEmitter:
-    """Writes beats to the outbox table: K items by BatchWriteItem (25 per request)."""
+    """Writes beats to the outbox table: a listing, then K items by BatchWriteItem (25 per request)."""
 
-    def __init__(self, client: Any, outbox_table: str, clock: Clock = system_clock,
-                 stream_shards: Callable[[], int] = lambda: 1, sleep: Callable[[float], None] = time.sleep) -> None:
+    def __init__(self, client: Any, outbox_table: str, listing: Callable[[], ShardListing], *,
+                 clock: Clock = system_clock, slack_ms: int = AWS_BEAT_SLACK_MS,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
         self._db = client
         self._table = outbox_table
+        self._listing = listing
         self._clock = clock
-        self._stream_shards = stream_shards
+        self._slack_ms = slack_ms
         self._sleep = sleep
 
     def emit(self) -> Beat:
         """Commit one beat now. A slot DynamoDB leaves unprocessed after a few tries is left out: its
         consumers' watermarks then wait for the next beat, which can only make them read older."""
+        listing = self._listing()
+        plan = plan_beat(listing.open_shards, listing.listed_at, self._slack_ms)
         at = self._clock()
-        items = heartbeat_items(at, slot_count(self._stream_shards()))
+        items = heartbeat_items(at, plan)
         for start in range(0, len(items), BATCH_WRITE_ITEMS):
             self._write([{"PutRequest": {"Item": item}} for item in items[start:start + BATCH_WRITE_ITEMS]])
-        return Beat(iso(at), len(items))
+        return Beat(iso(at), len(items), iso(plan.vouches_until))
 
     def _write(self, requests: list[dict[str, Any]]) -> None:
         for round_ in range(5):

@@ -17,6 +17,7 @@ from botocore import UNSIGNED
 from botocore.config import Config
 
 from onward.freshness import STALE_AFTER_S
+from onward.heartbeat import AWS_BEAT_SLACK_MS
 from onward.keys import DEFAULT_ACTIVE_SHARDS, MAX_ACTIVE_SHARDS
 from onward.lean_calls import use_lean_calls
 from onward.lean_http import use_lean_http
@@ -89,6 +90,10 @@ class Settings:
     job_retention_days: int = DEFAULT_JOB_RETENTION_DAYS
     freshness_objective_s: float = STALE_AFTER_S  # ONWARD_STALE_AFTER_S
     heartbeat_interval_s: float = 0.0  # ONWARD_HEARTBEAT_INTERVAL_S: how often idle shards are confirmed
+    # ONWARD_BEAT_SLACK_MS: how long before its listing of the outbox stream's shards a beat vouches
+    # (onward.heartbeat.plan_beat). AWS's by default; the embedded endpoint exports 0: it stamps commits in
+    # milliseconds of this host's clock, and DescribeStream answers its live topology.
+    beat_slack_ms: int = AWS_BEAT_SLACK_MS
     active_shards: int = DEFAULT_ACTIVE_SHARDS  # ONWARD_ACTIVE_SHARDS: partitions of the `active` index
     # ONWARD_UNSIGNED_REQUESTS: skip SigV4 for UNSIGNED_SERVICES. Only with an endpoint_url: the embedded
     # endpoint checks no signature, and signing is about a sixth of a local request's client CPU (0.83 ->
@@ -126,6 +131,7 @@ class Settings:
             job_retention_days=whole_days_setting(source, "ONWARD_JOB_RETENTION_DAYS", DEFAULT_JOB_RETENTION_DAYS),
             freshness_objective_s=number_setting(source, "ONWARD_STALE_AFTER_S", STALE_AFTER_S),
             heartbeat_interval_s=number_setting(source, "ONWARD_HEARTBEAT_INTERVAL_S", 0.0),
+            beat_slack_ms=int(number_setting(source, "ONWARD_BEAT_SLACK_MS", AWS_BEAT_SLACK_MS)),
             active_shards=active_shards_setting(source),
             unsigned_requests=flag_setting(source, "ONWARD_UNSIGNED_REQUESTS"),
             parameter_validation=flag_setting(source, "ONWARD_PARAMETER_VALIDATION", default=True),
@@ -140,9 +146,10 @@ class Settings:
 
     @property
     def stale_after_s(self) -> float:
-        """When the view counts as delayed: the freshness objective plus the heartbeat interval, since an
-        idle view is confirmed only once per heartbeat (a smaller threshold would cry "delayed" when idle)."""
-        return self.freshness_objective_s + self.heartbeat_interval_s
+        """When the view counts as delayed: the freshness objective plus the heartbeat interval and a beat's
+        slack, since an idle view is confirmed only once per heartbeat, through the beat's listing less the
+        slack (a smaller threshold would cry "delayed" when idle)."""
+        return self.freshness_objective_s + self.heartbeat_interval_s + self.beat_slack_ms / 1000
 
     def require(self, resource: str) -> str:
         """The name of a resource this component needs; MissingSetting names the variable to set."""

@@ -187,13 +187,13 @@ class Deployment:
 
     @Component
     def heartbeat_emitter(self) -> HeartbeatEmitter:
-        """Writes the pipeline heartbeats into the outbox (OUTBOX_TABLE), K slots per beat by the count of
-        its stream's open shards."""
-        from onward.heartbeat_emitter import HeartbeatEmitter, OutboxShardCount
+        """Writes the pipeline heartbeats into the outbox (OUTBOX_TABLE), each beat sized from a listing of
+        its stream's open shards taken for it, vouching up to ONWARD_BEAT_SLACK_MS before that listing."""
+        from onward.heartbeat_emitter import HeartbeatEmitter, OutboxStreamListing
 
         outbox = self.settings.require("outbox_table")
-        return HeartbeatEmitter(self.client("dynamodb"), outbox, stream_shards=OutboxShardCount(
-            self.client("dynamodb"), self.client("dynamodbstreams"), outbox))
+        listing = OutboxStreamListing(self.client("dynamodb"), self.client("dynamodbstreams"), outbox)
+        return HeartbeatEmitter(self.client("dynamodb"), outbox, listing, slack_ms=self.settings.beat_slack_ms)
 
     @Component
     def events_shards(self) -> ShardCatalog:

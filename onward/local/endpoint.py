@@ -309,6 +309,7 @@ class EmbeddedEndpoint:
             **DUMMY_CREDENTIALS,
             "ONWARD_UNSIGNED_REQUESTS": "true",
             "ONWARD_LEAN_CLIENT": "true",
+            "ONWARD_BEAT_SLACK_MS": "0",  # commits stamped in ms of this host's clock; listings of the live topology
             **stack_environment(cloudformation, stack_name),
         }
         return DeployedStack(environment=environment)

@@ -7,9 +7,9 @@ projector's version guard; nothing it delivers is ever left out. The answer name
 done, so the event source resumes there (Lambda's partial batch response; the local poller does the same).
 
 Heartbeat slots (onward.heartbeat) in the batch go to every events shard after the batch's events, with their
-commit times; the relay then records them in its own watermark over the whole outbox stream
-(onward.checkpoints): every commit before it was published. That watermark is where `recover` re-publishes
-from should the stream ever be trimmed past what was relayed.
+commit times (each no later than its beat's `vouches_until`); the relay then records them in its own
+watermark over the whole outbox stream (onward.checkpoints): every commit before it was published. That
+watermark is where `recover` re-publishes from should the stream ever be trimmed past what was relayed.
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ class Relay:
                     if part is not None:
                         parts[position] = part
                     else:
-                        outcome.ignored += 1  # a heartbeat of the format before slots: it vouches for nothing
+                        outcome.ignored += 1  # a heartbeat of an older format: it vouches for nothing
                     continue
                 event = event_from_image(record.new_image).model_copy(
                     update={"committed_at": iso(record.committed_at)})
@@ -159,10 +159,13 @@ class Relay:
 
 
 def _heartbeat(records: Sequence[StreamRecord], parts: dict[int, HeartbeatPart]) -> Heartbeat | None:
-    """The batch's heartbeat slots as one heartbeat: per slot, its newest item's commit time."""
+    """The batch's heartbeat slots as one heartbeat: per slot, its newest item's commit time, but no later
+    than the item's beat may vouch for (onward.heartbeat: a shard opened after the beat's listing may hold
+    none of its slots)."""
     if not parts:
         return None
     through: dict[int, EpochMs] = {}
     for position, part in parts.items():
-        through[part.slot] = max(through.get(part.slot, 0), records[position].committed_at)
+        vouched = min(records[position].committed_at, part.vouches_until)
+        through[part.slot] = max(through.get(part.slot, 0), vouched)
     return Heartbeat(slots=max(part.slots for part in parts.values()), through=through)

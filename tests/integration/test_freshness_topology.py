@@ -4,8 +4,9 @@ Each test deploys template.yaml on an endpoint whose DynamoDB streams have OUTBO
 partition of the outbox table, as on AWS; the session's endpoint has one), and runs the real path: outbox
 stream -> onward.handlers.relay.handler -> Kinesis (two shards) -> onward.handlers.projector.handler -> watermarks, the
 API answering from them. Beats are written by the deployment's HeartbeatEmitter (K = 16 slots per open
-outbox-stream shard). Commit times are DynamoDB's (the wall clock here), so lags are measured at
-system_clock(), and expected watermarks are read from the outbox stream itself (`slot_commits`).
+outbox-stream shard, listed for each beat). Commit times are DynamoDB's (the wall clock here), so lags are
+measured at system_clock(), and expected watermarks are read from the outbox stream itself (`slot_commits`),
+each no later than its beat's `vouches_until` (`vouched`).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from onward.states import JobState
 from onward.store import CancelStatus, JobStore
 from onward.view import StatusViewReader
 from tests.integration.api_support import http_call, serve_api
-from tests.integration.test_heartbeat import slot_commits, slot_commits_by_shard
+from tests.integration.test_heartbeat import slot_commits, slot_commits_by_shard, vouched
 
 pytestmark = pytest.mark.integration
 
@@ -196,7 +197,7 @@ def test_a_relay_stuck_on_one_outbox_shard_makes_the_view_stale_while_beats_flow
     assert lag_now(deployment).stale is False
 
     stuck_shard, stuck_slots = next(iter(by_shard.items()))
-    held = iso(min(stuck_slots.values()))  # what the stuck slots were last relayed through
+    held = vouched(first, stuck_slots)  # what the stuck slots were last relayed through
     streams.stuck = stuck_shard
     store = JobStore(settings, client=sharded.client("dynamodb"))
     for _ in range(64):  # job ids are random: create until one is committed in the stuck partition
@@ -224,14 +225,15 @@ def test_a_relay_stuck_on_one_outbox_shard_makes_the_view_stale_while_beats_flow
             TableName=settings.checkpoint_table, ConsistentRead=True,
             Key={"consumer": {"S": PROJECTOR_CONSUMER}, "shard_id": {"S": shard.shard_id}})["Item"]
         through = {slot: int(item[f"{SLOT_PREFIX}{slot}"]["N"]) for slot in range(first.slots)}
-        assert through == {slot: stuck_slots.get(slot, latest[slot]) for slot in range(first.slots)}
+        assert through == {slot: min(stuck_slots[slot], epoch_ms(first.vouches_until)) if slot in stuck_slots
+                           else min(latest[slot], epoch_ms(beat.vouches_until)) for slot in range(first.slots)}
     view = StatusViewReader(deployment.client("dynamodb"), settings.status_table)
     assert view.get(job.job_id) is None and iso(job.updated_at) > held  # missing, and not vouched for
 
     streams.stuck = None  # the shard is relayed again: its backlog, then the next beat
     recovery = pipeline.heartbeats.emit()
     pipeline.drain()
-    confirmed = iso(min(slot_commits(sharded, settings.outbox_table, epoch_ms(recovery.occurred_at)).values()))
+    confirmed = vouched(recovery, slot_commits(sharded, settings.outbox_table, epoch_ms(recovery.occurred_at)))
     lag = lag_now(deployment)
     assert (lag.watermark, lag.stale) == (confirmed, False) and confirmed > held
     assert deployment.checkpoint_store.watermark("relay", "outbox-stream").newest_event_at == confirmed
@@ -302,7 +304,7 @@ def test_a_transition_decided_before_a_beat_but_committed_after_it_is_not_vouche
         if beats:
             return
         time.sleep(0.005)
-        beats.append(pipeline.heartbeats.emit().occurred_at)
+        beats.append(pipeline.heartbeats.emit().vouches_until)
         pipeline.drain()
         time.sleep(0.005)
 
@@ -319,7 +321,7 @@ def test_a_transition_decided_before_a_beat_but_committed_after_it_is_not_vouche
     assert shown is not None and (shown.status, shown.version) == (JobState.CANCELLED, 2)
     lag = lag_now(deployment)
     assert lag.stale is False and lag.watermark is not None  # the view as a whole is fresh...
-    assert shown.occurred_at < beats[0] <= lag.watermark  # ...decided before the beat...
+    assert shown.occurred_at < beats[0] <= lag.watermark  # ...decided before the beat (its listing)...
     assert shown.as_of == shown.committed_at and lag.watermark < shown.as_of  # ...committed after it: not vouched
 
     with serve_api(monkeypatch, TOKENS, OPERATOR) as url:
@@ -360,11 +362,11 @@ def test_an_idle_system_reads_fresh_while_beats_flow(settings: Settings, deploym
             marks = CheckpointStore(deployment.client("dynamodb"), settings.checkpoint_table).watermarks(
                 PROJECTOR_CONSUMER)
             assert sorted(mark.shard_id for mark in marks) == sorted(shard.shard_id for shard in shards)
-            assert all((mark.newest_event_at, mark.slots) == (iso(min(committed.values())), beat.slots)
+            assert all((mark.newest_event_at, mark.slots) == (vouched(beat, committed), beat.slots)
                        for mark in marks)
             health = view_health(url)
             assert (health["stale"], health["shards"], health["watermark"]) == (
-                False, len(shards), iso(min(committed.values())))
+                False, len(shards), vouched(beat, committed))
             assert 0 <= health["view_lag_s"] < settings.stale_after_s
             assert health["watermark"] > previous  # each beat moved it on
             previous = health["watermark"]

@@ -32,7 +32,8 @@ from onward.checkpoints import CheckpointStore
 from onward.clock import epoch_ms, iso, system_clock
 from onward.faults import InjectedCrash, injected
 from onward.freshness import view_lag
-from onward.heartbeat_emitter import HeartbeatEmitter
+from onward.heartbeat import slot_count
+from onward.heartbeat_emitter import Beat, HeartbeatEmitter, OutboxStreamListing
 from onward.lag import LagProbe
 from onward.local.pipeline import LocalPipeline
 from onward.models import NewJob
@@ -42,6 +43,18 @@ from onward.shards import open_shards
 from onward.view import StatusViewReader
 
 pytestmark = pytest.mark.integration
+
+
+def emitter_of(settings, endpoint, clock=system_clock) -> HeartbeatEmitter:
+    """A heartbeat emitter of the deployment's kind, on `clock` (its beats' versions and listings)."""
+    db = endpoint.client("dynamodb")
+    listing = OutboxStreamListing(db, endpoint.client("dynamodbstreams"), settings.outbox_table, clock)
+    return HeartbeatEmitter(db, settings.outbox_table, listing, clock=clock, slack_ms=settings.beat_slack_ms)
+
+
+def vouched(beat: Beat, committed: dict[int, int]) -> str:
+    """What a beat confirms once every slot is through: its oldest slot's commit, or its bound if earlier."""
+    return iso(min(*committed.values(), epoch_ms(beat.vouches_until)))
 
 
 def projector_watermarks(settings, dynamodb):
@@ -105,19 +118,20 @@ def slot_commits(endpoint, outbox_table: str, beat_at: int | None = None) -> dic
 def test_a_heartbeat_moves_every_shards_watermark_and_touches_nothing_else(pipeline, settings, dynamodb, endpoint):
     shards = endpoint.client("kinesis").list_shards(StreamName=settings.events_stream)["Shards"]
     assert len(shards) >= 2  # the template's default: the heartbeat must reach shards with no job traffic
-    beat = HeartbeatEmitter(dynamodb, settings.outbox_table).emit()  # one open outbox-stream shard here
-    assert beat.slots == 16
+    beat = emitter_of(settings, endpoint).emit()
+    assert beat.slots == slot_count(endpoint.stream_topology.shards)  # 16 per open outbox-stream shard, as listed
     pipeline.drain()
 
     committed = slot_commits(endpoint, settings.outbox_table)
     assert sorted(committed) == list(range(beat.slots))  # one item per slot
-    assert epoch_ms(beat.occurred_at) <= min(committed.values())  # written, then committed
+    assert beat.vouches_until <= beat.occurred_at and epoch_ms(beat.occurred_at) <= min(committed.values())
     marks = projector_watermarks(settings, dynamodb)
     assert sorted(mark.shard_id for mark in marks) == sorted(shard["ShardId"] for shard in shards)
-    # every shard is confirmed through the oldest slot's commit: DynamoDB's time, not the emitter's
-    assert all((mark.newest_event_at, mark.slots) == (iso(min(committed.values())), beat.slots) for mark in marks)
+    # every shard is confirmed through the oldest slot's commit (DynamoDB's time, not the emitter's), but no
+    # later than the listing the beat was sized from
+    assert all((mark.newest_event_at, mark.slots) == (vouched(beat, committed), beat.slots) for mark in marks)
     relay = CheckpointStore(dynamodb, settings.checkpoint_table).watermark("relay", "outbox-stream")
-    assert relay is not None and relay.newest_event_at == iso(min(committed.values()))
+    assert relay is not None and relay.newest_event_at == vouched(beat, committed)
     assert view_lag(marks, min(committed.values()) + 500, stale_after_s=1).stale is False
     assert list(StatusViewReader(dynamodb, settings.status_table).all()) == []
     parked = ParkedRecords(dynamodb, settings.parked_table)
@@ -145,8 +159,8 @@ def test_an_idle_system_stays_fresh_only_while_heartbeats_flow(pipeline, setting
     second = pipeline.heartbeats.emit()
     pipeline.drain()
     marks = projector_watermarks(settings, dynamodb)
-    confirmed = iso(min(slot_commits(endpoint, settings.outbox_table, epoch_ms(second.occurred_at)).values()))
-    assert confirmed > iso(max(slot_commits(endpoint, settings.outbox_table, epoch_ms(first.occurred_at)).values()))
+    confirmed = vouched(second, slot_commits(endpoint, settings.outbox_table, epoch_ms(second.occurred_at)))
+    assert confirmed > vouched(first, slot_commits(endpoint, settings.outbox_table, epoch_ms(first.occurred_at)))
     assert all(mark.newest_event_at == confirmed for mark in marks)  # every shard moved on with the beat
     assert view_lag(marks, epoch_ms(confirmed) + 1_000, stale_after_s=30).stale is False
 
@@ -167,7 +181,7 @@ def test_a_heartbeat_is_held_back_until_the_events_before_it_are_published(pipel
                                                                            clock, endpoint):
     created = store.create("acme", NewJob(type="demo.echo")).job
     clock.advance(0.01)
-    beat = HeartbeatEmitter(dynamodb, settings.outbox_table, clock=clock).emit()
+    beat = emitter_of(settings, endpoint, clock).emit()
     with injected("relay.before_put_records"), pytest.raises(InjectedCrash):
         pipeline.relay_poller.poll_once()  # the relay dies before publishing: nothing went out
     pipeline.projector_poller.poll_once()
@@ -216,7 +230,7 @@ def test_after_a_reshard_children_are_read_after_their_parents_and_the_drained_p
     kinesis = clients["kinesis"]
     stream = settings.events_stream
     jobs = [store.create("acme", NewJob(type="demo.echo")).job.job_id for _ in range(8)]
-    before = HeartbeatEmitter(dynamodb, settings.outbox_table, clock=clock).emit()
+    before = emitter_of(settings, endpoint, clock).emit()
     while pipeline.relay_poller.poll_once():  # every version 1 and a beat published to the parents, none projected
         pass
     parents = {shard["ShardId"] for shard in kinesis.list_shards(StreamName=stream)["Shards"]}
@@ -227,7 +241,7 @@ def test_after_a_reshard_children_are_read_after_their_parents_and_the_drained_p
     clock.advance(60)
     for job_id in jobs:
         store.cancel(job_id)  # version 2 of each job goes to a child shard; version 1 waits on a parent
-    after = HeartbeatEmitter(dynamodb, settings.outbox_table, clock=clock).emit()
+    after = emitter_of(settings, endpoint, clock).emit()
     while pipeline.relay_poller.poll_once():  # every version 2 and the heartbeat on the children
         pass
     stale_before = projector_handler.totals.snapshot()["stale"]
@@ -239,8 +253,8 @@ def test_after_a_reshard_children_are_read_after_their_parents_and_the_drained_p
     marks = projector_watermarks(settings, dynamodb)
     assert {mark.shard_id: mark.parents for mark in marks if mark.parents} == {
         child["ShardId"]: (child["ParentShardId"],) for child in children}
-    old = iso(min(slot_commits(endpoint, settings.outbox_table, epoch_ms(before.occurred_at)).values()))
-    new = iso(min(slot_commits(endpoint, settings.outbox_table, epoch_ms(after.occurred_at)).values()))
+    old = vouched(before, slot_commits(endpoint, settings.outbox_table, epoch_ms(before.occurred_at)))
+    new = vouched(after, slot_commits(endpoint, settings.outbox_table, epoch_ms(after.occurred_at)))
     assert old < new
     assert {mark.shard_id: mark.newest_event_at for mark in marks} == {
         **dict.fromkeys(parents, old), **{child["ShardId"]: new for child in children}}

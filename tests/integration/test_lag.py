@@ -19,7 +19,7 @@ from onward.clock import epoch_ms, system_clock
 from onward.lag import LagProbe
 from onward.models import NewJob
 from onward.store import JobStore
-from tests.integration.test_heartbeat import slot_commits
+from tests.integration.test_heartbeat import slot_commits, vouched
 from tests.support import ManualClock
 
 pytestmark = pytest.mark.integration
@@ -51,7 +51,7 @@ def test_a_backlog_projected_during_the_window_is_measured_as_served(pipeline, s
     assert report.outbox_covers and report.stream_covers
 
     [beat] = beats
-    confirmed = min(slot_commits(endpoint, settings.outbox_table, epoch_ms(beat.occurred_at)).values())
+    confirmed = epoch_ms(vouched(beat, slot_commits(endpoint, settings.outbox_table, epoch_ms(beat.occurred_at))))
     assert confirmed >= clock()
     store.create("acme", NewJob(type="demo.echo"))  # committed, never relayed: a backlog of one
     stuck_clock = ManualClock(system_clock())
@@ -59,6 +59,6 @@ def test_a_backlog_projected_during_the_window_is_measured_as_served(pipeline, s
                      settings.events_stream, outbox_retention_s=7 * 86400, clock=stuck_clock,
                      sleep=stuck_clock.advance).measure(5)
     assert stuck.backlog == 1 and stuck.service_rate_per_s == 0.0 and stuck.drain_s is None
-    # the watermarks hold at the beat's commit: the age grows from there, window and all
+    # the watermarks hold at the beat's commit (its listing): the age grows from there, window and all
     assert stuck.processing_age_s == round((stuck_clock() - confirmed) / 1000, 3) >= 5.0
     assert not stuck.stream_covers

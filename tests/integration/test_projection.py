@@ -28,7 +28,7 @@ from onward.projector.projector import StatusProjector
 from onward.relay.publisher import KinesisPublisher, encode
 from onward.states import JobState
 from onward.store import CancelStatus, JobStore, ReportStatus
-from tests.integration.test_heartbeat import slot_commits
+from tests.integration.test_heartbeat import slot_commits, vouched
 
 A, D, S, C = (ProjectionOutcome.APPLIED, ProjectionOutcome.DUPLICATE, ProjectionOutcome.STALE,
               ProjectionOutcome.CONFLICT)
@@ -279,7 +279,7 @@ def test_each_kinesis_shard_gets_a_watermark_of_the_beat_it_projected_and_events
 
     committed = slot_commits(endpoint, settings.outbox_table, epoch_ms(beat.occurred_at))
     assert sorted(committed) == list(range(beat.slots))
-    confirmed = iso(min(committed.values()))
+    confirmed = vouched(beat, committed)
     marks = {mark.shard_id: mark for mark in checkpoints.watermarks("projector")}
     assert {shard: (mark.newest_event_at, mark.slots) for shard, mark in marks.items()} == dict.fromkeys(
         carrying, (confirmed, beat.slots))

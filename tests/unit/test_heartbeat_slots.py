@@ -4,6 +4,9 @@ the events stream's open shards (onward.freshness.view_lag with `shards`): pure,
 What breaks without which code:
 - without `slot_count` scaling K with the outbox stream's open shards, a stream of many shards would have
   partitions that hold no slot: a relay stuck there would never hold a watermark back.
+- without the emitter listing the shards for every beat (it kept a count for 60 s), a beat right after the
+  shards multiplied was sized for the old count (issue 32); without `vouches_until` in every item (and an
+  item without it vouching for nothing), a beat would vouch past shards opened after its listing.
 - without int slot keys surviving JSON, the projector would record attributes `t"0"` or refuse the record.
 - without a legacy heartbeat vouching for nothing, a relay still sending the old single-item heartbeat (one
   partition's commit) would move every watermark past partitions it never saw.
@@ -26,19 +29,26 @@ from onward.checkpoints import PROJECTOR_CONSUMER, SLOTS_PER_UPDATE, CheckpointS
 from onward.clock import iso
 from onward.freshness import view_lag
 from onward.heartbeat import (
+    AWS_BEAT_SLACK_MS,
     MAX_SLOTS,
     MIN_SLOTS,
     SLOTS_PER_SHARD,
+    BeatPlan,
     Heartbeat,
     decode_heartbeat,
     encode_heartbeat,
     heartbeat_items,
     heartbeat_part,
     merge_through,
+    plan_beat,
     slot_count,
 )
+from onward.heartbeat_emitter import HeartbeatEmitter, OutboxStreamListing, ShardListing
 from onward.projector.projector import BatchTally, ShardRecord, StatusProjector
+from onward.relay.publisher import PublishStats
+from onward.relay.relay import Relay, StreamRecord
 from onward.shards import Shard
+from tests.support import ManualClock
 
 NOW = 1_800_000_000_000
 MAX_HASH = 2**128 - 1
@@ -54,17 +64,26 @@ def test_slot_count_is_sixteen_per_open_stream_shard_within_its_bounds() -> None
     assert slot_count(MAX_SLOTS // SLOTS_PER_SHARD + 1) == slot_count(10_000) == MAX_SLOTS
 
 
+def test_a_beat_is_planned_from_one_listing_k_by_its_shards_vouching_up_to_its_slack_before_it() -> None:
+    assert plan_beat(32, NOW, AWS_BEAT_SLACK_MS) == BeatPlan(512, NOW - AWS_BEAT_SLACK_MS)
+    assert plan_beat(4, NOW, 0) == BeatPlan(64, NOW)
+    assert AWS_BEAT_SLACK_MS >= 1000  # AWS's commit stamps are whole seconds, rounded down
+    with pytest.raises(ValueError, match="at least 0 ms"):
+        plan_beat(4, NOW, -1)
+
+
 def test_a_beat_is_one_outbox_item_per_slot_each_in_a_partition_of_its_own() -> None:
-    items = heartbeat_items(NOW, slot_count(4))
+    items = heartbeat_items(NOW, plan_beat(4, NOW - 20, 1_000))
     assert [item["job_id"]["S"] for item in items] == [f"HEARTBEAT#{slot}" for slot in range(64)]
     assert {item["version"]["N"] for item in items} == {str(NOW)}
     assert all("time_bucket" not in item for item in items)  # replay windows (the by_time index) never see them
     assert [heartbeat_part(item) for item in items][5].slot == 5
-    assert {heartbeat_part(item).slots for item in items} == {64}
+    assert {(heartbeat_part(item).slots, heartbeat_part(item).vouches_until) for item in items} == {
+        (64, NOW - 1_020)}
 
 
-def test_a_slot_outside_its_beat_is_refused_and_a_legacy_item_fills_no_slot() -> None:
-    item = heartbeat_items(NOW, 16)[3]
+def test_a_slot_outside_its_beat_is_refused_and_an_older_item_fills_no_slot() -> None:
+    item = heartbeat_items(NOW, BeatPlan(16, NOW))[3]
     with pytest.raises(ValueError, match="heartbeat slot 16 of 16"):
         heartbeat_part({**item, "slot": {"N": "16"}})
     with pytest.raises(ValueError, match=f"heartbeat slot 3 of {MAX_SLOTS + 1}"):
@@ -72,6 +91,69 @@ def test_a_slot_outside_its_beat_is_refused_and_a_legacy_item_fills_no_slot() ->
     legacy = {"job_id": {"S": "HEARTBEAT"}, "version": {"N": str(NOW)}, "kind": {"S": "heartbeat"},
               "occurred_at": {"S": iso(NOW)}}
     assert heartbeat_part(legacy) is None  # the relay passes on no slot for it
+    # a slot of a beat sized from a count of unknown age (the emitter before issue 32) vouches for nothing
+    assert heartbeat_part({name: value for name, value in item.items() if name != "vouches_until"}) is None
+
+
+class FakeOutbox:
+    """DescribeTable, DescribeStream (pages of `page` shards; `open_now` of them open) and BatchWriteItem, as
+    the emitter uses them, counted; `reshard` changes the open count between calls."""
+
+    def __init__(self, open_now: int, closed: int = 0, page: int = 100) -> None:
+        self.open_now, self.closed, self.page = open_now, closed, page
+        self.calls: dict[str, int] = {"describe_table": 0, "describe_stream": 0, "batch_write_item": 0}
+        self.written: list[dict[str, Any]] = []
+
+    def describe_table(self, **_: Any) -> dict[str, Any]:
+        self.calls["describe_table"] += 1
+        return {"Table": {"LatestStreamArn": "arn:stream"}}
+
+    def describe_stream(self, **request: Any) -> dict[str, Any]:
+        self.calls["describe_stream"] += 1
+        shards = [{"ShardId": f"s{n:04d}", "SequenceNumberRange": {"StartingSequenceNumber": "1", **(
+            {"EndingSequenceNumber": "2"} if n < self.closed else {})}} for n in range(self.closed + self.open_now)]
+        start = int(request.get("ExclusiveStartShardId", "s-001")[1:]) + 1
+        page = shards[start:start + self.page]
+        more = {"LastEvaluatedShardId": page[-1]["ShardId"]} if start + self.page < len(shards) else {}
+        return {"StreamDescription": {"Shards": page, **more}}
+
+    def batch_write_item(self, RequestItems: dict[str, Any]) -> dict[str, Any]:  # noqa: N803 - boto3's name
+        self.calls["batch_write_item"] += 1
+        [(_, requests)] = RequestItems.items()
+        self.written += [request["PutRequest"]["Item"] for request in requests]
+        return {}
+
+
+def test_every_beat_lists_the_shards_and_is_sized_and_bounded_by_that_listing() -> None:
+    """The count the emitter sized beats from was kept for 60 s: a beat right after every shard split three
+    times still had 64 slots for 32 shards. Each beat now lists the shards first (DescribeTable, then
+    DescribeStream page by page: 2 pages for 32 open and 150 closed shards), has 16 slots per open shard
+    and vouches up to its listing's start less the slack."""
+    outbox = FakeOutbox(open_now=4)
+    clock = ManualClock(NOW)
+    emitter = HeartbeatEmitter(outbox, "outbox", OutboxStreamListing(outbox, outbox, "outbox", clock), clock=clock,
+                               slack_ms=AWS_BEAT_SLACK_MS)
+    first = emitter.emit()
+    assert (first.slots, first.vouches_until) == (64, iso(NOW - AWS_BEAT_SLACK_MS))
+
+    outbox.open_now, outbox.closed = 32, 150  # every shard split three times (28 closed), and older ones
+    clock.advance(0.5)
+    calls_before = dict(outbox.calls)
+    second = emitter.emit()
+    assert (second.slots, second.vouches_until) == (512, iso(NOW + 500 - AWS_BEAT_SLACK_MS))
+    assert {name: outbox.calls[name] - calls_before[name] for name in outbox.calls} == {
+        "describe_table": 1, "describe_stream": 2, "batch_write_item": 512 // 25 + 1}
+    newest = [item for item in outbox.written if item["version"]["N"] == str(NOW + 500)]
+    assert sorted(heartbeat_part(item).slot for item in newest) == list(range(512))
+
+
+def test_a_beat_vouches_no_later_than_the_start_of_the_listing_it_was_sized_from() -> None:
+    """Whatever the listing's age, the beat's bound is when that listing began, never when it was written."""
+    outbox = FakeOutbox(open_now=1)
+    listed = ShardListing(listed_at=NOW - 60_000, open_shards=4)
+    beat = HeartbeatEmitter(outbox, "outbox", lambda: listed, clock=ManualClock(NOW), slack_ms=0).emit()
+    assert (beat.slots, beat.vouches_until, beat.occurred_at) == (64, iso(NOW - 60_000), iso(NOW))
+    assert {item["vouches_until"]["N"] for item in outbox.written} == {str(NOW - 60_000)}
 
 
 # --- on the events stream ---------------------------------------------------------------------------------
@@ -135,6 +217,39 @@ def test_a_batch_records_each_slots_newest_commit_and_the_shards_parents() -> No
     [(consumer, shard, through, slots, _, kwargs)] = checkpoints.recorded
     assert (consumer, shard, through, slots, kwargs) == (
         PROJECTOR_CONSUMER, "c", {0: NOW + 4, 1: NOW + 9, 2: NOW + 1}, 16, {"parents": ("p",)})
+
+
+class HeartbeatsOnly:
+    """The events stream as the relay publishes a batch of heartbeat slots to it."""
+
+    def __init__(self) -> None:
+        self.stats = PublishStats()
+        self.heartbeats: list[Heartbeat] = []
+
+    def publish(self, events: list[Any]) -> list[bool]:
+        return [True] * len(events)
+
+    def publish_heartbeat(self, heartbeat: Heartbeat) -> bool:
+        self.heartbeats.append(heartbeat)
+        return True
+
+
+def test_the_relay_passes_on_each_slot_no_later_than_its_beat_vouches_for() -> None:
+    """A slot's time is its item's commit time, capped at the item's `vouches_until`: the beat's listing less
+    the slack. Without the cap, a beat listed before a split would vouch through its commit, for a shard
+    that opened after the listing and holds none of its slots. An item without `vouches_until` fills none."""
+    publisher, checkpoints = HeartbeatsOnly(), RecordingCheckpoints()
+    relay = Relay(publisher, checkpoints, parked=None)  # type: ignore[arg-type]
+    listed_long_ago, listed_just_now = heartbeat_items(NOW, BeatPlan(16, NOW - 60_000)), heartbeat_items(
+        NOW + 10, BeatPlan(16, NOW + 5))
+    older_format = {name: value for name, value in listed_just_now[2].items() if name != "vouches_until"}
+    records = [StreamRecord(str(n), "INSERT", image, committed)
+               for n, (image, committed) in enumerate([(listed_long_ago[0], NOW + 3), (listed_just_now[1], NOW + 12),
+                                                       (older_format, NOW + 12)])]
+    outcome = relay.relay(records)
+    assert (outcome.heartbeats, outcome.ignored) == (2, 1)
+    [sent] = publisher.heartbeats
+    assert sent.through == {0: NOW - 60_000, 1: NOW + 5}
 
 
 def test_merge_through_keeps_each_slots_newest() -> None:

@@ -15,7 +15,9 @@ What must hold, and what breaks it:
 - the relay's watermark never vouches for an event not yet published: every event committed before it is on
   Kinesis. Without the slots (one heartbeat key for the whole outbox), a heartbeat relayed through one child
   would vouch for the other child's unpublished events; without holding a batch's heartbeat back until its
-  events are out, a partial PutRecords failure would let it vouch for the failed ones.
+  events are out, a partial PutRecords failure would let it vouch for the failed ones; without a slot's time
+  capped at its beat's `vouches_until`, a beat listed before the split (slots in one child only) would vouch
+  for the other child's unpublished events (issue 32).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from hypothesis import strategies as st
 from onward.checkpoints import CheckpointStore
 from onward.clock import epoch_ms, iso
 from onward.faults import InjectedCrash, injected
-from onward.heartbeat import Heartbeat, heartbeat_items
+from onward.heartbeat import BeatPlan, Heartbeat, heartbeat_items
 from onward.models import OutboxEvent
 from onward.relay.publisher import PublishStats
 from onward.relay.relay import Relay, StreamRecord
@@ -103,21 +105,30 @@ def event_image(job_id: str, version: int, at: int) -> dict[str, Any]:
 @st.composite
 def split_streams(draw: st.DrawFn) -> tuple[list[Committed], list[list[Committed]]]:
     """A parent shard's records, then its children's (2 or 3), as DynamoDB commits them: each job and each
-    slot in one child; commit times and sequence numbers rise across all shards in commit order."""
+    slot in one child; commit times and sequence numbers rise across all shards in commit order. A beat
+    after the split was listed either after it (its slots in every child, vouching up to its own start) or
+    before it (sized for the parent alone: its slots in any children, some maybe in none, vouching up to the
+    split at most)."""
     children = draw(st.integers(2, 3))
     jobs = draw(st.integers(1, 6))
     home = {f"{n:032x}": draw(st.integers(0, children - 1)) for n in range(jobs)}
-    slot_home = [slot % children for slot in range(SLOTS)]  # every child holds some slot
+    everywhere = [slot % children for slot in range(SLOTS)]  # every child holds some slot
     parent: list[Committed] = []
     kids: list[list[Committed]] = [[] for _ in range(children)]
     versions = dict.fromkeys(home, 0)
     commits = draw(st.lists(st.one_of(st.sampled_from(sorted(home)), st.just("beat")), min_size=4, max_size=40))
     split_at = draw(st.integers(0, len(commits)))
-    at = BASE_MS
+    at = split = BASE_MS
     for position, what in enumerate(commits):
+        if position == split_at:
+            split = at  # every child's commit comes after this
         targets: list[tuple[int, dict[str, Any], str | None]] = []
         if what == "beat":
-            targets = [(slot_home[slot], item, None) for slot, item in enumerate(heartbeat_items(at, SLOTS))]
+            slot_home, plan = everywhere, BeatPlan(SLOTS, at)
+            if position >= split_at and draw(st.booleans()):  # listed before the split
+                slot_home = draw(st.lists(st.integers(0, children - 1), min_size=SLOTS, max_size=SLOTS))
+                plan = BeatPlan(SLOTS, draw(st.integers(BASE_MS, split)))
+            targets = [(slot_home[slot], item, None) for slot, item in enumerate(heartbeat_items(at, plan))]
         else:
             versions[what] += 1
             targets = [(home[what], event_image(what, versions[what], at), f"{what}:{versions[what]}")]

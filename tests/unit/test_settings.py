@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from onward.freshness import STALE_AFTER_S
+from onward.heartbeat import AWS_BEAT_SLACK_MS
 from onward.settings import InvalidSetting, MissingSetting, Settings
 
 
@@ -17,15 +18,18 @@ def test_names_come_from_the_variables_of_the_template() -> None:
         settings.require("jobs")
 
 
-def test_the_stale_threshold_is_the_objective_plus_one_heartbeat_interval() -> None:
-    assert Settings.from_environment({}).stale_after_s == STALE_AFTER_S  # no heartbeats configured: the objective
+def test_the_stale_threshold_is_the_objective_plus_one_heartbeat_interval_and_a_beats_slack() -> None:
+    """An idle view is confirmed once per beat, through the beat's listing less its slack (5 s on AWS)."""
+    assert Settings.from_environment({}).stale_after_s == STALE_AFTER_S + AWS_BEAT_SLACK_MS / 1000
+    local = Settings.from_environment({"ONWARD_BEAT_SLACK_MS": "0"})
+    assert (local.beat_slack_ms, local.stale_after_s) == (0, STALE_AFTER_S)  # the embedded endpoint's
     settings = Settings.from_environment({"ONWARD_STALE_AFTER_S": "10", "ONWARD_HEARTBEAT_INTERVAL_S": "60"})
-    assert settings.stale_after_s == 70.0
+    assert settings.stale_after_s == 75.0
     assert Settings.from_environment({"ONWARD_OUTBOX_RETENTION_DAYS": "3"}).outbox_retention_days == 3
 
 
 @pytest.mark.parametrize("variable", ["ONWARD_STALE_AFTER_S", "ONWARD_HEARTBEAT_INTERVAL_S",
-                                      "ONWARD_OUTBOX_RETENTION_DAYS"])
+                                      "ONWARD_OUTBOX_RETENTION_DAYS", "ONWARD_BEAT_SLACK_MS"])
 @pytest.mark.parametrize("value", ["soon", "-1", "nan", "inf"])
 def test_a_number_that_is_not_one_is_refused_by_name(variable: str, value: str) -> None:
     with pytest.raises(InvalidSetting, match=variable):

@@ -10,8 +10,8 @@
 #   command runs the same way (`docker run --rm -e ... onward-worker reconcile`, `... lag`): the operator
 #   commands are in the image, the local emulation's moto is not (`onward up`/`onward endpoint` say so).
 # - Environment it reads:
-#     ONWARD_WORKER_MODULE   the module whose `registry` (onward.worker.Registry) holds the job handlers, as
-#                            `--module` would; required (the image sets none: it ships only onward.demo)
+#     ONWARD_WORKER_MODULE   the module whose `registry` (onward.runtime.worker.Registry) holds the job handlers, as
+#                            `--module` would; required (the image sets none: it ships only onward.runtime.demo_jobs)
 #     JOBS_TABLE, OUTBOX_TABLE
 #                            the stack's tables (required)
 #     AWS_REGION             set by ECS; credentials come from the task role (ECS's credentials endpoint)

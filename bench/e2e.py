@@ -2,11 +2,11 @@
 
     .venv/bin/python bench/e2e.py [--jobs N] [--workers W] [--rate R] [--json]
 
-The platform runs in this process (onward/local/platform.py: the HTTP gateway, reaper, heartbeats, relay and
+The platform runs in this process (infra/onward_infra/platform.py: the HTTP gateway, reaper, heartbeats, relay and
 projector pollers), with the API's handler in 4 execution environments and the worker pool running demo.echo
 in a process of its own (as the ECS service runs it), against the embedded endpoint in a process of its own,
-as `onward up` runs it (`onward endpoint --meter`: onward/local/endpoint.EndpointProcess), whose Meter
-(onward/local/metering.py) sees every AWS request the platform makes and is read over HTTP (RemoteMeter). The
+as `onward up` runs it (`onward endpoint --meter`: infra/onward_infra/endpoint.EndpointProcess), whose Meter
+(infra/onward_infra/metering.py) sees every AWS request the platform makes and is read over HTTP (RemoteMeter). The
 bench's own polling of the view (by key, the jobs not yet seen succeeded) is not metered. Prints:
 
 - jobs/s from the first submit until every job shows `succeeded` in the status view, for a burst of N
@@ -48,22 +48,22 @@ os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
 from botocore.config import Config
 
 from bench.fairness import percentile
-from onward.clock import epoch_ms, system_clock
-from onward.demo import registry
-from onward.handlers.bootstrap import Deployment
-from onward.local.endpoint import EndpointProcess, client_for
-from onward.local.metering import OBSERVER_AGENT, RemoteMeter
-from onward.local.platform import LocalPlatform, PlatformOptions
+from onward.bootstrap import Deployment
+from onward.domain.clock import epoch_ms, system_clock
+from onward.pipeline.view import StatusViewReader
+from onward.runtime.demo_jobs import registry
 from onward.settings import Settings
-from onward.view import StatusViewReader
+from onward_infra.endpoint import EndpointProcess, client_for
+from onward_infra.metering import OBSERVER_AGENT, RemoteMeter
+from onward_infra.platform import LocalPlatform, PlatformOptions
 
 JOBS = 300
 POLL_KEYS = 100  # one BatchGetItem
 POLL_EVERY_S = 0.25
 FLOOR_TRANSACTIONS_PER_JOB = 3  # create, claim, complete
 TOKEN = "bench-secret"
-API_ENVIRONMENTS = 4  # as `onward up` runs the API handler (onward/local/environments.py)
-WORKER_MODULE = "onward.demo"  # the workers in a process of their own, as on ECS (onward/local/worker_process.py)
+API_ENVIRONMENTS = 4  # as `onward up` runs the API handler (infra/onward_infra/environments.py)
+WORKER_MODULE = "onward.runtime.demo_jobs"  # the workers in a process of their own, as on ECS (infra/onward_infra/worker_process.py)
 
 
 class _KeptConnections(threading.local):

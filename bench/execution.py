@@ -1,5 +1,5 @@
 """What running handlers in a child process costs: a no-op handler called in the worker's thread, run in the
-worker's kept child (onward.execution.HandlerProcess, as the Worker does), and run in a child forked for the
+worker's kept child (onward.runtime.execution.HandlerProcess, as the Worker does), and run in a child forked for the
 attempt (what the kept child saves); one worker and four at once, in a process that has imported what a worker
 imports (boto3, the store), as is and with memory ballast (a fork copies the page tables, so its cost grows
 with the worker's resident memory).
@@ -24,8 +24,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # runnable as a script from anywhere
 
-import onward.store  # noqa: F401 - a worker's imports (boto3, botocore, pydantic): its resident memory
-from onward.execution import HandlerProcess, JobContext, JobHandler, Returned
+import onward.store.service  # noqa: F401 - a worker's imports (boto3, botocore, pydantic): its resident memory
+from onward.runtime.execution import HandlerProcess, JobContext, JobHandler, Returned
 
 
 def noop(context: JobContext) -> dict[str, int]:

@@ -1,9 +1,9 @@
-"""Fair dispatch, simulated: one global FIFO vs Onward's policy (onward.dispatch), side by side.
+"""Fair dispatch, simulated: one global FIFO vs Onward's policy (onward.domain.dispatch), side by side.
 
     .venv/bin/python bench/fairness.py [--json] [--jobs N] [--seed S] [--serial]
 
 A deterministic discrete-event simulation with a simulated clock (no AWS, no threads, seeded). Onward's
-side runs the SAME code as the claim path: at every dispatch decision `onward.dispatch.dispatch_order`
+side runs the SAME code as the claim path: at every dispatch decision `onward.domain.dispatch.dispatch_order`
 chooses the tenant (given the tenants with due work and the system virtual clock), a tenant below the
 clock is lifted with `Usage.lifted(candidate.lift_offset_ms)`, the clock moves on with `advance_clock`
 after every claim (it starts at 0), and usage moves with `on_claim` / `on_end`, the very changes the store
@@ -86,7 +86,7 @@ from typing import Any, NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # runnable as a script from anywhere
 
-from onward.dispatch import (
+from onward.domain.dispatch import (
     AGING_MS,
     TenantLoad,
     TenantPolicy,
@@ -119,7 +119,7 @@ TARGET_SHARE_ERROR = 0.05
 
 class Policy(StrEnum):
     FIFO = "fifo"  # one global queue in arrival order
-    ONWARD = "onward"  # onward.dispatch: weighted fair share, caps that flex
+    ONWARD = "onward"  # onward.domain.dispatch: weighted fair share, caps that flex
     SMALL_FIRST = "small_first"  # reference oracle: a small tenant's due job always goes first
 
 
@@ -216,7 +216,7 @@ def simulate(scenario: Scenario, policy: Policy) -> Outcome:
     backlog_spans: list[list[tuple[float, float]]] = [[] for _ in range(count)]
     window_ms: list[dict[int, float]] = [{} for _ in range(count)]
     now = last = 0.0
-    clock = 0.0  # the system virtual clock (onward.dispatch.advance_clock)
+    clock = 0.0  # the system virtual clock (onward.domain.dispatch.advance_clock)
     jobs = 0
 
     while True:
@@ -460,7 +460,7 @@ class ReturningOutcome(NamedTuple):
 
 
 def simulate_returning(pattern: Returning, seed: int = 1, *, clock_advances: bool = True) -> ReturningOutcome:
-    """Run `pattern` with onward.dispatch choosing the tenant, lifting and advancing the clock as the claim
+    """Run `pattern` with onward.domain.dispatch choosing the tenant, lifting and advancing the clock as the claim
     does. Every event of one instant (attempts ending, batches arriving) is applied before a worker is
     given out. `clock_advances=False` passes clock 0.0 to every decision, so nobody is ever lifted: the
     policy without its clock."""

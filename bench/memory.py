@@ -3,7 +3,8 @@
     .venv/bin/python bench/memory.py [--minutes 30] [--rate 2] [--retention-scale S] [--json]
 
 Runs the embedded endpoint in a process of its own (`onward endpoint --retention-scale S`, through
-onward/local/endpoint.EndpointProcess) and the platform in another (`onward up --endpoint-url ...`: workers, reaper,
+infra/onward_infra/endpoint.EndpointProcess) and the platform in another (`onward up --endpoint-url ...`: workers,
+reaper,
 heartbeats, relay and projector pollers, HTTP API), submits demo.echo jobs over HTTP at a constant `--rate`,
 and samples each process's resident memory (VmRSS) at a third, two thirds and all of `--minutes` (minutes
 10, 20 and 30 by default). Prints:
@@ -43,7 +44,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # runnable as a script from anywhere
 
 from bench.e2e import submit_echo
-from onward.local.endpoint import EndpointProcess
+from onward_infra.endpoint import EndpointProcess
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -54,7 +55,7 @@ JOB_RETENTION_DAYS = 7  # the platform's ONWARD_JOB_RETENTION_DAYS here: a finis
 HEARTBEAT_TTL_S = 3600
 MAX_SCALE = 0.0005  # at most: streams 43 s, the outbox's TTL 5 minutes
 TARGET_GROWTH_PCT = 10.0
-STATS_PATH = "/_onward/retention"  # onward.local.moto_fixes.retention.STATS_PATH (not imported: it loads moto here)
+STATS_PATH = "/_onward/retention"  # onward_infra.moto_fixes.retention.STATS_PATH (not imported: it loads moto here)
 
 
 def default_scale(minutes: float) -> float:

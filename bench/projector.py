@@ -9,7 +9,7 @@ phases, each run by both projectors into their own status table:
 - duplicate: every v3 again (a redelivery): a no-op;
 - stale: every v2 again (a replay behind the view): a no-op.
 
-- onward: onward.projector.projector.StatusProjector.project: ONE conditional PutItem (`attribute_not_exists
+- onward: onward.pipeline.projector.projector.StatusProjector.project: ONE conditional PutItem (`attribute_not_exists
   OR version < :v`, ReturnValuesOnConditionCheckFailure=ALL_OLD), so a refusal is classified from the
   returned item with no extra read;
 - naive: GetItem (consistent), compare versions in Python, then PutItem when newer.
@@ -39,14 +39,14 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # runnable as a script from anywhere
 os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
 
-from onward.clock import iso, system_clock
-from onward.dynamo import from_item, to_item
-from onward.handlers.bootstrap import Deployment
-from onward.local.endpoint import EmbeddedEndpoint
-from onward.models import OutboxEvent
-from onward.projection import ProjectionOutcome, classify, view_fields
+from onward.bootstrap import Deployment
+from onward.domain.clock import iso, system_clock
+from onward.domain.models import OutboxEvent
+from onward.domain.projection import ProjectionOutcome, classify, view_fields
+from onward.domain.states import JobState
 from onward.settings import Settings
-from onward.states import JobState
+from onward.store.dynamo.attributes import from_item, to_item
+from onward_infra.endpoint import EmbeddedEndpoint
 
 JOBS = 1_000
 SLICE = 50

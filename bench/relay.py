@@ -8,7 +8,7 @@ outbox table's DynamoDB stream in batches of up to 1,000 records (the most one G
 relay's batch size), untimed.
 
 Then, on the same stream records:
-- onward: onward.relay.relay.Relay.relay per batch, as onward.handlers.relay.handler runs it: skip records
+- onward: onward.pipeline.relay.relay.Relay.relay per batch, as onward.entrypoints.relay.handler runs it: skip records
   its checkpoint
   covers, decode the INSERT images, PutRecords (<= 500 records, one event per job per request, so a job's
   events stay in order), advance the checkpoint;
@@ -36,14 +36,14 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # runnable as a script from anywhere
 os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")  # the relay logs every batch at INFO
 
-from onward.handlers.bootstrap import Deployment
-from onward.local.endpoint import EmbeddedEndpoint
-from onward.models import NewJob
-from onward.outbox import event_from_image
-from onward.relay.publisher import MAX_RECORDS_PER_REQUEST, encode
-from onward.relay.relay import StreamRecord
+from onward.bootstrap import Deployment
+from onward.domain.models import NewJob
+from onward.pipeline.outbox import event_from_image
+from onward.pipeline.relay.publisher import MAX_RECORDS_PER_REQUEST, encode
+from onward.pipeline.relay.relay import StreamRecord
 from onward.settings import Settings
-from onward.store import JobStore
+from onward.store.service import JobStore
+from onward_infra.endpoint import EmbeddedEndpoint
 
 JOBS = 1_000
 STREAM_BATCH = 1_000

@@ -26,7 +26,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # runnable as a script from anywhere
 
-from onward.local.endpoint import EndpointProcess
+from onward_infra.endpoint import EndpointProcess
 
 REQUESTS = 2000
 WARM_UP = 100

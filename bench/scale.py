@@ -3,7 +3,7 @@
     .venv/bin/python bench/scale.py [--json] [--jobs N] [--tenants N]
 
 Runs the job store's whole path for each job (create, claim, complete: what the API and the workers do)
-against the embedded endpoint with its meter (onward/local/metering.py), which charges every read and write unit
+against the embedded endpoint with its meter (infra/onward_infra/metering.py), which charges every read and write unit
 to the partition key of the table or index that pays it, as DynamoDB bills them. DynamoDB serves at most
 1,000 write units and 3,000 read units per second per partition, so the platform's ceiling is where the
 hottest key reaches one of them:
@@ -38,12 +38,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # runnable as a script from anywhere
 
-from onward.local.endpoint import REGION, EmbeddedEndpoint
-from onward.local.metering import Meter, MeterReading
-from onward.models import NewJob
-from onward.recorder import Tenant
+from onward.domain.models import NewJob
 from onward.settings import Settings
-from onward.store import JobStore
+from onward.store.ports import Tenant
+from onward.store.service import JobStore
+from onward_infra.endpoint import REGION, EmbeddedEndpoint
+from onward_infra.metering import Meter, MeterReading
 
 PARTITION_WRITE_UNITS = 1_000
 PARTITION_READ_UNITS = 3_000

@@ -2,12 +2,12 @@
 
     .venv/bin/python bench/transactions.py [--json]
 
-Each transaction is the job store's own create (onward.store.JobStore.create): ONE TransactWriteItems
+Each transaction is the job store's own create (onward.store.service.JobStore.create): ONE TransactWriteItems
 request with a conditional Put of the job row and a conditional Put of its outbox event (the outbox
 table has a stream). It runs over real HTTP against an EmbeddedEndpoint, into a fresh stack whose jobs
 table was first filled to ~100 or ~20,000 job rows with BatchWriteItem (25 rows a request).
 
-Both implementations are measured in one run, on one endpoint: our fix (onward.local.moto_fixes.install()) and
+Both implementations are measured in one run, on one endpoint: our fix (onward_infra.moto_fixes.install()) and
 stock moto (uninstall()). Stock moto deep-copies every table a transaction touches, so at 20,000 rows it
 manages ~2 transactions a second: its large-table run is capped at a few transactions; every other run
 is time-boxed. The fixed endpoint must not slow down with the table: small/large throughput <= 2, else
@@ -30,12 +30,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # runnable as a
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.table import Table
 
-from onward.dynamo import to_item
-from onward.local import moto_fixes
-from onward.local.endpoint import EmbeddedEndpoint
-from onward.models import NewJob
+from onward.domain.models import NewJob
 from onward.settings import Settings
-from onward.store import JobStore
+from onward.store.dynamo.attributes import to_item
+from onward.store.service import JobStore
+from onward_infra import moto_fixes
+from onward_infra.endpoint import EmbeddedEndpoint
 
 SMALL, LARGE = 100, 20_000
 MAX_FIXED_RATIO = 2.0

@@ -16,12 +16,12 @@ import boto3
 from botocore import UNSIGNED
 from botocore.config import Config
 
-from onward.freshness import STALE_AFTER_S
-from onward.heartbeat import AWS_BEAT_SLACK_MS
-from onward.keys import DEFAULT_ACTIVE_SHARDS, MAX_ACTIVE_SHARDS
-from onward.lean_calls import use_lean_calls
-from onward.lean_http import use_lean_http
-from onward.lean_json import use_lean_json
+from onward.domain.freshness import STALE_AFTER_S
+from onward.pipeline.heartbeats import AWS_BEAT_SLACK_MS
+from onward.store.dynamo.keys import DEFAULT_ACTIVE_SHARDS, MAX_ACTIVE_SHARDS
+from onward_infra.lean_client.calls import use_lean_calls
+from onward_infra.lean_client.codec import use_lean_json
+from onward_infra.lean_client.http import use_lean_http
 
 # Workers, stream consumers, the reaper, operators: patient, since a call given up is work redone later.
 WORKER_CLIENT_CONFIG = Config(
@@ -86,12 +86,12 @@ class Settings:
     events_stream: str | None = None
     outbox_retention_days: int = DEFAULT_OUTBOX_RETENTION_DAYS  # the TTL writers stamp on outbox events
     # ONWARD_JOB_RETENTION_DAYS: how long a job's items, view row, conflicts and parked records are kept once
-    # done (onward.keys says from when)
+    # done (onward.store.dynamo.keys says from when)
     job_retention_days: int = DEFAULT_JOB_RETENTION_DAYS
     freshness_objective_s: float = STALE_AFTER_S  # ONWARD_STALE_AFTER_S
     heartbeat_interval_s: float = 0.0  # ONWARD_HEARTBEAT_INTERVAL_S: how often idle shards are confirmed
     # ONWARD_BEAT_SLACK_MS: how long before its listing of the outbox stream's shards a beat vouches
-    # (onward.heartbeat.plan_beat). AWS's by default; the embedded endpoint exports 0: it stamps commits in
+    # (onward.pipeline.heartbeats.plan_beat). AWS's by default; the embedded endpoint exports 0: it stamps commits in
     # milliseconds of this host's clock, and DescribeStream answers its live topology.
     beat_slack_ms: int = AWS_BEAT_SLACK_MS
     active_shards: int = DEFAULT_ACTIVE_SHARDS  # ONWARD_ACTIVE_SHARDS: partitions of the `active` index
@@ -105,11 +105,13 @@ class Settings:
     # TransactWriteItems, medians of 6 alternating runs of 200). On by default; `onward up` and the benches
     # turn it off for their own embedded endpoint, the tests keep it on (it names a malformed request early).
     parameter_validation: bool = True
-    # ONWARD_LEAN_CLIENT: the clients of UNSIGNED_SERVICES send through onward.lean_http instead of urllib3 (half
-    # of a local request's client CPU), and write requests and read answers with onward.lean_json's codec
+    # ONWARD_LEAN_CLIENT: the clients of UNSIGNED_SERVICES send through onward_infra.lean_client.http instead of urllib3
+    # (half
+    # of a local request's client CPU), and write requests and read answers with onward_infra.lean_client.codec's codec
     # (json.dumps / json.loads where botocore's serializer and parser would give the same: a Query of 8 job
     # rows 1.62 -> 0.96 ms of client CPU, a GetItem 0.60 -> 0.48), and send each call without botocore's
-    # per-call machinery (onward.lean_calls: 0.50 -> 0.28 ms per request of the platform's mix). Only with a
+    # per-call machinery (onward_infra.lean_client.calls: 0.50 -> 0.28 ms per request of the platform's mix). Only with
+    # a
     # plain-HTTP endpoint_url: the embedded endpoint exports it.
     lean_client: bool = False
 
@@ -141,7 +143,7 @@ class Settings:
 
     @property
     def job_retention_s(self) -> int:
-        """The job retention in seconds, as the TTL writers add it (onward.keys.ttl_after)."""
+        """The job retention in seconds, as the TTL writers add it (onward.store.dynamo.keys.ttl_after)."""
         return self.job_retention_days * DAY_S
 
     @property

@@ -58,7 +58,7 @@ class MetricSink(Protocol):
 
 
 def add_attempt_overlaps(metrics: MetricSink, pairs: int) -> None:
-    """Pairs of attempts of one job found to have run at the same time (onward.overlaps): side effects that may
+    """Pairs of attempts of one job found to have run at the same time (onward.domain.overlaps): side effects that may
     have happened twice; `onward overlaps --since` lists the jobs."""
     metrics.add_metric(name=ATTEMPT_OVERLAPS, unit=MetricUnit.Count, value=pairs)
 

@@ -15,7 +15,7 @@ as long as the code follows the conventions the tests rely on:
   `settings.require("jobs_table")` -> JOBS_TABLE);
 - the project's code is called by name: a function, class or method runs only where its name is written
   (`store.replay(...)`, `JobStore(...)`, `key=self._order`, `getattr(x, "literal")`) or where a library calls
-  it (see below). Components come from the wiring class (onward/handlers/bootstrap.py's Deployment, whose
+  it (see below). Components come from the wiring class (onward/bootstrap.py's Deployment, whose
   builders are `@Component` methods) by attribute, `deployment.relay`, so a builder (and the imports inside
   it) is read only where its name is.
 
@@ -59,7 +59,7 @@ import botocore.session
 
 ROOT = Path(__file__).resolve().parent.parent
 PROJECT_PACKAGE = "onward"
-NOT_SHIPPED = ("onward.cli", "onward.local")  # what the functions do not ship (see Makefile)
+NOT_SHIPPED = ("onward.cli", "onward_infra")  # what the functions do not ship (see Makefile)
 
 # SDK service -> IAM action prefix (DynamoDB Streams' actions are in the dynamodb namespace).
 SERVICES = {"dynamodb": "dynamodb", "dynamodbstreams": "dynamodb", "kinesis": "kinesis", "sqs": "sqs",

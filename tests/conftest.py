@@ -3,7 +3,7 @@ template.yaml per test (`environment`), so tests never see each other's jobs:
 
 - a test that runs the stream pipeline (asks for `pipeline`) or is marked `own_stack` gets a stack of its
   own, freshly deployed: streams and Kinesis start empty only there;
-- any other test borrows the session's shared stack (onward.local.endpoint.SharedStack), every table emptied and
+- any other test borrows the session's shared stack (onward_infra.endpoint.SharedStack), every table emptied and
   checked empty before it is handed over. A test that reads or writes a stream (or changes a table, stream
   or queue) on it errors at teardown: mark it `own_stack`. One that leaves a thread running, or anything
   that names the stack between tests, gets the shared stack replaced by a fresh one.
@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from onward.local.endpoint import EmbeddedEndpoint, SharedStack
 from onward.settings import Settings
-from onward.store import JobStore
+from onward.store.service import JobStore
+from onward_infra.endpoint import EmbeddedEndpoint, SharedStack
 from tests.support import ManualClock
 
 os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
@@ -108,7 +108,7 @@ def stack_environment(environment: dict[str, str], monkeypatch: pytest.MonkeyPat
 
 @pytest.fixture
 def pipeline(stack_environment, settings, endpoint):
-    from onward.local.pipeline import LocalPipeline
+    from onward_infra.pipeline import LocalPipeline
 
     clients = {name: endpoint.client(name) for name in ("dynamodb", "dynamodbstreams", "kinesis")}
     return LocalPipeline.build(settings, clients)

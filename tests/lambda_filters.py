@@ -13,7 +13,7 @@ from typing import Any
 
 from moto.events.models import EventPattern
 
-from onward.local.template import load_template
+from onward_infra.template import load_template
 
 
 def mapping_filters(function: str, event_name: str) -> list[dict[str, str]]:

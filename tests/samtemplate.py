@@ -20,7 +20,7 @@ from typing import Any
 from cfnlint.api import ManualArgs, lint_file
 from samtranslator.translator.transform import transform
 
-from onward.local.template import TEMPLATE_PATH, load_template
+from onward_infra.template import TEMPLATE_PATH, load_template
 
 REGION = "us-east-1"
 PLACEHOLDER_CODE = "s3://onward-artifacts/onward.zip"

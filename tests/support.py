@@ -6,12 +6,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from onward import clock
-from onward.dynamo import to_item
-from onward.models import ErrorSummary, NewJob
-from onward.schedule_store import DUE_ENTITY, SCHEDULE_ENTITY, due_key, schedule_key
-from onward.schedules import Schedule
-from onward.store import JobStore
+from onward.domain import clock
+from onward.domain.models import ErrorSummary, NewJob
+from onward.domain.schedules import Schedule
+from onward.store.dynamo.attributes import to_item
+from onward.store.schedules import DUE_ENTITY, SCHEDULE_ENTITY, due_key, schedule_key
+from onward.store.service import JobStore
 
 ManualClock = clock.ManualClock  # the tests' clock is the one onward.testing gives handler authors
 
@@ -57,7 +57,7 @@ def dead(store: JobStore, tenant: str, count: int = 1, job_type: str = "demo.fai
 
 
 def put_legacy_schedules(dynamodb: Any, table: str, schedules: list[Schedule]) -> None:
-    """Store schedules as they were before a tenant's schedule counter existed (onward.schedule_store): each
+    """Store schedules as they were before a tenant's schedule counter existed (onward.store.schedules): each
     one's item and due entry, no counter; raw batches, much faster than an add each."""
     items = [{**to_item(schedule.model_dump(mode="json")), "pk": {"S": pk}, "sk": {"S": sk}, "entity": {"S": entity}}
              for schedule in schedules

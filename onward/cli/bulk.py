@@ -1,4 +1,4 @@
-"""`onward bulk replay` / `onward bulk cancel`: the bulk operator actions (onward.bulk) from the command line.
+"""`onward bulk replay` / `onward bulk cancel`: the bulk operator actions (onward.operator.bulk) from the command line.
 Without --apply a command only counts the matching jobs and shows a sample; with it, it acts on each, printing
 progress and a final report. Exit status 0; 1 when any job failed; 2 for a filter that cannot work."""
 
@@ -8,7 +8,10 @@ import argparse
 import sys
 from collections.abc import Callable
 
-from onward.bulk import (
+from onward.bootstrap import Deployment
+from onward.domain.clock import iso
+from onward.domain.states import JobState
+from onward.operator.bulk import (
     ALLOWED_STATES,
     MAX_JOBS,
     BulkAction,
@@ -18,9 +21,6 @@ from onward.bulk import (
     InvalidBulkFilter,
     Progress,
 )
-from onward.clock import iso
-from onward.handlers.bootstrap import Deployment
-from onward.states import JobState
 
 NOUNS = {BulkKind.REPLAY: "dead or quarantined", BulkKind.CANCEL: "waiting or running"}
 
@@ -80,7 +80,7 @@ def cmd_bulk(args: argparse.Namespace) -> int:
     progress = None if args.json or not args.apply else _print_progress
     report = action.run(where, dry_run=not args.apply, max_jobs=args.max_jobs, progress=progress)
     if args.json:
-        from onward.handlers.contract import BulkActionReport
+        from onward.api.contract import BulkActionReport
 
         print(BulkActionReport.of(report).model_dump_json())
     else:

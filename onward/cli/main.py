@@ -1,5 +1,5 @@
-"""`onward`: the command line. Each command asks the environment's Deployment (onward/handlers/bootstrap.py) for the
-components it uses and hands them to the core. Only the local-stack commands import onward.local, lazily, and
+"""`onward`: the command line. Each command asks the environment's Deployment (onward/bootstrap.py) for the
+components it uses and hands them to the core. Only the local-stack commands import onward_infra, lazily, and
 only the embedded endpoint loads moto (the `local` extra): `onward worker`, the production runtime, loads
 neither, and `onward up --aws` / `--endpoint-url` runs the local platform without moto."""
 
@@ -21,17 +21,17 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from onward.clock import parse_instant
-from onward.dispatch import MAX_WEIGHT, MIN_WEIGHT
-from onward.handlers.bootstrap import Deployment
-from onward.models import NewJob
-from onward.states import is_terminal
-from onward.tenants import MAX_READY_SHARDS, TENANT_CACHE_MS
-from onward.worker import InvalidRegistration, Registry
+from onward.bootstrap import Deployment
+from onward.domain.clock import parse_instant
+from onward.domain.dispatch import MAX_WEIGHT, MIN_WEIGHT
+from onward.domain.models import NewJob
+from onward.domain.states import is_terminal
+from onward.runtime.worker import InvalidRegistration, Registry
+from onward.store.tenants import MAX_READY_SHARDS, TENANT_CACHE_MS
 
 if TYPE_CHECKING:
-    from onward.lag import LagReport
-    from onward.local.endpoint import EmbeddedEndpoint, EndpointProcess
+    from onward.operator.lag import LagReport
+    from onward_infra.endpoint import EmbeddedEndpoint, EndpointProcess
 
 
 def _interrupt() -> None:
@@ -67,8 +67,8 @@ def _require_local_extra(command: str) -> None:
 
 def cmd_endpoint(args: argparse.Namespace) -> int:
     _require_local_extra("endpoint")
-    from onward.local.endpoint import END_OF_EXPORTS, collect_for_a_large_heap, end_with_parent
-    from onward.local.stack import export_lines
+    from onward_infra.endpoint import END_OF_EXPORTS, collect_for_a_large_heap, end_with_parent
+    from onward_infra.stack import export_lines
 
     signal.signal(signal.SIGTERM, lambda *_: _interrupt())  # stop as on Ctrl-C, from the start
     _interruptible()
@@ -91,13 +91,13 @@ def cmd_endpoint(args: argparse.Namespace) -> int:
 def _embedded_endpoint(args: argparse.Namespace) -> EmbeddedEndpoint:
     """The embedded endpoint the flags describe (topology, retention, data directory), not yet started; a
     data directory that cannot be used ends the command (exit status 2, the reason)."""
-    from onward.local.endpoint import EmbeddedEndpoint
-    from onward.local.snapshots import DataDirectoryInUse, IncompatibleSnapshot
+    from onward_infra.endpoint import EmbeddedEndpoint
+    from onward_infra.snapshots import DataDirectoryInUse, IncompatibleSnapshot
 
     meter = None
     if args.meter:
-        from onward.local.endpoint import REGION
-        from onward.local.metering import Meter
+        from onward_infra.endpoint import REGION
+        from onward_infra.metering import Meter
 
         meter = Meter(REGION, billing=args.meter == "billing")
     try:
@@ -113,7 +113,7 @@ def _endpoint_process(args: argparse.Namespace) -> EndpointProcess:
     """`onward endpoint` with the flags of `onward up`, started, in a process of its own (a GIL of its own:
     the platform's threads and the emulator do not share one core). It stops after the platform, which
     still writes while it stops. A data directory it cannot use ends the command (exit status 2)."""
-    from onward.local.endpoint import EndpointProcess
+    from onward_infra.endpoint import EndpointProcess
 
     flags = ["--port", str(args.port), "--stream-shards", str(args.stream_shards),
              "--retention-scale", repr(args.retention_scale), "--snapshot-every-s", repr(args.snapshot_every_s)]
@@ -143,7 +143,7 @@ def _add_topology_flags(parser: argparse.ArgumentParser) -> None:
                         "tables do (default: never)")
 
 
-MIN_RETENTION_SCALE = 1e-5  # onward.local.moto_fixes.retention.MIN_SCALE (not imported: it loads moto)
+MIN_RETENTION_SCALE = 1e-5  # onward_infra.moto_fixes.retention.MIN_SCALE (not imported: it loads moto)
 
 
 def _add_state_flags(parser: argparse.ArgumentParser) -> None:
@@ -174,9 +174,9 @@ def cmd_worker(args: argparse.Namespace) -> int:
         return 2
     registry = getattr(module, "registry", None)
     if not isinstance(registry, Registry):
-        print(f"onward worker: {args.module} has no `registry` (an onward.worker.Registry)", file=sys.stderr)
+        print(f"onward worker: {args.module} has no `registry` (an onward.runtime.worker.Registry)", file=sys.stderr)
         return 2
-    from onward.pool import WorkerPool
+    from onward.runtime.pool import WorkerPool
 
     pool = WorkerPool(Deployment.from_environment().job_store, registry, args.concurrency, args.lease_s)
     pool.start()
@@ -216,7 +216,7 @@ def _tokens(args: argparse.Namespace) -> tuple[dict[str, str], str]:
     """Tenant -> secret from --token TENANT=SECRET, then those a data directory kept, then fresh ones for demo
     tenants without one; and the operator's (given, kept, or fresh). With --data-dir they are kept for the
     next start. Refused at start (exit status 2, the reason, no secret echoed) when they cannot all work."""
-    from onward.handlers.auth import InvalidTokens, parse_tokens
+    from onward.api.auth import InvalidTokens, parse_tokens
 
     kept = _kept_tokens(args.data_dir)
     operator = args.operator_token or kept.get("operator") or secrets.token_urlsafe(12)
@@ -266,7 +266,7 @@ def _target_environment(args: argparse.Namespace) -> dict[str, str]:
     (resource names read from CloudFormation; `--deploy` first creates the data resources)."""
     from botocore.exceptions import ClientError
 
-    from onward.local.stack import deploy_data_resources, stack_environment
+    from onward_infra.stack import deploy_data_resources, stack_environment
 
     environment = {"AWS_ENDPOINT_URL": args.endpoint_url} if args.endpoint_url else {}
     cloudformation = Deployment.from_environment({**os.environ, **environment}).client("cloudformation")
@@ -292,9 +292,9 @@ def cmd_up(args: argparse.Namespace) -> int:
     and follows it to its end."""
     from contextlib import ExitStack
 
-    from onward.demo import registry
-    from onward.local.platform import LocalPlatform, PlatformOptions
-    from onward.local.stack import export_lines
+    from onward.runtime.demo_jobs import registry
+    from onward_infra.platform import LocalPlatform, PlatformOptions
+    from onward_infra.stack import export_lines
 
     if args.data_dir is not None and (args.endpoint_url or args.aws):
         print("onward up: --data-dir keeps the embedded endpoint's state; with --endpoint-url or --aws the "
@@ -374,7 +374,7 @@ def _follow_demo(deployment: Deployment, stop: threading.Event) -> None:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    from onward.relay.replay import ReplaySelection, replay
+    from onward.pipeline.relay.replay import ReplaySelection, replay
 
     if args.since is not None and args.until is not None and args.until < args.since:
         print("onward replay: --until is before --since", file=sys.stderr)
@@ -393,7 +393,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def cmd_rebuild_view(args: argparse.Namespace) -> int:
-    from onward.projector.rebuild import compare
+    from onward.pipeline.projector.rebuild import compare
 
     deployment = Deployment.from_environment()
     diff = compare(deployment.outbox_reader.all(), deployment.status_view.all())
@@ -409,8 +409,8 @@ def cmd_rebuild_view(args: argparse.Namespace) -> int:
 
 
 def cmd_reconcile(args: argparse.Namespace) -> int:
-    from onward.clock import system_clock
-    from onward.relay.reconcile import find_lagging, repair
+    from onward.domain.clock import system_clock
+    from onward.pipeline.relay.reconcile import find_lagging, repair
 
     deployment = Deployment.from_environment()
     lagging = find_lagging(deployment.job_store.all_jobs(), deployment.status_view, system_clock(),
@@ -429,7 +429,7 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
 def cmd_capacity(args: argparse.Namespace) -> int:
     import json
 
-    from onward.capacity import UNITS, Workload, assess
+    from onward.domain.capacity import UNITS, Workload, assess
 
     try:
         workload = Workload(args.arrival_rate, args.slots, args.write_ms, args.recovered_write_ms,
@@ -466,7 +466,7 @@ def cmd_tenant_set(args: argparse.Namespace) -> int:
     settings, replace those given and write them; prints them before and after. Read, then written whole: of
     two operators setting one tenant at the same moment, the later write wins, the other's change is lost."""
     from onward.cli.tenants import change_text, tenant_change
-    from onward.errors import InvalidRequest
+    from onward.domain.errors import InvalidRequest
 
     try:
         change = tenant_change(args.tenant, args.weight, args.cap, remove_cap=args.no_cap,
@@ -489,9 +489,9 @@ def cmd_tenant_set(args: argparse.Namespace) -> int:
 def cmd_tenant_list(args: argparse.Namespace) -> int:
     """Every registered tenant's settings and counters (as /ops/tenants reads them) and its claims over the
     last minute, as a table or (--json) one object."""
-    from onward.claim_shares import RecentClaims
     from onward.cli.tenants import CLAIM_WINDOW_S, listing, listing_text
-    from onward.clock import system_clock
+    from onward.domain.clock import system_clock
+    from onward.operator.claim_history import RecentClaims
 
     deployment = Deployment.from_environment()
     states = deployment.job_store.tenant_states()
@@ -503,11 +503,11 @@ def cmd_tenant_list(args: argparse.Namespace) -> int:
 
 
 def cmd_overlaps(args: argparse.Namespace) -> int:
-    """The jobs whose attempts ran at once since --since (onward.overlaps), from the jobs table's `overlaps`
+    """The jobs whose attempts ran at once since --since (onward.domain.overlaps), from the jobs table's `overlaps`
     index: a table, or (--json) one object. The window starts no earlier than the job retention allows (run
     records older are gone). Exit status 1 when any job is listed, as `onward reconcile` does."""
-    from onward.clock import iso, system_clock
-    from onward.overlap_reader import DynamoOverlapIndex, OverlapReader
+    from onward.domain.clock import iso, system_clock
+    from onward.operator.overlaps import DynamoOverlapIndex, OverlapReader
 
     deployment = Deployment.from_environment()
     now = system_clock()
@@ -587,7 +587,7 @@ PORT = _bounded(int, 0, 65535)
 RETENTION_SCALE = _bounded(float, MIN_RETENTION_SCALE, 1)
 POSITIVE_SECONDS = _bounded(float, 0, low_inclusive=False)
 # `onward worker --stop-timeout`: under ECS's StopTimeout of 120 s (template.yaml) less the stop grace (5 s),
-# the end of an unheeding handler (2 s) and the release's commit (onward.pool.RELEASE_WAIT_S)
+# the end of an unheeding handler (2 s) and the release's commit (onward.runtime.pool.RELEASE_WAIT_S)
 DEFAULT_STOP_TIMEOUT_S = 90.0
 
 
@@ -649,7 +649,7 @@ def build_parser() -> argparse.ArgumentParser:
     worker = command("worker", "run a worker pool for the handlers in a module")
     worker_module = os.environ.get("ONWARD_WORKER_MODULE") or None  # the container image's way (Dockerfile)
     worker.add_argument("--module", default=worker_module, required=worker_module is None,
-                        help="module with a `registry` (onward.worker.Registry); without the flag, "
+                        help="module with a `registry` (onward.runtime.worker.Registry); without the flag, "
                         "ONWARD_WORKER_MODULE names it")
     worker.add_argument("--concurrency", type=_bounded(int, 1, 1024), default=4, help="jobs run at once")
     worker.add_argument("--lease-s", type=POSITIVE_SECONDS, default=30.0,

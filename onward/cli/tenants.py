@@ -8,12 +8,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from onward.claim_shares import ClaimCounts
-from onward.clock import iso
-from onward.dispatch import TenantPolicy
-from onward.errors import InvalidRequest
-from onward.recorder import Tenant, TenantState
-from onward.tenants import check_tenant, check_tenant_id
+from onward.domain.clock import iso
+from onward.domain.dispatch import TenantPolicy
+from onward.domain.errors import InvalidRequest
+from onward.operator.claim_history import ClaimCounts
+from onward.store.ports import Tenant, TenantState
+from onward.store.tenants import check_tenant, check_tenant_id
 
 CLAIM_WINDOW_S = 60  # `tenant list` counts the claims of the last minute, in one bucket
 
@@ -41,8 +41,8 @@ class TenantChange:
 
 def tenant_change(tenant_id: str, weight: float | None = None, cap: int | None = None, *,
                   remove_cap: bool = False, ready_shards: int | None = None) -> TenantChange:
-    """The change, each given value checked by the rules the registry applies (onward.dispatch.TenantPolicy,
-    onward.tenants.check_tenant). InvalidRequest, naming the flag, for the first that cannot work."""
+    """The change, each given value checked by the rules the registry applies (onward.domain.dispatch.TenantPolicy,
+    onward.store.tenants.check_tenant). InvalidRequest, naming the flag, for the first that cannot work."""
     check_tenant_id(tenant_id)
     if remove_cap and cap is not None:
         raise InvalidRequest("--cap and --no-cap contradict each other: give one")

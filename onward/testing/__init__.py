@@ -12,7 +12,7 @@ run records). The guide: docs/testing-handlers.md.
         record.assert_outcomes(["failed", "succeeded"])
 """
 
-from onward.clock import ManualClock
+from onward.domain.clock import ManualClock
 from onward.testing.harness import DEFAULT_TENANT, JobHarness, NotSettled
 from onward.testing.records import OPEN, JobRecord
 from onward.testing.timeline import AttemptCut, TimeAlreadyMoving

@@ -7,15 +7,15 @@ import random
 from collections.abc import Callable
 from typing import Any
 
-from onward.backoff import BackoffPolicy
-from onward.clock import EpochMs, ManualClock
-from onward.models import Lease, NewJob
-from onward.reaper import reap_once
-from onward.states import TERMINAL_STATES, JobState
-from onward.store import CancelOutcome, CancelStatus, JobStore
+from onward.domain.backoff import BackoffPolicy
+from onward.domain.clock import EpochMs, ManualClock
+from onward.domain.models import Lease, NewJob
+from onward.domain.states import TERMINAL_STATES, JobState
+from onward.maintenance.reaper import reap_once
+from onward.runtime.worker import JobHandler, Registry, SimulatedCrash, Worker
+from onward.store.service import CancelOutcome, CancelStatus, JobStore
 from onward.testing.records import JobRecord
 from onward.testing.timeline import InlineRunner, Timeline, ms_of
-from onward.worker import JobHandler, Registry, SimulatedCrash, Worker
 
 DEFAULT_TENANT = "tests"
 STEPS_PER_JOB = 250  # attempts (at most 100 per budget) and clock moves one job may take to end, and to spare
@@ -29,7 +29,7 @@ class NotSettled(AssertionError):
 class JobHarness:
     """Runs handlers as a worker does, without a worker's process, threads or AWS.
 
-    What is real: the job store (onward.store.JobStore over the in-memory recorder, the same lifecycle,
+    What is real: the job store (onward.store.service.JobStore over the in-memory recorder, the same lifecycle,
     dispatch order, attempt budget, backoff and fencing as on DynamoDB), the Worker (its claim, the
     JobContext it builds with the fencing token `<job_id>:<attempt>`, the lease renewal that tells the
     handler of a cancel, how it reports what the handler returned or raised, a timeout, a stop) and the

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from onward.models import ErrorSummary, Job, OutboxEvent, Run
-from onward.states import JobState, RunOutcome
+from onward.domain.models import ErrorSummary, Job, OutboxEvent, Run
+from onward.domain.states import JobState, RunOutcome
 
 OPEN = "open"  # the outcome read for an attempt not closed yet (its worker crashed; the lease not yet lapsed)
 _ANY: Any = object()

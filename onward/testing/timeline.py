@@ -1,7 +1,8 @@
 """Time for handlers run in the test's own thread: a manual clock that moves only when told, and what a worker
 does while time passes, done at the moments the clock passes.
 
-In a worker (onward.worker, onward.execution) real time passes while a handler runs: a LeaseRenewal renews the
+In a worker (onward.runtime.worker, onward.runtime.execution) real time passes while a handler runs: a LeaseRenewal
+renews the
 lease every `heartbeat_s` and tells the handler's context of a cancel or a lost lease, the worker forwards those
 stops to the handler's process within 50 ms, and ends the process at the attempt's timeout or when a stop goes
 unheeded for `stop_grace_s`. Here the harness's `Timeline` moves the clock instead, when the handler waits
@@ -21,8 +22,9 @@ import pickle
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from onward.clock import Clock, EpochMs, ManualClock
-from onward.execution import (
+from onward.domain.clock import Clock, EpochMs, ManualClock
+from onward.domain.models import Lease
+from onward.runtime.execution import (
     AttemptRequest,
     HandlerLookup,
     JobContext,
@@ -34,9 +36,8 @@ from onward.execution import (
     Unsendable,
     run_handler,
 )
-from onward.models import Lease
-from onward.store import JobStore
-from onward.worker import LeaseRenewal
+from onward.runtime.worker import LeaseRenewal
+from onward.store.service import JobStore
 
 
 class AttemptCut(BaseException):
@@ -100,7 +101,7 @@ class _SteppedRenewal(LeaseRenewal):
 
 
 class _RunningAttempt:
-    """One handler call under way, as the worker's side of onward.execution._Child.attempt sees it: the stops
+    """One handler call under way, as the worker's side of onward.runtime.execution._Child.attempt sees it: the stops
     to forward to the handler's context, and the moments the worker would end it."""
 
     def __init__(self, worker_context: JobContext, handler_context: JobContext, *, started: EpochMs,
@@ -229,8 +230,8 @@ class Timeline:
 
 class InlineRunner:
     """The Worker's HandlerRunner here: the handler runs in the calling thread, on a context made as the child
-    makes it (onward.execution.AttemptRequest, pickled there and back: the params are the handler's own copy)
-    and called as the child calls it (onward.execution.run_handler); what it returns is pickled back as the
+    makes it (onward.runtime.execution.AttemptRequest, pickled there and back: the params are the handler's own copy)
+    and called as the child calls it (onward.runtime.execution.run_handler); what it returns is pickled back as the
     child's answer is (a result that does not pickle is Unsendable). What it cannot do in one thread: end a
     handler that never waits nor lets time pass (it runs on; a worker would end it at its timeout), nor
     survive a handler that ends the process (os._exit): raise SimulatedCrash to drill a dying worker."""

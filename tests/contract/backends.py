@@ -11,15 +11,15 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any
 
-from onward.dynamo import from_item, to_attribute
-from onward.dynamo_recorder import DynamoRecorder
-from onward.keys import Entity, job_key
-from onward.memory_recorder import MemoryRecorder
-from onward.overlap_reader import DynamoOverlapIndex, OverlapIndex
-from onward.recorder import JobRecorder
+from onward.operator.overlaps import DynamoOverlapIndex, OverlapIndex
 from onward.settings import Settings
-from onward.store import JobStore
-from onward.writes import wire_key
+from onward.store.dynamo.attributes import from_item, to_attribute
+from onward.store.dynamo.keys import Entity, job_key
+from onward.store.dynamo.recorder import DynamoRecorder
+from onward.store.dynamo.writes import wire_key
+from onward.store.memory.recorder import MemoryRecorder
+from onward.store.ports import JobRecorder
+from onward.store.service import JobStore
 from tests.support import ManualClock
 
 Items = list[dict[str, Any]]
@@ -51,7 +51,7 @@ class StoreBackend(ABC):
 
     @abstractmethod
     def overlap_index(self) -> OverlapIndex:
-        """The `overlaps` index (onward.overlap_reader): the jobs whose runs overlapped, by when."""
+        """The `overlaps` index (onward.operator.overlaps): the jobs whose runs overlapped, by when."""
 
     def snapshot(self) -> tuple[Items, Items]:
         """Everything stored, in a comparable order."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from onward.store import JobStore
+from onward.store.service import JobStore
 from tests.contract.backends import StoreBackend
 
 

@@ -11,10 +11,10 @@ import uuid
 
 import pytest
 
-import onward.store
-from onward.dispatch import TenantPolicy
-from onward.models import ErrorSummary, NewJob
-from onward.recorder import Tenant
+import onward.store.service
+from onward.domain.dispatch import TenantPolicy
+from onward.domain.models import ErrorSummary, NewJob
+from onward.store.ports import Tenant
 from tests.contract.backends import DynamoBackend, MemoryBackend, StoreBackend
 from tests.support import ManualClock
 
@@ -22,7 +22,7 @@ pytestmark = pytest.mark.integration
 
 
 class SeededIds:
-    """Stands in for the `uuid` module inside onward.store: the same job ids on both backends."""
+    """Stands in for the `uuid` module inside onward.store.service: the same job ids on both backends."""
 
     def __init__(self) -> None:
         self.rng = random.Random(7)
@@ -41,7 +41,7 @@ def scenario(backend: StoreBackend, clock: ManualClock) -> None:
     store.create("acme", NewJob(type="demo.echo"))
     leases = [store.claim(f"w{n}", 30) for n in range(3)]
     clock.advance(5)
-    store.heartbeat(leases[0], 60)
+    store.renew_lease(leases[0], 60)
     store.fail(leases[1], ErrorSummary.of("Flaky", "once"))
     store.complete(leases[0], {"rows": 3, "ratio": 0.5, "whole": 1.0})  # a result may hold a whole float
     clock.advance(40)
@@ -61,13 +61,13 @@ def scenario(backend: StoreBackend, clock: ManualClock) -> None:
     store.create("acme", NewJob(type="demo.echo", params={"left": "waiting"}))
     store.create("acme", NewJob(type="demo.echo", params={"left": "running"}))
     store.fail(store.claim("w8", 30), ErrorSummary.of("E", "x"))  # left in retry_wait: in the ready index
-    store.heartbeat(store.claim("w9", 30), 45)  # left running: in the leases index
+    store.renew_lease(store.claim("w9", 30), 45)  # left running: in the leases index
 
 
 def test_dynamodb_and_memory_store_the_same_items(settings, dynamodb, monkeypatch):
     snapshots = []
     for make in (MemoryBackend, lambda clock: DynamoBackend(clock, settings, dynamodb)):
-        monkeypatch.setattr(onward.store, "uuid", SeededIds())
+        monkeypatch.setattr(onward.store.service, "uuid", SeededIds())
         clock = ManualClock()
         backend = make(clock)
         scenario(backend, clock)

@@ -17,12 +17,19 @@ from typing import Any
 
 import pytest
 
-from onward import lifecycle
-from onward.errors import IdempotencyConflict, InvalidRequest, PayloadTooLarge, StoreContention, StoreInvariantViolation
-from onward.keys import Entity, ReadyQueue, overlap_partition, ready_shard, run_key
-from onward.models import NewJob
-from onward.overlap_reader import OverlapReader
-from onward.recorder import (
+from onward.domain import lifecycle
+from onward.domain.errors import (
+    IdempotencyConflict,
+    InvalidRequest,
+    PayloadTooLarge,
+    StoreContention,
+    StoreInvariantViolation,
+)
+from onward.domain.models import NewJob
+from onward.domain.states import JobState, RunOutcome
+from onward.operator.overlaps import OverlapReader
+from onward.store.dynamo.keys import Entity, ReadyQueue, overlap_partition, ready_shard, run_key
+from onward.store.ports import (
     CreateOutcome,
     ManyCreated,
     NewJobWrite,
@@ -30,8 +37,7 @@ from onward.recorder import (
     Tenant,
     transaction_cuts,
 )
-from onward.states import JobState, RunOutcome
-from onward.store import MAX_PARAMS_BYTES, Created, JobStore, ReportStatus
+from onward.store.service import MAX_PARAMS_BYTES, Created, JobStore, ReportStatus
 from tests.contract.backends import StoreBackend
 from tests.contract.test_recorder_contract import ECHO, JOB_RETENTION_S, RETENTION_S
 
@@ -308,7 +314,7 @@ def test_a_refused_renewal_after_the_successor_claimed_marks_the_overlap_once(ba
     zombie, job_id = reaped_zombie(store, clock)
     assert store.claim("w2", LEASE_S) is not None
     clock.advance(3)
-    assert not store.heartbeat(zombie, LEASE_S).held
+    assert not store.renew_lease(zombie, LEASE_S).held
     first, second = store.runs(job_id)
     assert (first.outcome, first.lease_lost_at, first.overlapped_with) == (
         RunOutcome.LEASE_EXPIRED, clock.now, [2])
@@ -317,7 +323,7 @@ def test_a_refused_renewal_after_the_successor_claimed_marks_the_overlap_once(ba
     assert store.release(zombie).status is ReportStatus.FENCED
     assert store.runs(job_id)[0].overlapped_with == [2]
     assert store.stats.overlaps_found() == 1
-    assert not store.heartbeat(zombie, LEASE_S).held, "a second refusal marks nothing more"
+    assert not store.renew_lease(zombie, LEASE_S).held, "a second refusal marks nothing more"
     assert store.runs(job_id)[0].lease_lost_at == first.lease_lost_at
 
 
@@ -328,7 +334,7 @@ def test_a_renewal_refused_after_the_workers_own_report_marks_nothing(backend, s
     lease = store.claim("w1", LEASE_S)
     store.complete(lease, None)
     before = store.runs(job_id)
-    assert not store.heartbeat(lease, LEASE_S).held
+    assert not store.renew_lease(lease, LEASE_S).held
     assert store.runs(job_id) == before and before[0].lease_lost_at is None
 
 

@@ -1,4 +1,4 @@
-"""The job store's contract, ONE suite run against every recorder (onward.recorder): in memory and on
+"""The job store's contract, ONE suite run against every recorder (onward.store.ports): in memory and on
 DynamoDB (the embedded endpoint, the shared stack emptied for each test), through the `store_backend` fixture.
 
 What a recorder must honour for JobStore to be correct over it: creates with idempotency; every condition
@@ -18,10 +18,13 @@ from typing import Any
 
 import pytest
 
-from onward import lifecycle
-from onward.dispatch import TenantPolicy, Usage
-from onward.errors import IdempotencyConflict, StoreInvariantViolation
-from onward.keys import (
+from onward.domain import lifecycle
+from onward.domain.dispatch import TenantPolicy, Usage
+from onward.domain.errors import IdempotencyConflict, StoreInvariantViolation
+from onward.domain.lifecycle import Change, RunClosure
+from onward.domain.models import ErrorSummary, NewJob
+from onward.domain.states import JobState, RunOutcome, Transition
+from onward.store.dynamo.keys import (
     LEASE_SHARDS,
     Entity,
     ReadyQueue,
@@ -30,9 +33,7 @@ from onward.keys import (
     ready_shard,
     run_key,
 )
-from onward.lifecycle import Change, RunClosure
-from onward.models import ErrorSummary, NewJob
-from onward.recorder import (
+from onward.store.ports import (
     ActiveEntry,
     Admission,
     CommitOutcome,
@@ -42,8 +43,7 @@ from onward.recorder import (
     Tenant,
     TransitionWrite,
 )
-from onward.states import JobState, RunOutcome, Transition
-from onward.store import JobStore
+from onward.store.service import JobStore
 from tests.contract.backends import StoreBackend
 
 ECHO = NewJob(type="demo.echo", params={"n": 1})
@@ -241,7 +241,7 @@ FAILING = {
 @pytest.mark.parametrize("failing", list(FAILING))
 def test_any_failed_condition_writes_nothing_at_all(backend, store, clock, failing):
     """Job row, run record, result, RUNNING and WAITING counters, outbox: a write whose one condition fails
-    changes none of them (invariant 5), and the recorder says which kind of failure it was (onward.recorder
+    changes none of them (invariant 5), and the recorder says which kind of failure it was (onward.store.ports
     .judge): a lost race, a refused Admission or flex, or a broken invariant."""
     build, expected = FAILING[failing]
     write = build(backend, store, clock)
@@ -260,7 +260,7 @@ def test_a_reap_loses_to_a_lease_renewed_after_it_read_the_row(backend, store, c
     clock.advance(31)
     reap = decided(backend, job_id, lifecycle.reap(row(backend, job_id).job, clock.now),
                    claimed_at=lease.job.updated_at)
-    assert store.heartbeat(lease, 30).held
+    assert store.renew_lease(lease, 30).held
     before = backend.snapshot()
     assert backend.recorder.commit(reap) is CommitOutcome.JOB_MOVED
     assert backend.snapshot() == before
@@ -538,7 +538,7 @@ def test_the_reaper_takes_back_only_lapsed_leases(backend, store, clock):
     renewed = store.create("acme", ECHO).job.job_id
     kept = store.claim("w2", 5)
     clock.advance(4)
-    store.heartbeat(kept, 30)
+    store.renew_lease(kept, 30)
     clock.advance(2)
     (moved,) = store.reap()
     assert (moved.job_id, moved.state, moved.version) == (lapsing, JobState.QUEUED, 3)

@@ -1,4 +1,4 @@
-"""The schedule store's contract (onward.schedule_store.ScheduleRecorder), ONE suite run against both backends:
+"""The schedule store's contract (onward.store.schedules.ScheduleRecorder), ONE suite run against both backends:
 in memory (MemorySchedules) and on DynamoDB (DynamoSchedules on the embedded endpoint, marked integration).
 
 What the API relies on: the cap of MAX_SCHEDULES_PER_TENANT holds under any number of adds at once (it is the
@@ -16,8 +16,9 @@ from typing import Any
 
 import pytest
 
-from onward.errors import PayloadTooLarge
-from onward.schedule_store import (
+from onward.domain.errors import PayloadTooLarge
+from onward.domain.schedules import NewSchedule, Schedule
+from onward.store.schedules import (
     MAX_SCHEDULE_PARAMS_BYTES,
     MAX_SCHEDULES_PER_TENANT,
     AddOutcome,
@@ -25,7 +26,6 @@ from onward.schedule_store import (
     MemorySchedules,
     ScheduleRecorder,
 )
-from onward.schedules import NewSchedule, Schedule
 from tests.support import put_legacy_schedules
 
 NOW = 1_800_000_000_000

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from onward.demo import registry
-from onward.handlers.bootstrap import Deployment
-from onward.local.platform import LocalPlatform, PlatformOptions
+from onward.bootstrap import Deployment
+from onward.runtime.demo_jobs import registry
+from onward_infra.platform import LocalPlatform, PlatformOptions
 from tests.e2e.page_support import CHROMIUM, CHROMIUM_ARGS, OPERATOR, STALE_AFTER_S, TOKENS
 
 

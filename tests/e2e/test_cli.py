@@ -12,10 +12,10 @@ import time
 import boto3
 import pytest
 
-import onward.local.endpoint
-from onward.models import NewJob
-from onward.states import TERMINAL_STATES
-from onward.store import JobStore
+import onward_infra.endpoint
+from onward.domain.models import NewJob
+from onward.domain.states import TERMINAL_STATES
+from onward.store.service import JobStore
 
 ONWARD = [sys.executable, "-m", "onward.cli"]
 
@@ -27,7 +27,7 @@ def free_port() -> int:
 
 
 def read_exports(process: subprocess.Popen) -> dict[str, str]:
-    return onward.local.endpoint.read_exports(process.stdout)
+    return onward_infra.endpoint.read_exports(process.stdout)
 
 
 def test_endpoint_prints_the_environment_and_serves_the_template_tables():
@@ -53,7 +53,7 @@ def test_worker_command_runs_a_module_registry_against_the_environment(environme
     store = JobStore(settings, client=dynamodb)
     job_ids = [store.create("acme", NewJob(type="demo.echo", params={"n": n})).job.job_id for n in range(5)]
     process = subprocess.Popen(
-        [*ONWARD, "worker", "--module", "onward.demo", "--concurrency", "2"],
+        [*ONWARD, "worker", "--module", "onward.runtime.demo_jobs", "--concurrency", "2"],
         env={**os.environ, **environment}, stdout=subprocess.PIPE, text=True,
     )
     try:
@@ -138,7 +138,7 @@ def test_lag_prints_the_pipelines_age_backlog_and_retention_cover(environment):
 
 
 def test_an_endpoint_process_serves_its_stack_until_stopped():
-    with onward.local.endpoint.EndpointProcess() as emulator:
+    with onward_infra.endpoint.EndpointProcess() as emulator:
         environment = emulator.environment
         client = boto3.client("dynamodb", endpoint_url=emulator.url, region_name=environment["AWS_DEFAULT_REGION"],
                               aws_access_key_id="testing", aws_secret_access_key="testing")
@@ -149,7 +149,7 @@ def test_an_endpoint_process_serves_its_stack_until_stopped():
 def test_onward_endpoint_serves_the_stream_topology_it_is_asked_for():
     """`onward endpoint --stream-shards 3`: each table's DynamoDB stream has three open shards, as a table of
     three partitions has on AWS (issue 12); without the flag it is one."""
-    with onward.local.endpoint.EndpointProcess("--stream-shards", "3") as emulator:
+    with onward_infra.endpoint.EndpointProcess("--stream-shards", "3") as emulator:
         environment = emulator.environment
         options = {"endpoint_url": emulator.url, "region_name": environment["AWS_DEFAULT_REGION"],
                    "aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
@@ -162,6 +162,6 @@ def test_onward_endpoint_serves_the_stream_topology_it_is_asked_for():
 def test_exports_that_never_end_are_an_error_not_a_partial_environment():
     lines = ["# Onward embedded AWS endpoint on http://127.0.0.1:1\n", "export JOBS_TABLE=j\n"]
     with pytest.raises(RuntimeError, match="ended before it printed its exports"):
-        onward.local.endpoint.read_exports(iter(lines))
-    ended = [*lines, onward.local.endpoint.END_OF_EXPORTS + "\n"]
-    assert onward.local.endpoint.read_exports(iter(ended)) == {"JOBS_TABLE": "j"}
+        onward_infra.endpoint.read_exports(iter(lines))
+    ended = [*lines, onward_infra.endpoint.END_OF_EXPORTS + "\n"]
+    assert onward_infra.endpoint.read_exports(iter(ended)) == {"JOBS_TABLE": "j"}

@@ -9,9 +9,9 @@ import os
 import subprocess
 import sys
 
-from onward.models import ErrorSummary, NewJob
-from onward.states import JobState
-from onward.store import JobStore
+from onward.domain.models import ErrorSummary, NewJob
+from onward.domain.states import JobState
+from onward.store.service import JobStore
 
 ONWARD = [sys.executable, "-m", "onward.cli"]
 

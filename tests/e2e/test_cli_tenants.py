@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from onward.dispatch import TenantPolicy
-from onward.models import NewJob
-from onward.recorder import Tenant
-from onward.store import JobStore
+from onward.domain.dispatch import TenantPolicy
+from onward.domain.models import NewJob
+from onward.store.ports import Tenant
+from onward.store.service import JobStore
 
 ONWARD = [sys.executable, "-m", "onward.cli"]
 

@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from onward.models import Job, NewJob
+from onward.domain.models import Job, NewJob
+from onward.domain.states import JobState, RunOutcome
 from onward.settings import Settings
-from onward.states import JobState, RunOutcome
-from onward.store import JobStore
+from onward.store.service import JobStore
 
 pytestmark = [pytest.mark.integration, pytest.mark.own_stack]  # its jobs write the outbox (a stream)
 
@@ -27,7 +27,7 @@ ONWARD = [sys.executable, "-m", "onward.cli"]
 ROOT = Path(__file__).resolve().parents[2]
 STOP_TIMEOUT_S = 14.0
 SHORT_S = 8  # ends inside the stop timeout, yet outlives a loaded machine's delay before the SIGTERM lands
-STOP_GRACE_S = 5.0  # onward.pool.WorkerPool's default: a deaf handler's process is ended this long after
+STOP_GRACE_S = 5.0  # onward.runtime.pool.WorkerPool's default: a deaf handler's process is ended this long after
 
 
 def wait_until(predicate: Any, timeout_s: float, what: str) -> None:
@@ -48,7 +48,7 @@ def test_sigterm_lets_running_jobs_end_within_the_stop_timeout_then_releases_the
     long = store.create("acme", NewJob(type="demo.sleep", params={"seconds": 60}, max_attempts=1)).job.job_id
     deaf = store.create("globex", NewJob(type="demo.hang", params={"seconds": 60}, max_attempts=1)).job.job_id
     worker = subprocess.Popen(
-        [*ONWARD, "worker", "--module", "onward.demo", "--concurrency", "3", "--lease-s", "10"],
+        [*ONWARD, "worker", "--module", "onward.runtime.demo_jobs", "--concurrency", "3", "--lease-s", "10"],
         env={**os.environ, **environment, "ONWARD_WORKER_STOP_TIMEOUT_S": str(STOP_TIMEOUT_S)},
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from onward.models import MAX_TIMEOUT_S
+from onward.domain.models import MAX_TIMEOUT_S
 
 ONWARD = [sys.executable, "-m", "onward.cli"]
 ROOT = Path(__file__).resolve().parents[2]
@@ -18,7 +18,7 @@ def test_a_type_timeout_above_the_maximum_stops_the_worker_at_start_with_the_rea
     """Catches a worker that starts (or dies with a bare traceback) with a job type whose attempts the platform
     would never let run that long: exit status 2, the type and the bound in one line."""
     (tmp_path / "slow_handlers.py").write_text(
-        "from onward.worker import Registry\n"
+        "from onward.runtime.worker import Registry\n"
         "registry = Registry()\n"
         f"registry.register('reports.slow', timeout_s={MAX_TIMEOUT_S + 1})(lambda context: None)\n")
     environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}

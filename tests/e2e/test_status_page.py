@@ -3,7 +3,7 @@ the whole platform (workers, reaper, heartbeats, relay and projector pollers, HT
 endpoint. A missing browser fails these tests; `.ci/run` installs it.
 
 What breaks without which code:
-- without pipeline heartbeats (onward.heartbeat, relayed to every shard and raising the watermarks), an
+- without pipeline heartbeats (onward.pipeline.heartbeats, relayed to every shard and raising the watermarks), an
   idle healthy system reads as delayed: the notice would never clear after the projector restarts and the
   page would cry wolf while nothing happens (test_delay_notice_appears_when_the_projector_stops_...).
 - if freshness were measured from the projector's processing time instead of projected commit times, a
@@ -18,7 +18,7 @@ import re
 
 import pytest
 
-from onward.demo import registry
+from onward.runtime.demo_jobs import registry
 from tests.e2e.page_support import (
     STALE_AFTER_S,
     sign_in,

@@ -22,12 +22,12 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from onward.clock import iso, system_clock
-from onward.dispatch import TenantPolicy
-from onward.handlers.bootstrap import Deployment
-from onward.models import NewJob, OutboxEvent
-from onward.states import JobState
-from onward.store import Tenant
+from onward.bootstrap import Deployment
+from onward.domain.clock import iso, system_clock
+from onward.domain.dispatch import TenantPolicy
+from onward.domain.models import NewJob, OutboxEvent
+from onward.domain.states import JobState
+from onward.store.service import Tenant
 from tests.e2e.page_support import (
     OPERATOR,
     screenshot,

@@ -13,8 +13,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from onward.clock import system_clock
-from onward.models import NewJob
+from onward.domain.clock import system_clock
+from onward.domain.models import NewJob
 from tests.e2e.page_support import screenshot, sign_in
 
 pytestmark = [pytest.mark.integration, pytest.mark.own_stack]  # the pipeline reads and writes streams

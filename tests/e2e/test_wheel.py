@@ -25,9 +25,9 @@ from typing import Any
 
 import pytest
 
-from onward.models import NewJob
-from onward.states import TERMINAL_STATES
-from onward.store import JobStore
+from onward.domain.models import NewJob
+from onward.domain.states import TERMINAL_STATES
+from onward.store.service import JobStore
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = ROOT / "Dockerfile"
@@ -221,7 +221,7 @@ def test_the_dockerfile_entry_point_runs_in_the_clean_install(install: Install) 
 FACTS = """
 import importlib.metadata, importlib.util, json, pathlib, sys
 import onward
-from onward.local.template import TEMPLATE_PATH, data_resources_template, load_template
+from onward_infra.template import TEMPLATE_PATH, data_resources_template, load_template
 
 package = pathlib.Path(onward.__file__).parent
 site = package.parent
@@ -242,7 +242,7 @@ print(json.dumps({
 def test_the_install_holds_onward_alone_with_its_page_and_template_and_no_moto(install: Install) -> None:
     """Breaks when the distribution installs anything beside onward/ (a generic top-level package such as
     `cli`), the dependencies pull in moto (the `local` extra belongs to development), the page or template is
-    missing from the install, or onward.local.template looks for the template anywhere but the package
+    missing from the install, or onward_infra.template looks for the template anywhere but the package
     (it would find nothing outside a source checkout)."""
     facts = install.run_python(FACTS)
     package = Path(facts["package"])
@@ -270,7 +270,7 @@ def flaky(context):
 
 record = harness.run("t.flaky", max_attempts=2)
 print(json.dumps({"outcomes": record.outcomes, "result": record.result, "job_id": record.job_id,
-                  "imported": sorted(name for name in ("moto", "pytest", "onward.local") if name in sys.modules)}))
+                  "imported": sorted(name for name in ("moto", "pytest", "onward_infra") if name in sys.modules)}))
 """
 
 
@@ -286,7 +286,7 @@ def test_the_installed_testing_harness_runs_a_handlers_job_without_the_developme
 
 STATUS_PAGE = """
 import json, time
-from onward.handlers.api import handler
+from onward.api.app import handler
 
 class Context:
     function_name = "onward-api"
@@ -298,7 +298,7 @@ class Context:
         return 29_000
 
 now = time.time()
-event = {  # API Gateway's HTTP API (payload 2.0) GET /, as onward/local/gateway.py builds it
+event = {  # API Gateway's HTTP API (payload 2.0) GET /, as infra/onward_infra/gateway.py builds it
     "version": "2.0", "routeKey": "$default", "rawPath": "/", "rawQueryString": "",
     "headers": {"host": "api.example", "user-agent": "test"}, "isBase64Encoded": False,
     "requestContext": {"accountId": "123456789012", "apiId": "api", "domainName": "api.example",
@@ -349,7 +349,7 @@ def test_the_entry_point_runs_jobs_from_the_clean_install_and_stops_on_the_stop_
     """The Dockerfile's ENTRYPOINT + CMD, run as the ECS task runs it (no flags; the stack's tables and
     ONWARD_WORKER_MODULE in the environment), runs demo jobs to their results, imports no module of the
     emulation, and ends with status 0 on the Dockerfile's STOPSIGNAL. Breaks when the worker command needs
-    --module (the image has no shell to expand a variable), when anything it imports reaches onward.local,
+    --module (the image has no shell to expand a variable), when anything it imports reaches onward_infra,
     or when the signal ECS sends does not stop it cleanly."""
     store = JobStore(settings, client=dynamodb)
     job_ids = [store.create("acme", NewJob(type="demo.echo", params={"n": n})).job.job_id for n in range(3)]
@@ -360,7 +360,7 @@ def test_the_entry_point_runs_jobs_from_the_clean_install_and_stops_on_the_stop_
     with log.open("w") as stderr:
         worker = subprocess.Popen(
             [executable, *command[1:]], cwd=install.workdir, stdout=subprocess.PIPE, stderr=stderr, text=True,
-            env=install.environment({**environment, "ONWARD_WORKER_MODULE": "onward.demo",
+            env=install.environment({**environment, "ONWARD_WORKER_MODULE": "onward.runtime.demo_jobs",
                                      "POWERTOOLS_METRICS_DISABLED": "true", "PYTHONPROFILEIMPORTTIME": "1"}))
         try:
             deadline = time.monotonic() + 60
@@ -374,5 +374,5 @@ def test_the_entry_point_runs_jobs_from_the_clean_install_and_stops_on_the_stop_
             status = worker.wait(timeout=60)
     assert status == 0, messages(log)
     imported = imported_modules(log.read_text())
-    assert "onward.pool" in imported  # the report is read right: the worker's own modules are in it
-    assert {name for name in imported if name.split(".")[0] == "moto" or name.startswith("onward.local")} == set()
+    assert "onward.runtime.pool" in imported  # the report is read right: the worker's own modules are in it
+    assert {name for name in imported if name.split(".")[0] == "moto" or name.startswith("onward_infra")} == set()

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from onward.local.gateway import LocalGateway
+from onward_infra.gateway import LocalGateway
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,7 @@ def http_call(url: str, method: str, path: str, *, token: str | None = None, bod
 def serve_api(monkeypatch: pytest.MonkeyPatch, tokens: dict[str, str], operator: str) -> Iterator[str]:
     """The API with these local tokens (the default job types), on an ephemeral port; yields its URL. The
     deployment's environment must already be in os.environ (the `stack_environment` fixture): the API takes
-    the Deployment of the environment it finds (onward/handlers/bootstrap.py), this test's."""
+    the Deployment of the environment it finds (onward/bootstrap.py), this test's."""
     monkeypatch.setenv("ONWARD_TOKENS", ",".join(f"{tenant}={secret}" for tenant, secret in tokens.items()))
     monkeypatch.setenv("ONWARD_OPERATOR_TOKEN", operator)
     monkeypatch.delenv("ONWARD_AUTH", raising=False)

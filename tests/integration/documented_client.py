@@ -10,11 +10,11 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from onward.handlers import api
-from onward.handlers.contract import ANSWERS
-from onward.handlers.openapi import DOCUMENT
-from onward.local.gateway import build_event
-from onward.local.lambda_context import LocalLambdaContext
+from onward.api import app as api
+from onward.api.contract import ANSWERS
+from onward.api.openapi import DOCUMENT
+from onward_infra.gateway import build_event
+from onward_infra.lambda_context import LocalLambdaContext
 from tests.integration.api_support import http_call
 
 CONTRACT = {model.__name__: model for model in ANSWERS}

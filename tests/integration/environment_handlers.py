@@ -1,5 +1,5 @@
 """Lambda handlers that tests/integration/test_execution_environments.py runs in execution environments
-(onward/local/environments.py imports them by path in a process of their own)."""
+(infra/onward_infra/environments.py imports them by path in a process of their own)."""
 
 from __future__ import annotations
 

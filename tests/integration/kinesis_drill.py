@@ -22,10 +22,10 @@ from typing import Any
 
 from botocore.awsrequest import AWSResponse
 
-from onward.models import OutboxEvent
-from onward.relay.publisher import KinesisPublisher
+from onward.domain.models import OutboxEvent
+from onward.domain.states import JobState
+from onward.pipeline.relay.publisher import KinesisPublisher
 from onward.settings import Settings
-from onward.states import JobState
 from tests.support import PartialFailures
 
 THROTTLED = "ProvisionedThroughputExceededException"

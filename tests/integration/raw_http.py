@@ -9,7 +9,7 @@ import socket
 from dataclasses import dataclass
 from typing import Any
 
-from onward.local.gateway import LocalGateway
+from onward_infra.gateway import LocalGateway
 
 PROBLEM_JSON = "application/problem+json"
 

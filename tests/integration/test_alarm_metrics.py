@@ -12,14 +12,14 @@ from typing import Any
 
 import pytest
 
-from onward.clock import system_clock
-from onward.handlers import projector as projector_app
-from onward.handlers import reaper as reaper_app
-from onward.handlers.bootstrap import Deployment
-from onward.heartbeat import Heartbeat, encode_heartbeat
-from onward.local.lambda_context import LocalLambdaContext
-from onward.local.template import load_template
-from onward.models import NewJob
+from onward.bootstrap import Deployment
+from onward.domain.clock import system_clock
+from onward.domain.models import NewJob
+from onward.entrypoints import projector as projector_app
+from onward.entrypoints import reaper as reaper_app
+from onward.pipeline.heartbeats import Heartbeat, encode_heartbeat
+from onward_infra.lambda_context import LocalLambdaContext
+from onward_infra.template import load_template
 from tests.integration.test_lambda_events import kinesis_event, outbox_event, sample
 
 pytestmark = pytest.mark.integration

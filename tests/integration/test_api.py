@@ -1,4 +1,4 @@
-"""The HTTP API over real HTTP: local gateway (onward/local/gateway.py) -> onward.handlers.api.handler ->
+"""The HTTP API over real HTTP: local gateway (infra/onward_infra/gateway.py) -> onward.api.app.handler ->
 embedded stack.
 
 Every response is checked against the OpenAPI document: its status code must be documented for that route."""
@@ -18,13 +18,13 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from onward.handlers import api
-from onward.handlers.bootstrap import ApiDeployment, Deployment
-from onward.handlers.contract import ANSWERS
-from onward.handlers.openapi import DOCUMENT, document
-from onward.local.gateway import build_event
-from onward.models import ErrorSummary
-from onward.store import JobStore, ReportStatus
+from onward.api import app as api
+from onward.api.contract import ANSWERS
+from onward.api.openapi import DOCUMENT, document
+from onward.bootstrap import ApiDeployment, Deployment
+from onward.domain.models import ErrorSummary
+from onward.store.service import JobStore, ReportStatus
+from onward_infra.gateway import build_event
 from tests.integration.api_support import http_call, serve_api
 from tests.support import ManualClock
 
@@ -373,7 +373,7 @@ def test_no_answer_is_older_than_one_given_before(client: Client, settings, dyna
     had no row (v3 succeeded), then from the view once its first event was projected (v1 queued): a status
     that went backwards. Now a job the view has not seen is answered without a status (`visible: false`)
     and every status comes from the view, read consistently: the versions shown never go down."""
-    from onward.handlers.bootstrap import Deployment
+    from onward.bootstrap import Deployment
 
     job_id = client.create()
     _finish(settings, dynamodb, job_id, fail=False)  # v3 succeeded in the job table; nothing projected
@@ -395,7 +395,7 @@ def test_no_answer_is_older_than_one_given_before(client: Client, settings, dyna
 
 def test_runs_say_which_attempts_overlapped(client: Client, settings, dynamodb) -> None:
     """A zombie (attempt 1, reaped while it still worked) reports after attempt 2 was claimed: the store
-    records the overlap on both runs (onward.overlaps), and GET /jobs/{id}/runs answers it in the documented
+    records the overlap on both runs (onward.domain.overlaps), and GET /jobs/{id}/runs answers it in the documented
     shape (`overlapped_with`), so a user sees which side effects may have happened twice. Without the field
     in the answer the page and API users could not tell it from an attempt that merely lost its lease."""
     job_id = client.create()

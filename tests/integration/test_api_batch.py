@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from onward.clock import iso
-from onward.store import JobStore
+from onward.domain.clock import iso
+from onward.store.service import JobStore
 from tests.integration.api_support import serve_api
 from tests.integration.documented_client import Client
 

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from onward.clock import iso, system_clock
-from onward.models import NewJob
-from onward.states import JobState
-from onward.store import JobStore
+from onward.domain.clock import iso, system_clock
+from onward.domain.models import NewJob
+from onward.domain.states import JobState
+from onward.store.service import JobStore
 from tests.integration.api_support import serve_api
 from tests.integration.documented_client import Client, call_with_claims
 from tests.support import dead

@@ -2,8 +2,9 @@
 answer from the status view alone, so `run_at` travels with the job's outbox events through the relay and the
 projector to the view row (every answer held to the OpenAPI document, which must list the field).
 
-Without `run_at` on the events (onward.models.OutboxEvent.of), in the view row (onward.projection.view_fields)
-or in the answer (onward.handlers.contract.JobStatus.of_view), the delayed job's status would say `null`, as a
+Without `run_at` on the events (onward.domain.models.OutboxEvent.of), in the view row
+(onward.domain.projection.view_fields)
+or in the answer (onward.api.contract.JobStatus.of_view), the delayed job's status would say `null`, as a
 job started at once does; without it in the document, the documented client would refuse the answer."""
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ No Cognito and no API Gateway run here. The test issues RS256 tokens with its ow
 HTTP API's JWT authorizer (`JwtAuthorizer`, in front of the same handler, served by the local gateway) verifies
 them as API Gateway does (signature, issuer, expiry, `aud` or `client_id` among the audiences; 401
 {"message": "Unauthorized"} otherwise) and hands the claims on as HTTP APIs do (strings; an array as
-"[a b]"). What is under test is what the API decides from those claims (onward/handlers/auth.py with
+"[a b]"). What is under test is what the API decides from those claims (onward/api/auth.py with
 ONWARD_TENANT_CLAIM=custom:tenant, ONWARD_OPERATOR_CLAIM=cognito:groups, ONWARD_OPERATOR_SCOPE_PREFIX=onward, as
 the template sets them when it creates the pool).
 
@@ -26,9 +26,9 @@ import jwt
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from onward.handlers import api
-from onward.local.gateway import LocalGateway
-from onward.store import JobStore
+from onward.api import app as api
+from onward.store.service import JobStore
+from onward_infra.gateway import LocalGateway
 from tests.integration.api_support import http_call
 
 pytestmark = pytest.mark.integration

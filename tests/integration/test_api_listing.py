@@ -1,10 +1,10 @@
-"""The routes the status page's list and job detail read, over real HTTP (local gateway -> onward.handlers.api ->
+"""The routes the status page's list and job detail read, over real HTTP (local gateway -> onward.api.app ->
 embedded stack), every answer held to the OpenAPI document: the list's filters (statuses, type, id prefix)
 with paging, counts by status, a job's params, and who a credential is. Each one: bad input is a 4xx with
 problem details, and no tenant sees another's jobs.
 
 What breaks without which code:
-- a filtered page cut short of a query's matches continues after the last job SHOWN (onward.view._index_key);
+- a filtered page cut short of a query's matches continues after the last job SHOWN (onward.pipeline.view._index_key);
   continuing from the query's LastEvaluatedKey instead skips the matches that did not fit
   (test_filters_combine_and_a_filtered_listing_pages_without_skipping_or_repeating);
 - the tenant scope on counts and params (`_listed_tenant`, `job_store.get(..., scope)`): without it a tenant
@@ -17,9 +17,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from onward.models import NewJob
-from onward.states import JobState
-from onward.store import JobStore
+from onward.domain.models import NewJob
+from onward.domain.states import JobState
+from onward.store.service import JobStore
 from tests.integration.api_support import serve_api
 from tests.integration.documented_client import Client
 
@@ -115,7 +115,7 @@ def test_counts_by_status_are_the_tenants_own_every_status_listed(client, settin
 
 
 def test_counts_read_a_bounded_number_of_entries_and_say_so(settings, dynamodb, pipeline) -> None:
-    from onward.handlers.bootstrap import Deployment
+    from onward.bootstrap import Deployment
 
     store = JobStore(settings, client=dynamodb)
     for _ in range(5):

@@ -13,9 +13,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from onward.handlers.bootstrap import ApiDeployment
-from onward.states import JobState
-from onward.store import JobStore
+from onward.bootstrap import ApiDeployment
+from onward.domain.states import JobState
+from onward.store.service import JobStore
 from tests.integration.api_support import serve_api
 from tests.integration.documented_client import Client, Reply, call_with_claims
 from tests.support import RequestLog, dead

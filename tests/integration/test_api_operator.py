@@ -20,12 +20,12 @@ from typing import Any
 
 import pytest
 
-from onward.clock import iso, system_clock
-from onward.dispatch import TenantPolicy
-from onward.handlers.bootstrap import Deployment
-from onward.models import ErrorSummary, NewJob, OutboxEvent
-from onward.states import JobState
-from onward.store import JobStore, Tenant
+from onward.bootstrap import Deployment
+from onward.domain.clock import iso, system_clock
+from onward.domain.dispatch import TenantPolicy
+from onward.domain.models import ErrorSummary, NewJob, OutboxEvent
+from onward.domain.states import JobState
+from onward.store.service import JobStore, Tenant
 from tests.integration.api_support import serve_api
 from tests.integration.documented_client import Client, call_with_claims
 

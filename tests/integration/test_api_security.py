@@ -17,11 +17,11 @@ from typing import Any
 
 import pytest
 
-from onward.handlers import api
-from onward.local.gateway import build_event
-from onward.local.lambda_context import LocalLambdaContext
-from onward.models import ErrorSummary, NewJob
-from onward.store import JobStore
+from onward.api import app as api
+from onward.domain.models import ErrorSummary, NewJob
+from onward.store.service import JobStore
+from onward_infra.gateway import build_event
+from onward_infra.lambda_context import LocalLambdaContext
 from tests.integration.api_support import http_call, serve_api
 
 pytestmark = pytest.mark.integration

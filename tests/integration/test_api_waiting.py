@@ -16,12 +16,12 @@ from typing import Any
 
 import pytest
 
-from onward.backoff import BackoffPolicy
-from onward.clock import epoch_ms, iso, system_clock
-from onward.dispatch import TenantPolicy
-from onward.models import ErrorSummary
-from onward.states import JobState
-from onward.store import JobStore, Tenant
+from onward.domain.backoff import BackoffPolicy
+from onward.domain.clock import epoch_ms, iso, system_clock
+from onward.domain.dispatch import TenantPolicy
+from onward.domain.models import ErrorSummary
+from onward.domain.states import JobState
+from onward.store.service import JobStore, Tenant
 from tests.integration.api_support import serve_api
 from tests.integration.documented_client import Client
 from tests.support import ManualClock

@@ -1,4 +1,5 @@
-"""The backlog the worker tasks scale on (onward.backlog), counted against the embedded endpoint: exactly the
+"""The backlog the worker tasks scale on (onward.maintenance.backlog), counted against the embedded endpoint: exactly
+the
 waiting jobs due now (not the delayed ones, not those in backoff, not the running ones, but those whose
 backoff ended in an entry no claim has woken yet), the running ones apart, in a number of requests that
 does not grow with the registered tenants."""
@@ -10,13 +11,13 @@ from typing import Any
 
 import pytest
 
-from onward.backlog import Backlog, BacklogCounter
-from onward.backoff import BackoffPolicy
-from onward.keys import LEASE_SHARDS, PARKED_SHARDS, queue_key
-from onward.models import ErrorSummary, NewJob
+from onward.domain.backoff import BackoffPolicy
+from onward.domain.models import ErrorSummary, NewJob
+from onward.domain.states import JobState
+from onward.maintenance.backlog import Backlog, BacklogCounter
 from onward.settings import Settings
-from onward.states import JobState
-from onward.store import JobStore
+from onward.store.dynamo.keys import LEASE_SHARDS, PARKED_SHARDS, queue_key
+from onward.store.service import JobStore
 from tests.support import ManualClock
 
 pytestmark = pytest.mark.integration
@@ -106,10 +107,10 @@ def test_the_reaper_publishes_the_counts_the_scaling_alarm_reads(stack_environme
     """The reaper's Lambda handler with Powertools metrics on: its EMF output holds BacklogDue and JobsRunning
     with the counts, under the namespace and dimensions EcsWorkerDemandAlarm reads. A renamed metric or
     another service dimension would leave the alarm without data: the worker tasks would never scale."""
-    from onward.handlers import reaper as reaper_app
-    from onward.handlers.bootstrap import Deployment
-    from onward.local.lambda_context import LocalLambdaContext
-    from onward.local.template import load_template
+    from onward.bootstrap import Deployment
+    from onward.entrypoints import reaper as reaper_app
+    from onward_infra.lambda_context import LocalLambdaContext
+    from onward_infra.template import load_template
 
     monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "false")
     store = Deployment.from_environment().job_store

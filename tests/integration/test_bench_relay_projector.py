@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from onward.local.endpoint import EmbeddedEndpoint
+from onward_infra.endpoint import EmbeddedEndpoint
 
 pytestmark = pytest.mark.integration
 

@@ -11,8 +11,8 @@ from types import ModuleType
 import pytest
 from moto.dynamodb.models import DynamoDBBackend
 
-from onward.local import moto_fixes
-from onward.local.endpoint import EmbeddedEndpoint
+from onward_infra import moto_fixes
+from onward_infra.endpoint import EmbeddedEndpoint
 
 pytestmark = pytest.mark.integration
 

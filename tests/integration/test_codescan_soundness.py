@@ -24,15 +24,15 @@ from typing import Any
 
 import pytest
 
-from onward.handlers import api as api_app
-from onward.handlers import projector as projector_app
-from onward.handlers import reaper as reaper_app
-from onward.handlers import relay as relay_app
-from onward.handlers import scheduler as scheduler_app
-from onward.handlers import worker as worker_app
-from onward.handlers.bootstrap import Deployment
-from onward.local.lambda_context import LocalLambdaContext
-from onward.models import NewJob
+from onward.api import app as api_app
+from onward.bootstrap import Deployment
+from onward.domain.models import NewJob
+from onward.entrypoints import projector as projector_app
+from onward.entrypoints import reaper as reaper_app
+from onward.entrypoints import relay as relay_app
+from onward.entrypoints import scheduler as scheduler_app
+from onward.entrypoints import worker as worker_app
+from onward_infra.lambda_context import LocalLambdaContext
 from tests.codescan import NOT_SHIPPED, ROOT, read_code
 from tests.integration.test_lambda_events import (
     http_event,
@@ -101,7 +101,7 @@ def functions_environment(stack_environment: dict[str, str], monkeypatch: pytest
     monkeypatch.setenv("ONWARD_AUTH", "jwt")
     monkeypatch.setenv("ONWARD_TENANT_CLAIM", "tenant")
     monkeypatch.setenv("ONWARD_OPERATOR_CLAIM", "groups")
-    monkeypatch.setenv("ONWARD_WORKER_MODULE", "onward.demo")
+    monkeypatch.setenv("ONWARD_WORKER_MODULE", "onward.runtime.demo_jobs")
     monkeypatch.setenv("ONWARD_WORKER_LEASE_S", "5")
     for name in ("ONWARD_TOKENS", "ONWARD_OPERATOR_TOKEN"):
         monkeypatch.delenv(name, raising=False)
@@ -157,7 +157,7 @@ def test_every_api_route_runs_only_code_the_reading_reached(functions_environmen
         call("GET", "/openapi.json", None)
 
     seen = assert_read(handler_roots("ApiFunction"), requests)
-    assert {"onward.handlers.api:create_job", "onward.store:JobStore.create"} <= seen
+    assert {"onward.api.app:create_job", "onward.store.service:JobStore.create"} <= seen
 
 
 def test_the_scheduled_functions_run_only_code_the_reading_reached(functions_environment) -> None:
@@ -174,7 +174,7 @@ def test_the_scheduled_functions_run_only_code_the_reading_reached(functions_env
         store.create("acme", NewJob(type="demo.echo", params={"n": n}))
     seen = assert_read(handler_roots("WorkerFunction"),
                        lambda: worker_app.handler(scheduled, LocalLambdaContext("worker")))
-    assert "onward.claims:Claimer.claim" in seen  # it claimed (the job itself may run in another process)
+    assert "onward.store.claims:Claimer.claim" in seen  # it claimed (the job itself may run in another process)
 
 
 @pytest.mark.own_stack  # it puts records on the events stream
@@ -218,5 +218,5 @@ def test_the_operator_commands_run_only_code_the_reading_reached(stack_environme
         for args in parsed:
             args.run(args)
 
-    seen = assert_read(operator_roots(), commands, excluded=("onward.local",))
+    seen = assert_read(operator_roots(), commands, excluded=("onward_infra",))
     assert {"onward.cli.main:cmd_reconcile", "onward.cli.bulk:cmd_bulk"} <= seen

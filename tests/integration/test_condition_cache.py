@@ -1,4 +1,4 @@
-"""Condition expressions parsed once per expression, names and value types (onward/local/moto_fixes/conditions.py)
+"""Condition expressions parsed once per expression, names and value types (infra/onward_infra/moto_fixes/conditions.py)
 give exactly moto's own parse: the same tree, the same names and values found, the same answer for every
 item, the same error. Compared expression by expression with moto's parse of the same request, over the
 platform's shapes and random ones (hypothesis), each expression used again with other values."""
@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from moto.dynamodb.comparisons import ConditionExpressionParser
 from moto.dynamodb.models.dynamo_type import DynamoType, Item
 
-from onward.local.moto_fixes import conditions
+from onward_infra.moto_fixes import conditions
 
 pytestmark = pytest.mark.integration
 
@@ -21,7 +21,8 @@ PATHS = ("state", "version", "#v", "#s", "attempt", "m.inner", "l[0]", "tags")
 NAMES = {"#v": "version", "#s": "state"}
 VALUES = (":a", ":b", ":c")
 
-# The platform's own conditions (onward/dynamo_recorder.py, onward/checkpoints.py, onward/projector/...)
+# The platform's own conditions (onward/store/dynamo/recorder.py, onward/pipeline/checkpoints.py,
+# onward/pipeline/projector/...)
 PLATFORM = (
     "attribute_not_exists(pk)",
     "#v = :a AND #s = :b",

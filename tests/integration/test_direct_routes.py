@@ -1,4 +1,4 @@
-"""The endpoint's direct routes (onward/local/moto_fixes/server.py `direct_app`) answer exactly as moto's own
+"""The endpoint's direct routes (infra/onward_infra/moto_fixes/server.py `direct_app`) answer exactly as moto's own
 way (domain dispatcher, then Flask) does: same status, same body, same headers but the per-request ones.
 
 A direct route that built its answer differently (another request class, an error left to Flask, a
@@ -17,8 +17,8 @@ import pytest
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 from werkzeug.test import Client
 
-from onward.local import moto_fixes
-from onward.local.moto_fixes import server
+from onward_infra import moto_fixes
+from onward_infra.moto_fixes import server
 
 AUTH = ("AWS4-HMAC-SHA256 Credential=testing/20261201/us-east-1/{service}/aws4_request, "
         "SignedHeaders=host;x-amz-date;x-amz-target, Signature=" + "0" * 64)

@@ -1,4 +1,5 @@
-"""The embedded endpoint (moto's server + onward/local/moto_fixes/ + onward/local/endpoint.py), over real HTTP
+"""The embedded endpoint (moto's server + infra/onward_infra/moto_fixes/ + infra/onward_infra/endpoint.py), over real
+HTTP
 via boto3.
 
 Each test deploys its own stack from template.yaml, so tables and the outbox stream start empty. Where a
@@ -29,9 +30,9 @@ from moto.dynamodb.models.dynamo_type import Item
 from moto.dynamodb.models.table import StreamRecord, Table
 from moto.dynamodb.responses import DynamoHandler, DynamoResult
 
-from onward.local import moto_fixes
-from onward.local.endpoint import EmbeddedEndpoint
-from onward.local.template import (
+from onward_infra import moto_fixes
+from onward_infra.endpoint import EmbeddedEndpoint
+from onward_infra.template import (
     DATA_RESOURCE_TYPES,
     data_resources_template,
     environment_variable_for,
@@ -511,7 +512,7 @@ def test_concurrent_creates_of_one_key_have_exactly_one_winner(stack: Stack, api
 
 class _TableCopies:
     """Counts copy.deepcopy calls made on a moto Table (copy.deepcopy is what
-    onward.local.moto_fixes.transactions.copy and moto's own models module both call)."""
+    onward_infra.moto_fixes.transactions.copy and moto's own models module both call)."""
 
     def __init__(self) -> None:
         self.count = 0

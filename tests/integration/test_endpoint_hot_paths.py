@@ -1,5 +1,5 @@
 """The embedded endpoint's per-request shortcuts answer exactly as before them: connections kept open
-between requests (onward/local/moto_fixes/connections.py), update expressions parsed once and validated faster
+between requests (infra/onward_infra/moto_fixes/connections.py), update expressions parsed once and validated faster
 (expressions.py), a response class's methods listed once (server.py), index queries with a Limit read only
 the partition's first items and projections convert only what they read (queries.py).
 
@@ -29,9 +29,9 @@ from moto.dynamodb.parsing.expressions import UpdateExpressionParser
 from moto.dynamodb.responses import DynamoHandler
 from werkzeug.serving import make_server
 
-from onward.local import moto_fixes
-from onward.local.endpoint import REGION, STATE_PATH, EmbeddedEndpoint
-from onward.local.moto_fixes import connections, expressions, queries, server
+from onward_infra import moto_fixes
+from onward_infra.endpoint import REGION, STATE_PATH, EmbeddedEndpoint
+from onward_infra.moto_fixes import connections, expressions, queries, server
 
 pytestmark = pytest.mark.integration
 

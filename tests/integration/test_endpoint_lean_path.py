@@ -1,6 +1,6 @@
 """The endpoint's lean request path answers byte for byte as its whole path does.
 
-The lean path (onward/local/moto_fixes/connections.py `_plain_environ` and the single write of an answer;
+The lean path (infra/onward_infra/moto_fixes/connections.py `_plain_environ` and the single write of an answer;
 server.py `_lean_request`, `_environ_headers`, `_lean_answer`) builds a plain request's environ at once,
 hands moto the body already read and the headers as one dict, and writes moto's answer without building
 a werkzeug Response. Two endpoint processes, one with the lean path and one without
@@ -30,8 +30,8 @@ from typing import Any
 import pytest
 from moto.moto_api._internal import mock_random
 
-from onward.local.endpoint import EmbeddedEndpoint, EndpointProcess, _QuietRequestHandler
-from onward.local.moto_fixes import request_setup, server
+from onward_infra.endpoint import EmbeddedEndpoint, EndpointProcess, _QuietRequestHandler
+from onward_infra.moto_fixes import request_setup, server
 
 TABLE = "lean-jobs"
 STREAM = "lean-events"

@@ -25,8 +25,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from onward.local.endpoint import EmbeddedEndpoint
-from onward.local.moto_fixes import connections, selector_server
+from onward_infra.endpoint import EmbeddedEndpoint
+from onward_infra.moto_fixes import connections, selector_server
 
 pytestmark = pytest.mark.integration
 

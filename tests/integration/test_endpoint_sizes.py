@@ -1,5 +1,5 @@
 """The embedded endpoint's item sizes and Query copies give exactly moto's answers
-(onward/local/moto_fixes/sizes.py, and queries.py's Query results not deep-copied).
+(infra/onward_infra/moto_fixes/sizes.py, and queries.py's Query results not deep-copied).
 
 Sizes are compared with moto's own methods (`sizes._original_*`, read before anything was patched), run with
 every size method of moto's in place (`moto_sizes()`), over generated attribute values of every type, nested,
@@ -30,8 +30,8 @@ from moto.dynamodb.models import table as moto_table_module
 from moto.dynamodb.models.dynamo_type import DynamoType, Item, LimitedSizeDict
 from moto.dynamodb.responses import DynamoHandler
 
-from onward.local.endpoint import REGION, EmbeddedEndpoint
-from onward.local.moto_fixes import queries, sizes
+from onward_infra.endpoint import REGION, EmbeddedEndpoint
+from onward_infra.moto_fixes import queries, sizes
 from tests.integration.test_endpoint_hot_paths import answer_or_error, stock_moto
 
 LIMIT = sizes.MAX_ITEM_SIZE

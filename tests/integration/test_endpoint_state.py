@@ -1,4 +1,5 @@
-"""The embedded endpoint's state kept in a data directory (`onward endpoint --data-dir`, onward/local/snapshots.py),
+"""The embedded endpoint's state kept in a data directory (`onward endpoint --data-dir`,
+infra/onward_infra/snapshots.py),
 checked from outside on child processes (a restore replaces moto's state in its process, so never in the
 test process, whose session endpoint shares it).
 
@@ -27,8 +28,8 @@ from typing import Any
 import boto3
 import pytest
 
-from onward.local.endpoint import STATE_PATH, EndpointProcess
-from onward.local.snapshots import FORMAT, SNAPSHOT_FILE
+from onward_infra.endpoint import STATE_PATH, EndpointProcess
+from onward_infra.snapshots import FORMAT, SNAPSHOT_FILE
 
 pytestmark = pytest.mark.integration
 

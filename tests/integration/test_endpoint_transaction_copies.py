@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from onward.local.endpoint import EmbeddedEndpoint
-from onward.local.moto_fixes import transactions, updates
+from onward_infra.endpoint import EmbeddedEndpoint
+from onward_infra.moto_fixes import transactions, updates
 
 pytestmark = pytest.mark.integration
 

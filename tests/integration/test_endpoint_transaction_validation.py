@@ -1,5 +1,5 @@
 """TransactWriteItems' request validation with the names read from kept parses
-(onward/local/moto_fixes/transactions.py `handler_transact_write_items`) is moto's own validation: the same
+(infra/onward_infra/moto_fixes/transactions.py `handler_transact_write_items`) is moto's own validation: the same
 transaction handed to the backend, the same answer, the same error for every invalid request, and checked
 in the same order (the first invalid item's error).
 
@@ -23,8 +23,8 @@ from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.table import Table
 from moto.dynamodb.responses import DynamoHandler
 
-from onward.local import moto_fixes
-from onward.local.moto_fixes import conditions, expressions, server, transactions
+from onward_infra import moto_fixes
+from onward_infra.moto_fixes import conditions, expressions, server, transactions
 
 pytestmark = pytest.mark.integration
 

@@ -1,4 +1,4 @@
-"""Lambda execution environments on this machine (onward/local/environments.py): processes that each run a
+"""Lambda execution environments on this machine (infra/onward_infra/environments.py): processes that each run a
 handler one invocation at a time, which the local gateway uses for the HTTP API (`onward up`, the benches)."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from onward.local.environments import EnvironmentFailed, ExecutionEnvironments
-from onward.local.gateway import LocalGateway
+from onward_infra.environments import EnvironmentFailed, ExecutionEnvironments
+from onward_infra.gateway import LocalGateway
 from tests.support import eventually_gone, gone
 
 HANDLERS = "tests.integration.environment_handlers"
@@ -95,7 +95,7 @@ def test_environments_end_when_the_platform_process_dies_even_if_a_fork_of_it_li
     they never see the connection close. A mutant waiting only for end-of-file would leave them running."""
     program = textwrap.dedent(f"""
         import os, sys, time
-        from onward.local.environments import ExecutionEnvironments
+        from onward_infra.environments import ExecutionEnvironments
         environments = ExecutionEnvironments(2, "{HANDLERS}:answer_pid").start()
         fork = os.fork()
         if fork == 0:  # a job process of the workers: outlives its parent here

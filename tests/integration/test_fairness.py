@@ -14,11 +14,11 @@ from typing import Self
 
 import pytest
 
-from onward.dispatch import TenantPolicy, Usage
-from onward.models import ErrorSummary, NewJob, Run
-from onward.states import CLAIMABLE_STATES, TERMINAL_STATES, JobState
-from onward.store import JobStore, Tenant
-from onward.worker import JobContext, Registry, Worker
+from onward.domain.dispatch import TenantPolicy, Usage
+from onward.domain.models import ErrorSummary, NewJob, Run
+from onward.domain.states import CLAIMABLE_STATES, TERMINAL_STATES, JobState
+from onward.runtime.worker import JobContext, Registry, Worker
+from onward.store.service import JobStore, Tenant
 
 WORK = "fair.work"
 registry = Registry()
@@ -205,7 +205,7 @@ def waiting(store: JobStore, tenant_id: str) -> int:
 
 
 def test_the_counters_move_in_every_transition(store, clock):
-    """Each transition's counter update rides in ITS transaction (onward.recorder.waiting_update and
+    """Each transition's counter update rides in ITS transaction (onward.store.ports.waiting_update and
     running_update): create, claim, fail into retry, reap, release, cancel acknowledgement, cancel of a
     queued job, exhaust at claim, replay. `ended_ms` adds up to the run records' durations exactly (one
     tenant: no lift). A transition that forgot its counter update shows up as a wrong number here."""

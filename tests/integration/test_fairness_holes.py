@@ -1,6 +1,6 @@
 """The fairness holes of the claim path, each reproduced on the real store (each backend) with a pool of
 workers simulated on a manual clock, and closed: a returning tenant takes half the pool, not all of it, in
-the five patterns that used to give it 99-100% for about an hour (onward.dispatch's system virtual clock);
+the five patterns that used to give it 99-100% for about an hour (onward.domain.dispatch's system virtual clock);
 a low priority band is served while a higher one stays full (aging); the ready shards are served oldest
 job first, not shard 0 first; tenants whose jobs are all in backoff do not hide a tenant with due work
 (parking)."""
@@ -12,12 +12,12 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from onward.backoff import BackoffPolicy
-from onward.claims import CANDIDATE_TENANTS
-from onward.dispatch import AGING_MS, TenantPolicy
-from onward.models import ErrorSummary, Lease, NewJob
-from onward.recorder import Tenant
-from onward.store import JobStore
+from onward.domain.backoff import BackoffPolicy
+from onward.domain.dispatch import AGING_MS, TenantPolicy
+from onward.domain.models import ErrorSummary, Lease, NewJob
+from onward.store.claims import CANDIDATE_TENANTS
+from onward.store.ports import Tenant
+from onward.store.service import JobStore
 from tests.support import ManualClock
 
 WORK = NewJob(type="fair.work", params={})
@@ -181,7 +181,7 @@ def test_weighted_shares_hold_with_more_backlogged_tenants_than_a_claim_consider
 # --- inside a tenant -------------------------------------------------------------------------------------
 
 def test_a_low_band_is_served_while_a_higher_one_stays_full(store, clock):
-    """Aging (onward.dispatch.aged_priority): a band-0 job gains a band every AGING_MS it waits, so it runs
+    """Aging (onward.domain.dispatch.aged_priority): a band-0 job gains a band every AGING_MS it waits, so it runs
     within about 9 * AGING_MS while band 9 never empties. With strict bands it never ran (60 claims)."""
     low = enqueue(store, "acme", 1, priority=0)[0]
     enqueue(store, "acme", 3, priority=9)

@@ -2,13 +2,13 @@
 not cover".
 
 The outbox stream has one shard per partition of the outbox table, and a beat puts K slots into the outbox,
-K sized from a listing of the stream's open shards (onward.heartbeat.plan_beat). Here every shard of a
+K sized from a listing of the stream's open shards (onward.pipeline.heartbeats.plan_beat). Here every shard of a
 4-shard stream splits three times (4 -> 32 open shards), as partitions do under load, and the relay is stuck
 on one of the new shards while jobs are committed in it. Each test reproduces one way a beat can miss that
 shard, and asserts what the view may then say: never that it holds every commit before a time after jobs it
 does not have (`stale: false` with a watermark past them).
 
-The shards a beat misses are found by hash (onward.local.moto_fixes.streams: a key's partition is the MD5 of
+The shards a beat misses are found by hash (onward_infra.moto_fixes.streams: a key's partition is the MD5 of
 its value), so the tests know them before anything is written; the pipeline and the view are the real ones
 (tests/integration/test_freshness_topology.py's harness).
 """
@@ -22,15 +22,15 @@ from typing import Any
 import pytest
 from moto.dynamodb.models.dynamo_type import DynamoType
 
-from onward.clock import iso
-from onward.handlers.bootstrap import Deployment
-from onward.heartbeat import HEARTBEAT_PARTITION, slot_count
-from onward.local.endpoint import EmbeddedEndpoint
-from onward.local.moto_fixes.streams import partition_hash, table_stream
-from onward.models import Job, NewJob
+from onward.bootstrap import Deployment
+from onward.domain.clock import iso
+from onward.domain.models import Job, NewJob
+from onward.pipeline.heartbeats import HEARTBEAT_PARTITION, slot_count
+from onward.pipeline.view import StatusViewReader
 from onward.settings import Settings
-from onward.store import JobStore
-from onward.view import StatusViewReader
+from onward.store.service import JobStore
+from onward_infra.endpoint import EmbeddedEndpoint
+from onward_infra.moto_fixes.streams import partition_hash, table_stream
 from tests.integration.test_freshness_topology import OUTBOX_SHARDS, StuckStreams, lag_now, pipeline_of
 
 pytestmark = pytest.mark.integration

@@ -2,7 +2,8 @@
 
 Each test deploys template.yaml on an endpoint whose DynamoDB streams have OUTBOX_SHARDS open shards (one per
 partition of the outbox table, as on AWS; the session's endpoint has one), and runs the real path: outbox
-stream -> onward.handlers.relay.handler -> Kinesis (two shards) -> onward.handlers.projector.handler -> watermarks, the
+stream -> onward.entrypoints.relay.handler -> Kinesis (two shards) -> onward.entrypoints.projector.handler ->
+watermarks, the
 API answering from them. Beats are written by the deployment's HeartbeatEmitter (K = 16 slots per open
 outbox-stream shard, listed for each beat). Commit times are DynamoDB's (the wall clock here), so lags are
 measured at system_clock(), and expected watermarks are read from the outbox stream itself (`slot_commits`),
@@ -18,22 +19,22 @@ from typing import Any
 
 import pytest
 
-from onward.checkpoints import PROJECTOR_CONSUMER, SLOT_PREFIX, CheckpointStore
-from onward.clock import epoch_ms, iso, system_clock
-from onward.freshness import view_lag
-from onward.handlers import projector as projector_handler
-from onward.handlers import relay as relay_handler
-from onward.handlers.bootstrap import Deployment
-from onward.heartbeat import slot_count
-from onward.local.endpoint import EmbeddedEndpoint
-from onward.local.pipeline import LocalPipeline
-from onward.local.pollers import EventsStreamPoller, OutboxStreamPoller
-from onward.models import NewJob, ViewLag
+from onward.bootstrap import Deployment
+from onward.domain.clock import epoch_ms, iso, system_clock
+from onward.domain.freshness import view_lag
+from onward.domain.models import NewJob, ViewLag
+from onward.domain.states import JobState
+from onward.entrypoints import projector as projector_handler
+from onward.entrypoints import relay as relay_handler
+from onward.pipeline.checkpoints import PROJECTOR_CONSUMER, SLOT_PREFIX, CheckpointStore
+from onward.pipeline.heartbeats import slot_count
+from onward.pipeline.shards import Shard, open_shards
+from onward.pipeline.view import StatusViewReader
 from onward.settings import Settings
-from onward.shards import Shard, open_shards
-from onward.states import JobState
-from onward.store import CancelStatus, JobStore
-from onward.view import StatusViewReader
+from onward.store.service import CancelStatus, JobStore
+from onward_infra.endpoint import EmbeddedEndpoint
+from onward_infra.pipeline import LocalPipeline
+from onward_infra.pollers import EventsStreamPoller, OutboxStreamPoller
 from tests.integration.api_support import http_call, serve_api
 from tests.integration.test_heartbeat import slot_commits, slot_commits_by_shard, vouched
 
@@ -248,7 +249,7 @@ def test_a_kinesis_shard_never_projected_makes_the_lag_unknown_though_the_others
     """A shard the projector never ran on has no watermark, and one never heard of cannot bound the lag from
     the watermarks alone: they say the view is fresh while the jobs hashed to that shard are missing. The
     API lists the events stream's open shards (ShardCatalog) and view_lag counts every one: with no
-    watermark and no parent, the lag is unknown and the view stale. Without `shards` (onward/handlers/api.py
+    watermark and no parent, the lag is unknown and the view stale. Without `shards` (onward/api/app.py
     `_view_lag` passing the open shards, view_lag counting them), /view would answer fresh here."""
     shards = events_shards(deployment)
     assert len(shards) == 2 and not any(shard.parents for shard in shards)

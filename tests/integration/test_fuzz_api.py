@@ -1,5 +1,5 @@
 """Schema-driven fuzzing of the HTTP API (schemathesis, from the /openapi.json the API serves) over real HTTP:
-local gateway (onward/local/gateway.py) -> onward.handlers.api.handler -> embedded stack.
+local gateway (infra/onward_infra/gateway.py) -> onward.api.app.handler -> embedded stack.
 
 For every operation, valid and invalid requests (schemathesis' positive and negative generation), with a
 tenant's token, the operator's, a wrong one or none, and with a job id that does not exist or is another
@@ -24,8 +24,8 @@ from hypothesis import HealthCheck, given
 from hypothesis import strategies as st
 from schemathesis import GenerationMode
 
-from onward.models import NewJob
-from onward.store import JobStore
+from onward.domain.models import NewJob
+from onward.store.service import JobStore
 from tests.integration.api_support import serve_api
 
 pytestmark = pytest.mark.integration

@@ -1,7 +1,7 @@
-"""The local HTTP gateway (onward/local/gateway.py) against hostile or broken HTTP, over raw sockets.
+"""The local HTTP gateway (infra/onward_infra/gateway.py) against hostile or broken HTTP, over raw sockets.
 
 Most tests put a stub handler behind the gateway (no AWS needed, so they are fast); the last one puts the
-real onward.handlers.api handler behind it. Every refusal must be application/problem+json, close the connection
+real onward.api.app handler behind it. Every refusal must be application/problem+json, close the connection
 when the request's framing is unknown, and never hang a thread or print the request.
 """
 
@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from onward.local import gateway as gateway_module
-from onward.local.gateway import LocalGateway, _RequestHandler
+from onward_infra import gateway as gateway_module
+from onward_infra.gateway import LocalGateway, _RequestHandler
 from tests.integration.api_support import serve_api
 from tests.integration.raw_http import RawReply, address, assert_problem, echo_handler, exchange, read_reply
 
@@ -259,7 +259,7 @@ def test_many_hostile_clients_at_once_all_get_answers(gateway):
 # --- the real API behind the gateway ------------------------------------------------------------------------
 
 def test_the_real_api_behind_the_gateway_answers_hostile_http_with_problems(stack_environment, monkeypatch):
-    """The same refusals with onward.handlers.api.handler behind the gateway, and a good request still served.
+    """The same refusals with onward.api.app.handler behind the gateway, and a good request still served.
     Before: TRACE got an HTML 501 page and a malformed Content-Length killed the connection unanswered."""
     with serve_api(monkeypatch, {"acme": "acme-secret"}, "operator-secret") as url:
         running_address = url.removeprefix("http://").split(":")

@@ -1,4 +1,4 @@
-"""What a client sends the local gateway (onward/local/gateway.py) never earns a 5xx: methods it does not
+"""What a client sends the local gateway (infra/onward_infra/gateway.py) never earns a 5xx: methods it does not
 forward, transfer codings it does not decode and HTTP versions it does not serve are the client's to fix,
 so they are 4xx problems (405 with `Allow`, or 400), over raw sockets.
 
@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from onward.local.gateway import FORWARDED_METHODS, LocalGateway
+from onward_infra.gateway import FORWARDED_METHODS, LocalGateway
 from tests.integration.api_support import serve_api
 from tests.integration.raw_http import assert_problem, echo_handler, exchange
 
@@ -105,7 +105,7 @@ def test_nothing_a_client_sends_of_methods_codings_and_versions_is_a_5xx(gateway
 
 
 def test_the_real_api_behind_the_gateway_answers_odd_methods_and_codings_with_4xx(stack_environment, monkeypatch):
-    """The same with onward.handlers.api.handler behind the gateway: QUERY and a coded body are refused by the
+    """The same with onward.api.app.handler behind the gateway: QUERY and a coded body are refused by the
     gateway (405, 400), and a method the gateway forwards but a route does not have is the handler's 405
     with that route's Allow."""
     with serve_api(monkeypatch, {"acme": "acme-secret"}, "operator-secret") as url:

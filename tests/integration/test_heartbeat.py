@@ -1,5 +1,6 @@
-"""Pipeline heartbeats (onward.heartbeat) through the real path: outbox table -> its DynamoDB stream ->
-onward.handlers.relay.handler -> every shard of the Kinesis stream -> onward.handlers.projector.handler -> watermarks.
+"""Pipeline heartbeats (onward.pipeline.heartbeats) through the real path: outbox table -> its DynamoDB stream ->
+onward.entrypoints.relay.handler -> every shard of the Kinesis stream -> onward.entrypoints.projector.handler ->
+watermarks.
 
 A beat is one outbox item per slot; the relay passes each slot's commit time (the stream record's
 ApproximateCreationDateTime: DynamoDB's clock, never a test's ManualClock) to every Kinesis shard, and a
@@ -28,19 +29,19 @@ from typing import Any
 
 import pytest
 
-from onward.checkpoints import CheckpointStore
-from onward.clock import epoch_ms, iso, system_clock
+from onward.domain.clock import epoch_ms, iso, system_clock
+from onward.domain.freshness import view_lag
+from onward.domain.models import NewJob
 from onward.faults import InjectedCrash, injected
-from onward.freshness import view_lag
-from onward.heartbeat import slot_count
-from onward.heartbeat_emitter import Beat, HeartbeatEmitter, OutboxStreamListing
-from onward.lag import LagProbe
-from onward.local.pipeline import LocalPipeline
-from onward.models import NewJob
-from onward.outbox import OutboxReader
-from onward.parking import ParkedRecords
-from onward.shards import open_shards
-from onward.view import StatusViewReader
+from onward.operator.lag import LagProbe
+from onward.pipeline.checkpoints import CheckpointStore
+from onward.pipeline.heartbeat_writer import Beat, HeartbeatEmitter, OutboxStreamListing
+from onward.pipeline.heartbeats import slot_count
+from onward.pipeline.outbox import OutboxReader
+from onward.pipeline.parking import ParkedRecords
+from onward.pipeline.shards import open_shards
+from onward.pipeline.view import StatusViewReader
+from onward_infra.pipeline import LocalPipeline
 
 pytestmark = pytest.mark.integration
 
@@ -223,7 +224,7 @@ def test_after_a_reshard_children_are_read_after_their_parents_and_the_drained_p
     closed parents' watermarks stay at the last beat they carried and the view reads as delayed forever
     after a reshard. Without the poller reading parents to their end first, a job's newer event (on a child)
     could be projected before its older one (on the parent), which the version guard would have to absorb."""
-    from onward.handlers import projector as projector_handler
+    from onward.entrypoints import projector as projector_handler
 
     clients = {name: endpoint.client(name) for name in ("dynamodb", "dynamodbstreams", "kinesis")}
     pipeline = LocalPipeline.build(settings, clients, batch_size=2)  # a parent takes several batches to drain

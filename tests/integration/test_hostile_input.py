@@ -1,4 +1,4 @@
-"""Hostile input at the HTTP API, over real HTTP (local gateway -> onward.handlers.api.handler -> embedded stack).
+"""Hostile input at the HTTP API, over real HTTP (local gateway -> onward.api.app.handler -> embedded stack).
 
 Every refusal here is a 4xx application/problem+json that writes nothing; each test says what answered
 before the fix (a 500, a silent change, another request's answer, another tenant's jobs).
@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 
-from onward.handlers import api
-from onward.handlers.bootstrap import ApiDeployment
-from onward.local.gateway import build_event
-from onward.local.lambda_context import LocalLambdaContext
-from onward.models import NewJob
-from onward.store import JobStore
+from onward.api import app as api
+from onward.bootstrap import ApiDeployment
+from onward.domain.models import NewJob
+from onward.store.service import JobStore
+from onward_infra.gateway import build_event
+from onward_infra.lambda_context import LocalLambdaContext
 from tests.integration.api_support import HttpAnswer, http_call, serve_api
 
 pytestmark = pytest.mark.integration

@@ -1,4 +1,4 @@
-"""The meter's attribution of read and write units to partitions (onward/local/metering.py): every unit a request
+"""The meter's attribution of read and write units to partitions (infra/onward_infra/metering.py): every unit a request
 would be billed on AWS is charged to "<table>|<partition key value>" or "<table>.<index>|<index partition
 key value>" ("<table>|*scan*" for a Scan page), so a bench can name the hottest key.
 
@@ -20,11 +20,11 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from onward.local.endpoint import REGION, EmbeddedEndpoint, client_for
-from onward.local.metering import OBSERVER_AGENT, Meter, MeterReading, RemoteMeter
-from onward.recorder import Tenant
 from onward.settings import Settings
-from onward.store import JobStore
+from onward.store.ports import Tenant
+from onward.store.service import JobStore
+from onward_infra.endpoint import REGION, EmbeddedEndpoint, client_for
+from onward_infra.metering import OBSERVER_AGENT, Meter, MeterReading, RemoteMeter
 from tests.integration.test_requests_per_job import ECHO
 from tests.support import ManualClock
 

@@ -1,9 +1,9 @@
-"""Input the API takes exactly as documented, over real HTTP (local gateway -> onward.handlers.api.handler ->
+"""Input the API takes exactly as documented, over real HTTP (local gateway -> onward.api.app.handler ->
 embedded stack), every answer held to the OpenAPI document (tests/integration/documented_client.py):
 
 - a trailing newline is never read away: `re.match("^...$")` accepts "acme\\n" (`$` matches before a final
   newline) and the models refused it later (a 500), and the router read `/schedules/keep-me%0A` as
-  `/schedules/keep-me` (the wrong schedule deleted). One pattern helper (onward/text_patterns.py) matches
+  `/schedules/keep-me` (the wrong schedule deleted). One pattern helper (onward/domain/text_patterns.py) matches
   whole everywhere, the routes included;
 - numbers come back exactly as sent, or are refused naming the place: DynamoDB has one number type, so a
   whole float (2.0, 1e20, -0.0) came back an int, and 1e-400 (a float 0.0 once parsed) came back 0;
@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 
-from onward.models import NewJob
-from onward.states import JobState
-from onward.store import JobStore
+from onward.domain.models import NewJob
+from onward.domain.states import JobState
+from onward.store.service import JobStore
 from tests.integration.api_support import http_call, serve_api
 from tests.integration.documented_client import Client, Reply, call_with_claims
 

@@ -1,4 +1,5 @@
-"""The job retention on the embedded endpoint, whose TTL sweeper deletes as DynamoDB does (onward/local/moto_fixes/
+"""The job retention on the embedded endpoint, whose TTL sweeper deletes as DynamoDB does
+(infra/onward_infra/moto_fixes/
 retention.py; driven by hand "in the future" with `sweep_retention(at=...)`, as tests/integration/
 test_retention.py does): an ended job's items and view row carry `expires_at` at the right values and go after
 the retention, a job that has not ended carries none and stays, and the stack's JobRetentionDays (here 3 days,
@@ -16,13 +17,13 @@ from typing import Any
 
 import pytest
 
-from onward.clock import epoch_ms
-from onward.dynamo import from_item
-from onward.handlers.bootstrap import Deployment
-from onward.local.endpoint import EmbeddedEndpoint
-from onward.models import ErrorSummary, NewJob
+from onward.bootstrap import Deployment
+from onward.domain.clock import epoch_ms
+from onward.domain.models import ErrorSummary, NewJob
 from onward.settings import Settings
-from onward.store import JobStore
+from onward.store.dynamo.attributes import from_item
+from onward.store.service import JobStore
+from onward_infra.endpoint import EmbeddedEndpoint
 from tests.integration.api_support import http_call, serve_api
 from tests.integration.test_retention import HOUR_S, Stack
 
@@ -193,7 +194,7 @@ def test_a_replayed_job_loses_the_ttl_of_its_first_end_on_its_row_and_its_view_r
 
 def test_kept_conflicts_and_parked_records_go_after_the_retention(stack):
     """The projector's conflicts and the parked records of both consumers are written by the Lambda
-    functions' Deployment (onward/handlers/bootstrap.py) with the stack's retention: without the TTL on them (and
+    functions' Deployment (onward/bootstrap.py) with the stack's retention: without the TTL on them (and
     on their tables) every conflict and every unreadable record would be kept forever."""
     store, clock = stack.store, stack.clock
     job_id = store.create("acme", NewJob(type="demo.echo")).job.job_id

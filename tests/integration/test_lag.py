@@ -1,4 +1,4 @@
-"""LagProbe (onward/lag.py) on the real telemetry: checkpoint table, outbox `by_time` index, events stream.
+"""LagProbe (onward/operator/lag.py) on the real telemetry: checkpoint table, outbox `by_time` index, events stream.
 
 Watermarks are commit times (DynamoDB's clock: the wall clock here), so the store decides on the wall clock
 too and the probe's clock is a ManualClock set to wall-clock instants: a window ends at a chosen instant,
@@ -15,10 +15,10 @@ import time
 
 import pytest
 
-from onward.clock import epoch_ms, system_clock
-from onward.lag import LagProbe
-from onward.models import NewJob
-from onward.store import JobStore
+from onward.domain.clock import epoch_ms, system_clock
+from onward.domain.models import NewJob
+from onward.operator.lag import LagProbe
+from onward.store.service import JobStore
 from tests.integration.test_heartbeat import slot_commits, vouched
 from tests.support import ManualClock
 

@@ -18,16 +18,16 @@ from typing import Any
 
 import pytest
 
-from onward.handlers import api as api_app
-from onward.handlers import projector as projector_app
-from onward.handlers import reaper as reaper_app
-from onward.handlers import relay as relay_app
-from onward.handlers import worker as worker_app
-from onward.handlers.bootstrap import Deployment
-from onward.local.lambda_context import LocalLambdaContext
-from onward.local.template import load_template
-from onward.models import NewJob
-from onward.store import JobStore
+from onward.api import app as api_app
+from onward.bootstrap import Deployment
+from onward.domain.models import NewJob
+from onward.entrypoints import projector as projector_app
+from onward.entrypoints import reaper as reaper_app
+from onward.entrypoints import relay as relay_app
+from onward.entrypoints import worker as worker_app
+from onward.store.service import JobStore
+from onward_infra.lambda_context import LocalLambdaContext
+from onward_infra.template import load_template
 from tests.samtemplate import dashboard_body
 
 pytestmark = pytest.mark.integration
@@ -122,7 +122,7 @@ def lambda_environment(stack_environment: dict[str, str], monkeypatch: pytest.Mo
     """The stack's variables plus what template.yaml sets for the functions (JWT auth, worker module)."""
     monkeypatch.setenv("ONWARD_AUTH", "jwt")
     monkeypatch.setenv("ONWARD_TENANT_CLAIM", "tenant")
-    monkeypatch.setenv("ONWARD_WORKER_MODULE", "onward.demo")
+    monkeypatch.setenv("ONWARD_WORKER_MODULE", "onward.runtime.demo_jobs")
     monkeypatch.setenv("ONWARD_WORKER_LEASE_S", "5")
     for name in ("ONWARD_TOKENS", "ONWARD_OPERATOR_TOKEN"):
         monkeypatch.delenv(name, raising=False)

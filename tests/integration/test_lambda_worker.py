@@ -1,4 +1,4 @@
-"""The Lambda worker (onward/handlers/worker.py) on the embedded endpoint: its handler fed Kinesis events of
+"""The Lambda worker (onward/entrypoints/worker.py) on the embedded endpoint: its handler fed Kinesis events of
 the shape Lambda sends (the `sam local generate-event` sample, carrying the jobs' real outbox events as the
 relay encodes them), with a LambdaContext whose remaining time the test sets; and the whole wake-up path,
 outbox -> relay -> events stream -> the mapping's filter -> worker, driven by the local event-source pollers
@@ -24,17 +24,17 @@ from typing import Any
 
 import pytest
 
-from onward.clock import system_clock
-from onward.handlers import worker as worker_handler
-from onward.handlers.bootstrap import Deployment
-from onward.local.lambda_context import LocalLambdaContext
-from onward.local.platform import BackgroundLoop
-from onward.local.pollers import EventsStreamPoller
-from onward.local.template import load_template
-from onward.models import NewJob
-from onward.relay.publisher import encode
-from onward.states import TERMINAL_STATES, JobState
-from onward.store import JobStore
+from onward.bootstrap import Deployment
+from onward.domain.clock import system_clock
+from onward.domain.models import NewJob
+from onward.domain.states import TERMINAL_STATES, JobState
+from onward.entrypoints import worker as worker_handler
+from onward.pipeline.relay.publisher import encode
+from onward.store.service import JobStore
+from onward_infra.lambda_context import LocalLambdaContext
+from onward_infra.platform import BackgroundLoop
+from onward_infra.pollers import EventsStreamPoller
+from onward_infra.template import load_template
 from tests.lambda_filters import filtered, mapping_filters, record_passes
 
 pytestmark = pytest.mark.integration
@@ -62,7 +62,7 @@ class BudgetContext(LocalLambdaContext):
 def worker_environment(stack_environment: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     """The stack's variables plus what template.yaml sets for the worker function (one job at a time unless a
     test sets ONWARD_WORKER_CONCURRENCY)."""
-    monkeypatch.setenv("ONWARD_WORKER_MODULE", "onward.demo")
+    monkeypatch.setenv("ONWARD_WORKER_MODULE", "onward.runtime.demo_jobs")
     monkeypatch.setenv("ONWARD_WORKER_LEASE_S", str(LEASE_S))
     monkeypatch.setenv("ONWARD_WORKER_CONCURRENCY", "1")
     return stack_environment

@@ -1,4 +1,5 @@
-"""A call sent by onward.lean_calls is the call botocore would send, and answers the same (ONWARD_LEAN_CLIENT).
+"""A call sent by onward_infra.lean_client.calls is the call botocore would send, and answers the same
+(ONWARD_LEAN_CLIENT).
 
 Two clients of the same embedded endpoint, one botocore's own and one with the lean transport, codec and
 calls, are made the same calls: the operations the platform sends (test_lean_http_answers' workload), retries
@@ -25,11 +26,11 @@ from botocore.awsrequest import AWSPreparedRequest, AWSResponse
 from botocore.config import Config
 from botocore.exceptions import ClientError, EndpointConnectionError
 
-from onward.lean_calls import LeanCalls, use_lean_calls
-from onward.lean_http import _request_bytes, use_lean_http
-from onward.lean_json import use_lean_json
-from onward.local.endpoint import EndpointProcess, client_for
 from onward.settings import Settings
+from onward_infra.endpoint import EndpointProcess, client_for
+from onward_infra.lean_client.calls import LeanCalls, use_lean_calls
+from onward_infra.lean_client.codec import use_lean_json
+from onward_infra.lean_client.http import _request_bytes, use_lean_http
 from tests.integration.test_lean_http_answers import _masked, _workload
 
 pytestmark = pytest.mark.integration  # it starts an endpoint process of its own
@@ -274,7 +275,7 @@ def test_the_platform_s_clients_send_their_calls_lean(endpoint: EndpointProcess)
     platform sends. A handler someone adds to every client (a tracer's patch, a library's feature) would
     silently send every call botocore's way: this names it."""
     for module in ("api", "relay", "projector", "reaper", "worker", "scheduler"):
-        importlib.import_module(f"onward.handlers.{module}")
+        importlib.import_module(f"onward.entrypoints.{module}")
     settings = Settings.from_environment({**endpoint.environment, "ONWARD_LEAN_CLIENT": "true"})
     for service, operations in PLATFORM_OPERATIONS.items():
         calls = vars(settings.client(service))["_make_api_call"]

@@ -1,4 +1,4 @@
-"""A boto3 client answers the same through onward.lean_http as through urllib3 (ONWARD_LEAN_CLIENT).
+"""A boto3 client answers the same through onward_infra.lean_client.http as through urllib3 (ONWARD_LEAN_CLIENT).
 
 Two embedded endpoints are sent the same calls in the same order, one through each transport: the
 operations the platform sends (DynamoDB's item operations, a batch read, a transaction and a cancelled
@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from onward.lean_http import LeanHttpSession, use_lean_http
-from onward.local.endpoint import EndpointProcess, client_for
+from onward_infra.endpoint import EndpointProcess, client_for
+from onward_infra.lean_client.http import LeanHttpSession, use_lean_http
 
 TABLE = "lean-http-jobs"
 STREAM = "lean-http-events"

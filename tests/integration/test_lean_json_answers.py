@@ -1,7 +1,7 @@
-"""A boto3 client answers the same with onward.lean_json's codec as without it (ONWARD_LEAN_CLIENT).
+"""A boto3 client answers the same with onward_infra.lean_client.codec's codec as without it (ONWARD_LEAN_CLIENT).
 
 Two embedded endpoints are sent the same calls in the same order, one through clients with the codec and
-one through clients without it (both sending through onward.lean_http, as Settings.client does, and without
+one through clients without it (both sending through onward_infra.lean_client.http, as Settings.client does, and without
 botocore's parameter validation, as `onward up` and the benches run: the codec then walks the parameters
 itself). The workload: test_lean_http_answers' (DynamoDB's item operations, errors of each kind, binary
 values, DynamoDB Streams' and Kinesis' reads and writes), then the platform's own shapes: job rows written
@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 from botocore.config import Config
 
-from onward.lean_http import use_lean_http
-from onward.lean_json import LeanJSONParser, LeanJSONSerializer, use_lean_json
-from onward.local.endpoint import EndpointProcess, client_for
+from onward_infra.endpoint import EndpointProcess, client_for
+from onward_infra.lean_client.codec import LeanJSONParser, LeanJSONSerializer, use_lean_json
+from onward_infra.lean_client.http import use_lean_http
 from tests.integration.test_lean_http_answers import _masked, _workload, answer
 
 pytestmark = pytest.mark.integration

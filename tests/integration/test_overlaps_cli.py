@@ -8,9 +8,9 @@ import json
 import pytest
 
 from onward.cli.main import main
-from onward.clock import iso, system_clock
-from onward.models import NewJob
-from onward.store import JobStore, ReportStatus
+from onward.domain.clock import iso, system_clock
+from onward.domain.models import NewJob
+from onward.store.service import JobStore, ReportStatus
 from tests.support import ManualClock
 
 ECHO = NewJob(type="demo.echo", params={"n": 1})

@@ -19,22 +19,22 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from onward.checkpoints import OUTBOX_STREAM
-from onward.clock import system_clock
-from onward.dynamo import from_item, to_item
-from onward.errors import PayloadTooLarge
-from onward.handlers import projector as projector_handler
-from onward.handlers.bootstrap import Deployment
-from onward.local.lambda_context import LocalLambdaContext
-from onward.models import NewJob, OutboxEvent
-from onward.outbox import event_from_image
-from onward.parking import ParkedRecords
-from onward.projector.projector import UnreadableRecord, parse_record
-from onward.relay.publisher import encode
-from onward.relay.relay import StreamRecord
-from onward.states import JobState, RunOutcome
-from onward.store import MAX_RESULT_BYTES, JobStore
-from onward.worker import Registry, Worker
+from onward.bootstrap import Deployment
+from onward.domain.clock import system_clock
+from onward.domain.errors import PayloadTooLarge
+from onward.domain.models import NewJob, OutboxEvent
+from onward.domain.states import JobState, RunOutcome
+from onward.entrypoints import projector as projector_handler
+from onward.pipeline.checkpoints import OUTBOX_STREAM
+from onward.pipeline.outbox import event_from_image
+from onward.pipeline.parking import ParkedRecords
+from onward.pipeline.projector.projector import UnreadableRecord, parse_record
+from onward.pipeline.relay.publisher import encode
+from onward.pipeline.relay.relay import StreamRecord
+from onward.runtime.worker import Registry, Worker
+from onward.store.dynamo.attributes import from_item, to_item
+from onward.store.service import MAX_RESULT_BYTES, JobStore
+from onward_infra.lambda_context import LocalLambdaContext
 
 pytestmark = [pytest.mark.integration, pytest.mark.own_stack]  # they read the streams
 

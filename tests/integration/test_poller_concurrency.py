@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from onward.checkpoints import Checkpoint
 from onward.faults import InjectedCrash
-from onward.local.pollers import EventsStreamPoller, ShardBackoff
+from onward.pipeline.checkpoints import Checkpoint
+from onward_infra.pollers import EventsStreamPoller, ShardBackoff
 
 NO_BACKOFF = ShardBackoff(first_s=0.0, max_s=0.0)
 CONSUMER = "local-mapping:projector"

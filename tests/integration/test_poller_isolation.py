@@ -1,4 +1,4 @@
-"""The local event-source pollers (onward/local/pollers.py) isolate shards and park unreadable records one by one.
+"""The local event-source pollers (infra/onward_infra/pollers.py) isolate shards and park unreadable records one by one.
 
 The pollers read GetRecords answers from their raw JSON; a stream record that cannot become a Lambda event
 (here an outbox record whose NewImage the endpoint serves as a string, not a map: no SDK could parse it
@@ -18,16 +18,16 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from onward.checkpoints import PROJECTOR_CONSUMER, RELAY_CONSUMER, CheckpointStore
-from onward.handlers import projector as projector_handler
-from onward.handlers import relay as relay_handler
-from onward.handlers.bootstrap import Deployment
-from onward.local.moto_fixes.streams import table_stream
-from onward.local.pipeline import LocalPipeline
-from onward.local.pollers import EventsStreamPoller, OutboxStreamPoller, ShardBackoff
-from onward.models import NewJob
-from onward.parking import ParkedRecords
-from onward.view import StatusViewReader
+from onward.bootstrap import Deployment
+from onward.domain.models import NewJob
+from onward.entrypoints import projector as projector_handler
+from onward.entrypoints import relay as relay_handler
+from onward.pipeline.checkpoints import PROJECTOR_CONSUMER, RELAY_CONSUMER, CheckpointStore
+from onward.pipeline.parking import ParkedRecords
+from onward.pipeline.view import StatusViewReader
+from onward_infra.moto_fixes.streams import table_stream
+from onward_infra.pipeline import LocalPipeline
+from onward_infra.pollers import EventsStreamPoller, OutboxStreamPoller, ShardBackoff
 from tests.integration.test_relay import kinesis_records, stream_shards
 
 pytestmark = [pytest.mark.integration, pytest.mark.own_stack]  # they read the streams

@@ -1,4 +1,4 @@
-"""How often the local event-source pollers (onward/local/pollers.py) write their own position per shard.
+"""How often the local event-source pollers (infra/onward_infra/pollers.py) write their own position per shard.
 
 A position written after every batch was 0.5-0.7 UpdateItem per job; Lambda's mappings keep theirs for
 free. A shard's position is now written at most once per POSITION_EVERY_S while its records keep flowing,
@@ -17,17 +17,17 @@ from typing import Any
 
 import pytest
 
-from onward.checkpoints import Checkpoint, CheckpointStore
-from onward.demo import registry
+from onward.bootstrap import Deployment
+from onward.domain.projection import ProjectionOutcome
+from onward.entrypoints import projector as projector_handler
+from onward.entrypoints import relay as relay_handler
 from onward.faults import InjectedCrash
-from onward.handlers import projector as projector_handler
-from onward.handlers import relay as relay_handler
-from onward.handlers.bootstrap import Deployment
-from onward.local.pipeline import LocalPipeline
-from onward.local.platform import LocalPlatform, PlatformOptions
-from onward.local.pollers import POSITION_EVERY_S, EventsStreamPoller, OutboxStreamPoller, ShardBackoff
-from onward.projection import ProjectionOutcome
-from onward.relay.relay import Relay
+from onward.pipeline.checkpoints import Checkpoint, CheckpointStore
+from onward.pipeline.relay.relay import Relay
+from onward.runtime.demo_jobs import registry
+from onward_infra.pipeline import LocalPipeline
+from onward_infra.platform import LocalPlatform, PlatformOptions
+from onward_infra.pollers import POSITION_EVERY_S, EventsStreamPoller, OutboxStreamPoller, ShardBackoff
 from tests.integration.test_relay import (
     CountingProjector,
     assert_views_final,

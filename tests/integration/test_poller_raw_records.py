@@ -1,4 +1,4 @@
-"""The local event-source pollers read the embedded endpoint's GetRecords answers raw (onward/local/pollers.py
+"""The local event-source pollers read the embedded endpoint's GetRecords answers raw (infra/onward_infra/pollers.py
 RecordReader) and hand the handlers the events botocore's parse made of the very same answers.
 
 Each test deploys a stack of its own (tests/integration/test_stream_topology.py `Outbox`), writes straight
@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from onward.local.pollers import (
+from onward.settings import Settings
+from onward_infra.pollers import (
     EventsStreamPoller,
     OutboxStreamPoller,
     RecordReader,
@@ -24,7 +25,6 @@ from onward.local.pollers import (
     dynamodb_lambda_record,
     dynamodb_record_fault,
 )
-from onward.settings import Settings
 from tests.integration.test_stream_topology import NoRecovery, Outbox, event_item
 from tests.unit.test_poller_raw_records import (
     BINARY,

@@ -15,19 +15,19 @@ from unittest import mock
 import pytest
 from botocore.exceptions import ClientError
 
-from onward.checkpoints import CheckpointStore
-from onward.clock import epoch_ms, iso, system_clock
-from onward.dynamo import from_item
-from onward.handlers import projector as projector_handler
-from onward.handlers.bootstrap import Deployment
-from onward.local.lambda_context import LocalLambdaContext
-from onward.models import ErrorSummary, NewJob, OutboxEvent
-from onward.parking import ParkedRecords
-from onward.projection import ProjectionOutcome, digest
-from onward.projector.projector import StatusProjector
-from onward.relay.publisher import KinesisPublisher, encode
-from onward.states import JobState
-from onward.store import CancelStatus, JobStore, ReportStatus
+from onward.bootstrap import Deployment
+from onward.domain.clock import epoch_ms, iso, system_clock
+from onward.domain.models import ErrorSummary, NewJob, OutboxEvent
+from onward.domain.projection import ProjectionOutcome, digest
+from onward.domain.states import JobState
+from onward.entrypoints import projector as projector_handler
+from onward.pipeline.checkpoints import CheckpointStore
+from onward.pipeline.parking import ParkedRecords
+from onward.pipeline.projector.projector import StatusProjector
+from onward.pipeline.relay.publisher import KinesisPublisher, encode
+from onward.store.dynamo.attributes import from_item
+from onward.store.service import CancelStatus, JobStore, ReportStatus
+from onward_infra.lambda_context import LocalLambdaContext
 from tests.integration.test_heartbeat import slot_commits, vouched
 
 A, D, S, C = (ProjectionOutcome.APPLIED, ProjectionOutcome.DUPLICATE, ProjectionOutcome.STALE,
@@ -71,7 +71,7 @@ STREAM_ARN = "arn:aws:kinesis:us-east-1:123456789012:stream/onward-events"
 
 def kinesis_event(payloads: list[bytes], *, shard_id: str = SHARD, first_sequence: int = 1,
                   stream_arn: str = STREAM_ARN) -> dict[str, Any]:
-    """A Kinesis event as Lambda delivers it (the shape onward/local/pollers.py builds from GetRecords)."""
+    """A Kinesis event as Lambda delivers it (the shape infra/onward_infra/pollers.py builds from GetRecords)."""
     records = []
     for offset, data in enumerate(payloads):
         sequence = str(first_sequence + offset)
@@ -323,7 +323,7 @@ def test_poison_records_are_parked_with_raw_bytes_and_reason_and_the_shard_moves
 
 def test_a_failing_record_stops_the_batch_and_redelivery_from_it_applies_the_rest(
         stack_environment, settings, dynamodb):
-    """The issue's ordering rule (powertools #2850). Without ShardBatchProcessor (onward.handlers.projector),
+    """The issue's ordering rule (powertools #2850). Without ShardBatchProcessor (onward.entrypoints.projector),
     Powertools would go on and apply job Y's running/v2 although its queued/v1 failed; the response would
     name only record 2, and Lambda would resume there. Here record 3 is held back and reported too (Y's two
     events are one folded write, which fails as its first record, Y's v1)."""

@@ -7,10 +7,10 @@ import threading
 from collections import defaultdict
 from typing import Any
 
-from onward.handlers.bootstrap import Deployment
-from onward.projection import ProjectionOutcome
-from onward.projector.projector import BatchTally, ShardRecord, StatusProjector
-from onward.relay.publisher import encode
+from onward.bootstrap import Deployment
+from onward.domain.projection import ProjectionOutcome
+from onward.pipeline.projector.projector import BatchTally, ShardRecord, StatusProjector
+from onward.pipeline.relay.publisher import encode
 from tests.integration.test_projection import SHARD, make_event, new_job_id, view_of
 
 JOBS = 16

@@ -10,13 +10,13 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
+from onward.bootstrap import Deployment
+from onward.domain.models import ErrorSummary, OutboxEvent
+from onward.domain.projection import digest
+from onward.entrypoints import projector as projector_handler
 from onward.faults import InjectedCrash, fault_subject, installed
-from onward.handlers import projector as projector_handler
-from onward.handlers.bootstrap import Deployment
-from onward.models import ErrorSummary, OutboxEvent
-from onward.projection import digest
-from onward.projector.projector import BatchTally, ShardRecord, StatusProjector
-from onward.relay.publisher import encode
+from onward.pipeline.projector.projector import BatchTally, ShardRecord, StatusProjector
+from onward.pipeline.relay.publisher import encode
 from tests.integration.test_projection import (
     SHARD,
     conflicts_of,

@@ -1,5 +1,5 @@
-"""The relay over the embedded endpoint: the outbox table's real DynamoDB stream -> onward.handlers.relay.handler
-(driven by onward.local.pollers.OutboxStreamPoller, as Lambda's mapping would) -> the real Kinesis events stream, read
+"""The relay over the embedded endpoint: the outbox table's real DynamoDB stream -> onward.entrypoints.relay.handler
+(driven by onward_infra.pollers.OutboxStreamPoller, as Lambda's mapping would) -> the real Kinesis events stream, read
 back with the Kinesis API. Crashes are injected at the relay's named fault points (onward.faults)."""
 
 from __future__ import annotations
@@ -12,23 +12,23 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from onward.checkpoints import OUTBOX_STREAM, CheckpointStore
-from onward.clock import epoch_ms, iso, system_clock
-from onward.dynamo import from_item
+from onward.bootstrap import Deployment
+from onward.domain.clock import epoch_ms, iso, system_clock
+from onward.domain.models import ErrorSummary, NewJob, OutboxEvent
+from onward.domain.projection import ProjectionOutcome
+from onward.entrypoints import relay as relay_handler
 from onward.faults import InjectedCrash, injected
-from onward.handlers import relay as relay_handler
-from onward.handlers.bootstrap import Deployment
-from onward.heartbeat import SLOTS_PER_SHARD
-from onward.local.lambda_context import LocalLambdaContext
-from onward.local.pipeline import LocalPipeline
-from onward.local.pollers import OutboxStreamPoller
-from onward.models import ErrorSummary, NewJob, OutboxEvent
-from onward.outbox import OutboxReader
-from onward.parking import ParkedRecords
-from onward.projection import ProjectionOutcome
-from onward.relay.publisher import KinesisPublisher
-from onward.relay.relay import RECOVERY_MARGIN_MS, Relay, StreamRecord
-from onward.store import JobStore
+from onward.pipeline.checkpoints import OUTBOX_STREAM, CheckpointStore
+from onward.pipeline.heartbeats import SLOTS_PER_SHARD
+from onward.pipeline.outbox import OutboxReader
+from onward.pipeline.parking import ParkedRecords
+from onward.pipeline.relay.publisher import KinesisPublisher
+from onward.pipeline.relay.relay import RECOVERY_MARGIN_MS, Relay, StreamRecord
+from onward.store.dynamo.attributes import from_item
+from onward.store.service import JobStore
+from onward_infra.lambda_context import LocalLambdaContext
+from onward_infra.pipeline import LocalPipeline
+from onward_infra.pollers import OutboxStreamPoller
 from tests.support import PartialFailures
 
 pytestmark = [pytest.mark.integration, pytest.mark.own_stack]  # they read the streams
@@ -675,12 +675,12 @@ def test_an_event_too_large_for_a_kinesis_record_is_parked_not_retried_forever(s
 
 
 def _encoded(event: OutboxEvent) -> bytes:
-    from onward.relay.publisher import encode
+    from onward.pipeline.relay.publisher import encode
 
     return encode(event)
 
 
 def _image_of(event: OutboxEvent) -> dict[str, Any]:
-    from onward.dynamo import to_item
+    from onward.store.dynamo.attributes import to_item
 
     return to_item(event.model_dump(mode="json", by_alias=True))

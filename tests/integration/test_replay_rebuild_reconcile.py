@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from onward.cli.main import main
-from onward.models import ErrorSummary, NewJob
-from onward.view import StatusViewReader
+from onward.domain.models import ErrorSummary, NewJob
+from onward.pipeline.view import StatusViewReader
 
 
 @pytest.fixture
@@ -71,7 +71,7 @@ def test_reconcile_finds_a_lagging_view_and_repairs_it(finished_jobs, store, pip
                                                        capsys, monkeypatch):
     lagging = store.create("acme", NewJob(type="demo.echo")).job  # its event never reaches the view
     pipeline.relay_poller.poll_once()  # relayed to Kinesis but the projector does not run
-    monkeypatch.setattr("onward.clock.system_clock", lambda: clock.now + 120_000)
+    monkeypatch.setattr("onward.domain.clock.system_clock", lambda: clock.now + 120_000)
     assert main(["reconcile", "--threshold-s", "60"]) == 1
     out = capsys.readouterr().out
     assert f"{lagging.job_id}: job v1, view never" in out and "1 jobs behind" in out
@@ -86,7 +86,7 @@ def test_replay_windows_compare_moments_not_text(store, pipeline, clock, capsys)
     """--since/--until are parsed with their zone and compared as moments. Before, they were compared with
     the events' UTC text: `...T10:00:00+02:00` (08:00 UTC) sorted after every 09:xxZ event, so a window
     given with an offset selected the wrong events (here: none instead of the later two)."""
-    from onward.clock import iso
+    from onward.domain.clock import iso
 
     early = store.create("acme", NewJob(type="demo.echo")).job.job_id  # at the test clock's start
     clock.advance(3600)

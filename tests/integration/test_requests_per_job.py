@@ -7,8 +7,8 @@ transition); a claim by a process that claimed a moment ago costs 1 BatchGetItem
 transaction's condition on the row's version refuses a row the index showed late, which is then read),
 plus, only when it takes a queue's last job, 1 UpdateItem (the entry leaves the active index); a process's
 first claim also reads the head of the active index (a Query per partition), the parked entries due (a Query
-per partition) and the system clock (1 BatchGetItem), which later claims take from its caches (onward.claims,
-onward.tenants). The create does not read the key first (its transaction's condition that the key is unused
+per partition) and the system clock (1 BatchGetItem), which later claims take from its caches (onward.store.claims,
+onward.store.tenants). The create does not read the key first (its transaction's condition that the key is unused
 does that), and the completion does not read the row (it decides from the row the claim wrote, with the usual
 condition on its state, version and attempt). Each saving has a fallback, taken only when the transaction is
 refused, which answers exactly as the read-first path did: an Idempotency-Key in use (replay: the same job,
@@ -17,7 +17,7 @@ cancel requested meanwhile (the report decided again from the row as it is now).
 DynamoDB the requests the embedded endpoint serves on the stack's jobs table; in memory the recorder's calls,
 named by the request each one is on DynamoDB.
 
-The relay's poller (onward/local/pollers.py OutboxStreamPoller) keeps the stream's shard listing between polls:
+The relay's poller (infra/onward_infra/pollers.py OutboxStreamPoller) keeps the stream's shard listing between polls:
 DescribeStream only when a shard ended, every few seconds while busy, and before answering "nothing to
 read", so a poller polled until idle still reads every shard, splits included.
 """
@@ -30,14 +30,13 @@ from typing import Any, TypeVar
 
 import pytest
 
-from onward.clock import EpochMs
-from onward.errors import IdempotencyConflict
-from onward.keys import DEFAULT_ACTIVE_SHARDS, PARKED_SHARDS, ReadyQueue, ready_queue
-from onward.local.endpoint import EmbeddedEndpoint
-from onward.local.pollers import OutboxStreamPoller
-from onward.memory_recorder import MemoryRecorder
-from onward.models import ErrorSummary, Job, Lease, NewJob, Run
-from onward.recorder import (
+from onward.domain.clock import EpochMs
+from onward.domain.errors import IdempotencyConflict
+from onward.domain.models import ErrorSummary, Job, Lease, NewJob, Run
+from onward.domain.states import JobState, RunOutcome
+from onward.store.dynamo.keys import DEFAULT_ACTIVE_SHARDS, PARKED_SHARDS, ReadyQueue, ready_queue
+from onward.store.memory.recorder import MemoryRecorder
+from onward.store.ports import (
     ActiveEntry,
     CommitOutcome,
     CreateOutcome,
@@ -52,8 +51,9 @@ from onward.recorder import (
     TenantState,
     TransitionWrite,
 )
-from onward.states import JobState, RunOutcome
-from onward.store import CancelStatus, Created, JobStore, ReportStatus
+from onward.store.service import CancelStatus, Created, JobStore, ReportStatus
+from onward_infra.endpoint import EmbeddedEndpoint
+from onward_infra.pollers import OutboxStreamPoller
 from tests.contract.backends import DynamoBackend, MemoryBackend, StoreBackend
 from tests.integration.test_stream_topology import (
     NO_BACKOFF,
@@ -76,7 +76,7 @@ LEASE_S = 30
 
 class CountingMemoryRecorder(MemoryRecorder):
     """The in-memory recorder, counting its calls under the DynamoDB operation each one is on DynamoDB
-    (onward.dynamo_recorder), so that both backends are held to the same numbers."""
+    (onward.store.dynamo.recorder), so that both backends are held to the same numbers."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -237,7 +237,7 @@ def version_history(store: JobStore, job: Job) -> list[tuple[int, str]]:
 def test_one_job_created_with_a_key_claimed_and_completed_costs_3_transactions_and_no_row_read(metered):
     """The lifecycle of a job with an Idempotency-Key: create = 1 TransactWriteItems; a claim = 1
     TransactWriteItems when the process's claims read the counters and the queue's head a moment ago
-    (onward.claims shares them for COUNTERS_SHARE_MS / DUE_HEAD_SHARE_MS, counting its own commits in);
+    (onward.store.claims shares them for COUNTERS_SHARE_MS / DUE_HEAD_SHARE_MS, counting its own commits in);
     complete = 1 TransactWriteItems. The process's first claim reads the active index's head (one Query per
     partition), the parked entries due (one per partition), the clock, its candidates' counters (a
     BatchGetItem) and the queue's head (a Query of the ready index: the rows it decides from); an entry whose
@@ -307,7 +307,7 @@ def test_a_renewed_lease_still_completes_with_one_transaction_and_leaves_no_leas
     lease = store.claim("w1", LEASE_S)
     assert lease is not None
     clock.advance(10)
-    renewal = store.heartbeat(lease, 60)
+    renewal = store.renew_lease(lease, 60)
     assert renewal.held and renewal.lease_expires_at != lease.lease_expires_at
     report, cost = metered.count(lambda: store.complete(lease, None))
     assert cost == {"TransactWriteItems": 1}
@@ -426,7 +426,7 @@ def test_a_completion_after_being_fenced_is_refused_reread_answered_fenced_and_m
     completion from the claim's row is refused by the row's version condition (nothing written), the row is
     read, the attempt no longer holds it: FENCED with the row as it is, the late report marked on run 1
     (fenced, reclaimed_as lease_expired, late_report succeeded), no result, the new owner's row untouched.
-    The zombie reports a second after attempt 2 began, so the two overlapped (onward.overlaps): both runs
+    The zombie reports a second after attempt 2 began, so the two overlapped (onward.domain.overlaps): both runs
     say so (1 TransactWriteItems refused, 1 GetItem: the row, 1 Query: the job's runs, the zombie's among
     them, 2 UpdateItem: the mark with its overlap, and the overlap on run 2). Without the attempt / version
     condition the zombie's result would overwrite the job; without the re-read after the refusal the store
@@ -505,7 +505,7 @@ def test_a_cancel_acknowledged_after_the_heartbeat_said_so_applies_after_one_ref
     lease = store.claim("w1", LEASE_S)
     assert lease is not None
     store.cancel(job.job_id)
-    assert store.heartbeat(lease, LEASE_S).cancel_requested
+    assert store.renew_lease(lease, LEASE_S).cancel_requested
     report, cost = metered.count(lambda: store.acknowledge_cancel(lease))
     assert cost == {"TransactWriteItems": 2, "GetItem": 1}
     assert report.status is ReportStatus.APPLIED

@@ -1,4 +1,4 @@
-"""The embedded endpoint honours retention as AWS does (onward/local/moto_fixes/retention.py): TTL deletes expired
+"""The embedded endpoint honours retention as AWS does (infra/onward_infra/moto_fixes/retention.py): TTL deletes expired
 items with a REMOVE stream record of the TTL service, DynamoDB stream records are trimmed after 24 h and
 Kinesis records after the stream's RetentionPeriodHours, and the local pipeline lives with it.
 
@@ -18,14 +18,14 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from onward.clock import system_clock
-from onward.handlers.bootstrap import Deployment
-from onward.heartbeat import HEARTBEAT_PARTITION
-from onward.local.endpoint import EmbeddedEndpoint
-from onward.local.moto_fixes.retention import STATS_PATH, TTL_SERVICE_IDENTITY
-from onward.local.pipeline import LocalPipeline
+from onward.bootstrap import Deployment
+from onward.domain.clock import system_clock
+from onward.pipeline.heartbeats import HEARTBEAT_PARTITION
 from onward.settings import Settings
-from onward.store import JobStore
+from onward.store.service import JobStore
+from onward_infra.endpoint import EmbeddedEndpoint
+from onward_infra.moto_fixes.retention import STATS_PATH, TTL_SERVICE_IDENTITY
+from onward_infra.pipeline import LocalPipeline
 from tests.integration.test_relay import (
     assert_views_final,
     kinesis_records,

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from onward.local.template import TEMPLATE_PATH, load_template
+from onward_infra.template import TEMPLATE_PATH, load_template
 
 pytestmark = pytest.mark.e2e  # runs a tool of its own (aws-sam-cli): not in `make test-fast`
 

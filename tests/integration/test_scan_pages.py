@@ -1,4 +1,4 @@
-"""Scans on the embedded endpoint (onward/local/moto_fixes/scans.py): each page after the first starts by
+"""Scans on the embedded endpoint (infra/onward_infra/moto_fixes/scans.py): each page after the first starts by
 bisection instead of moto's walk from the table's first item, and the pages are stock moto's."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from moto.dynamodb.models.table import Table
 
-from onward.local.endpoint import EmbeddedEndpoint
+from onward_infra.endpoint import EmbeddedEndpoint
 from tests.integration.test_endpoint_hot_paths import Stack, every_page, stock_moto
 
 _tables = itertools.count()

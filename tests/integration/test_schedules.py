@@ -1,4 +1,4 @@
-"""Periodic jobs on the embedded endpoint: the schedules' items on DynamoDB (onward.schedule_store) under the
+"""Periodic jobs on the embedded endpoint: the schedules' items on DynamoDB (onward.store.schedules) under the
 Scheduler with the real JobStore, the scheduler's Lambda handler, and the /schedules routes over HTTP (every
 answer checked against the OpenAPI document by test_api's Client)."""
 
@@ -10,16 +10,16 @@ from collections.abc import Iterator
 
 import pytest
 
-from onward.clock import epoch_ms, iso
-from onward.handlers import cursors
-from onward.handlers.bootstrap import Deployment
-from onward.handlers.openapi import DOCUMENT
-from onward.local.gateway import build_event
-from onward.local.lambda_context import LocalLambdaContext
-from onward.schedule_store import MAX_SCHEDULE_PARAMS_BYTES, MAX_SCHEDULES_PER_TENANT, AddOutcome, DynamoSchedules
-from onward.scheduler import Scheduler
-from onward.schedules import NewSchedule, Schedule
-from onward.store import JobStore
+from onward.api import cursors
+from onward.api.openapi import DOCUMENT
+from onward.bootstrap import Deployment
+from onward.domain.clock import epoch_ms, iso
+from onward.domain.schedules import NewSchedule, Schedule
+from onward.maintenance.scheduler import Scheduler
+from onward.store.schedules import MAX_SCHEDULE_PARAMS_BYTES, MAX_SCHEDULES_PER_TENANT, AddOutcome, DynamoSchedules
+from onward.store.service import JobStore
+from onward_infra.gateway import build_event
+from onward_infra.lambda_context import LocalLambdaContext
 from tests.integration.api_support import http_call, serve_api
 from tests.integration.test_api import OPERATOR, TOKENS, Client, Reply
 from tests.integration.test_lambda_events import sample
@@ -107,7 +107,7 @@ def test_a_tick_after_an_outage_creates_only_the_latest_missed_fire(settings, dy
 def test_the_lambda_handler_ticks_the_deployments_scheduler(stack_environment, settings, dynamodb) -> None:
     """Catches the SchedulerFunction's handler not wired to the deployment's store and schedules (it would
     import but fire nothing)."""
-    from onward.handlers import scheduler as handler_module
+    from onward.entrypoints import scheduler as handler_module
 
     deployment = Deployment.from_environment()
     past = ManualClock(epoch_ms("2026-01-01T00:00:00Z"))
@@ -209,8 +209,8 @@ def test_onward_ups_scheduler_loop_fires_a_due_schedule(stack_environment) -> No
     deployment's schedules): a due schedule must become a job within a few ticks."""
     import time
 
-    from onward.demo import registry
-    from onward.local.platform import LocalPlatform, PlatformOptions
+    from onward.runtime.demo_jobs import registry
+    from onward_infra.platform import LocalPlatform, PlatformOptions
 
     deployment = Deployment.from_environment()
     platform = LocalPlatform(deployment, registry, PlatformOptions(http_port=0, scheduler_interval_s=0.1))
@@ -292,7 +292,7 @@ def test_params_over_the_bound_are_a_413_and_no_page_outgrows_lambdas_answer(cli
     a listing of 6.6 MB), and a bound loose enough that a full page of the largest schedules does not fit
     Lambda's 6 MB answer: 100 schedules whose params are all `"` (2 bytes in the body's JSON, 4 once Lambda
     quotes the body) are answered in under 4 MB."""
-    from onward.handlers import api
+    from onward.api import app as api
 
     huge = {"name": "huge", "type": "demo.echo", "rate": "1 hour", "params": {"q": "a" * 250_000}}
     for number in range(26):

@@ -1,4 +1,4 @@
-"""The selector server (onward/local/moto_fixes/selector_server.py) serves every connection's plain requests
+"""The selector server (infra/onward_infra/moto_fixes/selector_server.py) serves every connection's plain requests
 from one thread: each answer must reach the connection that asked, whole and in order, whatever the others
 do meanwhile (a client that does not read its answer, one that sends half a request, one the loop fails on),
 and stopping the server must end the connections it holds. Served here over a small echoing application;
@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from onward.local.moto_fixes import connections, selector_server
+from onward_infra.moto_fixes import connections, selector_server
 
 pytestmark = pytest.mark.integration
 

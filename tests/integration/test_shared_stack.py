@@ -1,4 +1,4 @@
-"""The shared stack (tests/conftest.py's `environment`, onward.local.endpoint.SharedStack): tests that only read and
+"""The shared stack (tests/conftest.py's `environment`, onward_infra.endpoint.SharedStack): tests that only read and
 write items borrow one deployment, and each finds it as if freshly deployed; a user that does more, or leaves
 something running, does not pass the stack on."""
 
@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from onward.local.endpoint import LEASE_VARIABLE, EmbeddedEndpoint, SharedStack
-from onward.models import NewJob
+from onward.domain.models import NewJob
 from onward.settings import Settings
-from onward.store import JobStore
+from onward.store.service import JobStore
+from onward_infra.endpoint import LEASE_VARIABLE, EmbeddedEndpoint, SharedStack
 from tests.support import ManualClock
 
 ECHO = NewJob(type="demo.echo", params={"n": 1})
@@ -43,14 +43,15 @@ def guarded(endpoint: EmbeddedEndpoint) -> SharedStack:
 
 def test_the_next_user_of_a_shared_stack_finds_it_as_if_freshly_deployed(
         guarded: SharedStack, dynamodb: Any, clock: ManualClock) -> None:
-    """Without the emptying (tables, and the secondary-index maps of onward/local/moto_fixes/queries.py) the second
+    """Without the emptying (tables, and the secondary-index maps of infra/onward_infra/moto_fixes/queries.py) the
+    second
     user would see the first user's items, claim its queued job and find its idempotency key taken; without
     the lease variable it would reuse the first user's warm Deployment (its tenant cache)."""
     first = guarded.lend().environment
     store = JobStore(Settings.from_environment(first), client=dynamodb, clock=clock)
     assert store.create("acme", ECHO, idempotency_key="order-7").created
     assert store.create("acme", ECHO).created
-    # the ready index's partitions are mapped (onward/local/moto_fixes/queries.py)
+    # the ready index's partitions are mapped (infra/onward_infra/moto_fixes/queries.py)
     assert store.claim("w", 30) is not None
     _fill_every_table(dynamodb, first)
     assert all(_items(dynamodb, first).values())

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from onward.errors import (
+from onward.domain.errors import (
     IdempotencyConflict,
     InvalidRequest,
     JobNotFound,
@@ -13,9 +13,9 @@ from onward.errors import (
     PayloadTooLarge,
     UnstorableValue,
 )
-from onward.models import ErrorSummary, NewJob
-from onward.states import JobState, RunOutcome
-from onward.store import CancelStatus, JobStore, ReportStatus
+from onward.domain.models import ErrorSummary, NewJob
+from onward.domain.states import JobState, RunOutcome
+from onward.store.service import CancelStatus, JobStore, ReportStatus
 
 ECHO = NewJob(type="demo.echo", params={"n": 1})
 
@@ -151,10 +151,10 @@ def test_heartbeat_extends_only_the_holders_lease(store, clock):
     store.create("acme", ECHO)
     lease = store.claim("w1", 30)
     clock.advance(20)
-    beat = store.heartbeat(lease, 30)
+    beat = store.renew_lease(lease, 30)
     assert beat.held and not beat.cancel_requested and beat.lease_expires_at == clock.now + 30_000
     stranger = lease.model_copy(update={"worker_id": "w9"})
-    assert not store.heartbeat(stranger, 30).held
+    assert not store.renew_lease(stranger, 30).held
     assert store.get(lease.job_id).lease_expires_at == beat.lease_expires_at
 
 
@@ -162,7 +162,7 @@ def test_a_renewed_lease_is_not_reaped(store, clock):
     store.create("acme", ECHO)
     lease = store.claim("w1", 30)
     clock.advance(25)
-    store.heartbeat(lease, 30)
+    store.renew_lease(lease, 30)
     clock.advance(25)
     assert store.reap() == []
     assert store.get(lease.job_id).state is JobState.RUNNING
@@ -266,7 +266,7 @@ def test_cancel_of_a_running_job_is_a_request_seen_on_heartbeat(store):
     outcome = store.cancel(job.job_id, "acme")
     assert outcome.status is CancelStatus.REQUESTED and outcome.job.state is JobState.RUNNING
     assert store.cancel(job.job_id, "acme").status is CancelStatus.ALREADY_REQUESTED
-    assert store.heartbeat(lease, 30).cancel_requested
+    assert store.renew_lease(lease, 30).cancel_requested
     report = store.acknowledge_cancel(lease)
     assert report.applied and report.job.state is JobState.CANCELLED
     assert store.runs(job.job_id)[0].outcome is RunOutcome.CANCELLED
@@ -330,7 +330,7 @@ def test_terminal_jobs_absorb_every_late_operation(store, clock):
     final = store.get(job.job_id)
     assert store.fail(lease, ErrorSummary.of("E", "x")).status is ReportStatus.FENCED
     assert store.release(lease).status is ReportStatus.FENCED
-    assert not store.heartbeat(lease, 30).held
+    assert not store.renew_lease(lease, 30).held
     clock.advance(3600)
     assert store.reap() == []
     assert store.claim("w2", 30) is None

@@ -1,6 +1,6 @@
 """A model-based test of JobStore: hypothesis drives the real store with random sequences of every
 operation, and after every step compares what its recorder holds with a small model written here from the
-design, independently of onward.lifecycle. It runs on both recorders (onward.recorder): on DynamoDB (the
+design, independently of onward.domain.lifecycle. It runs on both recorders (onward.store.ports): on DynamoDB (the
 embedded endpoint, the session's shared stack emptied for each run; marked `integration`) at the sizes of
 MODEL_SETTINGS, and in memory at ten times as many steps (MEMORY_MODEL_SETTINGS), in seconds.
 
@@ -22,7 +22,7 @@ used since the last replay never exceed max_attempts; a terminal state is never 
 in a terminal state, at its end + the job retention, and on a run record exactly once its attempt ended.
 
 What breaks without which code (each of these fails this test):
-- the job row's expected state / version condition (onward.recorder.JobRowUpdate: the condition
+- the job row's expected state / version condition (onward.store.ports.JobRowUpdate: the condition
   expression of writes.TransitionWrites.job_update, MemoryRecorder's check): in a race both writers commit
   from the same row, both try to publish vN+1 and the outbox condition refuses the second
   (StoreInvariantViolation), or, without that outbox condition too, the event list has a duplicate and the
@@ -73,15 +73,15 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-import onward.store
-from onward.errors import IdempotencyConflict, JobNotFound, NotReplayable
-from onward.keys import run_from_values
-from onward.local.endpoint import SharedStack
-from onward.models import ErrorSummary, Job, Lease, NewJob, OutboxEvent, Run
-from onward.overlaps import overlaps
-from onward.recorder import CommitOutcome, CreateOutcome, JobRecorder, NewJobWrite, TransitionWrite
+import onward.store.service
+from onward.domain.errors import IdempotencyConflict, JobNotFound, NotReplayable
+from onward.domain.models import ErrorSummary, Job, Lease, NewJob, OutboxEvent, Run
+from onward.domain.overlaps import overlaps
 from onward.settings import DEFAULT_JOB_RETENTION_DAYS, Settings
-from onward.store import CancelStatus, JobStore, ReportStatus
+from onward.store.dynamo.keys import run_from_values
+from onward.store.ports import CommitOutcome, CreateOutcome, JobRecorder, NewJobWrite, TransitionWrite
+from onward.store.service import CancelStatus, JobStore, ReportStatus
+from onward_infra.endpoint import SharedStack
 from tests.contract.backends import DynamoBackend, MemoryBackend, StoreBackend
 from tests.support import ManualClock
 
@@ -93,7 +93,7 @@ TYPES = ("report.build", "mail.send")
 # so "claim returned None" means "no due job that still has attempts".
 MAX_JOBS = 8
 
-# Written from the design, not imported from onward.states.
+# Written from the design, not imported from onward.domain.states.
 TERMINAL = frozenset({"succeeded", "dead", "cancelled", "quarantined"})
 JOB_RETENTION_S = DEFAULT_JOB_RETENTION_DAYS * 86_400  # both backends' stores keep the default
 REPLAYABLE = frozenset({"dead", "quarantined"})
@@ -106,7 +106,7 @@ BACKOFF_CAP_MS = 300_000
 
 
 class SeededJobIds:
-    """Stands in for the `uuid` module inside onward.store during this test: job ids from a generator
+    """Stands in for the `uuid` module inside onward.store.service during this test: job ids from a generator
     seeded at the start of every run. Where due times tie, the claim meets jobs in id order, so with random
     ids the same steps could claim a different job when hypothesis replays or shrinks them."""
 
@@ -381,7 +381,7 @@ class StoreModel(RuleBasedStateMachine):
         if kind == "acknowledge_cancel":
             return store.acknowledge_cancel(target)
         if kind == "heartbeat":
-            return store.heartbeat(target, extra)
+            return store.renew_lease(target, extra)
         if kind == "cancel":
             return store.cancel(target, self.model[target].tenant)
         if kind == "reap":
@@ -520,7 +520,7 @@ class StoreModel(RuleBasedStateMachine):
 
     @precondition(lambda self: self.model)
     @rule(data=st.data(), whose=WHOSE, lease_s=st.sampled_from([1, 5, 30]))
-    def heartbeat(self, data: st.DataObject, whose: str, lease_s: int) -> None:
+    def renew_lease(self, data: st.DataObject, whose: str, lease_s: int) -> None:
         self._report(data, whose, "heartbeat", lease_s)
 
     @precondition(lambda self: self._holders())
@@ -789,7 +789,7 @@ class StoreModel(RuleBasedStateMachine):
                                   run.reclaimed_as and run.reclaimed_as.value,
                                   run.late_report and run.late_report.value) for run in recorded} == {
                 attempt: run.view() for attempt, run in job.runs.items()}
-            # Overlaps (onward.overlaps) are marked on both runs, and only where the records show one.
+            # Overlaps (onward.domain.overlaps) are marked on both runs, and only where the records show one.
             shown = overlaps(recorded)
             for run in recorded:
                 assert set(run.overlapped_with) <= set(shown.get(run.attempt, ())), f"job {job_id}"
@@ -837,12 +837,12 @@ def on_shared_stack(endpoint: Any, shared_stack: SharedStack) -> dict[str, Any]:
 @pytest.mark.integration
 def test_store_matches_model_on_dynamodb(endpoint: Any, shared_stack: SharedStack,
                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(onward.store, "uuid", SeededJobIds)
+    monkeypatch.setattr(onward.store.service, "uuid", SeededJobIds)
     machine = type("StoreModelOnDynamoDB", (StoreModel,), on_shared_stack(endpoint, shared_stack))
     run_state_machine_as_test(machine, settings=MODEL_SETTINGS)
 
 
 def test_store_matches_model_in_memory(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(onward.store, "uuid", SeededJobIds)
+    monkeypatch.setattr(onward.store.service, "uuid", SeededJobIds)
     machine = type("StoreModelInMemory", (StoreModel,), {"backend": staticmethod(MemoryBackend)})
     run_state_machine_as_test(machine, settings=MEMORY_MODEL_SETTINGS)

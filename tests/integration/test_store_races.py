@@ -15,9 +15,9 @@ from collections import defaultdict
 
 import pytest
 
-from onward.models import ErrorSummary, NewJob
-from onward.states import TERMINAL_STATES, JobState, RunOutcome
-from onward.store import JobStore, ReportStatus
+from onward.domain.models import ErrorSummary, NewJob
+from onward.domain.states import TERMINAL_STATES, JobState, RunOutcome
+from onward.store.service import JobStore, ReportStatus
 
 pytestmark = pytest.mark.integration  # real threads and the real clock on the embedded endpoint
 
@@ -69,7 +69,7 @@ def test_sixteen_workers_three_hundred_jobs_crashes_and_a_reaper(settings, dynam
                         applied[lease.job_id].append(lease.attempt)
                 continue
             time.sleep(rng.uniform(0, 0.02))
-            if not store.heartbeat(lease, LEASE_S).held:
+            if not store.renew_lease(lease, LEASE_S).held:
                 continue
             if roll < 0.30:
                 report = store.fail(lease, ErrorSummary.of("Flaky", "transient"))

@@ -1,5 +1,5 @@
-"""DynamoDB Streams on the embedded endpoint shaped as on AWS (onward/local/moto_fixes/streams.py), and the local
-outbox-stream poller (onward/local/pollers.py OutboxStreamPoller) reading that topology as Lambda's mapping does.
+"""DynamoDB Streams on the embedded endpoint shaped as on AWS (infra/onward_infra/moto_fixes/streams.py), and the local
+outbox-stream poller (infra/onward_infra/pollers.py OutboxStreamPoller) reading that topology as Lambda's mapping does.
 
 Each test deploys template.yaml's data resources and writes outbox events (job_id / version) straight into
 the outbox table. The poller keeps its own position per shard in the stack's checkpoint table, as Lambda's
@@ -18,15 +18,15 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from onward.checkpoints import CheckpointStore
-from onward.handlers import relay as relay_handler
-from onward.local.endpoint import EmbeddedEndpoint
-from onward.local.moto_fixes.streams import StreamTopology
-from onward.local.pollers import OutboxStreamPoller, ShardBackoff
-from onward.models import NewJob
-from onward.outbox import OutboxReader
+from onward.domain.models import NewJob
+from onward.entrypoints import relay as relay_handler
+from onward.pipeline.checkpoints import CheckpointStore
+from onward.pipeline.outbox import OutboxReader
 from onward.settings import Settings
-from onward.store import JobStore
+from onward.store.service import JobStore
+from onward_infra.endpoint import EmbeddedEndpoint
+from onward_infra.moto_fixes.streams import StreamTopology
+from onward_infra.pollers import OutboxStreamPoller, ShardBackoff
 from tests.integration.test_relay import assert_each_job_in_version_order, kinesis_records
 from tests.support import ManualClock
 

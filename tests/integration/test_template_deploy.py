@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from onward.local.endpoint import EmbeddedEndpoint
-from onward.local.template import as_json, data_resources_template, load_template
+from onward_infra.endpoint import EmbeddedEndpoint
+from onward_infra.template import as_json, data_resources_template, load_template
 from tests.samtemplate import translate
 
 pytestmark = pytest.mark.integration

@@ -24,10 +24,10 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from onward.models import NewJob
+from onward.domain.models import NewJob
+from onward.domain.states import JobState
 from onward.settings import Settings
-from onward.states import JobState
-from onward.store import JobStore
+from onward.store.service import JobStore
 from tests.integration.kinesis_drill import THROTTLED, RefusedCalls, create_stream, error_response, run_drill
 
 pytestmark = pytest.mark.integration

@@ -1,4 +1,4 @@
-"""The embedded endpoint's fast path for update expressions (onward/local/moto_fixes/updates.py) answers, writes
+"""The embedded endpoint's fast path for update expressions (infra/onward_infra/moto_fixes/updates.py) answers, writes
 and streams exactly what moto's own update_item does: random sequences of UpdateItem and TransactWriteItems
 with the platform's expression shapes and their edge cases (missing attributes, type mismatches, ADD to a
 non-number, duplicate paths, key attributes, reserved words, undefined placeholders, empty values, an item
@@ -21,9 +21,9 @@ from botocore.exceptions import ClientError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from onward.local import moto_fixes
-from onward.local.endpoint import EmbeddedEndpoint, client_for
-from onward.local.moto_fixes import queries, updates
+from onward_infra import moto_fixes
+from onward_infra.endpoint import EmbeddedEndpoint, client_for
+from onward_infra.moto_fixes import queries, updates
 
 pytestmark = pytest.mark.integration
 
@@ -117,7 +117,8 @@ def _numbers(low: int, high: int) -> Any:
 
 @st.composite
 def platform_requests(draw: Any) -> dict[str, Any]:
-    """One Update as onward/writes.py and dynamo_recorder.py build them: a queue entry, a job row, a tenant's
+    """One Update as onward/store/dynamo/writes.py and dynamo_recorder.py build them: a queue entry, a job row, a
+    tenant's
     running counter under its cap, a run marked fenced (its overlap an ADD of a number set)."""
     kind = draw(st.sampled_from(["entry", "job", "running", "fenced"]))
     key = draw(st.sampled_from(KEYS))

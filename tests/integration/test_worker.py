@@ -12,14 +12,14 @@ from typing import Self
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError
 
-from onward.backoff import BackoffPolicy
-from onward.clock import system_clock
-from onward.demo import registry as demo_registry
-from onward.models import NewJob
-from onward.reaper import reap_once
-from onward.states import TERMINAL_STATES, JobState, RunOutcome
-from onward.store import JobStore
-from onward.worker import JobContext, Registry, Worker
+from onward.domain.backoff import BackoffPolicy
+from onward.domain.clock import system_clock
+from onward.domain.models import NewJob
+from onward.domain.states import TERMINAL_STATES, JobState, RunOutcome
+from onward.maintenance.reaper import reap_once
+from onward.runtime.demo_jobs import registry as demo_registry
+from onward.runtime.worker import JobContext, Registry, Worker
+from onward.store.service import JobStore
 
 pytestmark = pytest.mark.integration
 # Handlers run in a child forked from the worker: what they tell a test goes through their result, or an Event
@@ -181,13 +181,13 @@ class FailingRenewals:
         self.calls = 0
         self.renewed = 0
 
-    def heartbeat(self, lease, lease_s):
+    def renew_lease(self, lease, lease_s):
         self.calls += 1
         if self._failures is None or self.calls <= self._failures:
             time.sleep(self._hang_s)
             raise self._error()
         self.renewed += 1
-        return self._store.heartbeat(lease, lease_s)
+        return self._store.renew_lease(lease, lease_s)
 
     def __getattr__(self, name: str):
         return getattr(self._store, name)

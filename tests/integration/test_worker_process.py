@@ -1,4 +1,4 @@
-"""The local platform's workers in a process of their own (onward/local/worker_process.py), as the ECS service
+"""The local platform's workers in a process of their own (infra/onward_infra/worker_process.py), as the ECS service
 runs them: `onward worker` started with the deployment's environment, stopped with SIGTERM."""
 
 from __future__ import annotations
@@ -7,11 +7,11 @@ import time
 
 import pytest
 
-from onward.local.worker_process import WorkerProcess, WorkerProcessFailed
-from onward.models import NewJob
+from onward.domain.models import NewJob
+from onward.domain.states import JobState
 from onward.settings import Settings
-from onward.states import JobState
-from onward.store import JobStore
+from onward.store.service import JobStore
+from onward_infra.worker_process import WorkerProcess, WorkerProcessFailed
 from tests.support import gone
 
 
@@ -23,7 +23,7 @@ def test_the_worker_process_runs_the_jobs_and_ends_at_stop(stack_environment: di
     would leave it running; one forwarding its lines to stdout would break `bench/peer.py --json`."""
     store = JobStore(settings, client=dynamodb)
     job_ids = [store.create("acme", NewJob(type="demo.echo", params={"n": n})).job.job_id for n in range(6)]
-    process = WorkerProcess("onward.demo", concurrency=2, lease_s=10.0).start()
+    process = WorkerProcess("onward.runtime.demo_jobs", concurrency=2, lease_s=10.0).start()
     pid = process.pid
     assert pid is not None
     try:

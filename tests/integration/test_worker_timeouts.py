@@ -12,15 +12,15 @@ from typing import Any
 
 import pytest
 
-from onward.backoff import BackoffPolicy
-from onward.clock import epoch_ms, system_clock
-from onward.demo import hang
-from onward.demo import registry as demo_registry
-from onward.models import MAX_TIMEOUT_S, Job, NewJob
-from onward.reaper import reap_once
-from onward.states import TERMINAL_STATES, JobState, RunOutcome
-from onward.store import JobStore
-from onward.worker import JobContext, Registry, Worker
+from onward.domain.backoff import BackoffPolicy
+from onward.domain.clock import epoch_ms, system_clock
+from onward.domain.models import MAX_TIMEOUT_S, Job, NewJob
+from onward.domain.states import TERMINAL_STATES, JobState, RunOutcome
+from onward.maintenance.reaper import reap_once
+from onward.runtime.demo_jobs import hang
+from onward.runtime.demo_jobs import registry as demo_registry
+from onward.runtime.worker import JobContext, Registry, Worker
+from onward.store.service import JobStore
 from tests.integration.api_support import http_call, serve_api
 from tests.integration.documented_client import Client
 from tests.integration.test_worker import Pool

@@ -12,8 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from onward.models import Job, OutboxEvent, Run
-from onward.states import TERMINAL_STATES, JobState, RunOutcome
+from onward.domain.models import Job, OutboxEvent, Run
+from onward.domain.states import TERMINAL_STATES, JobState, RunOutcome
 
 
 @dataclass(frozen=True)

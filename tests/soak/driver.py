@@ -4,10 +4,11 @@ components, then an audit of everything it left behind (tests/soak/audit.py).
 What runs, as on AWS but on this machine:
 - submitters creating jobs for several tenants (the store's create, with Idempotency-Keys), in this process;
 - the worker side, in a process of its own (tests/soak/workers.py, as the ECS service runs the workers): a pool
-  of onward.worker.Worker threads, a worker that dies (InjectedCrash) replaced by a new one with a new id, as a
-  restarted process would be; the reaper (onward.reaper.reap_once at `onward up`'s pace for the lease) and the
+  of onward.runtime.worker.Worker threads, a worker that dies (InjectedCrash) replaced by a new one with a new id, as a
+  restarted process would be; the reaper (onward.maintenance.reaper.reap_once at `onward up`'s pace for the lease) and
+  the
   pipeline heartbeats, restarted when it dies; the faults at the workers', the store's and the reaper's points;
-- the relay and the projector behind their local event-source pollers (onward.local.pollers), calling the Lambda
+- the relay and the projector behind their local event-source pollers (onward_infra.pollers), calling the Lambda
   handlers, each shard's batch in a thread of its own (as Lambda runs one invocation per shard); a poller
   that dies is polled again, each crashed shard resuming from its last good position, as Lambda would;
 - a canceller that cancels random jobs while they are queued, running or finished.
@@ -42,21 +43,21 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from onward.backoff import BackoffPolicy
-from onward.dynamo import from_item
+from onward.bootstrap import Deployment
+from onward.domain.backoff import BackoffPolicy
+from onward.domain.models import NewJob, OutboxEvent, Run
+from onward.domain.states import TERMINAL_STATES
+from onward.entrypoints import projector as projector_handler
+from onward.entrypoints import relay as relay_handler
 from onward.faults import InjectedCrash, fault_subject, installed
-from onward.handlers import projector as projector_handler
-from onward.handlers import relay as relay_handler
-from onward.handlers.bootstrap import Deployment
-from onward.local.endpoint import EmbeddedEndpoint, EndpointProcess
-from onward.local.metering import MeterReading, RemoteMeter
-from onward.local.platform import PlatformOptions
-from onward.local.pollers import EventsStreamPoller, OutboxStreamPoller
-from onward.models import NewJob, OutboxEvent, Run
-from onward.relay.relay import Relay
-from onward.states import TERMINAL_STATES
-from onward.store import JobStore
-from onward.writes import job_from_item, run_from_item
+from onward.pipeline.relay.relay import Relay
+from onward.store.dynamo.attributes import from_item
+from onward.store.dynamo.writes import job_from_item, run_from_item
+from onward.store.service import JobStore
+from onward_infra.endpoint import EmbeddedEndpoint, EndpointProcess
+from onward_infra.metering import MeterReading, RemoteMeter
+from onward_infra.platform import PlatformOptions
+from onward_infra.pollers import EventsStreamPoller, OutboxStreamPoller
 from tests.soak.audit import Audit, Injected, KinesisCopy, Snapshot, ViewRow, audit
 from tests.soak.faults import RANDOM_POINTS, Aim, FaultRates, RandomFaults, job_of
 from tests.soak.workers import (

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from onward.local.endpoint import EmbeddedEndpoint
+from onward_infra.endpoint import EmbeddedEndpoint
 from tests.soak.driver import STREAM_SHARDS, SoakConfig, run_soak
 from tests.soak.faults import RANDOM_POINTS, Aim
 

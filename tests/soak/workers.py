@@ -6,8 +6,8 @@ they shared one interpreter lock with the submitters, the relay and the projecto
 service runs the workers, Lambda the reaper, relay and projector.
 
 What runs here, as it ran in the driver's process before:
-- `workers` onward.worker.Worker threads; one that dies (InjectedCrash) is replaced by a new one with a new id;
-- the reaper (onward.reaper.reap_once every `Start.reaper_every_s`) and the pipeline heartbeats (every
+- `workers` onward.runtime.worker.Worker threads; one that dies (InjectedCrash) is replaced by a new one with a new id;
+- the reaper (onward.maintenance.reaper.reap_once every `Start.reaper_every_s`) and the pipeline heartbeats (every
   `Start.heartbeat_s`), restarted when it dies;
 - the faults at the points these pass: random crashes at worker.*, store.* (their transitions) and the
   reaper's; the aimed faults at the aimed jobs' first attempts (the driver names the jobs: `Start.aims`).
@@ -38,13 +38,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from onward.backoff import BackoffPolicy
+from onward.bootstrap import Deployment
+from onward.domain.backoff import BackoffPolicy
+from onward.domain.states import JobState
 from onward.faults import InjectedCrash, fault_subject, installed
-from onward.handlers.bootstrap import Deployment
-from onward.reaper import reap_once
-from onward.states import JobState
-from onward.store import JobStore
-from onward.worker import JobContext, Registry, Worker
+from onward.maintenance.reaper import reap_once
+from onward.runtime.worker import JobContext, Registry, Worker
+from onward.store.service import JobStore
 from tests.soak.faults import RANDOM_POINTS, Aim, FaultRates, RandomFaults, job_of
 
 JOB_TYPE = "soak.work"

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from onward.handlers import bootstrap
-from onward.handlers.bootstrap import ApiDeployment, Deployment
-from onward.local.template import load_template
+from onward import bootstrap
+from onward.bootstrap import ApiDeployment, Deployment
 from onward.settings import Settings
+from onward_infra.template import load_template
 from tests.samtemplate import translate
 
 TEMPLATE = load_template()

@@ -1,6 +1,6 @@
 """The import contracts of pyproject.toml ([tool.importlinter]), checked by import-linter: dependencies point
 one way (the command line -> the local emulation -> the Lambda handlers -> relay/projector -> the core),
-production code never imports the local emulation (onward.local, moto), and the pure policies and value
+production code never imports the local emulation (onward_infra, moto), and the pure policies and value
 objects import no AWS SDK and no Lambda library. Without this test each rule held only as long as every
 reviewer noticed a stray import."""
 
@@ -23,7 +23,7 @@ def test_the_import_contracts_hold():
     assert "Contracts: 3 kept, 0 broken." in done.stdout
 
 
-OUTER = ("onward.cli", "onward.local", "onward.handlers", "onward.relay", "onward.projector")
+OUTER = ("onward.cli", "onward_infra", "onward.entrypoints", "onward.pipeline.relay", "onward.pipeline.projector")
 
 
 def _outer(module: str) -> bool:
@@ -35,7 +35,7 @@ def test_the_core_imports_no_entry_point_and_no_emulation():
     them, nor moto (import-linter's layers cannot name "every other module", so this reads its graph)."""
     graph = grimp.build_graph("onward", include_external_packages=True)
     core = sorted(module for module in graph.modules if module.startswith("onward") and not _outer(module))
-    assert "onward.store" in core and "onward.claims" in core
+    assert "onward.store.service" in core and "onward.store.claims" in core
     wrong = {module: sorted(imported for imported in graph.find_modules_directly_imported_by(module)
                             if _outer(imported) or imported.split(".")[0] == "moto")
              for module in core}

@@ -1,5 +1,5 @@
 """The AttemptOverlaps metric from both worker runtimes when a fenced late report finds an overlap: the Lambda
-worker (onward/handlers/worker.py, per invocation) and `onward worker`'s pool (onward/pool.py, after each
+worker (onward/entrypoints/worker.py, per invocation) and `onward worker`'s pool (onward/runtime/pool.py, after each
 attempt, through onward.telemetry.OverlapsPublisher), each read from its EMF output on stdout, as CloudWatch
 Logs reads it.
 
@@ -18,14 +18,14 @@ from typing import Any
 
 import pytest
 
-from onward.handlers import worker as worker_handler
-from onward.local.lambda_context import LocalLambdaContext
-from onward.models import NewJob
-from onward.pool import WorkerPool
-from onward.states import RunOutcome
-from onward.store import JobStore, ReportStatus
+from onward.domain.models import NewJob
+from onward.domain.states import RunOutcome
+from onward.entrypoints import worker as worker_handler
+from onward.runtime.pool import WorkerPool
+from onward.runtime.worker import JobContext, Registry
+from onward.store.service import JobStore, ReportStatus
 from onward.telemetry import OverlapsPublisher
-from onward.worker import JobContext, Registry
+from onward_infra.lambda_context import LocalLambdaContext
 from tests.support import ManualClock
 
 LEASE_S = 30

@@ -1,4 +1,4 @@
-"""onward/handlers/auth.py: the tenant and the operator role behind a request's credential."""
+"""onward/api/auth.py: the tenant and the operator role behind a request's credential."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from onward.handlers.auth import (
+from onward.api.auth import (
     JwtClaimsAuthenticator,
     NoTenant,
     Principal,

@@ -1,4 +1,4 @@
-"""The JWT claims that make a caller a tenant or an operator (onward/handlers/auth.py JwtClaimsAuthenticator):
+"""The JWT claims that make a caller a tenant or an operator (onward/api/auth.py JwtClaimsAuthenticator):
 the operator claim as a string or a list (Cognito's `cognito:groups`), scopes as a space-separated string, a
 prefixed scope (`<resource server>/onward-operator`), and the refusal of a verified token that names no tenant.
 
@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from onward.handlers.auth import JwtClaimsAuthenticator, NoTenant, Principal, authenticator_from_environment
+from onward.api.auth import JwtClaimsAuthenticator, NoTenant, Principal, authenticator_from_environment
 
 COGNITO = JwtClaimsAuthenticator("custom:tenant", "cognito:groups", "onward")
 

@@ -1,8 +1,8 @@
-"""How one ready queue's due jobs are counted from its bounded counts (onward.backlog.due_in_queue)."""
+"""How one ready queue's due jobs are counted from its bounded counts (onward.maintenance.backlog.due_in_queue)."""
 
 from __future__ import annotations
 
-from onward.backlog import COUNT_CAP, Count, due_in_queue
+from onward.maintenance.backlog import COUNT_CAP, Count, due_in_queue
 
 
 def test_a_complete_count_of_the_jobs_not_due_leaves_exactly_the_due_ones() -> None:

@@ -1,4 +1,4 @@
-"""Retry backoff bounds (onward/backoff.py): without the cap a 30th retry would wait years; without the
+"""Retry backoff bounds (onward/domain/backoff.py): without the cap a 30th retry would wait years; without the
 floor, jittered retries could fire at once and hammer a struggling dependency."""
 
 import random
@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from onward.backoff import BackoffPolicy
+from onward.domain.backoff import BackoffPolicy
 
 
 def test_ceiling_doubles_then_caps():

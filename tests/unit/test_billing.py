@@ -1,8 +1,8 @@
-"""DynamoDB's billing arithmetic (onward/local/billing.py), checked against the developer guide's rules."""
+"""DynamoDB's billing arithmetic (infra/onward_infra/billing.py), checked against the developer guide's rules."""
 
 from __future__ import annotations
 
-from onward.local.billing import IndexSpec, item_size, units, value_size, write_cost
+from onward_infra.billing import IndexSpec, item_size, units, value_size, write_cost
 
 READY = IndexSpec("ready", ("ready_pk", "ready_due"), ("pk", "sk"), "KEYS_ONLY")
 BY_TENANT = IndexSpec("by_tenant", ("tenant_id", "occurred_at"), ("job_id",), "ALL")

@@ -1,5 +1,5 @@
-"""Read units and the attribution of write units to index partitions (onward/local/billing.py), and the meter's
-reading by key (onward/local/metering.py MeterReading): its hottest key and its JSON."""
+"""Read units and the attribution of write units to index partitions (infra/onward_infra/billing.py), and the meter's
+reading by key (infra/onward_infra/metering.py MeterReading): its hottest key and its JSON."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from onward.local.billing import IndexSpec, IndexWrite, index_writes, read_units, write_cost
-from onward.local.metering import MeterReading, WriteCharge, charge_key
+from onward_infra.billing import IndexSpec, IndexWrite, index_writes, read_units, write_cost
+from onward_infra.metering import MeterReading, WriteCharge, charge_key
 
 READY = IndexSpec("ready", ("ready_pk", "ready_due"), ("pk", "sk"), "KEYS_ONLY")
 

@@ -1,4 +1,4 @@
-"""The Deployment (onward/handlers/bootstrap.py): each component built once, on first use, over one client per
+"""The Deployment (onward/bootstrap.py): each component built once, on first use, over one client per
 service; one deployment per environment per process; a missing or unusable variable named when it matters.
 Nothing here calls AWS (building a boto3 client does not)."""
 
@@ -8,8 +8,8 @@ import threading
 
 import pytest
 
-from onward.handlers.auth import JwtClaimsAuthenticator, TokenAuthenticator
-from onward.handlers.bootstrap import DEFAULT_JOB_TYPES, Deployment
+from onward.api.auth import JwtClaimsAuthenticator, TokenAuthenticator
+from onward.bootstrap import DEFAULT_JOB_TYPES, Deployment
 from onward.settings import InvalidSetting, MissingSetting, Settings
 
 ENVIRONMENT = {"JOBS_TABLE": "jobs", "OUTBOX_TABLE": "outbox", "STATUS_TABLE": "status",

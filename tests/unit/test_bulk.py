@@ -1,4 +1,5 @@
-"""onward.bulk without AWS: the filter's rules and matching (pure), and BulkAction over the in-memory store with
+"""onward.operator.bulk without AWS: the filter's rules and matching (pure), and BulkAction over the in-memory store
+with
 a status view read straight from the store's job rows (so the view is never behind unless a test moves a job)."""
 
 from __future__ import annotations
@@ -7,7 +8,11 @@ from typing import Any
 
 import pytest
 
-from onward.bulk import (
+from onward.domain.clock import iso
+from onward.domain.errors import StoreContention
+from onward.domain.models import StatusView
+from onward.domain.states import JobState
+from onward.operator.bulk import (
     MAX_FAILURES_IN_A_ROW,
     BulkAction,
     BulkFilter,
@@ -15,12 +20,8 @@ from onward.bulk import (
     InvalidBulkFilter,
     Progress,
 )
-from onward.clock import iso
-from onward.errors import StoreContention
-from onward.models import StatusView
-from onward.states import JobState
-from onward.store import JobStore
-from onward.view import JobFilter
+from onward.pipeline.view import JobFilter
+from onward.store.service import JobStore
 from tests.support import dead
 
 REPLAY, CANCEL = BulkKind.REPLAY, BulkKind.CANCEL
@@ -28,7 +29,7 @@ REPLAY, CANCEL = BulkKind.REPLAY, BulkKind.CANCEL
 
 class StoreView:
     """The status view as the store's rows are now, a tenant's newest change first, in pages (the interface
-    BulkAction reads, onward.view.StatusViewReader's)."""
+    BulkAction reads, onward.pipeline.view.StatusViewReader's)."""
 
     def __init__(self, store: JobStore) -> None:
         self.store = store

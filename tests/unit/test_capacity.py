@@ -1,10 +1,10 @@
-"""Capacity arithmetic (onward/capacity.py), checked with the brief's own numbers."""
+"""Capacity arithmetic (onward/domain/capacity.py), checked with the brief's own numbers."""
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from onward.capacity import Workload, assess, ceiling, drain_time
+from onward.domain.capacity import Workload, assess, ceiling, drain_time
 
 BRIEF = Workload(arrival_rate=400, slots=20, write_ms=200, recovered_write_ms=20, observed_after_s=60, outage_s=90)
 

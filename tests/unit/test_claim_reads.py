@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from collections import Counter
 
-from onward.claims import HEAD_CACHE_MS
-from onward.clock import EpochMs
-from onward.keys import ReadyQueue
-from onward.local.platform import REAPER_MAX_S, REAPER_MIN_S, PlatformOptions
-from onward.memory_recorder import MemoryRecorder
-from onward.models import ErrorSummary, NewJob
-from onward.recorder import ActiveEntry, DueJob
-from onward.store import JobStore
+from onward.domain.clock import EpochMs
+from onward.domain.models import ErrorSummary, NewJob
+from onward.store.claims import HEAD_CACHE_MS
+from onward.store.dynamo.keys import ReadyQueue
+from onward.store.memory.recorder import MemoryRecorder
+from onward.store.ports import ActiveEntry, DueJob
+from onward.store.service import JobStore
+from onward_infra.platform import REAPER_MAX_S, REAPER_MIN_S, PlatformOptions
 from tests.support import ManualClock
 
 

@@ -1,4 +1,4 @@
-"""The claims of one process share what they read (onward.claims: `_SharedDueHeads`, `_SharedCounters`).
+"""The claims of one process share what they read (onward.store.claims: `_SharedDueHeads`, `_SharedCounters`).
 
 - A ready queue's head read by one claim serves the process's other claims for DUE_HEAD_SHARE_MS, each of
   its jobs handed to one claim at a time; a job another process took fails the transaction's condition and
@@ -20,17 +20,17 @@ from typing import TypeVar
 
 import pytest
 
-from onward.claim_order import CONTENDED_MS, SPREAD_MS, ClaimOrder
-from onward.claim_sharing import COUNTERS_SHARE_MS, DUE_HEAD_SHARE_MS, counted_write
-from onward.claims import HEAD_CACHE_MS, WAKE_PER_SHARD
-from onward.clock import EpochMs
-from onward.dispatch import TenantPolicy
-from onward.keys import PARKED_SHARDS, ReadyQueue
-from onward.memory_recorder import MemoryRecorder
-from onward.models import ErrorSummary, Lease, NewJob
-from onward.recorder import ActiveEntry, CommitOutcome, DueJob, Tenant, TenantState, TransitionWrite
-from onward.states import JobState
-from onward.store import JobStore
+from onward.domain.clock import EpochMs
+from onward.domain.dispatch import TenantPolicy
+from onward.domain.models import ErrorSummary, Lease, NewJob
+from onward.domain.states import JobState
+from onward.store.claim_order import CONTENDED_MS, SPREAD_MS, ClaimOrder
+from onward.store.claims import HEAD_CACHE_MS, WAKE_PER_SHARD
+from onward.store.dynamo.keys import PARKED_SHARDS, ReadyQueue
+from onward.store.memory.recorder import MemoryRecorder
+from onward.store.ports import ActiveEntry, CommitOutcome, DueJob, Tenant, TenantState, TransitionWrite
+from onward.store.service import JobStore
+from onward.store.shared_claim_reads import COUNTERS_SHARE_MS, DUE_HEAD_SHARE_MS, counted_write
 from tests.support import ManualClock
 
 ECHO = NewJob(type="demo.echo")
@@ -259,7 +259,7 @@ def test_one_process_claims_a_burst_in_due_order() -> None:
 def test_processes_racing_for_a_queue_spread_over_its_jobs() -> None:
     """Four processes take turns claiming from one queue (32 jobs 5 ms apart, 6 rounds; each process's
     shared head misses what the others took since its read). A process that found a job taken by another
-    spreads its claims over the jobs due within SPREAD_MS of the oldest (onward.claim_order), so the
+    spreads its claims over the jobs due within SPREAD_MS of the oldest (onward.store.claim_order), so the
     processes seldom try the same one: at most 45 refused transactions for the 24 claims, where keeping to
     due order (every process tries each job the others took first) costs 60 (and the spread applied to
     every claim, as before, 34 to 39)."""

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from onward.claim_shares import ClaimCounts
 from onward.cli.main import main
 from onward.cli.tenants import listing, listing_text, tenant_change
-from onward.dispatch import TenantPolicy, Usage
-from onward.errors import InvalidRequest
-from onward.recorder import QueueEntry, Tenant, TenantState
+from onward.domain.dispatch import TenantPolicy, Usage
+from onward.domain.errors import InvalidRequest
+from onward.operator.claim_history import ClaimCounts
+from onward.store.ports import QueueEntry, Tenant, TenantState
 
 MINUTE_MS = 60_000
 UNTIL = 1_800_000_060_000

@@ -1,4 +1,4 @@
-"""`iso` writes an epoch-millisecond stamp as ISO-8601 UTC to the millisecond, exactly (onward/clock.py): the
+"""`iso` writes an epoch-millisecond stamp as ISO-8601 UTC to the millisecond, exactly (onward/domain/clock.py): the
 second's text is kept between stamps of the same second, and must never be another second's."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from onward import clock
+from onward.domain import clock
 
 pytestmark = pytest.mark.fast
 

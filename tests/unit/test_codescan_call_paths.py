@@ -193,17 +193,18 @@ def test_the_command_package_is_followed_only_from_its_own_roots(package) -> Non
 
 
 def test_on_the_project_the_lambda_functions_no_longer_inherit_their_modules_scans() -> None:
-    """The reaper loads onward.dynamo_recorder, whose all_jobs scans the jobs table, and onward.outbox, which scans
+    """The reaper loads onward.store.dynamo.recorder, whose all_jobs scans the jobs table, and onward.pipeline.outbox,
+    which scans
     the outbox; no call path of the reaper's handler reaches either (only the operator commands do)."""
-    roots = ["onward.handlers.reaper"]
-    assert {"onward.dynamo_recorder", "onward.outbox"} <= set(reachable_modules(roots))
+    roots = ["onward.entrypoints.reaper"]
+    assert {"onward.store.dynamo.recorder", "onward.pipeline.outbox"} <= set(reachable_modules(roots))
     reaper = read_code(roots)
     assert "dynamodb:Scan" not in reaper.actions()
-    assert "onward.dynamo_recorder:DynamoRecorder.all_jobs" not in reaper.reached_from
+    assert "onward.store.dynamo.recorder:DynamoRecorder.all_jobs" not in reaper.reached_from
     # read by module (every method of the recorder, with the client the wiring makes for it), it scans
-    assert "dynamodb:Scan" in read_code(["onward.dynamo_recorder", "onward.handlers.bootstrap:Deployment.job_store"]
+    assert "dynamodb:Scan" in read_code(["onward.store.dynamo.recorder", "onward.bootstrap:Deployment.job_store"]
                                         ).actions()
-    assert any(call.operation == "Query" and call.module == "onward.dynamo_recorder" for call in reaper.calls)
+    assert any(call.operation == "Query" and call.module == "onward.store.dynamo.recorder" for call in reaper.calls)
 
 
 def test_a_main_guard_runs_only_as_a_script(package) -> None:

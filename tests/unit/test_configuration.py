@@ -1,13 +1,13 @@
-"""Configuration a person types is refused at start with the reason (onward/cli/main.py, onward/handlers/auth.py,
-onward/clock.py), never met later as a 500 on every request, a spinning core or a wrong selection."""
+"""Configuration a person types is refused at start with the reason (onward/cli/main.py, onward/api/auth.py,
+onward/domain/clock.py), never met later as a 500 on every request, a spinning core or a wrong selection."""
 
 from __future__ import annotations
 
 import pytest
 
+from onward.api.auth import InvalidTokens, Principal, TokenAuthenticator, parse_tokens
 from onward.cli.main import build_parser, main
-from onward.clock import iso, parse_instant
-from onward.handlers.auth import InvalidTokens, Principal, TokenAuthenticator, parse_tokens
+from onward.domain.clock import iso, parse_instant
 
 
 @pytest.mark.parametrize(("pairs", "reason"), [

@@ -1,4 +1,4 @@
-"""onward.dispatch: the fair order of tenants for one free worker (pure, no I/O)."""
+"""onward.domain.dispatch: the fair order of tenants for one free worker (pure, no I/O)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from onward.dispatch import (
+from onward.domain.dispatch import (
     AGING_MS,
     DEFAULT_CAP,
     DEFAULT_WEIGHT,

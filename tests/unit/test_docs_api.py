@@ -1,4 +1,4 @@
-"""docs/api.md's route section is rendered from the API's own OpenAPI document (onward/handlers/openapi.py,
+"""docs/api.md's route section is rendered from the API's own OpenAPI document (onward/api/openapi.py,
 what GET /openapi.json serves) by tools/render_api_docs.py. Without these tests a route added, removed or
 changed (a status, a parameter, a body field) would leave the documented route table describing an API that
 no longer exists, and nobody would notice until a client followed it."""
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from onward.handlers.openapi import DOCUMENT
+from onward.api.openapi import DOCUMENT
 from tools.render_api_docs import API_DOCS, BEGIN, END, METHODS, render, updated
 
 

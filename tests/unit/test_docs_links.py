@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from onward.local.template import load_template
+from onward_infra.template import load_template
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = sorted([ROOT / "README.md", ROOT / "CONTRIBUTING.md", *(ROOT / "docs").glob("*.md")])

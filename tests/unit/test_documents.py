@@ -1,4 +1,4 @@
-"""onward/documents.py: what DynamoDB can store, judged before anything is written (pure).
+"""onward/domain/documents.py: what DynamoDB can store, judged before anything is written (pure).
 
 Without these checks a create with such params was a 500 (boto3 refused the number, botocore the lone
 surrogate, json the depth) or was stored as a stream record the local consumers could not read (an empty
@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from onward.documents import MAX_DEPTH, check_storable, number_problem, storable_problems
-from onward.dynamo import from_item, to_attribute
-from onward.errors import InvalidRequest, UnstorableValue
+from onward.domain.documents import MAX_DEPTH, check_storable, number_problem, storable_problems
+from onward.domain.errors import InvalidRequest, UnstorableValue
+from onward.store.dynamo.attributes import from_item, to_attribute
 
 
 def _nested(depth: int) -> object:

@@ -1,4 +1,4 @@
-"""onward.drain, what one invocation of the Lambda worker does, on scripted workers (no store, no Lambda):
+"""onward.runtime.drain, what one invocation of the Lambda worker does, on scripted workers (no store, no Lambda):
 when it stops claiming, how its idle workers behave while a sibling runs a job, and what it calls a failure.
 The same Drain over real Workers, fed real Kinesis events, is tests/integration/test_lambda_worker.py."""
 
@@ -9,9 +9,9 @@ from collections.abc import Callable
 
 import pytest
 
-from onward.drain import IDLE_POLL, Drain
-from onward.execution import SimulatedCrash
-from onward.handlers.bootstrap import MAX_WORKER_CONCURRENCY, Deployment
+from onward.bootstrap import MAX_WORKER_CONCURRENCY, Deployment
+from onward.runtime.drain import IDLE_POLL, Drain
+from onward.runtime.execution import SimulatedCrash
 from onward.settings import InvalidSetting, Settings
 
 

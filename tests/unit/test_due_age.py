@@ -1,11 +1,11 @@
-"""The backlog age the reaper publishes (onward.due_age, metric OldestDueAgeSeconds), on the in-memory store:
+"""The backlog age the reaper publishes (onward.operator.due_age, metric OldestDueAgeSeconds), on the in-memory store:
 the age of the oldest job DUE NOW among the queue entries at the head of the claim order."""
 
 from __future__ import annotations
 
-from onward.due_age import oldest_due_age_s, oldest_due_at
-from onward.models import NewJob
-from onward.store import JobStore
+from onward.domain.models import NewJob
+from onward.operator.due_age import oldest_due_age_s, oldest_due_at
+from onward.store.service import JobStore
 from tests.support import ManualClock
 
 

@@ -1,4 +1,5 @@
-"""`to_attribute` gives exactly what the JSON round trip and boto3's TypeSerializer give (onward/dynamo.py), for
+"""`to_attribute` gives exactly what the JSON round trip and boto3's TypeSerializer give
+(onward/store/dynamo/attributes.py), for
 any JSON-compatible value: its exact way for the platform's own rows (str, bool, int, None, dicts, lists) must
 not change an attribute value, and what it leaves to the round trip (floats, huge integers, other key types,
 tuples inside, str and int subclasses) must come out the same too."""
@@ -15,7 +16,7 @@ from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from onward import dynamo
+from onward.store.dynamo import attributes as dynamo
 
 pytestmark = pytest.mark.fast
 

@@ -1,10 +1,10 @@
-"""The endpoint process's cyclic collector (onward/local/endpoint.py: collect_for_a_large_heap)."""
+"""The endpoint process's cyclic collector (infra/onward_infra/endpoint.py: collect_for_a_large_heap)."""
 
 from __future__ import annotations
 
 import gc
 
-from onward.local.endpoint import ENDPOINT_COLLECTOR_THRESHOLDS, collect_for_a_large_heap
+from onward_infra.endpoint import ENDPOINT_COLLECTOR_THRESHOLDS, collect_for_a_large_heap
 
 
 def test_what_exists_once_deployed_is_frozen_and_the_collector_runs_less_often() -> None:

@@ -11,15 +11,15 @@ from __future__ import annotations
 
 import json
 
-from onward import lifecycle
-from onward.clock import iso
-from onward.freshness import freshness_of, view_lag
-from onward.handlers.contract import JobStatus
-from onward.keys import event_from_values, outbox_item
-from onward.models import Job, NewJob, OutboxEvent, StatusView
-from onward.projection import digest, view_fields, view_item
-from onward.projector.projector import parse_record
-from onward.relay.publisher import encode
+from onward.api.contract import JobStatus
+from onward.domain import lifecycle
+from onward.domain.clock import iso
+from onward.domain.freshness import freshness_of, view_lag
+from onward.domain.models import Job, NewJob, OutboxEvent, StatusView
+from onward.domain.projection import digest, view_fields, view_item
+from onward.pipeline.projector.projector import parse_record
+from onward.pipeline.relay.publisher import encode
+from onward.store.dynamo.keys import event_from_values, outbox_item
 from tests.unit.test_projection import CONTRACT_FIELDS, GOLDEN_DIGEST, golden_payload
 
 NOW = 1_800_000_000_000

@@ -1,4 +1,4 @@
-"""Why a waiting job waits (onward/explain.py), decided from values alone, and its count of the jobs ahead
+"""Why a waiting job waits (onward/operator/explain.py), decided from values alone, and its count of the jobs ahead
 held against the claim path itself on the in-memory store.
 
 What breaks without which code:
@@ -19,15 +19,16 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 from pydantic import ValidationError
 
-from onward import explain, lifecycle
-from onward.claim_shares import ClaimCounts
-from onward.dispatch import AGING_MS, TenantPolicy, Usage
-from onward.explain import Ahead, Throughput, Waiting, WaitReason
-from onward.keys import ReadyQueue
-from onward.models import ErrorSummary, Job, NewJob
-from onward.recorder import DueJob, QueueEntry, Tenant, TenantState
-from onward.states import JobState
-from onward.store import JobStore
+from onward.domain import lifecycle
+from onward.domain.dispatch import AGING_MS, TenantPolicy, Usage
+from onward.domain.models import ErrorSummary, Job, NewJob
+from onward.domain.states import JobState
+from onward.operator import explain
+from onward.operator.claim_history import ClaimCounts
+from onward.operator.explain import Ahead, Throughput, Waiting, WaitReason
+from onward.store.dynamo.keys import ReadyQueue
+from onward.store.ports import DueJob, QueueEntry, Tenant, TenantState
+from onward.store.service import JobStore
 from tests.support import ManualClock
 
 NOW = 1_800_000_000_000
@@ -175,7 +176,7 @@ def test_the_count_stops_at_its_bound_and_says_at_least() -> None:
 
 def test_the_count_ahead_is_each_jobs_place_in_the_claim_order() -> None:
     """The count, read from the ready index as GET /jobs/{id}/explain reads it, against the order the claim path
-    (onward.claims) really takes a tenant's jobs: jobs of random priorities over 3 ready shards, created 3.3 s
+    (onward.store.claims) really takes a tenant's jobs: jobs of random priorities over 3 ready shards, created 3.3 s
     apart (no ties under 10 s aging), then claimed one by one."""
     rng = random.Random(7)
     clock = ManualClock(NOW)

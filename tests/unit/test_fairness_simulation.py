@@ -2,7 +2,7 @@
 loads and duration distribution), one process. Only ratios of simulated quantities are asserted, never
 wall-clock times.
 
-What each target guards (all run onward.dispatch.dispatch_order, the claim path's own function):
+What each target guards (all run onward.domain.dispatch.dispatch_order, the claim path's own function):
 - utilisation >= 99% while work is due: without flex (DispatchOrder.flex), `bulk`'s cap of 80 would
   leave up to 20 workers idle whenever no small job is due (the simulation stops dispatching: first()
   finds no candidate);

@@ -1,4 +1,4 @@
-"""The endpoint's request-header parse (onward/local/moto_fixes/connections.py `parse_headers`) gives the same
+"""The endpoint's request-header parse (infra/onward_infra/moto_fixes/connections.py `parse_headers`) gives the same
 message as http.client's own (the email package's feed parser) for any header block, plain or not."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import io
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from onward.local.moto_fixes.connections import _original_parse_headers, parse_headers
+from onward_infra.moto_fixes.connections import _original_parse_headers, parse_headers
 
 _name = st.text(st.characters(min_codepoint=0x21, max_codepoint=0x7E, blacklist_characters=":"), min_size=1,
                 max_size=12)

@@ -1,13 +1,13 @@
-"""onward.freshness (pure): a status's age and the view's lag bound from the projector's watermarks, one per
-Kinesis shard, each the oldest heartbeat slot's commit time (onward.checkpoints). A bound that errs the safe
+"""onward.domain.freshness (pure): a status's age and the view's lag bound from the projector's watermarks, one per
+Kinesis shard, each the oldest heartbeat slot's commit time (onward.pipeline.checkpoints). A bound that errs the safe
 way: the oldest shard's watermark, never when the projector last ran. The open shards a caller lists
 (`shards`: a shard never projected, a child of a reshard) are tested in test_heartbeat_slots.py."""
 
 from __future__ import annotations
 
-from onward.checkpoints import Watermark
-from onward.clock import iso
-from onward.freshness import freshness, view_lag
+from onward.domain.clock import iso
+from onward.domain.freshness import freshness, view_lag
+from onward.pipeline.checkpoints import Watermark
 
 NOW = 1_800_000_000_000
 

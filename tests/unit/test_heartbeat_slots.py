@@ -1,5 +1,6 @@
-"""Heartbeat slots (onward.heartbeat), the watermarks they make (onward.checkpoints) and the view's lag over
-the events stream's open shards (onward.freshness.view_lag with `shards`): pure, or over a fake table.
+"""Heartbeat slots (onward.pipeline.heartbeats), the watermarks they make (onward.pipeline.checkpoints) and the view's
+lag over
+the events stream's open shards (onward.domain.freshness.view_lag with `shards`): pure, or over a fake table.
 
 What breaks without which code:
 - without `slot_count` scaling K with the outbox stream's open shards, a stream of many shards would have
@@ -25,10 +26,11 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from onward.checkpoints import PROJECTOR_CONSUMER, SLOTS_PER_UPDATE, CheckpointStore, Watermark, _watermark
-from onward.clock import iso
-from onward.freshness import view_lag
-from onward.heartbeat import (
+from onward.domain.clock import iso
+from onward.domain.freshness import view_lag
+from onward.pipeline.checkpoints import PROJECTOR_CONSUMER, SLOTS_PER_UPDATE, CheckpointStore, Watermark, _watermark
+from onward.pipeline.heartbeat_writer import HeartbeatEmitter, OutboxStreamListing, ShardListing
+from onward.pipeline.heartbeats import (
     AWS_BEAT_SLACK_MS,
     MAX_SLOTS,
     MIN_SLOTS,
@@ -43,11 +45,10 @@ from onward.heartbeat import (
     plan_beat,
     slot_count,
 )
-from onward.heartbeat_emitter import HeartbeatEmitter, OutboxStreamListing, ShardListing
-from onward.projector.projector import BatchTally, ShardRecord, StatusProjector
-from onward.relay.publisher import PublishStats
-from onward.relay.relay import Relay, StreamRecord
-from onward.shards import Shard
+from onward.pipeline.projector.projector import BatchTally, ShardRecord, StatusProjector
+from onward.pipeline.relay.publisher import PublishStats
+from onward.pipeline.relay.relay import Relay, StreamRecord
+from onward.pipeline.shards import Shard
 from tests.support import ManualClock
 
 NOW = 1_800_000_000_000

@@ -1,6 +1,6 @@
-"""The input rules without AWS: identifiers matched whole (onward/text_patterns.py) by the API, the models and
-the OpenAPI document alike; numbers in a caller's JSON kept exactly or refused (onward/documents.py); request
-models strict about JSON types; cron and rate in ASCII and zones by IANA name (onward/schedules.py).
+"""The input rules without AWS: identifiers matched whole (onward/domain/text_patterns.py) by the API, the models and
+the OpenAPI document alike; numbers in a caller's JSON kept exactly or refused (onward/domain/documents.py); request
+models strict about JSON types; cron and rate in ASCII and zones by IANA name (onward/domain/schedules.py).
 
 Each test says how it would break without the rule: a trailing newline read away by `re.match("^...$")`, a
 whole float coming back from DynamoDB as an int, `"false"` read as false, `int("٣")` read as 3."""
@@ -17,14 +17,14 @@ from hypothesis import strategies as st
 from openapi_spec_validator import validate
 from pydantic import TypeAdapter, ValidationError
 
-from onward import text_patterns
-from onward.documents import exact_problems, parse_json_float
-from onward.dynamo import from_item, to_attribute
-from onward.handlers.auth import InvalidTokens, JwtClaimsAuthenticator, NoTenant, parse_tokens
-from onward.handlers.contract import BatchCreate, BatchJob, BulkCancelRequest, BulkReplay, BulkReplayRequest
-from onward.handlers.openapi import DOCUMENT, document
-from onward.models import JobType, NewJob, TenantId
-from onward.schedules import NewSchedule, check_timezone, parse_cron, parse_rate
+from onward.api.auth import InvalidTokens, JwtClaimsAuthenticator, NoTenant, parse_tokens
+from onward.api.contract import BatchCreate, BatchJob, BulkCancelRequest, BulkReplay, BulkReplayRequest
+from onward.api.openapi import DOCUMENT, document
+from onward.domain import text_patterns
+from onward.domain.documents import exact_problems, parse_json_float
+from onward.domain.models import JobType, NewJob, TenantId
+from onward.domain.schedules import NewSchedule, check_timezone, parse_cron, parse_rate
+from onward.store.dynamo.attributes import from_item, to_attribute
 
 PATTERNS = {name: value for name, value in vars(text_patterns).items() if isinstance(value, text_patterns.TextPattern)}
 SAMPLES = {"TENANT_ID": "acme", "SCHEDULE_NAME": "nightly.v2", "JOB_ID": "0123456789abcdef0123456789abcdef",

@@ -13,12 +13,19 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from onward import lifecycle
-from onward.clock import epoch_ms, iso
-from onward.conflict_reader import differences
-from onward.dynamo import from_item, to_item
-from onward.handlers.bootstrap import Deployment
-from onward.keys import (
+from onward.bootstrap import Deployment
+from onward.domain import lifecycle
+from onward.domain.clock import epoch_ms, iso
+from onward.domain.lifecycle import Change, Decision
+from onward.domain.models import ErrorSummary, Job, NewJob, OutboxEvent, Run
+from onward.domain.projection import ProjectionOutcome, view_expires_at, view_fields, view_item
+from onward.domain.states import JobState, RunOutcome, is_terminal
+from onward.operator.conflicts import differences
+from onward.pipeline.parking import ParkedRecords
+from onward.pipeline.projector.projector import StatusProjector
+from onward.settings import DEFAULT_JOB_RETENTION_DAYS, InvalidSetting, Settings
+from onward.store.dynamo.attributes import from_item, to_item
+from onward.store.dynamo.keys import (
     idempotency_item,
     job_expires_at,
     job_from_values,
@@ -28,14 +35,7 @@ from onward.keys import (
     run_item,
     ttl_after,
 )
-from onward.lifecycle import Change, Decision
-from onward.models import ErrorSummary, Job, NewJob, OutboxEvent, Run
-from onward.parking import ParkedRecords
-from onward.projection import ProjectionOutcome, view_expires_at, view_fields, view_item
-from onward.projector.projector import StatusProjector
-from onward.recorder import NewJobWrite, TransitionWrite
-from onward.settings import DEFAULT_JOB_RETENTION_DAYS, InvalidSetting, Settings
-from onward.states import JobState, RunOutcome, is_terminal
+from onward.store.ports import NewJobWrite, TransitionWrite
 from tests.support import ManualClock
 from tests.unit.test_template import FUNCTIONS, RESOURCES, TEMPLATE, code_of, function_environment
 
@@ -259,7 +259,7 @@ def test_a_parked_record_expires_the_retention_after_it_was_parked():
 
 
 def test_the_deployment_hands_its_retention_to_the_projector_and_the_parked_records():
-    """Without the wiring in onward/handlers/bootstrap.py the Lambda functions would stamp the default 30 days
+    """Without the wiring in onward/bootstrap.py the Lambda functions would stamp the default 30 days
     whatever JobRetentionDays the stack was deployed with."""
     client = PutItems()
     settings = Settings(status_table="status", conflicts_table="conflicts", parked_table="parked",
@@ -301,7 +301,7 @@ def test_the_parameter_is_whole_days_from_one_defaulting_to_the_settings_default
         "Number", DEFAULT_JOB_RETENTION_DAYS, 1)
 
 
-WRITERS = ("onward.store", "onward.parking", "onward.projector.projector")
+WRITERS = ("onward.store.service", "onward.pipeline.parking", "onward.pipeline.projector.projector")
 
 
 @pytest.mark.parametrize("function", FUNCTIONS)

@@ -1,9 +1,9 @@
-"""onward.lag.assess (pure): processing age, backlog, rates, drain time and retention cover."""
+"""onward.operator.lag.assess (pure): processing age, backlog, rates, drain time and retention cover."""
 
 from __future__ import annotations
 
-from onward.lag import Commit, Snapshot, assess
-from onward.shards import Shard
+from onward.operator.lag import Commit, Snapshot, assess
+from onward.pipeline.shards import Shard
 
 MAX_HASH = 2**128 - 1
 ONE_SHARD = [Shard("shard-0", 0, MAX_HASH)]

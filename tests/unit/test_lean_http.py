@@ -1,4 +1,5 @@
-"""onward.lean_http: botocore's HTTP session for the embedded endpoint, against a scripted server on 127.0.0.1.
+"""onward_infra.lean_client.http: botocore's HTTP session for the embedded endpoint, against a scripted server on
+127.0.0.1.
 
 Each test's server reads requests off its connections and answers as the test scripts it (framings, closed
 connections, silence), so the session's behaviour at every edge is seen on the wire; the answers reach
@@ -19,8 +20,8 @@ import pytest
 from botocore.awsrequest import AWSRequest
 from botocore.exceptions import ConnectionClosedError, EndpointConnectionError, ReadTimeoutError
 
-from onward.lean_http import LeanHttpSession, use_lean_http
 from onward.settings import InvalidSetting, Settings
+from onward_infra.lean_client.http import LeanHttpSession, use_lean_http
 
 OK = b"HTTP/1.1 200 OK\r\nContent-Type: application/x-amz-json-1.0\r\nContent-Length: 2\r\n\r\n{}"
 

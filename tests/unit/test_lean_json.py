@@ -1,4 +1,5 @@
-"""onward.lean_json: the lean codec gives what botocore's JSONSerializer and JSON parser give, byte for byte
+"""onward_infra.lean_client.codec: the lean codec gives what botocore's JSONSerializer and JSON parser give, byte for
+byte
 and key for key, for the platform's operations (hypothesis, generated from the service models) and for the
 traits botocore treats on its own (a lab model: renamed members, floats, timestamps, unions, host prefixes).
 
@@ -32,8 +33,8 @@ from botocore.validate import ParamValidationDecorator, ParamValidator
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from onward.lean_json import LeanJSONParser, LeanJSONSerializer, LeanParserFactory, use_lean_json
 from onward.settings import Settings
+from onward_infra.lean_client.codec import LeanJSONParser, LeanJSONSerializer, LeanParserFactory, use_lean_json
 
 PLATFORM_OPERATIONS = {
     "dynamodb": ("TransactWriteItems", "Query", "GetItem", "BatchGetItem", "PutItem", "UpdateItem"),

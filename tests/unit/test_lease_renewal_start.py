@@ -1,4 +1,4 @@
-"""A worker's lease renewal (onward/worker.py LeaseRenewal) starts its threads only when the first renewal is
+"""A worker's lease renewal (onward/runtime/worker.py LeaseRenewal) starts its threads only when the first renewal is
 due, or when the lease would expire sooner: most attempts end before and start none."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ import time
 from types import SimpleNamespace
 from typing import Any
 
-from onward.clock import system_clock
-from onward.execution import JobContext
-from onward.recorder import RenewalAnswer
-from onward.worker import LeaseRenewal
+from onward.domain.clock import system_clock
+from onward.runtime.execution import JobContext
+from onward.runtime.worker import LeaseRenewal
+from onward.store.ports import RenewalAnswer
 
 
 class RenewingStore:
@@ -19,7 +19,7 @@ class RenewingStore:
         self.renewals = 0
         self._hang = hang  # set: a renewal call hangs until it is released (as botocore's retries can)
 
-    def heartbeat(self, lease: Any, lease_s: float) -> RenewalAnswer:
+    def renew_lease(self, lease: Any, lease_s: float) -> RenewalAnswer:
         self.renewals += 1
         if self._hang is not None:
             self._hang.wait(30)
@@ -81,7 +81,7 @@ def test_a_start_due_sooner_than_those_waiting_wakes_the_starting_thread_and_a_l
     """The starting thread waits for the earliest start it holds; an attempt added behind it (the usual case:
     one lease length for all) does not wake it, one due sooner does. A mutant notifying never would start
     the sooner one only at the later one's time; one notifying always costs a wake-up per attempt."""
-    from onward.worker import _DeferredStarts
+    from onward.runtime.worker import _DeferredStarts
 
     started: dict[str, float] = {}
 

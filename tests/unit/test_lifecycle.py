@@ -1,11 +1,11 @@
-"""What each operation decides from a job row (onward/lifecycle.py), without any I/O."""
+"""What each operation decides from a job row (onward/domain/lifecycle.py), without any I/O."""
 
 import pytest
 
-from onward import lifecycle
-from onward.lifecycle import Change, Refusal, RefusalReason, StaleReport
-from onward.models import ErrorSummary, NewJob, Run
-from onward.states import IllegalTransition, JobState, RunOutcome, Transition
+from onward.domain import lifecycle
+from onward.domain.lifecycle import Change, Refusal, RefusalReason, StaleReport
+from onward.domain.models import ErrorSummary, NewJob, Run
+from onward.domain.states import IllegalTransition, JobState, RunOutcome, Transition
 
 NOW = 1_800_000_000_000
 JOB_ID = "0123456789abcdef0123456789abcdef"

@@ -1,4 +1,4 @@
-"""onward.overlaps on its own: which attempts of one job ran at once, read from run records alone (pure).
+"""onward.domain.overlaps on its own: which attempts of one job ran at once, read from run records alone (pure).
 
 Each test says what it would catch; the store's use of it (marking both runs when a zombie's evidence
 arrives, the `overlaps` index, `onward overlaps`) is tested in tests/contract/test_batch_and_overlaps.py.
@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from onward.models import Run
-from onward.overlaps import Interval, JobOverlap, overlap_began, overlaps, running_interval
-from onward.states import RunOutcome
+from onward.domain.models import Run
+from onward.domain.overlaps import Interval, JobOverlap, overlap_began, overlaps, running_interval
+from onward.domain.states import RunOutcome
 
 JOB = "a" * 32
 T = 1_800_000_000_000

@@ -1,5 +1,5 @@
 """A read of a sharded index (the claim's head of `active`, the wake-up pass over `parked`) sends its
-partitions' Queries at once (onward.dynamo_recorder.DynamoRecorder._query_partitions): a claim waits for the
+partitions' Queries at once (onward.store.dynamo.recorder.DynamoRecorder._query_partitions): a claim waits for the
 slowest partition, not for the sum of them (32 partitions on AWS).
 
 The client here answers a Query only once every partition's Query has arrived (a barrier): Queries sent one
@@ -10,9 +10,9 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from onward.dynamo_recorder import PARTITION_READER_THREAD, DynamoRecorder
-from onward.keys import PARKED_SHARDS, active_shard_partition, parked_shard_partition, queue_key
-from onward.recorder import ActiveEntry
+from onward.store.dynamo.keys import PARKED_SHARDS, active_shard_partition, parked_shard_partition, queue_key
+from onward.store.dynamo.recorder import PARTITION_READER_THREAD, DynamoRecorder
+from onward.store.ports import ActiveEntry
 
 SHARDS = 4
 

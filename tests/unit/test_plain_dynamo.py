@@ -1,4 +1,4 @@
-"""The endpoint's conversion of item-operation results (onward/local/moto_fixes/server.py `plain_dynamo`) gives
+"""The endpoint's conversion of item-operation results (infra/onward_infra/moto_fixes/server.py `plain_dynamo`) gives
 exactly moto's `dynamo_to_dict` values, for any result shape the DynamoDB operations return."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from moto.dynamodb.models.dynamo_type import DynamoType, Item
 from moto.dynamodb.models.utilities import dynamo_to_dict
 
-from onward.local.moto_fixes.server import plain_dynamo
+from onward_infra.moto_fixes.server import plain_dynamo
 
 _text = st.text(max_size=8)
 _number = st.integers(-10**6, 10**6).map(str)

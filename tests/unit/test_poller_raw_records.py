@@ -1,4 +1,4 @@
-"""The local event-source pollers read GetRecords answers from their raw JSON (onward/local/pollers.py
+"""The local event-source pollers read GetRecords answers from their raw JSON (infra/onward_infra/pollers.py
 RecordReader), not through botocore's parser: the same events as before, errors still botocore's, and a record
 that cannot become a Lambda event still set aside.
 
@@ -24,7 +24,7 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 from botocore.parsers import ResponseParser
 
-from onward.local.pollers import (
+from onward_infra.pollers import (
     EventsStreamPoller,
     OutboxStreamPoller,
     RecordReader,

@@ -7,11 +7,11 @@ from __future__ import annotations
 import threading
 import time
 
-from onward.demo import registry
-from onward.models import NewJob
-from onward.pool import WorkerPool
-from onward.states import JobState, RunOutcome
-from onward.store import JobStore
+from onward.domain.models import NewJob
+from onward.domain.states import JobState, RunOutcome
+from onward.runtime.demo_jobs import registry
+from onward.runtime.pool import WorkerPool
+from onward.store.service import JobStore
 
 
 def running_pool(store: JobStore, jobs: int) -> WorkerPool:

@@ -9,7 +9,7 @@ import re
 import tomllib
 from pathlib import Path
 
-from onward.local.template import load_template
+from onward_infra.template import load_template
 
 TEMPLATE = load_template()
 PYPROJECT = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())

@@ -1,4 +1,4 @@
-"""The status projection as pure functions (onward/projection.py) and the public event contract.
+"""The status projection as pure functions (onward/domain/projection.py) and the public event contract.
 
 Without the version guard in `classify`, a redelivered or reordered event would move a status backwards;
 without the digest, a same-version disagreement would be silently overwritten (or a redelivery would look
@@ -15,14 +15,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from onward import lifecycle
-from onward.dynamo import json_size
-from onward.lifecycle import Change, Decision
-from onward.models import EVENT_SCHEMA, ErrorSummary, Job, NewJob, OutboxEvent
-from onward.projection import ProjectionOutcome, classify, digest, fold, view_fields
-from onward.projector.projector import UnreadableRecord, parse_record
-from onward.relay.publisher import encode
-from onward.states import JobState
+from onward.domain import lifecycle
+from onward.domain.lifecycle import Change, Decision
+from onward.domain.models import EVENT_SCHEMA, ErrorSummary, Job, NewJob, OutboxEvent
+from onward.domain.projection import ProjectionOutcome, classify, digest, fold, view_fields
+from onward.domain.states import JobState
+from onward.pipeline.projector.projector import UnreadableRecord, parse_record
+from onward.pipeline.relay.publisher import encode
+from onward.store.dynamo.attributes import json_size
 
 GOLDEN = Path(__file__).resolve().parent.parent / "events" / "outbox_event_v1.json"
 # The digest of the golden sample. The view stores digests: if this changes (new field, other canonical

@@ -1,13 +1,13 @@
-"""fold_plan (onward/projector/projector.py): when one job's events of one batch may be written as one PutItem
+"""fold_plan (onward/pipeline/projector/projector.py): when one job's events of one batch may be written as one PutItem
 of the newest, and under which condition. Pure: no table, no client."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from onward.models import OutboxEvent
-from onward.projector.projector import FoldedWrite, fold_plan
-from onward.states import JobState
+from onward.domain.models import OutboxEvent
+from onward.domain.states import JobState
+from onward.pipeline.projector.projector import FoldedWrite, fold_plan
 
 JOB = "0f" * 16
 

@@ -1,4 +1,4 @@
-"""KinesisPublisher (onward/relay/publisher.py) against a fake Kinesis client: no network, scripted per-entry
+"""KinesisPublisher (onward/pipeline/relay/publisher.py) against a fake Kinesis client: no network, scripted per-entry
 ErrorCodes, every PutRecords call recorded. What each limit and rule protects:
 
 - batches of at most 500 records / 5 MiB: Kinesis refuses the whole request beyond either;
@@ -22,16 +22,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from onward.backoff import BackoffPolicy
-from onward.models import OutboxEvent
-from onward.relay.publisher import (
+from onward.domain.backoff import BackoffPolicy
+from onward.domain.models import OutboxEvent
+from onward.domain.states import JobState
+from onward.pipeline.relay.publisher import (
     MAX_BYTES_PER_REQUEST,
     MAX_RECORDS_PER_REQUEST,
     KinesisPublisher,
     RecordTooLarge,
     encode,
 )
-from onward.states import JobState
 
 THROTTLED = "ProvisionedThroughputExceededException"
 INTERNAL = "InternalFailure"

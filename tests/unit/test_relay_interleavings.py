@@ -29,13 +29,13 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from onward.checkpoints import CheckpointStore
-from onward.clock import epoch_ms, iso
+from onward.domain.clock import epoch_ms, iso
+from onward.domain.models import OutboxEvent
 from onward.faults import InjectedCrash, injected
-from onward.heartbeat import BeatPlan, Heartbeat, heartbeat_items
-from onward.models import OutboxEvent
-from onward.relay.publisher import PublishStats
-from onward.relay.relay import Relay, StreamRecord
+from onward.pipeline.checkpoints import CheckpointStore
+from onward.pipeline.heartbeats import BeatPlan, Heartbeat, heartbeat_items
+from onward.pipeline.relay.publisher import PublishStats
+from onward.pipeline.relay.relay import Relay, StreamRecord
 
 BASE_MS = 1_800_000_000_000
 SLOTS = 16

@@ -1,12 +1,12 @@
 """`--retention-scale` of `onward endpoint` and `onward up`, and the policy it builds
-(onward/local/moto_fixes/retention.py)."""
+(infra/onward_infra/moto_fixes/retention.py)."""
 
 from __future__ import annotations
 
 import pytest
 
 from onward.cli.main import MIN_RETENTION_SCALE, build_parser
-from onward.local.moto_fixes.retention import MIN_SCALE, MIN_SWEEP_PERIOD_S, RetentionPolicy
+from onward_infra.moto_fixes.retention import MIN_SCALE, MIN_SWEEP_PERIOD_S, RetentionPolicy
 
 
 @pytest.mark.parametrize("command", ["endpoint", "up"])

@@ -1,4 +1,4 @@
-"""Periodic jobs without AWS: when a schedule fires (onward.schedules: cron in a time zone across DST changes,
+"""Periodic jobs without AWS: when a schedule fires (onward.domain.schedules: cron in a time zone across DST changes,
 rates, what is refused) and what a tick of the Scheduler does over the in-memory job store and schedules (one
 job per fire, however many schedulers; one job for an outage's missed fires; next_fire_at advances)."""
 
@@ -7,11 +7,11 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from onward.clock import epoch_ms, iso
-from onward.schedule_store import AddOutcome, MemorySchedules
-from onward.scheduler import Scheduler
-from onward.schedules import NewSchedule, Schedule, due_fire, fires_between, latest_fire, next_fire, parse_cron
-from onward.store import JobStore
+from onward.domain.clock import epoch_ms, iso
+from onward.domain.schedules import NewSchedule, Schedule, due_fire, fires_between, latest_fire, next_fire, parse_cron
+from onward.maintenance.scheduler import Scheduler
+from onward.store.schedules import AddOutcome, MemorySchedules
+from onward.store.service import JobStore
 from tests.support import ManualClock
 
 

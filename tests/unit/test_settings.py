@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from onward.freshness import STALE_AFTER_S
-from onward.heartbeat import AWS_BEAT_SLACK_MS
+from onward.domain.freshness import STALE_AFTER_S
+from onward.pipeline.heartbeats import AWS_BEAT_SLACK_MS
 from onward.settings import InvalidSetting, MissingSetting, Settings
 
 

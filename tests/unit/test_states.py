@@ -1,8 +1,8 @@
-"""The transition table (onward/states.py). Without it, any component could write any state."""
+"""The transition table (onward/domain/states.py). Without it, any component could write any state."""
 
 import pytest
 
-from onward.states import (
+from onward.domain.states import (
     ENDS_WITH_ERROR,
     TERMINAL_STATES,
     TRANSITIONS,

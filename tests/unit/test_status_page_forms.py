@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from onward.handlers import api
-from onward.local.gateway import build_event
-from onward.local.lambda_context import LocalLambdaContext
+from onward.api import app as api
+from onward_infra.gateway import build_event
+from onward_infra.lambda_context import LocalLambdaContext
 
 INDEX = Path(api.__file__).resolve().parent.parent / "web" / "index.html"
 SECRET = "form-secret-7c1e"

@@ -7,16 +7,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from onward.claim_shares import RecentClaims
-from onward.clock import epoch_ms, iso
-from onward.conflict_reader import differences, reason_of
-from onward.dynamo import to_item
-from onward.keys import TIME_SHARDS
-from onward.models import OutboxEvent
-from onward.parked_reader import preview
-from onward.shard_lag import BoundedBy, shard_lags
-from onward.states import JobState
-from onward.view import JobFilter, StatusViewReader
+from onward.domain.clock import epoch_ms, iso
+from onward.domain.models import OutboxEvent
+from onward.domain.shard_lag import BoundedBy, shard_lags
+from onward.domain.states import JobState
+from onward.operator.claim_history import RecentClaims
+from onward.operator.conflicts import differences, reason_of
+from onward.operator.parked import preview
+from onward.pipeline.view import JobFilter, StatusViewReader
+from onward.store.dynamo.attributes import to_item
+from onward.store.dynamo.keys import TIME_SHARDS
 
 NOW = epoch_ms("2026-12-01T10:00:00.000Z")
 

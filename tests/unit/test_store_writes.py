@@ -1,4 +1,5 @@
-"""What a decided change writes (onward.recorder) and the DynamoDB transaction it becomes (onward.writes),
+"""What a decided change writes (onward.store.ports) and the DynamoDB transaction it becomes
+(onward.store.dynamo.writes),
 without I/O: the items each transition carries, the conditions by role, and a cancellation's reasons read by
 role. Without roles, a reason would be matched to an item by its position, and a transaction that gained
 or lost an item (a result, a counter, a flex check) would blame the wrong one."""
@@ -7,13 +8,14 @@ from __future__ import annotations
 
 import pytest
 
-from onward import lifecycle
-from onward.dispatch import on_claim, on_end
-from onward.errors import StoreInvariantViolation
-from onward.keys import Entity, ReadyQueue, job_key, running_key
-from onward.lifecycle import Change
-from onward.models import NewJob
-from onward.recorder import (
+from onward.domain import lifecycle
+from onward.domain.dispatch import on_claim, on_end
+from onward.domain.errors import StoreInvariantViolation
+from onward.domain.lifecycle import Change
+from onward.domain.models import NewJob
+from onward.store.dynamo.keys import Entity, ReadyQueue, job_key, running_key
+from onward.store.dynamo.writes import Transaction, TransitionWrites, wire_key
+from onward.store.ports import (
     Admission,
     CommitOutcome,
     Role,
@@ -22,7 +24,6 @@ from onward.recorder import (
     WaitingUpdate,
     judge,
 )
-from onward.writes import Transaction, TransitionWrites, wire_key
 
 NOW = 1_800_000_000_000
 WRITES = TransitionWrites("jobs", "outbox")

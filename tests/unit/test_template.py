@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from onward.local.template import TEMPLATE_PATH, environment_variable_for, load_template, referenced_names
+from onward_infra.template import TEMPLATE_PATH, environment_variable_for, load_template, referenced_names
 from tests.codescan import read_code
 from tests.samtemplate import cfn_lint, dashboard_body, translate, write_json
 
@@ -137,7 +137,7 @@ def test_resource_variables_follow_the_naming_convention(function: str) -> None:
 @pytest.mark.parametrize("function", FUNCTIONS)
 def test_outbox_writers_get_the_retention_parameter(function: str) -> None:
     """Whoever builds a JobStore stamps outbox TTLs: it must get OutboxRetentionDays, not the default."""
-    if "onward.store" in code_of(function).modules:
+    if "onward.store.service" in code_of(function).modules:
         assert function_environment(function)["ONWARD_OUTBOX_RETENTION_DAYS"] == {"Ref": "OutboxRetentionDays"}
 
 
@@ -166,7 +166,7 @@ def api_events() -> dict[tuple[str, str], dict[str, Any]]:
 
 def test_the_gateway_routes_exactly_the_apps_routes() -> None:
     """A route the app serves but the gateway lacks would 404 at API Gateway, before the function."""
-    from onward.handlers.api import app
+    from onward.api.app import app
 
     served = {(route.method, route.path.replace("<", "{").replace(">", "}"))
               for route in [*app._static_routes, *app._dynamic_routes]}

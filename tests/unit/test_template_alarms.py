@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from onward.local.template import load_template
+from onward_infra.template import load_template
 from tests.samtemplate import dashboard_body
 
 TEMPLATE = load_template()

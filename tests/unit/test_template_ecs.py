@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 from onward.cli.main import DEFAULT_STOP_TIMEOUT_S, build_parser
-from onward.execution import KILL_GRACE_S
-from onward.local.template import load_template
-from onward.pool import RELEASE_WAIT_S, WorkerPool
+from onward.runtime.execution import KILL_GRACE_S
+from onward.runtime.pool import RELEASE_WAIT_S, WorkerPool
+from onward_infra.template import load_template
 from tests.codescan import read_code
 from tests.samtemplate import translate
 from tests.unit.test_template_policies import ecs_worker_roots
@@ -186,9 +186,9 @@ def test_the_worker_reads_its_stop_timeout_from_the_variable_the_task_sets(monke
     """Without the variable as the flag's default, every task would drain for the built-in 90 s, whatever
     WorkerStopTimeoutSeconds says."""
     monkeypatch.setenv("ONWARD_WORKER_STOP_TIMEOUT_S", "42")
-    assert build_parser().parse_args(["worker", "--module", "onward.demo"]).stop_timeout == 42.0
+    assert build_parser().parse_args(["worker", "--module", "onward.runtime.demo_jobs"]).stop_timeout == 42.0
     monkeypatch.delenv("ONWARD_WORKER_STOP_TIMEOUT_S")
-    assert build_parser().parse_args(["worker", "--module", "onward.demo"]).stop_timeout == DEFAULT_STOP_TIMEOUT_S
+    assert build_parser().parse_args(["worker", "--module", "onward.runtime.demo_jobs"]).stop_timeout == DEFAULT_STOP_TIMEOUT_S
 
 
 def test_the_container_stop_timeout_exceeds_the_workers_whole_graceful_stop() -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from onward.local.template import load_template
+from onward_infra.template import load_template
 from tests.samtemplate import translate
 
 TEMPLATE = load_template()

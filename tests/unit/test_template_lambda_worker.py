@@ -15,13 +15,13 @@ from typing import Any
 
 import pytest
 
-from onward.handlers.bootstrap import MAX_WORKER_CONCURRENCY
-from onward.heartbeat import Heartbeat, encode_heartbeat
-from onward.local.template import load_template
-from onward.models import ErrorSummary, NewJob, OutboxEvent
-from onward.relay.publisher import encode
-from onward.states import JobState
-from onward.store import JobStore
+from onward.bootstrap import MAX_WORKER_CONCURRENCY
+from onward.domain.models import ErrorSummary, NewJob, OutboxEvent
+from onward.domain.states import JobState
+from onward.pipeline.heartbeats import Heartbeat, encode_heartbeat
+from onward.pipeline.relay.publisher import encode
+from onward.store.service import JobStore
+from onward_infra.template import load_template
 from tests.lambda_filters import data_passes, mapping_filters
 from tests.samtemplate import translate
 from tests.support import ManualClock
@@ -180,7 +180,7 @@ def test_reserved_concurrency_and_jobs_per_invocation_come_from_the_parameters(t
     assert function["Timeout"] == 900  # the claims stop a lease before it
     per_invocation = PARAMETERS["LambdaWorkerConcurrencyPerInvocation"]
     assert 1 <= per_invocation["MinValue"] <= per_invocation["Default"] <= per_invocation["MaxValue"]
-    assert per_invocation["MaxValue"] <= MAX_WORKER_CONCURRENCY  # what the code accepts (onward.handlers.bootstrap)
+    assert per_invocation["MaxValue"] <= MAX_WORKER_CONCURRENCY  # what the code accepts (onward.bootstrap)
     reserved = PARAMETERS["LambdaWorkerReservedConcurrency"]
     assert reserved["Type"] == "Number" and reserved["MinValue"] >= 1
     # At the defaults every slot of the mapping (10 per shard) can have its invocation: fewer, and a burst of

@@ -23,7 +23,7 @@ grant a table the code never names) and the resources test fails; query a
 new index without granting `<table>/index/<name>` and the index test fails; put "*" on a data action and the
 wildcard test fails. Call paths, not modules: make the reaper's handler call `store.all_jobs()` (a module it
 already imports) and its role fails with "missing dynamodb:Scan"; put `dynamodb:Scan` back on the worker's
-role and it fails with "granted but never called", although onward.dynamo_recorder, which the worker loads,
+role and it fails with "granted but never called", although onward.store.dynamo.recorder, which the worker loads,
 scans in `all_jobs`; drop `dynamodb:Scan` from OperatorPolicy and the operator test fails with "missing"
 (`onward reconcile` scans the jobs).
 
@@ -43,7 +43,7 @@ from typing import Any
 
 import pytest
 
-from onward.local.template import environment_variable_for, load_template
+from onward_infra.template import environment_variable_for, load_template
 from tests.codescan import CodeReading, read_code
 from tests.samtemplate import translate
 
@@ -328,7 +328,7 @@ ECS_WORKER_ROLES = {ECS_TASK_ROLE, "EcsWorkerExecutionRole"}  # the code's; ECS'
 def ecs_worker_roots() -> list[str]:
     """What a worker task runs: `onward worker` (onward/cli/main.py's cmd_worker: the Deployment's job store,
     a WorkerPool) over the handlers of the module the task names (WorkerModule's default here). The task
-    publishes no metric (the backlog is the reaper's: onward.backlog)."""
+    publishes no metric (the backlog is the reaper's: onward.maintenance.backlog)."""
     return ["onward.cli.main:cmd_worker", TEMPLATE["Parameters"]["WorkerModule"]["Default"]]
 
 
@@ -338,7 +338,7 @@ def ecs_task_grants(policy_name: str) -> set[Grant]:
 
 
 def test_the_ecs_task_role_grants_exactly_what_onward_worker_calls() -> None:
-    """Grant dynamodb:Scan on the task role (the module onward.dynamo_recorder, which the worker loads, scans
+    """Grant dynamodb:Scan on the task role (the module onward.store.dynamo.recorder, which the worker loads, scans
     in all_jobs) and this fails with "never called"; drop dynamodb:ConditionCheckItem (claims check the
     tenant's counters in their transaction) and it fails with "missing"."""
     code = read_code(ecs_worker_roots())

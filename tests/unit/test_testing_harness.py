@@ -17,12 +17,12 @@ from typing import Any
 import botocore.session
 import pytest
 
-from onward.backoff import BackoffPolicy
-from onward.models import NewJob
-from onward.states import TERMINAL_STATES, JobState
-from onward.store import CancelStatus, JobStore
+from onward.domain.backoff import BackoffPolicy
+from onward.domain.models import NewJob
+from onward.domain.states import TERMINAL_STATES, JobState
+from onward.runtime.worker import JobContext, PermanentError, Registry, SimulatedCrash, Stopped, Worker
+from onward.store.service import CancelStatus, JobStore
 from onward.testing import AttemptCut, JobHarness, JobRecord, NotSettled, TimeAlreadyMoving
-from onward.worker import JobContext, PermanentError, Registry, SimulatedCrash, Stopped, Worker
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""onward/view.py reads statuses consistently. A DynamoDB index cannot be read consistently, so a listing
+"""onward/pipeline/view.py reads statuses consistently. A DynamoDB index cannot be read consistently, so a listing
 that showed the index's copies could show a job older than a consistent GET did a moment before (a status
 going backwards between two polls). The index now only picks the jobs; their rows are read consistently."""
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from onward.dynamo import to_item
-from onward.view import StatusViewReader
+from onward.pipeline.view import StatusViewReader
+from onward.store.dynamo.attributes import to_item
 
 
 def _row(version: int, status: str) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""The handler process (onward.execution.HandlerProcess) on its own, with no store: what comes back from a
+"""The handler process (onward.runtime.execution.HandlerProcess) on its own, with no store: what comes back from a
 handler, how the worker ends one that will not stop, and that no process outlives its attempt or its worker.
 
 Handlers run in a child forked from this test: what they tell the test goes through their result, or a queue
@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from onward.execution import (
+from onward.runtime.execution import (
     KILL_GRACE_S,
     ORPHAN_CHECK_S,
     Ending,

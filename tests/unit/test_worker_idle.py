@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from onward.worker import Registry, Worker
+from onward.runtime.worker import Registry, Worker
 
 
 class _RecordedWaits:

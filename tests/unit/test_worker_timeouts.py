@@ -8,10 +8,10 @@ import math
 import pytest
 from pydantic import ValidationError
 
-from onward import lifecycle
-from onward.keys import job_from_values, job_item
-from onward.models import DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S, Job, NewJob
-from onward.worker import InvalidRegistration, Registry
+from onward.domain import lifecycle
+from onward.domain.models import DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S, Job, NewJob
+from onward.runtime.worker import InvalidRegistration, Registry
+from onward.store.dynamo.keys import job_from_values, job_item
 
 JOB_ID = "0" * 32
 

@@ -1,0 +1,71 @@
+"""The event path on this machine: outbox stream -> relay handler -> Kinesis -> projector handler -> view,
+driven by the local event-source pollers. The handlers take their Deployment from the environment, as on
+Lambda (onward/bootstrap.py): the caller puts the deployment's environment in os.environ first."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from onward.bootstrap import Deployment
+from onward.entrypoints import projector as projector_handler
+from onward.entrypoints import relay as relay_handler
+from onward.pipeline.heartbeat_writer import HeartbeatEmitter
+from onward.pipeline.relay.relay import Relay
+from onward.settings import Settings
+from onward_infra.pollers import EventsStreamPoller, OutboxStreamPoller
+
+
+@dataclass
+class LocalPipeline:
+    relay_poller: OutboxStreamPoller
+    projector_poller: EventsStreamPoller
+    heartbeats: HeartbeatEmitter  # the platform beats on a schedule; a drill beats when it wants a watermark
+
+    @classmethod
+    def of(cls, deployment: Deployment, batch_size: int = 100) -> LocalPipeline:
+        """The pollers over this deployment's clients, a relay given its outbox (to recover from a trimmed
+        stream), its checkpoint table (for their own positions) and its parked records, delivering batches of
+        up to `batch_size` records."""
+        outbox_table = deployment.settings.require("outbox_table")
+        outbox = deployment.client("dynamodb").describe_table(TableName=outbox_table)["Table"]
+        parked = deployment.parked_records
+        relay_poller = OutboxStreamPoller(deployment.client("dynamodbstreams"), outbox["LatestStreamArn"],
+                                          relay_handler.handler, Relay(deployment.events_publisher,
+                                          deployment.checkpoint_store, parked, deployment.outbox_reader),
+                                          deployment.checkpoint_store, batch_size=batch_size, parked=parked)
+        projector_poller = EventsStreamPoller(deployment.client("kinesis"),
+                                              deployment.settings.require("events_stream"),
+                                              projector_handler.handler, deployment.checkpoint_store,
+                                              batch_size=batch_size, parked=parked)
+        return cls(relay_poller, projector_poller, deployment.heartbeat_emitter)
+
+    @classmethod
+    def build(cls, settings: Settings, clients: dict[str, Any], batch_size: int = 100) -> LocalPipeline:
+        """A pipeline over these clients ("dynamodb", "dynamodbstreams", "kinesis"), as after a restart:
+        a Deployment of its own, no position in memory."""
+        return cls.of(Deployment(settings, clients=clients), batch_size)
+
+    def write_positions(self) -> None:
+        """Store both pollers' positions not stored yet (they write them at most once a second while busy):
+        call it once neither is polling, so that a graceful stop leaves exact positions."""
+        self.relay_poller.write_positions()
+        self.projector_poller.write_positions()
+
+    def drain(self, max_rounds: int = 10_000, *, beat: bool = False) -> int:
+        """Poll relay and projector until a full round takes nothing; the records delivered or parked.
+        With `beat`, a heartbeat is committed first, so the watermarks vouch for everything committed
+        before the call. Raises when a shard is failing then (the pollers isolate it, so it would otherwise
+        go unseen)."""
+        if beat:
+            self.heartbeats.emit()
+        total = 0
+        for _ in range(max_rounds):
+            delivered = self.relay_poller.poll_once() + self.projector_poller.poll_once()
+            total += delivered
+            if not delivered:
+                failing = self.relay_poller.failing_shards | self.projector_poller.failing_shards
+                if failing:
+                    raise RuntimeError(f"shards failing, not drained: {sorted(failing)}")
+                return total
+        raise RuntimeError(f"still delivering after {max_rounds} rounds")

@@ -1,0 +1,39 @@
+"""template.yaml's data resources as a CloudFormation stack on any endpoint (the embedded one, another
+emulator, AWS itself), and the environment naming them. Needs only boto3: `onward up --aws` and
+`--endpoint-url` use it without loading the embedded endpoint (moto)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from onward_infra.template import as_json, data_resource_environment, data_resources_template, load_template
+
+STACK_NAME = "onward"
+
+
+def deploy_data_resources(cloudformation: Any, stack_name: str = STACK_NAME) -> None:
+    """Create template.yaml's data resources (tables, stream) as a CloudFormation stack, through any
+    endpoint's CloudFormation (this one, another emulator)."""
+    template = data_resources_template(load_template())
+    cloudformation.create_stack(StackName=stack_name, TemplateBody=as_json(template))
+    cloudformation.get_waiter("stack_create_complete").wait(
+        StackName=stack_name, WaiterConfig={"Delay": 1, "MaxAttempts": 600})
+
+
+def stack_environment(cloudformation: Any, stack_name: str = STACK_NAME) -> dict[str, str]:
+    """The variables naming a deployed stack's data resources (`JOBS_TABLE=...`), read from CloudFormation:
+    works for the stack `sam deploy` made on AWS as for one made by deploy_data_resources."""
+    stack = cloudformation.describe_stacks(StackName=stack_name)["Stacks"][0]
+    if not stack["StackStatus"].endswith("_COMPLETE") or "ROLLBACK" in stack["StackStatus"]:
+        raise RuntimeError(f"stack {stack_name} is {stack['StackStatus']}")
+    wanted = set(data_resources_template(load_template())["Resources"])
+    physical: dict[str, str] = {}
+    for page in cloudformation.get_paginator("list_stack_resources").paginate(StackName=stack_name):
+        physical.update({r["LogicalResourceId"]: r["PhysicalResourceId"]
+                         for r in page["StackResourceSummaries"] if r["LogicalResourceId"] in wanted})
+    return data_resource_environment(physical)
+
+
+def export_lines(environment: dict[str, str]) -> list[str]:
+    """Shell `export` lines a person can paste to point any tool at the endpoint."""
+    return [f"export {name}={value}" for name, value in sorted(environment.items())]

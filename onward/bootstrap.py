@@ -1,0 +1,329 @@
+"""The one place Onward is wired (as cosmicpython's bootstrap.py): a `Deployment` builds each component from
+one `Settings`, over one boto3 client per service, the first time it is asked for, and keeps it. The Lambda
+entry points (onward/entrypoints/), the `onward` command, the local platform (infra/onward_infra/) and the tests ask it
+for what they use instead of building it themselves.
+
+    deployment = Deployment.from_environment()      # this process's, for os.environ (Lambda, `onward`)
+    deployment = Deployment(settings, clients={"dynamodb": dynamodb})   # a test's own
+    deployment.job_store.create(...); deployment.relay.relay(...)
+
+It lives in handlers/ because it builds the relay, the projector and the API's authenticator, and
+dependencies point one way (handlers -> relay, projector -> onward; onward/ knows no entry point).
+
+A Lambda function builds only the components it uses, and each component's builder imports its module itself,
+so a function loads only that code (tests/codescan.py reads the builders the same way: a function is granted
+what the components it names can do). A variable a component needs but the environment lacks raises
+MissingSetting, naming it, when that component is first asked for; a value that cannot work raises
+InvalidSetting (or InvalidTokens) then, or at once for the values Settings reads.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar, overload
+
+from botocore.config import Config
+
+from onward.settings import (
+    API_CLIENT_CONFIG,
+    WORKER_CLIENT_CONFIG,
+    InvalidSetting,
+    Settings,
+    number_setting,
+)
+
+if TYPE_CHECKING:
+    from onward.api.auth import Authenticator
+    from onward.maintenance.backlog import BacklogCounter
+    from onward.maintenance.scheduler import Scheduler
+    from onward.operator.lag import LagProbe
+    from onward.pipeline.checkpoints import CheckpointStore
+    from onward.pipeline.heartbeat_writer import HeartbeatEmitter
+    from onward.pipeline.outbox import OutboxReader
+    from onward.pipeline.parking import ParkedRecords
+    from onward.pipeline.projector.projector import StatusProjector
+    from onward.pipeline.relay.publisher import KinesisPublisher
+    from onward.pipeline.relay.relay import Relay
+    from onward.pipeline.shards import ShardCatalog
+    from onward.pipeline.view import StatusViewReader
+    from onward.runtime.worker import Registry, Worker
+    from onward.store.schedules import DynamoSchedules
+    from onward.store.service import JobStore
+
+DEFAULT_JOB_TYPES = ("demo.echo", "demo.sleep", "demo.flaky", "demo.fail", "demo.crash", "demo.hang")
+DEFAULT_WORKER_MODULE = "onward.runtime.demo_jobs"
+DEFAULT_WORKER_LEASE_S = 60.0
+MAX_WORKER_CONCURRENCY = 64  # jobs one worker-function invocation runs at once (a thread and a process each)
+# Variables outside ONWARD_* / *_TABLE / *_STREAM that Settings reads.
+_AWS_VARIABLES = frozenset({"AWS_ENDPOINT_URL", "AWS_REGION", "AWS_DEFAULT_REGION"})
+_DEPLOYMENTS_KEPT = 8
+
+T = TypeVar("T")
+
+
+class Component(Generic[T]):
+    """A Deployment's component: the decorated builder runs on first use, under the deployment's lock (so two
+    threads never build it twice), and its result is kept on the deployment. Being kept as an instance
+    attribute, it can be replaced there (a test's `monkeypatch.setattr(deployment, "relay", mine)`)."""
+
+    def __init__(self, build: Callable[[Deployment], T]) -> None:
+        self._build = build
+        self.__doc__ = build.__doc__
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._name = name
+
+    @overload
+    def __get__(self, deployment: None, owner: type | None = None) -> Component[T]: ...
+
+    @overload
+    def __get__(self, deployment: Deployment, owner: type | None = None) -> T: ...
+
+    def __get__(self, deployment: Deployment | None, owner: type | None = None) -> T | Component[T]:
+        if deployment is None:
+            return self
+        with deployment._lock:
+            if self._name not in deployment.__dict__:
+                deployment.__dict__[self._name] = self._build(deployment)
+            built: T = deployment.__dict__[self._name]
+        return built
+
+
+class Deployment:
+    """Every component of one deployment (one set of tables and streams), each built once, on first use.
+
+    `settings` names the resources; `clients` are boto3 clients to use instead of building them (by service
+    name: "dynamodb", "kinesis", "dynamodbstreams"); `environ` holds the entry points' own variables
+    (ONWARD_AUTH, ONWARD_TOKENS, ONWARD_JOB_TYPES, ONWARD_WORKER_MODULE, ...): without them, the defaults."""
+
+    client_config: ClassVar[Config] = WORKER_CLIENT_CONFIG
+
+    def __init__(self, settings: Settings, *, clients: Mapping[str, Any] | None = None,
+                 environ: Mapping[str, str] | None = None) -> None:
+        self.settings = settings
+        self.environ: Mapping[str, str] = dict(environ or {})
+        self._clients: dict[str, Any] = dict(clients or {})
+        self._lock = threading.RLock()
+
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str] | None = None) -> Deployment:
+        """This process's deployment for the environment (os.environ by default): built on the first call,
+        the same object on every later call while the variables it reads (ONWARD_*, *_TABLE, *_STREAM,
+        AWS_ENDPOINT_URL, AWS_REGION, AWS_DEFAULT_REGION) keep their values. An environment with other values
+        (each test's stack) gets a deployment of its own; the last few are kept. InvalidSetting at once for a
+        value Settings cannot use."""
+        source = os.environ if environ is None else environ
+        variables = tuple(sorted((name, value) for name, value in source.items() if _configures(name)))
+        key = (cls, variables)
+        with _deployments_lock:
+            found = _deployments.pop(key, None)
+            if found is None:
+                found = cls(Settings.from_environment(dict(variables)), environ=dict(variables))
+            _deployments[key] = found
+            while len(_deployments) > _DEPLOYMENTS_KEPT:
+                _deployments.popitem(last=False)
+        return found
+
+    def client(self, service: str) -> Any:
+        """This deployment's boto3 client for `service`, shared by every component that talks to it, with the
+        timeouts and retries of `client_config`."""
+        with self._lock:
+            if service not in self._clients:
+                self._clients[service] = self.settings.client(service, self.client_config)
+            return self._clients[service]
+
+    # --- the core ------------------------------------------------------------------------------------------
+
+    @Component
+    def job_store(self) -> JobStore:
+        """The job state machine (JOBS_TABLE, OUTBOX_TABLE; outbox TTLs from ONWARD_OUTBOX_RETENTION_DAYS, the
+        TTLs of ended jobs' items from ONWARD_JOB_RETENTION_DAYS)."""
+        from onward.store.service import JobStore
+
+        return JobStore(self.settings, client=self.client("dynamodb"))
+
+    @Component
+    def status_view(self) -> StatusViewReader:
+        """Reads of the status view (STATUS_TABLE)."""
+        from onward.pipeline.view import StatusViewReader
+
+        return StatusViewReader(self.client("dynamodb"), self.settings.require("status_table"))
+
+    @Component
+    def checkpoint_store(self) -> CheckpointStore:
+        """The relay's checkpoints and the projector's watermarks (CHECKPOINT_TABLE)."""
+        from onward.pipeline.checkpoints import CheckpointStore
+
+        return CheckpointStore(self.client("dynamodb"), self.settings.require("checkpoint_table"))
+
+    @Component
+    def parked_records(self) -> ParkedRecords:
+        """Stream records the relay and the projector could not read, with their reasons (PARKED_TABLE), kept
+        for ONWARD_JOB_RETENTION_DAYS."""
+        from onward.pipeline.parking import ParkedRecords
+
+        return ParkedRecords(self.client("dynamodb"), self.settings.require("parked_table"),
+                             retention_s=self.settings.job_retention_s)
+
+    @Component
+    def outbox_reader(self) -> OutboxReader:
+        """Reads of the retained outbox: one job's events, a window, all (OUTBOX_TABLE)."""
+        from onward.pipeline.outbox import OutboxReader
+
+        return OutboxReader(self.client("dynamodb"), self.settings.require("outbox_table"))
+
+    @Component
+    def backlog_counter(self) -> BacklogCounter:
+        """Counts the waiting jobs due now and the running ones (JOBS_TABLE; onward.maintenance.backlog): what the
+        worker
+        tasks scale on."""
+        from onward.maintenance.backlog import BacklogCounter
+
+        return BacklogCounter(self.client("dynamodb"), self.settings.require("jobs_table"),
+                              self.settings.active_shards)
+
+    @Component
+    def heartbeat_emitter(self) -> HeartbeatEmitter:
+        """Writes the pipeline heartbeats into the outbox (OUTBOX_TABLE), each beat sized from a listing of
+        its stream's open shards taken for it, vouching up to ONWARD_BEAT_SLACK_MS before that listing."""
+        from onward.pipeline.heartbeat_writer import HeartbeatEmitter, OutboxStreamListing
+
+        outbox = self.settings.require("outbox_table")
+        listing = OutboxStreamListing(self.client("dynamodb"), self.client("dynamodbstreams"), outbox)
+        return HeartbeatEmitter(self.client("dynamodb"), outbox, listing, slack_ms=self.settings.beat_slack_ms)
+
+    @Component
+    def events_shards(self) -> ShardCatalog:
+        """The events stream's open shards, listed at most every 30 s (EVENTS_STREAM): every one bounds the
+        view's lag, projected or not."""
+        from onward.pipeline.shards import ShardCatalog
+
+        return ShardCatalog(self.client("kinesis"), self.settings.require("events_stream"))
+
+    @Component
+    def schedules(self) -> DynamoSchedules:
+        """Tenants' periodic jobs and their due entries (JOBS_TABLE; onward.store.schedules)."""
+        from onward.store.schedules import DynamoSchedules
+
+        return DynamoSchedules(self.client("dynamodb"), self.settings.require("jobs_table"))
+
+    @Component
+    def scheduler(self) -> Scheduler:
+        """Creates the jobs of due schedules (onward.maintenance.scheduler) in the job store."""
+        from onward.maintenance.scheduler import Scheduler
+
+        return Scheduler(self.job_store, self.schedules)
+
+    # --- the event path ------------------------------------------------------------------------------------
+
+    @Component
+    def events_publisher(self) -> KinesisPublisher:
+        """Puts events and heartbeats on the events stream (EVENTS_STREAM)."""
+        from onward.pipeline.relay.publisher import KinesisPublisher
+
+        return KinesisPublisher(self.client("kinesis"), self.settings.require("events_stream"))
+
+    @Component
+    def relay(self) -> Relay:
+        """Outbox stream -> events stream, with its own checkpoint; parks what it cannot read."""
+        from onward.pipeline.relay.relay import Relay
+
+        return Relay(self.events_publisher, self.checkpoint_store, self.parked_records)
+
+    @Component
+    def status_projector(self) -> StatusProjector:
+        """Events stream -> status view, under the version guard (STATUS_TABLE, CONFLICTS_TABLE); ended jobs'
+        view rows and kept conflicts expire after ONWARD_JOB_RETENTION_DAYS."""
+        from onward.pipeline.projector.projector import StatusProjector
+
+        return StatusProjector(self.client("dynamodb"), self.settings.require("status_table"),
+                               self.settings.require("conflicts_table"), self.checkpoint_store,
+                               self.parked_records, retention_s=self.settings.job_retention_s)
+
+    # --- the entry points' own configuration --------------------------------------------------------------
+
+    @Component
+    def authenticator(self) -> Authenticator:
+        """Who is calling the HTTP API: ONWARD_AUTH=tokens|jwt and their variables (onward.api.auth);
+        InvalidTokens when ONWARD_TOKENS cannot work."""
+        from onward.api.auth import authenticator_from_environment
+
+        return authenticator_from_environment(self.environ)
+
+    @Component
+    def job_types(self) -> frozenset[str]:
+        """The job types the HTTP API accepts: the comma list ONWARD_JOB_TYPES, else DEFAULT_JOB_TYPES."""
+        listed = self.environ.get("ONWARD_JOB_TYPES", "").split(",")
+        return frozenset([name.strip() for name in listed if name.strip()] or DEFAULT_JOB_TYPES)
+
+    @Component
+    def worker_lease_s(self) -> float:
+        """The lease the worker function takes on each job: ONWARD_WORKER_LEASE_S, else 60 s."""
+        return number_setting(self.environ, "ONWARD_WORKER_LEASE_S", DEFAULT_WORKER_LEASE_S, positive=True)
+
+    @Component
+    def worker_registry(self) -> Registry:
+        """The job handlers workers run: the `registry` of the module ONWARD_WORKER_MODULE names (else
+        onward.runtime.demo_jobs). TypeError when it has no registry."""
+        from onward.runtime.worker import Registry
+
+        module = self.environ.get("ONWARD_WORKER_MODULE") or DEFAULT_WORKER_MODULE
+        registry = getattr(importlib.import_module(module), "registry", None)
+        if not isinstance(registry, Registry):
+            raise TypeError(f"ONWARD_WORKER_MODULE={module} has no `registry` (an onward.runtime.worker.Registry)")
+        return registry
+
+    @Component
+    def worker_concurrency(self) -> int:
+        """How many jobs one invocation of the worker function runs at once: ONWARD_WORKER_CONCURRENCY, a whole
+        number from 1 to MAX_WORKER_CONCURRENCY, else 1. InvalidSetting otherwise."""
+        raw = self.environ.get("ONWARD_WORKER_CONCURRENCY") or "1"
+        if not raw.isdigit() or not 1 <= int(raw) <= MAX_WORKER_CONCURRENCY:
+            raise InvalidSetting(f"ONWARD_WORKER_CONCURRENCY must be a whole number from 1 to "
+                                 f"{MAX_WORKER_CONCURRENCY}, not {raw!r}")
+        return int(raw)
+
+    @Component
+    def workers(self) -> tuple[Worker, ...]:
+        """The worker function's Workers: `worker_concurrency` of them, one per thread of an invocation, each with
+        the handlers of `worker_registry` (and a handler process of its own), each job leased for
+        `worker_lease_s`. Kept with the deployment, so a warm function reuses them and their processes."""
+        from onward.runtime.worker import Worker
+
+        return tuple(Worker(self.job_store, self.worker_registry, lease_s=self.worker_lease_s)
+                     for _ in range(self.worker_concurrency))
+
+    # --- operators' tools -----------------------------------------------------------------------------------
+
+    def lag_probe(self, outbox_retention_days: float | None = None) -> LagProbe:
+        """A probe of the pipeline's lag (`onward lag`), new on each call; `outbox_retention_days` is the
+        retention the stack was deployed with (default: the settings', ONWARD_OUTBOX_RETENTION_DAYS)."""
+        from onward.operator.lag import LagProbe
+
+        days = self.settings.outbox_retention_days if outbox_retention_days is None else outbox_retention_days
+        return LagProbe(self.client("dynamodb"), self.client("kinesis"),
+                        self.settings.require("checkpoint_table"), self.settings.require("outbox_table"),
+                        self.settings.require("events_stream"), outbox_retention_s=days * 86400.0)
+
+
+class ApiDeployment(Deployment):
+    """The HTTP API function's deployment: its clients give up within API Gateway's 29 s (API_CLIENT_CONFIG:
+    short timeouts, 3 attempts), so the handler answers a problem before the gateway answers a 503/504 for it.
+    `from_environment` keeps it apart from the Deployment of the same environment (their key names the class),
+    so workers, stream consumers and operators in the same process keep their patient clients."""
+
+    client_config: ClassVar[Config] = API_CLIENT_CONFIG
+
+
+_deployments: OrderedDict[tuple[type[Deployment], tuple[tuple[str, str], ...]], Deployment] = OrderedDict()
+_deployments_lock = threading.Lock()
+
+
+def _configures(variable: str) -> bool:
+    """Whether a variable can change what a Deployment builds."""
+    return (variable.startswith("ONWARD_") or variable.endswith(("_TABLE", "_STREAM"))
+            or variable in _AWS_VARIABLES)

@@ -1,0 +1,99 @@
+"""The status projection as pure functions: event digest, how an incoming event relates to what the view
+holds, the view item an event produces (with its TTL once the job has ended), and the view rebuilt from an
+event history (deterministic)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable
+from enum import StrEnum
+from typing import Any
+
+from onward.domain.clock import epoch_ms
+from onward.domain.models import OutboxEvent
+from onward.domain.states import is_terminal
+
+
+class ProjectionOutcome(StrEnum):
+    APPLIED = "applied"  # newer than the view: written
+    DUPLICATE = "duplicate"  # same version, same content: a redelivery, no-op
+    STALE = "stale"  # older than the view: no-op
+    CONFLICT = "conflict"  # same version, different content: kept apart, alarmed, never overwrites
+
+
+# Fields added to the event contract after its first version, left out of the digest while absent: the view
+# stores digests, so an event without them must digest as it did before they existed (else the redelivery
+# of an old event after a deploy would be taken for a conflict).
+ADDED_FIELDS = ("run_at",)
+
+
+def digest(event: OutboxEvent) -> str:
+    """A stable fingerprint of an event's content (canonical JSON, sorted keys). Not of `committed_at`: the
+    same transition re-published from the outbox has none, and is the same event. Nor of an ADDED_FIELDS
+    field the event does not have."""
+    absent = {name for name in ADDED_FIELDS if getattr(event, name) is None}
+    content = event.model_dump(mode="json", by_alias=True, exclude={"committed_at", *absent})
+    canonical = json.dumps(content, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def classify(view_version: int | None, view_digest: str | None, event: OutboxEvent) -> ProjectionOutcome:
+    """What the view must do with `event`, given the version and digest it holds (None: no view yet)."""
+    if view_version is None or event.version > view_version:
+        return ProjectionOutcome.APPLIED
+    if event.version < view_version:
+        return ProjectionOutcome.STALE
+    return ProjectionOutcome.DUPLICATE if view_digest == digest(event) else ProjectionOutcome.CONFLICT
+
+
+def view_fields(event: OutboxEvent) -> dict[str, Any]:
+    """The status view's attributes for one event (projected_at is added by the writer)."""
+    fields: dict[str, Any] = {
+        "job_id": event.job_id,
+        "tenant_id": event.tenant_id,
+        "type": event.type,
+        "status": event.status.value,
+        "version": event.version,
+        "attempt": event.attempt,
+        "cancel_requested": event.cancel_requested,
+        "occurred_at": event.occurred_at,
+        "committed_at": event.committed_at,
+        "digest": digest(event),
+        "error": event.error.model_dump(mode="json") if event.error else None,
+        "result_size_bytes": event.result_size_bytes,
+        "result_inline": event.result_inline,
+        "run_at": event.run_at,
+    }
+    return fields
+
+
+def view_expires_at(event: OutboxEvent, retention_s: int) -> int | None:
+    """The TTL (epoch seconds) of the view row `event` writes: `retention_s` after the event's time (its
+    commit time, else its decision time) when its status is terminal; None otherwise, so the row of a job
+    that has not ended never expires. A row is replaced whole by each newer version, so a replay's `queued`
+    row has none again. An old terminal event redelivered after its row expired writes a row that is
+    already expired: the next TTL sweep takes it again."""
+    if not is_terminal(event.status):
+        return None
+    return epoch_ms(event.committed_at or event.occurred_at) // 1000 + retention_s
+
+
+def view_item(event: OutboxEvent, projected_at: str, retention_s: int) -> dict[str, Any]:
+    """The whole view row `event` writes (view_fields, when it was projected, and its TTL if it has one);
+    `retention_s`: the job retention."""
+    item = {**view_fields(event), "projected_at": projected_at}
+    expires = view_expires_at(event, retention_s)
+    if expires is not None:
+        item["expires_at"] = expires
+    return item
+
+
+def fold(events: Iterable[OutboxEvent]) -> dict[str, OutboxEvent]:
+    """The event each job's view must show: its highest version (the projection, rebuilt from history)."""
+    latest: dict[str, OutboxEvent] = {}
+    for event in events:
+        held = latest.get(event.job_id)
+        if held is None or event.version > held.version:
+            latest[event.job_id] = event
+    return latest

@@ -1,0 +1,96 @@
+"""Lambda entry point for the events stream (Kinesis) -> status view: each batch handed whole to the deployment's
+StatusProjector (onward/pipeline/projector/projector.py, which writes its jobs at once), partial failures reported.
+
+The earliest failed record and every record after it in the batch are reported failed (some of those may have
+been written by other jobs' writes), so a job's later event never lands past an earlier one that failed and
+never stays unwritten behind a success. Lambda resumes at the lowest failed sequence number; the version guard
+absorbs what it redelivers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from aws_lambda_powertools.utilities.batch.base import FailureResponse, SuccessResponse
+from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
+from aws_lambda_powertools.utilities.data_classes.kinesis_stream_event import KinesisStreamRecord
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from onward.bootstrap import Deployment
+from onward.pipeline.projector.projector import BatchFailure, BatchTally, OutcomeTotals, ShardRecord
+from onward.telemetry import discard_unflushed
+
+logger = Logger(service="onward-projector")
+metrics = Metrics(namespace="Onward", service="projector")
+tracer = Tracer(service="onward-projector")
+# This process's outcomes, crashed batches included: what the metrics below would have said, kept here beside
+# them for local drills (the soak, tests) to read.
+totals = OutcomeTotals()
+
+
+class EarlierRecordFailed(RuntimeError):
+    """A record reported failed because one before it in the batch failed (other jobs' writes may have projected
+    it already: its redelivery is then a duplicate)."""
+
+
+class ShardBatchProcessor(BatchProcessor):
+    """Powertools' Kinesis batch processing for a handler that takes a shard's whole batch at once and answers
+    with its earliest failure (BatchFailure, or None): that record and every one after it in the batch are
+    reported failed, every one before it succeeded. The stock processor handles records one at a time and
+    goes on past a failure, so a job's later event could land past an earlier one that failed
+    (powertools-lambda-python #2850)."""
+
+    def __init__(self) -> None:
+        super().__init__(event_type=EventType.KinesisDataStreams, raise_on_entire_batch_failure=False)
+
+    def process(self) -> list[SuccessResponse | FailureResponse]:
+        batch = [KinesisStreamRecord(record) for record in self.records]
+        failure: BatchFailure | None = self.handler(batch)
+        answers: list[SuccessResponse | FailureResponse] = []
+        for index, (raw, record) in enumerate(zip(self.records, batch, strict=True)):
+            if failure is None or index < failure.index:
+                answers.append(self.success_handler(record=raw, result=None))
+                continue
+            error = failure.error if index == failure.index else EarlierRecordFailed(record.kinesis.sequence_number)
+            answers.append(self.failure_handler(record=record, exception=(type(error), error, error.__traceback__)))
+        return answers
+
+
+def shard_of(record: KinesisStreamRecord) -> str:
+    """Kinesis event ids are `<shard id>:<sequence number>`."""
+    return record.event_id.split(":", 1)[0]
+
+
+@discard_unflushed(metrics)
+@metrics.log_metrics
+@tracer.capture_lambda_handler(capture_response=False)
+@logger.inject_lambda_context
+def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
+    projector = Deployment.from_environment().status_projector
+    tally = BatchTally()
+
+    def project_batch(batch: list[KinesisStreamRecord]) -> BatchFailure | None:
+        if not batch:
+            return None
+        records = [ShardRecord(record.kinesis.sequence_number, record.kinesis.data_as_bytes()) for record in batch]
+        return projector.project_batch(shard_of(batch[0]), records, tally)
+
+    try:
+        response = process_partial_response(event=event, record_handler=project_batch,
+                                            processor=ShardBatchProcessor(), context=context)
+    finally:
+        totals.add(tally)
+    records = event.get("Records", [])
+    if records:
+        projector.finish_batch(shard_of(KinesisStreamRecord(records[0])), tally)
+    for outcome, count in tally.outcomes.items():
+        metrics.add_metric(name=f"Projection{outcome.value.capitalize()}", unit=MetricUnit.Count, value=count)
+    metrics.add_metric(name="ProjectionParked", unit=MetricUnit.Count, value=tally.parked)
+    # Every batch, 0 included: the heartbeat alarm fires when a period's sum stays below 1 (or has no data at all).
+    metrics.add_metric(name="PipelineHeartbeats", unit=MetricUnit.Count, value=tally.heartbeats)
+    if tally.lag_ms:
+        metrics.add_metric(name="ProjectionLag", unit=MetricUnit.Milliseconds, value=max(tally.lag_ms))
+    return response

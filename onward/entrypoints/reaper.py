@@ -1,0 +1,46 @@
+"""Lambda entry point for the reaper's schedule: one pass handing jobs whose lease lapsed back to the queue,
+or to quarantine (onward.maintenance.reaper.reap_once), then one pipeline heartbeat (onward.pipeline.heartbeats), so
+that an idle
+system's status view still reads as fresh, then how long the jobs next in line have waited (onward.operator.due_age:
+the metric OldestDueAgeSeconds, for the backlog-age alarm) and the backlog the worker tasks scale on
+(onward.maintenance.backlog: the metrics BacklogDue and JobsRunning, counted after the reap so that reaped jobs count as
+waiting)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from onward.bootstrap import Deployment
+from onward.domain.clock import system_clock
+from onward.maintenance.reaper import reap_once
+from onward.operator.due_age import oldest_due_age_s
+from onward.telemetry import discard_unflushed
+
+logger = Logger(service="onward-reaper")
+metrics = Metrics(namespace="Onward", service="reaper")
+tracer = Tracer(service="onward-reaper")
+
+
+@discard_unflushed(metrics)
+@metrics.log_metrics
+@tracer.capture_lambda_handler(capture_response=False)
+@logger.inject_lambda_context
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, int]:
+    """Any event (EventBridge's scheduled event carries nothing we need); returns the jobs moved."""
+    deployment = Deployment.from_environment()
+    moved = reap_once(deployment.job_store)
+    metrics.add_metric(name="LeasesReaped", unit=MetricUnit.Count, value=moved)
+    deployment.heartbeat_emitter.emit()
+    # After the heartbeat: a failed read here must not also silence the heartbeat alarm's metric.
+    store = deployment.job_store
+    metrics.add_metric(name="OldestDueAgeSeconds", unit=MetricUnit.Seconds,
+                       value=oldest_due_age_s(store.recorder, store.registry, system_clock()))
+    backlog = deployment.backlog_counter.count()
+    metrics.add_metric(name="BacklogDue", unit=MetricUnit.Count, value=backlog.due)
+    metrics.add_metric(name="JobsRunning", unit=MetricUnit.Count, value=backlog.running)
+    logger.info("backlog", extra={"due": backlog.due, "running": backlog.running, "requests": backlog.requests})
+    return {"reaped": moved}

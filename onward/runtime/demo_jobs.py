@@ -1,0 +1,56 @@
+"""Built-in job types for demos and drills: demo.echo, demo.sleep, demo.flaky, demo.fail, demo.crash, demo.hang."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from onward.runtime.worker import JobContext, PermanentError, Registry, SimulatedCrash
+
+registry = Registry()
+
+
+@registry.register("demo.echo")
+def echo(context: JobContext) -> Any:
+    """Returns its params."""
+    return context.params
+
+
+@registry.register("demo.sleep")
+def sleep(context: JobContext) -> dict[str, float]:
+    """Sleeps `seconds` (default 2), stopping early when cancelled."""
+    seconds = float(context.params.get("seconds", 2))
+    context.wait(seconds)
+    return {"slept_s": seconds}
+
+
+@registry.register("demo.flaky")
+def flaky(context: JobContext) -> dict[str, int]:
+    """Fails its first `failures` attempts (default 1), then succeeds."""
+    failures = int(context.params.get("failures", 1))
+    if context.attempt <= failures:
+        raise ConnectionError(f"simulated transient failure on attempt {context.attempt}")
+    return {"succeeded_on_attempt": context.attempt}
+
+
+@registry.register("demo.fail")
+def fail(context: JobContext) -> None:
+    """Always fails; with `permanent: true` it is not retried."""
+    if context.params.get("permanent"):
+        raise PermanentError("simulated permanent failure")
+    raise RuntimeError("simulated failure")
+
+
+@registry.register("demo.crash")
+def crash(context: JobContext) -> None:
+    """Kills its worker every time (the lease lapses); the job ends quarantined."""
+    raise SimulatedCrash()
+
+
+@registry.register("demo.hang")
+def hang(context: JobContext) -> dict[str, float]:
+    """Sleeps `seconds` (default 3600) deaf to every cooperative stop (cancel, lost lease, shutdown): only its
+    timeout, or the worker ending its process, stops it. For drills."""
+    seconds = float(context.params.get("seconds", 3600))
+    time.sleep(seconds)  # not context.wait: it never looks at the context
+    return {"slept_s": seconds}

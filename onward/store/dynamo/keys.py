@@ -1,0 +1,357 @@
+"""Where every item of the job store lives and what it holds: key strings, the `Entity` enum and the item
+shapes as plain values (pure). Both recorders store exactly these items: onward.store.dynamo.recorder in
+DynamoDB's wire format, onward.store.memory.recorder as they are.
+
+Jobs table (`pk` / `sk`):
+- job row `JOB#<id>` / `JOB`, with the sparse index keys `ready_pk` + `ready_due` (index `ready`: present
+  only while queued or retry_wait) and `lease_pk` + `lease_expires_at` (index `leases`: only while running);
+- run record `JOB#<id>` / `RUN#<attempt, 6 digits>`; result `JOB#<id>` / `RESULT`; a run whose running
+  interval overlapped another attempt's (onward.domain.overlaps) carries the sparse index keys `overlap_pk`
+  (`OVERLAP#<UTC day>`) + `overlap_at` (index `overlaps`, KEYS_ONLY: when the overlap began; `onward overlaps`);
+- idempotency `IDEM#<tenant>#<key>` / `IDEM` (the job id and the digest of the request);
+- a tenant's settings (weight, cap, ready_shards) twice, written together only when an operator or the
+  tenant's first job registers it (onward.store.tenants): `TENANT#t` / `SETTINGS`, the copy claims read (a key
+  of its own, so no partition is read by every claim), and under `TENANTS` / `t`, the registry that
+  operators list;
+- per tenant `t`, under keys of its own (no key is written by every tenant's jobs): its RUNNING counters
+  `TENANT#t#RUNNING#<j>` / `RUNNING` (dispatch.Usage, one per running shard, its cap split over them) and
+  its queue entries `TENANT#t#QUEUE#<k>` / `QUEUE`, one per ready shard: `waiting` and per priority band
+  `w<p>` (queued + retry_wait jobs there), and while it may hold work the sparse index keys `active_pk`
+  (`ACTIVE#<h>`, h a hash of tenant and shard over the deployment's active shards) + `active_vt` (index `active`,
+  KEYS_ONLY: the claim reads only its head, onward.store.claims); an entry whose waiting jobs are all in backoff
+  is parked instead: `parked_pk` (`PARKED#<h>`) + `parked_until` (index `parked`, KEYS_ONLY), woken back
+  into `active` when they fall due, or at once by any job entering it (`entered` counts those);
+- the system virtual clock: `CLOCK#<i>` / `CLOCK` (`v`), CLOCK_SHARDS items, the clock being their maximum;
+- TTL `expires_at` (epoch seconds; `retention_s` is the job retention) on a job's items once they may go:
+  the job row and the result `retention_s` after the job ended (a job that has not ended has none, so it
+  never expires), a run record `retention_s` after its attempt ended, an idempotency item `retention_s`
+  after the job was created (the Idempotency-Key's window). Tenant items never expire.
+Outbox table (`job_id` / `version`): one event per version, with `time_bucket` (index `by_time`: the hour and
+one of TIME_SHARDS shards, `2026-11-30T06#17`, so no hour is one hot partition) and `expires_at` (TTL).
+"""
+
+from __future__ import annotations
+
+import zlib
+from enum import StrEnum
+from typing import Any, NamedTuple
+
+from onward.domain.clock import EpochMs, iso
+from onward.domain.lifecycle import Change
+from onward.domain.models import Job, OutboxEvent, Run
+from onward.domain.states import CLAIMABLE_STATES, JobState, is_terminal
+from onward.store.dynamo.attributes import json_size
+
+JOB_PREFIX = "JOB#"
+JOB_SK = "JOB"
+RUN_PREFIX = "RUN#"
+RESULT_SK = "RESULT"
+IDEMPOTENCY_PREFIX = "IDEM#"
+IDEMPOTENCY_SK = "IDEM"
+TENANTS_PK = "TENANTS"
+TENANT_PREFIX = "TENANT#"
+SETTINGS_SK = "SETTINGS"
+RUNNING_SK = "RUNNING"
+QUEUE_SK = "QUEUE"
+CLOCK_PREFIX = "CLOCK#"
+CLOCK_SK = "CLOCK"
+ACTIVE_PREFIX = "ACTIVE#"
+PARKED_PREFIX = "PARKED#"
+LEASE_PREFIX = "LEASE#"
+OVERLAP_PREFIX = "OVERLAP#"
+# Partitions of the sparse indexes and the by_time index that every tenant's jobs write: each takes a share
+# of the writes, so none nears DynamoDB's 1,000 write units/s per partition below the platform's ceiling
+# (bench/scale.py). Readers of the whole index read every shard.
+LEASE_SHARDS = 32  # `leases`: a claim and an end write it (2 units per job): 16,000 jobs/s
+# `active`: a deployment setting (Settings.active_shards, template parameter ActiveShards): a queue entry
+# entering and leaving costs 2 units, so tenants whose every job is alone need 32 partitions for 10,000
+# jobs/s; a claim reads the head of each (once per HEAD_CACHE_MS per process). Only ever raised: entries
+# in a partition past a lowered count are not read until a job enters them again.
+DEFAULT_ACTIVE_SHARDS = 4  # a local stack (`onward up`, tests): each head read is a Query per partition
+MAX_ACTIVE_SHARDS = 64
+TIME_SHARDS = 64  # `by_time`: 3 events per job, each version its own shard: about 21,000 jobs/s
+CLOCK_SHARDS = 4  # the system virtual clock: written at most once a second per claiming process
+PARKED_SHARDS = 4  # `parked`: an entry whose jobs are all in backoff is parked and woken (2 units per park)
+
+# Attributes of a job row that only place it (keys, indexes and TTL), not part of the Job.
+JOB_STORAGE_ONLY = ("pk", "sk", "entity", "ready_pk", "ready_due", "lease_pk", "ready_shards", "running_shard",
+                    "expires_at")
+# Attributes of a run item that only place it (keys, the `overlaps` index and TTL), not part of the Run.
+RUN_STORAGE_ONLY = ("pk", "sk", "entity", "expires_at", "overlap_pk", "overlap_at")
+# Attributes of an outbox item that only place it (index and TTL), not part of the event.
+OUTBOX_STORAGE_ONLY = ("time_bucket", "expires_at")
+
+
+class Entity(StrEnum):
+    """What an item of the jobs table is (its `entity` attribute; idempotency items have none)."""
+
+    JOB = "job"
+    RUN = "run"
+    RESULT = "result"
+    TENANT = "tenant"  # a tenant's dispatch settings
+    TENANT_RUNNING = "tenant_running"  # one of a tenant's RUNNING counters (dispatch.Usage of a running shard)
+    TENANT_QUEUE = "tenant_queue"  # one of a tenant's queue entries (waiting jobs of a ready shard, by band)
+    CLOCK = "clock"  # one shard of the system virtual clock
+
+
+class Key(NamedTuple):
+    """The primary key of an item of the jobs table."""
+
+    pk: str
+    sk: str
+
+
+def job_pk(job_id: str) -> str:
+    return f"{JOB_PREFIX}{job_id}"
+
+
+def job_id_of(pk: str) -> str:
+    """The job id in a job item's partition key."""
+    return pk.removeprefix(JOB_PREFIX)
+
+
+def job_key(job_id: str) -> Key:
+    return Key(job_pk(job_id), JOB_SK)
+
+
+def run_sk(attempt: int) -> str:
+    return f"{RUN_PREFIX}{attempt:06d}"
+
+
+def run_key(job_id: str, attempt: int) -> Key:
+    return Key(job_pk(job_id), run_sk(attempt))
+
+
+def result_key(job_id: str) -> Key:
+    return Key(job_pk(job_id), RESULT_SK)
+
+
+def idempotency_key(tenant_id: str, key: str) -> Key:
+    return Key(f"{IDEMPOTENCY_PREFIX}{tenant_id}#{key}", IDEMPOTENCY_SK)
+
+
+def tenant_key(tenant_id: str) -> Key:
+    """The tenant's entry in the registry operators list."""
+    return Key(TENANTS_PK, tenant_id)
+
+
+def settings_key(tenant_id: str) -> Key:
+    """The tenant's settings as claims read them."""
+    return Key(f"{TENANT_PREFIX}{tenant_id}", SETTINGS_SK)
+
+
+def running_key(tenant_id: str, shard: int) -> Key:
+    """One of the tenant's RUNNING counters (running shard `shard`)."""
+    return Key(f"{TENANT_PREFIX}{tenant_id}#RUNNING#{shard}", RUNNING_SK)
+
+
+def queue_key(tenant_id: str, shard: int) -> Key:
+    """The tenant's queue entry of ready shard `shard`."""
+    return Key(f"{TENANT_PREFIX}{tenant_id}#QUEUE#{shard}", QUEUE_SK)
+
+
+def clock_key(shard: int) -> Key:
+    return Key(f"{CLOCK_PREFIX}{shard}", CLOCK_SK)
+
+
+def active_partition(tenant_id: str, shard: int, active_shards: int) -> str:
+    """The `active` index partition of a tenant's queue entry: spread by tenant and shard."""
+    return f"{ACTIVE_PREFIX}{zlib.crc32(f'{tenant_id}#{shard}'.encode()) % active_shards}"
+
+
+def active_shard_partition(index: int) -> str:
+    return f"{ACTIVE_PREFIX}{index}"
+
+
+def parked_partition(tenant_id: str, shard: int) -> str:
+    """The `parked` index partition of a tenant's queue entry."""
+    return f"{PARKED_PREFIX}{zlib.crc32(f'{tenant_id}#{shard}'.encode()) % PARKED_SHARDS}"
+
+
+def parked_shard_partition(index: int) -> str:
+    return f"{PARKED_PREFIX}{index}"
+
+
+def band_attribute(priority: int) -> str:
+    """The attribute of a queue entry counting the waiting jobs of one priority band."""
+    return f"w{priority}"
+
+
+def ready_shard(job_id: str, shards: int) -> int:
+    return int(job_id[:8], 16) % shards
+
+
+class ReadyQueue(NamedTuple):
+    """One partition of a tenant's `ready` index: one shard of one priority band. A claim reads the bands
+    from the highest priority down, so a due job of a higher priority goes first."""
+
+    shard: int
+    priority: int
+
+    def partition(self, tenant_id: str) -> str:
+        return f"{tenant_id}#{self.shard}#{self.priority}"
+
+
+def ready_queue(job: Job, shards: int) -> ReadyQueue:
+    return ReadyQueue(ready_shard(job.job_id, shards), job.priority)
+
+
+def lease_partition(job_id: str) -> str:
+    return lease_shard_partition(int(job_id[-8:], 16) % LEASE_SHARDS)
+
+
+def lease_shard_partition(shard: int) -> str:
+    """The `leases` index partition of one lease shard (0 .. LEASE_SHARDS - 1)."""
+    return f"{LEASE_PREFIX}{shard}"
+
+
+def overlap_partition(at: EpochMs) -> str:
+    """The `overlaps` index partition of an overlap that began at `at`: its UTC day, e.g. OVERLAP#2026-11-30
+    (overlaps are rare: a day's fit one partition, and a window is read day by day)."""
+    return f"{OVERLAP_PREFIX}{iso(at)[:10]}"
+
+
+def time_bucket(occurred_at: str, job_id: str, version: int) -> str:
+    """The `by_time` index partition of an outbox event: its hour and a time shard of the job's version,
+    e.g. 2026-11-30T06#17 (the index is read hour by hour, every shard of each: `time_buckets`)."""
+    return f"{occurred_at[:13]}#{zlib.crc32(f'{job_id}#{version}'.encode()) % TIME_SHARDS}"
+
+
+def time_buckets(hour: str) -> list[str]:
+    """Every `by_time` partition of one hour (e.g. 2026-11-30T06)."""
+    return [f"{hour}#{shard}" for shard in range(TIME_SHARDS)]
+
+
+# --- TTL ---------------------------------------------------------------------------------------------------
+
+def ttl_after(at: EpochMs, retention_s: int) -> int:
+    """The `expires_at` of an item kept `retention_s` after `at`: epoch SECONDS, as DynamoDB's TTL reads it."""
+    return at // 1000 + retention_s
+
+
+def job_expires_at(job: Job, retention_s: int) -> int | None:
+    """When a job's row (and its result) may go: `retention_s` after the transition that ended it; None while
+    it has not ended, so a queued or running job never expires. A replay (dead or quarantined -> queued)
+    makes it None again, and the row loses its `expires_at`."""
+    return ttl_after(job.updated_at, retention_s) if is_terminal(job.state) else None
+
+
+# --- item shapes (plain values; None attributes are left out, as DynamoDB stores them) ---------------------
+
+def item_bytes(values: dict[str, Any]) -> int:
+    """An upper bound of the size DynamoDB counts for an item of plain values (its rules: attribute names
+    and strings in UTF-8 bytes, a number 1 byte per two significant digits plus 1, 1 byte for a boolean or
+    null, a list or map 3 bytes plus 1 per element): what a transaction's 4 MB of items is counted in."""
+    return sum(len(name.encode()) + _value_bytes(value) for name, value in values.items())
+
+
+def _value_bytes(value: Any) -> int:
+    if isinstance(value, str):
+        return len(value.encode())
+    if value is None or isinstance(value, bool):
+        return 1
+    if isinstance(value, int | float):
+        digits = len(repr(value).lstrip("-").replace(".", "").replace("e", "").replace("+", "").replace("-", ""))
+        return digits // 2 + 2
+    if isinstance(value, dict):
+        return 3 + sum(1 + len(str(name).encode()) + _value_bytes(inner) for name, inner in value.items())
+    if isinstance(value, list | tuple | set | frozenset):
+        return 3 + sum(1 + _value_bytes(inner) for inner in value)
+    return json_size(value)  # anything else is stored as its JSON would be: at most that
+
+
+def job_item(job: Job, ready_shards: int, retention_s: int, running_shard: int | None = None) -> dict[str, Any]:
+    """The job row as stored, with the sparse index keys that put it in `ready` or `leases`, the RUNNING
+    counter its attempt is charged to while it runs (`running_shard`), and its TTL once it has ended
+    (`retention_s`: the job retention, job_expires_at)."""
+    pk, sk = job_key(job.job_id)
+    row = {"pk": pk, "sk": sk, "entity": Entity.JOB.value, **job.model_dump(mode="json")}
+    row["ready_shards"] = ready_shards
+    if job.state is JobState.RUNNING:
+        row["running_shard"] = running_shard or 0
+    row["expires_at"] = job_expires_at(job, retention_s)
+    if job.state in CLAIMABLE_STATES:
+        row["ready_pk"] = ready_queue(job, ready_shards).partition(job.tenant_id)
+        row["ready_due"] = job.not_before
+    if job.state is JobState.RUNNING:
+        row["lease_pk"] = lease_partition(job.job_id)
+    return {name: value for name, value in row.items() if value is not None}
+
+
+def job_from_values(values: dict[str, Any]) -> tuple[Job, int, int]:
+    """The Job a stored job row holds, the number of ready shards it was queued under and the RUNNING
+    counter its running attempt is charged to (0 when it is not running)."""
+    shards = values.get("ready_shards", 1)
+    job = Job.model_validate({n: v for n, v in values.items() if n not in JOB_STORAGE_ONLY})
+    return job, shards, values.get("running_shard", 0)
+
+
+def run_item(run: Run) -> dict[str, Any]:
+    """An attempt's run record as the claim opens it: no `expires_at` while the attempt runs (the transition
+    that ends it stamps one: recorder.TransitionWrite.of)."""
+    pk, sk = run_key(run.job_id, run.attempt)
+    values = {"pk": pk, "sk": sk, "entity": Entity.RUN.value, **run.model_dump(mode="json")}
+    return {name: value for name, value in values.items() if value is not None and value != []}
+
+
+def run_from_values(values: dict[str, Any]) -> Run:
+    """The run record a stored run item (sk `RUN#<attempt>`) holds (`overlapped_with` is a number set on
+    DynamoDB: read back in attempt order)."""
+    run = {n: v for n, v in values.items() if n not in RUN_STORAGE_ONLY}
+    if "overlapped_with" in run:
+        run["overlapped_with"] = sorted(run["overlapped_with"])
+    return Run.model_validate(run)
+
+
+def result_item(change: Change, retention_s: int) -> dict[str, Any]:
+    """The completing transition's result (`value` is stored even when it is None), expiring with the job
+    row it ended."""
+    pk, sk = result_key(change.after.job_id)
+    item = {"pk": pk, "sk": sk, "entity": Entity.RESULT.value, "attempt": change.after.attempt,
+            "size_bytes": json_size(change.result), "value": change.result}
+    expires = job_expires_at(change.after, retention_s)
+    if expires is not None:
+        item["expires_at"] = expires
+    return item
+
+
+def idempotency_item(job: Job, key: str, digest: str, retention_s: int) -> dict[str, Any]:
+    """The Idempotency-Key `key` of the job's tenant, used by the request of `digest` to create `job`; kept
+    `retention_s` after the job was created (the key's window: a retry after it creates a new job)."""
+    pk, sk = idempotency_key(job.tenant_id, key)
+    return {"pk": pk, "sk": sk, "job_id": job.job_id, "digest": digest,
+            "expires_at": ttl_after(job.created_at, retention_s)}
+
+
+def tenant_items(tenant_id: str, weight: float, cap: int | None, ready_shards: int) -> list[dict[str, Any]]:
+    """A tenant's settings as stored: its settings item, then its registry entry (the same values)."""
+    values = {"entity": Entity.TENANT.value, "tenant_id": tenant_id, "weight": weight, "cap": cap,
+              "ready_shards": ready_shards}
+    return [{"pk": key.pk, "sk": key.sk, **{name: value for name, value in values.items() if value is not None}}
+            for key in (settings_key(tenant_id), tenant_key(tenant_id))]
+
+
+def tenant_id_of(pk: str) -> str:
+    """The tenant of a RUNNING counter's or queue entry's partition key (tenant ids hold no `#`)."""
+    return pk.removeprefix(TENANT_PREFIX).split("#", 1)[0]
+
+
+def shard_of(pk: str) -> int:
+    """The shard of a RUNNING counter's or queue entry's partition key."""
+    return int(pk.rsplit("#", 1)[1])
+
+
+def outbox_item(change: Change, retention_s: int) -> dict[str, Any]:
+    """The outbox event of a committed transition, with its `by_time` bucket and its TTL."""
+    size = json_size(change.result) if change.has_result else None
+    event = OutboxEvent.of(change.after, result=change.result, result_size=size)
+    item = {
+        **event.model_dump(mode="json", by_alias=True),
+        "time_bucket": time_bucket(event.occurred_at, event.job_id, event.version),
+        "expires_at": ttl_after(change.after.updated_at, retention_s),
+    }
+    return {name: value for name, value in item.items() if value is not None}
+
+
+def event_from_values(values: dict[str, Any]) -> OutboxEvent:
+    return OutboxEvent.model_validate({n: v for n, v in values.items() if n not in OUTBOX_STORAGE_ONLY})

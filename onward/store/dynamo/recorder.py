@@ -1,0 +1,499 @@
+"""The job store's recorder on DynamoDB: every write is ONE TransactWriteItems (onward.store.dynamo.writes builds it),
+reads are consistent GetItem / Query, due jobs, expired leases and the active tenants come from the sparse
+`ready`, `leases` and `active` indexes, a claim's tenant counters from one BatchGetItem."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from onward.domain.clock import EpochMs
+from onward.domain.errors import StoreContention, StoreInvariantViolation
+from onward.domain.models import Job, OutboxEvent, Run
+from onward.domain.states import JobState, RunOutcome
+from onward.pipeline.outbox import OutboxReader
+from onward.store.dynamo.attributes import Item, from_item, to_attribute
+from onward.store.dynamo.keys import (
+    CLOCK_SHARDS,
+    DEFAULT_ACTIVE_SHARDS,
+    PARKED_SHARDS,
+    RUN_PREFIX,
+    TENANTS_PK,
+    Entity,
+    Key,
+    ReadyQueue,
+    active_partition,
+    active_shard_partition,
+    clock_key,
+    idempotency_key,
+    job_id_of,
+    job_key,
+    job_pk,
+    lease_shard_partition,
+    parked_partition,
+    parked_shard_partition,
+    queue_key,
+    result_key,
+    run_key,
+    running_key,
+    settings_key,
+    shard_of,
+    tenant_id_of,
+    tenant_items,
+)
+from onward.store.dynamo.tenant_reads import tenant_item
+from onward.store.dynamo.writes import (
+    CONDITIONAL_CHECK_FAILED,
+    TRANSACTION_CONFLICT,
+    Refused,
+    Transaction,
+    TransitionWrites,
+    job_from_item,
+    overlap_clauses,
+    run_from_item,
+    wire_item,
+    wire_key,
+)
+from onward.store.ports import (
+    ActiveEntry,
+    CommitOutcome,
+    CreateOutcome,
+    DueJob,
+    IdempotencyRecord,
+    JobRecorder,
+    JobRow,
+    ManyCreated,
+    NewJobWrite,
+    OverlapMark,
+    RenewalAnswer,
+    Role,
+    Tenant,
+    TenantState,
+    TransitionWrite,
+    check_one_transaction,
+    judge,
+    tenant_from_values,
+    tenant_state,
+)
+
+PARTITION_READERS = 8  # concurrent Queries of one sharded-index read
+PARTITION_READER_THREAD = "onward-partition-read"  # the threads' name prefix: one pool per process, kept
+_PARTITION_POOL = 2 * PARTITION_READERS  # threads of that pool: two reads at once get all they may use
+
+
+class _PartitionReaders:
+    """The process's threads for partition reads, started on first use and kept: a pool per read started
+    and joined its threads on every claim's head read (thread starts are slow while other threads run)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
+
+    def map(self, read: Callable[[dict[str, Any]], list[dict[str, Any]]],
+            requests: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=_PARTITION_POOL, thread_name_prefix=PARTITION_READER_THREAD)
+            pool = self._pool
+        # at most PARTITION_READERS of this read's Queries in flight at once
+        pages: list[list[dict[str, Any]]] = []
+        for start in range(0, len(requests), PARTITION_READERS):
+            pages += pool.map(read, requests[start:start + PARTITION_READERS])
+        return pages
+
+
+_partition_readers = _PartitionReaders()
+
+
+def _error_code(error: ClientError) -> str:
+    return str(error.response.get("Error", {}).get("Code", ""))
+
+
+def _by_role(reasons: dict[Role, list[str]]) -> dict[str, list[str]]:
+    return {role.value: codes for role, codes in reasons.items()}
+
+
+# An attribute of every job row that is not a key of the ready index: an index item holding it holds the whole
+# row (template.yaml's ready index projects every attribute; a table created before it projects keys only).
+ROW_MARK = "state"
+
+
+class DynamoRecorder(JobRecorder):
+    """A JobRecorder on the jobs and outbox tables of one deployment, through one boto3 client."""
+
+    def __init__(self, client: Any, jobs_table: str, outbox_table: str,
+                 active_shards: int = DEFAULT_ACTIVE_SHARDS) -> None:
+        self._db = client
+        self._jobs = jobs_table
+        self._outbox = outbox_table
+        self._active_shards = active_shards
+        self._writes = TransitionWrites(jobs_table, outbox_table, active_shards)
+
+    # --- reads ----------------------------------------------------------------------------------------------
+
+    def _get(self, key: Item, **options: Any) -> Item | None:
+        found: Item | None = self._db.get_item(TableName=self._jobs, Key=key, ConsistentRead=True,
+                                               **options).get("Item")
+        return found
+
+    def job(self, job_id: str) -> JobRow | None:
+        item = self._get(wire_key(job_key(job_id)))
+        return None if item is None else JobRow(*job_from_item(item))
+
+    def tenant_job(self, job_id: str, tenant_id: str) -> JobRow | None:
+        item = tenant_item(self._db, self._jobs, wire_key(job_key(job_id)), tenant_id)
+        return None if item is None else JobRow(*job_from_item(item))
+
+    def run(self, job_id: str, attempt: int) -> Run | None:
+        item = self._get(wire_key(run_key(job_id, attempt)))
+        return None if item is None else run_from_item(item)
+
+    def runs(self, job_id: str) -> list[Run]:
+        pages = self._db.get_paginator("query").paginate(
+            TableName=self._jobs,
+            KeyConditionExpression="pk = :p AND begins_with(sk, :r)",
+            ExpressionAttributeValues={":p": {"S": job_pk(job_id)}, ":r": {"S": RUN_PREFIX}},
+            ConsistentRead=True,
+        )
+        return [run_from_item(item) for page in pages for item in page["Items"]]
+
+    def result(self, job_id: str) -> Any:
+        item = self._get(wire_key(result_key(job_id)))
+        return None if item is None else from_item(item).get("value")
+
+    def events(self, job_id: str) -> list[OutboxEvent]:
+        return OutboxReader(self._db, self._outbox).job(job_id)
+
+    def all_jobs(self) -> Iterator[Job]:
+        pages = self._db.get_paginator("scan").paginate(
+            TableName=self._jobs,
+            FilterExpression="entity = :job",
+            ExpressionAttributeValues={":job": {"S": Entity.JOB.value}},
+        )
+        for page in pages:
+            for item in page["Items"]:
+                yield job_from_item(item)[0]
+
+    def idempotency(self, tenant_id: str, key: str) -> IdempotencyRecord | None:
+        item = self._get(wire_key(idempotency_key(tenant_id, key)))
+        if item is None:
+            return None
+        values = from_item(item)
+        return IdempotencyRecord(values["job_id"], values["digest"])
+
+    # --- writes ---------------------------------------------------------------------------------------------
+
+    def _transact(self, transaction: Transaction) -> dict[Role, list[str]] | None:
+        """Send one transaction: None when it committed, else the reasons of its cancellation by role.
+        Anything but a cancellation (throttling past botocore's retries, a network error) raises."""
+        refused = self._send(transaction)
+        if refused is None:
+            return None
+        by_role: dict[Role, list[str]] = {}
+        for reason in refused:
+            by_role.setdefault(reason.role, []).append(reason.code)
+        return by_role
+
+    def _send(self, transaction: Transaction) -> list[Refused] | None:
+        """Send one transaction: None when it committed, else the reasons of its cancellation, each with its
+        action's role and write. Anything but a cancellation raises."""
+        try:
+            self._db.transact_write_items(TransactItems=transaction.actions)
+        except ClientError as error:
+            if _error_code(error) != "TransactionCanceledException":
+                raise
+            return transaction.refused(error.response)
+        return None
+
+    def create(self, write: NewJobWrite) -> CreateOutcome:
+        reasons = self._transact(self._writes.new_job(write))
+        if reasons is None:
+            return CreateOutcome.CREATED
+        if CONDITIONAL_CHECK_FAILED in reasons.get(Role.IDEMPOTENCY, ()):
+            return CreateOutcome.KEY_USED
+        # Nothing was written: a conflict with a concurrent transaction (on the tenant's WAITING counter) is
+        # tried again as it is.
+        if any(TRANSACTION_CONFLICT in codes for codes in reasons.values()):
+            return CreateOutcome.CONFLICT
+        raise StoreInvariantViolation(
+            f"the create of job {write.change.after.job_id} was refused: {_by_role(reasons)}")
+
+    def create_many(self, writes: Sequence[NewJobWrite]) -> ManyCreated:
+        check_one_transaction(writes)
+        refused = self._send(self._writes.new_jobs(writes))
+        if refused is None:
+            return ManyCreated(CreateOutcome.CREATED)
+        keys_used = frozenset(reason.subject for reason in refused if reason.subject is not None
+                              and reason.role is Role.IDEMPOTENCY and reason.code == CONDITIONAL_CHECK_FAILED)
+        broken = [reason for reason in refused if reason.code == CONDITIONAL_CHECK_FAILED
+                  and reason.role is not Role.IDEMPOTENCY]
+        if broken:  # a job id or a first event that exists: no store decides such a create
+            raise StoreInvariantViolation(f"a create of {len(writes)} jobs was refused: {broken}")
+        if keys_used:
+            return ManyCreated(CreateOutcome.KEY_USED, keys_used)
+        if any(reason.code == TRANSACTION_CONFLICT for reason in refused):
+            return ManyCreated(CreateOutcome.CONFLICT)
+        raise StoreInvariantViolation(f"a create of {len(writes)} jobs was refused: {refused}")
+
+    def commit(self, write: TransitionWrite) -> CommitOutcome:
+        reasons = self._transact(self._writes.transition(write))
+        if reasons is None:
+            return CommitOutcome.COMMITTED
+        change = write.change
+        return judge(
+            {role for role, codes in reasons.items() if CONDITIONAL_CHECK_FAILED in codes},
+            conflict=any(TRANSACTION_CONFLICT in codes for codes in reasons.values()),
+            refused=f"{change.transition.value} of job {change.after.job_id} v{change.after.version} "
+                    f"refused: {_by_role(reasons)}",
+        )
+
+    def renew_lease(self, job_id: str, attempt: int, worker_id: str, expires_at: EpochMs) -> RenewalAnswer:
+        try:
+            attributes = self._db.update_item(
+                TableName=self._jobs,
+                Key=wire_key(job_key(job_id)),
+                UpdateExpression="SET lease_expires_at = :e",
+                ConditionExpression="#s = :running AND attempt = :a AND lease_owner = :w",
+                ExpressionAttributeNames={"#s": "state"},
+                ExpressionAttributeValues={
+                    ":e": {"N": str(expires_at)}, ":running": {"S": JobState.RUNNING.value},
+                    ":a": {"N": str(attempt)}, ":w": {"S": worker_id},
+                },
+                ReturnValues="ALL_NEW",
+            )["Attributes"]
+        except ClientError as error:
+            if _error_code(error) != "ConditionalCheckFailedException":
+                raise
+            return RenewalAnswer(held=False, cancel_requested=False, lease_expires_at=None)
+        cancel_requested = attributes.get("cancel_requested", {}).get("BOOL", False)
+        return RenewalAnswer(held=True, cancel_requested=cancel_requested, lease_expires_at=expires_at)
+
+    def mark_fenced(self, job_id: str, attempt: int, worker_id: str, late_report: RunOutcome,
+                    at: EpochMs, *, expires_at: int, overlap: OverlapMark | None = None) -> bool:
+        return self._mark_run(
+            job_id, attempt, overlap,
+            sets=["reclaimed_as = if_not_exists(outcome, :none)", "outcome = :fenced", "late_report = :claimed",
+                  "late_report_at = :now", "expires_at = if_not_exists(expires_at, :ttl)"],
+            condition="attribute_exists(pk) AND worker_id = :w AND "
+                      "(attribute_not_exists(outcome) OR outcome = :lease_expired)",
+            values={":fenced": {"S": RunOutcome.FENCED.value}, ":claimed": {"S": late_report.value},
+                    ":lease_expired": {"S": RunOutcome.LEASE_EXPIRED.value},
+                    ":now": {"N": str(at)}, ":w": {"S": worker_id}, ":none": {"NULL": True},
+                    ":ttl": {"N": str(expires_at)}})
+
+    def mark_lease_lost(self, job_id: str, attempt: int, worker_id: str, at: EpochMs, *,
+                        overlap: OverlapMark | None = None) -> bool:
+        return self._mark_run(
+            job_id, attempt, overlap, sets=["lease_lost_at = :now"],
+            condition="attribute_exists(pk) AND worker_id = :w AND outcome IN (:lease_expired, :fenced) AND "
+                      "attribute_not_exists(lease_lost_at)",
+            values={":now": {"N": str(at)}, ":w": {"S": worker_id},
+                    ":lease_expired": {"S": RunOutcome.LEASE_EXPIRED.value},
+                    ":fenced": {"S": RunOutcome.FENCED.value}})
+
+    def mark_overlap(self, job_id: str, attempt: int, overlap: OverlapMark) -> bool:
+        return self._mark_run(job_id, attempt, overlap, sets=[], condition="attribute_exists(pk)", values={})
+
+    def _mark_run(self, job_id: str, attempt: int, overlap: OverlapMark | None, *, sets: list[str],
+                  condition: str, values: dict[str, Any]) -> bool:
+        """One conditional UpdateItem of a run record: `sets`, and `overlap`'s mark with them. False when the
+        condition failed (nothing written)."""
+        names: dict[str, str] = {}
+        values = dict(values)
+        adds = ""
+        if overlap is not None:
+            overlap_sets, add = overlap_clauses(overlap, names, values)
+            sets = [*sets, *overlap_sets]
+            adds = f" ADD {add}"
+        request: dict[str, Any] = {
+            "UpdateExpression": f"SET {', '.join(sets)}{adds}" if sets else adds.strip(),
+            "ConditionExpression": condition,
+        }
+        if names:
+            request["ExpressionAttributeNames"] = names
+        if values:
+            request["ExpressionAttributeValues"] = values
+        return self._conditional_update(run_key(job_id, attempt), **request)
+
+    # --- indexes --------------------------------------------------------------------------------------------
+
+    def due(self, tenant_id: str, queue: ReadyQueue, now: EpochMs, limit: int) -> list[DueJob]:
+        items = self._db.query(
+            TableName=self._jobs,
+            IndexName="ready",
+            KeyConditionExpression="ready_pk = :p AND ready_due <= :now",
+            ExpressionAttributeValues={":p": {"S": queue.partition(tenant_id)}, ":now": {"N": str(now)}},
+            Limit=limit,
+        )["Items"]
+        return [DueJob(job_id_of(item["pk"]["S"]), int(item["ready_due"]["N"]),
+                       JobRow(*job_from_item(item)) if ROW_MARK in item else None) for item in items]
+
+    def expired_leases(self, shard: int, now: EpochMs, limit: int) -> list[str]:
+        items = self._db.query(
+            TableName=self._jobs,
+            IndexName="leases",
+            KeyConditionExpression="lease_pk = :p AND lease_expires_at < :now",
+            ExpressionAttributeValues={":p": {"S": lease_shard_partition(shard)}, ":now": {"N": str(now)}},
+            Limit=limit,
+        )["Items"]
+        return [job_id_of(item["pk"]["S"]) for item in items]
+
+    def _query_partitions(self, requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The first page of each Query, sent concurrently (at most PARTITION_READERS at once): a claim's
+        read of a sharded index waits for its slowest partition, not for the sum of them (32 partitions
+        on AWS; on the embedded endpoint each Query also waits behind the others' requests)."""
+        if len(requests) <= 1:
+            return [item for request in requests for item in self._db.query(**request)["Items"]]
+        pages = _partition_readers.map(lambda request: self._db.query(**request)["Items"], requests)
+        return [item for page in pages for item in page]
+
+    def active_head(self, limit_per_shard: int) -> list[ActiveEntry]:
+        entries = []
+        for item in self._query_partitions([
+            {"TableName": self._jobs, "IndexName": "active", "KeyConditionExpression": "active_pk = :p",
+             "ExpressionAttributeValues": {":p": {"S": active_shard_partition(index)}}, "Limit": limit_per_shard}
+            for index in range(self._active_shards)
+        ]):
+            pk = item["pk"]["S"]
+            entries.append(ActiveEntry(tenant_id_of(pk), shard_of(pk), float(item["active_vt"]["N"])))
+        entries.sort(key=lambda entry: (entry.active_vt, entry.tenant_id, entry.shard))
+        return entries
+
+    # --- tenants --------------------------------------------------------------------------------------------
+
+    def _batch_get(self, keys: list[Key], *, consistent: bool = True) -> list[dict[str, Any]]:
+        """The items at `keys` (absent ones left out), 100 keys per BatchGetItem, unprocessed keys retried."""
+        found: list[dict[str, Any]] = []
+        for start in range(0, len(keys), 100):
+            request: dict[str, Any] = {self._jobs: {"Keys": [wire_key(key) for key in keys[start:start + 100]],
+                                                    "ConsistentRead": consistent}}
+            for attempt in range(10):
+                answer = self._db.batch_get_item(RequestItems=request)
+                found += [from_item(item) for item in answer.get("Responses", {}).get(self._jobs, [])]
+                request = answer.get("UnprocessedKeys") or {}
+                if not request:
+                    break
+                time.sleep(0.01 * 2 ** attempt)
+            else:
+                raise StoreInvariantViolation(f"BatchGetItem left keys unprocessed after 10 tries: {request}")
+        return found
+
+    def tenants(self, tenant_ids: Collection[str] | None = None) -> dict[str, Tenant]:
+        if tenant_ids is not None:
+            items = self._batch_get([settings_key(tenant_id) for tenant_id in sorted(set(tenant_ids))])
+        else:
+            pages = self._db.get_paginator("query").paginate(
+                TableName=self._jobs,
+                KeyConditionExpression="pk = :p",
+                ExpressionAttributeValues={":p": {"S": TENANTS_PK}},
+                ConsistentRead=True,
+            )
+            items = [from_item(item) for page in pages for item in page["Items"]]
+        tenants = (tenant_from_values(values) for values in items if values.get("entity") == Entity.TENANT)
+        return {tenant.tenant_id: tenant for tenant in tenants}
+
+    def tenant_counters(self, wanted: Mapping[Tenant, Collection[int] | None]) -> dict[str, TenantState]:
+        keys: list[Key] = []
+        for tenant, shards in wanted.items():
+            keys += [running_key(tenant.tenant_id, shard) for shard in range(tenant.running_shards)]
+            keys += [queue_key(tenant.tenant_id, shard)
+                     for shard in (range(tenant.ready_shards) if shards is None else sorted(shards))]
+        by_tenant: dict[str, list[dict[str, Any]]] = {}
+        # Eventually consistent (half the read units): the counters order the claim's candidates, and the
+        # claim's transaction checks what must hold (the cap) on the items themselves.
+        for values in self._batch_get(keys, consistent=False):
+            by_tenant.setdefault(values["tenant_id"], []).append(values)
+        return {tenant.tenant_id: tenant_state(tenant, by_tenant.get(tenant.tenant_id, ()))
+                for tenant in wanted}
+
+    def put_tenant(self, tenant: Tenant, *, only_if_new: bool = False) -> bool:
+        policy = tenant.policy
+        settings, entry = tenant_items(tenant.tenant_id, policy.weight, policy.cap, tenant.ready_shards)
+        condition = {"ConditionExpression": "attribute_not_exists(pk)"} if only_if_new else {}
+        transaction = Transaction()
+        transaction.add(Role.TENANT, {"Put": {"TableName": self._jobs, "Item": wire_item(settings), **condition}})
+        transaction.add(Role.TENANT, {"Put": {"TableName": self._jobs, "Item": wire_item(entry)}})
+        reasons = self._transact(transaction)
+        if reasons is None:
+            return True
+        if only_if_new and CONDITIONAL_CHECK_FAILED in reasons.get(Role.TENANT, ()):
+            return False
+        raise StoreContention(f"the settings of tenant {tenant.tenant_id} met a concurrent write: "
+                              f"{_by_role(reasons)}")
+
+    def _conditional_update(self, key: Key, **request: Any) -> bool:
+        try:
+            self._db.update_item(TableName=self._jobs, Key=wire_key(key), **request)
+        except ClientError as error:
+            if _error_code(error) != "ConditionalCheckFailedException":
+                raise
+            return False
+        return True
+
+    def lift(self, tenant_id: str, offset_ms: int) -> bool:
+        return self._conditional_update(
+            running_key(tenant_id, 0),
+            UpdateExpression="SET #entity = :entity, tenant_id = :t, #shard = :zero, offset_ms = :o",
+            ConditionExpression="attribute_not_exists(offset_ms) OR offset_ms < :o",
+            ExpressionAttributeNames={"#entity": "entity", "#shard": "shard"},
+            ExpressionAttributeValues={":entity": {"S": Entity.TENANT_RUNNING.value}, ":t": {"S": tenant_id},
+                                       ":zero": {"N": "0"}, ":o": {"N": str(offset_ms)}})
+
+    def rekey(self, tenant_id: str, shard: int, active_vt: float) -> bool:
+        return self._conditional_update(
+            queue_key(tenant_id, shard),
+            UpdateExpression="SET active_vt = :v",
+            ConditionExpression="attribute_exists(active_pk) AND active_vt < :v",
+            ExpressionAttributeValues={":v": to_attribute(active_vt)})
+
+    def deactivate(self, tenant_id: str, shard: int) -> bool:
+        return self._conditional_update(
+            queue_key(tenant_id, shard),
+            UpdateExpression="REMOVE active_pk",
+            ConditionExpression="attribute_exists(active_pk) AND waiting <= :zero",
+            ExpressionAttributeValues={":zero": {"N": "0"}})
+
+    def park(self, tenant_id: str, shard: int, until: EpochMs, entered: int) -> bool:
+        return self._conditional_update(
+            queue_key(tenant_id, shard),
+            UpdateExpression="SET parked_pk = :ppk, parked_until = :u REMOVE active_pk",
+            ConditionExpression="attribute_exists(active_pk) AND (entered = :e OR attribute_not_exists(entered))",
+            ExpressionAttributeValues={":ppk": {"S": parked_partition(tenant_id, shard)}, ":u": {"N": str(until)},
+                                       ":e": {"N": str(entered)}})
+
+    def parked_due(self, now: EpochMs, limit_per_shard: int) -> list[tuple[str, int]]:
+        found = []
+        for item in self._query_partitions([
+            {"TableName": self._jobs, "IndexName": "parked",
+             "KeyConditionExpression": "parked_pk = :p AND parked_until <= :now",
+             "ExpressionAttributeValues": {":p": {"S": parked_shard_partition(index)}, ":now": {"N": str(now)}},
+             "Limit": limit_per_shard}
+            for index in range(PARKED_SHARDS)
+        ]):
+            pk = item["pk"]["S"]
+            found.append((tenant_id_of(pk), shard_of(pk)))
+        return found
+
+    def wake(self, tenant_id: str, shard: int) -> bool:
+        return self._conditional_update(
+            queue_key(tenant_id, shard),
+            UpdateExpression="SET active_pk = :apk REMOVE parked_pk, parked_until",
+            ConditionExpression="attribute_exists(parked_pk)",
+            ExpressionAttributeValues={":apk": {"S": active_partition(tenant_id, shard, self._active_shards)}})
+
+    def clock(self) -> float:
+        items = self._batch_get([clock_key(shard) for shard in range(CLOCK_SHARDS)], consistent=False)
+        return max((float(values["v"]) for values in items), default=0.0)
+
+    def advance_clock(self, shard: int, value: float) -> bool:
+        return self._conditional_update(
+            clock_key(shard),
+            UpdateExpression="SET #entity = :entity, v = :v",
+            ConditionExpression="attribute_not_exists(v) OR v < :v",
+            ExpressionAttributeNames={"#entity": "entity"},
+            ExpressionAttributeValues={":entity": {"S": Entity.CLOCK.value}, ":v": to_attribute(value)})

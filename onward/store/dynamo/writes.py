@@ -1,0 +1,297 @@
+"""The TransactWriteItems a recorder write (onward.store.ports.TransitionWrite / NewJobWrite) becomes on
+DynamoDB, each action named by its role (pure: no I/O). onward.store.dynamo.recorder sends them.
+
+The items and keys are onward.store.dynamo.keys'; here they are put in DynamoDB's wire format and their conditions
+become condition expressions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from onward.domain.dispatch import UsageChange
+from onward.domain.models import Job, Run
+from onward.store.dynamo.attributes import Item, from_item, to_attribute
+from onward.store.dynamo.keys import (
+    DEFAULT_ACTIVE_SHARDS,
+    Entity,
+    Key,
+    active_partition,
+    band_attribute,
+    job_from_values,
+    job_key,
+    overlap_partition,
+    queue_key,
+    run_from_values,
+    run_key,
+    running_key,
+)
+from onward.store.ports import (
+    JobRowUpdate,
+    NewJobWrite,
+    OverlapMark,
+    QueueEntryUpdate,
+    Role,
+    RunClose,
+    RunningUpdate,
+    TransitionWrite,
+    WaitingUpdate,
+    queue_entry_updates,
+)
+
+CONDITIONAL_CHECK_FAILED = "ConditionalCheckFailed"
+TRANSACTION_CONFLICT = "TransactionConflict"
+
+
+def wire_key(key: Key) -> Item:
+    """A jobs-table key in DynamoDB's wire format."""
+    return {"pk": {"S": key.pk}, "sk": {"S": key.sk}}
+
+
+def wire_item(values: Mapping[str, Any]) -> Item:
+    """An item of onward.store.dynamo.keys (plain values, None only where it is stored as NULL) in the wire format."""
+    return {name: to_attribute(value) for name, value in values.items()}
+
+
+def job_from_item(item: Item) -> tuple[Job, int, int]:
+    """The Job a job row (wire format) holds, its ready shards and its running shard."""
+    return job_from_values(from_item(item))
+
+
+def run_from_item(item: Item) -> Run:
+    """The run record an item of the jobs table (sk `RUN#<attempt>`) holds."""
+    return run_from_values(from_item(item))
+
+
+class Refused(NamedTuple):
+    """One action's reason in a cancelled transaction: its role, the write it belongs to (`subject`: a
+    position in the writes of a create_many, None for a single write's actions) and the code."""
+
+    role: Role
+    subject: int | None
+    code: str
+
+
+@dataclass
+class Transaction:
+    """One TransactWriteItems request whose actions remember the role each plays (and, in a batch, which
+    write each belongs to), so that the reasons of a cancellation (one per action, in order) are read by role
+    and write, never by position."""
+
+    actions: list[dict[str, Any]] = field(default_factory=list)
+    roles: list[Role] = field(default_factory=list)
+    subjects: list[int | None] = field(default_factory=list)
+
+    def add(self, role: Role, action: dict[str, Any], subject: int | None = None) -> None:
+        self.actions.append(action)
+        self.roles.append(role)
+        self.subjects.append(subject)
+
+    def refused(self, response: Mapping[str, Any]) -> list[Refused]:
+        """The reasons of a TransactionCanceledException (`response`: the error's) with the role and write of
+        each action they name; actions with no reason ("None") are left out."""
+        return [Refused(role, subject, reason["Code"])
+                for role, subject, reason in zip(self.roles, self.subjects, response.get("CancellationReasons", []),
+                                                 strict=False)
+                if reason.get("Code") and reason.get("Code") != "None"]
+
+    def reasons(self, response: Mapping[str, Any]) -> dict[Role, list[str]]:
+        """The codes of a TransactionCanceledException's reasons (`response`: the error's), by role;
+        actions with no reason ("None") are left out."""
+        by_role: dict[Role, list[str]] = {}
+        for role, reason in zip(self.roles, response.get("CancellationReasons", []), strict=False):
+            code = reason.get("Code")
+            if code and code != "None":
+                by_role.setdefault(role, []).append(code)
+        return by_role
+
+
+@dataclass(frozen=True)
+class TransitionWrites:
+    """Builds the transactions of recorder writes for these tables."""
+
+    jobs_table: str
+    outbox_table: str
+    active_shards: int = DEFAULT_ACTIVE_SHARDS
+
+    def transition(self, write: TransitionWrite) -> Transaction:
+        transaction = Transaction()
+        transaction.add(Role.JOB, self.job_update(write.job))
+        if write.open_run is not None:
+            transaction.add(Role.RUN_OPENED, self._put(self.jobs_table, write.open_run, "pk"))
+        if write.close_run is not None:
+            transaction.add(Role.RUN_CLOSED, self.run_close(write.close_run))
+        if write.result is not None:
+            transaction.add(Role.RESULT, self._put(self.jobs_table, write.result, "pk"))
+        if write.running is not None:
+            transaction.add(Role.RUNNING, self.running_update(write.running))
+        if write.waiting is not None:
+            transaction.add(Role.WAITING, self.waiting_update(write.waiting))
+        transaction.add(Role.OUTBOX, self._put(self.outbox_table, write.outbox, "job_id"))
+        for tenant_id, shard, cap in write.still_at_cap:
+            transaction.add(Role.STILL_AT_CAP, self.still_at_cap(tenant_id, shard, cap))
+        return transaction
+
+    def new_job(self, write: NewJobWrite) -> Transaction:
+        transaction = Transaction()
+        transaction.add(Role.JOB, self._put(self.jobs_table, write.job, "pk"))
+        transaction.add(Role.OUTBOX, self._put(self.outbox_table, write.outbox, "job_id"))
+        if write.waiting is not None:
+            transaction.add(Role.WAITING, self.waiting_update(write.waiting))
+        if write.idempotency is not None:
+            transaction.add(Role.IDEMPOTENCY, self._put(self.jobs_table, write.idempotency, "pk"))
+        return transaction
+
+    def new_jobs(self, writes: Sequence[NewJobWrite]) -> Transaction:
+        """Creates in one transaction: each job's puts (its position in `writes` as their subject), then one
+        update per queue entry they enter, their counts summed."""
+        transaction = Transaction()
+        for position, write in enumerate(writes):
+            transaction.add(Role.JOB, self._put(self.jobs_table, write.job, "pk"), position)
+            transaction.add(Role.OUTBOX, self._put(self.outbox_table, write.outbox, "job_id"), position)
+            if write.idempotency is not None:
+                transaction.add(Role.IDEMPOTENCY, self._put(self.jobs_table, write.idempotency, "pk"), position)
+        for entry in queue_entry_updates(write.waiting for write in writes if write.waiting is not None):
+            transaction.add(Role.WAITING, self.queue_entry_update(entry))
+        return transaction
+
+    @staticmethod
+    def _put(table: str, item: Mapping[str, Any], key_attribute: str) -> dict[str, Any]:
+        """Put `item` only where no item is."""
+        return {"Put": {"TableName": table, "Item": wire_item(item),
+                        "ConditionExpression": f"attribute_not_exists({key_attribute})"}}
+
+    def job_update(self, row: JobRowUpdate) -> dict[str, Any]:
+        names = {f"#a{i}": name for i, name in enumerate([*row.set, *row.remove])}
+        aliases = {name: alias for alias, name in names.items()}
+        values = {f":v{i}": to_attribute(value) for i, value in enumerate(row.set.values())}
+        clauses = []
+        if row.set:
+            clauses.append("SET " + ", ".join(f"{aliases[n]} = :v{i}" for i, n in enumerate(row.set)))
+        if row.remove:
+            clauses.append("REMOVE " + ", ".join(aliases[n] for n in row.remove))
+        state, version, attempt = row.expected
+        names |= {"#state": "state", "#version": "version", "#attempt": "attempt"}
+        values |= {
+            ":expected_state": {"S": state.value},
+            ":expected_version": {"N": str(version)},
+            ":expected_attempt": {"N": str(attempt)},
+        }
+        condition = "#state = :expected_state AND #version = :expected_version AND #attempt = :expected_attempt"
+        if row.lapsed_by is not None:
+            names["#lease"] = "lease_expires_at"
+            values[":reaped_at"] = {"N": str(row.lapsed_by)}
+            condition += " AND #lease <= :reaped_at"
+        return {"Update": {
+            "TableName": self.jobs_table,
+            "Key": wire_key(job_key(row.job_id)),
+            "UpdateExpression": " ".join(clauses),
+            "ConditionExpression": condition,
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": values,
+        }}
+
+    def waiting_update(self, update: WaitingUpdate) -> dict[str, Any]:
+        """One job entering or leaving a queue entry (queue_entry_update)."""
+        (entry,) = queue_entry_updates([update])
+        return self.queue_entry_update(entry)
+
+    def queue_entry_update(self, update: QueueEntryUpdate) -> dict[str, Any]:
+        """The queue entry's band counts and total; jobs entering put the entry in the `active` index (its
+        key kept if it has one), a claim re-keys it."""
+        names = {"#entity": "entity", "#tenant": "tenant_id", "#shard": "shard", "#waiting": "waiting"}
+        values: dict[str, Any] = {":entity": {"S": Entity.TENANT_QUEUE.value}, ":tenant": {"S": update.tenant_id},
+                                  ":shard": {"N": str(update.shard)}, ":delta": {"N": str(update.delta)}}
+        sets = ["#entity = :entity", "#tenant = :tenant", "#shard = :shard"]
+        if update.active_vt is not None:
+            names["#avt"] = "active_vt"
+            values[":vt"] = to_attribute(update.active_vt)
+            if update.entering:
+                names["#apk"] = "active_pk"
+                values[":apk"] = {"S": active_partition(update.tenant_id, update.shard, self.active_shards)}
+                sets += ["#apk = :apk", "#avt = if_not_exists(#avt, :vt)"]
+            else:
+                sets.append("#avt = :vt")
+        adds = []
+        for number, (priority, delta) in enumerate(update.bands):
+            names[f"#band{number}"] = band_attribute(priority)
+            values[f":band{number}"] = {"N": str(delta)}
+            adds.append(f"#band{number} :band{number}")
+        adds.append("#waiting :delta")
+        removes = ""
+        if update.entering:  # jobs entering: counted, and the entry is no longer parked
+            names |= {"#entered": "entered", "#ppk": "parked_pk", "#until": "parked_until"}
+            values[":entering"] = {"N": str(update.entering)}
+            adds.append("#entered :entering")
+            removes = " REMOVE #ppk, #until"
+        return {"Update": {
+            "TableName": self.jobs_table,
+            "Key": wire_key(queue_key(update.tenant_id, update.shard)),
+            "UpdateExpression": f"SET {', '.join(sets)} ADD {', '.join(adds)}{removes}",
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": values,
+        }}
+
+    def running_update(self, update: RunningUpdate) -> dict[str, Any]:
+        names = {"#entity": "entity", "#tenant": "tenant_id", "#shard": "shard"}
+        values: dict[str, Any] = {":entity": {"S": Entity.TENANT_RUNNING.value}, ":tenant": {"S": update.tenant_id},
+                                  ":shard": {"N": str(update.shard)}}
+        adds = usage_adds(update.usage, names, values)
+        action: dict[str, Any] = {
+            "TableName": self.jobs_table,
+            "Key": wire_key(running_key(update.tenant_id, update.shard)),
+            "UpdateExpression": f"SET #entity = :entity, #tenant = :tenant, #shard = :shard ADD {adds}",
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": values,
+        }
+        if update.below_cap is not None:
+            values[":cap"] = {"N": str(update.below_cap)}
+            action["ConditionExpression"] = "attribute_not_exists(#running) OR #running < :cap"
+        return {"Update": action}
+
+    def still_at_cap(self, tenant_id: str, shard: int, cap: int) -> dict[str, Any]:
+        """A flexing claim's check that another tenant's RUNNING counter is still at its share of the cap."""
+        return {"ConditionCheck": {
+            "TableName": self.jobs_table,
+            "Key": wire_key(running_key(tenant_id, shard)),
+            "ConditionExpression": "#running >= :cap",
+            "ExpressionAttributeNames": {"#running": "running"},
+            "ExpressionAttributeValues": {":cap": {"N": str(cap)}},
+        }}
+
+    def run_close(self, close: RunClose) -> dict[str, Any]:
+        fields = close.fields
+        return {"Update": {
+            "TableName": self.jobs_table,
+            "Key": wire_key(run_key(close.job_id, close.attempt)),
+            "UpdateExpression": "SET " + ", ".join(f"#{name} = :{name}" for name in fields),
+            "ConditionExpression": "attribute_exists(pk) AND attribute_not_exists(#outcome)",
+            "ExpressionAttributeNames": {f"#{name}": name for name in fields},
+            "ExpressionAttributeValues": {f":{name}": to_attribute(value) for name, value in fields.items()},
+        }}
+
+
+def overlap_clauses(mark: OverlapMark, names: dict[str, str], values: dict[str, Any]) -> tuple[list[str], str]:
+    """A run's overlap mark as the SET terms and the ADD term of an update expression (names and values put
+    into `names`, `values`): the attempts added to the number set `overlapped_with`, the `overlaps` index
+    keys set unless the run has them (the first overlap found keys it)."""
+    names |= {"#ow": "overlapped_with", "#opk": "overlap_pk", "#oat": "overlap_at"}
+    values |= {":ow": {"NS": [str(attempt) for attempt in sorted(set(mark.attempts))]},
+               ":opk": {"S": overlap_partition(mark.began_at)}, ":oat": {"N": str(mark.began_at)}}
+    return ["#opk = if_not_exists(#opk, :opk)", "#oat = if_not_exists(#oat, :oat)"], "#ow :ow"
+
+
+def usage_adds(change: UsageChange, names: dict[str, str], values: dict[str, Any]) -> str:
+    """`change` as the ADD clause of an update expression (names and values put into `names`, `values`);
+    `running` is always named (conditions use it), zero terms are left out."""
+    names["#running"] = "running"
+    clauses = []
+    for attribute, amount in (("running", change.running), ("ended_ms", change.ended_ms),
+                              ("started_ms_sum", change.started_ms_sum)):
+        if amount:
+            names[f"#{attribute}"] = attribute
+            values[f":{attribute}"] = {"N": str(amount)}
+            clauses.append(f"#{attribute} :{attribute}")
+    return ", ".join(clauses)

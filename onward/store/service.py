@@ -1,0 +1,769 @@
+"""JobStore: the authoritative job state, as a service over a recorder (onward.store.ports).
+
+Every transition is ONE atomic conditional write: the job row (conditional on the state, attempt and version
+it was decided from), the attempt's run record, the result where there is one, the tenant's dispatch
+counters, and one outbox event (one per version, so a version can never be published twice). What a
+transition does is decided by onward.domain.lifecycle from the current row; when the write loses a race, the store
+re-reads and asks again, so the caller always gets an answer that matches the committed state. Two writes
+skip the read, as their conditions make it needless: a create with an Idempotency-Key (its transaction's
+condition that the key is unused; the key is read only when it is in use) and a worker's report (decided
+from the row its claim wrote, the write conditional on that row's version; re-read only when refused). Which tenant
+a claim serves is decided by onward.domain.dispatch. The recorder only stores: on DynamoDB
+(onward.store.dynamo.recorder, each write one TransactWriteItems) or in memory (onward.store.memory.recorder, for tests
+and simulations; `JobStore.in_memory()`).
+
+Tenants and fair dispatch: which job a claim takes is onward.store.claims' (the head of the `active` index, in
+onward.domain.dispatch's fair order); tenants' settings and the system virtual clock are onward.store.tenants'. The
+store writes the dispatch counters in each transition's own transaction (items in onward.store.dynamo.keys, all under
+the tenant's own partition keys, so no key is written by every tenant's jobs):
+- a RUNNING counter (dispatch.Usage) of the tenant takes each attempt that starts, under the claim's
+  `Admission` (`running < cap` of that shard: the cap is split exactly over the tenant's running shards,
+  so it holds under any concurrency), and every transition that ends the attempt (complete, fail, reap,
+  release, cancel acknowledgement) takes it off the same shard (the job row names it while it runs) and
+  adds its run time. A shard takes about 250 jobs/s started and ended (4 write units per job); a tenant
+  has one per ready shard (up to its cap).
+- a queue entry per ready shard counts the waiting jobs (queued + retry_wait) per priority band, changed in
+  the same transaction as the job (create, claim, retry, release, reap, cancel, exhaust, replay); a job
+  entering it puts it in the `active` index, a claim re-keys it.
+
+A batch of creates (`create_batch`) writes its jobs in as few transactions as DynamoDB's limits allow (for
+a tenant with one ready shard, 33 jobs with an Idempotency-Key or 49 without per transaction; their counts
+summed per queue entry), each entry answered as `create` alone would answer it.
+
+Overlaps (onward.domain.overlaps): when a zombie shows it kept working after the reaper closed its attempt (its late
+report, fenced; a renewal of its lease refused), the store reads the job's runs and marks every attempt whose
+running interval overlapped the zombie's, on both run records (`overlapped_with`, and the `overlaps` index
+that `onward overlaps` reads), and counts them (StoreStats.overlaps_found).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import threading
+import time
+import uuid
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from onward.domain import lifecycle
+from onward.domain.backoff import BackoffPolicy
+from onward.domain.clock import Clock, EpochMs, system_clock
+from onward.domain.documents import check_storable
+from onward.domain.errors import (
+    IdempotencyConflict,
+    InvalidRequest,
+    JobNotFound,
+    NotReplayable,
+    OnwardError,
+    PayloadTooLarge,
+    StoreContention,
+    StoreInvariantViolation,
+    UnstorableValue,
+)
+from onward.domain.lifecycle import Change, Decision, Refusal, RefusalReason, StaleReport
+from onward.domain.models import ErrorSummary, Job, Lease, NewJob, OutboxEvent, Run
+from onward.domain.overlaps import overlap_began, overlaps
+from onward.domain.states import JobState, RunOutcome
+from onward.domain.text_patterns import JOB_ID
+from onward.faults import fault_point
+from onward.settings import DAY_S, DEFAULT_JOB_RETENTION_DAYS, DEFAULT_OUTBOX_RETENTION_DAYS, Settings
+from onward.store.claims import AdmissionRefused, Claimer, FlexRefused
+from onward.store.dynamo.attributes import json_size
+from onward.store.dynamo.keys import LEASE_SHARDS, ttl_after
+from onward.store.dynamo.recorder import DynamoRecorder
+from onward.store.memory.recorder import MemoryRecorder
+from onward.store.ports import (
+    Admission,
+    CommitOutcome,
+    CreateOutcome,
+    DueJob,
+    JobRecorder,
+    JobRow,
+    NewJobWrite,
+    OverlapMark,
+    RenewalAnswer,
+    Tenant,
+    TenantState,
+    TransitionWrite,
+    ends_attempt,
+    transaction_cuts,
+)
+from onward.store.tenants import TenantRegistry, check_tenant_id
+
+__all__ = [
+    "MAX_PARAMS_BYTES", "MAX_RESULT_BYTES", "CancelOutcome", "CancelStatus", "Created", "JobStore",
+    "RenewalAnswer", "Report", "ReportStatus", "StoreStats", "Tenant", "TenantState",
+]
+
+MAX_PARAMS_BYTES = 300_000  # the job row must stay under DynamoDB's 400 KB item limit
+MAX_RESULT_BYTES = 350_000
+MAX_IDEMPOTENCY_KEY = 128
+MAX_BATCH = 100  # entries of one create_batch
+MAX_ROUNDS = 25  # re-read-and-decide rounds before a transition gives up with StoreContention
+CREATE_ATTEMPTS = 8  # a create whose transaction meets a TransactionConflict (on a WAITING counter) retries
+HELD_ROWS_MAX = 10_000  # claims remembered for their reports (_HeldRows): more than a process runs at once
+
+_DEFAULT_BACKOFF = BackoffPolicy()
+
+# The races a commit can lose, by the cause StoreStats counts them under (DynamoDB's reason codes).
+_LOST_RACES = {CommitOutcome.CONFLICT: "TransactionConflict",
+               CommitOutcome.JOB_MOVED: "ConditionalCheckFailed"}
+
+
+class StoreStats:
+    """Transactions the store had to decide again, by cause (TransactionConflict: a concurrent transaction
+    on an item; ConditionalCheckFailed: the job row moved since it was read). Throttling and 5xx retries are
+    botocore's (standard mode, onward.settings) and show in each response's RetryAttempts, not here."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._lost: dict[str, int] = {}
+        self._overlaps = 0
+        self._overlap_checks_failed = 0
+
+    def lost_race(self, cause: str) -> None:
+        with self._lock:
+            self._lost[cause] = self._lost.get(cause, 0) + 1
+
+    def lost_races(self) -> dict[str, int]:
+        """Cause -> transactions re-decided after losing to it, since this store was built."""
+        with self._lock:
+            return dict(self._lost)
+
+    def overlap_found(self, pairs: int) -> None:
+        with self._lock:
+            self._overlaps += pairs
+
+    def overlaps_found(self) -> int:
+        """Pairs of attempts of one job found to have run at once (onward.domain.overlaps), each counted once, by the
+        store that saw the zombie's evidence, since this store was built: the metric to publish."""
+        with self._lock:
+            return self._overlaps
+
+    def overlap_check_failed(self) -> None:
+        with self._lock:
+            self._overlap_checks_failed += 1
+
+    def overlap_checks_failed(self) -> int:
+        """Refused lease renewals whose overlap check raised (the refusal was still answered; the zombie's
+        late report checks again)."""
+        with self._lock:
+            return self._overlap_checks_failed
+
+
+class ReportStatus(StrEnum):
+    APPLIED = "applied"
+    FENCED = "fenced"  # the attempt no longer holds the job: nothing changed, stop
+
+
+@dataclass(frozen=True)
+class Created:
+    job: Job
+    created: bool  # False: an earlier request with the same Idempotency-Key made it
+
+
+@dataclass(frozen=True)
+class Report:
+    """The answer to a worker's complete / fail / cancel acknowledgement / release."""
+
+    status: ReportStatus
+    job: Job
+
+    @property
+    def applied(self) -> bool:
+        return self.status is ReportStatus.APPLIED
+
+
+class CancelStatus(StrEnum):
+    CANCELLED = "cancelled"
+    REQUESTED = "cancel_requested"  # running: the worker will stop at its next heartbeat
+    ALREADY_REQUESTED = "already_requested"
+    ALREADY_ENDED = "already_ended"
+
+
+@dataclass(frozen=True)
+class CancelOutcome:
+    status: CancelStatus
+    job: Job
+
+
+class _HeldRows:
+    """The job rows this store's claims wrote (the very Job objects their Leases hold, by weak reference),
+    with their ready and running shards, until their attempts report: what a report decides from without
+    reading the row (JobStore._report). A job's ready shards never change after its create, nor its running
+    shard while it runs, and the claim's row is only a starting point (its commit is conditional on its
+    version), so an entry is never wrong, only missing: a Lease this store did not make (another process's,
+    or one rebuilt from its JSON), or one evicted (the oldest go first past `limit`: those of workers that
+    died holding them) is reported by reading the row, as before. Entries hold no job (a dead worker's
+    params are not kept). Thread-safe."""
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._lock = threading.Lock()
+        self._rows: OrderedDict[tuple[str, int], tuple[weakref.ref[Job], int, int]] = OrderedDict()
+
+    def remember(self, job: Job, ready_shards: int, running_shard: int) -> None:
+        with self._lock:
+            self._rows[(job.job_id, job.attempt)] = (weakref.ref(job), ready_shards, running_shard)
+            while len(self._rows) > self._limit:
+                self._rows.popitem(last=False)
+
+    def take(self, job: Job) -> JobRow | None:
+        """The claim's row, if `job` (a Lease's) is the very row one of this store's claims wrote; forgotten
+        now (a repeated report reads the row)."""
+        with self._lock:
+            entry = self._rows.pop((job.job_id, job.attempt), None)
+        if entry is None or entry[0]() is not job:
+            return None
+        return JobRow(job, entry[1], entry[2])
+
+
+def _check_new_job(request: NewJob, idempotency_key: str | None) -> None:
+    """What a create refuses before writing anything: params too large, a malformed Idempotency-Key."""
+    if json_size(request.params) > MAX_PARAMS_BYTES:
+        raise PayloadTooLarge(
+            f"params take {json_size(request.params)} bytes as JSON; the limit is {MAX_PARAMS_BYTES} "
+            "(store large inputs elsewhere and pass a reference)"
+        )
+    if idempotency_key is not None and (
+            not 1 <= len(idempotency_key) <= MAX_IDEMPOTENCY_KEY or not idempotency_key.isprintable()):
+        raise InvalidRequest(f"an Idempotency-Key is 1 to {MAX_IDEMPOTENCY_KEY} printable characters")
+
+
+def _is_job_id(job_id: object) -> bool:
+    """Whether `job_id` can name a job (anything else is JobNotFound without a read)."""
+    return isinstance(job_id, str) and JOB_ID.matches(job_id)
+
+
+def _request_digest(request: NewJob) -> str:
+    """The digest an Idempotency-Key remembers its request by. Fields left unset (None) are left out, so a
+    field added later does not change the digest of a request that does not use it: a retry with a key
+    used before the field existed still finds its job."""
+    canonical = json.dumps(request.model_dump(mode="json", exclude_none=True), sort_keys=True,
+                           separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+class JobStore:
+    """The job state machine over a JobRecorder (DynamoDB unless given another). Thread-safe: share one per
+    process."""
+
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        *,
+        client: Any = None,
+        clock: Clock = system_clock,
+        backoff: BackoffPolicy = _DEFAULT_BACKOFF,
+        rng: random.Random | None = None,
+        outbox_retention_days: int | None = None,  # default: the deployment's (settings.outbox_retention_days)
+        job_retention_days: int | None = None,  # default: the deployment's (settings.job_retention_days)
+        recorder: JobRecorder | None = None,  # default: DynamoDB, the deployment's tables through `client`
+    ) -> None:
+        if recorder is None:
+            if settings is None:
+                raise TypeError("a JobStore needs the deployment's settings (DynamoDB) or a recorder")
+            recorder = DynamoRecorder(client or settings.client("dynamodb"), settings.require("jobs_table"),
+                                      settings.require("outbox_table"), settings.active_shards)
+        if outbox_retention_days is None:
+            outbox_retention_days = (DEFAULT_OUTBOX_RETENTION_DAYS if settings is None
+                                     else settings.outbox_retention_days)
+        if job_retention_days is None:
+            job_retention_days = DEFAULT_JOB_RETENTION_DAYS if settings is None else settings.job_retention_days
+        self._recorder = recorder
+        self._clock = clock
+        self._backoff = backoff
+        self._rng = rng or random.Random()
+        self._retention_s = outbox_retention_days * DAY_S
+        self._job_retention_s = job_retention_days * DAY_S  # the TTL of a job's items once done (onward.store.dynamo.keys)
+        self._registry = TenantRegistry(recorder, clock, self._rng)
+        self._claimer = Claimer(recorder, self._registry, clock, self._rng, self._take)
+        self._held = _HeldRows(HELD_ROWS_MAX)
+        self.stats = StoreStats()
+
+    @classmethod
+    def in_memory(
+        cls,
+        *,
+        clock: Clock = system_clock,
+        backoff: BackoffPolicy = _DEFAULT_BACKOFF,
+        rng: random.Random | None = None,
+        recorder: MemoryRecorder | None = None,  # another store's, to share its state
+    ) -> JobStore:
+        """A store over a fresh in-memory recorder (onward.store.memory.recorder): no AWS, for tests and
+        simulations."""
+        return cls(recorder=recorder or MemoryRecorder(), clock=clock, backoff=backoff, rng=rng)
+
+    @property
+    def recorder(self) -> JobRecorder:
+        return self._recorder
+
+    # --- tenants ------------------------------------------------------------------------------------------
+
+    @property
+    def registry(self) -> TenantRegistry:
+        return self._registry
+
+    def register_tenant(self, tenant: Tenant) -> None:
+        """Add or update a tenant's dispatch settings (weight, concurrency cap, ready-queue shards)."""
+        self._registry.register(tenant)
+
+    def tenants(self) -> list[Tenant]:
+        """The registered tenants (read now)."""
+        return self._registry.registered()
+
+    def tenant_states(self) -> dict[str, TenantState]:
+        """Every registered tenant's settings and dispatch counters (running, used worker time, waiting jobs):
+        what operators and tests watch (it reads every tenant: not for hot paths)."""
+        return self._registry.states()
+
+    # --- reads --------------------------------------------------------------------------------------------
+
+    def get(self, job_id: str, tenant_id: str | None = None) -> Job:
+        """The job, strongly consistent. With `tenant_id`, another tenant's job is JobNotFound."""
+        return self.row(job_id, tenant_id).job
+
+    def row(self, job_id: str, tenant_id: str | None = None) -> JobRow:
+        """The job row with its ready shards, strongly consistent. With `tenant_id`, another tenant's job is
+        JobNotFound, found by the very read that finds none for a missing job (JobRecorder.tenant_job): no
+        caller can tell the two apart, not even by how long the answer took."""
+        if tenant_id is None:
+            return self._read(job_id)
+        row = self._recorder.tenant_job(job_id, tenant_id) if _is_job_id(job_id) else None
+        if row is None:
+            raise JobNotFound(job_id)
+        return row
+
+    def runs(self, job_id: str, tenant_id: str | None = None) -> list[Run]:
+        self.get(job_id, tenant_id)
+        return self._recorder.runs(job_id)
+
+    def result(self, job_id: str, tenant_id: str | None = None) -> Any:
+        self.get(job_id, tenant_id)
+        return self._recorder.result(job_id)
+
+    def events(self, job_id: str) -> list[OutboxEvent]:
+        """The job's outbox events in version order."""
+        return self._recorder.events(job_id)
+
+    def all_jobs(self) -> Iterator[Job]:
+        """Every job row (a scan: for reconciliation and audits, not for hot paths)."""
+        return self._recorder.all_jobs()
+
+    def _read(self, job_id: str) -> JobRow:
+        if not _is_job_id(job_id):
+            raise JobNotFound(job_id)
+        row = self._recorder.job(job_id)
+        if row is None:
+            raise JobNotFound(job_id)
+        return row
+
+    # --- create -------------------------------------------------------------------------------------------
+
+    def create(self, tenant_id: str, request: NewJob, idempotency_key: str | None = None) -> Created:
+        """Enqueue a job. With an Idempotency-Key, a retry of the same request returns the same job and
+        writes nothing; the same key with a different request raises IdempotencyConflict."""
+        check_tenant_id(tenant_id)
+        _check_new_job(request, idempotency_key)
+        # The key is not read first: the create's transaction writes the key's item only where none is, so
+        # a new key costs one request, and only a key in use (KEY_USED: nothing was written) is read.
+        write = self._new_job_write(self._registry.tenant(tenant_id), request, idempotency_key)
+        change = write.change
+        for attempt in range(CREATE_ATTEMPTS):
+            outcome = self._recorder.create(write)
+            if outcome is CreateOutcome.CREATED:
+                return Created(change.after, created=True)
+            if outcome is CreateOutcome.KEY_USED:
+                assert idempotency_key is not None
+                earlier = self._resolve_idempotency(tenant_id, idempotency_key, request)
+                if earlier is not None:
+                    return earlier
+                # The key's item is gone since the write found it (its window ended, TTL): the key is free,
+                # so the create is tried again as it is, as a create that found no key creates the job.
+                continue
+            # CONFLICT: nothing was written; tried again as it is (same job id, same items).
+            time.sleep(self._rng.uniform(0, 0.002 * 2 ** attempt))
+        raise StoreContention(f"a create for {tenant_id}: gave up after {CREATE_ATTEMPTS} conflicts")
+
+    def _new_job_write(self, tenant: Tenant, request: NewJob, idempotency_key: str | None) -> NewJobWrite:
+        change = lifecycle.create(uuid.uuid4().hex, tenant.tenant_id, request, self._clock())
+        return NewJobWrite.of(
+            change, ready_shards=tenant.ready_shards, retention_s=self._retention_s,
+            job_retention_s=self._job_retention_s, clock=self._registry.known_clock(),
+            idempotency=None if idempotency_key is None else (idempotency_key, _request_digest(request)))
+
+    def create_batch(self, tenant_id: str, entries: list[tuple[NewJob, str | None]]
+                     ) -> list[Created | OnwardError]:
+        """Enqueue up to MAX_BATCH jobs of one tenant, each with its own optional Idempotency-Key: per entry,
+        in order, what `create` alone would answer (its Created, or the OnwardError it would raise:
+        InvalidRequest, PayloadTooLarge, IdempotencyConflict, StoreContention...). One entry's refusal never
+        refuses another's. The batch itself is refused (InvalidRequest, nothing written) only for what is
+        wrong with all of it: the tenant id, more than MAX_BATCH entries.
+
+        The jobs are written in as few transactions as DynamoDB takes (recorder.transaction_cuts: 100
+        actions, 4 MB), each job's counts summed per queue entry. A transaction refused because some entries'
+        keys are in use wrote nothing: those entries are answered as `create` answers a key in use
+        (_resolve_idempotency), and the others are written again without them; one that meets a concurrent
+        transaction is tried again as it is, up to CREATE_ATTEMPTS times (then its entries are answered
+        StoreContention: nothing of them was written). Entries repeating a key of an earlier entry of the
+        batch are answered as `create` would after that entry: the same job (created False) for the same
+        request, IdempotencyConflict for another. An error that is no refusal (throttling past the client's
+        retries, the network) raises as `create`'s does: the jobs of transactions already committed stay
+        created, and a retry with the same keys answers them created False."""
+        check_tenant_id(tenant_id)
+        if len(entries) > MAX_BATCH:
+            raise InvalidRequest(f"a batch holds at most {MAX_BATCH} jobs, not {len(entries)}")
+        answers: list[Created | OnwardError | None] = [None] * len(entries)
+        pending: list[tuple[int, NewJobWrite]] = []
+        first_with_key: dict[str, int] = {}
+        repeats: list[int] = []
+        tenant: Tenant | None = None
+        for index, (request, key) in enumerate(entries):
+            try:
+                _check_new_job(request, key)
+            except OnwardError as refusal:
+                answers[index] = refusal
+                continue
+            if key is not None:
+                if key in first_with_key:  # one transaction cannot put one key twice: answered after the first
+                    repeats.append(index)
+                    continue
+                first_with_key[key] = index
+            tenant = tenant or self._registry.tenant(tenant_id)
+            pending.append((index, self._new_job_write(tenant, request, key)))
+        for cut in transaction_cuts([write for _, write in pending]):
+            self._create_together(tenant_id, entries, [pending[position] for position in cut], answers)
+        for index in repeats:
+            request, key = entries[index]
+            assert key is not None
+            answers[index] = self._repeated_key(tenant_id, key, request, entries[first_with_key[key]][0],
+                                                answers[first_with_key[key]])
+        assert all(answer is not None for answer in answers)
+        return [answer for answer in answers if answer is not None]
+
+    def _create_together(self, tenant_id: str, entries: list[tuple[NewJob, str | None]],
+                         chunk: list[tuple[int, NewJobWrite]], answers: list[Created | OnwardError | None]) -> None:
+        """Write `chunk` (entries that fit one transaction) and put each entry's answer in `answers`."""
+        conflicts = 0
+        while chunk:
+            outcome = self._recorder.create_many([write for _, write in chunk])
+            if outcome.outcome is CreateOutcome.CREATED:
+                for index, write in chunk:
+                    answers[index] = Created(write.change.after, created=True)
+                return
+            if outcome.outcome is CreateOutcome.KEY_USED:
+                still = [(index, write) for position, (index, write) in enumerate(chunk)
+                         if position not in outcome.keys_used or not self._answer_key_used(
+                             tenant_id, entries[index], answers, index)]
+                if len(still) < len(chunk):
+                    chunk = still
+                    continue
+                # every key found in use was gone when read (its window ended): tried again, as a conflict
+            conflicts += 1  # CONFLICT: nothing was written; tried again as it is (same job ids, same items)
+            if conflicts == CREATE_ATTEMPTS:
+                for index, _ in chunk:
+                    answers[index] = StoreContention(
+                        f"a create for {tenant_id}: gave up after {CREATE_ATTEMPTS} conflicts")
+                return
+            time.sleep(self._rng.uniform(0, 0.002 * 2 ** conflicts))
+
+    def _answer_key_used(self, tenant_id: str, entry: tuple[NewJob, str | None],
+                         answers: list[Created | OnwardError | None], index: int) -> bool:
+        """Answer an entry whose Idempotency-Key a transaction found in use, as `create` does: True when
+        answered, False when the key is free again (its item gone since: the entry is written as it is)."""
+        request, key = entry
+        assert key is not None
+        try:
+            earlier = self._resolve_idempotency(tenant_id, key, request)
+        except OnwardError as refusal:
+            answers[index] = refusal
+            return True
+        if earlier is None:
+            return False
+        answers[index] = earlier
+        return True
+
+    def _repeated_key(self, tenant_id: str, key: str, request: NewJob, first_request: NewJob,
+                      first: Created | OnwardError | None) -> Created | OnwardError:
+        """The answer to an entry whose Idempotency-Key an earlier entry of its batch used (answered `first`):
+        what `create` answers after that entry."""
+        if isinstance(first, Created):
+            if _request_digest(request) == _request_digest(first_request):
+                return Created(first.job, created=False)
+            return IdempotencyConflict(key, first.job.job_id)
+        try:  # the first found the key in use, or was not written: the key says
+            earlier = self._resolve_idempotency(tenant_id, key, request)
+        except OnwardError as refusal:
+            return refusal
+        if earlier is not None:
+            return earlier
+        assert first is not None
+        return first  # nothing holds the key: the first's refusal (contention) is this one's too
+
+    def _resolve_idempotency(self, tenant_id: str, key: str, request: NewJob) -> Created | None:
+        """What a create whose Idempotency-Key is in use answers: the job it made (same request), or
+        IdempotencyConflict (another request). None when the key is not in use (any more)."""
+        earlier = self._recorder.idempotency(tenant_id, key)
+        if earlier is None:
+            return None
+        if earlier.digest != _request_digest(request):
+            raise IdempotencyConflict(key, earlier.job_id)
+        return Created(self.get(earlier.job_id), created=False)
+
+    # --- the worker's side --------------------------------------------------------------------------------
+
+    def claim(self, worker_id: str, lease_s: float) -> Lease | None:
+        """Lease the next due job, None when no job is due.
+
+        Which one is onward.store.claims' (fair order over the head of the active index, caps that flex,
+        priority with aging, a rotation over ready shards); its transaction is this store's: the running
+        slot is taken under an Admission on one of the tenant's RUNNING counters (so a cap holds however
+        many workers claim at once), the attempt counter is incremented inside the claim, and a job whose
+        attempts are used up is ended (dead / quarantined) on the way."""
+        return self._claimer.claim(worker_id, int(lease_s * 1000))
+
+    def _take(self, due: DueJob, worker_id: str, lease_ms: int, admission: Admission) -> Lease | None:
+        """The claim's transaction on one job (onward.store.claims.Take), decided from the row the ready index
+        showed when it has one (a stale one fails the commit's condition and the row is read)."""
+        decision, row = self._settle(
+            due.job_id, lambda job: lifecycle.claim(job, worker_id, lease_ms, self._clock()), admission=admission,
+            known=due.row)
+        if isinstance(decision, Change) and decision.after.state is JobState.RUNNING:
+            self._held.remember(decision.after, row.ready_shards, admission.running_shard)
+            return Lease(job=decision.after, worker_id=worker_id, lease_expires_at=decision.after.lease_expires_at or 0)
+        return None
+
+    def renew_lease(self, lease: Lease, lease_s: float) -> RenewalAnswer:
+        """Renew the lease, only for the attempt and owner that hold it; say whether cancel was requested.
+        A renewal refused after the reaper closed the attempt is a zombie's evidence that it still works: it
+        is marked on its run record (`lease_lost_at`) with the overlaps it reveals (best effort: the refusal
+        is answered whatever happens to that bookkeeping)."""
+        now = self._clock()
+        answer = self._recorder.renew_lease(lease.job_id, lease.attempt, lease.worker_id, now + int(lease_s * 1000))
+        if not answer.held:
+            try:
+                self._lease_lost(lease, now)
+            except Exception:  # noqa: BLE001 - the refusal matters more; the late report checks again
+                self.stats.overlap_check_failed()
+        return answer
+
+    def _lease_lost(self, lease: Lease, now: EpochMs) -> None:
+        runs = self._recorder.runs(lease.job_id)
+        run = next((run for run in runs if run.attempt == lease.attempt), None)
+        if (run is None or run.worker_id != lease.worker_id or run.lease_lost_at is not None
+                or run.outcome not in (RunOutcome.LEASE_EXPIRED, RunOutcome.FENCED)):
+            return  # not a zombie's (its own report raced the renewal), or marked already
+        seen = run.model_copy(update={"lease_lost_at": now})
+        mark, partners = self._overlaps_with(runs, seen)
+        if self._recorder.mark_lease_lost(lease.job_id, lease.attempt, lease.worker_id, now, overlap=mark):
+            self._mark_partners(seen, partners)
+
+    def _overlaps_with(self, runs: list[Run], seen: Run) -> tuple[OverlapMark | None, list[Run]]:
+        """The overlaps the zombie run `seen` (with its new evidence) shows with the job's other `runs`: its
+        mark, and the runs it overlapped."""
+        others = [run for run in runs if run.attempt != seen.attempt]
+        found = overlaps([*others, seen]).get(seen.attempt, [])
+        partners = [run for run in others if run.attempt in found]
+        if not partners:
+            return None, []
+        began = min(overlap_began(seen, partner) for partner in partners)
+        return OverlapMark(tuple(found), began), partners
+
+    def _mark_partners(self, zombie: Run, partners: list[Run]) -> None:
+        """Mark each run the zombie overlapped with the zombie's attempt, and count the pairs not recorded
+        before (on the zombie's run as it was read)."""
+        for partner in partners:
+            self._recorder.mark_overlap(zombie.job_id, partner.attempt,
+                                        OverlapMark((zombie.attempt,), overlap_began(zombie, partner)))
+        self.stats.overlap_found(sum(partner.attempt not in zombie.overlapped_with for partner in partners))
+
+    def complete(self, lease: Lease, result: Any = None) -> Report:
+        """The attempt succeeded with `result`. Raises InvalidRequest before writing anything when the result
+        cannot be stored: UnstorableValue (not JSON, or not what DynamoDB holds), PayloadTooLarge."""
+        check_storable(result, "result")
+        try:
+            size = json_size(result)
+        except (TypeError, ValueError) as error:  # what check_storable let through but JSON cannot encode
+            raise UnstorableValue(f"result: {error}") from error
+        if size > MAX_RESULT_BYTES:
+            raise PayloadTooLarge(f"the result takes {size} bytes as JSON; the limit is {MAX_RESULT_BYTES}")
+        return self._report(lease, RunOutcome.SUCCEEDED, lambda job, now: lifecycle.complete(
+            job, lease.attempt, lease.worker_id, result, now))
+
+    def fail(self, lease: Lease, error: ErrorSummary, *, permanent: bool = False) -> Report:
+        # The backoff grows with the attempts charged to the budget (after a replay or a release, fewer
+        # than the attempt number), as the claim counted them.
+        delay_ms = int(self._backoff.delay(lease.job.attempts_used, self._rng) * 1000)
+        return self._report(lease, RunOutcome.FAILED, lambda job, now: lifecycle.fail(
+            job, lease.attempt, lease.worker_id, error, permanent=permanent, retry_delay_ms=delay_ms, now=now))
+
+    def acknowledge_cancel(self, lease: Lease) -> Report:
+        return self._report(lease, RunOutcome.CANCELLED, lambda job, now: lifecycle.acknowledge_cancel(
+            job, lease.attempt, lease.worker_id, now))
+
+    def release(self, lease: Lease) -> Report:
+        return self._report(lease, RunOutcome.RELEASED, lambda job, now: lifecycle.release(
+            job, lease.attempt, lease.worker_id, now))
+
+    def _report(
+        self, lease: Lease, reported: RunOutcome, decide: Callable[[Job, EpochMs], Decision]
+    ) -> Report:
+        """Commit a worker's report (`reported`: the run outcome it writes). When the attempt no longer holds
+        the job, its run record tells a repeat of a report that committed (APPLIED again, nothing written)
+        from a zombie's (FENCED, marked on its run record).
+
+        The report is decided first from the row the attempt's claim wrote (`lease.job`, when this store
+        made the claim and so knows the job's ready shards), with no read: its write is conditional on that
+        row's state, version and attempt, as any transition's, so it commits only while the row is still
+        the one the claim wrote. Only a lease renewal changes a job row without a new version, and it
+        changes nothing a report decides from (the lease's expiry, which every report clears). Anything
+        else since the claim (a cancel request, a reap, another claim) moved the version: the write is
+        refused, nothing is written, and the row is read and the report decided again, as it always was."""
+        # lease.job is the row the claim wrote: its updated_at is the claim's time (the run's claimed_at).
+        known = self._held.take(lease.job)
+        decision = self._transition(lease.job_id, lambda job: decide(job, self._clock()),
+                                    claimed_at=lease.job.updated_at, known=known)
+        if isinstance(decision, Change):
+            return Report(ReportStatus.APPLIED, decision.after)
+        # Every run of the job is read (one Query, as one GetItem for its own): a zombie's overlaps need them.
+        runs = self._recorder.runs(lease.job_id)
+        run = next((run for run in runs if run.attempt == lease.attempt), None)
+        verdict = lifecycle.stale_report(run, lease.worker_id, reported)
+        if verdict is StaleReport.REPEATED:
+            return Report(ReportStatus.APPLIED, decision.job)
+        if verdict is StaleReport.ZOMBIE:
+            # Marked on the zombie's own run record, with the attempts it overlapped (it worked until now);
+            # the job row is not touched. Only a run that is open or was closed by the reaper is marked: a
+            # run's own outcome is never overwritten.
+            assert run is not None
+            now = self._clock()
+            seen = run.model_copy(update={"outcome": RunOutcome.FENCED, "late_report": reported,
+                                          "late_report_at": now})
+            mark, partners = self._overlaps_with(runs, seen)
+            if self._recorder.mark_fenced(lease.job_id, lease.attempt, lease.worker_id, reported, now,
+                                          expires_at=ttl_after(now, self._job_retention_s), overlap=mark):
+                self._mark_partners(seen, partners)
+        return Report(ReportStatus.FENCED, decision.job)
+
+    # --- reaper, tenant and operator ----------------------------------------------------------------------
+
+    def reap(self, now: EpochMs | None = None, limit: int = 100) -> list[Job]:
+        """Running jobs whose lease lapsed before `now`: their attempt is closed as lease_expired and the
+        job goes back to the queue (to quarantine at its limit; cancelled when its tenant asked to cancel
+        it). Returns the jobs moved."""
+        reaped_at = self._clock() if now is None else now
+        moved: list[Job] = []
+        for shard in range(LEASE_SHARDS):
+            for job_id in self._recorder.expired_leases(shard, reaped_at, limit):
+                fault_point("store.reap.before_transition", job_id)
+                decision = self._transition(job_id, lambda job: lifecycle.reap(job, reaped_at))
+                if isinstance(decision, Change):
+                    moved.append(decision.after)
+        return moved
+
+    def cancel(self, job_id: str, tenant_id: str | None = None) -> CancelOutcome:
+        """Queued / retry_wait -> cancelled now; running -> cancel requested; finished -> already ended."""
+        self.get(job_id, tenant_id)
+        decision = self._transition(job_id, lambda job: lifecycle.cancel(job, self._clock()))
+        if isinstance(decision, Refusal):
+            status = (CancelStatus.ALREADY_REQUESTED if decision.reason is RefusalReason.ALREADY_REQUESTED
+                      else CancelStatus.ALREADY_ENDED)
+            return CancelOutcome(status, decision.job)
+        status = CancelStatus.CANCELLED if decision.after.state is JobState.CANCELLED else CancelStatus.REQUESTED
+        return CancelOutcome(status, decision.after)
+
+    def replay(self, job_id: str) -> Job:
+        """Operator: a dead or quarantined job is queued again as a new version with a fresh attempt budget."""
+        decision = self._transition(job_id, lambda job: lifecycle.replay(job, self._clock()))
+        if isinstance(decision, Refusal):
+            raise NotReplayable(f"job {job_id} is {decision.job.state.value}; only dead or quarantined jobs replay")
+        return decision.after
+
+    # --- the one way a job changes ------------------------------------------------------------------------
+
+    def _transition(self, job_id: str, decide: Callable[[Job], Decision], *, claimed_at: EpochMs | None = None,
+                    known: JobRow | None = None) -> Decision:
+        """Read, decide, commit; again while the commit loses a race (see _settle)."""
+        return self._settle(job_id, decide, claimed_at=claimed_at, known=known)[0]
+
+    def _settle(
+        self,
+        job_id: str,
+        decide: Callable[[Job], Decision],
+        *,
+        admission: Admission | None = None,
+        claimed_at: EpochMs | None = None,
+        known: JobRow | None = None,
+    ) -> tuple[Decision, JobRow]:
+        """Read, decide, commit; again while the commit loses a race. The decision, and the job row it was
+        decided from. `admission`: how a claim takes its running slot (_AdmissionRefused when
+        the tenant's counter refuses it). `claimed_at`: when the attempt that this transition may end was
+        claimed, if the caller knows (else it is read from the run record).
+
+        `known`: a copy of the row the caller holds (a worker's: the row its claim wrote), decided from
+        instead of reading the row. Its commit names the copy's state, version and attempt like any other,
+        so it commits only if the row is still at that version. The answer is always a committed change or a
+        refusal of the row as read: a refusal decided from the copy, or a commit refused because the row
+        moved, drops the copy and the row is read and decided again. (A TransactionConflict says nothing
+        about the row: the copy is tried again.)"""
+        for round_ in range(MAX_ROUNDS):
+            row = known if known is not None else self._read(job_id)
+            decision = decide(row.job)
+            if isinstance(decision, Refusal):
+                if known is None:
+                    return decision, row
+                known = None  # only the row as read can refuse
+                continue
+            outcome = self._commit(decision, row, admission=admission, claimed_at=claimed_at)
+            if outcome is CommitOutcome.COMMITTED:
+                return decision, row
+            if outcome is CommitOutcome.JOB_MOVED and known is not None:
+                known = None  # the copy is stale: read the row now (no wait: nothing contended)
+                continue
+            time.sleep(self._rng.uniform(0, 0.002 * 2 ** min(round_, 6)))
+        raise StoreContention(f"job {job_id}: gave up after {MAX_ROUNDS} lost races")
+
+    def _commit(
+        self,
+        change: Change,
+        row: JobRow,
+        *,
+        admission: Admission | None = None,
+        claimed_at: EpochMs | None = None,
+    ) -> CommitOutcome:
+        """One atomic write: COMMITTED, or the race it lost (JOB_MOVED: the job row moved since it was read;
+        CONFLICT: a concurrent transaction met it), nothing written, and the caller re-decides."""
+        assert change.before is not None
+        if ends_attempt(change) and claimed_at is None:
+            assert change.close_run is not None
+            claimed_at = self._claimed_at(change.after.job_id, change.close_run.attempt)
+        write = TransitionWrite.of(change, ready_shards=row.ready_shards, retention_s=self._retention_s,
+                                   job_retention_s=self._job_retention_s, admission=admission,
+                                   claimed_at=claimed_at, running_shard=row.running_shard,
+                                   clock=self._registry.known_clock())
+        fault_point("store.before_commit", write.subject)
+        outcome = self._recorder.commit(write)
+        if outcome is CommitOutcome.COMMITTED:
+            self._claimer.committed(write.running, write.waiting)  # counted into the claims' shared counters
+            fault_point("store.after_commit", write.subject)  # committed; the caller never hears of it
+            return outcome
+        if outcome in _LOST_RACES:
+            self.stats.lost_race(_LOST_RACES[outcome])
+            return outcome
+        if outcome is CommitOutcome.CAP_REACHED:
+            raise AdmissionRefused()
+        raise FlexRefused()
+
+    def _claimed_at(self, job_id: str, attempt: int) -> EpochMs:
+        """When an attempt was claimed, from its run record (for a transition without the worker's lease:
+        the reaper's)."""
+        run = self._recorder.run(job_id, attempt)
+        if run is None:
+            raise StoreInvariantViolation(f"job {job_id} attempt {attempt} is running without a run record")
+        return run.claimed_at

@@ -1,0 +1,161 @@
+"""The tenant registry and the system virtual clock, as one process sees them.
+
+Settings (weight, cap, ready shards) live in the registry partition `TENANTS`, one item per tenant,
+written only when an operator sets a tenant or a tenant's first job registers it with the defaults, and
+read by claims through a per-process cache (TENANT_CACHE_MS), so a claim reads only the settings of the
+tenants at the head of the active index, and at most once per cache period each.
+
+The system virtual clock (onward.domain.dispatch) is kept in CLOCK_SHARDS items. A process reads it at most once
+per CLOCK_REFRESH_MS, raises its own copy with every claim it makes, and writes its copy to one of the
+items at most once per CLOCK_PUBLISH_MS: the clock costs no request per claim, and no item takes more than
+a few writes per second per process. A process's copy can be behind the others' by about a second of
+claims: a tenant returning then is lifted to a clock a moment old, which the next claims correct.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+
+from pydantic import TypeAdapter, ValidationError
+
+from onward.domain.clock import Clock, EpochMs
+from onward.domain.dispatch import VirtualMs
+from onward.domain.errors import InvalidRequest
+from onward.domain.models import TenantId
+from onward.store.dynamo.keys import CLOCK_SHARDS
+from onward.store.ports import JobRecorder, Tenant, TenantState
+
+TENANT_CACHE_MS = 2_000
+CLOCK_REFRESH_MS = 1_000
+CLOCK_PUBLISH_MS = 1_000
+MAX_READY_SHARDS = 64
+
+_tenant_id = TypeAdapter(TenantId)
+
+
+def check_tenant_id(tenant_id: str) -> None:
+    """InvalidRequest unless `tenant_id` is a valid tenant id."""
+    try:
+        _tenant_id.validate_python(tenant_id)
+    except ValidationError as error:
+        raise InvalidRequest(f"invalid tenant id {tenant_id!r}") from error
+
+
+def check_tenant(tenant: Tenant) -> None:
+    """InvalidRequest unless every setting of `tenant` is valid (the policy validated its own)."""
+    check_tenant_id(tenant.tenant_id)
+    shards = tenant.ready_shards
+    if isinstance(shards, bool) or not isinstance(shards, int) or not 1 <= shards <= MAX_READY_SHARDS:
+        raise InvalidRequest(f"ready shards must be a whole number from 1 to {MAX_READY_SHARDS}, not {shards!r}")
+
+
+class TenantRegistry:
+    """Tenants' settings (cached) and the system virtual clock for one process. Thread-safe."""
+
+    def __init__(self, recorder: JobRecorder, clock: Clock, rng: random.Random | None = None) -> None:
+        self._recorder = recorder
+        self._clock = clock
+        self._rng = rng or random.Random()
+        self._lock = threading.Lock()
+        self._settings: dict[str, tuple[Tenant, EpochMs]] = {}
+        self._virtual = 0.0
+        self._virtual_read_at: EpochMs | None = None
+        self._published = 0.0
+        self._published_at: EpochMs | None = None
+
+    # --- settings -----------------------------------------------------------------------------------------
+
+    def register(self, tenant: Tenant) -> None:
+        """Add or update a tenant's settings (InvalidRequest when one is not valid, or when its ready shards
+        would be lowered: jobs are queued, and attempts charged, under the current ones)."""
+        check_tenant(tenant)
+        current = self._recorder.tenants([tenant.tenant_id]).get(tenant.tenant_id)
+        if current is not None and tenant.ready_shards < current.ready_shards:
+            raise InvalidRequest(f"ready shards can be raised, not lowered (tenant {tenant.tenant_id} has "
+                                 f"{current.ready_shards}: jobs are queued and attempts counted under each)")
+        self._recorder.put_tenant(tenant)
+        self._remember(tenant)
+
+    def _remember(self, tenant: Tenant) -> None:
+        with self._lock:
+            self._settings[tenant.tenant_id] = (tenant, self._clock())
+
+    def tenant(self, tenant_id: str) -> Tenant:
+        """The tenant's settings, registering it with the defaults the first time it is seen."""
+        known = self.settings([tenant_id]).get(tenant_id)
+        if known is not None:
+            return known
+        tenant = Tenant(tenant_id)
+        if not self._recorder.put_tenant(tenant, only_if_new=True):
+            tenant = self._recorder.tenants([tenant_id])[tenant_id]  # registered meanwhile
+        self._remember(tenant)
+        return tenant
+
+    def settings(self, tenant_ids: list[str]) -> dict[str, Tenant]:
+        """The registered ones among `tenant_ids`, from the cache where it is fresh, else read at once."""
+        now = self._clock()
+        found: dict[str, Tenant] = {}
+        missing = []
+        with self._lock:
+            for tenant_id in tenant_ids:
+                cached = self._settings.get(tenant_id)
+                if cached is not None and now - cached[1] <= TENANT_CACHE_MS:
+                    found[tenant_id] = cached[0]
+                else:
+                    missing.append(tenant_id)
+        if missing:
+            read = self._recorder.tenants(missing)
+            with self._lock:
+                for tenant in read.values():
+                    self._settings[tenant.tenant_id] = (tenant, now)
+            found |= read
+        return found
+
+    def registered(self) -> list[Tenant]:
+        """Every registered tenant, read now (an operator's read)."""
+        tenants = self._recorder.tenants()
+        for tenant in tenants.values():
+            self._remember(tenant)
+        return sorted(tenants.values(), key=lambda tenant: tenant.tenant_id)
+
+    def states(self) -> dict[str, TenantState]:
+        """Every registered tenant's settings and counters (an operator's read: it grows with the tenants)."""
+        return self._recorder.tenant_states()
+
+    # --- the system virtual clock -------------------------------------------------------------------------
+
+    def virtual_clock(self) -> VirtualMs:
+        """The system virtual clock as this process knows it (read at most once per CLOCK_REFRESH_MS)."""
+        now = self._clock()
+        with self._lock:
+            due = self._virtual_read_at is None or now - self._virtual_read_at >= CLOCK_REFRESH_MS
+            if due:
+                self._virtual_read_at = now
+        if due:
+            read = self._recorder.clock()
+            with self._lock:
+                self._virtual = max(self._virtual, read)
+                self._published = max(self._published, read)
+        with self._lock:
+            return self._virtual
+
+    def known_clock(self) -> VirtualMs:
+        """The system virtual clock as this process last knew it, without reading it (0 before it has): the
+        key a queue entry joins the `active` index at; a stale one only places the entry early in the
+        head, where the claim computes the tenant's exact virtual time anyway."""
+        with self._lock:
+            return self._virtual
+
+    def served(self, virtual_time: VirtualMs) -> None:
+        """A claim served a tenant at `virtual_time`: the clock moves up to it (published within
+        CLOCK_PUBLISH_MS)."""
+        now = self._clock()
+        with self._lock:
+            self._virtual = max(self._virtual, virtual_time)
+            publish = self._virtual > self._published and (
+                self._published_at is None or now - self._published_at >= CLOCK_PUBLISH_MS)
+            if publish:
+                self._published, self._published_at, value = self._virtual, now, self._virtual
+        if publish:
+            self._recorder.advance_clock(self._rng.randrange(CLOCK_SHARDS), value)

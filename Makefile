@@ -10,10 +10,12 @@ SAM := SAM_CLI_TELEMETRY=0 $(SAM_VENV)/bin/sam
 
 .PHONY: up test test-fast bench endpoint clean sam-build soak browser
 
-$(STAMP): pyproject.toml
+# The product (onward, with the test tools) and, beside it, the local stand-in for AWS (infra/: onward-infra,
+# which brings moto and adds `onward up` / `onward endpoint`).
+$(STAMP): pyproject.toml infra/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -e '.[dev]' -e ./infra
 	touch $(STAMP)
 
 up: $(STAMP)
@@ -46,13 +48,18 @@ sam-build: $(SAM_STAMP)
 	$(SAM) build
 
 # Called by `sam build` (Metadata BuildMethod: makefile) for each function, in this directory, with
-# ARTIFACTS_DIR set: the function's code is the package and its status page, without the command line and
-# the local emulation. Powertools, pydantic and the X-Ray SDK come from the Powertools layer, boto3 from the
-# Lambda runtime.
-build-ApiFunction build-RelayFunction build-ProjectorFunction build-ReaperFunction build-WorkerFunction \
-build-SchedulerFunction:
-	cp -R onward "$(ARTIFACTS_DIR)/"
-	rm -rf "$(ARTIFACTS_DIR)/onward/cli" "$(ARTIFACTS_DIR)/onward/local" "$(ARTIFACTS_DIR)/onward/template.yaml"
+# ARTIFACTS_DIR set: the function's code is the package and its status page, without the command line (the
+# local stand-in for AWS is not in the package: it lives in infra/). Powertools, pydantic and the X-Ray SDK
+# come from the Powertools layer, boto3 from the Lambda runtime.
+# Beside it, the function's folder, whose module its Handler names (handlers/, relay/, projector/).
+FUNCTIONS := build-ApiFunction build-RelayFunction build-ProjectorFunction build-ReaperFunction \
+             build-WorkerFunction build-SchedulerFunction
+build-ApiFunction build-ReaperFunction build-WorkerFunction build-SchedulerFunction: FUNCTION_FOLDER = handlers
+build-RelayFunction: FUNCTION_FOLDER = relay
+build-ProjectorFunction: FUNCTION_FOLDER = projector
+$(FUNCTIONS):
+	cp -R onward $(FUNCTION_FOLDER) "$(ARTIFACTS_DIR)/"
+	rm -rf "$(ARTIFACTS_DIR)/onward/cli" "$(ARTIFACTS_DIR)/onward/template.yaml"
 	find "$(ARTIFACTS_DIR)" -name __pycache__ -type d -prune -exec rm -rf {} +
 
 # The long crash-point soak (the short one runs in `make test`): 20,000 jobs, then its audit table.

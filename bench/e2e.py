@@ -63,7 +63,8 @@ POLL_EVERY_S = 0.25
 FLOOR_TRANSACTIONS_PER_JOB = 3  # create, claim, complete
 TOKEN = "bench-secret"
 API_ENVIRONMENTS = 4  # as `onward up` runs the API handler (infra/onward_infra/environments.py)
-WORKER_MODULE = "onward.runtime.demo_jobs"  # the workers in a process of their own, as on ECS (infra/onward_infra/worker_process.py)
+# the workers in a process of their own, as on ECS (infra/onward_infra/worker_process.py)
+WORKER_MODULE = "onward.runtime.demo_jobs"
 
 
 class _KeptConnections(threading.local):

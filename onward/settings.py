@@ -6,9 +6,12 @@ Each resource of template.yaml named `<Thing>Table` / `<Thing>Stream` reaches th
 
 from __future__ import annotations
 
+import functools
+import importlib
 import math
 import os
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,9 +22,6 @@ from botocore.config import Config
 from onward.domain.freshness import STALE_AFTER_S
 from onward.pipeline.heartbeats import AWS_BEAT_SLACK_MS
 from onward.store.dynamo.keys import DEFAULT_ACTIVE_SHARDS, MAX_ACTIVE_SHARDS
-from onward_infra.lean_client.calls import use_lean_calls
-from onward_infra.lean_client.codec import use_lean_json
-from onward_infra.lean_client.http import use_lean_http
 
 # Workers, stream consumers, the reaper, operators: patient, since a call given up is work redone later.
 WORKER_CLIENT_CONFIG = Config(
@@ -105,21 +105,16 @@ class Settings:
     # TransactWriteItems, medians of 6 alternating runs of 200). On by default; `onward up` and the benches
     # turn it off for their own embedded endpoint, the tests keep it on (it names a malformed request early).
     parameter_validation: bool = True
-    # ONWARD_LEAN_CLIENT: the clients of UNSIGNED_SERVICES send through onward_infra.lean_client.http instead of urllib3
-    # (half
-    # of a local request's client CPU), and write requests and read answers with onward_infra.lean_client.codec's codec
-    # (json.dumps / json.loads where botocore's serializer and parser would give the same: a Query of 8 job
-    # rows 1.62 -> 0.96 ms of client CPU, a GetItem 0.60 -> 0.48), and send each call without botocore's
-    # per-call machinery (onward_infra.lean_client.calls: 0.50 -> 0.28 ms per request of the platform's mix). Only with
-    # a
-    # plain-HTTP endpoint_url: the embedded endpoint exports it.
-    lean_client: bool = False
+    # ONWARD_CLIENT_WRAPPER="package.module:function": a function given each boto3 client of UNSIGNED_SERVICES
+    # (and these settings) that answers the client to use instead. The local stack plugs its lean client in
+    # this way (onward_infra exports it for the embedded endpoint); the product names no such module itself.
+    client_wrapper: str | None = None
 
     def __post_init__(self) -> None:
         if self.unsigned_requests and not self.endpoint_url:
             raise InvalidSetting("ONWARD_UNSIGNED_REQUESTS needs AWS_ENDPOINT_URL: AWS refuses unsigned requests")
-        if self.lean_client and not (self.endpoint_url or "").startswith("http://"):
-            raise InvalidSetting("ONWARD_LEAN_CLIENT needs a plain-HTTP AWS_ENDPOINT_URL (the embedded endpoint's)")
+        if self.client_wrapper is not None and not _WRAPPER_NAME.fullmatch(self.client_wrapper):
+            raise InvalidSetting(f"ONWARD_CLIENT_WRAPPER must be package.module:function, not {self.client_wrapper!r}")
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -137,7 +132,7 @@ class Settings:
             active_shards=active_shards_setting(source),
             unsigned_requests=flag_setting(source, "ONWARD_UNSIGNED_REQUESTS"),
             parameter_validation=flag_setting(source, "ONWARD_PARAMETER_VALIDATION", default=True),
-            lean_client=flag_setting(source, "ONWARD_LEAN_CLIENT"),
+            client_wrapper=source.get("ONWARD_CLIENT_WRAPPER") or None,
             **names,
         )
 
@@ -172,9 +167,24 @@ class Settings:
         if not self.parameter_validation:
             config = config.merge(Config(parameter_validation=False))
         client = boto3.client(service, endpoint_url=self.endpoint_url, region_name=self.region, config=config)
-        if self.lean_client and service in UNSIGNED_SERVICES:
-            return use_lean_calls(use_lean_json(use_lean_http(client)))
+        if self.client_wrapper is not None and service in UNSIGNED_SERVICES:
+            return _client_wrapper(self.client_wrapper)(client, self)
         return client
+
+
+_WRAPPER_NAME = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*:[A-Za-z_]\w*")
+ClientWrapper = Callable[[Any, Settings], Any]
+
+
+@functools.cache
+def _client_wrapper(name: str) -> ClientWrapper:
+    """The function ONWARD_CLIENT_WRAPPER names, imported once per process."""
+    module, _, function = name.partition(":")
+    try:
+        wrapper: ClientWrapper = getattr(importlib.import_module(module), function)
+    except (ImportError, AttributeError) as error:
+        raise InvalidSetting(f"ONWARD_CLIENT_WRAPPER names {name!r}, which cannot be imported: {error}") from None
+    return wrapper
 
 
 def number_setting(source: Mapping[str, str], variable: str, default: float, *, positive: bool = False) -> float:

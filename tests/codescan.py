@@ -58,7 +58,8 @@ from pathlib import Path
 import botocore.session
 
 ROOT = Path(__file__).resolve().parent.parent
-PROJECT_PACKAGE = "onward"
+# the product, and the SAM function folders whose modules template.yaml's Handlers name
+PROJECT_PACKAGES = ("onward", "handlers", "relay", "projector")
 NOT_SHIPPED = ("onward.cli", "onward_infra")  # what the functions do not ship (see Makefile)
 
 # SDK service -> IAM action prefix (DynamoDB Streams' actions are in the dynamodb namespace).
@@ -140,7 +141,7 @@ def _inside(name: str, package: str) -> bool:
 
 def _is_project(name: str, allowed: frozenset[str] = frozenset()) -> bool:
     """Whether `name` is followed: a project module, outside NOT_SHIPPED unless its package is `allowed`."""
-    return _inside(name, PROJECT_PACKAGE) and not any(
+    return any(_inside(name, package) for package in PROJECT_PACKAGES) and not any(
         _inside(name, other) and other not in allowed for other in NOT_SHIPPED)
 
 

@@ -125,3 +125,9 @@ class CallCounting:
             return found(**request)
 
         return counted
+
+
+def as_on_aws(environment: dict[str, str]) -> dict[str, str]:
+    """The embedded endpoint's environment without what only the local stack sets: its lean client
+    (ONWARD_CLIENT_WRAPPER, which names a module of onward_infra), as an ECS task's environment has none."""
+    return {name: value for name, value in environment.items() if name != "ONWARD_CLIENT_WRAPPER"}

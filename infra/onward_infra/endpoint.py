@@ -41,6 +41,7 @@ from werkzeug.serving import BaseWSGIServer, ThreadedWSGIServer
 
 from onward.settings import unsigned_config
 from onward_infra import moto_fixes, snapshots
+from onward_infra.lean_client import WRAPPER as LEAN_CLIENT_WRAPPER
 from onward_infra.metering import METER_PATH, Meter
 from onward_infra.moto_fixes import queries, retention, selector_server, server, streams
 from onward_infra.stack import STACK_NAME, deploy_data_resources, stack_environment
@@ -309,7 +310,7 @@ class EmbeddedEndpoint:
             "AWS_DEFAULT_REGION": REGION,
             **DUMMY_CREDENTIALS,
             "ONWARD_UNSIGNED_REQUESTS": "true",
-            "ONWARD_LEAN_CLIENT": "true",
+            "ONWARD_CLIENT_WRAPPER": LEAN_CLIENT_WRAPPER,
             "ONWARD_BEAT_SLACK_MS": "0",  # commits stamped in ms of this host's clock; listings of the live topology
             **stack_environment(cloudformation, stack_name),
         }

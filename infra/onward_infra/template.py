@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import json
 import re
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-# In a checkout onward/template.yaml links to the root template (beside the Makefile `sam build` runs); in an
-# installed wheel it is the file itself.
-TEMPLATE_PATH = (Path(__file__).parent.parent / "template.yaml").resolve()
+# The template the product ships (onward/template.yaml, in a checkout a link to the repository's template.yaml).
+TEMPLATE_PATH = Path(str(resources.files("onward").joinpath("template.yaml"))).resolve()
 
 # Resource types the embedded endpoint can host; functions, APIs and alarms only exist on AWS.
 DATA_RESOURCE_TYPES = frozenset(

@@ -1,163 +1,41 @@
 """`onward`: the command line. Each command asks the environment's Deployment (onward/bootstrap.py) for the
-components it uses and hands them to the core. Only the local-stack commands import onward_infra, lazily, and
-only the embedded endpoint loads moto (the `local` extra): `onward worker`, the production runtime, loads
-neither, and `onward up --aws` / `--endpoint-url` runs the local platform without moto."""
+components it uses and hands them to the core. `onward worker` is the production runtime; the local stack's
+commands (`onward up`, `onward endpoint`) are plugged in by the onward-infra distribution (COMMAND_PLUGINS),
+which the product never imports."""
 
 from __future__ import annotations
 
 import argparse
 import importlib
 import json
-import logging
-import math
 import os
-import secrets
 import signal
 import sys
 import threading
-import time
-from collections import Counter
-from collections.abc import Callable, Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator, Sequence
+from importlib.metadata import entry_points
+from typing import TYPE_CHECKING
 
 from onward.bootstrap import Deployment
-from onward.domain.clock import parse_instant
+from onward.cli.arguments import POSITIVE_SECONDS, DefaultsShown, bounded, instant, wait_for_interrupt
 from onward.domain.dispatch import MAX_WEIGHT, MIN_WEIGHT
-from onward.domain.models import NewJob
-from onward.domain.states import is_terminal
 from onward.runtime.worker import InvalidRegistration, Registry
 from onward.store.tenants import MAX_READY_SHARDS, TENANT_CACHE_MS
 
 if TYPE_CHECKING:
     from onward.operator.lag import LagReport
-    from onward_infra.endpoint import EmbeddedEndpoint, EndpointProcess
 
-
-def _interrupt() -> None:
-    raise KeyboardInterrupt
-
-
-def _interruptible() -> None:
-    """Ctrl-C (SIGINT) raises KeyboardInterrupt even where the process started with SIGINT ignored, as a shell
-    starts a background job and its children: EndpointProcess.stop and tests stop a child with SIGINT."""
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-
-
-def _wait_for_interrupt(stop: threading.Event) -> None:
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    try:
-        while not stop.wait(0.5):
-            pass
-    except KeyboardInterrupt:
-        stop.set()
-
-
-def _require_local_extra(command: str) -> None:
-    """Ends the command (exit status 2, how to install it) where the embedded endpoint's moto is missing: a
-    production install (`pip install onward`, the container image) has no emulator."""
-    from importlib.util import find_spec
-
-    if find_spec("moto") is None:
-        print(f"onward {command}: the embedded AWS endpoint needs moto, which this install lacks: "
-              "pip install 'onward[local]'" + (" (or run against another endpoint: --endpoint-url URL or --aws)"
-                                               if command == "up" else ""), file=sys.stderr)
-        raise SystemExit(2)
-
-
-def cmd_endpoint(args: argparse.Namespace) -> int:
-    _require_local_extra("endpoint")
-    from onward_infra.endpoint import END_OF_EXPORTS, collect_for_a_large_heap, end_with_parent
-    from onward_infra.stack import export_lines
-
-    signal.signal(signal.SIGTERM, lambda *_: _interrupt())  # stop as on Ctrl-C, from the start
-    _interruptible()
-    end_with_parent()
-    try:
-        with _embedded_endpoint(args) as endpoint:
-            stack = endpoint.deploy()
-            collect_for_a_large_heap()
-            print("# Onward embedded AWS endpoint on", endpoint.url, _kept_where(args, endpoint.restored),
-                  "- paste these lines into a shell:")
-            for line in export_lines(stack.environment):
-                print(line)
-            print(END_OF_EXPORTS, flush=True)
-            _wait_for_interrupt(threading.Event())
-    except KeyboardInterrupt:
-        pass  # asked to stop before it waited for it: the endpoint stopped all the same (its last snapshot)
-    return 0
-
-
-def _embedded_endpoint(args: argparse.Namespace) -> EmbeddedEndpoint:
-    """The embedded endpoint the flags describe (topology, retention, data directory), not yet started; a
-    data directory that cannot be used ends the command (exit status 2, the reason)."""
-    from onward_infra.endpoint import EmbeddedEndpoint
-    from onward_infra.snapshots import DataDirectoryInUse, IncompatibleSnapshot
-
-    meter = None
-    if args.meter:
-        from onward_infra.endpoint import REGION
-        from onward_infra.metering import Meter
-
-        meter = Meter(REGION, billing=args.meter == "billing")
-    try:
-        return EmbeddedEndpoint(port=args.port, stream_shards=args.stream_shards, split_every_s=args.split_every_s,
-                                retention_scale=args.retention_scale, data_dir=args.data_dir,
-                                snapshot_every_s=args.snapshot_every_s, meter=meter)
-    except (DataDirectoryInUse, IncompatibleSnapshot, OSError) as error:
-        print(f"onward endpoint: --data-dir: {error}", file=sys.stderr)
-        raise SystemExit(2) from None
-
-
-def _endpoint_process(args: argparse.Namespace) -> EndpointProcess:
-    """`onward endpoint` with the flags of `onward up`, started, in a process of its own (a GIL of its own:
-    the platform's threads and the emulator do not share one core). It stops after the platform, which
-    still writes while it stops. A data directory it cannot use ends the command (exit status 2)."""
-    from onward_infra.endpoint import EndpointProcess
-
-    flags = ["--port", str(args.port), "--stream-shards", str(args.stream_shards),
-             "--retention-scale", repr(args.retention_scale), "--snapshot-every-s", repr(args.snapshot_every_s)]
-    flags += ["--split-every-s", repr(args.split_every_s)] if args.split_every_s else []
-    flags += ["--data-dir", str(args.data_dir)] if args.data_dir is not None else []
-    try:
-        return EndpointProcess(*flags).start()
-    except RuntimeError:
-        print("onward up: the embedded endpoint did not start (its reason is above)", file=sys.stderr)
-        raise SystemExit(2) from None
-
-
-def _kept_where(args: argparse.Namespace, restored: bool | None = None) -> str:
-    if args.data_dir is None:
-        return "(state in memory only: --data-dir keeps it)"
-    if restored is None:
-        return f"(state kept in {args.data_dir})"
-    return f"({'state restored from' if restored else 'state kept in'} {args.data_dir})"
-
-
-def _add_topology_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--stream-shards", type=_bounded(int, 1, 64), default=1,
-                        help="open shards of each table's DynamoDB stream on the embedded endpoint (AWS has one "
-                        "per partition)")
-    parser.add_argument("--split-every-s", type=POSITIVE_SECONDS, default=None,
-                        help="split one open stream shard in two every that many seconds, as growing AWS "
-                        "tables do (default: never)")
-
-
-MIN_RETENTION_SCALE = 1e-5  # onward_infra.moto_fixes.retention.MIN_SCALE (not imported: it loads moto)
-
-
-def _add_state_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--data-dir", type=Path, metavar="DIR",
-                        help="keep the embedded endpoint's state (tables, streams and their positions, Kinesis, "
-                        "checkpoints) in DIR and resume from it on the next start; a crash loses at most the "
-                        "last --snapshot-every-s seconds of writes, a Ctrl-C nothing (default: in memory only)")
-    parser.add_argument("--snapshot-every-s", type=POSITIVE_SECONDS, default=1.0,
-                        help="with --data-dir: seconds between snapshots while anything is written")
-    parser.add_argument("--retention-scale", type=RETENTION_SCALE, default=1.0, metavar="X",
-                        help="the embedded endpoint keeps AWS's retention times X: TTL deletes expired items (within "
-                        "a minute times X), DynamoDB stream records are trimmed after 24 h times X, Kinesis "
-                        "records after the stream's RetentionPeriodHours times X; for drills, e.g. 0.001 makes "
-                        f"24 h into 86.4 s ({MIN_RETENTION_SCALE:g} to 1)")
+# Commands other distributions add to `onward`: each entry point of this group names a function given
+# `command(name, help)` (which answers the new subcommand's parser) that adds its commands. The local stack
+# (onward-infra, installed beside the product by `make up` and `make test`) adds `onward up` and `onward endpoint`.
+COMMAND_PLUGINS = "onward.commands"
+AddCommand = Callable[[str, str], argparse.ArgumentParser]
+# The product's own commands (build_parser adds them), for which no plug-in is loaded.
+PRODUCT_COMMANDS = frozenset({"worker", "replay", "rebuild-view", "reconcile", "capacity", "lag", "tenant", "bulk",
+                              "overlaps"})
+# What the local stack's commands are for, said by `onward --help` and by the command where it is missing.
+LOCAL_STACK_COMMANDS = {"up": "run the platform on this machine",
+                        "endpoint": "run the embedded AWS endpoint alone and print its exports"}
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
@@ -182,7 +60,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     pool.start()
     print(f"onward worker: {args.concurrency} workers running {sorted(registry.types)}; Ctrl-C or SIGTERM "
           f"stops them (running jobs get {args.stop_timeout:g} s to end, then are released)", flush=True)
-    _wait_for_interrupt(threading.Event())
+    wait_for_interrupt(threading.Event())
     # The graceful stop (ECS sends SIGTERM, then SIGKILL its StopTimeout later): no claim from now on, the
     # running jobs may end; a second signal releases them at once.
     hurry = threading.Event()
@@ -195,182 +73,6 @@ def cmd_worker(args: argparse.Namespace) -> int:
           f"{drained.released} released (not charged an attempt)"
           + (f"; {drained.stuck} workers did not stop" if drained.stuck else ""), flush=True)
     return 0
-
-
-DEMO_WORKLOAD: list[tuple[str, NewJob]] = [
-    ("acme", NewJob(type="demo.echo", params={"hello": "world"})),
-    ("acme", NewJob(type="demo.sleep", params={"seconds": 3})),
-    ("acme", NewJob(type="demo.flaky", params={"failures": 1})),
-    ("globex", NewJob(type="demo.fail", max_attempts=2)),
-    ("globex", NewJob(type="demo.fail", params={"permanent": True})),
-    ("globex", NewJob(type="demo.sleep", params={"seconds": 30})),  # cancelled while it runs
-    ("initech", NewJob(type="demo.crash", max_attempts=2)),
-    ("initech", NewJob(type="demo.echo", params={"n": 42})),
-]
-
-
-DEMO_TENANTS = ("acme", "globex", "initech")
-
-
-def _tokens(args: argparse.Namespace) -> tuple[dict[str, str], str]:
-    """Tenant -> secret from --token TENANT=SECRET, then those a data directory kept, then fresh ones for demo
-    tenants without one; and the operator's (given, kept, or fresh). With --data-dir they are kept for the
-    next start. Refused at start (exit status 2, the reason, no secret echoed) when they cannot all work."""
-    from onward.api.auth import InvalidTokens, parse_tokens
-
-    kept = _kept_tokens(args.data_dir)
-    operator = args.operator_token or kept.get("operator") or secrets.token_urlsafe(12)
-    try:
-        given = parse_tokens(args.token, operator)
-        tenants: dict[str, str] = kept.get("tenants", {})
-        if args.demo:
-            tenants = {tenant: tenants.get(tenant) or secrets.token_urlsafe(12) for tenant in DEMO_TENANTS} | tenants
-        tokens = parse_tokens([f"{tenant}={secret}" for tenant, secret in (tenants | given).items()], operator)
-    except InvalidTokens as error:
-        print(f"onward up: --token / --operator-token: {error}", file=sys.stderr)
-        raise SystemExit(2) from None
-    if args.data_dir is not None:
-        _keep_tokens(args.data_dir, {"operator": operator, "tenants": tokens})
-    return tokens, operator
-
-
-TOKENS_FILE = "tokens.json"  # in a data directory: the secrets `onward up` made, so that a restart keeps them
-
-
-def _kept_tokens(data_dir: Path | None) -> dict[str, Any]:
-    try:
-        kept: dict[str, Any] = json.loads((data_dir / TOKENS_FILE).read_text()) if data_dir else {}
-    except (FileNotFoundError, ValueError):
-        return {}
-    return kept
-
-
-def _keep_tokens(data_dir: Path, tokens: dict[str, Any]) -> None:
-    data_dir.mkdir(parents=True, exist_ok=True)
-    path = data_dir / TOKENS_FILE
-    path.touch(mode=0o600)
-    path.chmod(0o600)
-    path.write_text(json.dumps(tokens, indent=1))
-
-
-def _set_log_level(level: str) -> None:
-    """The components' structured (JSON) logs at `level`; the progress lines are printed regardless."""
-    os.environ["POWERTOOLS_LOG_LEVEL"] = level
-    for name in list(logging.root.manager.loggerDict):
-        if name.startswith("onward-"):
-            logging.getLogger(name).setLevel(level)
-
-
-def _target_environment(args: argparse.Namespace) -> dict[str, str]:
-    """The environment naming the stack's resources on the endpoint `--endpoint-url` / `--aws` chose
-    (resource names read from CloudFormation; `--deploy` first creates the data resources)."""
-    from botocore.exceptions import ClientError
-
-    from onward_infra.stack import deploy_data_resources, stack_environment
-
-    environment = {"AWS_ENDPOINT_URL": args.endpoint_url} if args.endpoint_url else {}
-    cloudformation = Deployment.from_environment({**os.environ, **environment}).client("cloudformation")
-    if args.deploy:
-        try:
-            deploy_data_resources(cloudformation, args.stack)
-            print(f"Created the data resources of template.yaml as stack {args.stack}")
-        except ClientError as error:
-            if error.response["Error"]["Code"] != "AlreadyExistsException":
-                raise
-            print(f"Stack {args.stack} exists; using it")
-    try:
-        return {**environment, **stack_environment(cloudformation, args.stack)}
-    except ClientError as error:
-        raise SystemExit(f"onward up: cannot read stack {args.stack!r}: {error.response['Error']['Message']} "
-                         "(deploy it with `sam deploy`, or pass --deploy)") from error
-
-
-def cmd_up(args: argparse.Namespace) -> int:
-    """The platform on this machine: worker pool, reaper, heartbeats, relay and projector behind local
-    event-source pollers, and the HTTP API, against the embedded endpoint (tables and stream from
-    template.yaml) or, with --endpoint-url / --aws, against another endpoint. `--demo` adds a mixed workload
-    and follows it to its end."""
-    from contextlib import ExitStack
-
-    from onward.runtime.demo_jobs import registry
-    from onward_infra.platform import LocalPlatform, PlatformOptions
-    from onward_infra.stack import export_lines
-
-    if args.data_dir is not None and (args.endpoint_url or args.aws):
-        print("onward up: --data-dir keeps the embedded endpoint's state; with --endpoint-url or --aws the "
-              "state is that endpoint's", file=sys.stderr)
-        return 2
-    if not (args.endpoint_url or args.aws):
-        _require_local_extra("up")
-    tokens, operator_token = _tokens(args)
-    _set_log_level(args.log_level)
-    _interruptible()
-    stop = threading.Event()
-    with ExitStack() as stack:
-        if args.endpoint_url or args.aws:
-            environment = _target_environment(args)
-            where = args.endpoint_url or "AWS (default endpoints and credentials)"
-        else:
-            endpoint = _endpoint_process(args)
-            stack.callback(endpoint.stop)
-            environment = endpoint.environment
-            # its own endpoint: botocore's validation of each request is left to the endpoint (settings.py)
-            os.environ["ONWARD_PARAMETER_VALIDATION"] = "false"
-            where = f"embedded AWS endpoint on {endpoint.url} (process {endpoint.pid}) {_kept_where(args)}"
-        os.environ.update(environment)  # the handlers read their resources from it, as on Lambda
-        os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
-        os.environ["ONWARD_TOKENS"] = ",".join(f"{tenant}={secret}" for tenant, secret in tokens.items())
-        os.environ["ONWARD_OPERATOR_TOKEN"] = operator_token
-        os.environ["ONWARD_STALE_AFTER_S"] = str(args.stale_after_s)
-        os.environ["ONWARD_HEARTBEAT_INTERVAL_S"] = str(args.heartbeat_s)
-        if args.job_retention_days is not None:
-            os.environ["ONWARD_JOB_RETENTION_DAYS"] = str(args.job_retention_days)
-        os.environ.setdefault("ONWARD_JOB_TYPES", ",".join(sorted(registry.types)))
-        deployment = Deployment.from_environment()
-        print(f"Onward: {where}")
-        for line in export_lines(environment):
-            print("  " + line)
-        options = PlatformOptions(workers=args.workers, lease_s=args.lease_s, http_port=args.http_port,
-                                  heartbeat_interval_s=args.heartbeat_s, api_environments=args.api_environments)
-        platform = stack.enter_context(LocalPlatform(deployment, registry, options))
-        print(f"HTTP API and status page: {platform.url}/  (Authorization: Bearer <token>; "
-              "OpenAPI at /openapi.json)")
-        for tenant, secret in tokens.items():
-            print(f"  tenant {tenant:10} token {secret}")
-        print(f"  operator          token {operator_token}", flush=True)
-        if args.demo:
-            _follow_demo(deployment, stop)
-        if not args.exit_when_done:
-            print("Serving; Ctrl-C stops everything.", flush=True)
-            _wait_for_interrupt(stop)
-        print("Stopping...", flush=True)
-    return 0
-
-
-def _follow_demo(deployment: Deployment, stop: threading.Event) -> None:
-    """Enqueue the demo workload and print progress until every job ended and the view shows it."""
-    store, view = deployment.job_store, deployment.status_view
-    jobs = [store.create(tenant, request).job.job_id for tenant, request in DEMO_WORKLOAD]
-    print(f"Enqueued {len(jobs)} demo jobs for tenants {', '.join(DEMO_TENANTS)}")
-    started = time.monotonic()
-    cancelled = False
-    while not stop.is_set():
-        states = [store.get(job_id) for job_id in jobs]
-        if not cancelled and states[5].state.value == "running":
-            print(f"  cancelling {jobs[5]} (running demo.sleep): {store.cancel(jobs[5]).status.value}")
-            cancelled = True
-        counts = Counter(job.state.value for job in states)
-        summary = " ".join(f"{state}={n}" for state, n in sorted(counts.items()))
-        print(f"  t={time.monotonic() - started:5.1f}s {summary}", flush=True)
-        shown_jobs = [(job, shown) for job in states if (shown := view.get(job.job_id)) is not None]
-        if all(is_terminal(job.state) for job in states) and len(shown_jobs) == len(states) and all(
-                shown.version == job.version for job, shown in shown_jobs):
-            print("All demo jobs reached a terminal state, and the status view shows each one:")
-            for job, shown in shown_jobs:
-                print(f"  {job.job_id} {job.tenant_id:8} {job.type:11} {job.state.value:12} "
-                      f"v{job.version} attempts={job.attempt} view={shown.status.value}/v{shown.version}")
-            return
-        stop.wait(1.0)
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
@@ -554,55 +256,16 @@ def _lag_text(r: LagReport) -> str:
     return "\n".join(lines)
 
 
-def _bounded(kind: type[int | float], low: float, high: float | None = None,
-             *, low_inclusive: bool = True) -> Callable[[str], float]:
-    """An argparse type: a number of `kind` within [low, high] (or (low, high] without low_inclusive), so
-    a value that cannot work is refused at start with the rule, not met later as a spinning loop."""
-    def parse(text: str) -> float:
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if kind is int else 'a number'}") from None
-        if not math.isfinite(value) or value < low or (value == low and not low_inclusive) or (
-                high is not None and value > high):
-            low_text = f">= {low:g}" if low_inclusive else f"> {low:g}"
-            raise argparse.ArgumentTypeError(
-                f"{text} is out of range: {low_text}" + ("" if high is None else f" and <= {high:g}"))
-        return value
-
-    return parse
-
-
-class _DefaultsShown(argparse.HelpFormatter):
-    """--help shows each flag's default, where it has one worth saying (not None, False or an empty list)."""
-
-    def _get_help_string(self, action: argparse.Action) -> str | None:
-        text = action.help or ""
-        if action.default in (None, False, [], argparse.SUPPRESS) or "%(default)" in text:
-            return text
-        return f"{text} (default: %(default)s)"
-
-
-PORT = _bounded(int, 0, 65535)
-RETENTION_SCALE = _bounded(float, MIN_RETENTION_SCALE, 1)
-POSITIVE_SECONDS = _bounded(float, 0, low_inclusive=False)
 # `onward worker --stop-timeout`: under ECS's StopTimeout of 120 s (template.yaml) less the stop grace (5 s),
 # the end of an unheeding handler (2 s) and the release's commit (onward.runtime.pool.RELEASE_WAIT_S)
 DEFAULT_STOP_TIMEOUT_S = 90.0
-
-
-def _instant(text: str) -> int:
-    try:
-        return parse_instant(text)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def _add_tenant_commands(tenant: argparse.ArgumentParser) -> None:
     """`onward tenant set` and `onward tenant list`."""
     commands = tenant.add_subparsers(dest="tenant_command", required=True)
     set_ = commands.add_parser(
-        "set", formatter_class=_DefaultsShown, help="change a tenant's weight, cap or ready shards",
+        "set", formatter_class=DefaultsShown, help="change a tenant's weight, cap or ready shards",
         description="change the settings given, keeping the others as registered (a tenant not registered yet "
         "starts from weight 1, no cap, 1 ready shard), and print them before and after; claims use them "
         f"within {TENANT_CACHE_MS / 1000:g} s (each process caches a tenant's settings that long)")
@@ -621,40 +284,37 @@ def _add_tenant_commands(tenant: argparse.ArgumentParser) -> None:
                       "counted, under each")
     set_.set_defaults(run=cmd_tenant_set)
     list_ = commands.add_parser(
-        "list", formatter_class=_DefaultsShown, help="every registered tenant's settings and load",
+        "list", formatter_class=DefaultsShown, help="every registered tenant's settings and load",
         description="one row per registered tenant: weight, cap, ready shards, jobs running and waiting, "
         "claims (attempts started) in the last minute and its share of them")
     list_.add_argument("--json", action="store_true", help='print one JSON object: {"tenants": [...], "window": {...}}')
     list_.set_defaults(run=cmd_tenant_list)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _plugged_in_commands() -> Iterator[Callable[[AddCommand], None]]:
+    """The functions of COMMAND_PLUGINS' entry points, in their names' order."""
+    for plugin in sorted(entry_points(group=COMMAND_PLUGINS), key=lambda entry: entry.name):
+        yield plugin.load()
+
+
+def build_parser(*, plugged_in: bool = True) -> argparse.ArgumentParser:
+    """Every command; without `plugged_in`, only the product's own (no other distribution is imported)."""
     parser = argparse.ArgumentParser(prog="onward", description="Onward background-job platform")
     commands = parser.add_subparsers(dest="command", required=True)
 
     def command(name: str, help_text: str) -> argparse.ArgumentParser:
         # every flag's default is shown by --help
-        return commands.add_parser(name, help=help_text, description=help_text, formatter_class=_DefaultsShown)
-
-    endpoint = command("endpoint", "run the embedded AWS endpoint alone and print its exports")
-    endpoint.add_argument("--port", type=PORT, default=4566, help="port on 127.0.0.1 (0: any free port)")
-    _add_topology_flags(endpoint)
-    _add_state_flags(endpoint)
-    endpoint.add_argument("--meter", nargs="?", const="billing", choices=("billing", "requests"),
-                          help="meter every request as AWS would bill it (`requests`: count the requests only, no "
-                               "units); POST /_onward/meter answers the reading and resets it "
-                               "(bench/e2e.py)")
-    endpoint.set_defaults(run=cmd_endpoint)
+        return commands.add_parser(name, help=help_text, description=help_text, formatter_class=DefaultsShown)
 
     worker = command("worker", "run a worker pool for the handlers in a module")
     worker_module = os.environ.get("ONWARD_WORKER_MODULE") or None  # the container image's way (Dockerfile)
     worker.add_argument("--module", default=worker_module, required=worker_module is None,
                         help="module with a `registry` (onward.runtime.worker.Registry); without the flag, "
                         "ONWARD_WORKER_MODULE names it")
-    worker.add_argument("--concurrency", type=_bounded(int, 1, 1024), default=4, help="jobs run at once")
+    worker.add_argument("--concurrency", type=bounded(int, 1, 1024), default=4, help="jobs run at once")
     worker.add_argument("--lease-s", type=POSITIVE_SECONDS, default=30.0,
                         help="lease per claim, renewed every third of it while the job runs")
-    worker.add_argument("--stop-timeout", type=_bounded(float, 0), metavar="SECONDS",
+    worker.add_argument("--stop-timeout", type=bounded(float, 0), metavar="SECONDS",
                         default=os.environ.get("ONWARD_WORKER_STOP_TIMEOUT_S") or DEFAULT_STOP_TIMEOUT_S,
                         help="on SIGTERM or Ctrl-C, how long running jobs may take to end before they are asked "
                         "to stop and released (not charged an attempt); a handler that ignores the stop is ended "
@@ -665,16 +325,16 @@ def build_parser() -> argparse.ArgumentParser:
     replay_ = command("replay", "re-publish outbox events of a window to the events stream")
     replay_.add_argument("--job", help="one job's events")
     replay_.add_argument("--tenant", help="one tenant's events")
-    replay_.add_argument("--since", type=_instant, help="ISO-8601 with a zone, e.g. 2026-11-30T06:00:00Z or "
+    replay_.add_argument("--since", type=instant, help="ISO-8601 with a zone, e.g. 2026-11-30T06:00:00Z or "
                          "2026-11-30T08:00:00+02:00 (inclusive)")
-    replay_.add_argument("--until", type=_instant, help="ISO-8601 with a zone, inclusive (default: now)")
+    replay_.add_argument("--until", type=instant, help="ISO-8601 with a zone, inclusive (default: now)")
     replay_.set_defaults(run=cmd_replay)
 
     rebuild = command("rebuild-view", "rebuild the view from the outbox and compare it")
     rebuild.set_defaults(run=cmd_rebuild_view)
 
     reconcile = command("reconcile", "report jobs whose view is behind the job table")
-    reconcile.add_argument("--threshold-s", type=_bounded(float, 0), default=60.0,
+    reconcile.add_argument("--threshold-s", type=bounded(float, 0), default=60.0,
                            help="report jobs whose view has been behind for longer than this")
     reconcile.add_argument("--repair", action="store_true", help="re-publish what the view is missing")
     reconcile.set_defaults(run=cmd_reconcile)
@@ -691,7 +351,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     lag = command("lag", "live processing age, backlog, drain time and retention cover")
     lag.add_argument("--window-s", type=POSITIVE_SECONDS, default=5.0, help="seconds between the two samples")
-    lag.add_argument("--outbox-retention-days", type=_bounded(float, 0, low_inclusive=False),
+    lag.add_argument("--outbox-retention-days", type=bounded(float, 0, low_inclusive=False),
                      help="the OutboxRetentionDays the stack was deployed with (default: "
                      "ONWARD_OUTBOX_RETENTION_DAYS, else 7)")
     lag.add_argument("--json", action="store_true", help="print one JSON object")
@@ -702,54 +362,37 @@ def build_parser() -> argparse.ArgumentParser:
     from onward.cli.bulk import add_bulk_commands
 
     add_bulk_commands(command("bulk", "replay dead jobs or cancel a tenant's jobs by filter, a dry run first"),
-                      _instant, _DefaultsShown)
+                      instant, DefaultsShown)
 
     overlaps = command("overlaps", "list jobs whose attempts ran at once (a zombie worked while its successor "
                        "ran): their side effects may have happened twice")
-    overlaps.add_argument("--since", type=_instant, required=True, help="ISO-8601 with a zone, e.g. "
+    overlaps.add_argument("--since", type=instant, required=True, help="ISO-8601 with a zone, e.g. "
                           "2026-11-30T06:00:00Z (inclusive): overlaps that began from then until now")
     overlaps.add_argument("--json", action="store_true", help='print one JSON object: {"since", "until", "jobs"}')
     overlaps.set_defaults(run=cmd_overlaps)
 
-    up = command("up", "run the platform on this machine")
-    up.add_argument("--port", type=PORT, default=4566, help="port of the embedded AWS endpoint on 127.0.0.1")
-    _add_topology_flags(up)
-    _add_state_flags(up)
-    up.add_argument("--http-port", type=PORT, default=8000, help="port of the HTTP API on 127.0.0.1")
-    up.add_argument("--demo", action="store_true", help="enqueue a mixed demo workload and follow it")
-    up.add_argument("--token", action="append", default=[], metavar="TENANT=SECRET",
-                    help="a tenant's bearer token; repeat for each tenant (one secret per tenant, visible ASCII "
-                    "without commas)")
-    up.add_argument("--operator-token", metavar="SECRET", help="the operator's token (default: a fresh one, "
-                    "printed)")
-    up.add_argument("--workers", type=_bounded(int, 0, 256), default=4, help="worker threads (0: none)")
-    up.add_argument("--api-environments", type=_bounded(int, 0, 64), default=4, metavar="N",
-                    help="processes running the HTTP API's Lambda handler, one request at a time each, as Lambda's "
-                    "execution environments (0: in the platform's process, one request at a time in all)")
-    up.add_argument("--lease-s", type=POSITIVE_SECONDS, default=3.0,
-                    help="lease of each claim, renewed every third of it; a vanished worker's job is "
-                    "requeued after it")
-    up.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
-                    help="level of the components' structured logs (WARNING keeps the progress readable)")
-    target = up.add_mutually_exclusive_group()
-    target.add_argument("--endpoint-url", help="run against this AWS endpoint (another emulator) instead of "
-                        "starting the embedded one")
-    target.add_argument("--aws", action="store_true", help="run against AWS itself (default credentials chain)")
-    up.add_argument("--stack", default="onward", help="with --endpoint-url/--aws: the CloudFormation stack "
-                    "whose tables and stream to use")
-    up.add_argument("--deploy", action="store_true", help="with --endpoint-url/--aws: first create the "
-                    "template's data resources as that stack")
-    up.add_argument("--heartbeat-s", type=_bounded(float, 0.1, 3600), default=5.0,
-                    help="seconds between pipeline heartbeats (they keep an idle view confirmed fresh)")
-    up.add_argument("--stale-after-s", type=POSITIVE_SECONDS, default=30.0,
-                    help="freshness objective: past it plus one heartbeat interval, the API and the page say "
-                    "updates are delayed")
-    up.add_argument("--job-retention-days", type=_bounded(int, 1, 36500), metavar="DAYS",
-                    help="how long a finished job's items and view row are kept (ONWARD_JOB_RETENTION_DAYS; default: "
-                    "its value, else 30); a stack that runs for days needs few days: memory grows with the jobs kept")
-    up.add_argument("--exit-when-done", action="store_true", help="stop once the demo jobs have all ended")
-    up.set_defaults(run=cmd_up)
+    added: list[str] = []
+
+    def plugged_command(name: str, help_text: str) -> argparse.ArgumentParser:
+        added.append(name)
+        return command(name, help_text)
+
+    own = set(commands.choices)
+    for add_commands in _plugged_in_commands() if plugged_in else ():
+        add_commands(plugged_command)
+    if not plugged_in:
+        added.extend(LOCAL_STACK_COMMANDS)  # not looked for: the command asked for is the product's own
+    assert own.isdisjoint(added), f"a plug-in redefines {sorted(own & set(added))}"
+    for name in sorted(LOCAL_STACK_COMMANDS.keys() - added):
+        missing = command(name, f"{LOCAL_STACK_COMMANDS[name]} (needs the local stack, not installed here)")
+        missing.set_defaults(run=_local_stack_missing)
     return parser
+
+
+def _local_stack_missing(args: argparse.Namespace) -> int:
+    print(f"onward {args.command}: the local stack is not installed here (a production install has none): "
+          "pip install -e ./infra from a checkout, or run `make up`", file=sys.stderr)
+    return 2
 
 
 # Without a region boto3 cannot build a client, whatever the endpoint: the first thing a command meets when
@@ -768,7 +411,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from onward.settings import InvalidSetting, MissingSetting
 
-    args = build_parser().parse_args(argv)
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    asked = next((argument for argument in arguments if not argument.startswith("-")), None)
+    # The production runtime (`onward worker`) and the operators' commands load no plug-in: a plug-in's
+    # imports are loaded only for its own commands, or to list every command (--help).
+    parser = build_parser(plugged_in=asked not in PRODUCT_COMMANDS)
+    args, unknown = parser.parse_known_args(arguments)
+    if unknown and args.run is not _local_stack_missing:
+        parser.parse_args(arguments)  # argparse's own message and exit status for what it did not know
     run: Callable[[argparse.Namespace], int] = args.run  # each subcommand's cmd_* (set_defaults(run=...))
     try:
         return run(args)

@@ -281,7 +281,8 @@ class JobStore:
         self._backoff = backoff
         self._rng = rng or random.Random()
         self._retention_s = outbox_retention_days * DAY_S
-        self._job_retention_s = job_retention_days * DAY_S  # the TTL of a job's items once done (onward.store.dynamo.keys)
+        # the TTL of a job's items once done (onward.store.dynamo.keys)
+        self._job_retention_s = job_retention_days * DAY_S
         self._registry = TenantRegistry(recorder, clock, self._rng)
         self._claimer = Claimer(recorder, self._registry, clock, self._rng, self._take)
         self._held = _HeldRows(HELD_ROWS_MAX)

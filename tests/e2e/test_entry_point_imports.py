@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from onward_infra.endpoint import REGION, EmbeddedEndpoint
+from tests.support import as_on_aws
 
 pytestmark = pytest.mark.integration
 
@@ -59,7 +60,7 @@ def test_the_worker_command_loads_neither_the_emulation_nor_moto(environment: di
     container image (Dockerfile) has no moto, and the emulation, though it ships in the wheel, must not run
     in production."""
     output, loaded = loaded_by_onward(["worker", "--module", "onward.runtime.demo_jobs", "--concurrency", "1"],
-                                      {**os.environ, **environment})
+                                      as_on_aws({**os.environ, **environment}))
     assert "onward worker: 1 workers running" in output
     assert loaded == []
 
@@ -71,7 +72,7 @@ def test_the_report_names_an_emulation_module_the_worker_imports(environment: di
     pass vacuously (it once looked for a top-level `infra` that no longer existed)."""
     (tmp_path / "handlers_importing_the_emulation.py").write_text(
         "import onward_infra.stack\nfrom onward.runtime.demo_jobs import registry\n")
-    environment = {**os.environ, **environment,
+    environment = {**as_on_aws({**os.environ, **environment}),
                    "PYTHONPATH": os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))}
     output, loaded = loaded_by_onward(
         ["worker", "--module", "handlers_importing_the_emulation", "--concurrency", "1"], environment)

@@ -28,6 +28,7 @@ import pytest
 from onward.domain.models import NewJob
 from onward.domain.states import TERMINAL_STATES
 from onward.store.service import JobStore
+from tests.support import as_on_aws
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = ROOT / "Dockerfile"
@@ -221,7 +222,6 @@ def test_the_dockerfile_entry_point_runs_in_the_clean_install(install: Install) 
 FACTS = """
 import importlib.metadata, importlib.util, json, pathlib, sys
 import onward
-from onward_infra.template import TEMPLATE_PATH, data_resources_template, load_template
 
 package = pathlib.Path(onward.__file__).parent
 site = package.parent
@@ -231,28 +231,24 @@ print(json.dumps({
     "distribution_tops": sorted({file.parts[0] for file in importlib.metadata.files("onward")
                                  if file.parts[0] != ".."}),
     "moto": importlib.util.find_spec("moto") is not None,
+    "local_stack": importlib.util.find_spec("onward_infra") is not None,
     "real_files": {name: (package / name).is_file() and not (package / name).is_symlink()
                    for name in ("web/index.html", "template.yaml", "py.typed")},
-    "template_path": str(TEMPLATE_PATH),
-    "data_resources": sorted(data_resources_template(load_template())["Resources"]),
 }))
 """
 
 
 def test_the_install_holds_onward_alone_with_its_page_and_template_and_no_moto(install: Install) -> None:
     """Breaks when the distribution installs anything beside onward/ (a generic top-level package such as
-    `cli`), the dependencies pull in moto (the `local` extra belongs to development), the page or template is
-    missing from the install, or onward_infra.template looks for the template anywhere but the package
-    (it would find nothing outside a source checkout)."""
+    `cli`, or the local stack's onward_infra), the dependencies pull in moto (the local stack, infra/, belongs
+    to development), or the page or template is missing from the install."""
     facts = install.run_python(FACTS)
     package = Path(facts["package"])
     assert package.parent.name == "site-packages" and install.bin.parent in package.parents
     assert facts["distribution_tops"] == sorted(["onward", install.wheel.name.split("-py")[0] + ".dist-info"])
     assert GENERIC_NAMES & set(facts["site_packages"]) == set()
-    assert facts["moto"] is False
+    assert facts["moto"] is False and facts["local_stack"] is False
     assert facts["real_files"] == {"web/index.html": True, "template.yaml": True, "py.typed": True}
-    assert Path(facts["template_path"]) == package / "template.yaml"
-    assert "JobsTable" in facts["data_resources"]
 
 
 HARNESS = """
@@ -325,12 +321,13 @@ def test_the_installed_api_handler_serves_the_status_page(install: Install) -> N
 
 @pytest.mark.parametrize("argv", [["up"], ["endpoint"]])
 def test_the_local_commands_say_how_to_install_the_emulator(install: Install, argv: list[str]) -> None:
-    """Without moto (the `local` extra), `onward up` and `onward endpoint` end with status 2 and the install
-    command, not a traceback from an import deep inside the emulator."""
+    """Without the local stack (infra/, which a production install does not have), `onward up` and `onward
+    endpoint` end with status 2 and how to install it, not argparse's "invalid choice" or a traceback."""
     result = subprocess.run([str(install.bin / "onward"), *argv], cwd=install.workdir, env=install.environment(),
                             capture_output=True, text=True, timeout=120, check=False)
     assert result.returncode == 2, result.stdout[-2000:] + result.stderr[-3000:]
-    assert "pip install 'onward[local]'" in result.stderr and "Traceback" not in result.stderr
+    assert "the local stack is not installed" in result.stderr and "pip install -e ./infra" in result.stderr
+    assert "Traceback" not in result.stderr
 
 
 def imported_modules(importtime_log: str) -> set[str]:
@@ -360,7 +357,7 @@ def test_the_entry_point_runs_jobs_from_the_clean_install_and_stops_on_the_stop_
     with log.open("w") as stderr:
         worker = subprocess.Popen(
             [executable, *command[1:]], cwd=install.workdir, stdout=subprocess.PIPE, stderr=stderr, text=True,
-            env=install.environment({**environment, "ONWARD_WORKER_MODULE": "onward.runtime.demo_jobs",
+            env=install.environment({**as_on_aws(environment), "ONWARD_WORKER_MODULE": "onward.runtime.demo_jobs",
                                      "POWERTOOLS_METRICS_DISABLED": "true", "PYTHONPROFILEIMPORTTIME": "1"}))
         try:
             deadline = time.monotonic() + 60

@@ -110,11 +110,13 @@ def functions_environment(stack_environment: dict[str, str], monkeypatch: pytest
 
 
 def as_on_aws(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The clients as AWS's functions and operators build them: ONWARD_LEAN_CLIENT is the embedded endpoint's
-    (refused without a plain-HTTP endpoint), and its transport and codec are called by botocore, by the names
+    """The clients as AWS's functions and operators build them: ONWARD_CLIENT_WRAPPER (the lean client) is the embedded
+    endpoint's
+    (plugged in from onward_infra, refused without a plain-HTTP endpoint), and its transport and codec are called by
+    botocore, by the names
     of its own interfaces (`send`, `serialize_to_request`, `parse`), which the reading does not see. They make
     no SDK call of their own, so the policies the reading grants are the same with or without them."""
-    monkeypatch.delenv("ONWARD_LEAN_CLIENT", raising=False)
+    monkeypatch.delenv("ONWARD_CLIENT_WRAPPER", raising=False)
 
 
 def test_every_api_route_runs_only_code_the_reading_reached(functions_environment) -> None:

@@ -1,5 +1,5 @@
 """A call sent by onward_infra.lean_client.calls is the call botocore would send, and answers the same
-(ONWARD_LEAN_CLIENT).
+(ONWARD_CLIENT_WRAPPER).
 
 Two clients of the same embedded endpoint, one botocore's own and one with the lean transport, codec and
 calls, are made the same calls: the operations the platform sends (test_lean_http_answers' workload), retries
@@ -28,6 +28,7 @@ from botocore.exceptions import ClientError, EndpointConnectionError
 
 from onward.settings import Settings
 from onward_infra.endpoint import EndpointProcess, client_for
+from onward_infra.lean_client import WRAPPER
 from onward_infra.lean_client.calls import LeanCalls, use_lean_calls
 from onward_infra.lean_client.codec import use_lean_json
 from onward_infra.lean_client.http import _request_bytes, use_lean_http
@@ -274,9 +275,10 @@ def test_the_platform_s_clients_send_their_calls_lean(endpoint: EndpointProcess)
     import them: Powertools registers on botocore's sessions) take the lean way for the operations the
     platform sends. A handler someone adds to every client (a tracer's patch, a library's feature) would
     silently send every call botocore's way: this names it."""
-    for module in ("api", "relay", "projector", "reaper", "worker", "scheduler"):
-        importlib.import_module(f"onward.entrypoints.{module}")
-    settings = Settings.from_environment({**endpoint.environment, "ONWARD_LEAN_CLIENT": "true"})
+    for module in ("api.app", "entrypoints.relay", "entrypoints.projector", "entrypoints.reaper",
+                   "entrypoints.worker", "entrypoints.scheduler"):
+        importlib.import_module(f"onward.{module}")
+    settings = Settings.from_environment({**endpoint.environment, "ONWARD_CLIENT_WRAPPER": WRAPPER})
     for service, operations in PLATFORM_OPERATIONS.items():
         calls = vars(settings.client(service))["_make_api_call"]
         assert isinstance(calls, LeanCalls)

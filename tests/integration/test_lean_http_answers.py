@@ -1,4 +1,4 @@
-"""A boto3 client answers the same through onward_infra.lean_client.http as through urllib3 (ONWARD_LEAN_CLIENT).
+"""A boto3 client answers the same through onward_infra.lean_client.http as through urllib3 (ONWARD_CLIENT_WRAPPER).
 
 Two embedded endpoints are sent the same calls in the same order, one through each transport: the
 operations the platform sends (DynamoDB's item operations, a batch read, a transaction and a cancelled

@@ -1,4 +1,4 @@
-"""A boto3 client answers the same with onward_infra.lean_client.codec's codec as without it (ONWARD_LEAN_CLIENT).
+"""A boto3 client answers the same with onward_infra.lean_client.codec's codec as without it (ONWARD_CLIENT_WRAPPER).
 
 Two embedded endpoints are sent the same calls in the same order, one through clients with the codec and
 one through clients without it (both sending through onward_infra.lean_client.http, as Settings.client does, and without

@@ -39,10 +39,12 @@ def test_sam_build_succeeds_offline_and_ships_only_the_runtime_code(tmp_path: Pa
     for function in functions:
         code = build / function
         assert built["Resources"][function]["Properties"]["CodeUri"] == function
-        assert sorted(p.name for p in code.iterdir()) == ["onward"]
-        assert not (code / "onward" / "cli").exists() and not (code / "onward" / "local").exists()
-        assert not (code / "onward" / "template.yaml").exists()
         module, _, _ = built["Resources"][function]["Properties"]["Handler"].rpartition(".")
+        # the product, and the SAM function folder whose module the Handler names (handlers/, relay/, projector/)
+        assert sorted(p.name for p in code.iterdir()) == sorted(["onward", module.split(".")[0]])
+        assert not (code / "onward" / "cli").exists() and not (code / "onward_infra").exists()
+        assert not list(code.rglob("moto*")) and not list(code.rglob("lean_client"))
+        assert not (code / "onward" / "template.yaml").exists()
         assert (code / (module.replace(".", "/") + ".py")).is_file()
         assert (code / "onward" / "web" / "index.html").is_file()
         assert not list(code.rglob("__pycache__")) and not list(code.rglob("test_*.py"))

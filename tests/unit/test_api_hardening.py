@@ -20,7 +20,7 @@ from tests.samtemplate import translate
 TEMPLATE = load_template()
 RESOURCES: dict[str, Any] = TEMPLATE["Resources"]
 PARAMETERS: dict[str, Any] = TEMPLATE["Parameters"]
-HANDLERS = Path(bootstrap.__file__).parent
+PACKAGE = Path(bootstrap.__file__).parent
 API_GATEWAY_LIMIT_S = 29
 
 
@@ -120,6 +120,6 @@ def deployments_used(module: Path) -> set[str]:
 
 def test_only_the_api_handler_uses_the_api_deployment() -> None:
     """A route reaching for Deployment.from_environment() would run with the patient clients again."""
-    assert deployments_used(HANDLERS / "api.py") == {"ApiDeployment"}
+    assert deployments_used(PACKAGE / "api" / "app.py") == {"ApiDeployment"}
     for name in ("relay.py", "projector.py", "reaper.py", "worker.py", "scheduler.py"):
-        assert deployments_used(HANDLERS / name) == {"Deployment"}, name
+        assert deployments_used(PACKAGE / "entrypoints" / name) == {"Deployment"}, name

@@ -16,7 +16,8 @@ def test_onward_worker_module_names_the_module_when_the_flag_is_absent(monkeypat
     """Without the fallback the image's `CMD ["worker"]` would stop at once: --module is required."""
     monkeypatch.setenv("ONWARD_WORKER_MODULE", "my_jobs.handlers")
     assert build_parser().parse_args(["worker"]).module == "my_jobs.handlers"
-    assert build_parser().parse_args(["worker", "--module", "onward.runtime.demo_jobs"]).module == "onward.runtime.demo_jobs"
+    module = "onward.runtime.demo_jobs"
+    assert build_parser().parse_args(["worker", "--module", module]).module == module
 
 
 def test_without_flag_or_variable_the_worker_refuses_to_start(monkeypatch: pytest.MonkeyPatch,

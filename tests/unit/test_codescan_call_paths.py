@@ -21,7 +21,7 @@ from tests.codescan import call_path, reachable_modules, read_code
 def package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """Write modules of a package `pkg` under tmp_path and point the reading at it."""
     monkeypatch.setattr(codescan, "ROOT", tmp_path)
-    monkeypatch.setattr(codescan, "PROJECT_PACKAGE", "pkg")
+    monkeypatch.setattr(codescan, "PROJECT_PACKAGES", ("pkg",))
     monkeypatch.setattr(codescan, "NOT_SHIPPED", ("pkg.cli",))
     (tmp_path / "pkg").mkdir()
     (tmp_path / "pkg" / "__init__.py").write_text("")

@@ -21,6 +21,7 @@ from botocore.awsrequest import AWSRequest
 from botocore.exceptions import ConnectionClosedError, EndpointConnectionError, ReadTimeoutError
 
 from onward.settings import InvalidSetting, Settings
+from onward_infra.lean_client import WRAPPER
 from onward_infra.lean_client.http import LeanHttpSession, use_lean_http
 
 OK = b"HTTP/1.1 200 OK\r\nContent-Type: application/x-amz-json-1.0\r\nContent-Length: 2\r\n\r\n{}"
@@ -299,14 +300,21 @@ def test_a_forked_child_opens_connections_of_its_own() -> None:
 
 
 def test_the_transport_is_for_a_plain_http_endpoint_only() -> None:
-    """Breaks if ONWARD_LEAN_CLIENT is accepted for AWS (no endpoint) or for TLS, which the session does not
-    speak, or if the flag does not reach the clients of the JSON services (and only theirs)."""
-    with pytest.raises(InvalidSetting, match="ONWARD_LEAN_CLIENT needs a plain-HTTP"):
-        Settings.from_environment({"ONWARD_LEAN_CLIENT": "true"})
-    with pytest.raises(InvalidSetting, match="ONWARD_LEAN_CLIENT needs a plain-HTTP"):
-        Settings.from_environment({"ONWARD_LEAN_CLIENT": "true", "AWS_ENDPOINT_URL": "https://127.0.0.1:1"})
+    """Breaks if the lean client is accepted for AWS (no endpoint) or for TLS, which the session does not
+    speak, if ONWARD_CLIENT_WRAPPER takes a malformed or missing name, or if the wrapper does not reach the
+    clients of the JSON services (and only theirs)."""
+    lean_wrapper = {"ONWARD_CLIENT_WRAPPER": WRAPPER, "AWS_DEFAULT_REGION": "us-east-1"}
+    with pytest.raises(ValueError, match="plain-HTTP"):
+        Settings.from_environment(lean_wrapper).client("dynamodb")
+    with pytest.raises(ValueError, match="plain-HTTP"):
+        Settings.from_environment({**lean_wrapper, "AWS_ENDPOINT_URL": "https://127.0.0.1:1"}).client("dynamodb")
+    with pytest.raises(InvalidSetting, match=r"package\.module:function"):
+        Settings.from_environment({"ONWARD_CLIENT_WRAPPER": "not a name"})
+    missing = Settings.from_environment({**lean_wrapper, "ONWARD_CLIENT_WRAPPER": "onward_infra.nowhere:wrap"})
+    with pytest.raises(InvalidSetting, match="cannot be imported"):
+        missing.client("dynamodb")
     local = {"AWS_ENDPOINT_URL": "http://127.0.0.1:1", "AWS_DEFAULT_REGION": "us-east-1"}
-    lean = Settings.from_environment({**local, "ONWARD_LEAN_CLIENT": "true"})
+    lean = Settings.from_environment({**local, "ONWARD_CLIENT_WRAPPER": WRAPPER})
     for service in ("dynamodb", "dynamodbstreams", "kinesis"):
         assert isinstance(lean.client(service)._endpoint.http_session, LeanHttpSession)
     assert not isinstance(lean.client("cloudformation")._endpoint.http_session, LeanHttpSession)

@@ -34,6 +34,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from onward.settings import Settings
+from onward_infra.lean_client import WRAPPER
 from onward_infra.lean_client.codec import LeanJSONParser, LeanJSONSerializer, LeanParserFactory, use_lean_json
 
 PLATFORM_OPERATIONS = {
@@ -597,9 +598,10 @@ def test_clients_of_other_protocols_are_refused() -> None:
 
 
 def test_settings_give_the_lean_clients_the_codec_with_lean_client_only() -> None:
-    """ONWARD_LEAN_CLIENT: DynamoDB, Streams and Kinesis clients get the codec; breaks if Settings.client
+    """ONWARD_CLIENT_WRAPPER (the lean client): DynamoDB, Streams and Kinesis clients get the codec; breaks if
+    Settings.client
     forgot to apply it (or applied it without the setting, or to a service of another protocol)."""
-    lean = Settings(endpoint_url="http://127.0.0.1:9", region="us-east-1", lean_client=True)
+    lean = Settings(endpoint_url="http://127.0.0.1:9", region="us-east-1", client_wrapper=WRAPPER)
     plain = Settings(endpoint_url="http://127.0.0.1:9", region="us-east-1")
     for service in ("dynamodb", "dynamodbstreams", "kinesis"):
         assert isinstance(lean.client(service)._endpoint._response_parser_factory, LeanParserFactory), service

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from onward.cli.main import MIN_RETENTION_SCALE, build_parser
+from onward.cli.main import build_parser
+from onward_infra.commands import MIN_RETENTION_SCALE
 from onward_infra.moto_fixes.retention import MIN_SCALE, MIN_SWEEP_PERIOD_S, RetentionPolicy
 
 

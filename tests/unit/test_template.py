@@ -38,7 +38,7 @@ UNSET_ON_PURPOSE = {
                             "(test_the_api_gets_the_freshness_parameters)",
     "ONWARD_HEARTBEAT_INTERVAL_S": "as ONWARD_STALE_AFTER_S",
     "ONWARD_UNSIGNED_REQUESTS": "set by the embedded endpoint's exports only; AWS refuses unsigned requests",
-    "ONWARD_LEAN_CLIENT": "set by the embedded endpoint's exports only (a plain-HTTP transport)",
+    "ONWARD_CLIENT_WRAPPER": "set by the embedded endpoint's exports only (the local stack's lean client)",
     "ONWARD_BEAT_SLACK_MS": "set by the embedded endpoint's exports only (0: its commit stamps are "
                             "milliseconds of this host's clock); on AWS the default, AWS_BEAT_SLACK_MS",
     "ONWARD_PARAMETER_VALIDATION": "turned off by `onward up`, the benches and the long soak for their own "

@@ -171,7 +171,7 @@ def test_every_variable_the_worker_code_reads_is_set_for_the_task_or_unset_on_pu
         "ONWARD_STALE_AFTER_S": "read by Settings everywhere, used only by the API",
         "ONWARD_HEARTBEAT_INTERVAL_S": "as ONWARD_STALE_AFTER_S",
         "ONWARD_UNSIGNED_REQUESTS": "set by the embedded endpoint's exports only; AWS refuses unsigned requests",
-        "ONWARD_LEAN_CLIENT": "set by the embedded endpoint's exports only (a plain-HTTP transport)",
+        "ONWARD_CLIENT_WRAPPER": "set by the embedded endpoint's exports only (the local stack's lean client)",
         "ONWARD_BEAT_SLACK_MS": "set by the embedded endpoint's exports only (0: its commit stamps are "
                                 "milliseconds of this host's clock); on AWS the default, AWS_BEAT_SLACK_MS",
         "ONWARD_PARAMETER_VALIDATION": "turned off by `onward up`, the benches and the long soak for their own "
@@ -188,7 +188,8 @@ def test_the_worker_reads_its_stop_timeout_from_the_variable_the_task_sets(monke
     monkeypatch.setenv("ONWARD_WORKER_STOP_TIMEOUT_S", "42")
     assert build_parser().parse_args(["worker", "--module", "onward.runtime.demo_jobs"]).stop_timeout == 42.0
     monkeypatch.delenv("ONWARD_WORKER_STOP_TIMEOUT_S")
-    assert build_parser().parse_args(["worker", "--module", "onward.runtime.demo_jobs"]).stop_timeout == DEFAULT_STOP_TIMEOUT_S
+    arguments = build_parser().parse_args(["worker", "--module", "onward.runtime.demo_jobs"])
+    assert arguments.stop_timeout == DEFAULT_STOP_TIMEOUT_S
 
 
 def test_the_container_stop_timeout_exceeds_the_workers_whole_graceful_stop() -> None:

@@ -1,5 +1,5 @@
-"""A call sent without botocore's per-call machinery, for clients of the embedded endpoint (ONWARD_LEAN_CLIENT,
-onward.settings).
+"""A call sent without botocore's per-call machinery, for clients of the embedded endpoint (ONWARD_CLIENT_WRAPPER,
+onward_infra.lean_client).
 
 With the transport (onward_infra.lean_client.http) and the codec (onward_infra.lean_client.codec) lean, most of what
 botocore still

@@ -1,4 +1,4 @@
-"""A lean JSON codec for boto3 clients of the embedded endpoint (ONWARD_LEAN_CLIENT, onward.settings).
+"""A lean JSON codec for boto3 clients of the embedded endpoint (ONWARD_CLIENT_WRAPPER, onward_infra.lean_client).
 
 botocore serializes a request of the JSON protocol (DynamoDB, DynamoDB Streams, Kinesis) by walking the
 parameters shape by shape into a new dict before `json.dumps`, and parses an answer by walking the loaded

@@ -1,4 +1,4 @@
-"""A lean HTTP transport for boto3 clients of the embedded endpoint (ONWARD_LEAN_CLIENT, onward.settings).
+"""A lean HTTP transport for boto3 clients of the embedded endpoint (ONWARD_CLIENT_WRAPPER, onward_infra.lean_client).
 
 botocore sends each request through urllib3 and http.client: a connection pool per host, a request built
 header by header, the response's headers parsed by the email package. On the embedded endpoint (plain
@@ -305,7 +305,7 @@ def use_lean_http(client: Any) -> Any:
     client's endpoint is handed the new one."""
     config = client.meta.config
     if urlsplit(client.meta.endpoint_url).scheme != "http":
-        raise ValueError(f"ONWARD_LEAN_CLIENT is for a plain-HTTP endpoint, not {client.meta.endpoint_url}")
+        raise ValueError(f"The lean client is for a plain-HTTP endpoint, not {client.meta.endpoint_url}")
     endpoint = client._endpoint
     endpoint.http_session.close()
     endpoint.http_session = LeanHttpSession(connect_timeout=config.connect_timeout,

@@ -8,7 +8,7 @@
 # - ENTRYPOINT ["onward"], CMD ["worker"]: the container runs `onward worker`. Flags go after the command
 #   (task definition `command: ["worker", "--concurrency", "16", "--lease-s", "60"]`); any other `onward`
 #   command runs the same way (`docker run --rm -e ... onward-worker reconcile`, `... lag`): the operator
-#   commands are in the image, the local emulation's moto is not (`onward up`/`onward endpoint` say so).
+#   commands are in the image, the local stack (infra/, with moto) is not (`onward up`/`onward endpoint` say so).
 # - Environment it reads:
 #     ONWARD_WORKER_MODULE   the module whose `registry` (onward.runtime.worker.Registry) holds the job handlers, as
 #                            `--module` would; required (the image sets none: it ships only onward.runtime.demo_jobs)

@@ -232,7 +232,7 @@ def test_a_handler_waiting_past_its_lease_keeps_it_through_the_workers_renewals(
     longer than its lease: the lease is renewed, not lost, and the job succeeds; without the renewals the
     handler would see `lease_lost` at 30 s."""
     harness = JobHarness(lease_s=30)
-    renewals = CountingCalls(harness.store, "heartbeat")
+    renewals = CountingCalls(harness.store, "renew_lease")
 
     @harness.register("t.long")
     def long(context: JobContext) -> str:
@@ -258,7 +258,7 @@ def test_a_worker_that_cannot_renew_tells_the_handler_its_lease_is_lost_when_it_
     @harness.register("t.long")
     def long(context: JobContext) -> str:
         if context.attempt == 1:
-            monkeypatch.setattr(harness.store, "heartbeat", unreachable)
+            monkeypatch.setattr(harness.store, "renew_lease", unreachable)
             try:
                 context.wait(100)
             except Stopped:

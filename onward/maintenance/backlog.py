@@ -24,12 +24,12 @@ is a gauge, a job created a moment ago may count from the next minute on.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Any
 
 from onward.domain.clock import Clock, EpochMs, system_clock
 from onward.store.dynamo.attributes import from_item
+from onward.store.dynamo.batch_reads import batch_get
 from onward.store.dynamo.keys import (
     LEASE_SHARDS,
     PARKED_SHARDS,
@@ -44,13 +44,6 @@ from onward.store.dynamo.keys import (
 from onward.store.ports import QueueEntry, queue_entry_from_values
 
 COUNT_CAP = 1_000  # items one counting Query may read in a ready queue (about 45 read units at most)
-BATCH_GET_KEYS = 100  # DynamoDB's BatchGetItem limit
-BATCH_GET_TRIES = 10
-
-
-class BacklogUnread(RuntimeError):
-    """The count could not read every queue entry (throttled past its retries): no count is better than a
-    low one, which would let the workers scale in."""
 
 
 @dataclass(frozen=True)
@@ -137,25 +130,13 @@ class BacklogCounter:
         return found, used
 
     def _queue_entries(self, entries: list[tuple[str, int]]) -> tuple[list[QueueEntry], int]:
-        """The queue entry items (eventually consistent: a gauge), 100 keys per BatchGetItem."""
-        found: list[QueueEntry] = []
-        used = 0
-        for start in range(0, len(entries), BATCH_GET_KEYS):
-            keys = [queue_key(tenant_id, shard) for tenant_id, shard in entries[start:start + BATCH_GET_KEYS]]
-            request: dict[str, Any] = {self._jobs: {
-                "Keys": [{"pk": {"S": key.pk}, "sk": {"S": key.sk}} for key in keys], "ConsistentRead": False}}
-            for attempt in range(BATCH_GET_TRIES):
-                answer = self._db.batch_get_item(RequestItems=request)
-                used += 1
-                found += [queue_entry_from_values(from_item(item))
-                          for item in answer.get("Responses", {}).get(self._jobs, [])]
-                request = answer.get("UnprocessedKeys") or {}
-                if not request:
-                    break
-                time.sleep(0.01 * 2 ** attempt)
-            else:
-                raise BacklogUnread(f"BatchGetItem left queue entries unread after {BATCH_GET_TRIES} tries")
-        return found, used
+        """The queue entry items (eventually consistent: a gauge), and the requests it took. KeysHeldBack
+        (throttled past its retries) ends the count: no count is better than a low one, which would let the
+        workers scale in."""
+        keys = [queue_key(tenant_id, shard) for tenant_id, shard in entries]
+        read = batch_get(self._db, self._jobs, [{"pk": {"S": key.pk}, "sk": {"S": key.sk}} for key in keys],
+                         consistent=False)
+        return [queue_entry_from_values(from_item(item)) for item in read.items], read.requests
 
     def _count_ready(self, partition: str, condition: str, now: EpochMs) -> Count:
         """How many jobs of one ready queue meet `condition` on their due time, up to COUNT_CAP."""

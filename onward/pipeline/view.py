@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-import itertools
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from onward.domain.models import StatusView
 from onward.store.dynamo.attributes import from_item
+from onward.store.dynamo.batch_reads import batch_get
 from onward.store.dynamo.tenant_reads import tenant_item
 
 Key = dict[str, Any]  # a DynamoDB LastEvaluatedKey of the by_tenant index
 MAX_PAGE_QUERIES = 10  # a filter can leave pages thin: stop after this many queries
 FILTERED_QUERY_LIMIT = 100  # items one query of a filtered listing evaluates (a match may be rare)
-BATCH_GET_KEYS = 100  # BatchGetItem's limit
 MAX_COUNTED = 10_000  # index entries a count reads at most (newest first); beyond, the counts say so
 COUNT_QUERY_LIMIT = 1_000
 
@@ -158,23 +156,12 @@ class StatusViewReader:
         return StatusCounts(counts, examined, complete=False)
 
     def get_many(self, job_ids: list[str]) -> dict[str, StatusView]:
-        """The rows of these jobs by job id, read consistently (BatchGetItem, unprocessed keys asked again); a
-        job the view has not seen is left out."""
-        found: dict[str, StatusView] = {}
+        """The rows of these jobs by job id, read consistently (onward.store.dynamo.batch_reads: KeysHeldBack
+        when DynamoDB keeps holding keys back); a job the view has not seen is left out."""
         keys = [{"job_id": {"S": job_id}} for job_id in dict.fromkeys(job_ids)]
-        for start in range(0, len(keys), BATCH_GET_KEYS):
-            request: dict[str, Any] = {self._table: {"Keys": keys[start:start + BATCH_GET_KEYS],
-                                                     "ConsistentRead": True}}
-            for round_ in itertools.count():
-                answer = self._db.batch_get_item(RequestItems=request)
-                for item in answer["Responses"].get(self._table, []):
-                    view = StatusView.model_validate(from_item(item))
-                    found[view.job_id] = view
-                request = answer.get("UnprocessedKeys") or {}
-                if not request:
-                    break
-                time.sleep(min(1.0, 0.05 * 2 ** round_))  # DynamoDB held some back: ask again, less eagerly
-        return found
+        views = (StatusView.model_validate(from_item(item))
+                 for item in batch_get(self._db, self._table, keys, consistent=True).items)
+        return {view.job_id: view for view in views}
 
     def all(self) -> Iterator[StatusView]:
         """Every view row (a scan: for rebuilds and audits)."""

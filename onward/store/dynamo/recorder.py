@@ -5,7 +5,6 @@ reads are consistent GetItem / Query, due jobs, expired leases and the active te
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -18,6 +17,7 @@ from onward.domain.models import Job, OutboxEvent, Run
 from onward.domain.states import JobState, RunOutcome
 from onward.pipeline.outbox import OutboxReader
 from onward.store.dynamo.attributes import Item, from_item, to_attribute
+from onward.store.dynamo.batch_reads import batch_get
 from onward.store.dynamo.keys import (
     CLOCK_SHARDS,
     DEFAULT_ACTIVE_SHARDS,
@@ -367,21 +367,9 @@ class DynamoRecorder(JobRecorder):
     # --- tenants --------------------------------------------------------------------------------------------
 
     def _batch_get(self, keys: list[Key], *, consistent: bool = True) -> list[dict[str, Any]]:
-        """The items at `keys` (absent ones left out), 100 keys per BatchGetItem, unprocessed keys retried."""
-        found: list[dict[str, Any]] = []
-        for start in range(0, len(keys), 100):
-            request: dict[str, Any] = {self._jobs: {"Keys": [wire_key(key) for key in keys[start:start + 100]],
-                                                    "ConsistentRead": consistent}}
-            for attempt in range(10):
-                answer = self._db.batch_get_item(RequestItems=request)
-                found += [from_item(item) for item in answer.get("Responses", {}).get(self._jobs, [])]
-                request = answer.get("UnprocessedKeys") or {}
-                if not request:
-                    break
-                time.sleep(0.01 * 2 ** attempt)
-            else:
-                raise StoreInvariantViolation(f"BatchGetItem left keys unprocessed after 10 tries: {request}")
-        return found
+        """The items at `keys` (absent ones left out), by onward.store.dynamo.batch_reads."""
+        read = batch_get(self._db, self._jobs, [wire_key(key) for key in keys], consistent=consistent)
+        return [from_item(item) for item in read.items]
 
     def tenants(self, tenant_ids: Collection[str] | None = None) -> dict[str, Tenant]:
         if tenant_ids is not None:

@@ -135,6 +135,7 @@ _DETAILS = {
     405: f"the gateway forwards only {', '.join(FORWARDED_METHODS)}",
     500: "the handler failed",
 }
+SERVED_VERSIONS = ("HTTP/1.0", "HTTP/1.1")
 UNSERVED_VERSION = "only HTTP/1.0 and HTTP/1.1 are served"
 
 
@@ -248,6 +249,10 @@ class _RequestHandler(BaseHTTPRequestHandler):
                 return False
         except TimeoutError:  # a request line came, its headers did not
             self._send_problem(GatewayProblem(408))
+            return False
+        if self.request_version not in SERVED_VERSIONS:  # HTTP/0.9 or 1.9 named in the line: the base class
+            # serves any version under 2.0, and writes no headers for "HTTP/0.9" (the answer failed unsent)
+            self._send_problem(GatewayProblem(400, UNSERVED_VERSION))
             return False
         # Checked here, not left to BaseHTTPRequestHandler's `do_<METHOD>` lookup: it answers 501 for a method
         # it has no do_ for, and would look up any word of the request line as an attribute name.

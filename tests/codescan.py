@@ -32,10 +32,10 @@ How names are resolved (each rule errs on the side of reading more):
   every top-level function and class of that name in every loaded module, and every method of that name in
   every reached class, whatever the receiver is (`self.x.method(` reaches each reached class's `method`);
 - a reached class reaches its dunder methods (called implicitly: `__init__`, `__call__`, `__get__`, ...),
-  its methods whose decorators are not plain wrappers (`@app.get(...)`, `@field_validator(...)`: a library
+  its methods whose decorators are not plain wrappers (`@router.get(...)`, `@field_validator(...)`: a library
   calls them), and, when it derives from a class outside the project (a library's processor, a pydantic
   model, a thread), every method (the library may call any override); a decorated top-level function with
-  such a decorator is reached with its module;
+  such a decorator is reached with its module (a route: with its area's module, which the app imports);
 - a getattr/hasattr/setattr with a computed name reaches every property of every reached class.
 
 An entry root is "package.module" (its top-level code and everything it defines, every method of its classes

@@ -1,4 +1,4 @@
-"""The OpenAPI document of the HTTP API (onward/api/app.py). The schemas are generated from the contract's
+"""The OpenAPI document of the HTTP API (onward/api/routes/). The schemas are generated from the contract's
 pydantic models (onward.api.contract, onward.domain.models), the same ones the API validates with and answers from;
 the paths (routes, parameters, status codes) are written here, and tests/integration/test_api.py checks them
 against the app's routes and every answer it gives."""
@@ -9,7 +9,9 @@ from typing import Any
 
 from pydantic.json_schema import models_json_schema
 
-from onward.api.contract import ANSWERS, BatchCreate, BatchJob, BulkCancelRequest, BulkReplay, BulkReplayRequest
+from onward.api.contract import ANSWERS
+from onward.api.contract.jobs import BatchCreate, BatchJob
+from onward.api.contract.operators import BulkCancelRequest, BulkReplay, BulkReplayRequest
 from onward.domain.models import NewJob
 from onward.domain.schedules import NewSchedule
 from onward.domain.states import CLAIMABLE_STATES, REPLAYABLE_STATES, TERMINAL_STATES

@@ -80,7 +80,7 @@ def cmd_bulk(args: argparse.Namespace) -> int:
     progress = None if args.json or not args.apply else _print_progress
     report = action.run(where, dry_run=not args.apply, max_jobs=args.max_jobs, progress=progress)
     if args.json:
-        from onward.api.contract import BulkActionReport
+        from onward.api.contract.operators import BulkActionReport
 
         print(BulkActionReport.of(report).model_dump_json())
     else:

@@ -137,7 +137,7 @@ def test_cancel_by_filter_cancels_waiting_asks_running_and_skips_the_ended(clien
 
 
 def test_a_bound_operator_acts_only_on_its_tenant(stack_environment, jobs, pipeline, monkeypatch) -> None:
-    """Catches a bulk route that does not scope by `_tenant_scope`: an operator bound to acme must get a 403 for
+    """Catches a bulk route that does not scope by `tenant_scope`: an operator bound to acme must get a 403 for
     globex's jobs, and a replay without a tenant must mean acme's, not every tenant's."""
     monkeypatch.setenv("ONWARD_AUTH", "jwt")
     monkeypatch.delenv("ONWARD_TOKENS", raising=False)

@@ -4,7 +4,7 @@ projector to the view row (every answer held to the OpenAPI document, which must
 
 Without `run_at` on the events (onward.domain.models.OutboxEvent.of), in the view row
 (onward.domain.projection.view_fields)
-or in the answer (onward.api.contract.JobStatus.of_view), the delayed job's status would say `null`, as a
+or in the answer (onward.api.contract.jobs.JobStatus.of_view), the delayed job's status would say `null`, as a
 job started at once does; without it in the document, the documented client would refuse the answer."""
 
 from __future__ import annotations

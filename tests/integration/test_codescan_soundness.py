@@ -159,7 +159,7 @@ def test_every_api_route_runs_only_code_the_reading_reached(functions_environmen
         call("GET", "/openapi.json", None)
 
     seen = assert_read(handler_roots("ApiFunction"), requests)
-    assert {"onward.api.app:create_job", "onward.store.service:JobStore.create"} <= seen
+    assert {"onward.api.routes.jobs:create_job", "onward.store.service:JobStore.create"} <= seen
 
 
 def test_the_scheduled_functions_run_only_code_the_reading_reached(functions_environment) -> None:

@@ -249,8 +249,8 @@ def test_a_kinesis_shard_never_projected_makes_the_lag_unknown_though_the_others
     """A shard the projector never ran on has no watermark, and one never heard of cannot bound the lag from
     the watermarks alone: they say the view is fresh while the jobs hashed to that shard are missing. The
     API lists the events stream's open shards (ShardCatalog) and view_lag counts every one: with no
-    watermark and no parent, the lag is unknown and the view stale. Without `shards` (onward/api/app.py
-    `_view_lag` passing the open shards, view_lag counting them), /view would answer fresh here."""
+    watermark and no parent, the lag is unknown and the view stale. Without `shards` (onward/api/core.py
+    `view_lag_now` passing the open shards, view_lag counting them), /view would answer fresh here."""
     shards = events_shards(deployment)
     assert len(shards) == 2 and not any(shard.parents for shard in shards)
     never = shards[-1]

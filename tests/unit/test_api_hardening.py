@@ -119,7 +119,14 @@ def deployments_used(module: Path) -> set[str]:
 
 
 def test_only_the_api_handler_uses_the_api_deployment() -> None:
-    """A route reaching for Deployment.from_environment() would run with the patient clients again."""
-    assert deployments_used(PACKAGE / "api" / "app.py") == {"ApiDeployment"}
+    """A route reaching for Deployment.from_environment() would run with the patient clients again: no module of
+    the API (the handler, every route module of onward/api/routes/, what they share) asks for another
+    Deployment than the ApiDeployment."""
+    used = {module.relative_to(PACKAGE).as_posix(): {name for name in deployments_used(module)
+                                                     if name.endswith("Deployment")}
+            for module in sorted((PACKAGE / "api").rglob("*.py"))}
+    assert set().union(*used.values()) == {"ApiDeployment"}, used
+    assert {"api/routes/jobs.py", "api/routes/ops.py", "api/routes/schedules.py", "api/request.py"} <= {
+        name for name, deployments in used.items() if deployments}
     for name in ("relay.py", "projector.py", "reaper.py", "worker.py", "scheduler.py"):
         assert deployments_used(PACKAGE / "entrypoints" / name) == {"Deployment"}, name

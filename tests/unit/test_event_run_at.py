@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 
-from onward.api.contract import JobStatus
+from onward.api.contract.jobs import JobStatus
 from onward.domain import lifecycle
 from onward.domain.clock import iso
 from onward.domain.freshness import freshness_of, view_lag

@@ -18,7 +18,8 @@ from openapi_spec_validator import validate
 from pydantic import TypeAdapter, ValidationError
 
 from onward.api.auth import InvalidTokens, JwtClaimsAuthenticator, NoTenant, parse_tokens
-from onward.api.contract import BatchCreate, BatchJob, BulkCancelRequest, BulkReplay, BulkReplayRequest
+from onward.api.contract.jobs import BatchCreate, BatchJob
+from onward.api.contract.operators import BulkCancelRequest, BulkReplay, BulkReplayRequest
 from onward.api.openapi import DOCUMENT, document
 from onward.domain import text_patterns
 from onward.domain.documents import exact_problems, parse_json_float

@@ -1,17 +1,13 @@
-"""The HTTP API's contract: every request and answer body as a pydantic model.
-
-onward/api/app.py validates requests with these models and builds every answer from them;
-onward/api/openapi.py generates the document's schemas from them. So the document cannot say one
-thing while the code answers another, and a change of a field is made once, here (or in onward.domain.models for
-the shared value objects).
-"""
+"""The bodies of the job routes (/jobs...): a job created, its status, runs, parameters and explanation, a tenant's
+listing and counts, and a batch."""
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, Strict
+from pydantic import Field
 
+from onward.api.contract.common import Answer, ProblemDetails
 from onward.domain.clock import EpochMs, iso
 from onward.domain.models import (
     ErrorSummary,
@@ -19,53 +15,35 @@ from onward.domain.models import (
     Job,
     JobId,
     JobType,
-    Moment,
     NewJob,
     Request,
     Run,
     StatusView,
-    TenantId,
     ViewLag,
 )
-from onward.domain.schedules import Schedule
 from onward.domain.states import JobState, RunOutcome, is_terminal
 from onward.domain.text_patterns import IDEMPOTENCY_KEY
-from onward.operator.bulk import MAX_JOBS, BulkFilter, BulkKind, BulkReport
 from onward.operator.explain import Explanation, WaitReason
 
-# A status named in a request: its value ("dead"). Strict(False): strict mode takes only the enum member itself.
-StateName = Annotated[JobState, Strict(False)]
 
-
-class _Answer(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class Health(_Answer):
-    status: Literal["ok"] = "ok"
-
-
-class Accepted(_Answer):
+class Accepted(Answer):
     """A job created (202) or found by its Idempotency-Key (200), or queued again by a replay."""
 
     job_id: JobId
     status: JobState
     version: int
 
-
-class CancelAccepted(_Answer):
+class CancelAccepted(Answer):
     job_id: JobId
     status: Literal["cancelled", "cancel_requested"] = Field(
         description="cancelled at once, or requested (a running job stops at its worker's next heartbeat)")
     version: int
 
-
-class ResultSummary(_Answer):
+class ResultSummary(Answer):
     size_bytes: int = Field(description="bytes of the result as JSON")
     inline: Any = Field(None, description="the result itself when it is at most 1 KiB, else null")
 
-
-class JobStatus(_Answer):
+class JobStatus(Answer):
     """One job's status with when it became true and how fresh the view behind it is. Every status the API
     shows comes from the status view, read consistently: one source, so no answer is older than one given
     before (the job table is ahead of the view; answering from both would step back)."""
@@ -96,8 +74,7 @@ class JobStatus(_Answer):
                    updated_at=view.occurred_at, run_at=view.run_at, result=result, error=view.error,
                    freshness=freshness)
 
-
-class PendingJob(_Answer):
+class PendingJob(Answer):
     """A job that exists but that the status view has not shown yet: no status is shown rather than one
     from another source that a later answer could contradict. `view` says how far behind the view may be."""
 
@@ -106,14 +83,12 @@ class PendingJob(_Answer):
     detail: str = "the status view has not seen this job yet; it will show its status once it has"
     view: ViewLag
 
-
-class JobPage(_Answer):
+class JobPage(Answer):
     jobs: list[JobStatus]
     cursor: str | None = Field(description="pass as ?cursor= for the next page; null on the last")
     view: ViewLag
 
-
-class RunRecord(_Answer):
+class RunRecord(Answer):
     """One attempt, as its run record says; times are ISO-8601 UTC like every time the API answers."""
 
     job_id: JobId
@@ -144,13 +119,11 @@ class RunRecord(_Answer):
                    late_report=run.late_report, late_report_at=at(run.late_report_at),
                    lease_lost_at=at(run.lease_lost_at), overlapped_with=list(run.overlapped_with))
 
-
-class Runs(_Answer):
+class Runs(Answer):
     job_id: JobId
     runs: list[RunRecord]
 
-
-class JobParams(_Answer):
+class JobParams(Answer):
     """What was asked for when the job was created (from the job table: it never changes)."""
 
     job_id: JobId
@@ -171,8 +144,7 @@ class JobParams(_Answer):
                    priority=job.priority, created_at=iso(job.created_at),
                    run_at=None if job.run_at is None else iso(job.run_at), timeout_s=job.timeout_s)
 
-
-class WaitDetails(_Answer):
+class WaitDetails(Answer):
     """What a waiting job's reason was decided from: its tenant's dispatch counters (exact, read now), its
     tenant's claims of the window (the outbox's `by_time` index, as GET /ops/tenants counts them) and its
     tenant's jobs ahead. Every figure is its tenant's own, except `platform_claims` and `share`, answered to an
@@ -197,8 +169,7 @@ class WaitDetails(_Answer):
     window_s: int = Field(description="the window: the last `window_s` seconds")
     window_complete: bool = Field(description="false: the window held more outbox entries than one read takes")
 
-
-class JobExplanation(_Answer):
+class JobExplanation(Answer):
     """Why a job is not running, and until when (onward.operator.explain), decided now from the job table and the
     dispatch
     counters: `status` and `version` are the job table's, which can be a moment ahead of the status view's
@@ -248,8 +219,7 @@ class JobExplanation(_Answer):
                    detail=explanation.detail, decided_at=iso(decided_at), until=at(explanation.until),
                    eta=at(explanation.eta), details=details, freshness=freshness)
 
-
-class StatusCounts(_Answer):
+class StatusCounts(Answer):
     """A tenant's jobs per status in the status view (every status listed, 0 included)."""
 
     counts: dict[JobState, int]
@@ -258,135 +228,7 @@ class StatusCounts(_Answer):
                                        "`examined` are counted)")
     view: ViewLag
 
-
-class Caller(_Answer):
-    """Who the credential is: a tenant's (tenant_id), an operator's (operator), or an operator's bound to a
-    tenant (both)."""
-
-    tenant_id: TenantId | None
-    operator: bool
-
-
-# --- operators ---------------------------------------------------------------------------------------------
-
-class TenantLoad(_Answer):
-    """A tenant's dispatch settings and counters (the job table's, exact), and its claims in the window."""
-
-    tenant_id: TenantId
-    weight: float
-    cap: int | None = Field(description="most jobs running at once while others wait; null: none")
-    running: int
-    waiting: int = Field(description="queued and retry_wait jobs")
-    claims: list[int] = Field(description="attempts started in each bucket of the window, oldest first")
-    claim_share: float | None = Field(description="its share of the window's claims, 0 to 1; null: no claims")
-
-
-class ClaimWindow(_Answer):
-    since: str = Field(json_schema_extra={"format": "date-time"})
-    until: str = Field(json_schema_extra={"format": "date-time"})
-    bucket_s: int
-    examined: int = Field(description="outbox entries read")
-    complete: bool = Field(description="false: the window held more entries than one read takes")
-
-
-class Tenants(_Answer):
-    """Every tenant's load. Shares are of claims (attempts started, from the outbox's `running` events), not
-    of worker time."""
-
-    tenants: list[TenantLoad]
-    window: ClaimWindow
-
-
-class ShardLagRow(_Answer):
-    shard_id: str
-    parents: list[str]
-    bounded_by: Literal["own", "parents", "unknown"] = Field(
-        description="own watermark, its parents' (a child of a reshard not yet confirmed), or unknown")
-    confirmed_through: str | None = Field(json_schema_extra={"format": "date-time"})
-    lag_s: float | None
-    stale: bool
-    processed_at: str | None = Field(description="when the projector last passed a heartbeat on from it",
-                                     json_schema_extra={"format": "date-time"})
-    slots: int
-
-
-class RelayLag(_Answer):
-    """The relay's watermark over the whole outbox stream: every commit before it is on the events stream."""
-
-    confirmed_through: str | None = Field(json_schema_extra={"format": "date-time"})
-    lag_s: float | None
-    processed_at: str = Field(json_schema_extra={"format": "date-time"})
-
-
-class PipelineLag(_Answer):
-    view: ViewLag
-    shards: list[ShardLagRow] = Field(description="each events-stream shard that bounds the view")
-    relay: RelayLag | None = Field(description="null: the relay has passed no heartbeat on yet")
-
-
-class ParkedRow(_Answer):
-    source: Literal["projector", "relay"]
-    shard_id: str
-    sequence_number: str
-    reason: str
-    parked_at: str = Field(json_schema_extra={"format": "date-time"})
-    raw_size: int
-    raw_truncated: bool
-    preview: str = Field(description="the head of the raw bytes as text (not UTF-8: escaped)")
-
-
-class ParkedRecords(_Answer):
-    records: list[ParkedRow]
-    more: bool = Field(description="a source holds more than `limit`")
-
-
-class FieldDifference(_Answer):
-    field: str
-    in_view: Any
-    incoming: Any
-
-
-class ConflictRow(_Answer):
-    job_id: JobId
-    tenant_id: TenantId | None
-    version: int
-    detected_at: str = Field(json_schema_extra={"format": "date-time"})
-    reason: str
-    differences: list[FieldDifference]
-
-
-class Conflicts(_Answer):
-    conflicts: list[ConflictRow]
-    more: bool
-
-
-class TenantJobs(_Answer):
-    tenant_id: TenantId
-    jobs: list[JobStatus]
-    cursor: str | None = Field(description="more of this tenant's: GET /jobs?tenant=&status=&cursor=")
-
-
-class ReplayableJobs(_Answer):
-    """Dead and quarantined jobs, newest first, per tenant with any."""
-
-    tenants: list[TenantJobs]
-    view: ViewLag
-
-
-def _each_once(job_ids: list[str]) -> list[str]:
-    if len(set(job_ids)) != len(job_ids):
-        raise ValueError("name each job once")
-    return job_ids
-
-
-class BulkReplay(Request):
-    """Jobs to queue again, each as POST /jobs/{job_id}/replay would."""
-
-    job_ids: Annotated[list[JobId], AfterValidator(_each_once)] = Field(min_length=1, max_length=100)
-
-
 MAX_BATCH = 100
-
 
 class BatchJob(NewJob):
     """One job of a batch: the body POST /jobs takes, and its own Idempotency-Key."""
@@ -400,7 +242,6 @@ class BatchJob(NewJob):
         return NewJob.model_construct(self.model_fields_set - {"idempotency_key"},
                                       **{name: getattr(self, name) for name in NewJob.model_fields})
 
-
 class BatchCreate(Request):
     """Jobs to create, each as POST /jobs would; each entry is checked on its own (a bad one refuses only
     itself), the list as a whole here."""
@@ -408,123 +249,7 @@ class BatchCreate(Request):
     jobs: list[dict[str, Any]] = Field(min_length=1, max_length=MAX_BATCH,
                                        json_schema_extra={"items": {"$ref": "#/components/schemas/BatchJob"}})
 
-
-class FieldError(_Answer):
-    loc: list[str | int]
-    msg: str
-    type: str
-
-
-class ProblemDetails(_Answer):
-    """Every refusal (RFC 9457 problem details)."""
-
-    type: str
-    title: str
-    status: int
-    detail: str
-    errors: list[FieldError] | None = Field(None, description="a 422's places and reasons")
-    job_status: JobState | None = Field(None, description="a 409 on cancel: how the job ended")
-
-
-class ReplayOutcome(_Answer):
-    """One job's answer, as POST /jobs/{job_id}/replay gives it: `status` is its HTTP status, with `job` (202)
-    or `problem` (the other is left out)."""
-
-    job_id: JobId
-    status: int
-    job: Accepted | None = None
-    problem: ProblemDetails | None = None
-
-
-class BulkReplayed(_Answer):
-    results: list[ReplayOutcome] = Field(description="one per job, in the order asked")
-    replayed: int = Field(description="jobs queued again")
-
-
-class _BulkRequest(Request):
-    """What a bulk action selects (onward.operator.bulk.BulkFilter), and whether it acts."""
-
-    types: list[JobType] = Field(default_factory=list, max_length=20,
-                                 description="only jobs of these types (empty: every type)")
-    since: Moment | None = Field(None, description="only jobs whose current status began at or after this (its "
-                                                   "updated_at; ISO-8601 with a zone)")
-    until: Moment | None = Field(None, description="only jobs whose current status began at or before this")
-    dry_run: bool = Field(True, description="true (the default): count the matching jobs and show a sample, "
-                                            "changing nothing; false: act on each")
-    max_jobs: int = Field(MAX_JOBS, ge=1, le=MAX_JOBS,
-                          description="jobs one call selects at most; the report's `more` says when more matched")
-
-    def bulk_filter(self, kind: BulkKind, tenant_id: str | None, states: list[JobState]) -> BulkFilter:
-        """The filter (InvalidBulkFilter, naming the field, for states the action does not act on or an empty
-        window)."""
-        return BulkFilter(kind, tenant_id, frozenset(self.types), frozenset(states), _epoch_ms(self.since),
-                          _epoch_ms(self.until))
-
-
-def _epoch_ms(moment: AwareDatetime | None) -> EpochMs | None:
-    return None if moment is None else int(moment.timestamp() * 1000)
-
-
-class BulkReplayRequest(_BulkRequest):
-    """Replay the dead and quarantined jobs this selects, each through the store's replay."""
-
-    tenant: TenantId | None = Field(None, description="only this tenant's jobs (default: every tenant's; an "
-                                                      "operator bound to a tenant: its own)")
-    states: list[StateName] = Field(default_factory=list, max_length=2,
-                                    description="dead and/or quarantined (empty: both)")
-
-
-class BulkCancelRequest(_BulkRequest):
-    """Cancel the waiting and running jobs of one tenant this selects, each as POST /jobs/{job_id}/cancel
-    would."""
-
-    tenant: TenantId = Field(description="the tenant whose jobs to cancel")
-    states: list[StateName] = Field(default_factory=list, max_length=3,
-                                    description="queued, retry_wait and/or running (empty: all three); a running "
-                                                "job is asked to stop, one already asked is not selected")
-
-
-class BulkFailure(_Answer):
-    job_id: JobId
-    error: str
-
-
-class BulkActionReport(_Answer):
-    """What a bulk action did (or, in a dry run, would act on). matched = applied + the skipped counts + failed +
-    unprocessed."""
-
-    action: BulkKind
-    dry_run: bool
-    tenant: TenantId | None = Field(description="the tenant acted on (null: every tenant)")
-    matched: int = Field(description="jobs the filter selected from the status view (at most max_jobs)")
-    more: bool = Field(description="more jobs matched than were selected: call again for the rest")
-    sample: list[JobId] = Field(description="the first 20 selected, newest change first per tenant")
-    applied: int = Field(description="jobs the action moved")
-    applied_by_outcome: dict[str, int] = Field(description="replay: queued; cancel: cancelled (it was waiting), "
-                                                           "cancel_requested (it was running)")
-    skipped: dict[str, int] = Field(description="jobs the store's transition refused, by reason: not_replayable, "
-                                                "already_ended, already_cancel_requested, not_found (the view was "
-                                                "behind the job)")
-    failed: int
-    failures: list[BulkFailure] = Field(description="the first 100 failures with their errors")
-    unprocessed: int = Field(description="jobs not acted on: all of a dry run's, or those left when it stopped")
-    stopped: Literal["time_budget", "failures"] | None = Field(
-        description="why it stopped before the last job: its time budget (20 s over HTTP) or 20 failures in a "
-                    "row; null: it did not")
-    applied_ids: list[JobId] = Field(description="the first 1,000 jobs moved")
-    duration_s: float
-
-    @classmethod
-    def of(cls, report: BulkReport) -> BulkActionReport:
-        return cls(action=report.action, dry_run=report.dry_run, tenant=report.tenant_id,
-                   matched=report.matched, more=report.more, sample=list(report.sample), applied=report.applied,
-                   applied_by_outcome=report.applied_by_outcome, skipped=report.skipped, failed=report.failed,
-                   failures=[BulkFailure(job_id=f.job_id, error=f.error) for f in report.failures],
-                   unprocessed=report.unprocessed, stopped=report.stopped,
-                   applied_ids=list(report.applied_ids), duration_s=report.duration_s)
-
-
-class BatchOutcome(_Answer):
+class BatchOutcome(Answer):
     """One entry's answer, as POST /jobs would give it: `status` is its HTTP status, with `job_id` (202: created;
     200: an earlier request with its idempotency_key created it) or `problem` (the other is left out)."""
 
@@ -532,41 +257,6 @@ class BatchOutcome(_Answer):
     job_id: JobId | None = None
     problem: ProblemDetails | None = None
 
-
-class BatchCreated(_Answer):
+class BatchCreated(Answer):
     results: list[BatchOutcome] = Field(description="one per entry, in the order sent")
     created: int = Field(description="jobs created by this request (202s)")
-
-
-class ScheduleInfo(_Answer):
-    """A tenant's schedule: what it was created with (POST /schedules's body), when, and when it fires next."""
-
-    name: str
-    type: JobType
-    params: dict[str, Any]
-    max_attempts: int | None = None
-    priority: int | None = None
-    cron: str | None = None
-    rate: str | None = None
-    timezone: str
-    tenant_id: TenantId
-    created_at: str
-    next_fire_at: str = Field(description="the next fire time (UTC); a fire's job is created when it is due, "
-                                          "and after an outage only the latest missed fire is created")
-
-    @classmethod
-    def of(cls, schedule: Schedule) -> ScheduleInfo:
-        return cls(**{**schedule.model_dump(), "created_at": iso(schedule.created_at),
-                      "next_fire_at": iso(schedule.next_fire_at)})
-
-
-class Schedules(_Answer):
-    schedules: list[ScheduleInfo] = Field(description="a page of the tenant's schedules by name")
-    cursor: str | None = Field(description="pass as ?cursor= for the next page; null: this is the last")
-
-
-ANSWERS: tuple[type[BaseModel], ...] = (Health, Accepted, CancelAccepted, JobStatus, PendingJob, JobPage, Runs,
-                                         ProblemDetails, ViewLag, JobParams, StatusCounts, Caller, Tenants,
-                                         PipelineLag, ParkedRecords, Conflicts, ReplayableJobs, BulkReplayed,
-                                         JobExplanation, BatchCreated, BulkActionReport, ScheduleInfo,
-                                         Schedules)

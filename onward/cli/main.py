@@ -17,7 +17,14 @@ from importlib.metadata import entry_points
 from typing import TYPE_CHECKING
 
 from onward.bootstrap import Deployment
-from onward.cli.arguments import POSITIVE_SECONDS, DefaultsShown, bounded, instant, wait_for_interrupt
+from onward.cli.arguments import (
+    POSITIVE_SECONDS,
+    DefaultsShown,
+    bounded,
+    instant,
+    interruptible,
+    wait_for_interrupt,
+)
 from onward.domain.dispatch import MAX_WEIGHT, MIN_WEIGHT
 from onward.runtime.worker import InvalidRegistration, Registry
 from onward.store.tenants import MAX_READY_SHARDS, TENANT_CACHE_MS
@@ -57,6 +64,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     from onward.runtime.pool import WorkerPool
 
     pool = WorkerPool(Deployment.from_environment().job_store, registry, args.concurrency, args.lease_s)
+    interruptible()  # Ctrl-C stops it as it says, also where it started with SIGINT ignored (a background job)
     pool.start()
     print(f"onward worker: {args.concurrency} workers running {sorted(registry.types)}; Ctrl-C or SIGTERM "
           f"stops them (running jobs get {args.stop_timeout:g} s to end, then are released)", flush=True)

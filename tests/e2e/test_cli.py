@@ -165,3 +165,19 @@ def test_exports_that_never_end_are_an_error_not_a_partial_environment():
         onward_infra.endpoint.read_exports(iter(lines))
     ended = [*lines, onward_infra.endpoint.END_OF_EXPORTS + "\n"]
     assert onward_infra.endpoint.read_exports(iter(ended)) == {"JOBS_TABLE": "j"}
+
+
+def test_worker_command_stops_on_ctrl_c_even_started_with_sigint_ignored(environment):
+    """A shell starts a background job (and CI scripts their children) with SIGINT ignored, and the ignoring is
+    inherited: without its own handler `onward worker` never saw the Ctrl-C it says stops it, and ran on."""
+    ignoring = ("import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+                "os.execv(sys.executable, [sys.executable, '-m', 'onward.cli', *sys.argv[1:]])")  # kept by exec
+    process = subprocess.Popen(
+        [sys.executable, "-c", ignoring, "worker", "--module", "onward.runtime.demo_jobs", "--concurrency", "1"],
+        env={**os.environ, **environment}, stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None and "workers running" in process.stdout.readline()
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=30) == 0
+    finally:
+        process.kill()

@@ -65,7 +65,10 @@ def test_worker_command_runs_a_module_registry_against_the_environment(environme
         assert [store.result(job_id) for job_id in job_ids] == [{"n": n} for n in range(5)]
     finally:
         process.send_signal(signal.SIGINT)
-        assert process.wait(timeout=30) == 0
+        try:
+            assert process.wait(timeout=30) == 0
+        finally:
+            process.kill()  # a worker that ignored the stop must not poll the session's endpoint for later tests
 
 
 def test_worker_command_refuses_a_module_without_a_registry(environment):

@@ -31,7 +31,7 @@ from onward.settings import Settings
 from onward.store.service import JobStore
 from onward_infra.endpoint import EmbeddedEndpoint
 from onward_infra.moto_fixes.streams import partition_hash, table_stream
-from tests.integration.test_freshness_topology import OUTBOX_SHARDS, StuckStreams, lag_now, pipeline_of
+from tests.integration.test_freshness_topology import OUTBOX_SHARDS, StuckStreams, fresh_stack, lag_now, pipeline_of
 
 pytestmark = pytest.mark.integration
 
@@ -48,12 +48,7 @@ def sharded() -> Iterator[EmbeddedEndpoint]:
 
 @pytest.fixture
 def settings(sharded: EmbeddedEndpoint, monkeypatch: pytest.MonkeyPatch) -> Settings:
-    """A fresh stack (its own outbox table, so its splits are its own), its environment in os.environ."""
-    environment = sharded.deploy(f"freshness-reshard-{next(_stacks)}").environment
-    for name, value in environment.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
-    return Settings.from_environment(environment)
+    return fresh_stack(sharded, f"freshness-reshard-{next(_stacks)}", monkeypatch)
 
 
 @pytest.fixture

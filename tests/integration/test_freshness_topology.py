@@ -57,9 +57,15 @@ def sharded() -> Iterator[EmbeddedEndpoint]:
 @pytest.fixture
 def settings(sharded: EmbeddedEndpoint, monkeypatch: pytest.MonkeyPatch) -> Settings:
     """A fresh stack on the sharded endpoint, its environment in os.environ (the handlers read it there)."""
-    environment = sharded.deploy(f"freshness-topology-{next(_stacks)}").environment
-    for name, value in environment.items():
-        monkeypatch.setenv(name, value)
+    return fresh_stack(sharded, f"freshness-topology-{next(_stacks)}", monkeypatch)
+
+
+def fresh_stack(endpoint: EmbeddedEndpoint, name: str, monkeypatch: pytest.MonkeyPatch) -> Settings:
+    """A stack of its own on `endpoint` (its own outbox table: its splits are its own), its environment in
+    os.environ as Lambda gives it to the handlers."""
+    environment = endpoint.deploy(name).environment
+    for variable, value in environment.items():
+        monkeypatch.setenv(variable, value)
     monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
     return Settings.from_environment(environment)
 

@@ -40,7 +40,11 @@ if TYPE_CHECKING:
     from onward.api.auth import Authenticator
     from onward.maintenance.backlog import BacklogCounter
     from onward.maintenance.scheduler import Scheduler
+    from onward.operator.claim_history import RecentClaims
+    from onward.operator.conflicts import ConflictReader
     from onward.operator.lag import LagProbe
+    from onward.operator.overlaps import OverlapReader
+    from onward.operator.parked import ParkedRecordReader
     from onward.pipeline.checkpoints import CheckpointStore
     from onward.pipeline.heartbeat_writer import HeartbeatEmitter
     from onward.pipeline.outbox import OutboxReader
@@ -51,6 +55,7 @@ if TYPE_CHECKING:
     from onward.pipeline.shards import ShardCatalog
     from onward.pipeline.view import StatusViewReader
     from onward.runtime.worker import Registry, Worker
+    from onward.store.reads import StoreReads
     from onward.store.schedules import DynamoSchedules
     from onward.store.service import JobStore
 
@@ -177,14 +182,22 @@ class Deployment:
         return OutboxReader(self.client("dynamodb"), self.settings.require("outbox_table"))
 
     @Component
+    def store_reads(self) -> StoreReads:
+        """What operator reads and maintenance passes read of the job store beside its service
+        (onward.store.reads): tenants' settings and counters, due jobs, the claim order's head, run records."""
+        from onward.store.reads import StoreReads
+
+        return StoreReads(self.job_store)
+
+    @Component
     def backlog_counter(self) -> BacklogCounter:
         """Counts the waiting jobs due now and the running ones (JOBS_TABLE; onward.maintenance.backlog): what the
-        worker
-        tasks scale on."""
+        worker tasks scale on."""
         from onward.maintenance.backlog import BacklogCounter
+        from onward.store.dynamo.backlog_reads import DynamoBacklogReads
 
-        return BacklogCounter(self.client("dynamodb"), self.settings.require("jobs_table"),
-                              self.settings.active_shards)
+        return BacklogCounter(DynamoBacklogReads(self.client("dynamodb"), self.settings.require("jobs_table"),
+                                                 self.settings.active_shards))
 
     @Component
     def heartbeat_emitter(self) -> HeartbeatEmitter:
@@ -298,6 +311,40 @@ class Deployment:
                      for _ in range(self.worker_concurrency))
 
     # --- operators' tools -----------------------------------------------------------------------------------
+
+    @Component
+    def recent_claims(self) -> RecentClaims:
+        """Claims per tenant over a recent window (onward.operator.claim_history), from the outbox's `by_time`
+        index (OUTBOX_TABLE)."""
+        from onward.operator.claim_history import RecentClaims
+        from onward.store.dynamo.claim_log import DynamoClaimLog
+
+        return RecentClaims(DynamoClaimLog(self.client("dynamodb"), self.settings.require("outbox_table")))
+
+    @Component
+    def parked_reader(self) -> ParkedRecordReader:
+        """Parked records read back a page at a time (PARKED_TABLE; onward.operator.parked)."""
+        from onward.operator.parked import ParkedRecordReader
+
+        return ParkedRecordReader(self.client("dynamodb"), self.settings.require("parked_table"))
+
+    @Component
+    def conflict_reader(self) -> ConflictReader:
+        """The projection conflicts kept apart, each with its reason (CONFLICTS_TABLE; onward.operator.conflicts)."""
+        from onward.operator.conflicts import ConflictReader
+        from onward.pipeline.projector.kept_conflicts import KeptConflictTable
+
+        return ConflictReader(KeptConflictTable(self.client("dynamodb"), self.settings.require("conflicts_table")))
+
+    @Component
+    def overlap_reader(self) -> OverlapReader:
+        """The jobs whose attempts overlapped, through the jobs table's `overlaps` index (JOBS_TABLE;
+        onward.operator.overlaps): operators only, no Lambda function asks for it."""
+        from onward.operator.overlaps import OverlapReader
+        from onward.store.dynamo.overlap_index import DynamoOverlapIndex
+
+        return OverlapReader(DynamoOverlapIndex(self.client("dynamodb"), self.settings.require("jobs_table")),
+                             self.job_store)
 
     def lag_probe(self, outbox_retention_days: float | None = None) -> LagProbe:
         """A probe of the pipeline's lag (`onward lag`), new on each call; `outbox_retention_days` is the

@@ -9,7 +9,7 @@ from onward.bootstrap import Deployment
 from onward.domain.clock import EpochMs
 from onward.domain.freshness import view_lag
 from onward.domain.models import ViewLag
-from onward.operator.claim_history import ClaimCounts, RecentClaims
+from onward.operator.claim_history import ClaimCounts
 from onward.pipeline.checkpoints import PROJECTOR_CONSUMER
 from onward.store.service import JobStore
 
@@ -27,8 +27,7 @@ def view_lag_now(deployment: Deployment, now: EpochMs) -> ViewLag:
 def recent_claims(deployment: Deployment, now: EpochMs, tenant_id: str | None = None) -> ClaimCounts:
     """The claims of the last CLAIM_WINDOW_S, per CLAIM_BUCKET_S (onward.operator.claim_history): every tenant's,
     or `tenant_id`'s only."""
-    return RecentClaims(deployment.client("dynamodb"), deployment.settings.require("outbox_table")).count(
-        now, window_s=CLAIM_WINDOW_S, bucket_s=CLAIM_BUCKET_S, tenant_id=tenant_id)
+    return deployment.recent_claims.count(now, window_s=CLAIM_WINDOW_S, bucket_s=CLAIM_BUCKET_S, tenant_id=tenant_id)
 
 
 def replay_in_scope(store: JobStore, job_id: str, scope: str | None) -> Accepted:

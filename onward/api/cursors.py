@@ -1,7 +1,8 @@
-"""The cursors of the API's listings (GET /jobs, GET /schedules): where the next page starts, as a DynamoDB key
-in its wire format ({"name": {"S": "..."}}), base64url of its compact JSON. A cursor is read back only if it
-has exactly the listing's fields, every one a string, and names the tenant it is presented for: a cursor
-never widens a listing to another tenant's items, nor starts it anywhere a page could not have ended.
+"""The cursors of the API's listings (GET /jobs, GET /schedules, GET /ops/replayable): where the next page
+starts, base64url of the compact JSON of the position its listing handed out. The position is the store's
+(onward.pipeline.view.listing_start, onward.store.schedules.name_after read it back and refuse one that is
+not theirs for this tenant): a cursor never widens a listing to another tenant's items, nor starts it
+anywhere a page could not have ended.
 """
 
 from __future__ import annotations
@@ -9,37 +10,33 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+from collections.abc import Mapping
 from typing import Any
 
+from onward.store.schedules import page_position
+
 MAX_CURSOR_CHARS = 2048
-# The fields of each listing's cursor: the `by_tenant` index key of the status view (job listing), and the
-# tenant and the last name shown (schedules).
-JOB_CURSOR = frozenset({"job_id", "tenant_id", "occurred_at"})
-SCHEDULE_CURSOR = frozenset({"tenant_id", "name"})
 
 
 class InvalidCursor(ValueError):
     """Not a cursor this API returned for this tenant and this listing."""
 
 
-def encode_cursor(key: dict[str, Any]) -> str:
-    return base64.urlsafe_b64encode(json.dumps(key, sort_keys=True, separators=(",", ":")).encode()).decode()
+def encode_cursor(position: Mapping[str, Any]) -> str:
+    return base64.urlsafe_b64encode(json.dumps(position, sort_keys=True, separators=(",", ":")).encode()).decode()
 
 
-def decode_cursor(cursor: str, tenant: str, fields: frozenset[str]) -> dict[str, Any]:
-    """The key a cursor holds; InvalidCursor unless it has exactly `fields`, each a string, and `tenant`'s."""
+def decode_cursor(cursor: str) -> object:
+    """The position a cursor holds, as JSON values; InvalidCursor when it is not base64url JSON (or too long)."""
     try:
-        key = json.loads(base64.urlsafe_b64decode(cursor.encode())) if len(cursor) <= MAX_CURSOR_CHARS else None
-        valid = (isinstance(key, dict) and set(key) == fields
-                 and all(isinstance(v, dict) and set(v) == {"S"} and isinstance(v["S"], str) for v in key.values())
-                 and key["tenant_id"]["S"] == tenant)
+        if len(cursor) <= MAX_CURSOR_CHARS:
+            position: object = json.loads(base64.urlsafe_b64decode(cursor.encode()))
+            return position
     except (ValueError, binascii.Error, RecursionError):
-        valid = False
-    if not valid or not isinstance(key, dict):
-        raise InvalidCursor("the cursor is not one this API returned for this tenant")
-    return key
+        pass
+    raise InvalidCursor("the cursor is not one this API returned for this tenant")
 
 
 def schedule_cursor(tenant: str, after: str) -> str:
     """The cursor of a schedule listing that goes on after the schedule named `after`."""
-    return encode_cursor({"tenant_id": {"S": tenant}, "name": {"S": after}})
+    return encode_cursor(page_position(tenant, after))

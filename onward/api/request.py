@@ -11,8 +11,8 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEventV2
 from pydantic import ValidationError
@@ -30,6 +30,7 @@ from onward.pipeline.view import JobFilter
 MAX_BODY_BYTES = 256 * 1024
 DEFAULT_LIMIT = 20
 MAX_LIMIT = 100
+Start = TypeVar("Start")  # where a listing starts, as its store reads it back from a cursor
 
 # A router of no resolver: its current_event is the class attribute the resolver sets for each request.
 _requests = new_router()
@@ -136,13 +137,16 @@ def well_formed_job_id(job_id: str) -> str:
     return job_id
 
 
-def cursor_key(cursor: str, tenant: str, fields: frozenset[str]) -> dict[str, Any]:
-    """The key of a listing's cursor (onward.api.cursors); 400 for one this API did not return for this
-    tenant and this listing."""
+def cursor_start(cursor: str, start_of: Callable[[object], Start | None]) -> Start:
+    """Where a listing starts from its cursor (onward.api.cursors): the position it holds as `start_of` reads
+    it back for the listing and its tenant; 400 for a cursor this API did not return for them."""
     try:
-        return cursors.decode_cursor(cursor, tenant, fields)
+        start = start_of(cursors.decode_cursor(cursor))
     except cursors.InvalidCursor as error:
         raise Problem(400, "Bad request", str(error)) from None
+    if start is None:
+        raise Problem(400, "Bad request", "the cursor is not one this API returned for this tenant")
+    return start
 
 
 def json_body() -> Any:

@@ -184,8 +184,9 @@ def cmd_tenant_set(args: argparse.Namespace) -> int:
     except InvalidRequest as error:
         print(f"onward tenant: {error}", file=sys.stderr)
         return 2
-    store = Deployment.from_environment().job_store
-    before = store.recorder.tenants([args.tenant]).get(args.tenant)  # read now, not a cached copy
+    deployment = Deployment.from_environment()
+    store = deployment.job_store
+    before = deployment.store_reads.tenants([args.tenant]).get(args.tenant)  # read now, not a cached copy
     after = change.applied_to(before)
     try:
         store.register_tenant(after)
@@ -201,12 +202,10 @@ def cmd_tenant_list(args: argparse.Namespace) -> int:
     last minute, as a table or (--json) one object."""
     from onward.cli.tenants import CLAIM_WINDOW_S, listing, listing_text
     from onward.domain.clock import system_clock
-    from onward.operator.claim_history import RecentClaims
 
     deployment = Deployment.from_environment()
     states = deployment.job_store.tenant_states()
-    claims = RecentClaims(deployment.client("dynamodb"), deployment.settings.require("outbox_table")).count(
-        system_clock(), window_s=CLAIM_WINDOW_S, bucket_s=CLAIM_WINDOW_S)
+    claims = deployment.recent_claims.count(system_clock(), window_s=CLAIM_WINDOW_S, bucket_s=CLAIM_WINDOW_S)
     report = listing(states, claims)
     print(json.dumps(report) if args.json else listing_text(report))
     return 0
@@ -217,7 +216,6 @@ def cmd_overlaps(args: argparse.Namespace) -> int:
     index: a table, or (--json) one object. The window starts no earlier than the job retention allows (run
     records older are gone). Exit status 1 when any job is listed, as `onward reconcile` does."""
     from onward.domain.clock import iso, system_clock
-    from onward.operator.overlaps import DynamoOverlapIndex, OverlapReader
 
     deployment = Deployment.from_environment()
     now = system_clock()
@@ -225,8 +223,7 @@ def cmd_overlaps(args: argparse.Namespace) -> int:
         print("onward overlaps: --since is in the future", file=sys.stderr)
         return 2
     since = max(args.since, now - (deployment.settings.job_retention_days + 1) * 86_400_000)
-    index = DynamoOverlapIndex(deployment.client("dynamodb"), deployment.settings.require("jobs_table"))
-    jobs = OverlapReader(index, deployment.job_store).since(since, now)
+    jobs = deployment.overlap_reader.since(since, now)
     if args.json:
         print(json.dumps({"since": iso(since), "until": iso(now), "jobs": [job.as_dict() for job in jobs]}))
         return 1 if jobs else 0

@@ -36,9 +36,8 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, int]:
     metrics.add_metric(name="LeasesReaped", unit=MetricUnit.Count, value=moved)
     deployment.heartbeat_emitter.emit()
     # After the heartbeat: a failed read here must not also silence the heartbeat alarm's metric.
-    store = deployment.job_store
     metrics.add_metric(name="OldestDueAgeSeconds", unit=MetricUnit.Seconds,
-                       value=oldest_due_age_s(store.recorder, store.registry, system_clock()))
+                       value=oldest_due_age_s(deployment.store_reads, system_clock()))
     backlog = deployment.backlog_counter.count()
     metrics.add_metric(name="BacklogDue", unit=MetricUnit.Count, value=backlog.due)
     metrics.add_metric(name="JobsRunning", unit=MetricUnit.Count, value=backlog.running)

@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from onward.domain.models import OutboxEvent
 from onward.domain.projection import view_fields
-from onward.store.dynamo.attributes import from_item
+from onward.pipeline.projector.kept_conflicts import KeptConflictTable
 
 # Attributes that differ between two deliveries of one transition without a disagreement about it (the TTL
 # follows committed_at).
@@ -66,24 +66,16 @@ def _short(value: Any, limit: int = 60) -> str:
 
 
 class ConflictReader:
-    """Reads the conflicts table (a bounded Scan: conflicts are rare, each one alarms)."""
+    """The kept conflicts, each with its reason."""
 
-    def __init__(self, client: Any, table: str) -> None:
-        self._db = client
+    def __init__(self, table: KeptConflictTable) -> None:
         self._table = table
 
     def newest(self, limit: int) -> tuple[list[KeptConflict], bool]:
         """Up to `limit` kept conflicts, newest first among those read, and whether more are kept."""
-        found: list[KeptConflict] = []
-        start: dict[str, Any] | None = None
-        while len(found) < limit:
-            page = self._db.scan(TableName=self._table, Limit=limit - len(found),
-                                 **({"ExclusiveStartKey": start} if start else {}))
-            found += [_conflict(from_item(item)) for item in page["Items"]]
-            start = page.get("LastEvaluatedKey")
-            if start is None:
-                break
-        return sorted(found, key=lambda conflict: conflict.detected_at, reverse=True), start is not None
+        items, more = self._table.first(limit)
+        found = [_conflict(item) for item in items]
+        return sorted(found, key=lambda conflict: conflict.detected_at, reverse=True), more
 
 
 def _conflict(item: dict[str, Any]) -> KeptConflict:

@@ -20,32 +20,32 @@ from collections.abc import Collection
 
 from onward.domain.clock import EpochMs
 from onward.store.claims import HEAD_PER_SHARD
-from onward.store.ports import JobRecorder, Tenant
-from onward.store.tenants import TenantRegistry
+from onward.store.ports import Tenant
+from onward.store.reads import StoreReads
 
 
-def oldest_due_at(recorder: JobRecorder, registry: TenantRegistry, now: EpochMs) -> EpochMs | None:
+def oldest_due_at(reads: StoreReads, now: EpochMs) -> EpochMs | None:
     """When the oldest job due by `now` in the queue entries at the head of the `active` index fell due; None
     when none of them holds a due job (nothing waits, or all of it is in backoff)."""
     shards_by_tenant: dict[str, set[int]] = {}
-    for entry in recorder.active_head(HEAD_PER_SHARD):
+    for entry in reads.active_head(HEAD_PER_SHARD):
         shards_by_tenant.setdefault(entry.tenant_id, set()).add(entry.shard)
     if not shards_by_tenant:
         return None
-    settings = registry.settings(list(shards_by_tenant))
+    settings = reads.cached_tenants(list(shards_by_tenant))
     wanted: dict[Tenant, Collection[int] | None] = {
         settings[tenant_id]: shards for tenant_id, shards in shards_by_tenant.items() if tenant_id in settings}
     oldest: EpochMs | None = None
-    for tenant_id, state in recorder.tenant_counters(wanted).items():
+    for tenant_id, state in reads.tenant_counters(wanted).items():
         for queue in state.queues_with_work():
             if queue.shard not in shards_by_tenant[tenant_id]:
                 continue
-            for job in recorder.due(tenant_id, queue, now, 1):
+            for job in reads.due(tenant_id, queue, now, 1):
                 oldest = job.due_at if oldest is None else min(oldest, job.due_at)
     return oldest
 
 
-def oldest_due_age_s(recorder: JobRecorder, registry: TenantRegistry, now: EpochMs) -> float:
+def oldest_due_age_s(reads: StoreReads, now: EpochMs) -> float:
     """Seconds the oldest due job at the head of the claim order has been due (0.0 when none is due)."""
-    due_at = oldest_due_at(recorder, registry, now)
+    due_at = oldest_due_at(reads, now)
     return 0.0 if due_at is None else max(0.0, (now - due_at) / 1000)

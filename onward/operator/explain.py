@@ -42,15 +42,16 @@ from onward.domain.dispatch import AGING_MS
 from onward.domain.models import Job
 from onward.domain.states import CLAIMABLE_STATES, JobState, is_terminal
 from onward.operator.claim_history import ClaimCounts
-from onward.store.dynamo.keys import ReadyQueue, ready_queue
-from onward.store.ports import DueJob, JobRecorder, JobRow, Tenant, TenantState
+from onward.store.ports import DueJob, JobRow, Tenant, TenantState
+from onward.store.queues import ReadyQueue, ready_queue
+from onward.store.reads import StoreReads
 
 MAX_AHEAD = 100  # jobs ahead counted at most: beyond, "at least MAX_AHEAD"
 MAX_AHEAD_QUERIES = 16  # ready queues read at most for them (a tenant's shards x bands with work)
 MINUTE_MS = 60_000
 
 # One read of a ready queue of the job's tenant: its jobs due by the bound, earliest first, up to the limit
-# (JobRecorder.due with the tenant bound in).
+# (StoreReads.due with the tenant bound in).
 DueReader = Callable[[ReadyQueue, EpochMs, int], Sequence[DueJob]]
 
 
@@ -171,17 +172,17 @@ def count_ahead(due: DueReader, job: Job, bounds: Sequence[tuple[ReadyQueue, Epo
     return Ahead(count)
 
 
-def waiting_of(recorder: JobRecorder, row: JobRow, claims: ClaimCounts, now: EpochMs, *,
+def waiting_of(reads: StoreReads, row: JobRow, claims: ClaimCounts, now: EpochMs, *,
                platform: bool = False) -> Waiting:
     """What the explanation of a waiting job (`row`, as read with its ready shards) is decided from: its
     tenant's settings (read now, not from a cache) and counters (one batch), `claims` of the recent window
     (with `platform`, every tenant's, for a caller that may see them), and the jobs of its tenant ahead of it
     (the ready index: `ahead_bounds`, `count_ahead`)."""
     job = row.job
-    tenant = recorder.tenants([job.tenant_id]).get(job.tenant_id) or Tenant(job.tenant_id)
-    state = recorder.tenant_counters({tenant: None}).get(job.tenant_id) or TenantState(tenant)
+    tenant = reads.tenants([job.tenant_id]).get(job.tenant_id) or Tenant(job.tenant_id)
+    state = reads.tenant_counters({tenant: None}).get(job.tenant_id) or TenantState(tenant)
     bounds = ahead_bounds(job, ready_queue(job, row.ready_shards), state.queues_with_work(), now)
-    ahead = count_ahead(lambda queue, due_by, limit: recorder.due(job.tenant_id, queue, due_by, limit), job, bounds)
+    ahead = count_ahead(lambda queue, due_by, limit: reads.due(job.tenant_id, queue, due_by, limit), job, bounds)
     return Waiting(state, Throughput.of(job.tenant_id, claims, platform=platform), ahead)
 
 

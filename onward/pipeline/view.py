@@ -7,11 +7,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from onward.domain.models import StatusView
-from onward.store.dynamo.attributes import from_item
+from onward.store.dynamo.attributes import from_item, tenant_string_key
 from onward.store.dynamo.batch_reads import batch_get
 from onward.store.dynamo.tenant_reads import tenant_item
 
 Key = dict[str, Any]  # a DynamoDB LastEvaluatedKey of the by_tenant index
+_LISTING_KEY = frozenset({"job_id", "tenant_id", "occurred_at"})  # the by_tenant index key of a view row
 MAX_PAGE_QUERIES = 10  # a filter can leave pages thin: stop after this many queries
 FILTERED_QUERY_LIMIT = 100  # items one query of a filtered listing evaluates (a match may be rare)
 MAX_COUNTED = 10_000  # index entries a count reads at most (newest first); beyond, the counts say so
@@ -67,6 +68,13 @@ class StatusCounts:
     counts: dict[str, int]
     examined: int
     complete: bool
+
+
+def listing_start(position: object, tenant_id: str) -> Key | None:
+    """A position a tenant's listing handed out (`StatusViewReader.for_tenant`'s key to continue from, as the
+    caller got it back), to start that tenant's listing from; None when it is not one: it never widens a
+    listing to another tenant's jobs."""
+    return tenant_string_key(position, _LISTING_KEY, tenant_id)
 
 
 class StatusViewReader:

@@ -57,7 +57,6 @@ from onward.domain.clock import Clock, EpochMs
 from onward.domain.dispatch import Candidate, aged_ms, dispatch_order
 from onward.domain.models import Lease
 from onward.store.claim_order import ClaimOrder
-from onward.store.dynamo.keys import ReadyQueue
 from onward.store.ports import (
     ActiveEntry,
     Admission,
@@ -69,6 +68,7 @@ from onward.store.ports import (
     TenantState,
     WaitingUpdate,
 )
+from onward.store.queues import ReadyQueue
 from onward.store.shared_claim_reads import QueueKey, SharedCounters, SharedDueHeads, counted_lift, counted_write
 from onward.store.tenants import TenantRegistry
 from onward.store.wake_schedule import WakeSchedule

@@ -48,16 +48,15 @@ from onward.domain.models import Job, OutboxEvent, Run
 from onward.domain.states import CLAIMABLE_STATES, JobState, RunOutcome
 from onward.store.dynamo.keys import (
     Entity,
-    ReadyQueue,
     idempotency_item,
     item_bytes,
     job_item,
     outbox_item,
-    ready_queue,
     result_item,
     run_item,
     ttl_after,
 )
+from onward.store.queues import ReadyQueue, ready_queue
 
 # --- tenants ------------------------------------------------------------------------------------------------
 

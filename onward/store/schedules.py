@@ -45,7 +45,7 @@ from pydantic import ValidationError
 from onward.domain.clock import EpochMs
 from onward.domain.errors import PayloadTooLarge, StoreContention
 from onward.domain.schedules import Schedule
-from onward.store.dynamo.attributes import from_item, to_attribute, to_item
+from onward.store.dynamo.attributes import from_item, tenant_string_key, to_attribute, to_item
 
 SCHEDULE_SK_PREFIX = "SCHEDULE#"
 COUNT_SK = "SCHEDULE_COUNT"
@@ -100,6 +100,18 @@ def count_key(tenant_id: str) -> tuple[str, str]:
 def due_key(tenant_id: str, name: str, next_fire_at: EpochMs) -> tuple[str, str]:
     shard = zlib.crc32(f"{tenant_id}#{name}".encode()) % SCHEDULE_SHARDS
     return f"{DUE_PREFIX}{shard}", f"{next_fire_at:013d}#{tenant_id}#{name}"
+
+
+def page_position(tenant_id: str, after: str) -> dict[str, Any]:
+    """Where a listing of the tenant's schedules goes on, after the one named `after`, as a position a caller
+    holds and hands back (`name_after`)."""
+    return {"tenant_id": {"S": tenant_id}, "name": {"S": after}}
+
+
+def name_after(position: object, tenant_id: str) -> str | None:
+    """The name a `page_position` of this tenant's listing holds; None for anything else."""
+    key = tenant_string_key(position, frozenset({"tenant_id", "name"}), tenant_id)
+    return None if key is None else str(key["name"]["S"])
 
 
 class ScheduleRecorder(Protocol):

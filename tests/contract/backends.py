@@ -11,10 +11,11 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any
 
-from onward.operator.overlaps import DynamoOverlapIndex, OverlapIndex
+from onward.operator.overlaps import OverlapIndex
 from onward.settings import Settings
 from onward.store.dynamo.attributes import from_item, to_attribute
 from onward.store.dynamo.keys import Entity, job_key
+from onward.store.dynamo.overlap_index import DynamoOverlapIndex
 from onward.store.dynamo.recorder import DynamoRecorder
 from onward.store.dynamo.writes import wire_key
 from onward.store.memory.recorder import MemoryRecorder

@@ -27,10 +27,8 @@ from onward.domain.states import JobState, RunOutcome, Transition
 from onward.store.dynamo.keys import (
     LEASE_SHARDS,
     Entity,
-    ReadyQueue,
     lease_partition,
     lease_shard_partition,
-    ready_shard,
     run_key,
 )
 from onward.store.ports import (
@@ -43,6 +41,7 @@ from onward.store.ports import (
     Tenant,
     TransitionWrite,
 )
+from onward.store.queues import ReadyQueue, ready_shard
 from onward.store.service import JobStore
 from tests.contract.backends import StoreBackend
 

@@ -16,6 +16,7 @@ from onward.domain.models import ErrorSummary, NewJob
 from onward.domain.states import JobState
 from onward.maintenance.backlog import Backlog, BacklogCounter
 from onward.settings import Settings
+from onward.store.dynamo.backlog_reads import DynamoBacklogReads
 from onward.store.dynamo.keys import LEASE_SHARDS, PARKED_SHARDS, queue_key
 from onward.store.service import JobStore
 from tests.support import ManualClock
@@ -45,7 +46,8 @@ def test_the_backlog_counts_exactly_the_waiting_jobs_due_now(settings: Settings,
     store = JobStore(settings, client=dynamodb, clock=clock)
     short_backoff = JobStore(settings, client=dynamodb, clock=clock, backoff=BackoffPolicy(base_s=10, cap_s=10))
     long_backoff = JobStore(settings, client=dynamodb, clock=clock, backoff=BackoffPolicy(base_s=600, cap_s=600))
-    counter = BacklogCounter(dynamodb, settings.require("jobs_table"), settings.active_shards, clock=clock)
+    counter = BacklogCounter(DynamoBacklogReads(dynamodb, settings.require("jobs_table"), settings.active_shards),
+                             clock=clock)
 
     # running: claimed and held
     for _ in range(2):
@@ -88,7 +90,8 @@ def test_the_count_costs_the_same_however_many_tenants_are_registered(settings: 
     """Were the count to read every registered tenant (the registry, or each tenant's entries), tenants
     whose jobs are all done would add requests here."""
     store = JobStore(settings, client=dynamodb, clock=clock)
-    counter = BacklogCounter(dynamodb, settings.require("jobs_table"), settings.active_shards, clock=clock)
+    counter = BacklogCounter(DynamoBacklogReads(dynamodb, settings.require("jobs_table"), settings.active_shards),
+                             clock=clock)
     assert counter.count() == Backlog(0, 0, idle_requests(settings))
 
     for n in range(20):

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from onward.maintenance.backlog import COUNT_CAP, Count, due_in_queue
+from onward.maintenance.backlog import due_in_queue
+from onward.store.backlog_reads import COUNT_CAP, Count
 
 
 def test_a_complete_count_of_the_jobs_not_due_leaves_exactly_the_due_ones() -> None:

@@ -5,17 +5,18 @@ from __future__ import annotations
 
 from onward.domain.models import NewJob
 from onward.operator.due_age import oldest_due_age_s, oldest_due_at
+from onward.store.reads import StoreReads
 from onward.store.service import JobStore
 from tests.support import ManualClock
 
 
 def age(store: JobStore, clock: ManualClock) -> float:
-    return oldest_due_age_s(store.recorder, store.registry, clock())
+    return oldest_due_age_s(StoreReads(store), clock())
 
 
 def test_nothing_waiting_reads_zero(memory_store: JobStore, clock: ManualClock) -> None:
     """Without the None case the reaper would publish no datapoint, and the dashboard a gap, while idle."""
-    assert oldest_due_at(memory_store.recorder, memory_store.registry, clock()) is None
+    assert oldest_due_at(StoreReads(memory_store), clock()) is None
     assert age(memory_store, clock) == 0.0
 
 

@@ -26,8 +26,9 @@ from onward.domain.states import JobState
 from onward.operator import explain
 from onward.operator.claim_history import ClaimCounts
 from onward.operator.explain import Ahead, Throughput, Waiting, WaitReason
-from onward.store.dynamo.keys import ReadyQueue
 from onward.store.ports import DueJob, QueueEntry, Tenant, TenantState
+from onward.store.queues import ReadyQueue
+from onward.store.reads import StoreReads
 from onward.store.service import JobStore
 from tests.support import ManualClock
 
@@ -189,9 +190,7 @@ def test_the_count_ahead_is_each_jobs_place_in_the_claim_order() -> None:
     claims = ClaimCounts(clock.now - WINDOW_MS, clock.now, 60_000, {}, examined=0, complete=True)
     ahead = {}
     for job in jobs:
-        row = store.recorder.job(job.job_id)
-        assert row is not None
-        ahead[job.job_id] = explain.waiting_of(store.recorder, row, claims, clock.now).ahead.count
+        ahead[job.job_id] = explain.waiting_of(StoreReads(store), store.row(job.job_id), claims, clock.now).ahead.count
     order = []
     while (lease := store.claim("w", 30)) is not None:
         order.append(lease.job_id)
@@ -218,9 +217,7 @@ def test_the_count_ahead_is_each_jobs_place_when_jobs_come_in_bursts_with_ties()
     claims = ClaimCounts(clock.now - WINDOW_MS, clock.now, 60_000, {}, examined=0, complete=True)
     ahead = {}
     for job in jobs:
-        row = store.recorder.job(job.job_id)
-        assert row is not None
-        ahead[job.job_id] = explain.waiting_of(store.recorder, row, claims, clock.now).ahead.count
+        ahead[job.job_id] = explain.waiting_of(StoreReads(store), store.row(job.job_id), claims, clock.now).ahead.count
     order = []
     while (lease := store.claim("w", 30)) is not None:
         order.append(lease.job_id)

@@ -16,6 +16,7 @@ from onward.operator.conflicts import differences, reason_of
 from onward.operator.parked import preview
 from onward.pipeline.view import JobFilter, StatusViewReader
 from onward.store.dynamo.attributes import to_item
+from onward.store.dynamo.claim_log import DynamoClaimLog
 from onward.store.dynamo.keys import TIME_SHARDS
 
 NOW = epoch_ms("2026-12-01T10:00:00.000Z")
@@ -145,7 +146,7 @@ def test_claims_fall_in_their_minute_across_an_hour_boundary() -> None:
     fake = FakeOutbox([("acme", "2026-12-01T09:55:30.000Z"),  # before the window (09:57 to 10:02)
                        ("acme", "2026-12-01T09:59:59.000Z"), ("globex", "2026-12-01T09:58:00.000Z"),
                        ("acme", iso(NOW + 5)), ("acme", iso(NOW + 3 * 60_000))])  # the last: after it
-    counted = RecentClaims(fake, "outbox").count(NOW + 2 * 60_000)
+    counted = RecentClaims(DynamoClaimLog(fake, "outbox")).count(NOW + 2 * 60_000)
     assert [request["ExpressionAttributeValues"][":b"]["S"] for request in fake.requests] == [
         f"2026-12-01T{hour}#{shard}" for hour in ("09", "10") for shard in range(TIME_SHARDS)]
     assert counted.by_tenant == {"acme": [0, 0, 1, 1, 0], "globex": [0, 1, 0, 0, 0]}

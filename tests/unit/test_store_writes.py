@@ -13,7 +13,7 @@ from onward.domain.dispatch import on_claim, on_end
 from onward.domain.errors import StoreInvariantViolation
 from onward.domain.lifecycle import Change
 from onward.domain.models import NewJob
-from onward.store.dynamo.keys import Entity, ReadyQueue, job_key, running_key
+from onward.store.dynamo.keys import Entity, job_key, running_key
 from onward.store.dynamo.writes import Transaction, TransitionWrites, wire_key
 from onward.store.ports import (
     Admission,
@@ -24,6 +24,7 @@ from onward.store.ports import (
     WaitingUpdate,
     judge,
 )
+from onward.store.queues import ReadyQueue
 
 NOW = 1_800_000_000_000
 WRITES = TransitionWrites("jobs", "outbox")

@@ -36,7 +36,7 @@ from onward.api.request import (
     asked_job_type,
     asked_tenant,
     caller,
-    cursor_key,
+    cursor_start,
     invalid_body,
     job_filter,
     json_body,
@@ -54,6 +54,7 @@ from onward.domain.models import NewJob
 from onward.domain.states import JobState
 from onward.domain.text_patterns import IDEMPOTENCY_KEY
 from onward.operator import explain
+from onward.pipeline.view import listing_start
 from onward.store.ports import JobRow
 from onward.store.service import CancelStatus, Created
 
@@ -160,7 +161,7 @@ def list_jobs() -> Response[str]:
     limit = page_limit(query)
     where = job_filter(query)
     cursor = query.get("cursor")
-    start = cursor_key(cursor, tenant, cursors.JOB_CURSOR) if cursor else None
+    start = cursor_start(cursor, lambda position: listing_start(position, tenant)) if cursor else None
     deployment = ApiDeployment.from_environment()
     views, start = deployment.status_view.for_tenant(tenant, limit=limit, where=where, start=start)
     now = system_clock()
@@ -236,7 +237,7 @@ def _waiting(deployment: Deployment, row: JobRow, now: EpochMs, *, platform: boo
     tenant's only, or with `platform` (an operator bound to no tenant, who may see every tenant's) every
     tenant's."""
     claims = recent_claims(deployment, now, tenant_id=None if platform else row.job.tenant_id)
-    return explain.waiting_of(deployment.job_store.recorder, row, claims, now, platform=platform)
+    return explain.waiting_of(deployment.store_reads, row, claims, now, platform=platform)
 
 
 @router.post("/jobs/<job_id>/cancel")

@@ -55,8 +55,7 @@ from onward.domain.freshness import freshness_of, view_lag
 from onward.domain.shard_lag import shard_lags
 from onward.domain.states import REPLAYABLE_STATES
 from onward.operator.bulk import BulkAction, BulkKind, InvalidBulkFilter
-from onward.operator.conflicts import ConflictReader
-from onward.operator.parked import SOURCES, ParkedRecordReader, preview
+from onward.operator.parked import SOURCES, preview
 from onward.pipeline.checkpoints import OUTBOX_STREAM, PROJECTOR_CONSUMER, RELAY_CONSUMER
 from onward.pipeline.view import JobFilter
 
@@ -204,7 +203,7 @@ def parked_records() -> Response[str]:
         raise Problem(400, "Bad request", f"source is one of {', '.join(SOURCES)}")
     limit = page_limit(query)
     deployment = ApiDeployment.from_environment()
-    reader = ParkedRecordReader(deployment.client("dynamodb"), deployment.settings.require("parked_table"))
+    reader = deployment.parked_reader
     rows: list[ParkedRow] = []
     more = False
     for name in SOURCES if source is None else tuple(name for name in SOURCES if name == source):
@@ -223,8 +222,7 @@ def projection_conflicts() -> Response[str]:
     platform_operator()
     limit = page_limit(query_parameters())
     deployment = ApiDeployment.from_environment()
-    kept, more = ConflictReader(deployment.client("dynamodb"), deployment.settings.require("conflicts_table")).newest(
-        limit)
+    kept, more = deployment.conflict_reader.newest(limit)
     rows = [ConflictRow(job_id=conflict.job_id, tenant_id=conflict.tenant_id, version=conflict.version,
                         detected_at=conflict.detected_at, reason=conflict.reason,
                         differences=[FieldDifference(field=d.field, in_view=d.in_view, incoming=d.incoming)

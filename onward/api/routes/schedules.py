@@ -14,7 +14,7 @@ from onward.api.core import refuse_unknown_job_type
 from onward.api.request import (
     asked_tenant,
     caller,
-    cursor_key,
+    cursor_start,
     invalid_body,
     json_body,
     page_limit,
@@ -26,7 +26,7 @@ from onward.bootstrap import ApiDeployment
 from onward.domain.clock import system_clock
 from onward.domain.schedules import NewSchedule, Schedule
 from onward.domain.text_patterns import SCHEDULE_NAME
-from onward.store.schedules import MAX_SCHEDULES_PER_TENANT, AddOutcome
+from onward.store.schedules import MAX_SCHEDULES_PER_TENANT, AddOutcome, name_after
 
 router = new_router()
 
@@ -71,7 +71,7 @@ def list_schedules() -> Response[str]:
     query = query_parameters()
     limit = page_limit(query)
     cursor = query.get("cursor")
-    after = cursor_key(cursor, tenant_id, cursors.SCHEDULE_CURSOR)["name"]["S"] if cursor else None
+    after = cursor_start(cursor, lambda position: name_after(position, tenant_id)) if cursor else None
     if after is not None and not SCHEDULE_NAME.matches(after):
         raise Problem(400, "Bad request", "the cursor is not one this API returned for this tenant")
     found = ApiDeployment.from_environment().schedules.page(tenant_id, limit, after)

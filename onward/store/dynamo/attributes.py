@@ -125,3 +125,13 @@ def _exact_value(attribute: Any) -> Any:
 def json_size(value: Any) -> int:
     """Bytes of the compact JSON encoding: what a caller's params or result will cost in an item."""
     return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
+
+
+def tenant_string_key(value: object, fields: frozenset[str], tenant_id: str) -> Item | None:
+    """`value` as a key of string attributes (a listing's page position handed back by a caller): exactly
+    `fields`, each {"S": <str>}, its `tenant_id` the one given; None for anything else."""
+    if not (isinstance(value, dict) and set(value) == fields):
+        return None
+    if not all(isinstance(v, dict) and set(v) == {"S"} and isinstance(v["S"], str) for v in value.values()):
+        return None
+    return value if value["tenant_id"]["S"] == tenant_id else None

@@ -41,6 +41,7 @@ from onward.domain.lifecycle import Change
 from onward.domain.models import Job, OutboxEvent, Run
 from onward.domain.states import CLAIMABLE_STATES, JobState, is_terminal
 from onward.store.dynamo.attributes import json_size
+from onward.store.queues import ReadyQueue, ready_queue
 
 JOB_PREFIX = "JOB#"
 JOB_SK = "JOB"
@@ -63,12 +64,7 @@ OVERLAP_PREFIX = "OVERLAP#"
 # of the writes, so none nears DynamoDB's 1,000 write units/s per partition below the platform's ceiling
 # (bench/scale.py). Readers of the whole index read every shard.
 LEASE_SHARDS = 32  # `leases`: a claim and an end write it (2 units per job): 16,000 jobs/s
-# `active`: a deployment setting (Settings.active_shards, template parameter ActiveShards): a queue entry
-# entering and leaving costs 2 units, so tenants whose every job is alone need 32 partitions for 10,000
-# jobs/s; a claim reads the head of each (once per HEAD_CACHE_MS per process). Only ever raised: entries
-# in a partition past a lowered count are not read until a job enters them again.
-DEFAULT_ACTIVE_SHARDS = 4  # a local stack (`onward up`, tests): each head read is a Query per partition
-MAX_ACTIVE_SHARDS = 64
+# `active`: a deployment setting, DEFAULT_ACTIVE_SHARDS .. MAX_ACTIVE_SHARDS (onward.store.queues).
 TIME_SHARDS = 64  # `by_time`: 3 events per job, each version its own shard: about 21,000 jobs/s
 CLOCK_SHARDS = 4  # the system virtual clock: written at most once a second per claiming process
 PARKED_SHARDS = 4  # `parked`: an entry whose jobs are all in backoff is parked and woken (2 units per park)
@@ -177,23 +173,9 @@ def band_attribute(priority: int) -> str:
     return f"w{priority}"
 
 
-def ready_shard(job_id: str, shards: int) -> int:
-    return int(job_id[:8], 16) % shards
-
-
-class ReadyQueue(NamedTuple):
-    """One partition of a tenant's `ready` index: one shard of one priority band. A claim reads the bands
-    from the highest priority down, so a due job of a higher priority goes first."""
-
-    shard: int
-    priority: int
-
-    def partition(self, tenant_id: str) -> str:
-        return f"{tenant_id}#{self.shard}#{self.priority}"
-
-
-def ready_queue(job: Job, shards: int) -> ReadyQueue:
-    return ReadyQueue(ready_shard(job.job_id, shards), job.priority)
+def ready_partition(tenant_id: str, queue: ReadyQueue) -> str:
+    """The `ready` index partition of one of a tenant's ready queues (onward.store.queues.ReadyQueue)."""
+    return f"{tenant_id}#{queue.shard}#{queue.priority}"
 
 
 def lease_partition(job_id: str) -> str:
@@ -271,7 +253,7 @@ def job_item(job: Job, ready_shards: int, retention_s: int, running_shard: int |
         row["running_shard"] = running_shard or 0
     row["expires_at"] = job_expires_at(job, retention_s)
     if job.state in CLAIMABLE_STATES:
-        row["ready_pk"] = ready_queue(job, ready_shards).partition(job.tenant_id)
+        row["ready_pk"] = ready_partition(job.tenant_id, ready_queue(job, ready_shards))
         row["ready_due"] = job.not_before
     if job.state is JobState.RUNNING:
         row["lease_pk"] = lease_partition(job.job_id)

@@ -18,17 +18,15 @@ from onward.domain.states import JobState, RunOutcome
 from onward.pipeline.outbox import OutboxReader
 from onward.store.dynamo.attributes import Item, from_item, to_attribute
 from onward.store.dynamo.batch_reads import batch_get
+from onward.store.dynamo.index_queries import DUE_BY, active_query, entry_of, parked_due_query, ready_query
 from onward.store.dynamo.keys import (
     CLOCK_SHARDS,
-    DEFAULT_ACTIVE_SHARDS,
     PARKED_SHARDS,
     RUN_PREFIX,
     TENANTS_PK,
     Entity,
     Key,
-    ReadyQueue,
     active_partition,
-    active_shard_partition,
     clock_key,
     idempotency_key,
     job_id_of,
@@ -36,14 +34,11 @@ from onward.store.dynamo.keys import (
     job_pk,
     lease_shard_partition,
     parked_partition,
-    parked_shard_partition,
     queue_key,
     result_key,
     run_key,
     running_key,
     settings_key,
-    shard_of,
-    tenant_id_of,
     tenant_items,
 )
 from onward.store.dynamo.tenant_reads import tenant_item
@@ -80,6 +75,7 @@ from onward.store.ports import (
     tenant_from_values,
     tenant_state,
 )
+from onward.store.queues import DEFAULT_ACTIVE_SHARDS, ReadyQueue
 
 PARTITION_READERS = 8  # concurrent Queries of one sharded-index read
 PARTITION_READER_THREAD = "onward-partition-read"  # the threads' name prefix: one pool per process, kept
@@ -323,13 +319,7 @@ class DynamoRecorder(JobRecorder):
     # --- indexes --------------------------------------------------------------------------------------------
 
     def due(self, tenant_id: str, queue: ReadyQueue, now: EpochMs, limit: int) -> list[DueJob]:
-        items = self._db.query(
-            TableName=self._jobs,
-            IndexName="ready",
-            KeyConditionExpression="ready_pk = :p AND ready_due <= :now",
-            ExpressionAttributeValues={":p": {"S": queue.partition(tenant_id)}, ":now": {"N": str(now)}},
-            Limit=limit,
-        )["Items"]
+        items = self._db.query(**ready_query(self._jobs, tenant_id, queue, DUE_BY, now), Limit=limit)["Items"]
         return [DueJob(job_id_of(item["pk"]["S"]), int(item["ready_due"]["N"]),
                        JobRow(*job_from_item(item)) if ROW_MARK in item else None) for item in items]
 
@@ -353,14 +343,8 @@ class DynamoRecorder(JobRecorder):
         return [item for page in pages for item in page]
 
     def active_head(self, limit_per_shard: int) -> list[ActiveEntry]:
-        entries = []
-        for item in self._query_partitions([
-            {"TableName": self._jobs, "IndexName": "active", "KeyConditionExpression": "active_pk = :p",
-             "ExpressionAttributeValues": {":p": {"S": active_shard_partition(index)}}, "Limit": limit_per_shard}
-            for index in range(self._active_shards)
-        ]):
-            pk = item["pk"]["S"]
-            entries.append(ActiveEntry(tenant_id_of(pk), shard_of(pk), float(item["active_vt"]["N"])))
+        entries = [ActiveEntry(*entry_of(item), float(item["active_vt"]["N"])) for item in self._query_partitions(
+            [{**active_query(self._jobs, index), "Limit": limit_per_shard} for index in range(self._active_shards)])]
         entries.sort(key=lambda entry: (entry.active_vt, entry.tenant_id, entry.shard))
         return entries
 
@@ -455,17 +439,8 @@ class DynamoRecorder(JobRecorder):
                                        ":e": {"N": str(entered)}})
 
     def parked_due(self, now: EpochMs, limit_per_shard: int) -> list[tuple[str, int]]:
-        found = []
-        for item in self._query_partitions([
-            {"TableName": self._jobs, "IndexName": "parked",
-             "KeyConditionExpression": "parked_pk = :p AND parked_until <= :now",
-             "ExpressionAttributeValues": {":p": {"S": parked_shard_partition(index)}, ":now": {"N": str(now)}},
-             "Limit": limit_per_shard}
-            for index in range(PARKED_SHARDS)
-        ]):
-            pk = item["pk"]["S"]
-            found.append((tenant_id_of(pk), shard_of(pk)))
-        return found
+        return [entry_of(item) for item in self._query_partitions(
+            [{**parked_due_query(self._jobs, index, now), "Limit": limit_per_shard} for index in range(PARKED_SHARDS)])]
 
     def wake(self, tenant_id: str, shard: int) -> bool:
         return self._conditional_update(

@@ -15,7 +15,6 @@ from onward.domain.dispatch import UsageChange
 from onward.domain.models import Job, Run
 from onward.store.dynamo.attributes import Item, from_item, to_attribute
 from onward.store.dynamo.keys import (
-    DEFAULT_ACTIVE_SHARDS,
     Entity,
     Key,
     active_partition,
@@ -40,6 +39,7 @@ from onward.store.ports import (
     WaitingUpdate,
     queue_entry_updates,
 )
+from onward.store.queues import DEFAULT_ACTIVE_SHARDS
 
 CONDITIONAL_CHECK_FAILED = "ConditionalCheckFailed"
 TRANSACTION_CONFLICT = "TransactionConflict"

@@ -24,13 +24,11 @@ from onward.domain.models import Job, OutboxEvent, Run
 from onward.domain.states import JobState, RunOutcome
 from onward.store.dynamo.keys import (
     CLOCK_SHARDS,
-    DEFAULT_ACTIVE_SHARDS,
     PARKED_SHARDS,
     RUN_PREFIX,
     TENANTS_PK,
     Entity,
     Key,
-    ReadyQueue,
     active_partition,
     active_shard_partition,
     band_attribute,
@@ -46,6 +44,7 @@ from onward.store.dynamo.keys import (
     parked_partition,
     parked_shard_partition,
     queue_key,
+    ready_partition,
     result_key,
     run_from_values,
     run_key,
@@ -80,6 +79,7 @@ from onward.store.ports import (
     tenant_from_values,
     tenant_state,
 )
+from onward.store.queues import DEFAULT_ACTIVE_SHARDS, ReadyQueue
 
 Values = dict[str, Any]
 
@@ -414,7 +414,7 @@ class MemoryRecorder(JobRecorder):
 
     def due(self, tenant_id: str, queue: ReadyQueue, now: EpochMs, limit: int) -> list[DueJob]:
         with self._lock:
-            index = self._ready.get(queue.partition(tenant_id), {})
+            index = self._ready.get(ready_partition(tenant_id, queue), {})
             # with the rows, as DynamoDB's ready index answers (it projects every attribute)
             return [DueJob(job_id, index[job_id], self._job_row(job_id))
                     for job_id in self._first(index, lambda due: due <= now, limit)]
@@ -515,7 +515,7 @@ class MemoryRecorder(JobRecorder):
 
     def overlapping_jobs(self, since: EpochMs, until: EpochMs) -> list[str]:
         """Ids of the jobs with a run in the `overlaps` index keyed from `since` to `until` (inclusive), in key
-        order, each once (onward.operator.overlaps's twin: the whole table is read, it is small here)."""
+        order, each once (onward.store.dynamo.overlap_index's twin: the whole table is read, it is small here)."""
         with self._lock:
             found = sorted((run["overlap_at"], job_id_of(pk)) for pk, items in self._items.items()
                            for run in items.values() if "overlap_pk" in run and since <= run["overlap_at"] <= until)

@@ -14,10 +14,11 @@ as long as the code follows the conventions the tests rely on:
   `source` is `os.environ` or a mapping standing in for it, `helper(source, "X", ...)`,
   `settings.require("jobs_table")` -> JOBS_TABLE);
 - the project's code is called by name: a function, class or method runs only where its name is written
-  (`store.replay(...)`, `JobStore(...)`, `key=self._order`, `getattr(x, "literal")`) or where a library calls
-  it (see below). Components come from the wiring class (onward/bootstrap.py's Deployment, whose
-  builders are `@Component` methods) by attribute, `deployment.relay`, so a builder (and the imports inside
-  it) is read only where its name is.
+  (`store.replay(...)`, `JobStore(...)`, `key=self._order`, `getattr(x, "literal")`, a route's parameter
+  annotated `Annotated[T, Depends(f)]`: read as the route's code) or where a library calls it (see below).
+  Components come from the wiring class (onward/bootstrap.py's Deployment, whose builders are `@Component`
+  methods) by attribute, `deployment.relay`, so a builder (and the imports inside it) is read only where its
+  name is.
 
 How names are resolved (each rule errs on the side of reading more):
 
@@ -209,6 +210,14 @@ def _walk(roots: Iterable[ast.AST]) -> list[ast.AST]:
     return found
 
 
+def _dependencies(args: ast.arguments) -> list[ast.AST]:
+    """The `Depends(f)` of a function's parameter annotations (`Annotated[T, Depends(f)]`): the library calls
+    `f` each time it calls the function, so they are read as the function's code."""
+    annotations = [arg.annotation for arg in [*args.posonlyargs, *args.args, *args.kwonlyargs] if arg.annotation]
+    return [node for annotation in annotations for node in ast.walk(annotation)
+            if isinstance(node, ast.Call) and _identifier(node.func) == "Depends"]
+
+
 def _split(name: str, is_package: bool, tree: ast.Module) -> _Module:
     """A module's units: its top-level code, its top-level functions, its classes' methods."""
     top: list[ast.AST] = []
@@ -217,7 +226,7 @@ def _split(name: str, is_package: bool, tree: ast.Module) -> _Module:
     def function(node: ast.FunctionDef | ast.AsyncFunctionDef, qualname: str) -> _Unit:
         args = node.args
         top.extend(_walk([*node.decorator_list, *args.defaults, *(d for d in args.kw_defaults if d)]))
-        body = _walk([*node.body])
+        body = _walk([*node.body, *_dependencies(args)])
         return _Unit(name, is_package, qualname, body,
                      [d for decorator in node.decorator_list if (d := _identifier(decorator))])
 

@@ -54,6 +54,15 @@ def not_found(job_id: str) -> Problem:
     return Problem(404, "Not found", f"no job {job_id!r}", slug="job-not-found")
 
 
+def schedule_not_found(name: str) -> Problem:
+    return Problem(404, "Not found", f"no schedule {name!r}", slug="schedule-not-found")
+
+
+def no_such_file(name: str) -> Problem:
+    """A file the status page does not have (the name is not repeated: it is not the caller's data)."""
+    return Problem(404, "Not found", "no such file", slug="route-not-found")
+
+
 def problem_of(error: OnwardError) -> Problem:
     """The answer to an error of the core: one mapping for every route (and each job of a bulk replay or entry of
     a batch)."""

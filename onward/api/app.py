@@ -2,7 +2,9 @@
 (infra/onward_infra/gateway.py) invokes the same `handler` with the same event shape.
 
 The resolver, the routers it includes and how a refusal is answered; the routes are in onward/api/routes/, one
-router per area. Thin: authenticate, parse the request at the edge (onward.api.request: pydantic, extra fields
+router per area, each typed with its parameters and body model: the resolver validates every request against
+them (after the route's access: onward.api.routing) and generates the OpenAPI document from them
+(onward.api.openapi). Thin: authenticate, let the resolver parse the request at the edge (pydantic, extra fields
 refused), call the core (JobStore, StatusViewReader, CheckpointStore, onward.domain.freshness), shape the
 response (onward.api.answers). The authenticator, the known job types and the core are the environment's
 ApiDeployment's (onward/bootstrap.py: clients with short timeouts and 3 attempts, to answer within API
@@ -17,11 +19,14 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from onward.api.answers import Problem, problem_of
 from onward.api.observability import logger, metrics, tracer
+from onward.api.openapi import configure, document
+from onward.api.request import invalid_request
 from onward.api.routes import about, jobs, ops, page, schedules
 from onward.api.routing import WholePathResolver
 from onward.domain.errors import (
@@ -34,7 +39,8 @@ from onward.domain.errors import (
 )
 from onward.telemetry import discard_unflushed
 
-app = WholePathResolver(debug=False)
+app = WholePathResolver()
+configure(app)
 # Each router's routes go through the resolver's own route compile (whole-path matching). A static route is tried
 # before every dynamic one (POST /jobs/batch before POST /jobs/<job_id>/...), the dynamic ones in this order.
 app.include_router(about.router)
@@ -59,6 +65,11 @@ def _handles(*error_classes: type[Exception]) -> Callable[[ProblemHandler], Prob
 @_handles(Problem)
 def _problem(error: Problem) -> Response[str]:
     return error.response()
+
+
+@_handles(RequestValidationError)
+def _invalid_request(error: RequestValidationError) -> Response[str]:
+    return invalid_request(error.errors(), app.context.get("_route_args", {}), app.current_event.path).response()
 
 
 @_handles(JobNotFound, IdempotencyConflict, NotReplayable, PayloadTooLarge, InvalidRequest, StoreContention)
@@ -110,4 +121,10 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         return response
 
 
-__all__ = ["app", "handler", "logger"]
+def openapi_document(job_types: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """The OpenAPI document the resolver generates from this app's routes (onward.api.openapi.document), with
+    `job_types` as the examples of a job's type."""
+    return document(app, job_types)
+
+
+__all__ = ["app", "handler", "logger", "openapi_document"]

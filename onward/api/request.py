@@ -1,36 +1,45 @@
-"""What every route reads from its request: the caller (authenticated by the ApiDeployment's authenticator) and
-the tenants it may see (`tenant_scope`, the one scoping rule), the query's parameters, the path's job id, a
-listing's cursor and the JSON body, each refused at the edge as application/problem+json (onward.api.answers).
+"""What the routes share about a request: who is calling (authenticated by the ApiDeployment's authenticator) and
+the tenants it may see (`tenant_scope`, the one scoping rule), the query parameters several routes take (typed:
+the resolver validates them and documents them), a listing's cursor, and how a request the resolver or a model
+refuses is answered (`invalid_request`, `invalid_body`: application/problem+json, onward.api.answers).
 
 The request is the one the resolver is answering: Powertools keeps it on a class attribute that `resolve()` sets
-(BaseRouter.current_event), which every router reads.
+(BaseRouter.current_event), which every router reads. The callers' checks here are the routes' dependencies
+(`Depends`), resolved before the request's shape is validated (onward.api.routing).
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
-from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from collections.abc import Callable, Mapping, Sequence
+from typing import Annotated, Any, TypeVar
 
+from aws_lambda_powertools.event_handler.openapi.params import Query
 from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEventV2
 from pydantic import ValidationError
 
 from onward.api import cursors
-from onward.api.answers import Problem, not_found
+from onward.api.answers import Problem, no_such_file, not_found, schedule_not_found
 from onward.api.auth import NoTenant, Principal
 from onward.api.routing import new_router
 from onward.bootstrap import ApiDeployment
-from onward.domain.documents import parse_json_float
-from onward.domain.states import JobState
-from onward.domain.text_patterns import JOB_ID, JOB_ID_PREFIX, JOB_TYPE, TENANT_ID
-from onward.pipeline.view import JobFilter
+from onward.domain.models import TenantId
+from onward.domain.text_patterns import TENANT_ID
 
-MAX_BODY_BYTES = 256 * 1024
 DEFAULT_LIMIT = 20
 MAX_LIMIT = 100
 Start = TypeVar("Start")  # where a listing starts, as its store reads it back from a cursor
+
+# The query parameters of more than one route.
+Limit = Annotated[int, Query(ge=1, le=MAX_LIMIT, description="at most this many")]
+AskedTenant = Annotated[TenantId | None, Query(alias="tenant", description=(
+    "operators not bound to a tenant name the tenant; any other credential may only name its own (403 otherwise)"))]
+Cursor = Annotated[str | None, Query(max_length=cursors.MAX_CURSOR_CHARS, description=(
+    "opaque; the `cursor` of the previous page (filters are not in it: send the same ones)"))]
+
+# A path parameter no resource can have is answered as a missing one of its area (404), as before the resolver
+# validated paths: nothing tells a malformed name from an unknown one.
+MISSING_IN_AREA: dict[str, Callable[[str], Problem]] = {"jobs": not_found, "schedules": schedule_not_found,
+                                                        "web": no_such_file}
 
 # A router of no resolver: its current_event is the class attribute the resolver sets for each request.
 _requests = new_router()
@@ -73,6 +82,14 @@ def operator_caller() -> Principal:
     return principal
 
 
+def replaying_operator() -> Principal:
+    """The caller, if an operator (403 otherwise): replay is an operator's."""
+    principal = caller()
+    if not principal.operator:
+        raise Problem(403, "Forbidden", "replay is for operators")
+    return principal
+
+
 def platform_operator() -> Principal:
     """The caller, if an operator bound to no tenant: what this answers is every tenant's (403 otherwise)."""
     principal = operator_caller()
@@ -82,59 +99,13 @@ def platform_operator() -> Principal:
     return principal
 
 
-def query_parameters() -> dict[str, str]:
-    return dict(current_event().query_string_parameters or {})
-
-
-def asked_tenant(query: Mapping[str, str]) -> str | None:
-    """?tenant=, if given (400 unless it is a tenant id)."""
-    asked = query.get("tenant")
+def asked_tenant() -> str | None:
+    """?tenant=, if given (400 unless it is a tenant id): read by a route's dependency, which decides the tenant
+    before the resolver validates the rest of the request (the route declares it as AskedTenant)."""
+    asked = (current_event().query_string_parameters or {}).get("tenant")
     if asked is not None and not TENANT_ID.matches(asked):
         raise Problem(400, "Bad request", f"{asked!r} is not a tenant id")
     return asked
-
-
-def page_limit(query: Mapping[str, str], default: int = DEFAULT_LIMIT, maximum: int = MAX_LIMIT) -> int:
-    """?limit=, from 1 to `maximum` (400 otherwise)."""
-    try:
-        limit = int(query.get("limit", default))
-    except ValueError:
-        limit = 0
-    if not 1 <= limit <= maximum:
-        raise Problem(400, "Bad request", f"limit is an integer from 1 to {maximum}")
-    return limit
-
-
-def asked_job_type(query: Mapping[str, str]) -> str | None:
-    """?type=, if given (400 unless it is a job type's name)."""
-    job_type = query.get("type")
-    if job_type is not None and not JOB_TYPE.matches(job_type):
-        raise Problem(400, "Bad request", f"{job_type[:130]!r} is not a job type (dotted lower-case names)")
-    return job_type
-
-
-def job_filter(query: Mapping[str, str]) -> JobFilter:
-    """?status= (one or a comma list), ?type=, ?id_prefix= as a JobFilter; 400 for a value none could match."""
-    statuses: frozenset[str] = frozenset()
-    if "status" in query:
-        statuses = frozenset(query["status"].split(","))
-        unknown = sorted(statuses - {state.value for state in JobState})
-        if unknown:
-            raise Problem(400, "Bad request", f"unknown status {unknown[0]!r}; known: "
-                          + ", ".join(state.value for state in JobState))
-    job_type = asked_job_type(query)
-    id_prefix = query.get("id_prefix")
-    if id_prefix is not None and not JOB_ID_PREFIX.matches(id_prefix):
-        raise Problem(400, "Bad request", "id_prefix is 1 to 32 lower-case hexadecimal digits (a job id or its "
-                      "beginning)")
-    return JobFilter(statuses, job_type, id_prefix)
-
-
-def well_formed_job_id(job_id: str) -> str:
-    """The path's job id; one that no job can have is answered as a missing job (404)."""
-    if not JOB_ID.matches(job_id):
-        raise not_found(job_id)
-    return job_id
 
 
 def cursor_start(cursor: str, start_of: Callable[[object], Start | None]) -> Start:
@@ -149,44 +120,40 @@ def cursor_start(cursor: str, start_of: Callable[[object], Start | None]) -> Sta
     return start
 
 
-def json_body() -> Any:
-    """The request's JSON body: 415 unless it is declared JSON, 413 over MAX_BODY_BYTES, 400 unless it is
-    JSON that can be stored (no NaN or Infinity, no nesting that exhausts the parser). A number a float cannot
-    hold (1e-400) is read as its Decimal, for the models to refuse by its own value rather than keep its 0.0."""
-    event = current_event()
-    content_type = (event.headers or {}).get("content-type", "")
-    media_type = content_type.split(";", 1)[0].strip().lower()
-    if media_type != "application/json":
-        raise Problem(415, "Unsupported media type", "send the body as Content-Type: application/json",
-                      headers={"Accept": "application/json"})
-    raw: bytes
-    body = event.body or ""
-    if event.is_base64_encoded:
-        try:
-            raw = base64.b64decode(body, validate=True)
-        except (binascii.Error, ValueError) as error:
-            raise Problem(400, "Malformed body", "the body is not valid base64") from error
-    else:
-        raw = body.encode()
-    if len(raw) > MAX_BODY_BYTES:
-        raise Problem(413, "Payload too large", f"the body takes {len(raw)} bytes; the limit is {MAX_BODY_BYTES}")
-    try:
-        return json.loads(raw, parse_constant=_refuse_constant, parse_float=parse_json_float)
-    except RecursionError as error:
-        raise Problem(400, "Malformed JSON", "the body nests too deeply") from error
-    except (ValueError, UnicodeDecodeError) as error:
-        raise Problem(400, "Malformed JSON", f"the body is not valid JSON: {error}") from error
+def invalid_request(errors: Sequence[Mapping[str, Any]], path_arguments: Mapping[str, str], path: str) -> Problem:
+    """The answer to a request the resolver refused (Powertools' RequestValidationError): a path parameter no
+    resource can have is a missing resource (404), a bad query parameter a 400, and a body that does not
+    match its model a 422 naming each place, as `invalid_body`."""
+    where = {str(error["loc"][0]) for error in errors}
+    if "path" in where:
+        name = next(str(error["loc"][1]) for error in errors if error["loc"][0] == "path")
+        return MISSING_IN_AREA[path.split("/")[1]](path_arguments.get(name, ""))
+    if "body" not in where:
+        shown = "; ".join(f"{'.'.join(map(str, error['loc'][1:]))}{_given(error)}: {_message(error)}"
+                          for error in errors[:3])
+        return Problem(400, "Bad request", f"the query does not match the schema: {shown}")
+    return field_errors([{**error, "loc": error["loc"][1:]} for error in errors if error["loc"][0] == "body"])
 
 
 def invalid_body(error: ValidationError, where: tuple[str | int, ...] = ()) -> Problem:
-    """A 422 naming each place of the body that does not match its model, and why (`where`: the place of the
-    part that was validated, e.g. ("jobs", 3) for a batch's entry)."""
-    errors = [{"loc": [*where, *e["loc"]], "msg": e["msg"].removeprefix("Value error, "), "type": e["type"]}
-              for e in error.errors(include_input=False, include_url=False)]
-    shown = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in errors[:3])
+    """A 422 naming each place of a body (or `where`: the place of the part that was validated, e.g. ("jobs", 3)
+    for a batch's entry) that does not match its model, and why."""
+    return field_errors(error.errors(include_input=False, include_url=False), where)
+
+
+def field_errors(errors: Sequence[Mapping[str, Any]], where: tuple[str | int, ...] = ()) -> Problem:
+    """A 422 naming each place of the body that does not match its model, and why."""
+    listed = [{"loc": [*where, *e["loc"]], "msg": _message(e), "type": e["type"]} for e in errors]
+    shown = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in listed[:3])
     return Problem(422, "Invalid request", f"the body does not match the schema: {shown}", slug="validation",
-                   extra={"errors": errors})
+                   extra={"errors": listed})
 
 
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON (and not a number DynamoDB can store)")
+def _given(error: Mapping[str, Any]) -> str:
+    """The value a query parameter was given, as a 400 names it (its first 130 characters)."""
+    given = error.get("input")
+    return f" {given[:130]!r}" if isinstance(given, str) else ""
+
+
+def _message(error: Mapping[str, Any]) -> str:
+    return str(error["msg"]).removeprefix("Value error, ")

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from onward.api import cursors
-from onward.api.openapi import DOCUMENT
+from onward.api.app import openapi_document
 from onward.bootstrap import Deployment
 from onward.domain.clock import epoch_ms, iso
 from onward.domain.schedules import NewSchedule, Schedule
@@ -128,7 +128,7 @@ class ScheduleClient(Client):
         if method != "DELETE":
             return super().call(method, path, **kwargs)
         answer = http_call(self.url, method, path, **kwargs)
-        documented = DOCUMENT["paths"]["/schedules/{name}"]["delete"]["responses"]
+        documented = openapi_document()["paths"]["/schedules/{name}"]["delete"]["responses"]
         assert str(answer.status) in documented, answer
         if answer.status == 204:
             assert answer.body is None

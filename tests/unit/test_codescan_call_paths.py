@@ -123,6 +123,32 @@ def test_what_a_library_calls_is_read_with_its_class_or_module(package) -> None:
     assert read_code(["pkg.handler:handler"]).actions() == {"dynamodb:Query", "dynamodb:PutItem"}
 
 
+def test_a_dependency_a_route_declares_in_its_annotations_is_read_with_the_route(package) -> None:
+    """`Annotated[T, Depends(f)]`: the library calls f before the route, whose body never names it (the API's
+    caller checks are such dependencies); other annotations call nothing."""
+    package(**{"pkg.handler": '''
+        import os
+        from typing import Annotated
+        from somelibrary import Depends, Query, Router
+
+        app = Router()
+
+        def caller():
+            return os.environ.get("ONWARD_TOKENS")
+
+        def annotated_only():
+            return os.environ.get("ONWARD_NEVER")
+
+        @app.get("/things")
+        def things(who: Annotated[str, Depends(caller)], limit: Annotated[int, Query(annotated_only)] = 1):
+            return who
+
+        def handler(event, context):
+            return app.resolve(event, context)
+    '''})
+    assert read_code(["pkg.handler:handler"]).environment == {"ONWARD_TOKENS"}
+
+
 def test_a_lazy_import_counts_only_on_a_path_and_type_checking_imports_never(package) -> None:
     package(**{"pkg.store": STORE, "pkg.wiring": '''
         from typing import TYPE_CHECKING

@@ -17,10 +17,10 @@ from hypothesis import strategies as st
 from openapi_spec_validator import validate
 from pydantic import TypeAdapter, ValidationError
 
+from onward.api.app import openapi_document
 from onward.api.auth import InvalidTokens, JwtClaimsAuthenticator, NoTenant, parse_tokens
 from onward.api.contract.jobs import BatchCreate, BatchJob
 from onward.api.contract.operators import BulkCancelRequest, BulkReplay, BulkReplayRequest
-from onward.api.openapi import DOCUMENT, document
 from onward.domain import text_patterns
 from onward.domain.documents import exact_problems, parse_json_float
 from onward.domain.models import JobType, NewJob, TenantId
@@ -71,12 +71,12 @@ def test_the_document_uses_only_the_helpers_patterns() -> None:
             for value in node:
                 walk(value)
 
-    walk(DOCUMENT)
+    walk(openapi_document())
     assert found and set(found) <= {pattern.anchored for pattern in PATTERNS.values()}
 
 
 def test_the_served_document_is_valid_openapi() -> None:
-    validate(document(frozenset({"demo.echo", "reports.export"})))
+    validate(openapi_document(frozenset({"demo.echo", "reports.export"})))
 
 
 def test_a_jwt_claim_that_is_not_a_tenant_id_is_no_tenant() -> None:

@@ -1,10 +1,10 @@
 """The HTTP API's contract: every request and answer body as a pydantic model, by area (jobs, operators,
 schedules; common: the base, problems, the API's own answers).
 
-The routes (onward/api/routes/) validate requests with these models and build every answer from them;
-onward/api/openapi.py generates the document's schemas from them. So the document cannot say one
-thing while the code answers another, and a change of a field is made once, here (or in onward.domain.models for
-the shared value objects).
+The routes (onward/api/routes/) take these models as their bodies' types (the resolver validates requests with
+them) and build every answer from them; the resolver generates the OpenAPI document's schemas from them
+(onward/api/openapi.py). So the document cannot say one thing while the code answers another, and a change of
+a field is made once, here (or in onward.domain.models for the shared value objects).
 """
 
 from __future__ import annotations

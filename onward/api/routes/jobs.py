@@ -4,16 +4,18 @@ job is answered exactly like a missing one."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Literal, TypeVar
+from typing import Annotated, Any, Literal
 
 from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.depends import Depends
+from aws_lambda_powertools.event_handler.openapi.params import Header, Query
 from aws_lambda_powertools.metrics import MetricUnit
 from pydantic import ValidationError
 
 from onward.api import cursors
 from onward.api.answers import Problem, json_answer, problem_of
 from onward.api.auth import Principal
+from onward.api.contract.common import StateName
 from onward.api.contract.jobs import (
     Accepted,
     BatchCreate,
@@ -32,66 +34,103 @@ from onward.api.contract.jobs import (
 )
 from onward.api.core import recent_claims, refuse_unknown_job_type, replay_in_scope, view_lag_now
 from onward.api.observability import metrics
+from onward.api.openapi import BODY_TOO_LARGE, NOT_FOUND, NOT_JSON, SECURED, ok, problem, secured
 from onward.api.request import (
-    asked_job_type,
+    DEFAULT_LIMIT,
+    AskedTenant,
+    Cursor,
+    Limit,
     asked_tenant,
     caller,
     cursor_start,
     invalid_body,
-    job_filter,
-    json_body,
-    page_limit,
-    query_parameters,
+    replaying_operator,
     tenant_scope,
-    well_formed_job_id,
 )
 from onward.api.routing import new_router
 from onward.bootstrap import ApiDeployment, Deployment
 from onward.domain.clock import EpochMs, iso, system_clock
 from onward.domain.errors import OnwardError
 from onward.domain.freshness import freshness_of
-from onward.domain.models import NewJob
+from onward.domain.models import JobId, JobType, NewJob
 from onward.domain.states import JobState
-from onward.domain.text_patterns import IDEMPOTENCY_KEY
+from onward.domain.text_patterns import IDEMPOTENCY_KEY, JOB_ID_PREFIX
 from onward.operator import explain
-from onward.pipeline.view import listing_start
+from onward.pipeline.view import JobFilter, listing_start
 from onward.store.ports import JobRow
 from onward.store.service import CancelStatus, Created
 
 router = new_router()
 
-
-@router.post("/jobs")
-def create_job() -> Response[str]:
-    tenant_id = _creating_tenant(caller())
-    payload = json_body()
-    if not isinstance(payload, dict):
-        raise Problem(422, "Invalid request", "the body must be a JSON object", slug="validation")
-    deployment = ApiDeployment.from_environment()
-    request = _new_job(deployment, NewJob, payload)
-    key = (router.current_event.headers or {}).get("idempotency-key")
-    if key is not None and not IDEMPOTENCY_KEY.matches(key):
-        raise Problem(400, "Bad request", "an Idempotency-Key is 1 to 128 printable ASCII characters")
-    created = deployment.job_store.create(tenant_id, request, idempotency_key=key)
-    metrics.add_metric(name="JobsCreated" if created.created else "JobsCreateRepeated", unit=MetricUnit.Count, value=1)
-    job = created.job
-    return json_answer(202 if created.created else 200,
-                       Accepted(job_id=job.job_id, status=job.state, version=job.version),
-                       headers={"Location": f"/jobs/{job.job_id}"})
+OfType = Annotated[JobType | None, Query(alias="type", description="only jobs of this type")]
+OTHER_TENANT = problem("a tenant's credential named another tenant")
+CREATES_FOR_NO_TENANT = problem("the credential names no tenant (an operator token)")
 
 
-@router.post("/jobs/batch")
-def create_jobs() -> Response[str]:
-    """Create up to 100 jobs, each as POST /jobs would (with its own idempotency_key), and answer each entry's
-    outcome in order: a refused entry refuses only itself. A body that is not 1 to 100 objects creates nothing."""
-    tenant_id = _creating_tenant(caller())
+def creating_tenant() -> str:
+    """The tenant the caller creates jobs for (403 for a credential that names none: an operator's)."""
+    principal = caller()
+    if principal.tenant_id is None:
+        raise Problem(403, "Forbidden", "this credential names no tenant to create jobs for")
+    return principal.tenant_id
+
+
+def batch_tenant() -> str:
+    """The tenant of a batch, which takes its keys in its entries: 400 for an Idempotency-Key header (which
+    would not say which job it keys), before the body is read."""
+    tenant_id = creating_tenant()
     if "idempotency-key" in (router.current_event.headers or {}):
         raise Problem(400, "Bad request", "a batch takes an idempotency_key in each entry, not an Idempotency-Key "
                       "header (which would not say which job it keys)")
-    try:
-        asked = BatchCreate.model_validate(json_body())
-    except ValidationError as error:
-        raise invalid_body(error) from error
+    return tenant_id
+
+
+def listed_tenant() -> str:
+    """The one tenant a listing or a count is of (an operator bound to no tenant names it)."""
+    tenant = tenant_scope(caller(), asked_tenant())
+    if tenant is None:
+        raise Problem(400, "Bad request", "an operator lists one tenant's jobs: pass ?tenant=")
+    return tenant
+
+
+@router.post("/jobs", operation_id="createJob", security=SECURED, responses=secured({
+    200: ok("an earlier request with this Idempotency-Key created the job; nothing new", Accepted),
+    202: ok("the job is queued", Accepted),
+    400: problem("malformed JSON (NaN and Infinity included, or nested too deeply) or an invalid Idempotency-Key"),
+    403: CREATES_FOR_NO_TENANT,
+    409: problem("the Idempotency-Key was used for a different request"),
+    413: problem("the body is over 256 KiB, or params over 300,000 bytes as JSON"),
+    415: NOT_JSON,
+    422: problem("unknown fields, wrong types, params DynamoDB cannot store, or an unknown job type; `errors` lists "
+                 "each place and why")}))
+def create_job(tenant_id: Annotated[str, Depends(creating_tenant)], job: NewJob,
+               idempotency_key: Annotated[str | None, Header(
+                   alias="Idempotency-Key", description="a retry with the same key and body returns the first answer",
+                   json_schema_extra=IDEMPOTENCY_KEY.schema())] = None) -> Response[str]:
+    deployment = ApiDeployment.from_environment()
+    refuse_unknown_job_type(deployment, job.type)
+    # Checked here, after the body and its job type, as it always was (its pattern is documented, not validated
+    # by the resolver, which would check it before the body).
+    if idempotency_key is not None and not IDEMPOTENCY_KEY.matches(idempotency_key):
+        raise Problem(400, "Bad request", "an Idempotency-Key is 1 to 128 printable ASCII characters")
+    created = deployment.job_store.create(tenant_id, job, idempotency_key=idempotency_key)
+    metrics.add_metric(name="JobsCreated" if created.created else "JobsCreateRepeated", unit=MetricUnit.Count, value=1)
+    return json_answer(202 if created.created else 200,
+                       Accepted(job_id=created.job.job_id, status=created.job.state, version=created.job.version),
+                       headers={"Location": f"/jobs/{created.job.job_id}"})
+
+
+@router.post("/jobs/batch", operation_id="createJobs", security=SECURED, responses=secured({
+    200: ok("each entry's answer in the order sent, as POST /jobs would give it: 202 created, 200 found by its "
+            "idempotency_key, or its problem (409 key used for another job, 413 params too large, 422 invalid or of "
+            "an unknown type with `errors` placed under [\"jobs\", index], 503 contended); a refused entry refuses "
+            "only itself", BatchCreated),
+    400: problem("malformed JSON, or an Idempotency-Key header (each entry takes its own idempotency_key)"),
+    403: CREATES_FOR_NO_TENANT, 413: BODY_TOO_LARGE, 415: NOT_JSON,
+    422: problem("not an object whose `jobs` is a list of 1 to 100 objects: nothing was created")}))
+def create_jobs(tenant_id: Annotated[str, Depends(batch_tenant)], asked: BatchCreate) -> Response[str]:
+    """Create up to 100 jobs, each as POST /jobs would (with its own idempotency_key), and answer each entry's
+    outcome in order: a refused entry refuses only itself. A body that is not 1 to 100 objects creates nothing."""
     results = _create_batch(ApiDeployment.from_environment(), tenant_id, asked.jobs)
     created = sum(result.status == 202 for result in results)
     metrics.add_metric(name="JobsCreated", unit=MetricUnit.Count, value=created)
@@ -101,26 +140,15 @@ def create_jobs() -> Response[str]:
     return json_answer(200, BatchCreated(results=results, created=created), exclude_none=True)
 
 
-def _creating_tenant(principal: Principal) -> str:
-    """The tenant the caller creates jobs for (403 for a credential that names none: an operator's)."""
-    if principal.tenant_id is None:
-        raise Problem(403, "Forbidden", "this credential names no tenant to create jobs for")
-    return principal.tenant_id
-
-
-NewJobModel = TypeVar("NewJobModel", bound=NewJob)
-
-
-def _new_job(deployment: Deployment, model: type[NewJobModel], payload: Any,
-             where: tuple[str | int, ...] = ()) -> NewJobModel:
-    """`payload` as a job of one of the deployment's types: else a 422 naming each place that does not match
-    (`where`: the payload's place in the body), or the unknown type."""
+def _batch_entry(deployment: Deployment, payload: Any, index: int) -> BatchJob:
+    """A batch's entry as a job of one of the deployment's types: else a 422 naming each place that does not
+    match (under ["jobs", index]), or the unknown type, as POST /jobs answers its body."""
     try:
-        request = model.model_validate(payload)
+        entry = BatchJob.model_validate(payload)
     except ValidationError as error:
-        raise invalid_body(error, where) from error
-    refuse_unknown_job_type(deployment, request.type)
-    return request
+        raise invalid_body(error, ("jobs", index)) from error
+    refuse_unknown_job_type(deployment, entry.type)
+    return entry
 
 
 def _create_batch(deployment: Deployment, tenant_id: str, entries: list[dict[str, Any]]) -> list[BatchOutcome]:
@@ -129,9 +157,9 @@ def _create_batch(deployment: Deployment, tenant_id: str, entries: list[dict[str
     checked: list[BatchJob | Problem] = []
     for index, entry in enumerate(entries):
         try:
-            checked.append(_new_job(deployment, BatchJob, entry, where=("jobs", index)))
-        except Problem as problem:
-            checked.append(problem)
+            checked.append(_batch_entry(deployment, entry, index))
+        except Problem as refused:
+            checked.append(refused)
     jobs = [(entry.new_job(), entry.idempotency_key) for entry in checked if isinstance(entry, BatchJob)]
     answers = iter(deployment.job_store.create_batch(tenant_id, jobs) if jobs else [])
     return [_batch_outcome(next(answers) if isinstance(entry, BatchJob) else entry) for entry in checked]
@@ -141,26 +169,23 @@ def _batch_outcome(answer: Created | OnwardError | Problem) -> BatchOutcome:
     """One entry's answer: its job (202 created, 200 found by its key), or its refusal as POST /jobs answers it."""
     if isinstance(answer, Created):
         return BatchOutcome(status=202 if answer.created else 200, job_id=answer.job.job_id)
-    problem = answer if isinstance(answer, Problem) else problem_of(answer)
-    return BatchOutcome(status=problem.status, problem=problem.details())
+    refused = answer if isinstance(answer, Problem) else problem_of(answer)
+    return BatchOutcome(status=refused.status, problem=refused.details())
 
 
-def _listed_tenant(principal: Principal, query: Mapping[str, str]) -> str:
-    """The one tenant a listing or a count is of (an operator bound to no tenant names it)."""
-    tenant = tenant_scope(principal, asked_tenant(query))
-    if tenant is None:
-        raise Problem(400, "Bad request", "an operator lists one tenant's jobs: pass ?tenant=")
-    return tenant
-
-
-@router.get("/jobs")
-def list_jobs() -> Response[str]:
-    principal = caller()
-    query = query_parameters()
-    tenant = _listed_tenant(principal, query)
-    limit = page_limit(query)
-    where = job_filter(query)
-    cursor = query.get("cursor")
+@router.get("/jobs", operation_id="listJobs", security=SECURED, responses=secured({
+    200: ok("the tenant's jobs from the status view, newest first; a filtered page can be short or empty with a "
+            "`cursor` to search further", JobPage),
+    400: problem("bad limit, status, type, id_prefix, tenant or cursor, or an operator without ?tenant="),
+    403: OTHER_TENANT}))
+def list_jobs(tenant: Annotated[str, Depends(listed_tenant)], asked: AskedTenant = None,
+              status: Annotated[list[StateName] | None, Query(
+                  min_length=1, description="only jobs in one of these statuses (a comma list)")] = None,
+              job_type: OfType = None,
+              id_prefix: Annotated[str | None, Query(
+                  pattern=JOB_ID_PREFIX.anchored, description="only jobs whose id starts with this")] = None,
+              limit: Limit = DEFAULT_LIMIT, cursor: Cursor = None) -> Response[str]:
+    where = JobFilter(frozenset(state.value for state in status or ()), job_type, id_prefix)
     start = cursor_start(cursor, lambda position: listing_start(position, tenant)) if cursor else None
     deployment = ApiDeployment.from_environment()
     views, start = deployment.status_view.for_tenant(tenant, limit=limit, where=where, start=start)
@@ -170,23 +195,29 @@ def list_jobs() -> Response[str]:
     return json_answer(200, JobPage(jobs=jobs, cursor=cursors.encode_cursor(start) if start else None, view=lag))
 
 
-@router.get("/jobs/counts")
-def count_jobs() -> Response[str]:
+@router.get("/jobs/counts", operation_id="countJobs", security=SECURED, responses=secured({
+    200: ok("the tenant's jobs per status in the status view (its index), over its newest 10,000", StatusCounts),
+    400: problem("bad type or tenant, or an operator without ?tenant="),
+    403: OTHER_TENANT}))
+def count_jobs(tenant: Annotated[str, Depends(listed_tenant)], asked: AskedTenant = None,
+               job_type: OfType = None) -> Response[str]:
     """A tenant's jobs per status in the view (of ?type= only, if given), over its newest MAX_COUNTED."""
-    principal = caller()
-    query = query_parameters()
-    tenant = _listed_tenant(principal, query)
     deployment = ApiDeployment.from_environment()
-    counted = deployment.status_view.count_by_status(tenant, job_type=asked_job_type(query))
+    counted = deployment.status_view.count_by_status(tenant, job_type=job_type)
     counts = {state: counted.counts.get(state.value, 0) for state in JobState}
     return json_answer(200, StatusCounts(counts=counts, examined=counted.examined, complete=counted.complete,
                                          view=view_lag_now(deployment, system_clock())))
 
 
-@router.get("/jobs/<job_id>")
-def get_job(job_id: str) -> Response[str]:
-    principal = caller()
-    job_id = well_formed_job_id(job_id)
+JOB_STATUS = JobStatus | PendingJob
+
+
+@router.get("/jobs/<job_id>", operation_id="getJob", security=SECURED, responses=secured({
+    200: ok("the job's status from the status view with its freshness (`visible: true`), or, while the view has not "
+            "seen the job yet, no status and the view's lag (`visible: false`): never an older status than one "
+            "answered before", JOB_STATUS),
+    404: NOT_FOUND}))
+def get_job(principal: Annotated[Principal, Depends(caller)], job_id: JobId) -> Response[str]:
     scope = tenant_scope(principal)
     deployment = ApiDeployment.from_environment()
     # Read consistently (never older than an answer before), and only if it is the caller's: another tenant's
@@ -202,30 +233,33 @@ def get_job(job_id: str) -> Response[str]:
     return json_answer(200, PendingJob(job_id=job_id, view=lag))
 
 
-@router.get("/jobs/<job_id>/runs")
-def job_runs(job_id: str) -> Response[str]:
-    principal = caller()
-    runs = ApiDeployment.from_environment().job_store.runs(well_formed_job_id(job_id), tenant_scope(principal))
+@router.get("/jobs/<job_id>/runs", operation_id="getJobRuns", security=SECURED, responses=secured({
+    200: ok("one record per attempt, from the authoritative table", Runs), 404: NOT_FOUND}))
+def job_runs(principal: Annotated[Principal, Depends(caller)], job_id: JobId) -> Response[str]:
+    runs = ApiDeployment.from_environment().job_store.runs(job_id, tenant_scope(principal))
     return json_answer(200, Runs(job_id=job_id, runs=[RunRecord.of(run) for run in runs]))
 
 
-@router.get("/jobs/<job_id>/params")
-def job_params(job_id: str) -> Response[str]:
+@router.get("/jobs/<job_id>/params", operation_id="getJobParams", security=SECURED, responses=secured({
+    200: ok("what the job was created with (the job table; it never changes)", JobParams), 404: NOT_FOUND}))
+def job_params(principal: Annotated[Principal, Depends(caller)], job_id: JobId) -> Response[str]:
     """What the job was created with, from the job table (it never changes, so no view is needed)."""
-    principal = caller()
-    job = ApiDeployment.from_environment().job_store.get(well_formed_job_id(job_id), tenant_scope(principal))
+    job = ApiDeployment.from_environment().job_store.get(job_id, tenant_scope(principal))
     return json_answer(200, JobParams.of(job))
 
 
-@router.get("/jobs/<job_id>/explain")
-def explain_job(job_id: str) -> Response[str]:
+@router.get("/jobs/<job_id>/explain", operation_id="explainJob", security=SECURED, responses=secured({
+    200: ok("why the job is not running and until when: scheduled, backoff, tenant_at_cap, no_worker or "
+            "waiting_for_share with an ETA from its tenant's recent claims; `running` or `finished` for a job that "
+            "is not waiting (200 too: nothing is wrong with asking)", JobExplanation),
+    404: NOT_FOUND}))
+def explain_job(principal: Annotated[Principal, Depends(caller)], job_id: JobId) -> Response[str]:
     """Why the job is not running and until when (onward.operator.explain), decided now from the job table, its
     tenant's dispatch counters and the window's claims; with a status's freshness block. Scoped as GET
     /jobs/{job_id}."""
-    principal = caller()
     deployment = ApiDeployment.from_environment()
     scope = tenant_scope(principal)
-    row = deployment.job_store.row(well_formed_job_id(job_id), scope)
+    row = deployment.job_store.row(job_id, scope)
     now = system_clock()
     waiting = _waiting(deployment, row, now, platform=scope is None) if explain.waits(row.job) else None
     freshness = freshness_of(iso(row.job.updated_at), view_lag_now(deployment, now), now)
@@ -240,10 +274,11 @@ def _waiting(deployment: Deployment, row: JobRow, now: EpochMs, *, platform: boo
     return explain.waiting_of(deployment.store_reads, row, claims, now, platform=platform)
 
 
-@router.post("/jobs/<job_id>/cancel")
-def cancel_job(job_id: str) -> Response[str]:
-    principal = caller()
-    outcome = ApiDeployment.from_environment().job_store.cancel(well_formed_job_id(job_id), tenant_scope(principal))
+@router.post("/jobs/<job_id>/cancel", operation_id="cancelJob", security=SECURED, responses=secured({
+    202: ok("cancelled, or cancel requested (a running job stops at its next heartbeat)", CancelAccepted),
+    404: NOT_FOUND, 409: problem("already completed")}))
+def cancel_job(principal: Annotated[Principal, Depends(caller)], job_id: JobId) -> Response[str]:
+    outcome = ApiDeployment.from_environment().job_store.cancel(job_id, tenant_scope(principal))
     if outcome.status is CancelStatus.ALREADY_ENDED:
         raise Problem(409, "Already completed", f"job {job_id} already ended as {outcome.job.state.value}",
                       slug="already-completed", extra={"job_status": outcome.job.state.value})
@@ -252,10 +287,9 @@ def cancel_job(job_id: str) -> Response[str]:
     return json_answer(202, CancelAccepted(job_id=job_id, status=status, version=outcome.job.version))
 
 
-@router.post("/jobs/<job_id>/replay")
-def replay_job(job_id: str) -> Response[str]:
-    principal = caller()
-    if not principal.operator:
-        raise Problem(403, "Forbidden", "replay is for operators")
+@router.post("/jobs/<job_id>/replay", operation_id="replayJob", security=SECURED, responses=secured({
+    202: ok("queued again as a new version", Accepted), 403: problem("operators only"), 404: NOT_FOUND,
+    409: problem("only dead or quarantined jobs replay")}))
+def replay_job(principal: Annotated[Principal, Depends(replaying_operator)], job_id: JobId) -> Response[str]:
     store = ApiDeployment.from_environment().job_store
-    return json_answer(202, replay_in_scope(store, well_formed_job_id(job_id), tenant_scope(principal)))
+    return json_answer(202, replay_in_scope(store, job_id, tenant_scope(principal)))

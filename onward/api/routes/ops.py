@@ -6,12 +6,17 @@ rule (onward.api.request.tenant_scope)."""
 
 from __future__ import annotations
 
+from typing import Annotated, Literal
+
 from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.depends import Depends
+from aws_lambda_powertools.event_handler.openapi.params import Query
+from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
 from aws_lambda_powertools.metrics import MetricUnit
-from pydantic import ValidationError
 
 from onward.api import cursors
 from onward.api.answers import Problem, json_answer, problem_of
+from onward.api.auth import Principal
 from onward.api.contract.jobs import JobStatus
 from onward.api.contract.operators import (
     BulkActionReport,
@@ -36,15 +41,15 @@ from onward.api.contract.operators import (
 )
 from onward.api.core import recent_claims, replay_in_scope, view_lag_now
 from onward.api.observability import metrics
+from onward.api.openapi import BODY_TOO_LARGE, EVERY_TENANT, NOT_JSON, OPERATORS_ONLY, SECURED, ok, problem, secured
 from onward.api.request import (
+    DEFAULT_LIMIT,
+    AskedTenant,
+    Limit,
     asked_tenant,
-    caller,
-    invalid_body,
-    json_body,
     operator_caller,
-    page_limit,
     platform_operator,
-    query_parameters,
+    replaying_operator,
     tenant_scope,
 )
 from onward.api.routing import new_router
@@ -64,18 +69,29 @@ BULK_BUDGET_S = 20.0  # a bulk action stops acting after this (the function's ti
 router = new_router()
 
 
-@router.post("/ops/replay")
-def replay_jobs() -> Response[str]:
+def _bulk_answers(answer: str, forbidden: str) -> dict[int, OpenAPIResponse]:
+    """A bulk action's answers (POST /ops/bulk/...): a filter in, a BulkActionReport out."""
+    return secured({
+        200: ok(answer + "; at most max_jobs jobs a call (`more`: call again), acting for at most 20 s (`stopped`)",
+                BulkActionReport),
+        400: problem("malformed JSON"), 403: problem(forbidden), 413: BODY_TOO_LARGE, 415: NOT_JSON,
+        422: problem("a bad filter (unknown fields, a state the action does not act on, until before since, a time "
+                     "without a zone): nothing was done")})
+
+
+def replayable_scope() -> str | None:
+    """The tenant whose replayable jobs are asked for: an operator's ?tenant=, its own for a bound one."""
+    return tenant_scope(operator_caller(), asked_tenant())
+
+
+@router.post("/ops/replay", operation_id="replayJobs", security=SECURED, responses=secured({
+    200: ok("each job's answer, as its own replay route gives it (202, 404, 409, 503); an operator bound to a tenant "
+            "replays only that tenant's", BulkReplayed),
+    400: problem("malformed JSON"), 403: OPERATORS_ONLY, 413: BODY_TOO_LARGE, 415: NOT_JSON,
+    422: problem("not 1 to 100 distinct job ids, or unknown fields: nothing was replayed")}))
+def replay_jobs(principal: Annotated[Principal, Depends(replaying_operator)], asked: BulkReplay) -> Response[str]:
     """Replay several jobs, each exactly as POST /jobs/{job_id}/replay would, and answer each one's outcome.
     The body is checked whole first: a bad one replays nothing."""
-    principal = caller()
-    if not principal.operator:
-        raise Problem(403, "Forbidden", "replay is for operators")
-    payload = json_body()
-    try:
-        asked = BulkReplay.model_validate(payload)
-    except ValidationError as error:
-        raise invalid_body(error) from error
     scope = tenant_scope(principal)
     store = ApiDeployment.from_environment().job_store
     results: list[ReplayOutcome] = []
@@ -83,36 +99,37 @@ def replay_jobs() -> Response[str]:
         try:
             results.append(ReplayOutcome(job_id=job_id, status=202, job=replay_in_scope(store, job_id, scope)))
         except (JobNotFound, NotReplayable, StoreContention) as error:
-            problem = problem_of(error)
-            results.append(ReplayOutcome(job_id=job_id, status=problem.status, problem=problem.details()))
+            refused = problem_of(error)
+            results.append(ReplayOutcome(job_id=job_id, status=refused.status, problem=refused.details()))
     replayed = sum(result.status == 202 for result in results)
     metrics.add_metric(name="JobsReplayed", unit=MetricUnit.Count, value=replayed)
     # each problem as its route answers it: without the fields it does not have
     return json_answer(200, BulkReplayed(results=results, replayed=replayed), exclude_none=True)
 
 
-@router.post("/ops/bulk/replay")
-def bulk_replay() -> Response[str]:
+@router.post("/ops/bulk/replay", operation_id="bulkReplay", security=SECURED, responses=_bulk_answers(
+    "the report: with dry_run (the default) the matching dead and quarantined jobs counted, a sample, nothing "
+    "changed; else each replayed through the store's replay, what it refused skipped with the reason",
+    "not an operator, or an operator bound to another tenant than `tenant`"))
+def bulk_replay(principal: Annotated[Principal, Depends(operator_caller)], asked: BulkReplayRequest) -> Response[str]:
     """Replay the dead and quarantined jobs a filter selects (onward.operator.bulk); a dry run (the default) only
     counts them. Every tenant's, or one's (a bound operator: its own)."""
-    return _bulk(BulkKind.REPLAY, BulkReplayRequest)
+    return _bulk(BulkKind.REPLAY, principal, asked)
 
 
-@router.post("/ops/bulk/cancel")
-def bulk_cancel() -> Response[str]:
+@router.post("/ops/bulk/cancel", operation_id="bulkCancel", security=SECURED, responses=_bulk_answers(
+    "the report: with dry_run (the default) the tenant's matching waiting and running jobs counted, a sample, "
+    "nothing changed; else waiting ones cancelled, running ones asked to stop, those that ended meanwhile skipped "
+    "with the reason", "not an operator, or an operator bound to another tenant"))
+def bulk_cancel(principal: Annotated[Principal, Depends(operator_caller)], asked: BulkCancelRequest) -> Response[str]:
     """Cancel one tenant's waiting and running jobs that a filter selects (onward.operator.bulk); a dry run (the
     default) only counts them."""
-    return _bulk(BulkKind.CANCEL, BulkCancelRequest)
+    return _bulk(BulkKind.CANCEL, principal, asked)
 
 
-def _bulk(kind: BulkKind, model: type[BulkReplayRequest | BulkCancelRequest]) -> Response[str]:
-    """The bulk routes: the body checked whole (a bad filter acts on nothing: 422), scoped by `tenant_scope`,
+def _bulk(kind: BulkKind, principal: Principal, asked: BulkReplayRequest | BulkCancelRequest) -> Response[str]:
+    """The bulk routes, their body checked whole (a bad filter acts on nothing: 422): scoped by `tenant_scope`,
     then onward.operator.bulk.BulkAction within BULK_BUDGET_S."""
-    principal = operator_caller()
-    try:
-        asked = model.model_validate(json_body())
-    except ValidationError as error:
-        raise invalid_body(error) from error
     try:
         where = asked.bulk_filter(kind, tenant_scope(principal, asked.tenant), asked.states)
     except InvalidBulkFilter as error:
@@ -128,14 +145,13 @@ def _bulk(kind: BulkKind, model: type[BulkReplayRequest | BulkCancelRequest]) ->
     return json_answer(200, BulkActionReport.of(report))
 
 
-@router.get("/ops/replayable")
-def replayable_jobs() -> Response[str]:
+@router.get("/ops/replayable", operation_id="replayableJobs", security=SECURED, responses=secured({
+    200: ok("dead and quarantined jobs from the status view, newest first, up to `limit` per tenant", ReplayableJobs),
+    400: problem("bad limit or tenant"), 403: problem("not an operator, or an operator bound to another tenant")}))
+def replayable_jobs(scope: Annotated[str | None, Depends(replayable_scope)], asked: AskedTenant = None,
+                    limit: Limit = DEFAULT_LIMIT) -> Response[str]:
     """Dead and quarantined jobs, newest first, up to ?limit= per tenant: every tenant's (an operator bound to no
     tenant, or ?tenant=), or the bound operator's tenant's."""
-    principal = operator_caller()
-    query = query_parameters()
-    scope = tenant_scope(principal, asked_tenant(query))
-    limit = page_limit(query)
     deployment = ApiDeployment.from_environment()
     tenants = [scope] if scope is not None else sorted(deployment.job_store.tenant_states())
     where = JobFilter(frozenset(state.value for state in REPLAYABLE_STATES))
@@ -151,11 +167,13 @@ def replayable_jobs() -> Response[str]:
     return json_answer(200, ReplayableJobs(tenants=groups, view=lag))
 
 
-@router.get("/ops/tenants")
-def tenant_loads() -> Response[str]:
+@router.get("/ops/tenants", operation_id="tenantLoads", security=SECURED, responses=secured({
+    200: ok("every tenant's weight, cap, running and waiting jobs, and its claims minute by minute over the last 5 "
+            "minutes", Tenants),
+    403: EVERY_TENANT}))
+def tenant_loads(_: Annotated[Principal, Depends(platform_operator)]) -> Response[str]:
     """Every tenant's weight, cap, running and waiting jobs (its counters in the job table, read together as a
     claim reads them) and its claims over the last window, minute by minute (onward.api.core.recent_claims)."""
-    platform_operator()
     deployment = ApiDeployment.from_environment()
     states = deployment.job_store.tenant_states()
     claims = recent_claims(deployment, system_clock())
@@ -170,11 +188,11 @@ def tenant_loads() -> Response[str]:
     return json_answer(200, Tenants(tenants=rows, window=window))
 
 
-@router.get("/ops/lag")
-def pipeline_lag() -> Response[str]:
+@router.get("/ops/lag", operation_id="pipelineLag", security=SECURED, responses=secured({
+    200: ok("the status view's lag per events-stream shard, and the relay's", PipelineLag), 403: OPERATORS_ONLY}))
+def pipeline_lag(_: Annotated[Principal, Depends(operator_caller)]) -> Response[str]:
     """The view's lag per events-stream shard (the projector's watermarks over the open shards) and the
     relay's watermark over the outbox stream. No tenant's data: any operator."""
-    operator_caller()
     deployment = ApiDeployment.from_environment()
     now = system_clock()
     stale_after_s = deployment.settings.stale_after_s
@@ -193,15 +211,14 @@ def pipeline_lag() -> Response[str]:
     return json_answer(200, PipelineLag(view=lag, shards=rows, relay=relay))
 
 
-@router.get("/ops/parked")
-def parked_records() -> Response[str]:
+@router.get("/ops/parked", operation_id="parkedRecords", security=SECURED, responses=secured({
+    200: ok("stream records the relay or the projector could not read, with why", ParkedRecords),
+    400: problem("bad source or limit"), 403: EVERY_TENANT}))
+def parked_records(_: Annotated[Principal, Depends(platform_operator)],
+                   source: Annotated[Literal["projector", "relay"] | None, Query(
+                       description="only this reader's records")] = None,
+                   limit: Limit = DEFAULT_LIMIT) -> Response[str]:
     """Records the relay and the projector could not read (?source= one of them), with their reasons."""
-    platform_operator()
-    query = query_parameters()
-    source = query.get("source")
-    if source is not None and source not in SOURCES:
-        raise Problem(400, "Bad request", f"source is one of {', '.join(SOURCES)}")
-    limit = page_limit(query)
     deployment = ApiDeployment.from_environment()
     reader = deployment.parked_reader
     rows: list[ParkedRow] = []
@@ -216,11 +233,12 @@ def parked_records() -> Response[str]:
     return json_answer(200, ParkedRecords(records=rows, more=more))
 
 
-@router.get("/ops/conflicts")
-def projection_conflicts() -> Response[str]:
+@router.get("/ops/conflicts", operation_id="projectionConflicts", security=SECURED, responses=secured({
+    200: ok("same-version events the projector kept apart, with the fields that differ", Conflicts),
+    400: problem("bad limit"), 403: EVERY_TENANT}))
+def projection_conflicts(_: Annotated[Principal, Depends(platform_operator)],
+                         limit: Limit = DEFAULT_LIMIT) -> Response[str]:
     """Same-version events the projector kept apart, each with the fields that disagree."""
-    platform_operator()
-    limit = page_limit(query_parameters())
     deployment = ApiDeployment.from_environment()
     kept, more = deployment.conflict_reader.newest(limit)
     rows = [ConflictRow(job_id=conflict.job_id, tenant_id=conflict.tenant_id, version=conflict.version,

@@ -6,11 +6,16 @@ from __future__ import annotations
 import os
 from functools import cache
 from pathlib import Path
+from typing import Annotated
 
 from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.openapi.params import Path as PathParameter
+from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponseContentSchema
 
-from onward.api.answers import Problem
+from onward.api.answers import no_such_file
+from onward.api.openapi import problem
 from onward.api.routing import new_router
+from onward.domain.text_patterns import WEB_ASSET
 
 WEB_TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
              ".css": "text/css; charset=utf-8", ".svg": "image/svg+xml"}
@@ -19,6 +24,7 @@ WEB_TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; chars
 PAGE_HEADERS = {
     "Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer",
     "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'"}
+TEXT: OpenAPIResponseContentSchema = {"schema": {"type": "string"}}
 
 router = new_router()
 
@@ -31,12 +37,15 @@ def web_files() -> dict[str, tuple[str, str]]:
             for path in sorted(root.iterdir()) if path.suffix in WEB_TYPES}
 
 
-@router.get("/")
+@router.get("/", operation_id="statusPage", responses={200: {
+    "description": "the status page (HTML; its scripts and styles are under /web/)", "content": {"text/html": TEXT}}})
 def status_page() -> Response[str]:
     return _static("index.html")
 
 
-@router.post("/")
+@router.post("/", operation_id="statusPageForm", responses={303: {
+    "description": "the page again (Location: /): a form of the page submitted before its scripts took it over; the "
+                   "body is not read", "headers": {"Location": {"schema": {"type": "string"}}}}})
 def status_page_form() -> Response[str]:
     """The page's forms are method="post" so that what they hold (a token) never lands in a URL; one reaches
     here only when the page's scripts have not taken it over yet (or never will). Answered with the page
@@ -44,8 +53,11 @@ def status_page_form() -> Response[str]:
     return Response(303, "text/plain; charset=utf-8", "", headers={"Location": "/", **PAGE_HEADERS})
 
 
-@router.get("/web/<name>")
-def status_page_asset(name: str) -> Response[str]:
+@router.get("/web/<name>", operation_id="statusPageAsset", responses={
+    200: {"description": "a static file of the status page",
+          "content": {"text/javascript": TEXT, "text/css": TEXT, "image/svg+xml": TEXT}},
+    404: problem("no such file")})
+def status_page_asset(name: Annotated[str, PathParameter(pattern=WEB_ASSET.anchored)]) -> Response[str]:
     return _static(name)
 
 
@@ -53,6 +65,6 @@ def _static(name: str) -> Response[str]:
     """A file of the status page (web/), from a fixed list: nothing else on disk can be named."""
     found = web_files().get(name)
     if found is None:
-        raise Problem(404, "Not found", "no such file", slug="route-not-found")
+        raise no_such_file(name)
     content_type, body = found
     return Response(200, content_type, body, headers=PAGE_HEADERS)

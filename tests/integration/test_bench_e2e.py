@@ -10,8 +10,6 @@ from typing import Any
 
 import pytest
 
-from tests.integration.test_bench_relay_projector import _load_bench
-
 pytestmark = pytest.mark.integration
 
 
@@ -19,7 +17,9 @@ pytestmark = pytest.mark.integration
 def results() -> Iterator[dict[str, Any]]:
     saved = dict(os.environ)
     try:
-        yield _load_bench("e2e").run(jobs=40, workers=2)
+        from bench import e2e  # imported here: it sets Powertools' settings in os.environ, restored below
+
+        yield e2e.run(jobs=40, workers=2)
     finally:
         os.environ.clear()
         os.environ.update(saved)

@@ -1,7 +1,7 @@
 """bench/memory.py for a fraction of a minute with a tiny retention (24 h -> 8.6 s): the endpoint and the
 platform each in a process of their own, jobs at a constant rate. Checks the JSON's shape and that items and
 records are really being deleted and trimmed; growth is not asserted here (a 30-second run on a shared
-machine says nothing about it: `python bench/memory.py --json` measures it over 30 minutes)."""
+machine says nothing about it: `python -m bench.memory --json` measures it over 30 minutes)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ def test_the_memory_bench_prints_rss_by_minute_and_the_endpoint_deletes_and_trim
     """Without the endpoint's retention the counts of deleted and trimmed would be zero and the held stream
     and Kinesis records would grow with every job; without `--retention-scale` on `onward endpoint` the
     bench could not shorten retention; without the JSON's keys the 30-minute run could not be read."""
-    done = subprocess.run([sys.executable, "bench/memory.py", "--json", "--minutes", "0.4", "--rate", "2",
+    done = subprocess.run([sys.executable, "-m", "bench.memory", "--json", "--minutes", "0.4", "--rate", "2",
                            "--retention-scale", "0.0001"], cwd=ROOT, capture_output=True, text=True, timeout=120,
                           check=False)
     assert done.returncode == 0, done.stderr[-3000:]

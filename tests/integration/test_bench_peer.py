@@ -1,7 +1,7 @@
 """bench/peer.py in a reduced mode (20 jobs, one run each side): Onward's embedded stack and procrastinate on
 a PostgreSQL cluster the bench creates, installs when missing (as root, with apt-get) and removes. Checks the
 JSON's shape and arithmetic and that nothing of the cluster outlives the bench; speeds are not asserted (a
-shared machine says nothing about them: `python bench/peer.py --json` measures 300 jobs, 3 runs each).
+shared machine says nothing about them: `python -m bench.peer --json` measures 300 jobs, 3 runs each).
 
 Not skipped when PostgreSQL is missing: the bench installs Debian's package itself (CI runs as root)."""
 
@@ -28,7 +28,7 @@ CLUSTER_LINE = re.compile(r"cluster in (\S+) on 127\.0\.0\.1:(\d+)")
 def _run_bench(*arguments: str) -> tuple[int, str, str]:
     """The bench as a command; on a timeout it gets SIGTERM (it then stops and deletes its cluster), not
     SIGKILL, so that even a failing run leaves nothing behind."""
-    process = subprocess.Popen([sys.executable, "bench/peer.py", *arguments], cwd=ROOT, text=True,
+    process = subprocess.Popen([sys.executable, "-m", "bench.peer", *arguments], cwd=ROOT, text=True,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         stdout, stderr = process.communicate(timeout=TIMEOUT_S)

@@ -4,12 +4,8 @@ machine is shared and noisy."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import sys
 from collections.abc import Iterator
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -17,18 +13,6 @@ import pytest
 from onward_infra.endpoint import EmbeddedEndpoint
 
 pytestmark = pytest.mark.integration
-
-BENCH = Path(__file__).resolve().parents[2] / "bench"
-
-
-def _load_bench(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
 
 @pytest.fixture(scope="module")
 def restored_environment() -> Iterator[None]:
@@ -41,12 +25,16 @@ def restored_environment() -> Iterator[None]:
 
 @pytest.fixture(scope="module")
 def relay_results(endpoint: EmbeddedEndpoint, restored_environment: None) -> dict[str, Any]:
-    return _load_bench("relay").run(endpoint, jobs=80)
+    from bench import relay  # imported when run: it sets its log level in os.environ
+
+    return relay.run(endpoint, jobs=80)
 
 
 @pytest.fixture(scope="module")
 def projector_results(endpoint: EmbeddedEndpoint, restored_environment: None) -> dict[str, Any]:
-    return _load_bench("projector").run(endpoint, jobs=60)
+    from bench import projector  # imported when run: it sets its log level in os.environ
+
+    return projector.run(endpoint, jobs=60)
 
 
 def test_relay_sends_the_fewest_ordered_requests_and_outruns_one_put_per_event(relay_results):

@@ -3,32 +3,19 @@ registered tenants): every unit lands on a partition of the jobs or outbox table
 the units that grows with the platform (the old layout wrote 8 units per job to the `TENANTS` partition
 and read every tenant's counters on each claim), and a claim reads the same whatever the tenants. The
 ceilings are asserted loosely (a small run's hottest of 32 or 64 shards is noisier than the full run's:
-`python bench/scale.py --json` measures 1,000 tenants and 3,000 jobs)."""
+`python -m bench.scale --json` measures 1,000 tenants and 3,000 jobs)."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-from types import ModuleType
-
 import pytest
+
+from bench import scale
 
 pytestmark = pytest.mark.integration
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _load_bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_scale", ROOT / "bench" / "scale.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def report() -> dict:
-    return _load_bench().run(60, 150, registered=(10, 400), backlogged=(10, 60))
+    return scale.run(60, 150, registered=(10, 400), backlogged=(10, 60))
 
 
 def test_no_partition_takes_a_share_of_every_tenants_jobs(report):

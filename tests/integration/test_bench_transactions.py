@@ -3,41 +3,24 @@ transactions. Only ratios are asserted, never absolute times: the machine is sha
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-from types import ModuleType
-
 import pytest
 from moto.dynamodb.models import DynamoDBBackend
 
+from bench import transactions
 from onward_infra import moto_fixes
 from onward_infra.endpoint import EmbeddedEndpoint
 
 pytestmark = pytest.mark.integration
-
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "transactions.py"
-
-
-def _load_bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_transactions", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
 
 def test_fixed_transaction_throughput_does_not_fall_with_table_size(endpoint: EmbeddedEndpoint) -> None:
     """With our fix, a transaction costs the same on a 5,000-row table as on a 100-row one: throughput
     at 5,000 rows is at least a third of that at 100 (generous: the machine is shared). Each create is
     one request, and no table is copied. Stock moto, which deep-copies every touched table, falls ~60x
     between 100 and 20,000 rows (see the bench itself)."""
-    bench = _load_bench()
-    budget = bench.Budget(seconds=1.5, max_transactions=400, min_transactions=30)
+    budget = transactions.Budget(seconds=1.5, max_transactions=400, min_transactions=30)
 
-    results = bench.run(endpoint, small=100, large=5_000, implementations=("fixed",),
-                        budgets={("fixed", "small"): budget, ("fixed", "large"): budget})
+    results = transactions.run(endpoint, small=100, large=5_000, implementations=("fixed",),
+                               budgets={("fixed", "small"): budget, ("fixed", "large"): budget})
 
     fixed = results["fixed"]
     assert fixed["small"]["table_items"] == 100

@@ -35,7 +35,7 @@ browser:
 	  $$SUDO apt-get update -qq || true; \
 	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
-# The suite includes `sam build` (tests/integration/test_sam_build.py), so it needs aws-sam-cli too.
+# The suite includes `sam build` (tests/integration/project/test_sam_build.py), so it needs aws-sam-cli too.
 test: $(STAMP) $(SAM_STAMP) browser
 	ONWARD_SAM=$(SAM_VENV)/bin/sam $(BIN)/python -m pytest
 

@@ -1,6 +1,6 @@
 """Renders the HTTP API's routes into docs/api.md from the API's own OpenAPI document
 (onward/api/openapi.py, what `GET /openapi.json` serves), between the markers BEGIN and END, so the
-reference cannot drift from the routes: tests/unit/test_docs_api.py fails when docs/api.md differs from
+reference cannot drift from the routes: tests/unit/project/test_docs_api.py fails when docs/api.md differs from
 what this renders.
 
     .venv/bin/python tools/render_api_docs.py           # rewrite the generated part of docs/api.md

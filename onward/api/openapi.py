@@ -1,6 +1,6 @@
 """The OpenAPI document of the HTTP API (onward/api/routes/). The schemas are generated from the contract's
 pydantic models (onward.api.contract, onward.domain.models), the same ones the API validates with and answers from;
-the paths (routes, parameters, status codes) are written here, and tests/integration/test_api.py checks them
+the paths (routes, parameters, status codes) are written here, and tests/integration/api/test_api.py checks them
 against the app's routes and every answer it gives."""
 
 from __future__ import annotations

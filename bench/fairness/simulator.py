@@ -9,7 +9,7 @@ writes to DynamoDB. Within a tenant jobs run in arrival order (the `ready` index
 FIFO serves every tenant from one queue in arrival order. Both run exactly the same jobs: each tenant draws
 its durations from its own seeded generator, in its own order.
 
-Measured, per policy:
+Measured, per policy, over the scenarios of bench/fairness/scenarios.py:
 - small tenants' queue wait (due -> started) p50 / p99 / max, with bulk and without it;
 - `utilisation`: busy workers / all workers, integrated over the time at least one job is due and
   waiting (the least of the two scenarios);

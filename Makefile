@@ -35,7 +35,7 @@ browser:
 	  $$SUDO apt-get update -qq || true; \
 	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
-# The suite includes `sam build` (tests/integration/test_sam_build.py), so it needs aws-sam-cli too.
+# The suite includes `sam build` (tests/integration/project/test_sam_build.py), so it needs aws-sam-cli too.
 test: $(STAMP) $(SAM_STAMP) browser
 	ONWARD_SAM=$(SAM_VENV)/bin/sam $(BIN)/python -m pytest
 
@@ -67,15 +67,15 @@ soak: $(STAMP)
 	$(BIN)/python -m tests.soak.driver --jobs $(or $(JOBS),20000)
 
 bench: $(STAMP)
-	$(BIN)/python bench/transactions.py
-	$(BIN)/python bench/execution.py
-	$(BIN)/python bench/relay.py
-	$(BIN)/python bench/projector.py
-	$(BIN)/python bench/fairness.py
-	$(BIN)/python bench/scale.py
-	$(BIN)/python bench/e2e.py
-	$(BIN)/python bench/peer.py
-	$(BIN)/python bench/memory.py
+	$(BIN)/python -m bench.transactions
+	$(BIN)/python -m bench.execution
+	$(BIN)/python -m bench.relay
+	$(BIN)/python -m bench.projector
+	$(BIN)/python -m bench.fairness
+	$(BIN)/python -m bench.scale
+	$(BIN)/python -m bench.e2e
+	$(BIN)/python -m bench.peer
+	$(BIN)/python -m bench.memory
 
 endpoint: $(STAMP)
 	$(BIN)/onward endpoint

@@ -1,6 +1,6 @@
 """End to end on the embedded stack: N jobs submitted over HTTP until all are visible as succeeded.
 
-    .venv/bin/python bench/e2e.py [--jobs N] [--workers W] [--rate R] [--json]
+    .venv/bin/python -m bench.e2e [--jobs N] [--workers W] [--rate R] [--json]
 
 The platform runs in this process (infra/onward_infra/platform.py: the HTTP gateway, reaper, heartbeats, relay and
 projector pollers), with the API's handler in 4 execution environments and the worker pool running demo.echo
@@ -38,10 +38,8 @@ import threading
 import time
 import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # runnable as a script from anywhere
 os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
 os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
 

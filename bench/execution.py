@@ -4,7 +4,7 @@ attempt (what the kept child saves); one worker and four at once, in a process t
 imports (boto3, the store), as is and with memory ballast (a fork copies the page tables, so its cost grows
 with the worker's resident memory).
 
-    .venv/bin/python bench/execution.py [--attempts 300] [--ballast-mb 0,100] [--json]
+    .venv/bin/python -m bench.execution [--attempts 300] [--ballast-mb 0,100] [--json]
 
 Prints per attempt the median and p99 until the worker has the handler's answer, and the attempts per second
 of all workers together. Figures are from a shared machine: compare the rows of one run.
@@ -20,9 +20,6 @@ import sys
 import threading
 import time
 from dataclasses import asdict, dataclass
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # runnable as a script from anywhere
 
 import onward.store.service  # noqa: F401 - a worker's imports (boto3, botocore, pydantic): its resident memory
 from onward.runtime.execution import HandlerProcess, JobContext, JobHandler, Returned

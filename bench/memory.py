@@ -1,6 +1,6 @@
 """Memory of a long-running local stack under constant load, with short local retention.
 
-    .venv/bin/python bench/memory.py [--minutes 30] [--rate 2] [--retention-scale S] [--json]
+    .venv/bin/python -m bench.memory [--minutes 30] [--rate 2] [--retention-scale S] [--json]
 
 Runs the embedded endpoint in a process of its own (`onward endpoint --retention-scale S`, through
 infra/onward_infra/endpoint.EndpointProcess) and the platform in another (`onward up --endpoint-url ...`: workers,
@@ -40,8 +40,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # runnable as a script from anywhere
 
 from bench.e2e import submit_echo
 from onward_infra.endpoint import EndpointProcess

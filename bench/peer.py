@@ -1,6 +1,6 @@
 """Onward against a peer: the same burst on Onward's embedded stack and on procrastinate over PostgreSQL.
 
-    .venv/bin/python bench/peer.py [--jobs 300] [--runs 3] [--workers 4] [--json]
+    .venv/bin/python -m bench.peer [--jobs 300] [--runs 3] [--workers 4] [--json]
 
 The workload, on each side: `--jobs` no-op jobs submitted as one burst, `--workers` worker slots, timed from
 the first submit until every job reads `succeeded`. The two sides alternate (Onward, peer, Onward, ...)
@@ -82,7 +82,6 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Self
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # runnable as a script from anywhere
 os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
 os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
 

@@ -1,6 +1,6 @@
 """Projector cost and throughput: the real projector vs a naive read-then-write one, same events, one run.
 
-    .venv/bin/python bench/projector.py [--json] [--jobs N]
+    .venv/bin/python -m bench.projector [--json] [--jobs N]
 
 Over real HTTP to an EmbeddedEndpoint with template.yaml's data resources deployed. The events are the
 histories of N jobs (default 1,000): queued v1, running v2, succeeded v3 (with an inline result). Three
@@ -33,10 +33,8 @@ import sys
 import time
 import uuid
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # runnable as a script from anywhere
 os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
 
 from onward.bootstrap import Deployment

@@ -1,6 +1,6 @@
 """Relay cost and throughput: the real relay vs a naive one-PutRecord-per-event relay, same events, one run.
 
-    .venv/bin/python bench/relay.py [--json] [--jobs N]
+    .venv/bin/python -m bench.relay [--json] [--jobs N]
 
 Over real HTTP to an EmbeddedEndpoint with template.yaml's data resources deployed. JobStore commits
 create for N jobs (default 1,000), then claim + complete for each: 3N outbox events, read back from the
@@ -30,10 +30,8 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # runnable as a script from anywhere
 os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")  # the relay logs every batch at INFO
 
 from onward.bootstrap import Deployment

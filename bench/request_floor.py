@@ -1,6 +1,6 @@
 """What one AWS request costs on the embedded stack, and the speed that cost alone allows.
 
-    .venv/bin/python bench/request_floor.py [--requests 2000] [--json]
+    .venv/bin/python -m bench.request_floor [--requests 2000] [--json]
 
 Against a fresh embedded endpoint in a process of its own (as `onward up` runs it), one thread sends the
 cheapest requests the platform sends (a GetItem of a missing key, a 200-byte PutItem) through the local
@@ -23,8 +23,6 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # runnable as a script from anywhere
 
 from onward_infra.endpoint import EndpointProcess
 

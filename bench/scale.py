@@ -1,6 +1,6 @@
 """The AWS ceiling of the job store: the hottest partition key per job, by DynamoDB's per-partition limits.
 
-    .venv/bin/python bench/scale.py [--json] [--jobs N] [--tenants N]
+    .venv/bin/python -m bench.scale [--json] [--jobs N] [--tenants N]
 
 Runs the job store's whole path for each job (create, claim, complete: what the API and the workers do)
 against the embedded endpoint with its meter (infra/onward_infra/metering.py), which charges every read and write unit
@@ -33,10 +33,7 @@ import json
 import random
 import sys
 import time
-from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # runnable as a script from anywhere
 
 from onward.domain.models import NewJob
 from onward.settings import Settings

@@ -1,6 +1,6 @@
 """TransactWriteItems throughput on the embedded endpoint: stock moto vs our fix, small vs large table.
 
-    .venv/bin/python bench/transactions.py [--json]
+    .venv/bin/python -m bench.transactions [--json]
 
 Each transaction is the job store's own create (onward.store.service.JobStore.create): ONE TransactWriteItems
 request with a conditional Put of the job row and a conditional Put of its outbox event (the outbox
@@ -22,10 +22,7 @@ import sys
 import time
 import uuid
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # runnable as a script from anywhere
 
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.table import Table

@@ -30,6 +30,7 @@ from tests.support import ManualClock
 os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
 
 _stack_numbers = itertools.count()
+TESTS = Path(__file__).resolve().parent
 DIRECTORY_TIERS = ("unit", "contract", "e2e", "soak")
 SLOW_TIERS = ("e2e", "soak")  # by directory, or marked so (a test that runs a tool of its own)
 # AWS's topology, not the fastest: every table's DynamoDB stream has several open shards (a test that needs
@@ -41,11 +42,17 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "own_stack: a fresh stack of its own (it reads streams), not the shared one")
 
 
+def _tier_of(path: Path) -> str | None:
+    """The tier folder a test file is in (tests/<tier>/..., at any depth: unit and integration mirror onward/'s
+    folders inside them)."""
+    return path.relative_to(TESTS).parts[0] if path.is_relative_to(TESTS) else None
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        directory = Path(str(item.path)).parent.name
-        if directory in DIRECTORY_TIERS:
-            item.add_marker(directory)
+        tier = _tier_of(Path(str(item.path)).resolve())
+        if tier in DIRECTORY_TIERS:
+            item.add_marker(tier)
         needs_endpoint = "endpoint" in getattr(item, "fixturenames", ()) or item.get_closest_marker("integration")
         if needs_endpoint and not item.get_closest_marker("integration"):
             item.add_marker("integration")

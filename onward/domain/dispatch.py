@@ -28,7 +28,7 @@ free worker serves the tenant that has used the least worker time for its weight
   most 9 * AGING_MS behind band-9 jobs that keep arriving.
 
 The claim path (onward.store.claims) calls `dispatch_order` with the tenants at the head of the active index;
-the simulation (bench/fairness.py) calls the same functions with the tenants that have due work, lifts
+the simulation (bench/fairness/) calls the same functions with the tenants that have due work, lifts
 with `Usage.lifted`, advances the clock with `advance_clock` and moves usage with `on_claim` / `on_end`,
 the same changes the store writes to DynamoDB. Times are epoch milliseconds (any monotonic ms clock).
 """

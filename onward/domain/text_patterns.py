@@ -6,7 +6,7 @@ Why one helper: Python's `re.match(r"^acme$", "acme\\n")` matches (`$` also matc
 so "acme\\n" passed a handler's check and was refused later by a model (a 500), or named another resource.
 `matches` is a fullmatch. `anchored` (`^...$`) is the text for JSON Schema (ECMA-262) and for pydantic (Rust's
 regex crate), where `$` without the multi-line flag matches at the very end only, the same rule; `\\Z`, its
-Python spelling, means something else in both. tests/unit/test_input_rules.py holds the three to agree.
+Python spelling, means something else in both. tests/unit/domain/test_input_rules.py holds the three to agree.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ version, a run opened and closed once, a result put once, the claim's Admission 
 flexing claim's checks on the others), each one making the WHOLE write do nothing; the cap under claims
 from many threads; the ready index's order (priority band, then due time) and the lease index's; lease
 renewal and the marking of a fenced report; the reaper. A recorder that passes here can carry the store
-(tests/integration/test_store_model.py then drives the store over both at random).
+(tests/integration/store/test_store_model.py then drives the store over both at random).
 """
 
 from __future__ import annotations

@@ -1,0 +1,1 @@
+"""The `onward` command against the embedded stack: overlaps, replay, rebuild-view and reconcile."""

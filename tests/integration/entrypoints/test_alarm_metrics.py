@@ -1,0 +1,108 @@
+"""The metrics the new alarms read are the ones the code prints: the Lambda handlers run against a stack on the
+embedded endpoint with Powertools metrics enabled, and their EMF output is read back. An alarm on a metric name
+or dimension the code never publishes is silent forever (or, for the heartbeat alarm, which breaches on missing
+data, always firing): tests/unit/project/test_template_alarms.py checks the alarms, this checks that their data exists.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import pytest
+
+from onward.bootstrap import Deployment
+from onward.domain.clock import system_clock
+from onward.domain.models import NewJob
+from onward.entrypoints import projector as projector_app
+from onward.entrypoints import reaper as reaper_app
+from onward.pipeline.heartbeats import Heartbeat, encode_heartbeat
+from onward_infra.lambda_context import LocalLambdaContext
+from onward_infra.template import load_template
+from tests.integration.entrypoints.test_lambda_events import kinesis_event, outbox_event, sample
+
+pytestmark = pytest.mark.integration
+
+
+def emf_documents(output: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in output.splitlines() if line.startswith("{") and '"_aws"' in line]
+
+
+def published(documents: list[dict[str, Any]]) -> dict[tuple[str, str, str], tuple[str, list[float]]]:
+    """(namespace, metric, dimensions as `name=value,...`) -> (unit, values), as CloudWatch files them."""
+    found = {}
+    for document in documents:
+        for directive in document["_aws"]["CloudWatchMetrics"]:
+            (dimension_names,) = directive["Dimensions"]  # Powertools publishes one dimension set
+            dimensions = ",".join(f"{name}={document[name]}" for name in sorted(dimension_names))
+            for metric in directive["Metrics"]:
+                values = document[metric["Name"]]
+                found[(directive["Namespace"], metric["Name"], dimensions)] = (
+                    metric["Unit"], values if isinstance(values, list) else [values])
+    return found
+
+
+def alarm_metrics(service: str) -> set[tuple[str, str, str]]:
+    """(namespace, metric, dimensions) of the Onward metrics of `service` that some alarm reads."""
+    wanted = set()
+    for resource in load_template()["Resources"].values():
+        if resource["Type"] != "AWS::CloudWatch::Alarm":
+            continue
+        properties = resource["Properties"]
+        metrics = [properties] if "MetricName" in properties else [
+            m["MetricStat"]["Metric"] for m in properties["Metrics"] if "MetricStat" in m]
+        for metric in metrics:
+            dimensions = {d["Name"]: d["Value"] for d in metric.get("Dimensions", [])}
+            if metric["Namespace"] == "Onward" and dimensions.get("service") == service:
+                wanted.add(("Onward", metric["MetricName"],
+                            ",".join(f"{name}={value}" for name, value in sorted(dimensions.items()))))
+    return wanted
+
+
+@pytest.fixture
+def metrics_on(stack_environment: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "false")
+    return stack_environment
+
+
+def test_the_reaper_publishes_the_backlog_age_the_alarm_reads(metrics_on: dict[str, str],
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """A job due for over a second and claimed by nobody: the reaper's OldestDueAgeSeconds says so, in
+    seconds, under the namespace and dimension BacklogAgeAlarm reads."""
+    store = Deployment.from_environment().job_store
+    created_at = system_clock()
+    store.create("acme", NewJob(type="demo.echo"))
+    time.sleep(1.2)
+
+    reaper_app.handler(sample("cloudwatch-scheduled-event"), LocalLambdaContext("reaper"))
+
+    found = published(emf_documents(capsys.readouterr().out))
+    unit, values = found[("Onward", "OldestDueAgeSeconds", "service=reaper")]
+    assert unit == "Seconds" and len(values) == 1
+    assert 1.2 <= values[0] <= (system_clock() - created_at) / 1000
+    missing = alarm_metrics("reaper") - set(found)
+    assert not missing, f"alarms read reaper metrics it never publishes: {missing}"
+
+
+def test_the_projector_counts_each_heartbeat_it_applies_and_reports_zero_without(
+        metrics_on: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    """PipelineHeartbeats is the heartbeat alarm's only input: one per heartbeat record projected, and 0 for a
+    batch without one (so 'no data' means the projector did not run at all, and the sum tells the two apart)."""
+    stream_arn = "arn:aws:kinesis:us-east-1:123456789012:stream/events"
+    beat = encode_heartbeat(Heartbeat(slots=16, through={slot: system_clock() for slot in range(16)}))
+    events = [outbox_event(version=1), outbox_event(version=1, result_inline={"rows": 1})]  # applied, conflict
+    with_beats = kinesis_event([beat, *(json.dumps(event).encode() for event in events), beat], stream_arn)
+    without = kinesis_event([json.dumps(outbox_event(version=2)).encode()], stream_arn)
+
+    assert projector_app.handler(with_beats, LocalLambdaContext("projector")) == {"batchItemFailures": []}
+    first = published(emf_documents(capsys.readouterr().out))
+    assert projector_app.handler(without, LocalLambdaContext("projector")) == {"batchItemFailures": []}
+    second = published(emf_documents(capsys.readouterr().out))
+
+    assert first[("Onward", "PipelineHeartbeats", "service=projector")] == ("Count", [2.0])
+    assert second[("Onward", "PipelineHeartbeats", "service=projector")] == ("Count", [0.0])
+    unit, lag = first[("Onward", "ProjectionLag", "service=projector")]  # ProjectionLagAlarm's, in ms
+    assert unit == "Milliseconds" and len(lag) == 1
+    missing = alarm_metrics("projector") - set(first)
+    assert not missing, f"alarms read projector metrics it never publishes: {missing}"

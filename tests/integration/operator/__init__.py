@@ -1,0 +1,1 @@
+"""Operator reads on the embedded endpoint: the lag probe over the real telemetry."""

@@ -1,0 +1,2 @@
+"""Workers on the embedded endpoint: real Worker threads, timeouts, the worker process and the Lambda
+worker."""

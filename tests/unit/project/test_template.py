@@ -1,0 +1,315 @@
+"""template.yaml checked offline: what cfn-lint finds in it and in its SAM translation (cfn-lint alone does
+not look inside AWS::Serverless::Function: a bad Runtime passes), handlers that resolve, environment
+variables the code reads, the API's routes, the stream event sources, and the alarms.
+
+The least-privilege check of the roles is tests/unit/project/test_template_policies.py; the deployment of the
+translated data resources and the handlers fed with real event shapes are integration tests
+(test_template_deploy.py, test_lambda_events.py); `sam build` is test_sam_build.py.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from onward_infra.template import TEMPLATE_PATH, environment_variable_for, load_template, referenced_names
+from tests.codescan import read_code
+from tests.samtemplate import cfn_lint, dashboard_body, translate, write_json
+
+TEMPLATE = load_template()
+RESOURCES: dict[str, Any] = TEMPLATE["Resources"]
+FUNCTIONS = sorted(name for name, r in RESOURCES.items() if r["Type"] == "AWS::Serverless::Function")
+
+# Variables the code may read that the template leaves unset on purpose, and why.
+UNSET_ON_PURPOSE = {
+    "AWS_REGION": "set by the Lambda runtime",
+    "AWS_DEFAULT_REGION": "set by the Lambda runtime",
+    "AWS_ENDPOINT_URL": "points boto3 at the embedded endpoint on one machine; unset on AWS",
+    "ONWARD_TOKENS": "local bearer tokens; on AWS ONWARD_AUTH=jwt and API Gateway verifies JWTs",
+    "ONWARD_OPERATOR_TOKEN": "local operator token; on AWS the operator role is a JWT scope or group",
+    "ONWARD_WEB_ROOT": "defaults to web/ beside handlers/, where the Makefile's build target puts it",
+    "ONWARD_OUTBOX_RETENTION_DAYS": "read by Settings everywhere, used only where JobStore writes events "
+                                    "(test_outbox_writers_get_the_retention_parameter)",
+    "ONWARD_STALE_AFTER_S": "read by Settings everywhere, used only by the API's freshness answers "
+                            "(test_the_api_gets_the_freshness_parameters)",
+    "ONWARD_HEARTBEAT_INTERVAL_S": "as ONWARD_STALE_AFTER_S",
+    "ONWARD_UNSIGNED_REQUESTS": "set by the embedded endpoint's exports only; AWS refuses unsigned requests",
+    "ONWARD_CLIENT_WRAPPER": "set by the embedded endpoint's exports only (the local stack's lean client)",
+    "ONWARD_BEAT_SLACK_MS": "set by the embedded endpoint's exports only (0: its commit stamps are "
+                            "milliseconds of this host's clock); on AWS the default, AWS_BEAT_SLACK_MS",
+    "ONWARD_PARAMETER_VALIDATION": "turned off by `onward up`, the benches and the long soak for their own "
+                                   "embedded endpoint; on AWS botocore validates each request (the default)",
+}
+
+
+def function_environment(function: str) -> dict[str, Any]:
+    globals_ = TEMPLATE["Globals"]["Function"].get("Environment", {}).get("Variables", {})
+    own = RESOURCES[function]["Properties"].get("Environment", {}).get("Variables", {})
+    return {**globals_, **own}
+
+
+def code_of(function: str):
+    properties = RESOURCES[function]["Properties"]
+    roots = [properties["Handler"].rpartition(".")[0]]
+    module = properties.get("Environment", {}).get("Variables", {}).get("ONWARD_WORKER_MODULE")
+    if module is not None:
+        roots.append(TEMPLATE["Parameters"][module["Ref"]]["Default"])
+    return read_code(roots)
+
+
+@pytest.fixture(scope="module")
+def translated() -> dict[str, Any]:
+    return translate()
+
+
+# --- lint -----------------------------------------------------------------------------------------------------
+
+def test_cfn_lint_finds_nothing_in_template_yaml() -> None:
+    assert cfn_lint(TEMPLATE_PATH) == []
+
+
+def test_cfn_lint_finds_nothing_in_the_sam_translation(translated: dict[str, Any], tmp_path: Path) -> None:
+    """The translation is what CloudFormation deploys; errors inside serverless functions show only here.
+    One finding is expected and checked instead of ignored: the transform writes the value of a parameter
+    used in an HTTP API's CorsConfiguration into the API's OpenAPI body, so the translation no longer
+    references that parameter (W2001 "not used")."""
+    inlined = referenced_names(TEMPLATE["Resources"]) - referenced_names(translated["Resources"]) - set(RESOURCES)
+    assert inlined == {"CorsAllowedOrigin"}
+    cors = translated["Resources"]["HttpApi"]["Properties"]["Body"]["x-amazon-apigateway-cors"]
+    assert cors["allowOrigins"] == [TEMPLATE["Parameters"]["CorsAllowedOrigin"]["Default"]]
+    findings = cfn_lint(write_json(translated, tmp_path / "translated.json"))
+    expected = {f"Parameter {name} not used." for name in inlined}
+    assert [f for f in findings if not (f.startswith("W2001 ") and f.split(" ", 2)[2] in expected)] == []
+
+
+def test_lint_of_the_translation_catches_what_lint_of_the_sam_form_misses(tmp_path: Path) -> None:
+    """The reason for linting both (LOCAL-AWS.md): a bad Runtime is only caught after translation."""
+    broken = load_template()
+    broken["Globals"]["Function"]["Runtime"] = "python3.99"
+    findings = cfn_lint(write_json(translate(broken), tmp_path / "broken.json"))
+    assert any("python3.99" in finding for finding in findings), findings
+
+
+# --- functions ------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("function", FUNCTIONS)
+def test_handler_resolves_to_an_importable_callable(function: str) -> None:
+    module, _, name = RESOURCES[function]["Properties"]["Handler"].rpartition(".")
+    assert callable(getattr(importlib.import_module(module), name))
+
+
+def test_functions_run_python312_on_arm64_with_tracing_and_the_powertools_layer(translated: dict[str, Any]) -> None:
+    functions = {n: r["Properties"] for n, r in translated["Resources"].items() if r["Type"] == "AWS::Lambda::Function"}
+    assert set(functions) == set(FUNCTIONS)
+    for name, properties in functions.items():
+        assert properties["Runtime"] == "python3.12", name
+        assert properties["Architectures"] == ["arm64"], name
+        assert properties["TracingConfig"] == {"Mode": "Active"}, name
+        assert properties["Layers"] == [{"Ref": "PowertoolsLayerArn"}], name  # test_powertools_version.py
+        assert properties["Code"] == {"S3Bucket": "onward-artifacts", "S3Key": "onward.zip"}, name
+
+
+@pytest.mark.parametrize("function", FUNCTIONS)
+def test_every_variable_the_code_reads_is_set_for_the_function(function: str) -> None:
+    read = code_of(function).environment
+    missing = read - set(function_environment(function)) - set(UNSET_ON_PURPOSE)
+    assert not missing, f"{function} reads {sorted(missing)} but the template does not set them"
+
+
+@pytest.mark.parametrize("function", FUNCTIONS)
+def test_the_template_sets_only_variables_the_code_reads(function: str) -> None:
+    read = code_of(function).environment
+    extra = {v for v in function_environment(function) if not v.startswith("POWERTOOLS_")} - read
+    assert not extra, f"{function}: the template sets {sorted(extra)}, which no reachable code reads"
+
+
+@pytest.mark.parametrize("function", FUNCTIONS)
+def test_resource_variables_follow_the_naming_convention(function: str) -> None:
+    for variable, value in function_environment(function).items():
+        if isinstance(value, dict) and value.get("Ref") in RESOURCES:
+            assert environment_variable_for(value["Ref"]) == variable
+
+
+@pytest.mark.parametrize("function", FUNCTIONS)
+def test_outbox_writers_get_the_retention_parameter(function: str) -> None:
+    """Whoever builds a JobStore stamps outbox TTLs: it must get OutboxRetentionDays, not the default."""
+    if "onward.store.service" in code_of(function).modules:
+        assert function_environment(function)["ONWARD_OUTBOX_RETENTION_DAYS"] == {"Ref": "OutboxRetentionDays"}
+
+
+def test_the_api_gets_the_freshness_parameters() -> None:
+    """The API says "delayed" past the objective plus one heartbeat interval: both must be the stack's."""
+    environment = function_environment("ApiFunction")
+    assert environment["ONWARD_STALE_AFTER_S"] == {"Ref": "FreshnessObjectiveSeconds"}
+    assert environment["ONWARD_HEARTBEAT_INTERVAL_S"] == {"Ref": "HeartbeatIntervalSeconds"}
+
+
+def test_unset_on_purpose_lists_only_variables_some_function_reads() -> None:
+    read = set().union(*(code_of(function).environment for function in FUNCTIONS))
+    assert set(UNSET_ON_PURPOSE) <= read
+
+
+# --- the HTTP API -------------------------------------------------------------------------------------------
+
+OPEN_ROUTES = {("GET", "/"), ("POST", "/"), ("GET", "/web/{name}"), ("GET", "/health"), ("GET", "/openapi.json")}
+
+
+def api_events() -> dict[tuple[str, str], dict[str, Any]]:
+    events = RESOURCES["ApiFunction"]["Properties"]["Events"].values()
+    assert all(event["Type"] == "HttpApi" and event["Properties"]["ApiId"] == {"Ref": "HttpApi"} for event in events)
+    return {(e["Properties"]["Method"], e["Properties"]["Path"]): e["Properties"] for e in events}
+
+
+def test_the_gateway_routes_exactly_the_apps_routes() -> None:
+    """A route the app serves but the gateway lacks would 404 at API Gateway, before the function."""
+    from onward.api.app import app
+
+    served = {(route.method, route.path.replace("<", "{").replace(">", "}"))
+              for route in [*app._static_routes, *app._dynamic_routes]}
+    assert set(api_events()) == served
+
+
+def test_only_the_page_health_and_openapi_are_open_every_other_route_needs_the_jwt() -> None:
+    api = RESOURCES["HttpApi"]["Properties"]
+    assert api["Auth"]["DefaultAuthorizer"] == "Jwt"
+    jwt = api["Auth"]["Authorizers"]["Jwt"]
+    # the stack's user pool, or the given issuer (tests/unit/project/test_template_identity.py)
+    assert jwt["JwtConfiguration"] == {
+        "issuer": {"Fn::If": ["CreatesUserPool",
+                              {"Fn::Sub": "https://cognito-idp.${AWS::Region}.${AWS::URLSuffix}/${UserPool}"},
+                              {"Ref": "JwtIssuer"}]},
+        "audience": {"Fn::If": ["CreatesUserPool", [{"Ref": "UserPoolClient"}, {"Ref": "OperatorClient"}],
+                                {"Ref": "JwtAudience"}]}}
+    assert jwt["IdentitySource"] == "$request.header.Authorization"
+    open_routes = {key for key, event in api_events().items() if event.get("Auth") == {"Authorizer": "NONE"}}
+    assert open_routes == OPEN_ROUTES
+    assert all(set(event.get("Auth", {})) <= {"Authorizer"} for event in api_events().values())
+    environment = function_environment("ApiFunction")
+    assert environment["ONWARD_AUTH"] == "jwt"
+    assert environment["ONWARD_TENANT_CLAIM"] == {"Fn::If": ["CreatesUserPool", "custom:tenant",
+                                                             {"Ref": "TenantClaim"}]}
+
+
+def test_cors_allows_the_headers_the_api_reads_and_exposes_the_ones_it_sets(translated: dict[str, Any]) -> None:
+    cors = translated["Resources"]["HttpApi"]["Properties"]["Body"]["x-amazon-apigateway-cors"]
+    assert cors["allowOrigins"] == ["*"]  # the parameter's default, resolved by the transform
+    assert {"authorization", "content-type", "idempotency-key"} <= set(cors["allowHeaders"])
+    assert {"location", "retry-after"} <= set(cors["exposeHeaders"])
+
+
+# --- stream event sources --------------------------------------------------------------------------------
+
+def mapping_of(translated: dict[str, Any], function: str) -> dict[str, Any]:
+    mappings = [r["Properties"] for r in translated["Resources"].values()
+                if r["Type"] == "AWS::Lambda::EventSourceMapping"
+                and r["Properties"]["FunctionName"] == {"Ref": function}]
+    assert len(mappings) == 1
+    return mappings[0]
+
+
+def test_relay_reads_only_inserts_reports_partial_failures_bisects_and_parks_batches_it_gives_up(
+        translated: dict[str, Any]) -> None:
+    mapping = mapping_of(translated, "RelayFunction")
+    assert mapping["EventSourceArn"] == {"Fn::GetAtt": ["OutboxTable", "StreamArn"]}
+    assert [json.loads(f["Pattern"]) for f in mapping["FilterCriteria"]["Filters"]] == [{"eventName": ["INSERT"]}]
+    assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    assert mapping["BisectBatchOnFunctionError"] is True
+    assert mapping["MaximumRecordAgeInSeconds"] == {"Ref": "RelayMaximumRecordAgeSeconds"}
+    assert mapping["StartingPosition"] == "TRIM_HORIZON"
+    assert mapping["DestinationConfig"] == {"OnFailure": {"Destination": {"Fn::GetAtt": ["RelayFailuresQueue", "Arn"]}}}
+
+
+def test_projector_reports_partial_failures_one_batch_per_shard_at_a_time(translated: dict[str, Any]) -> None:
+    """ParallelizationFactor > 1 would project a shard's heartbeat beside earlier batches of other jobs:
+    the watermark would vouch for events still being projected. It is fixed at 1, not a parameter."""
+    mapping = mapping_of(translated, "ProjectorFunction")
+    assert mapping["EventSourceArn"] == {"Fn::GetAtt": ["EventsStream", "Arn"]}
+    assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    assert mapping["ParallelizationFactor"] == 1
+    assert "ProjectorParallelizationFactor" not in translated.get("Parameters", {})
+    assert mapping["StartingPosition"] == "TRIM_HORIZON"
+    assert mapping["DestinationConfig"] == {
+        "OnFailure": {"Destination": {"Fn::GetAtt": ["ProjectorFailuresQueue", "Arn"]}}}
+
+
+def test_reaper_runs_on_its_schedule_and_the_worker_only_when_enabled(translated: dict[str, Any]) -> None:
+    rules = {name: r for name, r in translated["Resources"].items() if r["Type"] == "AWS::Events::Rule"}
+    assert rules["ReaperFunctionSchedule"]["Properties"]["ScheduleExpression"] == {"Ref": "ReaperSchedule"}
+    assert rules["WorkerFunctionSchedule"]["Properties"]["ScheduleExpression"] == {"Ref": "WorkerSchedule"}
+    conditional = {name for name, r in translated["Resources"].items() if r.get("Condition") == "WorkerOnLambda"}
+    assert {"WorkerFunction", "WorkerRole", "WorkerLogGroup", "WorkerFunctionSchedule"} <= conditional
+    assert TEMPLATE["Parameters"]["WorkerRuntime"]["Default"] == "ecs"
+
+
+def test_the_scheduler_is_driven_every_minute_by_an_eventbridge_rule_whatever_the_worker_runtime(
+        translated: dict[str, Any]) -> None:
+    """On AWS nothing else ticks the scheduler (locally `onward up` does): without this rule, or with a slower
+    rate, or one conditioned on a worker runtime, no schedule would fire (or would fire minutes late), as the
+    finest cron step of a schedule is a minute."""
+    rules = [r for r in translated["Resources"].values() if r["Type"] == "AWS::Events::Rule"
+             and r["Properties"]["Targets"][0]["Arn"] == {"Fn::GetAtt": ["SchedulerFunction", "Arn"]}]
+    assert len(rules) == 1
+    (rule,) = rules
+    assert rule["Properties"]["ScheduleExpression"] == "rate(1 minute)"
+    assert rule["Properties"].get("State", "ENABLED") == "ENABLED" and "Condition" not in rule
+    permissions = [r["Properties"] for r in translated["Resources"].values() if r["Type"] == "AWS::Lambda::Permission"
+                   and r["Properties"]["FunctionName"] == {"Ref": "SchedulerFunction"}]
+    assert [p["Principal"] for p in permissions] == ["events.amazonaws.com"]  # the rule may invoke it
+
+
+# --- alarms ---------------------------------------------------------------------------------------------
+
+def alarms() -> dict[str, dict[str, Any]]:
+    return {n: r["Properties"] for n, r in RESOURCES.items() if r["Type"] == "AWS::CloudWatch::Alarm"}
+
+
+def alarm_metrics(alarm: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
+    """(namespace, metric, dimensions) the alarm watches."""
+    if "MetricName" in alarm:
+        return [(alarm["Namespace"], alarm["MetricName"], {d["Name"]: d["Value"] for d in alarm["Dimensions"]})]
+    return [(m["MetricStat"]["Metric"]["Namespace"], m["MetricStat"]["Metric"]["MetricName"],
+             {d["Name"]: d["Value"] for d in m["MetricStat"]["Metric"]["Dimensions"]})
+            for m in alarm["Metrics"] if "MetricStat" in m]
+
+
+def test_iterator_age_of_both_stream_consumers_alarms_above_the_freshness_objective() -> None:
+    watched = {}
+    for alarm in alarms().values():
+        for namespace, metric, dimensions in alarm_metrics(alarm):
+            if (namespace, metric) == ("AWS/Lambda", "IteratorAge"):
+                watched[dimensions["FunctionName"]["Ref"]] = alarm
+    assert set(watched) == {"RelayFunction", "ProjectorFunction"}
+    for alarm in watched.values():
+        assert alarm["Threshold"] == {"Ref": "FreshnessObjectiveSeconds"}
+        assert alarm["ComparisonOperator"] == "GreaterThanThreshold"
+        assert [m["Expression"] for m in alarm["Metrics"] if "Expression" in m] == ["age_ms / 1000"]  # ms -> s
+
+
+def test_conflicts_parked_records_and_every_on_failure_queue_alarm_above_zero() -> None:
+    watched = {(namespace, metric, json.dumps(dimensions, sort_keys=True)): alarm
+               for alarm in alarms().values() for namespace, metric, dimensions in alarm_metrics(alarm)}
+    queues = [name for name, r in RESOURCES.items() if r["Type"] == "AWS::SQS::Queue"]
+    wanted = [("Onward", "ProjectionConflict", {"service": "projector"}),
+              ("Onward", "ProjectionParked", {"service": "projector"}),
+              ("Onward", "RelayParked", {"service": "relay"}),
+              *[("AWS/SQS", "ApproximateNumberOfMessagesVisible",
+                 {"QueueName": {"Fn::GetAtt": [queue, "QueueName"]}}) for queue in queues]]
+    for namespace, metric, dimensions in wanted:
+        alarm = watched[(namespace, metric, json.dumps(dimensions, sort_keys=True))]
+        assert (alarm["Threshold"], alarm["ComparisonOperator"]) == (0, "GreaterThanThreshold"), metric
+    assert len(queues) == 2
+
+
+def test_the_dashboard_shows_relay_lag_projection_lag_throughput_and_outcomes() -> None:
+    widgets = dashboard_body(TEMPLATE)["widgets"]
+    titles = " | ".join(w["properties"]["title"] for w in widgets)
+    for wanted in ("Relay lag", "Projection lag", "Throughput", "Outcomes"):
+        assert wanted in titles
+    shown = {tuple(m[:2]) for w in widgets for m in w["properties"].get("metrics", [])}
+    for outcome in ("Applied", "Duplicate", "Stale", "Conflict", "Parked"):
+        assert ("Onward", f"Projection{outcome}") in shown
+    assert {("Onward", "RelayPublished"), ("Onward", "ProjectionLag"), ("AWS/Lambda", "IteratorAge")} <= shown

@@ -1,0 +1,1 @@
+"""Unit tests of onward/testing/: JobHarness as a handler author uses it."""

@@ -296,7 +296,7 @@ def test_a_cap_holds_under_concurrent_claims(backend, store):
     workers = [backend.store() for _ in range(8)]
     for worker in workers:
         # this worker's first read of the counters is the stale one (then its own): a scripted race
-        worker._claimer._recorder = StaleFirstRead(backend.recorder, stale)  # type: ignore[attr-defined]
+        worker._claimer._tenants = StaleFirstRead(backend.recorder, stale)  # type: ignore[attr-defined]
     start = threading.Barrier(len(workers))
     leases: list[Any] = []
     lock = threading.Lock()

@@ -1,0 +1,111 @@
+"""A tenant as the store keeps it: its settings (Tenant), its queue entries and dispatch counters as one read
+found them (QueueEntry, TenantState), and how they are read back from stored values (pure)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from onward.domain.dispatch import TenantLoad, TenantPolicy, Usage, running_shards, shard_caps
+from onward.store.dynamo.keys import Entity, ReadyQueue
+
+
+@dataclass(frozen=True)
+class Tenant:
+    tenant_id: str
+    policy: TenantPolicy = field(default_factory=TenantPolicy)
+    ready_shards: int = 1
+
+    @property
+    def running_shards(self) -> int:
+        """How many RUNNING counters its attempts are charged to (dispatch.running_shards)."""
+        return running_shards(self.ready_shards)
+
+    def shard_caps(self) -> tuple[int | None, ...]:
+        """Its cap split over its RUNNING counters (dispatch.shard_caps)."""
+        return shard_caps(self.policy.cap, self.running_shards)
+
+
+@dataclass(frozen=True)
+class QueueEntry:
+    """A tenant's queue entry of one ready shard: its waiting jobs (queued or retry_wait) by priority band,
+    and its key in the `active` index (None when it is not in the index)."""
+
+    tenant_id: str
+    shard: int
+    bands: dict[int, int] = field(default_factory=dict)
+    active_vt: float | None = None
+    entered: int = 0  # jobs that ever entered it: a park is conditional on none entering since the read
+
+    @property
+    def waiting(self) -> int:
+        return sum(count for count in self.bands.values() if count > 0)
+
+    def bands_with_work(self) -> list[int]:
+        """Its priority bands holding waiting jobs, highest first."""
+        return sorted((band for band, count in self.bands.items() if count > 0), reverse=True)
+
+
+@dataclass(frozen=True)
+class TenantState:
+    """A tenant's settings and dispatch counters, as one read found them: its usage (the sum of its running
+    shards'), each running shard's, and its queue entries by ready shard."""
+
+    tenant: Tenant
+    usage: Usage = field(default_factory=Usage)
+    queues: dict[int, QueueEntry] = field(default_factory=dict)
+    running_by_shard: tuple[Usage, ...] = ()
+
+    @property
+    def waiting_by_queue(self) -> dict[ReadyQueue, int]:
+        return {ReadyQueue(shard, band): count for shard, entry in self.queues.items()
+                for band, count in entry.bands.items() if count}
+
+    def load(self) -> TenantLoad:
+        waiting = sum(entry.waiting for entry in self.queues.values())
+        return TenantLoad(self.tenant.tenant_id, self.tenant.policy, self.usage, waiting)
+
+    def queues_with_work(self) -> list[ReadyQueue]:
+        """The ready queues holding waiting jobs, highest priority first."""
+        return sorted((queue for queue, count in self.waiting_by_queue.items() if count > 0),
+                      key=lambda queue: (-queue.priority, queue.shard))
+
+
+def usage_from_values(values: dict[str, Any]) -> Usage:
+    """A RUNNING counter's usage (plain values)."""
+    return Usage(values.get("running", 0), values.get("ended_ms", 0), values.get("started_ms_sum", 0),
+                 values.get("offset_ms", 0))
+
+
+def queue_entry_from_values(values: dict[str, Any]) -> QueueEntry:
+    """A queue entry (plain values)."""
+    bands = {int(name[1:]): count for name, count in values.items()
+             if name[:1] == "w" and name[1:].isdigit()}
+    return QueueEntry(values["tenant_id"], values["shard"], bands,
+                      values.get("active_vt") if "active_pk" in values else None, values.get("entered", 0))
+
+
+def tenant_state(tenant: Tenant, counters: Iterable[dict[str, Any]]) -> TenantState:
+    """A tenant's state from its counter items (plain values: RUNNING counters and queue entries, any
+    order, any subset)."""
+    shards = tenant.running_shards
+    running = [Usage()] * shards
+    queues: dict[int, QueueEntry] = {}
+    for values in counters:
+        entity = values.get("entity")
+        if entity == Entity.TENANT_RUNNING:
+            shard = values["shard"]
+            if shard >= len(running):  # charged before its shards were reduced: counted until it ends
+                running.extend([Usage()] * (shard + 1 - len(running)))
+            running[shard] = usage_from_values(values)
+        elif entity == Entity.TENANT_QUEUE:
+            entry = queue_entry_from_values(values)
+            queues[entry.shard] = entry
+    return TenantState(tenant, Usage.combined(running), queues, tuple(running))
+
+
+def tenant_from_values(values: dict[str, Any]) -> Tenant:
+    """A registry item's tenant (plain values)."""
+    policy = TenantPolicy(weight=values["weight"], cap=values.get("cap"))
+    return Tenant(values.get("tenant_id") or values["sk"], policy, values["ready_shards"])

@@ -30,18 +30,20 @@ from typing import Any
 from onward.domain.clock import Clock, EpochMs, system_clock
 from onward.store.dynamo.attributes import from_item
 from onward.store.dynamo.batch_reads import batch_get
+from onward.store.dynamo.counter_items import queue_entry_from_values
 from onward.store.dynamo.keys import (
     LEASE_SHARDS,
     PARKED_SHARDS,
-    ReadyQueue,
     active_shard_partition,
     lease_shard_partition,
     parked_shard_partition,
     queue_key,
+    ready_partition,
     shard_of,
     tenant_id_of,
 )
-from onward.store.ports import QueueEntry, queue_entry_from_values
+from onward.store.ports import QueueEntry
+from onward.store.ports.ready_queues import ReadyQueue
 
 COUNT_CAP = 1_000  # items one counting Query may read in a ready queue (about 45 read units at most)
 
@@ -101,7 +103,7 @@ class BacklogCounter:
         due = 0
         for entry in queues:
             for band in entry.bands_with_work():
-                partition = ReadyQueue(entry.shard, band).partition(entry.tenant_id)
+                partition = ready_partition(entry.tenant_id, ReadyQueue(entry.shard, band))
                 later = self._count_ready(partition, "ready_due > :now", now)
                 requests += 1
                 sooner = None

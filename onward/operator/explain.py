@@ -42,8 +42,8 @@ from onward.domain.dispatch import AGING_MS
 from onward.domain.models import Job
 from onward.domain.states import CLAIMABLE_STATES, JobState, is_terminal
 from onward.operator.claim_history import ClaimCounts
-from onward.store.dynamo.keys import ReadyQueue, ready_queue
 from onward.store.ports import DueJob, JobRecorder, JobRow, Tenant, TenantState
+from onward.store.ports.ready_queues import ReadyQueue, ready_queue
 
 MAX_AHEAD = 100  # jobs ahead counted at most: beyond, "at least MAX_AHEAD"
 MAX_AHEAD_QUERIES = 16  # ready queues read at most for them (a tenant's shards x bands with work)

@@ -57,9 +57,9 @@ from onward.domain.clock import Clock, EpochMs
 from onward.domain.dispatch import Candidate, aged_ms, dispatch_order
 from onward.domain.models import Lease
 from onward.store.claim_order import ClaimOrder
-from onward.store.dynamo.keys import ReadyQueue
 from onward.store.ports.lease_index import LeaseIndex
 from onward.store.ports.parking import Parking
+from onward.store.ports.ready_queues import ReadyQueue
 from onward.store.ports.rows import ActiveEntry, DueJob
 from onward.store.ports.tenant_counters import TenantCounters
 from onward.store.ports.tenant_values import QueueEntry, Tenant, TenantState

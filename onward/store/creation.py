@@ -1,5 +1,5 @@
 """Creating jobs: one create or a batch of them, each with its optional Idempotency-Key, as few transactions
-as DynamoDB's limits allow (onward.store.ports.transaction_limits); what JobStore.create and
+as DynamoDB's limits allow (onward.store.dynamo.transaction_limits); what JobStore.create and
 JobStore.create_batch do."""
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ from onward.domain.errors import (
 from onward.domain.models import Job, NewJob
 from onward.store.answers import Created
 from onward.store.dynamo.attributes import json_size
+from onward.store.dynamo.transaction_limits import transaction_cuts
 from onward.store.ports.job_log import JobLog
 from onward.store.ports.outcomes import CreateOutcome
 from onward.store.ports.tenant_values import Tenant
-from onward.store.ports.transaction_limits import transaction_cuts
 from onward.store.ports.write_plans import NewJobWrite
 from onward.store.tenants import TenantRegistry, check_tenant_id
 

@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 from onward.domain.clock import EpochMs
 from onward.domain.dispatch import Usage
-from onward.store.dynamo.keys import ReadyQueue
+from onward.store.ports.ready_queues import ReadyQueue
 from onward.store.ports.rows import DueJob
 from onward.store.ports.tenant_values import Tenant, TenantState
 from onward.store.ports.write_plans import RunningUpdate, WaitingUpdate

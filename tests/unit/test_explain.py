@@ -26,8 +26,8 @@ from onward.domain.states import JobState
 from onward.operator import explain
 from onward.operator.claim_history import ClaimCounts
 from onward.operator.explain import Ahead, Throughput, Waiting, WaitReason
-from onward.store.dynamo.keys import ReadyQueue
 from onward.store.ports import DueJob, QueueEntry, Tenant, TenantState
+from onward.store.ports.ready_queues import ReadyQueue
 from onward.store.service import JobStore
 from tests.support import ManualClock
 

@@ -41,6 +41,7 @@ from onward.domain.lifecycle import Change
 from onward.domain.models import Job, OutboxEvent, Run
 from onward.domain.states import CLAIMABLE_STATES, JobState, is_terminal
 from onward.store.dynamo.attributes import json_size
+from onward.store.ports.ready_queues import ReadyQueue, ready_queue
 
 JOB_PREFIX = "JOB#"
 JOB_SK = "JOB"
@@ -177,23 +178,9 @@ def band_attribute(priority: int) -> str:
     return f"w{priority}"
 
 
-def ready_shard(job_id: str, shards: int) -> int:
-    return int(job_id[:8], 16) % shards
-
-
-class ReadyQueue(NamedTuple):
-    """One partition of a tenant's `ready` index: one shard of one priority band. A claim reads the bands
-    from the highest priority down, so a due job of a higher priority goes first."""
-
-    shard: int
-    priority: int
-
-    def partition(self, tenant_id: str) -> str:
-        return f"{tenant_id}#{self.shard}#{self.priority}"
-
-
-def ready_queue(job: Job, shards: int) -> ReadyQueue:
-    return ReadyQueue(ready_shard(job.job_id, shards), job.priority)
+def ready_partition(tenant_id: str, queue: ReadyQueue) -> str:
+    """The `ready` index partition of one of a tenant's ready queues."""
+    return f"{tenant_id}#{queue.shard}#{queue.priority}"
 
 
 def lease_partition(job_id: str) -> str:
@@ -271,7 +258,7 @@ def job_item(job: Job, ready_shards: int, retention_s: int, running_shard: int |
         row["running_shard"] = running_shard or 0
     row["expires_at"] = job_expires_at(job, retention_s)
     if job.state in CLAIMABLE_STATES:
-        row["ready_pk"] = ready_queue(job, ready_shards).partition(job.tenant_id)
+        row["ready_pk"] = ready_partition(job.tenant_id, ready_queue(job, ready_shards))
         row["ready_due"] = job.not_before
     if job.state is JobState.RUNNING:
         row["lease_pk"] = lease_partition(job.job_id)

@@ -18,6 +18,7 @@ from onward.domain.states import JobState, RunOutcome
 from onward.pipeline.outbox import OutboxReader
 from onward.store.dynamo.attributes import Item, from_item, to_attribute
 from onward.store.dynamo.batch_reads import batch_get
+from onward.store.dynamo.counter_items import tenant_from_values, tenant_state
 from onward.store.dynamo.keys import (
     CLOCK_SHARDS,
     DEFAULT_ACTIVE_SHARDS,
@@ -26,7 +27,6 @@ from onward.store.dynamo.keys import (
     TENANTS_PK,
     Entity,
     Key,
-    ReadyQueue,
     active_partition,
     active_shard_partition,
     clock_key,
@@ -38,6 +38,7 @@ from onward.store.dynamo.keys import (
     parked_partition,
     parked_shard_partition,
     queue_key,
+    ready_partition,
     result_key,
     run_key,
     running_key,
@@ -47,6 +48,7 @@ from onward.store.dynamo.keys import (
     tenant_items,
 )
 from onward.store.dynamo.tenant_reads import tenant_item
+from onward.store.dynamo.transaction_limits import check_one_transaction
 from onward.store.dynamo.writes import (
     CONDITIONAL_CHECK_FAILED,
     TRANSACTION_CONFLICT,
@@ -75,11 +77,9 @@ from onward.store.ports import (
     Tenant,
     TenantState,
     TransitionWrite,
-    check_one_transaction,
     judge,
-    tenant_from_values,
-    tenant_state,
 )
+from onward.store.ports.ready_queues import ReadyQueue
 
 PARTITION_READERS = 8  # concurrent Queries of one sharded-index read
 PARTITION_READER_THREAD = "onward-partition-read"  # the threads' name prefix: one pool per process, kept
@@ -327,7 +327,7 @@ class DynamoRecorder(JobRecorder):
             TableName=self._jobs,
             IndexName="ready",
             KeyConditionExpression="ready_pk = :p AND ready_due <= :now",
-            ExpressionAttributeValues={":p": {"S": queue.partition(tenant_id)}, ":now": {"N": str(now)}},
+            ExpressionAttributeValues={":p": {"S": ready_partition(tenant_id, queue)}, ":now": {"N": str(now)}},
             Limit=limit,
         )["Items"]
         return [DueJob(job_id_of(item["pk"]["S"]), int(item["ready_due"]["N"]),

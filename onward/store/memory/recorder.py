@@ -22,6 +22,7 @@ from onward.domain.clock import EpochMs
 from onward.domain.errors import StoreInvariantViolation
 from onward.domain.models import Job, OutboxEvent, Run
 from onward.domain.states import JobState, RunOutcome
+from onward.store.dynamo.counter_items import tenant_from_values, tenant_state
 from onward.store.dynamo.keys import (
     CLOCK_SHARDS,
     DEFAULT_ACTIVE_SHARDS,
@@ -30,7 +31,6 @@ from onward.store.dynamo.keys import (
     TENANTS_PK,
     Entity,
     Key,
-    ReadyQueue,
     active_partition,
     active_shard_partition,
     band_attribute,
@@ -46,6 +46,7 @@ from onward.store.dynamo.keys import (
     parked_partition,
     parked_shard_partition,
     queue_key,
+    ready_partition,
     result_key,
     run_from_values,
     run_key,
@@ -55,6 +56,15 @@ from onward.store.dynamo.keys import (
     tenant_id_of,
     tenant_items,
 )
+from onward.store.dynamo.plan_items import (
+    job_row_update,
+    new_job_items,
+    opened_run,
+    result,
+    run_close,
+    transition_event,
+)
+from onward.store.dynamo.transaction_limits import check_one_transaction
 from onward.store.ports import (
     ActiveEntry,
     CommitOutcome,
@@ -74,12 +84,10 @@ from onward.store.ports import (
     TenantState,
     TransitionWrite,
     WaitingUpdate,
-    check_one_transaction,
     judge,
     queue_entry_updates,
-    tenant_from_values,
-    tenant_state,
 )
+from onward.store.ports.ready_queues import ReadyQueue
 
 Values = dict[str, Any]
 
@@ -193,9 +201,10 @@ class MemoryRecorder(JobRecorder):
     # --- writes ---------------------------------------------------------------------------------------------
 
     def create(self, write: NewJobWrite) -> CreateOutcome:
-        job, event = _stored(write.job), _stored(write.outbox)
+        items = new_job_items(write)
+        job, event = _stored(items.job), _stored(items.outbox)
         with self._lock:
-            if write.idempotency is not None and self._exists(write.idempotency):
+            if items.idempotency is not None and self._exists(items.idempotency):
                 return CreateOutcome.KEY_USED
             if self._exists(job) or self._has_event(event):
                 raise StoreInvariantViolation(f"the create of job {write.change.after.job_id} was refused: "
@@ -204,32 +213,33 @@ class MemoryRecorder(JobRecorder):
             self._put_event(event)
             if write.waiting is not None:
                 self._apply_waiting(write.waiting)
-            if write.idempotency is not None:
-                self._put(_stored(write.idempotency))
+            if items.idempotency is not None:
+                self._put(_stored(items.idempotency))
         return CreateOutcome.CREATED
 
     def create_many(self, writes: Sequence[NewJobWrite]) -> ManyCreated:
         check_one_transaction(writes)
-        jobs, events = [_stored(write.job) for write in writes], [_stored(write.outbox) for write in writes]
+        items = [new_job_items(write) for write in writes]
+        jobs, events = [_stored(job.job) for job in items], [_stored(job.outbox) for job in items]
         with self._lock:
             if any(self._exists(job) for job in jobs) or any(self._has_event(event) for event in events):
                 raise StoreInvariantViolation(f"a create of {len(writes)} jobs was refused: a job id or a first "
                                               "event exists")
-            keys_used = frozenset(position for position, write in enumerate(writes)
-                                  if write.idempotency is not None and self._exists(write.idempotency))
+            keys_used = frozenset(position for position, job_items in enumerate(items)
+                                  if job_items.idempotency is not None and self._exists(job_items.idempotency))
             if keys_used:
                 return ManyCreated(CreateOutcome.KEY_USED, keys_used)
-            for write, job, event in zip(writes, jobs, events, strict=True):
+            for job_items, job, event in zip(items, jobs, events, strict=True):
                 self._put_job_row(job)
                 self._put_event(event)
-                if write.idempotency is not None:
-                    self._put(_stored(write.idempotency))
+                if job_items.idempotency is not None:
+                    self._put(_stored(job_items.idempotency))
             for entry in queue_entry_updates(write.waiting for write in writes if write.waiting is not None):
                 self._apply_entry(entry)
         return ManyCreated(CreateOutcome.CREATED)
 
     def commit(self, write: TransitionWrite) -> CommitOutcome:
-        event = _stored(write.outbox)
+        event = _stored(transition_event(write))
         with self._lock:
             failed = self._failed_conditions(write, event)
             if failed:
@@ -243,21 +253,22 @@ class MemoryRecorder(JobRecorder):
     def _failed_conditions(self, write: TransitionWrite, event: Values) -> set[Role]:
         """Every condition of the write, checked before anything is written (as DynamoDB checks all)."""
         failed: set[Role] = set()
-        row = self._get(job_key(write.job.job_id))
-        state, version, attempt = write.job.expected
-        lapsed_by = write.job.lapsed_by
+        row = self._get(job_key(write.job_id))
+        state, version, attempt = write.expected
+        lapsed_by = write.lapsed_by
         if row is None or (row.get("state"), row.get("version"), row.get("attempt")) != (
                 state.value, version, attempt):
             failed.add(Role.JOB)
         elif lapsed_by is not None and not row.get("lease_expires_at", lapsed_by + 1) <= lapsed_by:
             failed.add(Role.JOB)  # a heartbeat renewed the lease after the reaper read the row
-        if write.open_run is not None and self._exists(write.open_run):
+        opened, close, result_item = opened_run(write), run_close(write), result(write)
+        if opened is not None and self._exists(opened):
             failed.add(Role.RUN_OPENED)
-        if write.close_run is not None:
-            run = self._get(run_key(write.close_run.job_id, write.close_run.attempt))
+        if close is not None:
+            run = self._get(run_key(close.job_id, close.attempt))
             if run is None or "outcome" in run:
                 failed.add(Role.RUN_CLOSED)
-        if write.result is not None and self._exists(write.result):
+        if result_item is not None and self._exists(result_item):
             failed.add(Role.RESULT)
         if write.running is not None and not self._admitted(write.running):
             failed.add(Role.RUNNING)
@@ -277,19 +288,21 @@ class MemoryRecorder(JobRecorder):
         return True
 
     def _apply(self, write: TransitionWrite, event: Values) -> None:
-        row = dict(self._get(job_key(write.job.job_id)) or {})
-        row.update(_stored(write.job.set))
-        for name in write.job.remove:
+        update = job_row_update(write)
+        row = dict(self._get(job_key(update.job_id)) or {})
+        row.update(_stored(update.set))
+        for name in update.remove:
             row.pop(name, None)
         self._put_job_row(row)
-        if write.open_run is not None:
-            self._put(_stored(write.open_run))
-        if write.close_run is not None:
-            run = self._get(run_key(write.close_run.job_id, write.close_run.attempt))
+        opened, close, result_item = opened_run(write), run_close(write), result(write)
+        if opened is not None:
+            self._put(_stored(opened))
+        if close is not None:
+            run = self._get(run_key(close.job_id, close.attempt))
             assert run is not None
-            run.update(_stored(write.close_run.fields))
-        if write.result is not None:
-            self._put(_stored(write.result))
+            run.update(_stored(close.fields))
+        if result_item is not None:
+            self._put(_stored(result_item))
         if write.running is not None:
             self._apply_running(write.running)
         if write.waiting is not None:
@@ -414,7 +427,7 @@ class MemoryRecorder(JobRecorder):
 
     def due(self, tenant_id: str, queue: ReadyQueue, now: EpochMs, limit: int) -> list[DueJob]:
         with self._lock:
-            index = self._ready.get(queue.partition(tenant_id), {})
+            index = self._ready.get(ready_partition(tenant_id, queue), {})
             # with the rows, as DynamoDB's ready index answers (it projects every attribute)
             return [DueJob(job_id, index[job_id], self._job_row(job_id))
                     for job_id in self._first(index, lambda due: due <= now, limit)]

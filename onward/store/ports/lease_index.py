@@ -6,8 +6,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 
 from onward.domain.clock import EpochMs
-from onward.store.dynamo.keys import ReadyQueue
 from onward.store.ports.outcomes import RenewalAnswer
+from onward.store.ports.ready_queues import ReadyQueue
 from onward.store.ports.rows import DueJob
 
 

@@ -27,23 +27,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from onward.domain.clock import EpochMs
 from onward.domain.dispatch import UsageChange, on_claim, on_end
 from onward.domain.lifecycle import Change
+from onward.domain.models import Job
 from onward.domain.states import CLAIMABLE_STATES, JobState, RunOutcome
-from onward.store.dynamo.keys import (
-    ReadyQueue,
-    idempotency_item,
-    item_bytes,
-    job_item,
-    outbox_item,
-    ready_queue,
-    result_item,
-    run_item,
-    ttl_after,
-)
+from onward.store.ports.ready_queues import ReadyQueue, ready_queue
 
 
 @dataclass(frozen=True)
@@ -58,24 +49,6 @@ class Admission:
     cap: int | None = None
     active_vt: float | None = None
     others_at_cap: tuple[tuple[str, int, int], ...] = ()
-
-
-class JobRowUpdate(NamedTuple):
-    """The job row's change: `set` these attributes, `remove` those, on the condition that the row still
-    holds `expected` (state, version, attempt) and, with `lapsed_by`, a lease that expired by then.
-    Attributes the change does not touch keep what the row holds (a heartbeat's renewed lease)."""
-
-    job_id: str
-    set: dict[str, Any]
-    remove: tuple[str, ...]
-    expected: tuple[JobState, int, int]
-    lapsed_by: EpochMs | None
-
-
-class RunClose(NamedTuple):
-    job_id: str
-    attempt: int
-    fields: dict[str, Any]  # outcome, finished_at, error, expires_at
 
 
 class RunningUpdate(NamedTuple):
@@ -189,36 +162,20 @@ def running_update(
     return RunningUpdate(change.after.tenant_id, running_shard, on_end(claimed_at, change.close_run.finished_at))
 
 
-def _job_row_update(change: Change, shards: int, retention_s: int, running_shard: int,
-                    admission: Admission | None) -> JobRowUpdate:
-    before_job = change.before
-    assert before_job is not None
-    # The diff sets `expires_at` when the job ends and removes it when a replay revives it.
-    after_shard = admission.running_shard if admission is not None else running_shard
-    before = job_item(before_job, shards, retention_s, running_shard)
-    after = job_item(change.after, shards, retention_s, after_shard)
-    closure = change.close_run
-    return JobRowUpdate(
-        job_id=change.after.job_id,
-        set={name: value for name, value in after.items() if before.get(name) != value},
-        remove=tuple(name for name in before if name not in after),
-        expected=(before_job.state, before_job.version, before_job.attempt),
-        # A heartbeat may have renewed the lease since the reaper read the row.
-        lapsed_by=closure.finished_at if closure is not None and closure.outcome is RunOutcome.LEASE_EXPIRED
-        else None,
-    )
-
-
 @dataclass(frozen=True)
 class TransitionWrite:
-    """Everything one decided transition writes, with its conditions: one atomic unit."""
+    """Everything one decided transition writes, with its conditions, as domain values: one atomic unit. The
+    job row goes from `change.before` (the condition: its state, version and attempt, and with `lapsed_by`
+    a lease lapsed by then) to `change.after`; the run `change.open_run` is opened, `change.close_run`
+    closed, the result put when `change.has_result`, one outbox event of `change.after` put; each recorder
+    stores them as it keeps them (onward.store.dynamo.plan_items: the DynamoDB items)."""
 
     change: Change
-    job: JobRowUpdate
-    outbox: dict[str, Any]
-    open_run: dict[str, Any] | None = None
-    close_run: RunClose | None = None
-    result: dict[str, Any] | None = None
+    ready_shards: int  # the ready shards its tenant had when the job was created (its ready queue)
+    running_shard: int  # the RUNNING counter the row's running attempt was charged to
+    charged_shard: int  # the RUNNING counter the row names after the change (a claim's: its Admission's)
+    retention_s: int  # the outbox event's TTL
+    job_retention_s: int  # how long the job's items are kept once they are done
     running: RunningUpdate | None = None
     waiting: WaitingUpdate | None = None
     still_at_cap: tuple[tuple[str, int, int], ...] = ()
@@ -228,31 +185,44 @@ class TransitionWrite:
            admission: Admission | None = None, claimed_at: EpochMs | None = None, running_shard: int = 0,
            clock: float = 0.0) -> TransitionWrite:
         """`retention_s`: the outbox event's TTL; `job_retention_s`: how long the job's items are kept once
-        they are done (onward.store.dynamo.keys: the job row and result once it ended, a run once its attempt ended).
-        `admission`: how a claim takes its running slot. `claimed_at`: when the attempt this transition
-        ends was claimed (needed when it ends one); `running_shard`: the RUNNING counter the row's running
-        attempt is charged to. `clock`: the system virtual clock, for a queue entry the job enters."""
-        closure = change.close_run
-        close = None
-        if closure is not None:
-            fields: dict[str, Any] = {"outcome": closure.outcome.value, "finished_at": closure.finished_at}
-            if closure.error is not None:
-                fields["error"] = closure.error.model_dump(mode="json")
-            fields["expires_at"] = ttl_after(closure.finished_at, job_retention_s)
-            close = RunClose(change.after.job_id, closure.attempt, fields)
+        they are done (the job row and result once it ended, a run once its attempt ended). `admission`: how
+        a claim takes its running slot. `claimed_at`: when the attempt this transition ends was claimed
+        (needed when it ends one); `running_shard`: the RUNNING counter the row's running attempt is charged
+        to. `clock`: the system virtual clock, for a queue entry the job enters."""
+        assert change.before is not None
         running = running_update(change, admission, claimed_at, running_shard)
         checks = admission.others_at_cap if running is not None and admission is not None else ()
         return cls(
             change=change,
-            job=_job_row_update(change, ready_shards, job_retention_s, running_shard, admission),
-            outbox=outbox_item(change, retention_s),
-            open_run=None if change.open_run is None else run_item(change.open_run),
-            close_run=close,
-            result=result_item(change, job_retention_s) if change.has_result else None,
+            ready_shards=ready_shards,
+            running_shard=running_shard,
+            charged_shard=admission.running_shard if admission is not None else running_shard,
+            retention_s=retention_s,
+            job_retention_s=job_retention_s,
             running=running,
             waiting=waiting_update(change, ready_shards, clock, admission),
             still_at_cap=checks,
         )
+
+    @property
+    def job_id(self) -> str:
+        return self.change.after.job_id
+
+    @property
+    def expected(self) -> tuple[JobState, int, int]:
+        """The job row's condition: the state, version and attempt the change was decided from."""
+        before = self.change.before
+        assert before is not None
+        return before.state, before.version, before.attempt
+
+    @property
+    def lapsed_by(self) -> EpochMs | None:
+        """A reap's further condition: the row's lease lapsed by the reap's time (a heartbeat may have renewed
+        it since the reaper read the row). None for every other transition."""
+        closure = self.change.close_run
+        if closure is not None and closure.outcome is RunOutcome.LEASE_EXPIRED:
+            return closure.finished_at
+        return None
 
     @property
     def subject(self) -> str:
@@ -262,14 +232,15 @@ class TransitionWrite:
 
 @dataclass(frozen=True)
 class NewJobWrite:
-    """A create: the job row, its first event, its WAITING counter and, with an Idempotency-Key, the key's
-    item; on the condition that the job id and the key are unused."""
+    """A create, as domain values: the job `change.after` and its first event, its queue entry's update and,
+    with an Idempotency-Key, the key; on the condition that the job id and the key are unused."""
 
     change: Change
-    job: dict[str, Any]
-    outbox: dict[str, Any]
+    ready_shards: int
+    retention_s: int  # the outbox event's TTL
+    job_retention_s: int  # the job retention: the Idempotency-Key's window
     waiting: WaitingUpdate | None
-    idempotency: dict[str, Any] | None
+    idempotency: tuple[str, str] | None  # (Idempotency-Key, digest of the request)
 
     @classmethod
     def of(cls, change: Change, *, ready_shards: int, retention_s: int, job_retention_s: int,
@@ -277,21 +248,10 @@ class NewJobWrite:
         """`retention_s`: the outbox event's TTL; `job_retention_s`: the job retention (the Idempotency-Key's
         window). `idempotency`: (Idempotency-Key, digest of the request). `clock`: the system virtual
         clock (the key of the job's queue entry if it enters the `active` index)."""
-        job = change.after
-        key_item = None
-        if idempotency is not None:
-            key, digest = idempotency
-            key_item = idempotency_item(job, key, digest, job_retention_s)
-        return cls(change=change, job=job_item(job, ready_shards, job_retention_s),
-                   outbox=outbox_item(change, retention_s), waiting=waiting_update(change, ready_shards, clock),
-                   idempotency=key_item)
+        return cls(change=change, ready_shards=ready_shards, retention_s=retention_s,
+                   job_retention_s=job_retention_s, waiting=waiting_update(change, ready_shards, clock),
+                   idempotency=idempotency)
 
     @property
-    def puts(self) -> list[dict[str, Any]]:
-        """The items it puts (job row, first event, Idempotency-Key): its actions besides the queue entry's."""
-        return [self.job, self.outbox, *([self.idempotency] if self.idempotency is not None else [])]
-
-    @property
-    def item_bytes(self) -> int:
-        """What its puts count towards a transaction's 4 MB (an upper bound)."""
-        return sum(item_bytes(item) for item in self.puts)
+    def job(self) -> Job:
+        return self.change.after

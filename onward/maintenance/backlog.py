@@ -32,8 +32,6 @@ from onward.store.dynamo.attributes import from_item
 from onward.store.dynamo.batch_reads import batch_get
 from onward.store.dynamo.counter_items import queue_entry_from_values
 from onward.store.dynamo.keys import (
-    LEASE_SHARDS,
-    PARKED_SHARDS,
     active_shard_partition,
     lease_shard_partition,
     parked_shard_partition,
@@ -43,6 +41,7 @@ from onward.store.dynamo.keys import (
     tenant_id_of,
 )
 from onward.store.ports import QueueEntry
+from onward.store.ports.index_shards import LEASE_SHARDS, PARKED_SHARDS
 from onward.store.ports.ready_queues import ReadyQueue
 
 COUNT_CAP = 1_000  # items one counting Query may read in a ready queue (about 45 read units at most)

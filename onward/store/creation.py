@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from onward.domain import lifecycle
 from onward.domain.clock import Clock
+from onward.domain.documents import json_size
 from onward.domain.errors import (
     IdempotencyConflict,
     InvalidRequest,
@@ -21,7 +22,6 @@ from onward.domain.errors import (
 )
 from onward.domain.models import Job, NewJob
 from onward.store.answers import Created
-from onward.store.dynamo.attributes import json_size
 from onward.store.dynamo.transaction_limits import transaction_cuts
 from onward.store.ports.job_log import JobLog
 from onward.store.ports.outcomes import CreateOutcome

@@ -47,7 +47,7 @@ from typing import Any
 from onward.domain import lifecycle
 from onward.domain.backoff import BackoffPolicy
 from onward.domain.clock import Clock, EpochMs, system_clock
-from onward.domain.documents import check_storable
+from onward.domain.documents import check_storable, json_size
 from onward.domain.errors import (
     JobNotFound,
     NotReplayable,
@@ -66,11 +66,10 @@ from onward.settings import DAY_S, DEFAULT_JOB_RETENTION_DAYS, DEFAULT_OUTBOX_RE
 from onward.store.answers import CancelOutcome, CancelStatus, Created, Report, ReportStatus
 from onward.store.claims import AdmissionRefused, Claimer, FlexRefused
 from onward.store.creation import MAX_PARAMS_BYTES, JobCreation
-from onward.store.dynamo.attributes import json_size
-from onward.store.dynamo.keys import LEASE_SHARDS
 from onward.store.dynamo.recorder import DynamoRecorder
 from onward.store.held_rows import HELD_ROWS_MAX, HeldRows
 from onward.store.memory.recorder import MemoryRecorder
+from onward.store.ports.index_shards import LEASE_SHARDS
 from onward.store.ports.outcomes import CommitOutcome, RenewalAnswer
 from onward.store.ports.recorder import JobRecorder
 from onward.store.ports.rows import DueJob, JobRow

@@ -23,7 +23,7 @@ from onward.domain.clock import Clock, EpochMs
 from onward.domain.dispatch import VirtualMs
 from onward.domain.errors import InvalidRequest
 from onward.domain.models import TenantId
-from onward.store.dynamo.keys import CLOCK_SHARDS
+from onward.store.ports.index_shards import CLOCK_SHARDS
 from onward.store.ports.tenant_counters import TenantCounters
 from onward.store.ports.tenant_values import Tenant, TenantState
 from onward.store.ports.virtual_clock import VirtualClock

@@ -24,7 +24,7 @@ from onward.domain.errors import IdempotencyConflict, StoreInvariantViolation
 from onward.domain.lifecycle import Change, RunClosure
 from onward.domain.models import ErrorSummary, NewJob
 from onward.domain.states import JobState, RunOutcome, Transition
-from onward.store.dynamo.keys import LEASE_SHARDS, Entity, lease_partition, lease_shard_partition, run_key
+from onward.store.dynamo.keys import Entity, lease_partition, lease_shard_partition, run_key
 from onward.store.ports import (
     ActiveEntry,
     Admission,
@@ -35,6 +35,7 @@ from onward.store.ports import (
     Tenant,
     TransitionWrite,
 )
+from onward.store.ports.index_shards import LEASE_SHARDS
 from onward.store.ports.ready_queues import ReadyQueue, ready_shard
 from onward.store.service import JobStore
 from tests.contract.backends import StoreBackend

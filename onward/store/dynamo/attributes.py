@@ -120,8 +120,3 @@ def _exact_value(attribute: Any) -> Any:
     if kind == "L" and type(inner) is list:
         return [_exact_value(member) for member in inner]
     raise _NotExact
-
-
-def json_size(value: Any) -> int:
-    """Bytes of the compact JSON encoding: what a caller's params or result will cost in an item."""
-    return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())

@@ -20,9 +20,6 @@ from onward.store.dynamo.attributes import Item, from_item, to_attribute
 from onward.store.dynamo.batch_reads import batch_get
 from onward.store.dynamo.counter_items import tenant_from_values, tenant_state
 from onward.store.dynamo.keys import (
-    CLOCK_SHARDS,
-    DEFAULT_ACTIVE_SHARDS,
-    PARKED_SHARDS,
     RUN_PREFIX,
     TENANTS_PK,
     Entity,
@@ -79,6 +76,7 @@ from onward.store.ports import (
     TransitionWrite,
     judge,
 )
+from onward.store.ports.index_shards import CLOCK_SHARDS, DEFAULT_ACTIVE_SHARDS, PARKED_SHARDS
 from onward.store.ports.ready_queues import ReadyQueue
 
 PARTITION_READERS = 8  # concurrent Queries of one sharded-index read

@@ -15,7 +15,6 @@ from onward.domain.dispatch import UsageChange
 from onward.domain.models import Job, Run
 from onward.store.dynamo.attributes import Item, from_item, to_attribute
 from onward.store.dynamo.keys import (
-    DEFAULT_ACTIVE_SHARDS,
     Entity,
     Key,
     active_partition,
@@ -38,6 +37,7 @@ from onward.store.dynamo.plan_items import (
     run_close,
     transition_event,
 )
+from onward.store.ports.index_shards import DEFAULT_ACTIVE_SHARDS
 from onward.store.ports.outcomes import Role
 from onward.store.ports.write_plans import (
     NewJobWrite,

@@ -21,7 +21,7 @@ from botocore.config import Config
 
 from onward.domain.freshness import STALE_AFTER_S
 from onward.pipeline.heartbeats import AWS_BEAT_SLACK_MS
-from onward.store.queues import DEFAULT_ACTIVE_SHARDS, MAX_ACTIVE_SHARDS
+from onward.store.ports.index_shards import DEFAULT_ACTIVE_SHARDS, MAX_ACTIVE_SHARDS
 
 # Workers, stream consumers, the reaper, operators: patient, since a call given up is work redone later.
 WORKER_CLIENT_CONFIG = Config(

@@ -97,9 +97,9 @@ class PlatformOptions:
     @property
     def reaper_every_s(self) -> float:
         """How often the reaper runs: `reaper_interval_s`, else a quarter of the lease (1 s to 10 s). A reaper
-        pass reads every lease shard (onward.store.dynamo.keys.LEASE_SHARDS queries): with long leases, a pass a second
-        would be most of an idle platform's requests, while a lapsed lease is reaped at most a quarter of the
-        lease late."""
+        pass reads every lease shard (onward.store.ports.index_shards.LEASE_SHARDS queries): with long leases,
+        a pass a second would be most of an idle platform's requests, while a lapsed lease is reaped at most a
+        quarter of the lease late."""
         if self.reaper_interval_s is not None:
             return self.reaper_interval_s
         return min(REAPER_MAX_S, max(REAPER_MIN_S, self.lease_s / 4))

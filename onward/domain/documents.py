@@ -144,3 +144,8 @@ def _encodable(text: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
+
+
+def json_size(value: Any) -> int:
+    """Bytes of the compact JSON encoding: what a caller's params or result will cost in an item."""
+    return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())

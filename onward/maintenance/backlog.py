@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from onward.domain.clock import Clock, system_clock
 from onward.store.backlog_reads import COUNT_CAP, BacklogReads, Count
-from onward.store.queues import ReadyQueue
+from onward.store.ports.ready_queues import ReadyQueue
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,7 @@ from onward.domain.models import Job
 from onward.domain.states import CLAIMABLE_STATES, JobState, is_terminal
 from onward.operator.claim_history import ClaimCounts
 from onward.store.ports import DueJob, JobRow, Tenant, TenantState
-from onward.store.queues import ReadyQueue, ready_queue
+from onward.store.ports.ready_queues import ReadyQueue, ready_queue
 from onward.store.reads import StoreReads
 
 MAX_AHEAD = 100  # jobs ahead counted at most: beyond, "at least MAX_AHEAD"

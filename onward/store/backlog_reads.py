@@ -9,7 +9,7 @@ from typing import Protocol
 
 from onward.domain.clock import EpochMs
 from onward.store.ports import QueueEntry
-from onward.store.queues import ReadyQueue
+from onward.store.ports.ready_queues import ReadyQueue
 
 COUNT_CAP = 1_000  # items one counting Query may read in a ready queue (about 45 read units at most)
 

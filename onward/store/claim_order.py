@@ -21,7 +21,7 @@ import random
 import threading
 
 from onward.domain.clock import EpochMs
-from onward.store.ports import DueJob
+from onward.store.ports.rows import DueJob
 from onward.store.shared_claim_reads import QueueKey
 
 SPREAD_MS = 1_000  # a contended queue's jobs due this close to its oldest are taken in random order

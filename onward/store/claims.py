@@ -57,18 +57,13 @@ from onward.domain.clock import Clock, EpochMs
 from onward.domain.dispatch import Candidate, aged_ms, dispatch_order
 from onward.domain.models import Lease
 from onward.store.claim_order import ClaimOrder
-from onward.store.ports import (
-    ActiveEntry,
-    Admission,
-    DueJob,
-    JobRecorder,
-    QueueEntry,
-    RunningUpdate,
-    Tenant,
-    TenantState,
-    WaitingUpdate,
-)
-from onward.store.queues import ReadyQueue
+from onward.store.ports.lease_index import LeaseIndex
+from onward.store.ports.parking import Parking
+from onward.store.ports.ready_queues import ReadyQueue
+from onward.store.ports.rows import ActiveEntry, DueJob
+from onward.store.ports.tenant_counters import TenantCounters
+from onward.store.ports.tenant_values import QueueEntry, Tenant, TenantState
+from onward.store.ports.write_plans import Admission, RunningUpdate, WaitingUpdate
 from onward.store.shared_claim_reads import QueueKey, SharedCounters, SharedDueHeads, counted_lift, counted_write
 from onward.store.tenants import TenantRegistry
 from onward.store.wake_schedule import WakeSchedule
@@ -141,9 +136,11 @@ class _Slots:
 class Claimer:
     """The claim path of one JobStore, shared by its worker threads. Thread-safe."""
 
-    def __init__(self, recorder: JobRecorder, registry: TenantRegistry, clock: Clock, rng: random.Random,
-                 take: Take) -> None:
-        self._recorder = recorder
+    def __init__(self, indexes: LeaseIndex, counters: TenantCounters, parking: Parking, registry: TenantRegistry,
+                 clock: Clock, rng: random.Random, take: Take) -> None:
+        self._indexes = indexes
+        self._tenants = counters
+        self._parking = parking
         self._registry = registry
         self._clock = clock
         self._rng = rng
@@ -196,11 +193,11 @@ class Claimer:
         now = self._clock()
         if not self._wake.pass_due(now):
             return
-        due = self._recorder.parked_due(now, WAKE_PER_SHARD)
+        due = self._parking.parked_due(now, WAKE_PER_SHARD)
         if len(due) >= WAKE_PER_SHARD:
             self._wake.again()  # (a partition's page may have been full: more may be due)
         for tenant_id, shard in due:
-            self._recorder.wake(tenant_id, shard)
+            self._parking.wake(tenant_id, shard)
 
     def _active_head(self, *, fresh: bool) -> list[ActiveEntry]:
         """The head of the `active` index, read at most once per HEAD_CACHE_MS unless `fresh` (the cached one
@@ -212,7 +209,7 @@ class Claimer:
                 return self._head[1]
             self._head_readers += 1
         try:
-            head = self._recorder.active_head(HEAD_PER_SHARD)
+            head = self._tenants.active_head(HEAD_PER_SHARD)
             with self._lock:
                 self._head = (now, head)
         finally:
@@ -231,7 +228,7 @@ class Claimer:
 
     def _deactivate(self, tenant_id: str, shard: int) -> None:
         """Take an entry with nothing waiting out of the index, and out of this process's cached head."""
-        self._recorder.deactivate(tenant_id, shard)
+        self._tenants.deactivate(tenant_id, shard)
         self._leave_head(tenant_id, shard)
 
     def _tenant_counters(self, wanted: Mapping[Tenant, Collection[int]], *, fresh: bool
@@ -246,7 +243,7 @@ class Claimer:
             reading = [tenant.tenant_id for tenant in missing]
             self._counters.reading(reading)
             try:
-                read = self._recorder.tenant_counters(missing)
+                read = self._tenants.tenant_counters(missing)
                 self._counters.keep(missing, read, now)
             finally:
                 self._counters.reading(reading, done=True)
@@ -316,7 +313,7 @@ class Claimer:
                 if rekeyed >= REKEYS_PER_CLAIM:
                     return
                 if candidate.virtual_time - entry.active_vt > REKEY_GAP_MS:
-                    self._recorder.rekey(candidate.tenant_id, entry.shard, candidate.virtual_time)
+                    self._tenants.rekey(candidate.tenant_id, entry.shard, candidate.virtual_time)
                     rekeyed += 1
 
     def _claim_from(
@@ -335,7 +332,7 @@ class Claimer:
         `tidy`: `state` was read by this claim, so an entry whose last job it takes leaves the index."""
         tenant = state.tenant
         if (offset := candidate.lift_offset_ms) is not None:
-            self._recorder.lift(tenant.tenant_id, offset)
+            self._tenants.lift(tenant.tenant_id, offset)
             self._counters.update(tenant.tenant_id, lambda counted: counted_lift(counted, offset))
         slots = _Slots([usage.running for usage in state.running_by_shard][:tenant.running_shards],
                        tenant.shard_caps())
@@ -406,7 +403,7 @@ class Claimer:
             issued = self._due_heads.begin_read(key)
         read: list[DueJob] | None = None
         try:
-            read = self._recorder.due(tenant_id, queue, bound, limit)
+            read = self._indexes.due(tenant_id, queue, bound, limit)
         finally:
             left = self._due_heads.end_read(key, read, issued, self._clock())
         return read, left
@@ -474,7 +471,7 @@ class Claimer:
         """Park an entry none of whose jobs is due, until its earliest (`until`, as its bands' heads read) is
         due, and take it out of this process's cached head (the claims reading the cache do not try it again)."""
         # (until <= now: the index lags behind a job that is due: not parked)
-        if until <= now or not self._recorder.park(entry.tenant_id, entry.shard, until, entry.entered):
+        if until <= now or not self._parking.park(entry.tenant_id, entry.shard, until, entry.entered):
             return
         self._wake.parked(until)
         self._leave_head(entry.tenant_id, entry.shard)

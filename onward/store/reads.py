@@ -9,7 +9,7 @@ from collections.abc import Collection, Mapping
 from onward.domain.clock import EpochMs
 from onward.domain.models import Run
 from onward.store.ports import ActiveEntry, DueJob, Tenant, TenantState
-from onward.store.queues import ReadyQueue
+from onward.store.ports.ready_queues import ReadyQueue
 from onward.store.service import JobStore
 
 

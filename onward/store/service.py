@@ -26,38 +26,29 @@ the tenant's own partition keys, so no key is written by every tenant's jobs):
   the same transaction as the job (create, claim, retry, release, reap, cancel, exhaust, replay); a job
   entering it puts it in the `active` index, a claim re-keys it.
 
-A batch of creates (`create_batch`) writes its jobs in as few transactions as DynamoDB's limits allow (for
-a tenant with one ready shard, 33 jobs with an Idempotency-Key or 49 without per transaction; their counts
-summed per queue entry), each entry answered as `create` alone would answer it.
+A batch of creates (`create_batch`, onward.store.creation) writes its jobs in as few transactions as
+DynamoDB's limits allow (for a tenant with one ready shard, 33 jobs with an Idempotency-Key or 49 without per
+transaction; their counts summed per queue entry), each entry answered as `create` alone would answer it.
 
 Overlaps (onward.domain.overlaps): when a zombie shows it kept working after the reaper closed its attempt (its late
 report, fenced; a renewal of its lease refused), the store reads the job's runs and marks every attempt whose
 running interval overlapped the zombie's, on both run records (`overlapped_with`, and the `overlaps` index
-that `onward overlaps` reads), and counts them (StoreStats.overlaps_found).
+that `onward overlaps` reads), and counts them (StoreStats.overlaps_found): onward.store.zombie_marks.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import random
-import threading
 import time
 import uuid
-import weakref
-from collections import OrderedDict
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
 
 from onward.domain import lifecycle
 from onward.domain.backoff import BackoffPolicy
 from onward.domain.clock import Clock, EpochMs, system_clock
-from onward.domain.documents import check_storable
+from onward.domain.documents import check_storable, json_size
 from onward.domain.errors import (
-    IdempotencyConflict,
-    InvalidRequest,
     JobNotFound,
     NotReplayable,
     OnwardError,
@@ -68,46 +59,33 @@ from onward.domain.errors import (
 )
 from onward.domain.lifecycle import Change, Decision, Refusal, RefusalReason, StaleReport
 from onward.domain.models import ErrorSummary, Job, Lease, NewJob, OutboxEvent, Run
-from onward.domain.overlaps import overlap_began, overlaps
 from onward.domain.states import JobState, RunOutcome
 from onward.domain.text_patterns import JOB_ID
 from onward.faults import fault_point
 from onward.settings import DAY_S, DEFAULT_JOB_RETENTION_DAYS, DEFAULT_OUTBOX_RETENTION_DAYS, Settings
+from onward.store.answers import CancelOutcome, CancelStatus, Created, Report, ReportStatus
 from onward.store.claims import AdmissionRefused, Claimer, FlexRefused
-from onward.store.dynamo.attributes import json_size
-from onward.store.dynamo.keys import LEASE_SHARDS, ttl_after
+from onward.store.creation import MAX_PARAMS_BYTES, JobCreation
 from onward.store.dynamo.recorder import DynamoRecorder
+from onward.store.held_rows import HELD_ROWS_MAX, HeldRows
 from onward.store.memory.recorder import MemoryRecorder
-from onward.store.ports import (
-    Admission,
-    CommitOutcome,
-    CreateOutcome,
-    DueJob,
-    JobRecorder,
-    JobRow,
-    NewJobWrite,
-    OverlapMark,
-    RenewalAnswer,
-    Tenant,
-    TenantState,
-    TransitionWrite,
-    ends_attempt,
-    transaction_cuts,
-)
-from onward.store.tenants import TenantRegistry, check_tenant_id
+from onward.store.ports.index_shards import LEASE_SHARDS
+from onward.store.ports.outcomes import CommitOutcome, RenewalAnswer
+from onward.store.ports.recorder import JobRecorder
+from onward.store.ports.rows import DueJob, JobRow
+from onward.store.ports.tenant_values import Tenant, TenantState
+from onward.store.ports.write_plans import Admission, TransitionWrite, ends_attempt
+from onward.store.stats import StoreStats
+from onward.store.tenants import TenantRegistry
+from onward.store.zombie_marks import ZombieMarks
 
 __all__ = [
     "MAX_PARAMS_BYTES", "MAX_RESULT_BYTES", "CancelOutcome", "CancelStatus", "Created", "JobStore",
     "RenewalAnswer", "Report", "ReportStatus", "StoreStats", "Tenant", "TenantState",
 ]
 
-MAX_PARAMS_BYTES = 300_000  # the job row must stay under DynamoDB's 400 KB item limit
 MAX_RESULT_BYTES = 350_000
-MAX_IDEMPOTENCY_KEY = 128
-MAX_BATCH = 100  # entries of one create_batch
 MAX_ROUNDS = 25  # re-read-and-decide rounds before a transition gives up with StoreContention
-CREATE_ATTEMPTS = 8  # a create whose transaction meets a TransactionConflict (on a WAITING counter) retries
-HELD_ROWS_MAX = 10_000  # claims remembered for their reports (_HeldRows): more than a process runs at once
 
 _DEFAULT_BACKOFF = BackoffPolicy()
 
@@ -116,138 +94,14 @@ _LOST_RACES = {CommitOutcome.CONFLICT: "TransactionConflict",
                CommitOutcome.JOB_MOVED: "ConditionalCheckFailed"}
 
 
-class StoreStats:
-    """Transactions the store had to decide again, by cause (TransactionConflict: a concurrent transaction
-    on an item; ConditionalCheckFailed: the job row moved since it was read). Throttling and 5xx retries are
-    botocore's (standard mode, onward.settings) and show in each response's RetryAttempts, not here."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._lost: dict[str, int] = {}
-        self._overlaps = 0
-        self._overlap_checks_failed = 0
-
-    def lost_race(self, cause: str) -> None:
-        with self._lock:
-            self._lost[cause] = self._lost.get(cause, 0) + 1
-
-    def lost_races(self) -> dict[str, int]:
-        """Cause -> transactions re-decided after losing to it, since this store was built."""
-        with self._lock:
-            return dict(self._lost)
-
-    def overlap_found(self, pairs: int) -> None:
-        with self._lock:
-            self._overlaps += pairs
-
-    def overlaps_found(self) -> int:
-        """Pairs of attempts of one job found to have run at once (onward.domain.overlaps), each counted once, by the
-        store that saw the zombie's evidence, since this store was built: the metric to publish."""
-        with self._lock:
-            return self._overlaps
-
-    def overlap_check_failed(self) -> None:
-        with self._lock:
-            self._overlap_checks_failed += 1
-
-    def overlap_checks_failed(self) -> int:
-        """Refused lease renewals whose overlap check raised (the refusal was still answered; the zombie's
-        late report checks again)."""
-        with self._lock:
-            return self._overlap_checks_failed
-
-
-class ReportStatus(StrEnum):
-    APPLIED = "applied"
-    FENCED = "fenced"  # the attempt no longer holds the job: nothing changed, stop
-
-
-@dataclass(frozen=True)
-class Created:
-    job: Job
-    created: bool  # False: an earlier request with the same Idempotency-Key made it
-
-
-@dataclass(frozen=True)
-class Report:
-    """The answer to a worker's complete / fail / cancel acknowledgement / release."""
-
-    status: ReportStatus
-    job: Job
-
-    @property
-    def applied(self) -> bool:
-        return self.status is ReportStatus.APPLIED
-
-
-class CancelStatus(StrEnum):
-    CANCELLED = "cancelled"
-    REQUESTED = "cancel_requested"  # running: the worker will stop at its next heartbeat
-    ALREADY_REQUESTED = "already_requested"
-    ALREADY_ENDED = "already_ended"
-
-
-@dataclass(frozen=True)
-class CancelOutcome:
-    status: CancelStatus
-    job: Job
-
-
-class _HeldRows:
-    """The job rows this store's claims wrote (the very Job objects their Leases hold, by weak reference),
-    with their ready and running shards, until their attempts report: what a report decides from without
-    reading the row (JobStore._report). A job's ready shards never change after its create, nor its running
-    shard while it runs, and the claim's row is only a starting point (its commit is conditional on its
-    version), so an entry is never wrong, only missing: a Lease this store did not make (another process's,
-    or one rebuilt from its JSON), or one evicted (the oldest go first past `limit`: those of workers that
-    died holding them) is reported by reading the row, as before. Entries hold no job (a dead worker's
-    params are not kept). Thread-safe."""
-
-    def __init__(self, limit: int) -> None:
-        self._limit = limit
-        self._lock = threading.Lock()
-        self._rows: OrderedDict[tuple[str, int], tuple[weakref.ref[Job], int, int]] = OrderedDict()
-
-    def remember(self, job: Job, ready_shards: int, running_shard: int) -> None:
-        with self._lock:
-            self._rows[(job.job_id, job.attempt)] = (weakref.ref(job), ready_shards, running_shard)
-            while len(self._rows) > self._limit:
-                self._rows.popitem(last=False)
-
-    def take(self, job: Job) -> JobRow | None:
-        """The claim's row, if `job` (a Lease's) is the very row one of this store's claims wrote; forgotten
-        now (a repeated report reads the row)."""
-        with self._lock:
-            entry = self._rows.pop((job.job_id, job.attempt), None)
-        if entry is None or entry[0]() is not job:
-            return None
-        return JobRow(job, entry[1], entry[2])
-
-
-def _check_new_job(request: NewJob, idempotency_key: str | None) -> None:
-    """What a create refuses before writing anything: params too large, a malformed Idempotency-Key."""
-    if json_size(request.params) > MAX_PARAMS_BYTES:
-        raise PayloadTooLarge(
-            f"params take {json_size(request.params)} bytes as JSON; the limit is {MAX_PARAMS_BYTES} "
-            "(store large inputs elsewhere and pass a reference)"
-        )
-    if idempotency_key is not None and (
-            not 1 <= len(idempotency_key) <= MAX_IDEMPOTENCY_KEY or not idempotency_key.isprintable()):
-        raise InvalidRequest(f"an Idempotency-Key is 1 to {MAX_IDEMPOTENCY_KEY} printable characters")
-
-
 def _is_job_id(job_id: object) -> bool:
     """Whether `job_id` can name a job (anything else is JobNotFound without a read)."""
     return isinstance(job_id, str) and JOB_ID.matches(job_id)
 
 
-def _request_digest(request: NewJob) -> str:
-    """The digest an Idempotency-Key remembers its request by. Fields left unset (None) are left out, so a
-    field added later does not change the digest of a request that does not use it: a retry with a key
-    used before the field existed still finds its job."""
-    canonical = json.dumps(request.model_dump(mode="json", exclude_none=True), sort_keys=True,
-                           separators=(",", ":"))
-    return hashlib.sha256(canonical.encode()).hexdigest()
+
+def _new_job_id() -> str:
+    return uuid.uuid4().hex
 
 
 class JobStore:
@@ -283,10 +137,14 @@ class JobStore:
         self._retention_s = outbox_retention_days * DAY_S
         # the TTL of a job's items once done (onward.store.dynamo.keys)
         self._job_retention_s = job_retention_days * DAY_S
-        self._registry = TenantRegistry(recorder, clock, self._rng)
-        self._claimer = Claimer(recorder, self._registry, clock, self._rng, self._take)
-        self._held = _HeldRows(HELD_ROWS_MAX)
+        self._registry = TenantRegistry(recorder, recorder, clock, self._rng)
+        self._claimer = Claimer(recorder, recorder, recorder, self._registry, clock, self._rng, self._take)
+        self._held = HeldRows(HELD_ROWS_MAX)
         self.stats = StoreStats()
+        self._creation = JobCreation(recorder, self._registry, clock, self._rng, get_job=self.get,
+                                     new_job_id=_new_job_id, retention_s=self._retention_s,
+                                     job_retention_s=self._job_retention_s)
+        self._zombies = ZombieMarks(recorder, self.stats, self._job_retention_s)
 
     @classmethod
     def in_memory(
@@ -370,152 +228,15 @@ class JobStore:
     def create(self, tenant_id: str, request: NewJob, idempotency_key: str | None = None) -> Created:
         """Enqueue a job. With an Idempotency-Key, a retry of the same request returns the same job and
         writes nothing; the same key with a different request raises IdempotencyConflict."""
-        check_tenant_id(tenant_id)
-        _check_new_job(request, idempotency_key)
-        # The key is not read first: the create's transaction writes the key's item only where none is, so
-        # a new key costs one request, and only a key in use (KEY_USED: nothing was written) is read.
-        write = self._new_job_write(self._registry.tenant(tenant_id), request, idempotency_key)
-        change = write.change
-        for attempt in range(CREATE_ATTEMPTS):
-            outcome = self._recorder.create(write)
-            if outcome is CreateOutcome.CREATED:
-                return Created(change.after, created=True)
-            if outcome is CreateOutcome.KEY_USED:
-                assert idempotency_key is not None
-                earlier = self._resolve_idempotency(tenant_id, idempotency_key, request)
-                if earlier is not None:
-                    return earlier
-                # The key's item is gone since the write found it (its window ended, TTL): the key is free,
-                # so the create is tried again as it is, as a create that found no key creates the job.
-                continue
-            # CONFLICT: nothing was written; tried again as it is (same job id, same items).
-            time.sleep(self._rng.uniform(0, 0.002 * 2 ** attempt))
-        raise StoreContention(f"a create for {tenant_id}: gave up after {CREATE_ATTEMPTS} conflicts")
-
-    def _new_job_write(self, tenant: Tenant, request: NewJob, idempotency_key: str | None) -> NewJobWrite:
-        change = lifecycle.create(uuid.uuid4().hex, tenant.tenant_id, request, self._clock())
-        return NewJobWrite.of(
-            change, ready_shards=tenant.ready_shards, retention_s=self._retention_s,
-            job_retention_s=self._job_retention_s, clock=self._registry.known_clock(),
-            idempotency=None if idempotency_key is None else (idempotency_key, _request_digest(request)))
+        return self._creation.create(tenant_id, request, idempotency_key)
 
     def create_batch(self, tenant_id: str, entries: list[tuple[NewJob, str | None]]
                      ) -> list[Created | OnwardError]:
         """Enqueue up to MAX_BATCH jobs of one tenant, each with its own optional Idempotency-Key: per entry,
-        in order, what `create` alone would answer (its Created, or the OnwardError it would raise:
-        InvalidRequest, PayloadTooLarge, IdempotencyConflict, StoreContention...). One entry's refusal never
-        refuses another's. The batch itself is refused (InvalidRequest, nothing written) only for what is
-        wrong with all of it: the tenant id, more than MAX_BATCH entries.
-
-        The jobs are written in as few transactions as DynamoDB takes (recorder.transaction_cuts: 100
-        actions, 4 MB), each job's counts summed per queue entry. A transaction refused because some entries'
-        keys are in use wrote nothing: those entries are answered as `create` answers a key in use
-        (_resolve_idempotency), and the others are written again without them; one that meets a concurrent
-        transaction is tried again as it is, up to CREATE_ATTEMPTS times (then its entries are answered
-        StoreContention: nothing of them was written). Entries repeating a key of an earlier entry of the
-        batch are answered as `create` would after that entry: the same job (created False) for the same
-        request, IdempotencyConflict for another. An error that is no refusal (throttling past the client's
-        retries, the network) raises as `create`'s does: the jobs of transactions already committed stay
-        created, and a retry with the same keys answers them created False."""
-        check_tenant_id(tenant_id)
-        if len(entries) > MAX_BATCH:
-            raise InvalidRequest(f"a batch holds at most {MAX_BATCH} jobs, not {len(entries)}")
-        answers: list[Created | OnwardError | None] = [None] * len(entries)
-        pending: list[tuple[int, NewJobWrite]] = []
-        first_with_key: dict[str, int] = {}
-        repeats: list[int] = []
-        tenant: Tenant | None = None
-        for index, (request, key) in enumerate(entries):
-            try:
-                _check_new_job(request, key)
-            except OnwardError as refusal:
-                answers[index] = refusal
-                continue
-            if key is not None:
-                if key in first_with_key:  # one transaction cannot put one key twice: answered after the first
-                    repeats.append(index)
-                    continue
-                first_with_key[key] = index
-            tenant = tenant or self._registry.tenant(tenant_id)
-            pending.append((index, self._new_job_write(tenant, request, key)))
-        for cut in transaction_cuts([write for _, write in pending]):
-            self._create_together(tenant_id, entries, [pending[position] for position in cut], answers)
-        for index in repeats:
-            request, key = entries[index]
-            assert key is not None
-            answers[index] = self._repeated_key(tenant_id, key, request, entries[first_with_key[key]][0],
-                                                answers[first_with_key[key]])
-        assert all(answer is not None for answer in answers)
-        return [answer for answer in answers if answer is not None]
-
-    def _create_together(self, tenant_id: str, entries: list[tuple[NewJob, str | None]],
-                         chunk: list[tuple[int, NewJobWrite]], answers: list[Created | OnwardError | None]) -> None:
-        """Write `chunk` (entries that fit one transaction) and put each entry's answer in `answers`."""
-        conflicts = 0
-        while chunk:
-            outcome = self._recorder.create_many([write for _, write in chunk])
-            if outcome.outcome is CreateOutcome.CREATED:
-                for index, write in chunk:
-                    answers[index] = Created(write.change.after, created=True)
-                return
-            if outcome.outcome is CreateOutcome.KEY_USED:
-                still = [(index, write) for position, (index, write) in enumerate(chunk)
-                         if position not in outcome.keys_used or not self._answer_key_used(
-                             tenant_id, entries[index], answers, index)]
-                if len(still) < len(chunk):
-                    chunk = still
-                    continue
-                # every key found in use was gone when read (its window ended): tried again, as a conflict
-            conflicts += 1  # CONFLICT: nothing was written; tried again as it is (same job ids, same items)
-            if conflicts == CREATE_ATTEMPTS:
-                for index, _ in chunk:
-                    answers[index] = StoreContention(
-                        f"a create for {tenant_id}: gave up after {CREATE_ATTEMPTS} conflicts")
-                return
-            time.sleep(self._rng.uniform(0, 0.002 * 2 ** conflicts))
-
-    def _answer_key_used(self, tenant_id: str, entry: tuple[NewJob, str | None],
-                         answers: list[Created | OnwardError | None], index: int) -> bool:
-        """Answer an entry whose Idempotency-Key a transaction found in use, as `create` does: True when
-        answered, False when the key is free again (its item gone since: the entry is written as it is)."""
-        request, key = entry
-        assert key is not None
-        try:
-            earlier = self._resolve_idempotency(tenant_id, key, request)
-        except OnwardError as refusal:
-            answers[index] = refusal
-            return True
-        if earlier is None:
-            return False
-        answers[index] = earlier
-        return True
-
-    def _repeated_key(self, tenant_id: str, key: str, request: NewJob, first_request: NewJob,
-                      first: Created | OnwardError | None) -> Created | OnwardError:
-        """The answer to an entry whose Idempotency-Key an earlier entry of its batch used (answered `first`):
-        what `create` answers after that entry."""
-        if isinstance(first, Created):
-            if _request_digest(request) == _request_digest(first_request):
-                return Created(first.job, created=False)
-            return IdempotencyConflict(key, first.job.job_id)
-        try:  # the first found the key in use, or was not written: the key says
-            earlier = self._resolve_idempotency(tenant_id, key, request)
-        except OnwardError as refusal:
-            return refusal
-        if earlier is not None:
-            return earlier
-        assert first is not None
-        return first  # nothing holds the key: the first's refusal (contention) is this one's too
-
-    def _resolve_idempotency(self, tenant_id: str, key: str, request: NewJob) -> Created | None:
-        """What a create whose Idempotency-Key is in use answers: the job it made (same request), or
-        IdempotencyConflict (another request). None when the key is not in use (any more)."""
-        earlier = self._recorder.idempotency(tenant_id, key)
-        if earlier is None:
-            return None
-        if earlier.digest != _request_digest(request):
-            raise IdempotencyConflict(key, earlier.job_id)
-        return Created(self.get(earlier.job_id), created=False)
+        in order, what `create` alone would answer (its Created, or the OnwardError it would raise). One
+        entry's refusal never refuses another's; the batch itself is refused (InvalidRequest, nothing
+        written) only for what is wrong with all of it (onward.store.creation.JobCreation.create_batch)."""
+        return self._creation.create_batch(tenant_id, entries)
 
     # --- the worker's side --------------------------------------------------------------------------------
 
@@ -549,40 +270,10 @@ class JobStore:
         answer = self._recorder.renew_lease(lease.job_id, lease.attempt, lease.worker_id, now + int(lease_s * 1000))
         if not answer.held:
             try:
-                self._lease_lost(lease, now)
+                self._zombies.lease_lost(lease, now)
             except Exception:  # noqa: BLE001 - the refusal matters more; the late report checks again
                 self.stats.overlap_check_failed()
         return answer
-
-    def _lease_lost(self, lease: Lease, now: EpochMs) -> None:
-        runs = self._recorder.runs(lease.job_id)
-        run = next((run for run in runs if run.attempt == lease.attempt), None)
-        if (run is None or run.worker_id != lease.worker_id or run.lease_lost_at is not None
-                or run.outcome not in (RunOutcome.LEASE_EXPIRED, RunOutcome.FENCED)):
-            return  # not a zombie's (its own report raced the renewal), or marked already
-        seen = run.model_copy(update={"lease_lost_at": now})
-        mark, partners = self._overlaps_with(runs, seen)
-        if self._recorder.mark_lease_lost(lease.job_id, lease.attempt, lease.worker_id, now, overlap=mark):
-            self._mark_partners(seen, partners)
-
-    def _overlaps_with(self, runs: list[Run], seen: Run) -> tuple[OverlapMark | None, list[Run]]:
-        """The overlaps the zombie run `seen` (with its new evidence) shows with the job's other `runs`: its
-        mark, and the runs it overlapped."""
-        others = [run for run in runs if run.attempt != seen.attempt]
-        found = overlaps([*others, seen]).get(seen.attempt, [])
-        partners = [run for run in others if run.attempt in found]
-        if not partners:
-            return None, []
-        began = min(overlap_began(seen, partner) for partner in partners)
-        return OverlapMark(tuple(found), began), partners
-
-    def _mark_partners(self, zombie: Run, partners: list[Run]) -> None:
-        """Mark each run the zombie overlapped with the zombie's attempt, and count the pairs not recorded
-        before (on the zombie's run as it was read)."""
-        for partner in partners:
-            self._recorder.mark_overlap(zombie.job_id, partner.attempt,
-                                        OverlapMark((zombie.attempt,), overlap_began(zombie, partner)))
-        self.stats.overlap_found(sum(partner.attempt not in zombie.overlapped_with for partner in partners))
 
     def complete(self, lease: Lease, result: Any = None) -> Report:
         """The attempt succeeded with `result`. Raises InvalidRequest before writing anything when the result
@@ -639,17 +330,8 @@ class JobStore:
         if verdict is StaleReport.REPEATED:
             return Report(ReportStatus.APPLIED, decision.job)
         if verdict is StaleReport.ZOMBIE:
-            # Marked on the zombie's own run record, with the attempts it overlapped (it worked until now);
-            # the job row is not touched. Only a run that is open or was closed by the reaper is marked: a
-            # run's own outcome is never overwritten.
             assert run is not None
-            now = self._clock()
-            seen = run.model_copy(update={"outcome": RunOutcome.FENCED, "late_report": reported,
-                                          "late_report_at": now})
-            mark, partners = self._overlaps_with(runs, seen)
-            if self._recorder.mark_fenced(lease.job_id, lease.attempt, lease.worker_id, reported, now,
-                                          expires_at=ttl_after(now, self._job_retention_s), overlap=mark):
-                self._mark_partners(seen, partners)
+            self._zombies.late_report(lease, runs, run, reported, self._clock())
         return Report(ReportStatus.FENCED, decision.job)
 
     # --- reaper, tenant and operator ----------------------------------------------------------------------

@@ -12,8 +12,10 @@ from typing import NamedTuple
 
 from onward.domain.clock import EpochMs
 from onward.domain.dispatch import Usage
-from onward.store.ports import DueJob, RunningUpdate, Tenant, TenantState, WaitingUpdate
-from onward.store.queues import ReadyQueue
+from onward.store.ports.ready_queues import ReadyQueue
+from onward.store.ports.rows import DueJob
+from onward.store.ports.tenant_values import Tenant, TenantState
+from onward.store.ports.write_plans import RunningUpdate, WaitingUpdate
 
 # A ready queue's head read by one claim serves the process's other claims this long, while it holds due jobs
 # not handed out: a burst's queue is read about once per CANDIDATES_PER_QUERY claims instead of once per claim.

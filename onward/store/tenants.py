@@ -23,8 +23,10 @@ from onward.domain.clock import Clock, EpochMs
 from onward.domain.dispatch import VirtualMs
 from onward.domain.errors import InvalidRequest
 from onward.domain.models import TenantId
-from onward.store.dynamo.keys import CLOCK_SHARDS
-from onward.store.ports import JobRecorder, Tenant, TenantState
+from onward.store.ports.index_shards import CLOCK_SHARDS
+from onward.store.ports.tenant_counters import TenantCounters
+from onward.store.ports.tenant_values import Tenant, TenantState
+from onward.store.ports.virtual_clock import VirtualClock
 
 TENANT_CACHE_MS = 2_000
 CLOCK_REFRESH_MS = 1_000
@@ -53,8 +55,10 @@ def check_tenant(tenant: Tenant) -> None:
 class TenantRegistry:
     """Tenants' settings (cached) and the system virtual clock for one process. Thread-safe."""
 
-    def __init__(self, recorder: JobRecorder, clock: Clock, rng: random.Random | None = None) -> None:
-        self._recorder = recorder
+    def __init__(self, counters: TenantCounters, virtual_clock: VirtualClock, clock: Clock,
+                 rng: random.Random | None = None) -> None:
+        self._counters = counters
+        self._virtual_clock = virtual_clock
         self._clock = clock
         self._rng = rng or random.Random()
         self._lock = threading.Lock()
@@ -70,11 +74,11 @@ class TenantRegistry:
         """Add or update a tenant's settings (InvalidRequest when one is not valid, or when its ready shards
         would be lowered: jobs are queued, and attempts charged, under the current ones)."""
         check_tenant(tenant)
-        current = self._recorder.tenants([tenant.tenant_id]).get(tenant.tenant_id)
+        current = self._counters.tenants([tenant.tenant_id]).get(tenant.tenant_id)
         if current is not None and tenant.ready_shards < current.ready_shards:
             raise InvalidRequest(f"ready shards can be raised, not lowered (tenant {tenant.tenant_id} has "
                                  f"{current.ready_shards}: jobs are queued and attempts counted under each)")
-        self._recorder.put_tenant(tenant)
+        self._counters.put_tenant(tenant)
         self._remember(tenant)
 
     def _remember(self, tenant: Tenant) -> None:
@@ -87,8 +91,8 @@ class TenantRegistry:
         if known is not None:
             return known
         tenant = Tenant(tenant_id)
-        if not self._recorder.put_tenant(tenant, only_if_new=True):
-            tenant = self._recorder.tenants([tenant_id])[tenant_id]  # registered meanwhile
+        if not self._counters.put_tenant(tenant, only_if_new=True):
+            tenant = self._counters.tenants([tenant_id])[tenant_id]  # registered meanwhile
         self._remember(tenant)
         return tenant
 
@@ -105,7 +109,7 @@ class TenantRegistry:
                 else:
                     missing.append(tenant_id)
         if missing:
-            read = self._recorder.tenants(missing)
+            read = self._counters.tenants(missing)
             with self._lock:
                 for tenant in read.values():
                     self._settings[tenant.tenant_id] = (tenant, now)
@@ -114,14 +118,14 @@ class TenantRegistry:
 
     def registered(self) -> list[Tenant]:
         """Every registered tenant, read now (an operator's read)."""
-        tenants = self._recorder.tenants()
+        tenants = self._counters.tenants()
         for tenant in tenants.values():
             self._remember(tenant)
         return sorted(tenants.values(), key=lambda tenant: tenant.tenant_id)
 
     def states(self) -> dict[str, TenantState]:
         """Every registered tenant's settings and counters (an operator's read: it grows with the tenants)."""
-        return self._recorder.tenant_states()
+        return self._counters.tenant_states()
 
     # --- the system virtual clock -------------------------------------------------------------------------
 
@@ -133,7 +137,7 @@ class TenantRegistry:
             if due:
                 self._virtual_read_at = now
         if due:
-            read = self._recorder.clock()
+            read = self._virtual_clock.clock()
             with self._lock:
                 self._virtual = max(self._virtual, read)
                 self._published = max(self._published, read)
@@ -158,4 +162,4 @@ class TenantRegistry:
             if publish:
                 self._published, self._published_at, value = self._virtual, now, self._virtual
         if publish:
-            self._recorder.advance_clock(self._rng.randrange(CLOCK_SHARDS), value)
+            self._virtual_clock.advance_clock(self._rng.randrange(CLOCK_SHARDS), value)

@@ -1,6 +1,7 @@
 """The job store's backends as the tests see them: a recorder (DynamoDB on the embedded endpoint, or in
 memory), JobStores over it (several share one backend, as several processes share one deployment), and a
-raw view of everything it holds, read behind the store's back (the checks of atomicity compare it).
+raw view of everything it holds as DynamoDB items, read behind the store's back (the checks of atomicity
+compare it).
 
 tests/conftest.py's `store_backend` fixture gives each test one of each kind: the in-memory one needs no
 AWS (fast tier), the DynamoDB one is marked `integration`.
@@ -12,7 +13,7 @@ from abc import ABC, abstractmethod
 from typing import Any
 
 from onward.operator.overlaps import OverlapIndex
-from onward.settings import Settings
+from onward.settings import DAY_S, DEFAULT_JOB_RETENTION_DAYS, DEFAULT_OUTBOX_RETENTION_DAYS, Settings
 from onward.store.dynamo.attributes import from_item, to_attribute
 from onward.store.dynamo.keys import Entity, job_key
 from onward.store.dynamo.overlap_index import DynamoOverlapIndex
@@ -20,7 +21,9 @@ from onward.store.dynamo.recorder import DynamoRecorder
 from onward.store.dynamo.writes import wire_key
 from onward.store.memory.recorder import MemoryRecorder
 from onward.store.ports import JobRecorder
+from onward.store.ports.index_shards import DEFAULT_ACTIVE_SHARDS
 from onward.store.service import JobStore
+from tests.contract import memory_items
 from tests.support import ManualClock
 
 Items = list[dict[str, Any]]
@@ -68,25 +71,33 @@ class StoreBackend(ABC):
 
 
 class MemoryBackend(StoreBackend):
+    """The in-memory recorder; its raw view is what it holds rendered as DynamoDB items
+    (tests/contract/memory_items.py), with the TTLs of the retention its stores were given."""
+
     name = "memory"
 
     def __init__(self, clock: ManualClock) -> None:
         super().__init__(clock)
         self.recorder = self.memory = MemoryRecorder()
+        self.job_retention_s = DEFAULT_JOB_RETENTION_DAYS * DAY_S
+        self.retention_s = DEFAULT_OUTBOX_RETENTION_DAYS * DAY_S
 
     def store(self, *, clock: Any = None, recorder: JobRecorder | None = None, **options: Any) -> JobStore:
+        if "job_retention_days" in options:
+            self.job_retention_s = options["job_retention_days"] * DAY_S
+        if "outbox_retention_days" in options:
+            self.retention_s = options["outbox_retention_days"] * DAY_S
         return JobStore(recorder=recorder or self.memory, clock=clock or self.clock, **options)
 
     def jobs_table(self) -> Items:
-        return self.memory.jobs_table()
+        return memory_items.jobs_table(self.memory.contents(), active_shards=DEFAULT_ACTIVE_SHARDS,
+                                       job_retention_s=self.job_retention_s)
 
     def outbox_table(self) -> Items:
-        return self.memory.outbox_table()
+        return memory_items.outbox_table(self.memory.contents(), retention_s=self.retention_s)
 
     def edit_job_row(self, job_id: str, **attributes: Any) -> None:
-        key = job_key(job_id)
-        (row,) = [item for item in self.memory.jobs_table() if (item["pk"], item["sk"]) == key]
-        self.memory.put_item({**row, **attributes})
+        self.memory.replace_job(job_id, **attributes)
 
     def overlap_index(self) -> OverlapIndex:
         return self.memory

@@ -1,8 +1,9 @@
-"""The two recorders store the same items: one scenario of every kind of write, run on DynamoDB (the
-embedded endpoint) and in memory with the same job ids and clock, leaves item for item the same jobs and
-outbox tables. Without it the in-memory recorder could pass the contract suite with items of another shape
-(a missing index key, a counter attribute left out, a number stored differently), and the fast tests would
-check a store that production does not have."""
+"""The two recorders hold the same state: one scenario of every kind of write, run on DynamoDB (the embedded
+endpoint) and in memory with the same job ids and clock, leaves item for item the same jobs and outbox tables
+(what the memory holds rendered as the items DynamoDB would hold: tests/contract/memory_items.py). Without it
+the in-memory recorder could pass the contract suite with other state (an entry left out of an index, a
+counter not charged, a number kept differently), and the fast tests would check a store that production
+does not have."""
 
 from __future__ import annotations
 

@@ -29,15 +29,9 @@ from onward.domain.models import NewJob
 from onward.domain.states import JobState, RunOutcome
 from onward.operator.overlaps import OverlapReader
 from onward.store.dynamo.keys import Entity, overlap_partition, run_key
-from onward.store.ports import (
-    CreateOutcome,
-    ManyCreated,
-    NewJobWrite,
-    OverlapMark,
-    Tenant,
-    transaction_cuts,
-)
-from onward.store.queues import ReadyQueue, ready_shard
+from onward.store.dynamo.transaction_limits import transaction_cuts
+from onward.store.ports import CreateOutcome, ManyCreated, NewJobWrite, OverlapMark, Tenant
+from onward.store.ports.ready_queues import ReadyQueue, ready_shard
 from onward.store.service import MAX_PARAMS_BYTES, Created, JobStore, ReportStatus
 from tests.contract.backends import StoreBackend
 from tests.contract.test_recorder_contract import ECHO, JOB_RETENTION_S, RETENTION_S

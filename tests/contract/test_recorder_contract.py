@@ -24,13 +24,7 @@ from onward.domain.errors import IdempotencyConflict, StoreInvariantViolation
 from onward.domain.lifecycle import Change, RunClosure
 from onward.domain.models import ErrorSummary, NewJob
 from onward.domain.states import JobState, RunOutcome, Transition
-from onward.store.dynamo.keys import (
-    LEASE_SHARDS,
-    Entity,
-    lease_partition,
-    lease_shard_partition,
-    run_key,
-)
+from onward.store.dynamo.keys import Entity, lease_partition, lease_shard_partition, run_key
 from onward.store.ports import (
     ActiveEntry,
     Admission,
@@ -41,7 +35,8 @@ from onward.store.ports import (
     Tenant,
     TransitionWrite,
 )
-from onward.store.queues import ReadyQueue, ready_shard
+from onward.store.ports.index_shards import LEASE_SHARDS
+from onward.store.ports.ready_queues import ReadyQueue, ready_shard
 from onward.store.service import JobStore
 from tests.contract.backends import StoreBackend
 
@@ -295,7 +290,7 @@ def test_a_cap_holds_under_concurrent_claims(backend, store):
     workers = [backend.store() for _ in range(8)]
     for worker in workers:
         # this worker's first read of the counters is the stale one (then its own): a scripted race
-        worker._claimer._recorder = StaleFirstRead(backend.recorder, stale)  # type: ignore[attr-defined]
+        worker._claimer._tenants = StaleFirstRead(backend.recorder, stale)  # type: ignore[attr-defined]
     start = threading.Barrier(len(workers))
     leases: list[Any] = []
     lock = threading.Lock()

@@ -34,7 +34,6 @@ from onward.domain.clock import EpochMs
 from onward.domain.errors import IdempotencyConflict
 from onward.domain.models import ErrorSummary, Job, Lease, NewJob, Run
 from onward.domain.states import JobState, RunOutcome
-from onward.store.dynamo.keys import PARKED_SHARDS
 from onward.store.memory.recorder import MemoryRecorder
 from onward.store.ports import (
     ActiveEntry,
@@ -51,7 +50,8 @@ from onward.store.ports import (
     TenantState,
     TransitionWrite,
 )
-from onward.store.queues import DEFAULT_ACTIVE_SHARDS, ReadyQueue, ready_queue
+from onward.store.ports.index_shards import DEFAULT_ACTIVE_SHARDS, PARKED_SHARDS
+from onward.store.ports.ready_queues import ReadyQueue, ready_queue
 from onward.store.service import CancelStatus, Created, JobStore, ReportStatus
 from onward_infra.endpoint import EmbeddedEndpoint
 from onward_infra.pollers import OutboxStreamPoller

@@ -14,6 +14,7 @@ from onward.domain.clock import EpochMs
 from onward.store.backlog_reads import COUNT_CAP, Count
 from onward.store.dynamo.attributes import from_item
 from onward.store.dynamo.batch_reads import batch_get
+from onward.store.dynamo.counter_items import queue_entry_from_values
 from onward.store.dynamo.index_queries import (
     DUE_BY,
     NOT_DUE_BY,
@@ -23,9 +24,10 @@ from onward.store.dynamo.index_queries import (
     parked_due_query,
     ready_query,
 )
-from onward.store.dynamo.keys import LEASE_SHARDS, PARKED_SHARDS, queue_key
-from onward.store.ports import QueueEntry, queue_entry_from_values
-from onward.store.queues import ReadyQueue
+from onward.store.dynamo.keys import queue_key
+from onward.store.ports import QueueEntry
+from onward.store.ports.index_shards import LEASE_SHARDS, PARKED_SHARDS
+from onward.store.ports.ready_queues import ReadyQueue
 
 
 class DynamoBacklogReads:

@@ -15,7 +15,7 @@ from onward.store.dynamo.keys import (
     shard_of,
     tenant_id_of,
 )
-from onward.store.queues import ReadyQueue
+from onward.store.ports.ready_queues import ReadyQueue
 
 # The due side of a ready queue's jobs, and the side not due yet.
 DUE_BY = "ready_due <= :now"

@@ -1,6 +1,6 @@
 """Where every item of the job store lives and what it holds: key strings, the `Entity` enum and the item
-shapes as plain values (pure). Both recorders store exactly these items: onward.store.dynamo.recorder in
-DynamoDB's wire format, onward.store.memory.recorder as they are.
+shapes as plain values (pure). onward.store.dynamo.recorder stores them in DynamoDB's wire format (the
+in-memory recorder holds domain values, not these items).
 
 Jobs table (`pk` / `sk`):
 - job row `JOB#<id>` / `JOB`, with the sparse index keys `ready_pk` + `ready_due` (index `ready`: present
@@ -37,11 +37,12 @@ from enum import StrEnum
 from typing import Any, NamedTuple
 
 from onward.domain.clock import EpochMs, iso
+from onward.domain.documents import json_size
 from onward.domain.lifecycle import Change
 from onward.domain.models import Job, OutboxEvent, Run
 from onward.domain.states import CLAIMABLE_STATES, JobState, is_terminal
-from onward.store.dynamo.attributes import json_size
-from onward.store.queues import ReadyQueue, ready_queue
+from onward.store.ports.index_shards import active_shard, lease_shard, parked_shard
+from onward.store.ports.ready_queues import ReadyQueue, ready_queue
 
 JOB_PREFIX = "JOB#"
 JOB_SK = "JOB"
@@ -60,14 +61,8 @@ ACTIVE_PREFIX = "ACTIVE#"
 PARKED_PREFIX = "PARKED#"
 LEASE_PREFIX = "LEASE#"
 OVERLAP_PREFIX = "OVERLAP#"
-# Partitions of the sparse indexes and the by_time index that every tenant's jobs write: each takes a share
-# of the writes, so none nears DynamoDB's 1,000 write units/s per partition below the platform's ceiling
-# (bench/scale.py). Readers of the whole index read every shard.
-LEASE_SHARDS = 32  # `leases`: a claim and an end write it (2 units per job): 16,000 jobs/s
-# `active`: a deployment setting, DEFAULT_ACTIVE_SHARDS .. MAX_ACTIVE_SHARDS (onward.store.queues).
+# The `by_time` index's partitions (the other indexes' shards: onward.store.ports.index_shards).
 TIME_SHARDS = 64  # `by_time`: 3 events per job, each version its own shard: about 21,000 jobs/s
-CLOCK_SHARDS = 4  # the system virtual clock: written at most once a second per claiming process
-PARKED_SHARDS = 4  # `parked`: an entry whose jobs are all in backoff is parked and woken (2 units per park)
 
 # Attributes of a job row that only place it (keys, indexes and TTL), not part of the Job.
 JOB_STORAGE_ONLY = ("pk", "sk", "entity", "ready_pk", "ready_due", "lease_pk", "ready_shards", "running_shard",
@@ -152,7 +147,7 @@ def clock_key(shard: int) -> Key:
 
 def active_partition(tenant_id: str, shard: int, active_shards: int) -> str:
     """The `active` index partition of a tenant's queue entry: spread by tenant and shard."""
-    return f"{ACTIVE_PREFIX}{zlib.crc32(f'{tenant_id}#{shard}'.encode()) % active_shards}"
+    return active_shard_partition(active_shard(tenant_id, shard, active_shards))
 
 
 def active_shard_partition(index: int) -> str:
@@ -161,7 +156,7 @@ def active_shard_partition(index: int) -> str:
 
 def parked_partition(tenant_id: str, shard: int) -> str:
     """The `parked` index partition of a tenant's queue entry."""
-    return f"{PARKED_PREFIX}{zlib.crc32(f'{tenant_id}#{shard}'.encode()) % PARKED_SHARDS}"
+    return parked_shard_partition(parked_shard(tenant_id, shard))
 
 
 def parked_shard_partition(index: int) -> str:
@@ -174,12 +169,12 @@ def band_attribute(priority: int) -> str:
 
 
 def ready_partition(tenant_id: str, queue: ReadyQueue) -> str:
-    """The `ready` index partition of one of a tenant's ready queues (onward.store.queues.ReadyQueue)."""
+    """The `ready` index partition of one of a tenant's ready queues."""
     return f"{tenant_id}#{queue.shard}#{queue.priority}"
 
 
 def lease_partition(job_id: str) -> str:
-    return lease_shard_partition(int(job_id[-8:], 16) % LEASE_SHARDS)
+    return lease_shard_partition(lease_shard(job_id))
 
 
 def lease_shard_partition(shard: int) -> str:

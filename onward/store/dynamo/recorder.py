@@ -18,10 +18,9 @@ from onward.domain.states import JobState, RunOutcome
 from onward.pipeline.outbox import OutboxReader
 from onward.store.dynamo.attributes import Item, from_item, to_attribute
 from onward.store.dynamo.batch_reads import batch_get
+from onward.store.dynamo.counter_items import tenant_from_values, tenant_state
 from onward.store.dynamo.index_queries import DUE_BY, active_query, entry_of, parked_due_query, ready_query
 from onward.store.dynamo.keys import (
-    CLOCK_SHARDS,
-    PARKED_SHARDS,
     RUN_PREFIX,
     TENANTS_PK,
     Entity,
@@ -42,6 +41,7 @@ from onward.store.dynamo.keys import (
     tenant_items,
 )
 from onward.store.dynamo.tenant_reads import tenant_item
+from onward.store.dynamo.transaction_limits import check_one_transaction
 from onward.store.dynamo.writes import (
     CONDITIONAL_CHECK_FAILED,
     TRANSACTION_CONFLICT,
@@ -70,12 +70,10 @@ from onward.store.ports import (
     Tenant,
     TenantState,
     TransitionWrite,
-    check_one_transaction,
     judge,
-    tenant_from_values,
-    tenant_state,
 )
-from onward.store.queues import DEFAULT_ACTIVE_SHARDS, ReadyQueue
+from onward.store.ports.index_shards import CLOCK_SHARDS, DEFAULT_ACTIVE_SHARDS, PARKED_SHARDS
+from onward.store.ports.ready_queues import ReadyQueue
 
 PARTITION_READERS = 8  # concurrent Queries of one sharded-index read
 PARTITION_READER_THREAD = "onward-partition-read"  # the threads' name prefix: one pool per process, kept

@@ -1,8 +1,8 @@
-"""The TransactWriteItems a recorder write (onward.store.ports.TransitionWrite / NewJobWrite) becomes on
-DynamoDB, each action named by its role (pure: no I/O). onward.store.dynamo.recorder sends them.
+"""The TransactWriteItems a recorder write (onward.store.ports.write_plans: TransitionWrite / NewJobWrite)
+becomes on DynamoDB, each action named by its role (pure: no I/O). onward.store.dynamo.recorder sends them.
 
-The items and keys are onward.store.dynamo.keys'; here they are put in DynamoDB's wire format and their conditions
-become condition expressions.
+The items and keys are onward.store.dynamo.keys' (onward.store.dynamo.plan_items makes them from a plan); here
+they are put in DynamoDB's wire format and their conditions become condition expressions.
 """
 
 from __future__ import annotations
@@ -27,19 +27,27 @@ from onward.store.dynamo.keys import (
     run_key,
     running_key,
 )
-from onward.store.ports import (
+from onward.store.dynamo.plan_items import (
     JobRowUpdate,
+    RunClose,
+    job_row_update,
+    new_job_items,
+    opened_run,
+    result,
+    run_close,
+    transition_event,
+)
+from onward.store.ports.index_shards import DEFAULT_ACTIVE_SHARDS
+from onward.store.ports.outcomes import Role
+from onward.store.ports.write_plans import (
     NewJobWrite,
     OverlapMark,
     QueueEntryUpdate,
-    Role,
-    RunClose,
     RunningUpdate,
     TransitionWrite,
     WaitingUpdate,
     queue_entry_updates,
 )
-from onward.store.queues import DEFAULT_ACTIVE_SHARDS
 
 CONDITIONAL_CHECK_FAILED = "ConditionalCheckFailed"
 TRANSACTION_CONFLICT = "TransactionConflict"
@@ -118,30 +126,34 @@ class TransitionWrites:
 
     def transition(self, write: TransitionWrite) -> Transaction:
         transaction = Transaction()
-        transaction.add(Role.JOB, self.job_update(write.job))
-        if write.open_run is not None:
-            transaction.add(Role.RUN_OPENED, self._put(self.jobs_table, write.open_run, "pk"))
-        if write.close_run is not None:
-            transaction.add(Role.RUN_CLOSED, self.run_close(write.close_run))
-        if write.result is not None:
-            transaction.add(Role.RESULT, self._put(self.jobs_table, write.result, "pk"))
+        transaction.add(Role.JOB, self.job_update(job_row_update(write)))
+        run = opened_run(write)
+        if run is not None:
+            transaction.add(Role.RUN_OPENED, self._put(self.jobs_table, run, "pk"))
+        close = run_close(write)
+        if close is not None:
+            transaction.add(Role.RUN_CLOSED, self.run_close(close))
+        result_item = result(write)
+        if result_item is not None:
+            transaction.add(Role.RESULT, self._put(self.jobs_table, result_item, "pk"))
         if write.running is not None:
             transaction.add(Role.RUNNING, self.running_update(write.running))
         if write.waiting is not None:
             transaction.add(Role.WAITING, self.waiting_update(write.waiting))
-        transaction.add(Role.OUTBOX, self._put(self.outbox_table, write.outbox, "job_id"))
+        transaction.add(Role.OUTBOX, self._put(self.outbox_table, transition_event(write), "job_id"))
         for tenant_id, shard, cap in write.still_at_cap:
             transaction.add(Role.STILL_AT_CAP, self.still_at_cap(tenant_id, shard, cap))
         return transaction
 
     def new_job(self, write: NewJobWrite) -> Transaction:
+        items = new_job_items(write)
         transaction = Transaction()
-        transaction.add(Role.JOB, self._put(self.jobs_table, write.job, "pk"))
-        transaction.add(Role.OUTBOX, self._put(self.outbox_table, write.outbox, "job_id"))
+        transaction.add(Role.JOB, self._put(self.jobs_table, items.job, "pk"))
+        transaction.add(Role.OUTBOX, self._put(self.outbox_table, items.outbox, "job_id"))
         if write.waiting is not None:
             transaction.add(Role.WAITING, self.waiting_update(write.waiting))
-        if write.idempotency is not None:
-            transaction.add(Role.IDEMPOTENCY, self._put(self.jobs_table, write.idempotency, "pk"))
+        if items.idempotency is not None:
+            transaction.add(Role.IDEMPOTENCY, self._put(self.jobs_table, items.idempotency, "pk"))
         return transaction
 
     def new_jobs(self, writes: Sequence[NewJobWrite]) -> Transaction:
@@ -149,10 +161,11 @@ class TransitionWrites:
         update per queue entry they enter, their counts summed."""
         transaction = Transaction()
         for position, write in enumerate(writes):
-            transaction.add(Role.JOB, self._put(self.jobs_table, write.job, "pk"), position)
-            transaction.add(Role.OUTBOX, self._put(self.outbox_table, write.outbox, "job_id"), position)
-            if write.idempotency is not None:
-                transaction.add(Role.IDEMPOTENCY, self._put(self.jobs_table, write.idempotency, "pk"), position)
+            items = new_job_items(write)
+            transaction.add(Role.JOB, self._put(self.jobs_table, items.job, "pk"), position)
+            transaction.add(Role.OUTBOX, self._put(self.outbox_table, items.outbox, "job_id"), position)
+            if items.idempotency is not None:
+                transaction.add(Role.IDEMPOTENCY, self._put(self.jobs_table, items.idempotency, "pk"), position)
         for entry in queue_entry_updates(write.waiting for write in writes if write.waiting is not None):
             transaction.add(Role.WAITING, self.queue_entry_update(entry))
         return transaction

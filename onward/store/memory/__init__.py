@@ -1,2 +1,2 @@
-"""The job store in memory: the same ports held in dicts under one lock, for tests and the
+"""The job store in memory: the ports over domain values in dicts under one lock, for tests and the
 handler test harness."""

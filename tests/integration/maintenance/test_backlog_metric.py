@@ -17,7 +17,8 @@ from onward.domain.states import JobState
 from onward.maintenance.backlog import Backlog, BacklogCounter
 from onward.settings import Settings
 from onward.store.dynamo.backlog_reads import DynamoBacklogReads
-from onward.store.dynamo.keys import LEASE_SHARDS, PARKED_SHARDS, queue_key
+from onward.store.dynamo.keys import queue_key
+from onward.store.ports.index_shards import LEASE_SHARDS, PARKED_SHARDS
 from onward.store.service import JobStore
 from tests.support import ManualClock
 

@@ -22,7 +22,7 @@ used since the last replay never exceed max_attempts; a terminal state is never 
 in a terminal state, at its end + the job retention, and on a run record exactly once its attempt ended.
 
 What breaks without which code (each of these fails this test):
-- the job row's expected state / version condition (onward.store.ports.JobRowUpdate: the condition
+- the job row's expected state / version condition (onward.store.dynamo.plan_items.JobRowUpdate: the condition
   expression of writes.TransitionWrites.job_update, MemoryRecorder's check): in a race both writers commit
   from the same row, both try to publish vN+1 and the outbox condition refuses the second
   (StoreInvariantViolation), or, without that outbox condition too, the event list has a duplicate and the

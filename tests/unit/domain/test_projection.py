@@ -16,13 +16,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from onward.domain import lifecycle
+from onward.domain.documents import json_size
 from onward.domain.lifecycle import Change, Decision
 from onward.domain.models import EVENT_SCHEMA, ErrorSummary, Job, NewJob, OutboxEvent
 from onward.domain.projection import ProjectionOutcome, classify, digest, fold, view_fields
 from onward.domain.states import JobState
 from onward.pipeline.projector.projector import UnreadableRecord, parse_record
 from onward.pipeline.relay.publisher import encode
-from onward.store.dynamo.attributes import json_size
 
 GOLDEN = Path(__file__).resolve().parents[2] / "events" / "outbox_event_v1.json"
 # The digest of the golden sample. The view stores digests: if this changes (new field, other canonical

@@ -27,7 +27,7 @@ from onward.operator import explain
 from onward.operator.claim_history import ClaimCounts
 from onward.operator.explain import Ahead, Throughput, Waiting, WaitReason
 from onward.store.ports import DueJob, QueueEntry, Tenant, TenantState
-from onward.store.queues import ReadyQueue
+from onward.store.ports.ready_queues import ReadyQueue
 from onward.store.reads import StoreReads
 from onward.store.service import JobStore
 from tests.support import ManualClock

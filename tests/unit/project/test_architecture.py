@@ -62,3 +62,16 @@ def test_nothing_outside_the_store_reads_a_stores_recorder():
             found += [f"{path.relative_to(ROOT)}:{node.lineno}" for node in ast.walk(ast.parse(path.read_text()))
                       if isinstance(node, ast.Attribute) and node.attr == "recorder"]
     assert found == []
+def test_only_the_dynamodb_adapter_knows_the_item_layout():
+    """The store's ports (the recorder's roles and what they speak in) and the in-memory adapter import nothing
+    of onward.store.dynamo, directly or through another module: item keys, index names and item shapes live
+    only in the DynamoDB adapter. Without it a write plan could build DynamoDB items again, or the memory
+    recorder imitate them, and every change of the layout would be made twice."""
+    graph = grimp.build_graph("onward", cache_dir=None)
+    layout_free = sorted(module for module in graph.modules
+                         if module.startswith(("onward.store.ports", "onward.store.memory")))
+    assert "onward.store.ports.write_plans" in layout_free and "onward.store.memory.recorder" in layout_free
+    wrong = {module: sorted(imported for imported in graph.find_upstream_modules(module)
+                            if imported.startswith("onward.store.dynamo"))
+             for module in layout_free}
+    assert {module: imported for module, imported in wrong.items() if imported} == {}

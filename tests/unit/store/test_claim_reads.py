@@ -16,7 +16,7 @@ from onward.domain.models import ErrorSummary, NewJob
 from onward.store.claims import HEAD_CACHE_MS
 from onward.store.memory.recorder import MemoryRecorder
 from onward.store.ports import ActiveEntry, DueJob
-from onward.store.queues import ReadyQueue
+from onward.store.ports.ready_queues import ReadyQueue
 from onward.store.service import JobStore
 from onward_infra.platform import REAPER_MAX_S, REAPER_MIN_S, PlatformOptions
 from tests.support import ManualClock

@@ -26,10 +26,10 @@ from onward.domain.models import ErrorSummary, Lease, NewJob
 from onward.domain.states import JobState
 from onward.store.claim_order import CONTENDED_MS, SPREAD_MS, ClaimOrder
 from onward.store.claims import HEAD_CACHE_MS, WAKE_PER_SHARD
-from onward.store.dynamo.keys import PARKED_SHARDS
 from onward.store.memory.recorder import MemoryRecorder
 from onward.store.ports import ActiveEntry, CommitOutcome, DueJob, Tenant, TenantState, TransitionWrite
-from onward.store.queues import ReadyQueue
+from onward.store.ports.index_shards import PARKED_SHARDS
+from onward.store.ports.ready_queues import ReadyQueue
 from onward.store.service import JobStore
 from onward.store.shared_claim_reads import COUNTERS_SHARE_MS, DUE_HEAD_SHARE_MS, counted_write
 from tests.support import ManualClock

@@ -35,6 +35,7 @@ from onward.store.dynamo.keys import (
     run_item,
     ttl_after,
 )
+from onward.store.dynamo.plan_items import job_row_update, new_job_items, opened_run, result, run_close
 from onward.store.ports import NewJobWrite, TransitionWrite
 from tests.support import ManualClock
 from tests.unit.project.test_template import FUNCTIONS, RESOURCES, TEMPLATE, code_of, function_environment
@@ -112,8 +113,9 @@ def test_a_job_row_gets_a_ttl_exactly_when_its_transition_ends_the_job(name):
     expected = change.after.updated_at // 1000 + RETENTION_S if ended else None
     assert job_expires_at(change.after, RETENTION_S) == expected
     assert job_item(change.after, 1, RETENTION_S).get("expires_at") == expected
-    assert write.job.set.get("expires_at") == expected
-    assert "expires_at" not in write.job.remove
+    row = job_row_update(write)
+    assert row.set.get("expires_at") == expected
+    assert "expires_at" not in row.remove
 
 
 def test_every_ending_transition_is_covered():
@@ -128,8 +130,8 @@ def test_a_replay_removes_the_ttl_of_the_jobs_first_end():
     dead = changed(lifecycle.fail(running(), 1, "w1", ERROR, permanent=True, retry_delay_ms=1, now=END)).after
     assert job_item(dead, 1, RETENTION_S)["expires_at"] == END // 1000 + RETENTION_S
     replay = changed(lifecycle.replay(dead, END + 60_000))
-    write = write_of(replay)
-    assert "expires_at" in write.job.remove and "expires_at" not in write.job.set
+    row = job_row_update(write_of(replay))
+    assert "expires_at" in row.remove and "expires_at" not in row.set
     assert "expires_at" not in job_item(replay.after, 1, RETENTION_S)
 
 
@@ -139,19 +141,20 @@ def test_a_run_record_gets_a_ttl_when_its_attempt_ends_and_none_while_it_runs(na
     """Without the stamp on the run's closing fields a finished attempt's record would be kept forever; with
     one on an open run, a long attempt's record would vanish while it runs."""
     change = changed(TRANSITIONS[name]())
-    close = write_of(change).close_run
+    close = run_close(write_of(change))
     assert close is not None and change.close_run is not None
     assert close.fields["expires_at"] == change.close_run.finished_at // 1000 + RETENTION_S
-    opened = write_of(changed(lifecycle.claim(queued(), "w1", 30_000, NOW)))
-    assert opened.open_run is not None and "expires_at" not in opened.open_run
+    opened = opened_run(write_of(changed(lifecycle.claim(queued(), "w1", 30_000, NOW))))
+    assert opened is not None and "expires_at" not in opened
 
 
 def test_the_result_expires_with_the_row_of_the_job_it_ended():
     """Without it the result would outlive the job (or go first, and a succeeded job would show none)."""
     change = changed(TRANSITIONS["complete"]())
     write = write_of(change)
-    assert write.result is not None
-    assert write.result["expires_at"] == write.job.set["expires_at"] == END // 1000 + RETENTION_S
+    stored = result(write)
+    assert stored is not None
+    assert stored["expires_at"] == job_row_update(write).set["expires_at"] == END // 1000 + RETENTION_S
     assert result_item(change, RETENTION_S)["value"] == {"ok": 1}
 
 
@@ -161,11 +164,12 @@ def test_an_idempotency_key_is_kept_the_retention_after_the_job_was_created():
     change = lifecycle.create("b" * 32, "acme", NewJob(type="demo.echo"), NOW)
     write = NewJobWrite.of(change, ready_shards=1, retention_s=OUTBOX_RETENTION_S, job_retention_s=RETENTION_S,
                            idempotency=("order-7", "digest"))
-    assert write.idempotency == {"pk": "IDEM#acme#order-7", "sk": "IDEM", "job_id": "b" * 32, "digest": "digest",
+    items = new_job_items(write)
+    assert items.idempotency == {"pk": "IDEM#acme#order-7", "sk": "IDEM", "job_id": "b" * 32, "digest": "digest",
                                  "expires_at": NOW // 1000 + RETENTION_S}
-    assert write.idempotency == idempotency_item(change.after, "order-7", "digest", RETENTION_S)
-    assert "expires_at" not in write.job, "a new job has not ended"
-    assert write.outbox["expires_at"] == NOW // 1000 + OUTBOX_RETENTION_S, "the outbox keeps its own retention"
+    assert items.idempotency == idempotency_item(change.after, "order-7", "digest", RETENTION_S)
+    assert "expires_at" not in items.job, "a new job has not ended"
+    assert items.outbox["expires_at"] == NOW // 1000 + OUTBOX_RETENTION_S, "the outbox keeps its own retention"
 
 
 def test_the_ttl_stays_in_storage_and_never_reaches_the_models():
@@ -173,7 +177,7 @@ def test_the_ttl_stays_in_storage_and_never_reaches_the_models():
     ended job's row or a finished run (the store, the API's /runs) would fail."""
     dead = changed(lifecycle.fail(running(), 1, "w1", ERROR, permanent=True, retry_delay_ms=1, now=END))
     assert job_from_values(job_item(dead.after, 2, RETENTION_S)) == (dead.after, 2, 0)
-    close = write_of(dead).close_run
+    close = run_close(write_of(dead))
     assert close is not None and "expires_at" in close.fields
     opened = Run(job_id=dead.after.job_id, attempt=1, worker_id="w1", claimed_at=NOW + 1_000,
                  lease_expires_at=NOW + 31_000)

@@ -10,9 +10,10 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from onward.store.dynamo.keys import PARKED_SHARDS, active_shard_partition, parked_shard_partition, queue_key
+from onward.store.dynamo.keys import active_shard_partition, parked_shard_partition, queue_key
 from onward.store.dynamo.recorder import PARTITION_READER_THREAD, DynamoRecorder
 from onward.store.ports import ActiveEntry
+from onward.store.ports.index_shards import PARKED_SHARDS
 
 SHARDS = 4
 

@@ -1,5 +1,5 @@
-"""What a decided change writes (onward.store.ports) and the DynamoDB transaction it becomes
-(onward.store.dynamo.writes),
+"""What a decided change writes (onward.store.ports.write_plans), the items it becomes on DynamoDB
+(onward.store.dynamo.plan_items) and the transaction that carries them (onward.store.dynamo.writes),
 without I/O: the items each transition carries, the conditions by role, and a cancellation's reasons read by
 role. Without roles, a reason would be matched to an item by its position, and a transaction that gained
 or lost an item (a result, a counter, a flex check) would blame the wrong one."""
@@ -14,6 +14,7 @@ from onward.domain.errors import StoreInvariantViolation
 from onward.domain.lifecycle import Change
 from onward.domain.models import NewJob
 from onward.store.dynamo.keys import Entity, job_key, running_key
+from onward.store.dynamo.plan_items import job_row_update, opened_run, run_close, transition_event
 from onward.store.dynamo.writes import Transaction, TransitionWrites, wire_key
 from onward.store.ports import (
     Admission,
@@ -24,7 +25,7 @@ from onward.store.ports import (
     WaitingUpdate,
     judge,
 )
-from onward.store.queues import ReadyQueue
+from onward.store.ports.ready_queues import ReadyQueue
 
 NOW = 1_800_000_000_000
 WRITES = TransitionWrites("jobs", "outbox")
@@ -42,14 +43,17 @@ def claimed(admission: Admission | None = None) -> TransitionWrite:
 
 def test_a_claim_opens_a_run_takes_a_running_slot_and_leaves_its_ready_queue():
     write = claimed(Admission(running_shard=1, cap=2, active_vt=5.0))
-    assert write.job.expected[1:] == (1, 0) and write.job.lapsed_by is None
-    assert {"state", "attempt", "version", "lease_pk", "lease_owner"} <= set(write.job.set)
-    assert set(write.job.remove) == {"ready_pk", "ready_due"}
-    assert write.open_run is not None and write.open_run["entity"] == Entity.RUN
-    assert write.job.set["running_shard"] == 1, "the end must charge the shard the claim took"
+    row = job_row_update(write)
+    assert row.expected[1:] == (1, 0) and row.lapsed_by is None
+    assert {"state", "attempt", "version", "lease_pk", "lease_owner"} <= set(row.set)
+    assert set(row.remove) == {"ready_pk", "ready_due"}
+    run = opened_run(write)
+    assert run is not None and run["entity"] == Entity.RUN
+    assert row.set["running_shard"] == 1, "the end must charge the shard the claim took"
     assert write.running == RunningUpdate("acme", 1, on_claim(NOW), below_cap=2)
     assert write.waiting == WaitingUpdate("acme", ReadyQueue(0, 0), -1, active_vt=5.0), "the served entry re-keyed"
-    assert (write.outbox["version"], write.outbox["status"]) == (2, "running")
+    event = transition_event(write)
+    assert (event["version"], event["status"]) == (2, "running")
 
 
 def test_an_ending_attempt_is_charged_from_its_claim_and_a_reap_needs_a_lapsed_lease():
@@ -58,11 +62,12 @@ def test_an_ending_attempt_is_charged_from_its_claim_and_a_reap_needs_a_lapsed_l
     assert isinstance(reap, Change)
     write = TransitionWrite.of(reap, ready_shards=1, retention_s=60, job_retention_s=3600, claimed_at=NOW,
                                running_shard=3, clock=7.0)
-    assert write.job.lapsed_by == NOW + 31_000
-    assert "running_shard" in write.job.remove
+    assert job_row_update(write).lapsed_by == NOW + 31_000
+    assert "running_shard" in job_row_update(write).remove
     assert write.running == RunningUpdate("acme", 3, on_end(NOW, NOW + 31_000)), "charged to its claim's shard"
     assert write.waiting == WaitingUpdate("acme", ReadyQueue(0, 0), 1, active_vt=7.0), "back in line at the clock"
-    assert write.close_run is not None and write.close_run.fields["outcome"] == "lease_expired"
+    close = run_close(write)
+    assert close is not None and close.fields["outcome"] == "lease_expired"
 
 
 def test_a_flexing_claim_checks_the_others_and_each_action_has_its_role():

@@ -1,0 +1,50 @@
+"""A tenant's items read back as values (onward.store.ports.tenant_values): its settings item, its RUNNING
+counters and its queue entries (plain values, in the shapes of onward.store.dynamo.keys)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from onward.domain.dispatch import TenantPolicy, Usage
+from onward.store.dynamo.keys import Entity
+from onward.store.ports.tenant_values import QueueEntry, Tenant, TenantState
+
+
+def usage_from_values(values: dict[str, Any]) -> Usage:
+    """A RUNNING counter's usage (plain values)."""
+    return Usage(values.get("running", 0), values.get("ended_ms", 0), values.get("started_ms_sum", 0),
+                 values.get("offset_ms", 0))
+
+
+def queue_entry_from_values(values: dict[str, Any]) -> QueueEntry:
+    """A queue entry (plain values)."""
+    bands = {int(name[1:]): count for name, count in values.items()
+             if name[:1] == "w" and name[1:].isdigit()}
+    return QueueEntry(values["tenant_id"], values["shard"], bands,
+                      values.get("active_vt") if "active_pk" in values else None, values.get("entered", 0))
+
+
+def tenant_state(tenant: Tenant, counters: Iterable[dict[str, Any]]) -> TenantState:
+    """A tenant's state from its counter items (plain values: RUNNING counters and queue entries, any
+    order, any subset)."""
+    shards = tenant.running_shards
+    running = [Usage()] * shards
+    queues: dict[int, QueueEntry] = {}
+    for values in counters:
+        entity = values.get("entity")
+        if entity == Entity.TENANT_RUNNING:
+            shard = values["shard"]
+            if shard >= len(running):  # charged before its shards were reduced: counted until it ends
+                running.extend([Usage()] * (shard + 1 - len(running)))
+            running[shard] = usage_from_values(values)
+        elif entity == Entity.TENANT_QUEUE:
+            entry = queue_entry_from_values(values)
+            queues[entry.shard] = entry
+    return TenantState(tenant, Usage.combined(running), queues, tuple(running))
+
+
+def tenant_from_values(values: dict[str, Any]) -> Tenant:
+    """A registry item's tenant (plain values)."""
+    policy = TenantPolicy(weight=values["weight"], cap=values.get("cap"))
+    return Tenant(values.get("tenant_id") or values["sk"], policy, values["ready_shards"])

@@ -1,0 +1,234 @@
+"""The job log in memory (onward.store.ports.job_log): job rows, runs, results, events and Idempotency-Keys as
+domain values, each write checked whole before any of it is applied, as one DynamoDB transaction is."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from onward.domain.clock import EpochMs
+from onward.domain.documents import json_size
+from onward.domain.errors import StoreInvariantViolation
+from onward.domain.models import Job, OutboxEvent, Run
+from onward.domain.states import JobState, RunOutcome
+from onward.store.memory.state import MemoryState, StoredRun, copied, detached_job, stored
+from onward.store.ports.job_log import JobLog
+from onward.store.ports.outcomes import CommitOutcome, CreateOutcome, ManyCreated, Role, judge
+from onward.store.ports.rows import IdempotencyRecord, JobRow
+from onward.store.ports.transaction_limits import check_one_transaction
+from onward.store.ports.write_plans import NewJobWrite, OverlapMark, TransitionWrite, queue_entry_updates
+
+
+def _detached_run(run: Run) -> Run:
+    return run.model_copy(update={"overlapped_with": list(run.overlapped_with)})
+
+
+def _event(job: Job, result: Any, size: int | None) -> OutboxEvent:
+    """The outbox event of a committed version: its result as it is kept, the size of the result reported."""
+    return OutboxEvent.of(job, result=result, result_size=size)
+
+
+class MemoryJobLog(JobLog):
+    """The job log over a MemoryState (`_state`), its lock held for each read and write."""
+
+    _state: MemoryState
+
+    # --- reads ------------------------------------------------------------------------------------------
+
+    def job(self, job_id: str) -> JobRow | None:
+        with self._state.lock:
+            return self._state.row(job_id)
+
+    def tenant_job(self, job_id: str, tenant_id: str) -> JobRow | None:
+        with self._state.lock:
+            row = self._state.row(job_id)
+        return row if row is not None and row.job.tenant_id == tenant_id else None
+
+    def run(self, job_id: str, attempt: int) -> Run | None:
+        with self._state.lock:
+            kept = self._state.runs.get(job_id, {}).get(attempt)
+            return None if kept is None else _detached_run(kept.run)
+
+    def runs(self, job_id: str) -> list[Run]:
+        with self._state.lock:
+            runs = self._state.runs.get(job_id, {})
+            return [_detached_run(runs[attempt].run) for attempt in sorted(runs)]
+
+    def result(self, job_id: str) -> Any:
+        with self._state.lock:
+            return copied(self._state.results.get(job_id))
+
+    def events(self, job_id: str) -> list[OutboxEvent]:
+        with self._state.lock:
+            versions = self._state.events.get(job_id, {})
+            return [versions[version].model_copy(update={"result_inline": copied(versions[version].result_inline)})
+                    for version in sorted(versions)]
+
+    def all_jobs(self) -> Iterator[Job]:
+        with self._state.lock:
+            jobs = [detached_job(self._state.rows[job_id].job) for job_id in sorted(self._state.rows)]
+        yield from jobs
+
+    def idempotency(self, tenant_id: str, key: str) -> IdempotencyRecord | None:
+        with self._state.lock:
+            return self._state.keys.get((tenant_id, key))
+
+    # --- creates ----------------------------------------------------------------------------------------
+
+    def _key_used(self, write: NewJobWrite) -> bool:
+        return write.idempotency is not None and (write.job.tenant_id, write.idempotency[0]) in self._state.keys
+
+    def _exists(self, write: NewJobWrite) -> bool:
+        """Whether the create's job row or its first event is kept already (no store decides such a create)."""
+        job = write.job
+        return job.job_id in self._state.rows or job.version in self._state.events.get(job.job_id, {})
+
+    def _put_new(self, write: NewJobWrite) -> None:
+        job = write.job.model_copy(update={"params": stored(write.job.params)})
+        self._state.put_row(JobRow(job, write.ready_shards))
+        self._state.events.setdefault(job.job_id, {})[job.version] = _event(job, None, None)
+        if write.idempotency is not None:
+            key, digest = write.idempotency
+            self._state.keys[(job.tenant_id, key)] = IdempotencyRecord(job.job_id, digest)
+
+    def create(self, write: NewJobWrite) -> CreateOutcome:
+        with self._state.lock:
+            if self._key_used(write):
+                return CreateOutcome.KEY_USED
+            if self._exists(write):
+                raise StoreInvariantViolation(f"the create of job {write.job.job_id} was refused: "
+                                              "its job id or first event exists")
+            self._put_new(write)
+            for entry in queue_entry_updates([write.waiting] if write.waiting is not None else []):
+                self._state.apply_entry(entry)
+        return CreateOutcome.CREATED
+
+    def create_many(self, writes: Sequence[NewJobWrite]) -> ManyCreated:
+        check_one_transaction(writes)
+        with self._state.lock:
+            if any(self._exists(write) for write in writes):
+                raise StoreInvariantViolation(f"a create of {len(writes)} jobs was refused: a job id or a first "
+                                              "event exists")
+            keys_used = frozenset(position for position, write in enumerate(writes) if self._key_used(write))
+            if keys_used:
+                return ManyCreated(CreateOutcome.KEY_USED, keys_used)
+            for write in writes:
+                self._put_new(write)
+            for entry in queue_entry_updates(write.waiting for write in writes if write.waiting is not None):
+                self._state.apply_entry(entry)
+        return ManyCreated(CreateOutcome.CREATED)
+
+    # --- transitions ------------------------------------------------------------------------------------
+
+    def commit(self, write: TransitionWrite) -> CommitOutcome:
+        with self._state.lock:
+            failed = self._failed_conditions(write)
+            if failed:
+                change = write.change
+                return judge(failed, conflict=False, refused=(
+                    f"{change.transition.value} of job {change.after.job_id} v{change.after.version} "
+                    f"refused: {sorted(role.value for role in failed)}"))
+            self._apply(write)
+        return CommitOutcome.COMMITTED
+
+    def _failed_conditions(self, write: TransitionWrite) -> set[Role]:
+        """Every condition of the write, checked before anything is written (as DynamoDB checks all)."""
+        state = self._state
+        change = write.change
+        failed: set[Role] = set()
+        row = state.rows.get(write.job_id)
+        if row is None or (row.job.state, row.job.version, row.job.attempt) != write.expected:
+            failed.add(Role.JOB)
+        elif write.lapsed_by is not None and not (row.job.lease_expires_at is not None
+                                                  and row.job.lease_expires_at <= write.lapsed_by):
+            failed.add(Role.JOB)  # a heartbeat renewed the lease after the reaper read the row
+        runs = state.runs.get(write.job_id, {})
+        if change.open_run is not None and change.open_run.attempt in runs:
+            failed.add(Role.RUN_OPENED)
+        if change.close_run is not None:
+            closing = runs.get(change.close_run.attempt)
+            if closing is None or closing.run.outcome is not None:
+                failed.add(Role.RUN_CLOSED)
+        if change.has_result and write.job_id in state.results:
+            failed.add(Role.RESULT)
+        if write.running is not None and not state.admitted(write.running):
+            failed.add(Role.RUNNING)
+        if change.after.version in state.events.get(write.job_id, {}):
+            failed.add(Role.OUTBOX)
+        if not all(state.at_cap(tenant_id, shard, cap) for tenant_id, shard, cap in write.still_at_cap):
+            failed.add(Role.STILL_AT_CAP)
+        return failed
+
+    def _apply(self, write: TransitionWrite) -> None:
+        state = self._state
+        change = write.change
+        before, after = change.before, change.after
+        assert before is not None
+        row = state.rows[write.job_id]
+        # Only what the change changes: a lease renewed since the row was read is kept (as DynamoDB's update
+        # of the attributes that differ keeps it).
+        changed = {name: getattr(after, name) for name in type(after).model_fields
+                   if getattr(before, name) != getattr(after, name)}
+        running_shard = write.charged_shard if after.state is JobState.RUNNING else 0
+        state.put_row(JobRow(row.job.model_copy(update=changed), write.ready_shards, running_shard))
+        runs = state.runs.setdefault(write.job_id, {})
+        if change.open_run is not None:
+            runs[change.open_run.attempt] = StoredRun(_detached_run(change.open_run))
+        closure = change.close_run
+        if closure is not None:
+            closing = runs[closure.attempt]
+            closing.run = closing.run.model_copy(update={
+                "outcome": closure.outcome, "finished_at": closure.finished_at, "error": closure.error})
+        result = stored(change.result) if change.has_result else None
+        if change.has_result:
+            state.results[write.job_id] = result
+        if write.running is not None:
+            state.apply_running(write.running)
+        for entry in queue_entry_updates([write.waiting] if write.waiting is not None else []):
+            state.apply_entry(entry)
+        size = json_size(change.result) if change.has_result else None
+        state.events.setdefault(write.job_id, {})[after.version] = _event(after, result, size)
+
+    # --- a run's marks ----------------------------------------------------------------------------------
+
+    def _mark(self, job_id: str, attempt: int, overlap: OverlapMark | None, **fields: Any) -> None:
+        """Set `fields` on a kept run, and `overlap`'s mark with them: the attempts added to the set, the
+        `overlaps` index key kept from the first mark."""
+        kept = self._state.runs[job_id][attempt]
+        if overlap is not None:
+            fields["overlapped_with"] = sorted({*kept.run.overlapped_with, *overlap.attempts})
+            if kept.overlap_at is None:
+                kept.overlap_at = overlap.began_at
+        kept.run = kept.run.model_copy(update=fields)
+
+    def _worker_run(self, job_id: str, attempt: int, worker_id: str) -> Run | None:
+        kept = self._state.runs.get(job_id, {}).get(attempt)
+        return None if kept is None or kept.run.worker_id != worker_id else kept.run
+
+    def mark_fenced(self, job_id: str, attempt: int, worker_id: str, late_report: RunOutcome,
+                    at: EpochMs, *, expires_at: int, overlap: OverlapMark | None = None) -> bool:
+        # `expires_at` is a TTL: nothing expires in memory
+        with self._state.lock:
+            run = self._worker_run(job_id, attempt, worker_id)
+            if run is None or run.outcome not in (None, RunOutcome.LEASE_EXPIRED):
+                return False
+            self._mark(job_id, attempt, overlap, reclaimed_as=run.outcome, outcome=RunOutcome.FENCED,
+                       late_report=late_report, late_report_at=at)
+            return True
+
+    def mark_lease_lost(self, job_id: str, attempt: int, worker_id: str, at: EpochMs, *,
+                        overlap: OverlapMark | None = None) -> bool:
+        with self._state.lock:
+            run = self._worker_run(job_id, attempt, worker_id)
+            if run is None or run.outcome not in (RunOutcome.LEASE_EXPIRED, RunOutcome.FENCED) or (
+                    run.lease_lost_at is not None):
+                return False
+            self._mark(job_id, attempt, overlap, lease_lost_at=at)
+            return True
+
+    def mark_overlap(self, job_id: str, attempt: int, overlap: OverlapMark) -> bool:
+        with self._state.lock:
+            if attempt not in self._state.runs.get(job_id, {}):
+                return False
+            self._mark(job_id, attempt, overlap)
+            return True

@@ -1,0 +1,34 @@
+"""How the store's indexes are sharded: how many shards each has and which shard an entry falls in (pure).
+Every tenant's jobs write these indexes, so each is spread over shards: none takes all the writes, and a
+reader of a whole index reads every shard (onward.store.dynamo.keys names the partitions)."""
+
+from __future__ import annotations
+
+import zlib
+
+# Partitions of the sparse indexes that every tenant's jobs write: each takes a share of the writes, so
+# none nears DynamoDB's 1,000 write units/s per partition below the platform's ceiling (bench/scale.py).
+LEASE_SHARDS = 32  # `leases`: a claim and an end write it (2 units per job): 16,000 jobs/s
+# `active`: a deployment setting (Settings.active_shards, template parameter ActiveShards): a queue entry
+# entering and leaving costs 2 units, so tenants whose every job is alone need 32 partitions for 10,000
+# jobs/s; a claim reads the head of each (once per HEAD_CACHE_MS per process). Only ever raised: entries
+# in a partition past a lowered count are not read until a job enters them again.
+DEFAULT_ACTIVE_SHARDS = 4  # a local stack (`onward up`, tests): each head read is a Query per partition
+MAX_ACTIVE_SHARDS = 64
+CLOCK_SHARDS = 4  # the system virtual clock: written at most once a second per claiming process
+PARKED_SHARDS = 4  # `parked`: an entry whose jobs are all in backoff is parked and woken (2 units per park)
+
+
+def lease_shard(job_id: str) -> int:
+    """The `leases` shard of a running job."""
+    return int(job_id[-8:], 16) % LEASE_SHARDS
+
+
+def active_shard(tenant_id: str, shard: int, active_shards: int) -> int:
+    """The `active` shard of a tenant's queue entry (of ready shard `shard`): spread by tenant and shard."""
+    return zlib.crc32(f"{tenant_id}#{shard}".encode()) % active_shards
+
+
+def parked_shard(tenant_id: str, shard: int) -> int:
+    """The `parked` shard of a tenant's queue entry."""
+    return zlib.crc32(f"{tenant_id}#{shard}".encode()) % PARKED_SHARDS

@@ -1,0 +1,77 @@
+"""How the recorder's writes end: a commit's, a create's and a lease renewal's answers, the roles the items of
+one write play, and `judge`, which says what a refused write means in one order for every recorder."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass
+from enum import StrEnum
+
+from onward.domain.clock import EpochMs
+from onward.domain.errors import StoreInvariantViolation
+
+
+class Role(StrEnum):
+    """The part an item plays in one write; a failed condition is reported, and judged, by role."""
+
+    JOB = "job"  # the job row: expected state, version and attempt (and, for a reap, a lapsed lease)
+    RUN_OPENED = "run_opened"  # the claim's new run record: absent
+    RUN_CLOSED = "run_closed"  # the run record an ending attempt closes: present, no outcome yet
+    RESULT = "result"  # absent
+    RUNNING = "running"  # the tenant's RUNNING counter, under the claim's Admission
+    WAITING = "waiting"  # a tenant's WAITING counter: unconditional
+    OUTBOX = "outbox"  # one event per version: absent
+    STILL_AT_CAP = "still_at_cap"  # a flexing claim's check on another capped tenant
+    IDEMPOTENCY = "idempotency"  # a create's Idempotency-Key: unused
+    TENANT = "tenant"  # a tenant's settings and registry entry (a registration only if new: absent)
+
+
+class CommitOutcome(StrEnum):
+    """How a commit ended. Anything else a refused write could mean breaks an invariant
+    (StoreInvariantViolation)."""
+
+    COMMITTED = "committed"
+    JOB_MOVED = "job_moved"  # the job row is no longer what the change was decided from: decide again
+    CONFLICT = "conflict"  # a concurrent transaction on one of its items (DynamoDB): nothing written, again
+    CAP_REACHED = "cap_reached"  # the Admission's condition on the RUNNING counter failed
+    OTHER_BELOW_CAP = "other_below_cap"  # a flexing claim's tenant in others_at_cap is below its cap now
+
+
+class CreateOutcome(StrEnum):
+    CREATED = "created"
+    KEY_USED = "key_used"  # the Idempotency-Key was taken (by an earlier or a concurrent create)
+    CONFLICT = "conflict"  # a concurrent transaction on one of its items (DynamoDB): nothing written, again
+
+
+@dataclass(frozen=True)
+class ManyCreated:
+    """How a create_many ended: CREATED (every job written), or nothing written: KEY_USED (`keys_used`: the
+    positions, in the writes given, of those whose Idempotency-Key is taken) or CONFLICT (a concurrent
+    transaction on one of its items: again as it is)."""
+
+    outcome: CreateOutcome
+    keys_used: frozenset[int] = frozenset()
+
+
+def judge(failed: Collection[Role], *, conflict: bool, refused: str) -> CommitOutcome:
+    """What a refused transition write means, the same for every recorder: a conflict or a moved job row
+    are lost races; else the Admission or the flex checks refused; anything else cannot happen
+    (`refused` describes it)."""
+    if conflict:
+        return CommitOutcome.CONFLICT
+    if Role.JOB in failed:
+        return CommitOutcome.JOB_MOVED
+    if Role.RUNNING in failed:
+        return CommitOutcome.CAP_REACHED
+    if Role.STILL_AT_CAP in failed:
+        return CommitOutcome.OTHER_BELOW_CAP
+    raise StoreInvariantViolation(refused)
+
+
+@dataclass(frozen=True)
+class RenewalAnswer:
+    """The answer to a lease renewal (JobStore.renew_lease)."""
+
+    held: bool  # False: fenced, the worker must stop and must not commit
+    cancel_requested: bool
+    lease_expires_at: EpochMs | None

@@ -1,0 +1,44 @@
+"""What the recorder's reads answer: a job row with where it is queued and charged, a due job of a ready
+queue's head, an entry of the `active` index's head, an Idempotency-Key's record (pure values)."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from onward.domain.clock import EpochMs
+from onward.domain.models import Job
+
+
+class JobRow(NamedTuple):
+    job: Job
+    ready_shards: int  # the ready shards its tenant had when it was created (its ready queue)
+    running_shard: int = 0  # the RUNNING counter its running attempt is charged to
+
+
+class DueJob(NamedTuple):
+    """A job of a ready queue's head. `row`: its row as the ready index holds it (the index projects every
+    attribute; eventually consistent on AWS, so possibly behind the row): a claim decides from it, and its
+    commit checks that the row is still at that version. None: read the row."""
+
+    job_id: str
+    due_at: EpochMs
+    row: JobRow | None = None
+
+    def rank(self) -> tuple[EpochMs, str]:
+        """Its place in its queue's due order, which claims follow (onward.store.claim_order): by due time, those
+        due at the same millisecond by job id (the ready index's order: by due time, then the row's key)."""
+        return self.due_at, self.job_id
+
+
+class ActiveEntry(NamedTuple):
+    """One entry at the head of the `active` index: a tenant's ready shard that may hold work, keyed by
+    the tenant's virtual time when the entry was last served (a lower bound of its virtual time now)."""
+
+    tenant_id: str
+    shard: int
+    active_vt: float
+
+
+class IdempotencyRecord(NamedTuple):
+    job_id: str
+    digest: str  # of the request that created the job

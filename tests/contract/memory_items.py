@@ -1,0 +1,118 @@
+"""What the in-memory recorder holds, rendered as the DynamoDB items the same writes leave on DynamoDB (the
+shapes of onward.store.dynamo.keys, with the TTLs the store stamps): so that one raw view, read behind the
+store's back, compares both backends item for item (tests/contract/test_backends_agree.py) and checks
+atomicity on each (a write refused leaves every item as it was)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from onward.domain.clock import epoch_ms
+from onward.domain.models import Run
+from onward.store.dynamo.keys import (
+    Entity,
+    active_partition,
+    band_attribute,
+    clock_key,
+    idempotency_item,
+    job_expires_at,
+    job_item,
+    overlap_partition,
+    parked_partition,
+    queue_key,
+    result_key,
+    run_item,
+    running_key,
+    tenant_items,
+    time_bucket,
+    ttl_after,
+)
+from onward.store.memory.recorder import MemoryContents
+from onward.store.memory.state import QueueEntryState, RunningCounter, stored
+
+Items = list[dict[str, Any]]
+
+
+def _run(run: Run, overlap_at: int | None, job_retention_s: int) -> dict[str, Any]:
+    """A run record: its TTL from when its attempt ended (a run fenced while open: from the late report)."""
+    item = run_item(run)
+    ended = run.finished_at if run.finished_at is not None else run.late_report_at
+    if run.outcome is not None and ended is not None:
+        item["expires_at"] = ttl_after(ended, job_retention_s)
+    if overlap_at is not None:
+        item["overlap_pk"], item["overlap_at"] = overlap_partition(overlap_at), overlap_at
+    return item
+
+
+def _running(tenant_id: str, shard: int, counter: RunningCounter) -> dict[str, Any]:
+    """A RUNNING counter: an attribute only once something was added to it (DynamoDB's ADD leaves zero terms
+    out)."""
+    pk, sk = running_key(tenant_id, shard)
+    usage = counter.usage
+    item: dict[str, Any] = {"pk": pk, "sk": sk, "entity": Entity.TENANT_RUNNING.value, "tenant_id": tenant_id,
+                            "shard": shard}
+    if counter.charged:
+        item["running"], item["started_ms_sum"] = usage.running, usage.started_ms_sum
+    if usage.ended_ms:
+        item["ended_ms"] = usage.ended_ms
+    if counter.lifted:
+        item["offset_ms"] = usage.offset_ms
+    return item
+
+
+def _queue(entry: QueueEntryState, active_shards: int) -> dict[str, Any]:
+    pk, sk = queue_key(entry.tenant_id, entry.shard)
+    item: dict[str, Any] = {"pk": pk, "sk": sk, "entity": Entity.TENANT_QUEUE.value, "tenant_id": entry.tenant_id,
+                            "shard": entry.shard, "waiting": entry.waiting}
+    item |= {band_attribute(priority): count for priority, count in entry.bands.items()}
+    if entry.entered:
+        item["entered"] = entry.entered
+    if entry.active_vt is not None:
+        item["active_vt"] = entry.active_vt
+    if entry.active:
+        item["active_pk"] = active_partition(entry.tenant_id, entry.shard, active_shards)
+    if entry.parked_until is not None:
+        item["parked_pk"] = parked_partition(entry.tenant_id, entry.shard)
+        item["parked_until"] = entry.parked_until
+    return item
+
+
+def jobs_table(contents: MemoryContents, *, active_shards: int, job_retention_s: int) -> Items:
+    """Every item of the jobs table the held values are on DynamoDB."""
+    items: Items = []
+    for row in contents.rows.values():
+        items.append(job_item(row.job, row.ready_shards, job_retention_s, row.running_shard))
+    for runs in contents.runs.values():
+        items += [_run(run, overlap_at, job_retention_s) for run, overlap_at in runs]
+    for job_id, value in contents.results.items():
+        job = contents.rows[job_id].job
+        pk, sk = result_key(job_id)
+        # the size of the result as reported, before it was kept (its event has it)
+        size = max(event.result_size_bytes or 0 for event in contents.events[job_id])
+        result = {"pk": pk, "sk": sk, "entity": Entity.RESULT.value, "attempt": job.attempt,
+                  "size_bytes": size, "value": value}
+        expires = job_expires_at(job, job_retention_s)
+        items.append(result if expires is None else {**result, "expires_at": expires})
+    for (_, key), record in contents.keys.items():
+        items.append(idempotency_item(contents.rows[record.job_id].job, key, record.digest, job_retention_s))
+    for tenant in contents.tenants.values():
+        items += tenant_items(tenant.tenant_id, tenant.policy.weight, tenant.policy.cap, tenant.ready_shards)
+    items += [_running(tenant_id, shard, counter) for (tenant_id, shard), counter in contents.running.items()]
+    items += [_queue(entry, active_shards) for entry in contents.queues.values()]
+    for shard, value in contents.clock.items():
+        pk, sk = clock_key(shard)
+        items.append({"pk": pk, "sk": sk, "entity": Entity.CLOCK.value, "v": value})
+    return [stored(item) for item in items]  # numbers as DynamoDB keeps them
+
+
+def outbox_table(contents: MemoryContents, *, retention_s: int) -> Items:
+    """Every item of the outbox table the held events are on DynamoDB."""
+    items: Items = []
+    for events in contents.events.values():
+        for event in events:
+            values = {name: value for name, value in event.model_dump(mode="json", by_alias=True).items()
+                      if value is not None}
+            values["time_bucket"] = time_bucket(event.occurred_at, event.job_id, event.version)
+            values["expires_at"] = ttl_after(epoch_ms(event.occurred_at), retention_s)
+            items.append(values)
+    return [stored(item) for item in items]

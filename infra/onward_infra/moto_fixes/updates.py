@@ -64,9 +64,9 @@ from moto.dynamodb.parsing.expressions import UpdateExpressionParser  # type: ig
 from moto.dynamodb.parsing.reserved_keywords import ReservedKeywords
 
 from onward_infra.moto_fixes import queries
+from onward_infra.moto_fixes.expression_cache import ExpressionCache
 
 MAX_ITEM_SIZE = 405000  # moto's LimitedSizeDict limit
-MAX_KEPT = 2048  # shapes kept: the oldest is dropped beyond
 
 # moto's own update_item, the one queries.update_item wraps (read when this module is imported, before install)
 moto_update_item: Callable[..., Item] = queries._original_update_item
@@ -129,7 +129,7 @@ class _Shape:
     values: tuple[str, ...]  # every value placeholder, in order of appearance
 
 
-_shapes: dict[str, _Shape | None] = {}
+_shapes: ExpressionCache[str, _Shape | None] = ExpressionCache()
 
 
 def _only_child(node: Any) -> Any:
@@ -256,10 +256,7 @@ def shape(update_expression: str) -> _Shape | None:
         found = _shape_of(tree)
     except Exception:  # noqa: BLE001 - an invalid expression: moto raises its own error
         return None
-    if len(_shapes) >= MAX_KEPT:
-        del _shapes[next(iter(_shapes))]
-    _shapes[update_expression] = found
-    return found
+    return _shapes.keep(update_expression, found)
 
 
 def keeps_values(update_expression: object, values: dict[str, Any] | None) -> bool:

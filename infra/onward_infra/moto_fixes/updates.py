@@ -32,7 +32,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from moto.dynamodb.comparisons import create_condition_expression_parser
 from moto.dynamodb.exceptions import ConditionalCheckFailed
@@ -130,6 +130,7 @@ class _Shape:
 
 
 _shapes: ExpressionCache[str, _Shape | None] = ExpressionCache()
+_NOT_KEPT = object()
 
 
 def _only_child(node: Any) -> Any:
@@ -249,8 +250,9 @@ def _shape_of(tree: Any) -> _Shape | None:
 
 def shape(update_expression: str) -> _Shape | None:
     """The expression's shape, or None for one left to moto (kept per expression string)."""
-    if update_expression in _shapes:
-        return _shapes[update_expression]
+    kept = _shapes.get(update_expression, _NOT_KEPT)  # one lookup (None is a kept answer: left to moto)
+    if kept is not _NOT_KEPT:
+        return cast("_Shape | None", kept)
     try:
         tree = UpdateExpressionParser.make(update_expression)
         found = _shape_of(tree)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-from pathlib import Path
 from typing import Any
 
 from onward.domain import clock
@@ -87,24 +85,6 @@ class RequestLog:
 
     def close(self) -> None:
         self._events.unregister("provide-client-params", self._record)
-
-
-def gone(pid: int) -> bool:
-    """The process has ended (a zombie waiting for a parent that is not ours to reap counts as ended)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
-        return True
-    return state in ("Z", "X")
-
-
-def eventually_gone(pid: int, within_s: float) -> bool:
-    deadline = time.monotonic() + within_s
-    while not gone(pid):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
 
 
 class CallCounting:

@@ -42,7 +42,7 @@ from moto.dynamodb.models.dynamo_type import DynamoType
 from moto.dynamodb.parsing.key_condition_expression import parse_expression, validate_schema
 
 from onward_infra.billing import IndexSpec, Item, index_writes, item_size, read_units, table_write_units, units
-from onward_infra.moto_fixes.queries import results_read_only
+from onward_infra.moto_fixes.query_results import results_read_only
 
 OBSERVER_AGENT = "onward-observer"
 METER_PATH = "/_onward/meter"

@@ -1,4 +1,4 @@
-"""The local event-source pollers (infra/onward_infra/pollers.py) isolate shards and park unreadable records one by one.
+"""The local event-source pollers (infra/onward_infra/pollers/) isolate shards and park unreadable records one by one.
 
 The pollers read GetRecords answers from their raw JSON; a stream record that cannot become a Lambda event
 (here an outbox record whose NewImage the endpoint serves as a string, not a map: no SDK could parse it

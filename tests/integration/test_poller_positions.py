@@ -1,4 +1,4 @@
-"""How often the local event-source pollers (infra/onward_infra/pollers.py) write their own position per shard.
+"""How often the local event-source pollers (infra/onward_infra/pollers/) write their own position per shard.
 
 A position written after every batch was 0.5-0.7 UpdateItem per job; Lambda's mappings keep theirs for
 free. A shard's position is now written at most once per POSITION_EVERY_S while its records keep flowing,

@@ -17,7 +17,7 @@ cancel requested meanwhile (the report decided again from the row as it is now).
 DynamoDB the requests the embedded endpoint serves on the stack's jobs table; in memory the recorder's calls,
 named by the request each one is on DynamoDB.
 
-The relay's poller (infra/onward_infra/pollers.py OutboxStreamPoller) keeps the stream's shard listing between polls:
+The relay's poller (infra/onward_infra/pollers/ OutboxStreamPoller) keeps the stream's shard listing between polls:
 DescribeStream only when a shard ended, every few seconds while busy, and before answering "nothing to
 read", so a poller polled until idle still reads every shard, splits included.
 """

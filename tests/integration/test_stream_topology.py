@@ -1,5 +1,5 @@
 """DynamoDB Streams on the embedded endpoint shaped as on AWS (infra/onward_infra/moto_fixes/streams.py), and the local
-outbox-stream poller (infra/onward_infra/pollers.py OutboxStreamPoller) reading that topology as Lambda's mapping does.
+outbox-stream poller (infra/onward_infra/pollers/ OutboxStreamPoller) reading that topology as Lambda's mapping does.
 
 Each test deploys template.yaml's data resources and writes outbox events (job_id / version) straight into
 the outbox table. The poller keeps its own position per shard in the stack's checkpoint table, as Lambda's
@@ -20,85 +20,24 @@ from botocore.exceptions import ClientError
 
 from onward.domain.models import NewJob
 from onward.entrypoints import relay as relay_handler
-from onward.pipeline.checkpoints import CheckpointStore
 from onward.pipeline.outbox import OutboxReader
 from onward.settings import Settings
 from onward.store.service import JobStore
 from onward_infra.endpoint import EmbeddedEndpoint
-from onward_infra.moto_fixes.streams import StreamTopology
+from onward_infra.moto_fixes.stream_topology import StreamTopology
 from onward_infra.pollers import OutboxStreamPoller, ShardBackoff
+from onward_infra_tests.stream_stacks import NoRecovery, Outbox, event_item
 from tests.integration.test_relay import assert_each_job_in_version_order, kinesis_records
 from tests.support import ManualClock
 
 pytestmark = pytest.mark.integration
 
-_stacks = itertools.count()
 NO_BACKOFF = ShardBackoff(first_s=0.0, max_s=0.0)
 LAMBDA_RECORD_KEYS = {"eventID", "eventName", "eventVersion", "eventSource", "awsRegion", "dynamodb",
                       "eventSourceARN"}
 
 
 # --- helpers --------------------------------------------------------------------------------------------
-
-class Outbox:
-    """A fresh stack on `endpoint`: its outbox table, the table's stream, and clients."""
-
-    def __init__(self, endpoint: EmbeddedEndpoint) -> None:
-        self.endpoint = endpoint
-        self.environment = endpoint.deploy(f"topology-{next(_stacks)}").environment
-        self.table = self.environment["OUTBOX_TABLE"]
-        self.db = endpoint.client("dynamodb")
-        self.streams = endpoint.client("dynamodbstreams")
-        self.arn = self.db.describe_table(TableName=self.table)["Table"]["LatestStreamArn"]
-        self.positions = CheckpointStore(self.db, self.environment["CHECKPOINT_TABLE"])  # the mapping's own
-
-    def put(self, job: str, version: int, **extra: Any) -> None:
-        self.db.put_item(TableName=self.table, Item=event_item(job, version, **extra),
-                         ConditionExpression="attribute_not_exists(job_id)")
-
-    def describe(self, **request: Any) -> dict[str, Any]:
-        return self.streams.describe_stream(StreamArn=self.arn, **request)["StreamDescription"]
-
-    def shards(self) -> list[dict[str, Any]]:
-        """Every shard, DescribeStream page after page."""
-        found: list[dict[str, Any]] = []
-        request: dict[str, Any] = {}
-        while True:
-            page = self.describe(**request)
-            found += page["Shards"]
-            if "LastEvaluatedShardId" not in page:
-                return found
-            request["ExclusiveStartShardId"] = page["LastEvaluatedShardId"]
-
-    def iterator(self, shard_id: str, kind: str = "TRIM_HORIZON", sequence_number: str | None = None) -> str:
-        request = {"StreamArn": self.arn, "ShardId": shard_id, "ShardIteratorType": kind}
-        if sequence_number is not None:
-            request["SequenceNumber"] = sequence_number
-        return self.streams.get_shard_iterator(**request)["ShardIterator"]
-
-    def read(self, shard_id: str, iterator: str | None = None,
-             limit: int = 1000) -> tuple[list[dict[str, Any]], bool]:
-        """A shard's records from `iterator` (its trim horizon) until a page comes back empty, and whether the
-        shard ended (a page with no NextShardIterator)."""
-        iterator = iterator or self.iterator(shard_id)
-        records: list[dict[str, Any]] = []
-        while True:
-            page = self.streams.get_records(ShardIterator=iterator, Limit=limit)
-            records += page["Records"]
-            if "NextShardIterator" not in page:
-                return records, True
-            if not page["Records"]:
-                return records, False
-            iterator = page["NextShardIterator"]
-
-    def by_shard(self) -> dict[str, list[dict[str, Any]]]:
-        return {shard["ShardId"]: self.read(shard["ShardId"])[0] for shard in self.shards()}
-
-
-def event_item(job: str, version: int, **extra: Any) -> dict[str, Any]:
-    return {"job_id": {"S": job}, "version": {"N": str(version)}, "state": {"S": "queued"},
-            "time_bucket": {"S": "2026-12-01T06"}, "occurred_at": {"S": "2026-12-01T06:00:00.000Z"}, **extra}
-
 
 def identity(record: dict[str, Any]) -> tuple[str, int]:
     keys = record["dynamodb"]["Keys"]
@@ -111,14 +50,6 @@ def sequence(record: dict[str, Any]) -> int:
 
 def is_closed(shard: dict[str, Any]) -> bool:
     return "EndingSequenceNumber" in shard["SequenceNumberRange"]
-
-
-class NoRecovery:
-    """The relay as far as the poller asks it: only to recover from a trimmed stream, which never happens
-    here (each stack's poller starts with no stored position, at every shard's trim horizon)."""
-
-    def recover(self) -> None:
-        raise AssertionError("nothing is trimmed")
 
 
 class Recorder:

@@ -11,7 +11,8 @@ and why:
 - `updates`: an update expression of the platform's shapes applied to the item without moto's validator and
   executor, whenever nothing could make them raise (anything else is moto's own update);
 - `queries`: a Query reads only its partition (index partitions kept in maps updated from every write);
-  the items of a Query's answer are not deep-copied where the copy could not change the answer;
+- `query_results`: the items of a Query's or Scan's answer are not deep-copied where the copy could not
+  change the answer; a projection converts the item once, not once per projected path;
 - `kinesis`: records found by sequence number; resharding as Kinesis does it;
 - `streams`: DynamoDB Streams sharded as on AWS (several open shards per table stream, records routed by
   partition key, wide interleaved sequence numbers, splits with lineage, paginated DescribeStream);
@@ -48,6 +49,7 @@ from onward_infra.moto_fixes import (
     expressions,
     kinesis,
     queries,
+    query_results,
     request_setup,
     retention,
     scans,
@@ -59,7 +61,8 @@ from onward_infra.moto_fixes import (
 )
 
 # (owner, attribute, ours); moto's own, read before anything is patched, to put back
-_PATCHES: tuple[tuple[Any, str, Any], ...] = (*transactions.PATCHES, *queries.PATCHES, *kinesis.PATCHES,
+_PATCHES: tuple[tuple[Any, str, Any], ...] = (*transactions.PATCHES, *queries.PATCHES, *query_results.PATCHES,
+                                              *kinesis.PATCHES,
                                               *server.PATCHES, *streams.PATCHES, *retention.PATCHES,
                                               *connections.PATCHES, *expressions.PATCHES,
                                               *updates.PATCHES, *request_setup.PATCHES,

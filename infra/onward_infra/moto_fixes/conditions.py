@@ -24,13 +24,13 @@ from typing import Any
 
 from moto.dynamodb.comparisons import AttributeValue, ConditionExpressionParser, Func, Op
 
-MAX_KEPT = 2048  # expressions kept (a few dozen in practice): all are dropped beyond
+from onward_infra.moto_fixes.expression_cache import ExpressionCache
 
 _original_parse = ConditionExpressionParser.parse
 
 # (expression, names, (value name, its type) ...) -> (the tree's pickle, names found, values found)
 _Key = tuple[str, tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]]
-_kept: dict[_Key, tuple[bytes, list[str], list[str]]] = {}
+_kept: ExpressionCache[_Key, tuple[bytes, list[str], list[str]]] = ExpressionCache()
 
 
 class _ValueOf:
@@ -112,10 +112,8 @@ def _keep(key: _Key, parser: ConditionExpressionParser) -> tuple[bytes, list[str
         tree_pickle = pickle.dumps(tree, protocol=pickle.HIGHEST_PROTOCOL)
     except Exception:  # noqa: BLE001 - moto's own parse of the real request raises its error
         return None
-    if len(_kept) >= MAX_KEPT:
-        _kept.clear()
-    kept = _kept[key] = (tree_pickle, list(template.expr_attr_names_found), list(template.expr_attr_values_found))
-    return kept
+    return _kept.keep(key, (tree_pickle, list(template.expr_attr_names_found),
+                            list(template.expr_attr_values_found)))
 
 
 def _put_values(node: Any, values: dict[str, dict[str, Any]], seen: set[int]) -> None:

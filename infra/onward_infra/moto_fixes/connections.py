@@ -37,7 +37,8 @@ once, without http.server's parse_request and its header parsing (about 20 us of
 request): the handler is left as parse_request leaves it, the environ is `_plain_environ`'s, the answer is
 the same. Any other request (a head split across reads, Expect, Connection, Transfer-Encoding, a name twice
 or with an underscore...) takes http.server's way. Both are off with ONWARD_LEAN_REQUESTS=false
-(tests/integration/test_endpoint_request_loop.py compares the answers either way, byte for byte).
+(infra/tests/onward_infra_tests/moto_fixes/test_endpoint_request_loop.py compares the answers either way,
+byte for byte).
 
 Request headers. http.server reads a request's headers with http.client.parse_headers, which runs the
 email package's feed parser over them: about a twentieth of the endpoint's CPU per request. `parse_headers`

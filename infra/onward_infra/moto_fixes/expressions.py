@@ -41,16 +41,19 @@ from moto.dynamodb.parsing.ast_nodes import (  # type: ignore[attr-defined]  # u
 from moto.dynamodb.parsing.expressions import UpdateExpressionParser  # type: ignore[attr-defined]  # untyped
 from moto.dynamodb.parsing.validators import Validator
 
-MAX_KEPT = 2048  # expressions kept (a few dozen in practice): the oldest is dropped beyond
+from onward_infra.moto_fixes.expression_cache import ExpressionCache
+
 _ATOMS = (str, int, float, bool, type(None))
 
 _original_make = inspect.getattr_static(UpdateExpressionParser, "make")
 _original_traverse = DepthFirstTraverser.traverse
 
-# (parser class, expression) -> its parsed tree; id(tree) -> (tree, its pickle, or None: deep-copy it)
-_parsed: dict[tuple[type, str], Any] = {}
-_pickles: dict[int, tuple[Any, bytes | None]] = {}
-_names_used: dict[str, tuple[str, ...]] = {}  # expression -> its placeholders, in moto's order
+# (parser class, expression) -> its parsed tree; id(tree) -> (tree, its pickle, or None: deep-copy it). A tree
+# and its pickle are kept together and, both caches having one bound and one rule, dropped together.
+_parsed: ExpressionCache[tuple[type, str], Any] = ExpressionCache()
+_pickles: ExpressionCache[int, tuple[Any, bytes | None]] = ExpressionCache()
+# expression -> its placeholders, in moto's order
+_names_used: ExpressionCache[str, tuple[str, ...]] = ExpressionCache()
 
 
 def make(cls: type[UpdateExpressionParser], expression_str: str) -> Any:
@@ -60,12 +63,8 @@ def make(cls: type[UpdateExpressionParser], expression_str: str) -> Any:
     key = (cls, expression_str)
     tree = _parsed.get(key)
     if tree is None:
-        tree = _original_make.__func__(cls, expression_str)  # raises moto's error for an invalid expression
-        if len(_parsed) >= MAX_KEPT:
-            oldest = next(iter(_parsed))
-            _pickles.pop(id(_parsed.pop(oldest)), None)
-        _parsed[key] = tree
-        _pickles[id(tree)] = (tree, _pickle_if_faithful(tree))
+        tree = _parsed.keep(key, _original_make.__func__(cls, expression_str))  # raises moto's error if invalid
+        _pickles.keep(id(tree), (tree, _pickle_if_faithful(tree)))
     return tree
 
 
@@ -85,9 +84,7 @@ def names_used(expression_str: str) -> list[str]:
         clauses = tree.find_clauses([ExpressionAttributeName])
         found = tuple(clause.get_attribute_name_placeholder() for clause in clauses)
         if isinstance(expression_str, str):
-            if len(_names_used) >= MAX_KEPT:
-                _names_used.clear()
-            _names_used[expression_str] = found
+            _names_used.keep(expression_str, found)
     return list(found)
 
 

@@ -50,7 +50,8 @@ from moto.kinesis.models import KinesisBackend, Stream, kinesis_backends
 
 from onward_infra.moto_fixes.kinesis import trim_shard
 from onward_infra.moto_fixes.queries import Identity, lookup, ranged_items, unranged_items
-from onward_infra.moto_fixes.streams import TableStream, answered
+from onward_infra.moto_fixes.stream_topology import answered
+from onward_infra.moto_fixes.streams import TableStream
 
 logger = logging.getLogger("onward-embedded-retention")
 

@@ -30,8 +30,8 @@ body always does); its answer is written as werkzeug's Response would write it (
 status line, its default Content-Type, a Content-Length) without building one, when werkzeug would change
 nothing else (no Location, no Content-Length of moto's, a status with a body). moto's setup itself
 (`setup_class`) still runs: what a response class reads of it is whatever it pleases. A differential test
-(tests/integration/test_endpoint_lean_path.py) sends the same raw requests to an endpoint with and without
-it (ONWARD_LEAN_REQUESTS=false) and compares the answers byte for byte.
+(infra/tests/onward_infra_tests/moto_fixes/test_endpoint_lean_path.py) sends the same raw requests to an
+endpoint with and without it (ONWARD_LEAN_REQUESTS=false) and compares the answers byte for byte.
 
 Dispatch. moto lists a response class's functions with `inspect.getmembers` on every request, to tell
 whether the requested action is one of them (about 2% of the endpoint's CPU). `method_names_from_class`

@@ -28,8 +28,8 @@ Here (`TableStream` replaces moto's `StreamShard` as `table.stream_shard` when a
 - The records a transaction emitted are removed again from whichever shards they went to when
   transactions.py rolls it back (it truncates `items`, the stream's log in commit order).
 
-The topology comes from the endpoint the table was created through (`topology_app` sets it for each
-request), so endpoints with different topologies can share moto's backends in one process.
+The topology comes from the endpoint the table was created through (stream_topology.py's `topology_app`
+sets it for each request), so endpoints with different topologies can share moto's backends in one process.
 """
 
 from __future__ import annotations
@@ -39,10 +39,8 @@ import binascii
 import bisect
 import hashlib
 import json
-import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, SupportsIndex
@@ -55,6 +53,8 @@ from moto.dynamodb.models import DynamoDBBackend, dynamodb_backends
 from moto.dynamodb.models.dynamo_type import DynamoType, Item
 from moto.dynamodb.models.table import StreamRecord, StreamShard, Table
 from moto.dynamodbstreams.responses import DynamoDBStreamsHandler
+
+from onward_infra.moto_fixes.stream_topology import StreamTopology, current_topology
 
 FIRST_SEQUENCE_NUMBER = 4_000_000_000_000_000_000_000_000_000  # 28 digits, as AWS's are
 SEQUENCE_STEP = 1_000_003  # between consecutive records of a stream: AFTER s is not AT s + 1
@@ -80,66 +80,6 @@ class TrimmedDataAccess(JsonRESTError):
 class StreamsResourceNotFound(JsonRESTError):
     def __init__(self, message: str) -> None:
         super().__init__("ResourceNotFoundException", message)
-
-
-# --- the topology, per endpoint -----------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class StreamTopology:
-    """How the streams of tables created through an endpoint are sharded: `shards` open shards per stream
-    at first; with `split_every_s`, one open shard splits in two every that many seconds."""
-
-    shards: int = 1
-    split_every_s: float | None = None
-
-    def __post_init__(self) -> None:
-        if self.shards < 1:
-            raise ValueError(f"a stream has at least one shard, not {self.shards}")
-        if self.split_every_s is not None and self.split_every_s <= 0:
-            raise ValueError(f"split_every_s must be positive (or None for no timed splits), not "
-                             f"{self.split_every_s}")
-
-
-DEFAULT_TOPOLOGY = StreamTopology()
-_request = threading.local()
-
-
-def current_topology() -> StreamTopology:
-    """The topology of the endpoint whose request is running on this thread (the default outside one)."""
-    return getattr(_request, "topology", None) or DEFAULT_TOPOLOGY
-
-
-@contextmanager
-def using_topology(topology: StreamTopology) -> Iterator[None]:
-    previous = getattr(_request, "topology", None)
-    _request.topology = topology
-    try:
-        yield
-    finally:
-        _request.topology = previous
-
-
-def topology_app(app: Callable[..., Iterable[bytes]], topology: StreamTopology) -> Callable[..., list[bytes]]:
-    """A WSGI app that runs `app` (moto's) with `topology` for the tables its requests create."""
-
-    def with_topology(environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
-        with using_topology(topology):
-            return answered(app, environ, start_response)
-
-    return with_topology
-
-
-def answered(app: Callable[..., Iterable[bytes]], environ: dict[str, Any],
-             start_response: Callable[..., Any]) -> list[bytes]:
-    """`app`'s whole answer, read (and the response closed) before returning: what it does inside a
-    context (a topology, a retention) must happen while that context holds."""
-    response = app(environ, start_response)
-    try:
-        return list(response)
-    finally:
-        close = getattr(response, "close", None)
-        if close is not None:
-            close()
 
 
 # --- a table's stream ---------------------------------------------------------------------------------

@@ -32,7 +32,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from moto.dynamodb.comparisons import create_condition_expression_parser
 from moto.dynamodb.exceptions import ConditionalCheckFailed
@@ -64,9 +64,9 @@ from moto.dynamodb.parsing.expressions import UpdateExpressionParser  # type: ig
 from moto.dynamodb.parsing.reserved_keywords import ReservedKeywords
 
 from onward_infra.moto_fixes import queries
+from onward_infra.moto_fixes.expression_cache import ExpressionCache
 
 MAX_ITEM_SIZE = 405000  # moto's LimitedSizeDict limit
-MAX_KEPT = 2048  # shapes kept: the oldest is dropped beyond
 
 # moto's own update_item, the one queries.update_item wraps (read when this module is imported, before install)
 moto_update_item: Callable[..., Item] = queries._original_update_item
@@ -129,7 +129,8 @@ class _Shape:
     values: tuple[str, ...]  # every value placeholder, in order of appearance
 
 
-_shapes: dict[str, _Shape | None] = {}
+_shapes: ExpressionCache[str, _Shape | None] = ExpressionCache()
+_NOT_KEPT = object()
 
 
 def _only_child(node: Any) -> Any:
@@ -249,17 +250,15 @@ def _shape_of(tree: Any) -> _Shape | None:
 
 def shape(update_expression: str) -> _Shape | None:
     """The expression's shape, or None for one left to moto (kept per expression string)."""
-    if update_expression in _shapes:
-        return _shapes[update_expression]
+    kept = _shapes.get(update_expression, _NOT_KEPT)  # one lookup (None is a kept answer: left to moto)
+    if kept is not _NOT_KEPT:
+        return cast("_Shape | None", kept)
     try:
         tree = UpdateExpressionParser.make(update_expression)
         found = _shape_of(tree)
     except Exception:  # noqa: BLE001 - an invalid expression: moto raises its own error
         return None
-    if len(_shapes) >= MAX_KEPT:
-        del _shapes[next(iter(_shapes))]
-    _shapes[update_expression] = found
-    return found
+    return _shapes.keep(update_expression, found)
 
 
 def keeps_values(update_expression: object, values: dict[str, Any] | None) -> bool:

@@ -71,7 +71,7 @@ STREAM_ARN = "arn:aws:kinesis:us-east-1:123456789012:stream/onward-events"
 
 def kinesis_event(payloads: list[bytes], *, shard_id: str = SHARD, first_sequence: int = 1,
                   stream_arn: str = STREAM_ARN) -> dict[str, Any]:
-    """A Kinesis event as Lambda delivers it (the shape infra/onward_infra/pollers.py builds from GetRecords)."""
+    """A Kinesis event as Lambda delivers it (the shape infra/onward_infra/pollers/ builds from GetRecords)."""
     records = []
     for offset, data in enumerate(payloads):
         sequence = str(first_sequence + offset)

@@ -1,4 +1,4 @@
-"""The shared stack (tests/conftest.py's `environment`, onward_infra.endpoint.SharedStack): tests that only read and
+"""The shared stack (the `environment` fixture, onward_infra.shared_stack.SharedStack): tests that only read and
 write items borrow one deployment, and each finds it as if freshly deployed; a user that does more, or leaves
 something running, does not pass the stack on."""
 
@@ -12,7 +12,8 @@ import pytest
 from onward.domain.models import NewJob
 from onward.settings import Settings
 from onward.store.service import JobStore
-from onward_infra.endpoint import LEASE_VARIABLE, EmbeddedEndpoint, SharedStack
+from onward_infra.endpoint import EmbeddedEndpoint
+from onward_infra.shared_stack import LEASE_VARIABLE, SharedStack
 from tests.support import ManualClock
 
 ECHO = NewJob(type="demo.echo", params={"n": 1})

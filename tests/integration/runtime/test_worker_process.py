@@ -12,7 +12,7 @@ from onward.domain.states import JobState
 from onward.settings import Settings
 from onward.store.service import JobStore
 from onward_infra.worker_process import WorkerProcess, WorkerProcessFailed
-from tests.support import gone
+from onward_infra_tests.processes import gone
 
 
 def test_the_worker_process_runs_the_jobs_and_ends_at_stop(stack_environment: dict[str, str], settings: Settings,

@@ -81,7 +81,7 @@ from onward.settings import DEFAULT_JOB_RETENTION_DAYS, Settings
 from onward.store.dynamo.keys import run_from_values
 from onward.store.ports import CommitOutcome, CreateOutcome, JobRecorder, NewJobWrite, TransitionWrite
 from onward.store.service import CancelStatus, JobStore, ReportStatus
-from onward_infra.endpoint import SharedStack
+from onward_infra.shared_stack import SharedStack
 from tests.contract.backends import DynamoBackend, MemoryBackend, StoreBackend
 from tests.support import ManualClock
 
@@ -822,7 +822,7 @@ MEMORY_MODEL_SETTINGS = settings(MODEL_SETTINGS, max_examples=150, stateful_step
 
 def on_shared_stack(endpoint: Any, shared_stack: SharedStack) -> dict[str, Any]:
     """A StoreModel's `backend` and `teardown` for DynamoDB: each run borrows the session's shared stack of
-    template.yaml (tests/conftest.py), every table emptied, and gives it back at its end."""
+    template.yaml (the `shared_stack` fixture), every table emptied, and gives it back at its end."""
     def backend(clock: ManualClock) -> StoreBackend:
         env = shared_stack.lend().environment
         settings_ = Settings(env["JOBS_TABLE"], env["OUTBOX_TABLE"], endpoint.url, "us-east-1")

@@ -18,9 +18,9 @@ PAGES = sorted([ROOT / "README.md", ROOT / "CONTRIBUTING.md", *(ROOT / "docs").g
 FENCE = re.compile(r"^(```|~~~).*?^\1", re.MULTILINE | re.DOTALL)
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 CODE = re.compile(r"`([^`\n]+)`")
-REPOSITORY_PATH = re.compile(r"(?:onward|tests|bench|tools|docs)/[\w./*-]*[\w*]")
+REPOSITORY_PATH = re.compile(r"(?:onward|tests|bench|tools|docs|infra)/[\w./*-]*[\w*]")
 TOKEN_BREAK = re.compile(r"[\s(),;'\"=]+")
-NAMED_TEST = re.compile(r"((?:tests)/[\w/]+\.py)::(test_\w+)")
+NAMED_TEST = re.compile(r"((?:infra/)?tests/[\w/]+\.py)::(test_\w+)")
 HEADING = re.compile(r"^#{1,6}\s+(.*?)\s*#*\s*$", re.MULTILINE)
 
 

@@ -34,7 +34,7 @@ from onward.runtime.execution import (
     Unsendable,
     Vanished,
 )
-from tests.support import eventually_gone, gone
+from onward_infra_tests.processes import eventually_gone, gone
 
 FORK = multiprocessing.get_context("fork")
 

@@ -20,18 +20,19 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
+from onward.domain.clock import ManualClock
+from onward.domain.models import NewJob
 from onward.settings import Settings
 from onward.store.ports import Tenant
 from onward.store.service import JobStore
 from onward_infra.endpoint import REGION, EmbeddedEndpoint, client_for
 from onward_infra.metering import OBSERVER_AGENT, Meter, MeterReading, RemoteMeter
-from tests.integration.test_requests_per_job import ECHO
-from tests.support import ManualClock
 
 pytestmark = pytest.mark.integration
 
 _tables = itertools.count()
 INDEX = "by_owner"
+ECHO = NewJob(type="demo.echo", params={"n": 1})
 
 
 @pytest.fixture(scope="module")

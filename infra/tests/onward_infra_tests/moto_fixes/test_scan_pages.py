@@ -10,7 +10,7 @@ import pytest
 from moto.dynamodb.models.table import Table
 
 from onward_infra.endpoint import EmbeddedEndpoint
-from tests.integration.test_endpoint_hot_paths import Stack, every_page, stock_moto
+from onward_infra_tests.moto_fixes.test_endpoint_hot_paths import Stack, every_page, stock_moto
 
 _tables = itertools.count()
 

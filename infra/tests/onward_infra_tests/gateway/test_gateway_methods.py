@@ -18,8 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from onward_infra.gateway import FORWARDED_METHODS, LocalGateway
-from tests.integration.api_support import serve_api
-from tests.integration.raw_http import assert_problem, echo_handler, exchange
+from onward_infra_tests.gateway.raw_http import assert_problem, echo_handler, exchange
+from onward_infra_tests.gateway.served_api import serve_api
 
 pytestmark = pytest.mark.integration
 

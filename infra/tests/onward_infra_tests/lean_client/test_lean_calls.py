@@ -32,7 +32,7 @@ from onward_infra.lean_client import WRAPPER
 from onward_infra.lean_client.calls import LeanCalls, use_lean_calls
 from onward_infra.lean_client.codec import use_lean_json
 from onward_infra.lean_client.http import _request_bytes, use_lean_http
-from tests.integration.test_lean_http_answers import _masked, _workload
+from onward_infra_tests.lean_client.test_lean_http_answers import _masked, _workload
 
 pytestmark = pytest.mark.integration  # it starts an endpoint process of its own
 

@@ -1,4 +1,4 @@
-"""Raw-socket HTTP for the local gateway's tests (tests/integration/test_gateway_*.py): send bytes exactly as
+"""Raw-socket HTTP for the local gateway's tests (test_gateway_*.py here): send bytes exactly as
 written, read one answer, and tell whether the server closed the connection after it; a stub handler that
 echoes what the gateway forwarded."""
 

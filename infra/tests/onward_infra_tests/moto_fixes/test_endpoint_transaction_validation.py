@@ -209,7 +209,7 @@ def test_the_validation_reads_kept_parses_without_building_trees(backend: Dynamo
 def test_the_lean_switch_off_validates_by_moto_s_own_code(backend: DynamoDBBackend,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """ONWARD_LEAN_REQUESTS=false (server.LEAN) gives moto's own handler, for the endpoint's differential
-    tests (tests/integration/test_endpoint_lean_path.py)."""
+    tests (test_endpoint_lean_path.py)."""
     monkeypatch.setattr(server, "LEAN", False)
 
     def refuse(*args: Any, **kwargs: Any) -> Any:

@@ -21,7 +21,7 @@ from botocore.config import Config
 from onward_infra.endpoint import EndpointProcess, client_for
 from onward_infra.lean_client.codec import LeanJSONParser, LeanJSONSerializer, use_lean_json
 from onward_infra.lean_client.http import use_lean_http
-from tests.integration.test_lean_http_answers import _masked, _workload, answer
+from onward_infra_tests.lean_client.test_lean_http_answers import _masked, _workload, answer
 
 pytestmark = pytest.mark.integration
 

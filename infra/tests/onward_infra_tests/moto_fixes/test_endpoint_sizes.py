@@ -31,8 +31,8 @@ from moto.dynamodb.models.dynamo_type import DynamoType, Item, LimitedSizeDict
 from moto.dynamodb.responses import DynamoHandler
 
 from onward_infra.endpoint import REGION, EmbeddedEndpoint
-from onward_infra.moto_fixes import queries, sizes
-from tests.integration.test_endpoint_hot_paths import answer_or_error, stock_moto
+from onward_infra.moto_fixes import queries, query_results, sizes
+from onward_infra_tests.moto_fixes.test_endpoint_hot_paths import answer_or_error, stock_moto
 
 LIMIT = sizes.MAX_ITEM_SIZE
 _MOTO_SIZES = ((DynamoType, "size", sizes._original_dynamo_type_size), (Item, "size", sizes._original_item_size),
@@ -239,8 +239,8 @@ def moto_s_query_copy() -> Iterator[None]:
     patched = [(owner, name, vars(owner)[name]) for owner, name in ((DynamoHandler, "query"),
                                                                     (DynamoHandler, "scan"),
                                                                     (moto_table_module, "copy"))]
-    DynamoHandler.query = queries._original_handler_query  # type: ignore[method-assign]
-    DynamoHandler.scan = queries._original_handler_scan  # type: ignore[method-assign]
+    DynamoHandler.query = query_results._original_handler_query  # type: ignore[method-assign]
+    DynamoHandler.scan = query_results._original_handler_scan  # type: ignore[method-assign]
     moto_table_module.copy = copy
     try:
         yield

@@ -12,15 +12,24 @@ import time
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from onward_infra.environments import EnvironmentFailed, ExecutionEnvironments
 from onward_infra.gateway import LocalGateway
-from tests.support import eventually_gone, gone
+from onward_infra_tests import environment_handlers
+from onward_infra_tests.processes import eventually_gone, gone
 
-HANDLERS = "tests.integration.environment_handlers"
+HANDLERS = environment_handlers.__name__
+
+
+@pytest.fixture(autouse=True)
+def handlers_importable(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The environments' processes import the handlers by module name: the local stack's tests on their path."""
+    tests_folder = str(Path(environment_handlers.__file__).resolve().parents[1])
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, (tests_folder, os.environ.get("PYTHONPATH")))))
 
 
 def test_invocations_run_at_once_each_in_its_own_environment_with_its_own_module_state() -> None:

@@ -1,10 +1,10 @@
-"""The local event-source pollers read the embedded endpoint's GetRecords answers raw (infra/onward_infra/pollers.py
+"""The local event-source pollers read the embedded endpoint's GetRecords answers raw (infra/onward_infra/pollers/
 RecordReader) and hand the handlers the events botocore's parse made of the very same answers.
 
-Each test deploys a stack of its own (tests/integration/test_stream_topology.py `Outbox`), writes straight
+Each test deploys a stack of its own (onward_infra_tests/stream_stacks.py `Outbox`), writes straight
 into its outbox table and events stream, lets a poller deliver to a recording handler, and reads the same
 records again on a plain client (no reader registered on it: botocore parses) to build the reference with
-the conversion the pollers applied to parsed records until now (tests/unit/test_poller_raw_records.py).
+the conversion the pollers applied to parsed records until now (test_poller_raw_records.py).
 """
 
 from __future__ import annotations
@@ -25,8 +25,7 @@ from onward_infra.pollers import (
     dynamodb_lambda_record,
     dynamodb_record_fault,
 )
-from tests.integration.test_stream_topology import NoRecovery, Outbox, event_item
-from tests.unit.test_poller_raw_records import (
+from onward_infra_tests.pollers.test_poller_raw_records import (
     BINARY,
     Recorder,
     as_lambda_json,
@@ -34,6 +33,7 @@ from tests.unit.test_poller_raw_records import (
     botocore_path_kinesis,
     drain,
 )
+from onward_infra_tests.stream_stacks import NoRecovery, Outbox, event_item
 
 pytestmark = pytest.mark.integration
 

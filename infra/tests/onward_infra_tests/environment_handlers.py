@@ -1,4 +1,4 @@
-"""Lambda handlers that tests/integration/test_execution_environments.py runs in execution environments
+"""Lambda handlers that infra/tests/onward_infra_tests/test_execution_environments.py runs in execution environments
 (infra/onward_infra/environments.py imports them by path in a process of their own)."""
 
 from __future__ import annotations

@@ -19,8 +19,8 @@ import pytest
 
 from onward_infra import gateway as gateway_module
 from onward_infra.gateway import LocalGateway, _RequestHandler
-from tests.integration.api_support import serve_api
-from tests.integration.raw_http import RawReply, address, assert_problem, echo_handler, exchange, read_reply
+from onward_infra_tests.gateway.raw_http import RawReply, address, assert_problem, echo_handler, exchange, read_reply
+from onward_infra_tests.gateway.served_api import serve_api
 
 pytestmark = pytest.mark.integration
 

@@ -1,4 +1,4 @@
-"""The local event-source pollers read GetRecords answers from their raw JSON (infra/onward_infra/pollers.py
+"""The local event-source pollers read GetRecords answers from their raw JSON (infra/onward_infra/pollers/
 RecordReader), not through botocore's parser: the same events as before, errors still botocore's, and a record
 that cannot become a Lambda event still set aside.
 

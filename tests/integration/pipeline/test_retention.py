@@ -26,7 +26,7 @@ from onward.store.service import JobStore
 from onward_infra.endpoint import EmbeddedEndpoint
 from onward_infra.moto_fixes.retention import STATS_PATH, TTL_SERVICE_IDENTITY
 from onward_infra.pipeline import LocalPipeline
-from tests.integration.test_relay import (
+from tests.integration.pipeline.test_relay import (
     assert_views_final,
     kinesis_records,
     lifecycle,

@@ -1,7 +1,7 @@
 """Throttling and transient errors, injected at the client boundary with botocore event hooks (the code
 under test is not patched): each is retried with backoff, counted, and loses or reorders no job's events.
 
-What tests/integration/test_relay.py already covers (entries of a PutRecords refused, retried alone, kept in
+What tests/integration/pipeline/test_relay.py already covers (entries of a PutRecords refused, retried alone, kept in
 job order, through the relay handler) is not repeated; this adds whole calls refused (botocore's standard
 retry mode from onward.settings), DynamoDB throttling and TransactionConflict on a claim (botocore retries
 the first, the store's re-read loop the second), and the Kinesis drill against kinesis-local (npm).

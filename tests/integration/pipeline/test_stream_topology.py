@@ -27,7 +27,7 @@ from onward_infra.endpoint import EmbeddedEndpoint
 from onward_infra.moto_fixes.stream_topology import StreamTopology
 from onward_infra.pollers import OutboxStreamPoller, ShardBackoff
 from onward_infra_tests.stream_stacks import NoRecovery, Outbox, event_item
-from tests.integration.test_relay import assert_each_job_in_version_order, kinesis_records
+from tests.integration.pipeline.test_relay import assert_each_job_in_version_order, kinesis_records
 from tests.support import ManualClock
 
 pytestmark = pytest.mark.integration

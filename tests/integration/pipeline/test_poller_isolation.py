@@ -28,7 +28,7 @@ from onward.pipeline.view import StatusViewReader
 from onward_infra.moto_fixes.streams import table_stream
 from onward_infra.pipeline import LocalPipeline
 from onward_infra.pollers import EventsStreamPoller, OutboxStreamPoller, ShardBackoff
-from tests.integration.test_relay import kinesis_records, stream_shards
+from tests.integration.pipeline.test_relay import kinesis_records, stream_shards
 
 pytestmark = [pytest.mark.integration, pytest.mark.own_stack]  # they read the streams
 

@@ -56,7 +56,7 @@ from onward.store.service import CancelStatus, Created, JobStore, ReportStatus
 from onward_infra.endpoint import EmbeddedEndpoint
 from onward_infra.pollers import OutboxStreamPoller
 from tests.contract.backends import DynamoBackend, MemoryBackend, StoreBackend
-from tests.integration.test_stream_topology import (
+from tests.integration.pipeline.test_stream_topology import (
     NO_BACKOFF,
     NoRecovery,
     Outbox,
@@ -601,7 +601,7 @@ def test_a_shard_listed_only_now_is_read_before_the_poller_answers_idle(outbox):
     that appears later is read by the first poll after it appears, although the clock stands still: the poll
     finds nothing on its cached listing, lists again and reads the new shard. Without the listing before an
     idle answer, polling until idle would stop with the shard unread."""
-    from tests.integration.test_stream_topology import HiddenShards
+    from tests.integration.pipeline.test_stream_topology import HiddenShards
 
     written = [(f"job-{n}", 1) for n in range(24)]
     for job, version in written:

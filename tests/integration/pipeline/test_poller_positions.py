@@ -28,7 +28,7 @@ from onward.runtime.demo_jobs import registry
 from onward_infra.pipeline import LocalPipeline
 from onward_infra.platform import LocalPlatform, PlatformOptions
 from onward_infra.pollers import POSITION_EVERY_S, EventsStreamPoller, OutboxStreamPoller, ShardBackoff
-from tests.integration.test_relay import (
+from tests.integration.pipeline.test_relay import (
     CountingProjector,
     assert_views_final,
     kinesis_records,

@@ -23,6 +23,7 @@ from onward.api.auth import NoTenant, Principal
 from onward.api.routing import new_router
 from onward.bootstrap import ApiDeployment
 from onward.domain.models import TenantId
+from onward.domain.states import JobState
 from onward.domain.text_patterns import TENANT_ID
 
 DEFAULT_LIMIT = 20
@@ -35,6 +36,17 @@ AskedTenant = Annotated[TenantId | None, Query(alias="tenant", description=(
     "operators not bound to a tenant name the tenant; any other credential may only name its own (403 otherwise)"))]
 Cursor = Annotated[str | None, Query(max_length=cursors.MAX_CURSOR_CHARS, description=(
     "opaque; the `cursor` of the previous page (filters are not in it: send the same ones)"))]
+
+# What each query parameter may be, as a 400 says it (Powertools' own words name a regular expression).
+QUERY_RULES = {
+    "limit": f"limit is an integer from 1 to {MAX_LIMIT}",
+    "status": "status is one or a comma list of " + ", ".join(state.value for state in JobState),
+    "type": "type is a job type's name (dotted lower-case names)",
+    "id_prefix": "id_prefix is 1 to 32 lower-case hexadecimal digits (a job id or its beginning)",
+    "source": "source is projector or relay",
+    "cursor": "the cursor is not one this API returned for this tenant",
+    "tenant": "tenant is a tenant id",
+}
 
 # A path parameter no resource can have is answered as a missing one of its area (404), as before the resolver
 # validated paths: nothing tells a malformed name from an unknown one.
@@ -129,9 +141,7 @@ def invalid_request(errors: Sequence[Mapping[str, Any]], path_arguments: Mapping
         name = next(str(error["loc"][1]) for error in errors if error["loc"][0] == "path")
         return MISSING_IN_AREA[path.split("/")[1]](path_arguments.get(name, ""))
     if "body" not in where:
-        shown = "; ".join(f"{'.'.join(map(str, error['loc'][1:]))}{_given(error)}: {_message(error)}"
-                          for error in errors[:3])
-        return Problem(400, "Bad request", f"the query does not match the schema: {shown}")
+        return Problem(400, "Bad request", "; ".join(dict.fromkeys(_query_refusal(error) for error in errors[:3])))
     return field_errors([{**error, "loc": error["loc"][1:]} for error in errors if error["loc"][0] == "body"])
 
 
@@ -147,6 +157,14 @@ def field_errors(errors: Sequence[Mapping[str, Any]], where: tuple[str | int, ..
     shown = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in listed[:3])
     return Problem(422, "Invalid request", f"the body does not match the schema: {shown}", slug="validation",
                    extra={"errors": listed})
+
+
+def _query_refusal(error: Mapping[str, Any]) -> str:
+    """One refused query parameter: its rule (QUERY_RULES) and the value given."""
+    name = str(error["loc"][1])
+    rule = QUERY_RULES.get(name, f"{name}: {_message(error)}")
+    given = _given(error) if name != "cursor" else ""  # a cursor is opaque: its text says nothing to a caller
+    return f"{rule}; given{given}" if given else rule
 
 
 def _given(error: Mapping[str, Any]) -> str:

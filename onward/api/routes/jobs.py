@@ -93,6 +93,12 @@ def listed_tenant() -> str:
     return tenant
 
 
+# Powertools evaluates a route's annotations as it serves each request: this one is built once, at import.
+IdempotencyKey = Annotated[str | None, Header(
+    alias="Idempotency-Key", description="a retry with the same key and body returns the first answer",
+    json_schema_extra=IDEMPOTENCY_KEY.schema())]
+
+
 @router.post("/jobs", operation_id="createJob", security=SECURED, responses=secured({
     200: ok("an earlier request with this Idempotency-Key created the job; nothing new", Accepted),
     202: ok("the job is queued", Accepted),
@@ -104,9 +110,7 @@ def listed_tenant() -> str:
     422: problem("unknown fields, wrong types, params DynamoDB cannot store, or an unknown job type; `errors` lists "
                  "each place and why")}))
 def create_job(tenant_id: Annotated[str, Depends(creating_tenant)], job: NewJob,
-               idempotency_key: Annotated[str | None, Header(
-                   alias="Idempotency-Key", description="a retry with the same key and body returns the first answer",
-                   json_schema_extra=IDEMPOTENCY_KEY.schema())] = None) -> Response[str]:
+               idempotency_key: IdempotencyKey = None) -> Response[str]:
     deployment = ApiDeployment.from_environment()
     refuse_unknown_job_type(deployment, job.type)
     # Checked here, after the body and its job type, as it always was (its pattern is documented, not validated

@@ -12,6 +12,7 @@ rule dropped that the traced code relies on lists the units it ran and the readi
 
 from __future__ import annotations
 
+import gc
 import inspect
 import sys
 import threading
@@ -24,6 +25,7 @@ from typing import Any
 
 import pytest
 
+from onward import bootstrap
 from onward.api import app as api_app
 from onward.bootstrap import Deployment
 from onward.domain.models import NewJob
@@ -75,6 +77,11 @@ def traced(excluded: tuple[str, ...]) -> Iterator[set[str]]:
         if event == "call" and frame.f_code not in codes:
             codes.add(frame.f_code)
 
+    # Earlier tests' deployments are dropped now, not inside the trace: one evicted there (a new environment's
+    # deployment pushes out the oldest kept) closes its worker's handler process from the worker's finalizer,
+    # which would read as code the entry point ran.
+    bootstrap._deployments.clear()
+    gc.collect()
     threading.setprofile(profile)
     sys.setprofile(profile)
     try:

@@ -352,8 +352,7 @@ class Deployment:
         from onward.operator.lag import LagProbe
 
         days = self.settings.outbox_retention_days if outbox_retention_days is None else outbox_retention_days
-        return LagProbe(self.client("dynamodb"), self.client("kinesis"),
-                        self.settings.require("checkpoint_table"), self.settings.require("outbox_table"),
+        return LagProbe(self.checkpoint_store, self.outbox_reader, self.client("kinesis"),
                         self.settings.require("events_stream"), outbox_retention_s=days * 86400.0)
 
 

@@ -121,13 +121,14 @@ def assess(before: Snapshot, after: Snapshot, shards: Sequence[Shard], commits: 
 
 
 class LagProbe:
-    """Reads the telemetry `assess` needs from the checkpoint table, the outbox and the events stream."""
+    """Reads the telemetry `assess` needs from the checkpoints, the outbox and the events stream (the bootstrap's
+    readers: Deployment.lag_probe)."""
 
-    def __init__(self, dynamodb: Any, kinesis: Any, checkpoint_table: str, outbox_table: str, stream: str,
+    def __init__(self, checkpoints: CheckpointStore, outbox: OutboxReader, kinesis: Any, stream: str,
                  outbox_retention_s: float, clock: Clock = system_clock,
                  sleep: Callable[[float], None] = time.sleep) -> None:
-        self._checkpoints = CheckpointStore(dynamodb, checkpoint_table)
-        self._outbox = OutboxReader(dynamodb, outbox_table)
+        self._checkpoints = checkpoints
+        self._outbox = outbox
         self._kinesis = kinesis
         self._stream = stream
         self._outbox_retention_s = outbox_retention_s

@@ -18,6 +18,8 @@ import pytest
 from onward.domain.clock import epoch_ms, system_clock
 from onward.domain.models import NewJob
 from onward.operator.lag import LagProbe
+from onward.pipeline.checkpoints import CheckpointStore
+from onward.pipeline.outbox import OutboxReader
 from onward.store.service import JobStore
 from tests.integration.pipeline.test_heartbeat import slot_commits, vouched
 from tests.support import ManualClock
@@ -39,7 +41,8 @@ def test_a_backlog_projected_during_the_window_is_measured_as_served(pipeline, s
         beats.append(pipeline.heartbeats.emit())
         pipeline.drain()
 
-    probe = LagProbe(dynamodb, endpoint.client("kinesis"), settings.checkpoint_table, settings.outbox_table,
+    probe = LagProbe(CheckpointStore(dynamodb, settings.checkpoint_table),
+                     OutboxReader(dynamodb, settings.outbox_table), endpoint.client("kinesis"),
                      settings.events_stream, outbox_retention_s=7 * 86400, clock=clock, sleep=window)
     report = probe.measure(1)
     assert report.backlog == 0 and report.drain_s == 0.0
@@ -55,7 +58,8 @@ def test_a_backlog_projected_during_the_window_is_measured_as_served(pipeline, s
     assert confirmed >= clock()
     store.create("acme", NewJob(type="demo.echo"))  # committed, never relayed: a backlog of one
     stuck_clock = ManualClock(system_clock())
-    stuck = LagProbe(dynamodb, endpoint.client("kinesis"), settings.checkpoint_table, settings.outbox_table,
+    stuck = LagProbe(CheckpointStore(dynamodb, settings.checkpoint_table),
+                     OutboxReader(dynamodb, settings.outbox_table), endpoint.client("kinesis"),
                      settings.events_stream, outbox_retention_s=7 * 86400, clock=stuck_clock,
                      sleep=stuck_clock.advance).measure(5)
     assert stuck.backlog == 1 and stuck.service_rate_per_s == 0.0 and stuck.drain_s is None

@@ -264,5 +264,6 @@ def test_after_a_reshard_children_are_read_after_their_parents_and_the_drained_p
     assert (lag.watermark, lag.stale, lag.shards) == (new, False, len(children))  # the parents' no longer count
     assert view_lag(marks, now, stale_after_s=30, shards=open_shards(kinesis, stream)) == lag  # nor when listed
     assert view_lag([mark for mark in marks if mark.shard_id in parents], now, stale_after_s=30).watermark == old
-    probe = LagProbe(dynamodb, kinesis, settings.checkpoint_table, settings.outbox_table, stream, 86_400, clock=clock)
+    probe = LagProbe(CheckpointStore(dynamodb, settings.checkpoint_table),
+                     OutboxReader(dynamodb, settings.outbox_table), kinesis, stream, 86_400, clock=clock)
     assert set(probe.snapshot().watermarks) == {child["ShardId"] for child in children}  # `onward lag` agrees

@@ -139,9 +139,11 @@ def invalid_request(errors: Sequence[Mapping[str, Any]], path_arguments: Mapping
     where = {str(error["loc"][0]) for error in errors}
     if "path" in where:
         name = next(str(error["loc"][1]) for error in errors if error["loc"][0] == "path")
-        return MISSING_IN_AREA[path.split("/")[1]](path_arguments.get(name, ""))
+        return MISSING_IN_AREA.get(path.split("/")[1], not_found)(path_arguments.get(name, ""))
     if "body" not in where:
         return Problem(400, "Bad request", "; ".join(dict.fromkeys(_query_refusal(error) for error in errors[:3])))
+    if any(tuple(error["loc"]) == ("body",) for error in errors):  # the body as a whole: [], null, "text", 3
+        return Problem(422, "Invalid request", "the body must be a JSON object", slug="validation")
     return field_errors([{**error, "loc": error["loc"][1:]} for error in errors if error["loc"][0] == "body"])
 
 

@@ -51,7 +51,8 @@ class AccessThenValidation(OpenAPIRequestValidationMiddleware):
         # Resolved into the request's dependency cache, where the route's own resolution finds them.
         cached = app.context.setdefault(_DEPENDS_CACHE_KEY, {})
         try:
-            solve_dependencies(dependant=_dependencies(route.func), dependency_cache=cached)
+            solve_dependencies(dependant=_dependencies(route.func), request=app.request,
+                               dependency_overrides=app.dependency_overrides or None, dependency_cache=cached)
         except DependencyResolutionError as error:
             raise _refusal(error) from None
         answer: Response[Any] = super().handler(app, next_middleware)

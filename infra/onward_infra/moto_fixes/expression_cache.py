@@ -7,6 +7,7 @@ way in, and the one eviction rule.
 
 from __future__ import annotations
 
+import threading
 from typing import TypeVar
 
 MAX_KEPT = 2048  # entries per cache (a few dozen expressions in practice)
@@ -23,10 +24,12 @@ class ExpressionCache(dict[K, V]):
             raise ValueError(f"a cache keeps at least one entry, not {bound}")
         super().__init__()
         self.bound = bound
+        self._keeping = threading.Lock()  # the endpoint serves requests in threads: one eviction at a time
 
     def keep(self, key: K, value: V) -> V:
         """Keep `value` for `key` (replacing what was kept for it) and return it."""
-        if key not in self and len(self) >= self.bound:
-            del self[next(iter(self))]
-        self[key] = value
+        with self._keeping:
+            if key not in self and len(self) >= self.bound:
+                self.pop(next(iter(self)), None)
+            self[key] = value
         return value

@@ -122,11 +122,6 @@ def _exact_value(attribute: Any) -> Any:
     raise _NotExact
 
 
-def json_size(value: Any) -> int:
-    """Bytes of the compact JSON encoding: what a caller's params or result will cost in an item."""
-    return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
-
-
 def tenant_string_key(value: object, fields: frozenset[str], tenant_id: str) -> Item | None:
     """`value` as a key of string attributes (a listing's page position handed back by a caller): exactly
     `fields`, each {"S": <str>}, its `tenant_id` the one given; None for anything else."""

@@ -53,3 +53,15 @@ def test_each_refused_parameter_is_named_once_and_a_cursor_is_not_echoed() -> No
 def test_an_operator_routes_query_names_its_rule() -> None:
     assert refusal("/ops/parked?source=kinesis", "operator-secret") == (400, f"{QUERY_RULES['source']}; given "
                                                                              "'kinesis'")
+
+
+@pytest.mark.parametrize("body", [b"[]", b"null", b'"text"', b"3"])
+@pytest.mark.parametrize("path", ["/jobs", "/jobs/batch", "/schedules"])
+def test_a_body_that_is_not_a_json_object_is_told_so(path: str, body: bytes) -> None:
+    """A body that is JSON but not an object is a 422 saying so, as before the resolver validated bodies: without
+    the rule `null` read "body: Field required" and `[]` named a dictionary "to extract fields from"."""
+    reply = api.handler(build_event("POST", path, [("Authorization", f"Bearer {TOKEN}"),
+                                                   ("Content-Type", "application/json")], body),
+                        LocalLambdaContext("onward-api"))
+    problem = json.loads(reply["body"])
+    assert (reply["statusCode"], problem["detail"]) == (422, "the body must be a JSON object")

@@ -3,6 +3,8 @@ its bound of entries, the oldest dropped first, and every cache of the fixes is 
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 from moto.dynamodb.parsing.expressions import UpdateExpressionParser
 
@@ -52,3 +54,25 @@ def test_a_tree_and_its_pickle_are_dropped_together(monkeypatch: pytest.MonkeyPa
     assert [id(tree) for tree in kept_trees] == list(expressions._pickles)
     assert [tree for tree, _ in expressions._pickles.values()] == kept_trees
     assert [expression for _, expression in expressions._parsed] == [f"SET #a = :v{n}" for n in range(6, 10)]
+
+
+def test_threads_keeping_at_once_never_break_the_bound() -> None:
+    """The endpoint serves requests in threads: evictions racing (two threads dropping the oldest at once) must
+    neither raise nor let the cache grow past its bound. Without the lock in `keep`, `del` of a key another
+    thread just dropped raised KeyError inside a request."""
+    cache: ExpressionCache[int, int] = ExpressionCache(bound=8)
+    errors: list[BaseException] = []
+
+    def keep_many(start: int) -> None:
+        try:
+            for number in range(start, start + 5_000):
+                cache.keep(number, number)
+        except BaseException as error:  # noqa: BLE001 - any failure is the finding
+            errors.append(error)
+
+    threads = [threading.Thread(target=keep_many, args=(index * 10_000,)) for index in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == [] and len(cache) <= 8

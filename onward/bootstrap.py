@@ -344,7 +344,7 @@ class Deployment:
         from onward.store.dynamo.overlap_index import DynamoOverlapIndex
 
         return OverlapReader(DynamoOverlapIndex(self.client("dynamodb"), self.settings.require("jobs_table")),
-                             self.job_store)
+                             self.job_store, self.store_reads)
 
     def lag_probe(self, outbox_retention_days: float | None = None) -> LagProbe:
         """A probe of the pipeline's lag (`onward lag`), new on each call; `outbox_retention_days` is the

@@ -25,10 +25,10 @@ class OverlapIndex(Protocol):
 class OverlapReader:
     """The jobs whose runs record overlaps in a window, with their tenant, type and overlapping runs."""
 
-    def __init__(self, index: OverlapIndex, store: JobStore, clock: Any = system_clock) -> None:
+    def __init__(self, index: OverlapIndex, store: JobStore, reads: StoreReads, clock: Any = system_clock) -> None:
         self._index = index
         self._store = store
-        self._reads = StoreReads(store)
+        self._reads = reads
         self._clock = clock
 
     def since(self, since: EpochMs, until: EpochMs | None = None) -> list[JobOverlap]:

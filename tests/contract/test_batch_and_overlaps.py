@@ -32,6 +32,7 @@ from onward.store.dynamo.keys import Entity, overlap_partition, run_key
 from onward.store.dynamo.transaction_limits import transaction_cuts
 from onward.store.ports import CreateOutcome, ManyCreated, NewJobWrite, OverlapMark, Tenant
 from onward.store.ports.ready_queues import ReadyQueue, ready_shard
+from onward.store.reads import StoreReads
 from onward.store.service import MAX_PARAMS_BYTES, Created, JobStore, ReportStatus
 from tests.contract.backends import StoreBackend
 from tests.contract.test_recorder_contract import ECHO, JOB_RETENTION_S, RETENTION_S
@@ -275,7 +276,7 @@ def test_a_zombie_reporting_after_its_successor_claimed_is_marked_on_both_runs_a
     index = backend.overlap_index()
     assert index.overlapping_jobs(began, clock.now) == [job_id]
     assert index.overlapping_jobs(began + 1, clock.now) == [], "keyed by when the overlap began"
-    (listed,) = OverlapReader(index, store, clock).since(began - 86_400_000)
+    (listed,) = OverlapReader(index, store, StoreReads(store), clock).since(began - 86_400_000)
     assert (listed.job_id, listed.tenant_id, listed.type) == (job_id, "acme", "demo.echo")
     assert [run.attempt for run in listed.runs] == [1, 2]
     (item,) = [i for i in backend.jobs_table() if (i["pk"], i["sk"]) == run_key(job_id, 1)]

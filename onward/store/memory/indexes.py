@@ -9,7 +9,7 @@ from collections.abc import Collection, Mapping
 from onward.domain.clock import EpochMs
 from onward.domain.dispatch import Usage
 from onward.domain.states import JobState
-from onward.store.memory.state import MemoryState, first
+from onward.store.memory.state import MemoryState, first, stored
 from onward.store.ports.index_shards import CLOCK_SHARDS, PARKED_SHARDS, active_shard, parked_shard
 from onward.store.ports.lease_index import LeaseIndex
 from onward.store.ports.outcomes import RenewalAnswer
@@ -88,7 +88,7 @@ class MemoryTenantCounters(TenantCounters):
             entry = self._state.queues.get((tenant_id, shard))
             if entry is None or not entry.active or entry.active_vt is None or not entry.active_vt < active_vt:
                 return False
-            entry.active_vt = active_vt
+            entry.active_vt = stored(active_vt)  # as DynamoDB's number reads back
             return True
 
     def deactivate(self, tenant_id: str, shard: int) -> bool:

@@ -79,6 +79,9 @@ def document(app: ApiGatewayResolver, job_types: frozenset[str] = frozenset()) -
         schemas.pop(name, None)
     for item in served["paths"].values():
         for operation in item.values():
+            for parameter in operation.get("parameters", ()):
+                if parameter["in"] == "header":  # Powertools lowers a header's name; its title keeps the alias
+                    parameter["name"] = parameter["schema"].get("title", parameter["name"])
             answer = operation["responses"].get("422", {})
             if "HTTPValidationError" in json.dumps(answer):
                 del operation["responses"]["422"]

@@ -65,3 +65,13 @@ def test_a_body_that_is_not_a_json_object_is_told_so(path: str, body: bytes) -> 
                         LocalLambdaContext("onward-api"))
     problem = json.loads(reply["body"])
     assert (reply["statusCode"], problem["detail"]) == (422, "the body must be a JSON object")
+
+
+def test_the_document_names_the_idempotency_header_as_callers_send_it() -> None:
+    """Powertools lowers a header parameter's name in the document it generates; a client generated from it
+    would then send `idempotency-key` (harmless on the wire, but the document and docs/api.md say another
+    name than the API's own answers and prose)."""
+    from onward.api.app import openapi_document
+
+    parameters = openapi_document()["paths"]["/jobs"]["post"]["parameters"]
+    assert [(parameter["name"], parameter["in"]) for parameter in parameters] == [("Idempotency-Key", "header")]

@@ -130,6 +130,9 @@ def test_create_many_refuses_what_one_transaction_cannot_hold(backend, clock):
     heavy = [NewJobWrite.of(lifecycle.create(f"{n:02d}" + "2" * 30, "acme", big, clock.now), ready_shards=1,
                             retention_s=RETENTION_S, job_retention_s=JOB_RETENTION_S) for n in range(30)]
     assert [len(cut) for cut in transaction_cuts(heavy)] == [13, 13, 4], "4 MB of items per transaction"
+    with pytest.raises(StoreInvariantViolation):  # 30 jobs of 290 KB: over 4 MB on either backend
+        backend.recorder.create_many(heavy)
+    assert backend.snapshot() == before
 
 
 # --- JobStore.create_batch ----------------------------------------------------------------------------------

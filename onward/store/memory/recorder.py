@@ -5,7 +5,8 @@ lock (onward.store.memory.state), with the same conditions and all-or-nothing wr
 For tests and simulations: `JobStore.in_memory()` runs the whole service layer (lifecycle decisions,
 dispatch order, re-decisions after a lost race) over it, with no AWS. What it does not reproduce:
 DynamoDB's TransactionConflict (one lock serializes every write, so no write ever meets another in
-flight), index lag (its indexes are exact at once), item size limits and TTLs (nothing expires).
+flight), index lag (its indexes are exact at once), item size limits (a batch of creates is refused past
+4 MB of its jobs' own JSON only) and TTLs (nothing expires).
 """
 
 from __future__ import annotations

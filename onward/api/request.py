@@ -86,20 +86,22 @@ def tenant_scope(principal: Principal, asked: str | None = None) -> str | None:
     return principal.tenant_id
 
 
-def operator_caller() -> Principal:
-    """The caller, if an operator (403 otherwise)."""
+def _operator(refusal: Problem) -> Principal:
+    """The caller, if an operator; `refusal` otherwise."""
     principal = caller()
     if not principal.operator:
-        raise Problem(403, "Forbidden", "this is for operators", slug="operators-only")
+        raise refusal
     return principal
+
+
+def operator_caller() -> Principal:
+    """The caller, if an operator (403 otherwise)."""
+    return _operator(Problem(403, "Forbidden", "this is for operators", slug="operators-only"))
 
 
 def replaying_operator() -> Principal:
     """The caller, if an operator (403 otherwise): replay is an operator's."""
-    principal = caller()
-    if not principal.operator:
-        raise Problem(403, "Forbidden", "replay is for operators")
-    return principal
+    return _operator(Problem(403, "Forbidden", "replay is for operators"))
 
 
 def platform_operator() -> Principal:
@@ -132,6 +134,11 @@ def cursor_start(cursor: str, start_of: Callable[[object], Start | None]) -> Sta
     return start
 
 
+# What pydantic says of a body that is JSON but not an object ([], "text", 3; null reads as no body): a model's
+# own validator also answers at the body's place, with the reason it gives.
+NOT_AN_OBJECT = frozenset({"model_attributes_type", "model_type", "dict_type", "missing"})
+
+
 def invalid_request(errors: Sequence[Mapping[str, Any]], path_arguments: Mapping[str, str], path: str) -> Problem:
     """The answer to a request the resolver refused (Powertools' RequestValidationError): a path parameter no
     resource can have is a missing resource (404), a bad query parameter a 400, and a body that does not
@@ -142,9 +149,10 @@ def invalid_request(errors: Sequence[Mapping[str, Any]], path_arguments: Mapping
         return MISSING_IN_AREA.get(path.split("/")[1], not_found)(path_arguments.get(name, ""))
     if "body" not in where:
         return Problem(400, "Bad request", "; ".join(dict.fromkeys(_query_refusal(error) for error in errors[:3])))
-    if any(tuple(error["loc"]) == ("body",) for error in errors):  # the body as a whole: [], null, "text", 3
-        return Problem(422, "Invalid request", "the body must be a JSON object", slug="validation")
-    return field_errors([{**error, "loc": error["loc"][1:]} for error in errors if error["loc"][0] == "body"])
+    refused = field_errors([{**error, "loc": error["loc"][1:]} for error in errors if error["loc"][0] == "body"])
+    if any(tuple(error["loc"]) == ("body",) and error["type"] in NOT_AN_OBJECT for error in errors):
+        return Problem(422, "Invalid request", "the body must be a JSON object", slug="validation", extra=refused.extra)
+    return refused
 
 
 def invalid_body(error: ValidationError, where: tuple[str | int, ...] = ()) -> Problem:

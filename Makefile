@@ -65,6 +65,7 @@ $(FUNCTIONS):
 # The long crash-point soak (the short one runs in `make test`): 20,000 jobs, then its audit table.
 soak: $(STAMP)
 	$(BIN)/python -m tests.soak.driver --jobs $(or $(JOBS),20000)
+	$(BIN)/python -m tests.soak.fairness_at_scale
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.transactions

@@ -11,18 +11,27 @@ hottest key reaches one of them:
     aws_ceiling_jobs_per_s = min(1,000 / hottest_key_write_units_per_job, 3,000 / hottest_key_read_units_per_job)
 
 Two workloads: `many_tenants` (1,000 tenants, a few jobs each, created interleaved) and `one_tenant` (one
-tenant with 8 ready shards, every job its), on the deployed topology (ActiveShards 32). Settings
+tenant with 8 ready shards, every job its), on the deployed topology (template.yaml's ActiveShards). Settings
 registration is setup, not per-job work, and is not metered. Reads a process makes once per period whatever
 its rate (the head of the `active` index, every HEAD_CACHE_MS; the system clock, CLOCK_REFRESH_MS; a
 tenant's settings, TENANT_CACHE_MS) cost per job what they cost at the process's rate: the store runs on a
 clock that advances 1 / PROCESS_JOBS_PER_S per job (a busy worker process), not on this machine's, where
 the embedded endpoint runs a hundred times slower than DynamoDB and every period would hold a few jobs.
 
+`realistic`: the same two workloads as they run (bench/scale_realistic.py): jobs arrive at a steady rate while
+others are claimed, take 100 ms - 1 s each on a virtual clock, complete with a result, and the relay and the
+projector carry their events to the status view through their real handlers. Every table, index and stream
+shard they touch is counted per key (bench/scale_limits.py): `aws_ceiling_jobs_per_s` is the least ceiling
+over every DynamoDB partition (1,000 write / 3,000 read units a second) and every shard of the events stream
+as template.yaml deploys it (1,000 records / 1 MiB a second), `limited_by` names that resource. Its cost
+(bench/scale_cost.py) at on-demand list prices: `usd_per_million_jobs` and its breakdown (the many-tenants
+run's at top level; each run's in its section).
+
 `claim_read_units`: the read units of one claim by a process with cold caches (the worst case: every
 read it can make), with 10, 1,000 and 10,000 registered tenants of which 10 have jobs waiting, and
 `claim_read_units_backlogged` with 10 and 1,000 tenants all with jobs waiting. Targets: ceiling >= 10,000
-jobs/s for many tenants and >= 1,000 for one tenant, claim read units flat within 1.5x, write units per
-job <= 40. Exit status 1 when a target is missed.
+jobs/s for many tenants and >= 1,000 for one tenant (both for the realistic workloads too), claim read units flat
+within 1.5x, write units per job <= 40, under $20 per million jobs. Exit status 1 when a target is missed.
 """
 
 from __future__ import annotations
@@ -35,12 +44,16 @@ import sys
 import time
 from typing import Any
 
+from bench.scale_cost import usd_per_million_jobs
+from bench.scale_limits import summary
+from bench.scale_realistic import Simulation, Workload
 from onward.domain.models import NewJob
 from onward.settings import Settings
 from onward.store.ports import Tenant
 from onward.store.service import JobStore
 from onward_infra.endpoint import REGION, EmbeddedEndpoint
 from onward_infra.metering import Meter, MeterReading
+from onward_infra.template import load_template
 
 PARTITION_WRITE_UNITS = 1_000
 PARTITION_READ_UNITS = 3_000
@@ -48,13 +61,18 @@ TARGET_MANY_TENANTS = 10_000
 TARGET_ONE_TENANT = 1_000
 TARGET_FLATNESS = 1.5
 TARGET_WRITE_UNITS = 40
+TARGET_USD_PER_MILLION_JOBS = 20.0
 MANY_TENANTS = 1_000
 JOBS_PER_TENANT = 3
 ONE_TENANT_JOBS = 3_000
 ONE_TENANT_SHARDS = 8
 CLAIMS_MEASURED = 5
-AWS_ACTIVE_SHARDS = 32  # template.yaml's ActiveShards default
+AWS_ACTIVE_SHARDS = int(load_template()["Parameters"]["ActiveShards"]["Default"])  # as `sam deploy` sets it
 PROCESS_JOBS_PER_S = 200
+REALISTIC_JOBS = 3_000
+REALISTIC_RATE_PER_S = 200.0  # arrivals; 4 processes of 32 slots running jobs of 0.55 s on average keep up
+REALISTIC_PROCESSES = 4
+REALISTIC_SLOTS = 32
 NOOP = NewJob(type="demo.echo", params={"n": 1})
 
 
@@ -162,26 +180,64 @@ def claim_read_units(stack: Stack, registered: int, backlogged: int) -> float:
     return round(sum(units) / len(units), 2)
 
 
+@dataclasses.dataclass(frozen=True)
+class Realistic:
+    """The realistic workloads' size: jobs each, their arrival rate, worker processes and slots per process."""
+
+    jobs: int = REALISTIC_JOBS
+    rate_per_s: float = REALISTIC_RATE_PER_S
+    processes: int = REALISTIC_PROCESSES
+    slots: int = REALISTIC_SLOTS
+
+
+def _deployed_settings(environment: dict[str, str]) -> Settings:
+    return dataclasses.replace(Settings.from_environment(environment), active_shards=AWS_ACTIVE_SHARDS)
+
+
+def realistic(endpoint: EmbeddedEndpoint, meter: Meter, stack_names: Any, tenants: int, size: Realistic,
+              rng: random.Random) -> dict[str, Any]:
+    """Both realistic workloads, each on a fresh stack: their ceilings over every resource, and their cost
+    with the events stream sized for the workload's target rate."""
+    workloads = (
+        (Workload("many_tenants", tuple(f"t{n:05d}" for n in range(tenants)), 1, size.jobs, size.rate_per_s,
+                  size.processes, size.slots), TARGET_MANY_TENANTS),
+        (Workload("one_tenant", ("solo",), ONE_TENANT_SHARDS, size.jobs, size.rate_per_s, size.processes,
+                  size.slots), TARGET_ONE_TENANT),
+    )
+    figures = {}
+    for workload, target_rate in workloads:
+        run = Simulation(endpoint, meter, next(stack_names), _deployed_settings, workload, rng).run()
+        cost = usd_per_million_jobs(run, target_rate)
+        figures[workload.name] = {**summary(run), "usd_per_million_jobs": cost.pop("usd_per_million_jobs"),
+                                  "cost": cost}
+    return figures
+
+
 REGISTERED = (10, 1_000, 10_000)
 BACKLOGGED = (10, 1_000)
 
 
 def run(tenants: int = MANY_TENANTS, one_tenant_jobs: int = ONE_TENANT_JOBS, seed: int = 1, *,
-        registered: tuple[int, ...] = REGISTERED, backlogged: tuple[int, ...] = BACKLOGGED) -> dict[str, Any]:
+        registered: tuple[int, ...] = REGISTERED, backlogged: tuple[int, ...] = BACKLOGGED,
+        realistic_size: Realistic = Realistic()) -> dict[str, Any]:
     started = time.perf_counter()
     rng = random.Random(seed)
     meter = Meter(REGION)
     report: dict[str, Any] = {}
     with EmbeddedEndpoint(meter=meter) as endpoint:
         stacks = iter(range(100))
+        names = (f"scale-{n}" for n in stacks)
 
         def fresh() -> Stack:
-            return Stack(endpoint, meter, f"scale-{next(stacks)}")
+            return Stack(endpoint, meter, next(names))
 
         report["many_tenants"] = many_tenants(fresh(), tenants, JOBS_PER_TENANT, rng)
         report["one_tenant"] = one_tenant(fresh(), one_tenant_jobs)
         report["claim_read_units"] = {str(n): claim_read_units(fresh(), n, min(10, n)) for n in registered}
         report["claim_read_units_backlogged"] = {str(n): claim_read_units(fresh(), n, n) for n in backlogged}
+        report["realistic"] = realistic(endpoint, meter, names, tenants, realistic_size, rng)
+    report["usd_per_million_jobs"] = report["realistic"]["many_tenants"]["usd_per_million_jobs"]
+    report["usd_per_million_jobs_breakdown"] = report["realistic"]["many_tenants"]["cost"]["breakdown"]
     report["targets"] = targets(report)
     report["wall_s"] = round(time.perf_counter() - started, 1)
     return report
@@ -191,8 +247,13 @@ def _flatness(units: dict[str, float]) -> float:
     return max(units.values()) / min(units.values())
 
 
+def _at_least(value: float, bound: float) -> dict[str, Any]:
+    return {"value": value, "at_least": bound, "met": value >= bound}
+
+
 def targets(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
     many, one = report["many_tenants"], report["one_tenant"]
+    real_many, real_one = report["realistic"]["many_tenants"], report["realistic"]["one_tenant"]
     flat, flat_backlogged = _flatness(report["claim_read_units"]), _flatness(report["claim_read_units_backlogged"])
     worst_writes = max(many["write_units_per_job"], one["write_units_per_job"])
     return {
@@ -205,6 +266,10 @@ def targets(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
                                              "met": flat_backlogged <= TARGET_FLATNESS},
         "write_units_per_job": {"value": worst_writes, "at_most": TARGET_WRITE_UNITS,
                                 "met": worst_writes <= TARGET_WRITE_UNITS},
+        "realistic_many_tenants_ceiling": _at_least(real_many["aws_ceiling_jobs_per_s"], TARGET_MANY_TENANTS),
+        "realistic_one_tenant_ceiling": _at_least(real_one["aws_ceiling_jobs_per_s"], TARGET_ONE_TENANT),
+        "usd_per_million_jobs": {"value": report["usd_per_million_jobs"], "at_most": TARGET_USD_PER_MILLION_JOBS,
+                                 "met": report["usd_per_million_jobs"] < TARGET_USD_PER_MILLION_JOBS},
     }
 
 
@@ -221,6 +286,15 @@ def _table(report: dict[str, Any]) -> str:
                  + ", ".join(f"{n}: {units}" for n, units in report["claim_read_units"].items()))
     lines.append("claim read units by backlogged tenants: "
                  + ", ".join(f"{n}: {units}" for n, units in report["claim_read_units_backlogged"].items()))
+    for workload, figures in report["realistic"].items():
+        lines.append(f"realistic {workload}: {figures['jobs']:,} jobs arriving at {figures['arrival_rate_per_s']:g}/s, "
+                     f"{figures['worker_slots']} slots in {figures['processes']} processes: AWS ceiling "
+                     f"{figures['aws_ceiling_jobs_per_s']:,} jobs/s, limited by {figures['limited_by']}")
+        lines += [f"    {found['resource']}: {found['per_job']} per job -> {found['ceiling_jobs_per_s']:,} jobs/s"
+                  for found in figures["lowest_ceilings"][:4]]
+        cost = figures["cost"]
+        lines.append(f"    ${figures['usd_per_million_jobs']} per million jobs (mostly {cost['dominated_by']}): "
+                     + ", ".join(f"{line} {usd}" for line, usd in cost["breakdown"].items()))
     for name, target in report["targets"].items():
         bound = f"<= {target['at_most']}" if "at_most" in target else f">= {target['at_least']}"
         lines.append(f"target {name}: {target['value']} {bound}: {'met' if target['met'] else 'MISSED'}")

@@ -38,10 +38,12 @@ from onward.settings import (
 
 if TYPE_CHECKING:
     from onward.api.auth import Authenticator
+    from onward.api.quota import TenantAllowances
     from onward.maintenance.backlog import BacklogCounter
     from onward.maintenance.scheduler import Scheduler
     from onward.operator.claim_history import RecentClaims
     from onward.operator.conflicts import ConflictReader
+    from onward.operator.failure_queues import FailureQueue
     from onward.operator.lag import LagProbe
     from onward.operator.overlaps import OverlapReader
     from onward.operator.parked import ParkedRecordReader
@@ -117,7 +119,7 @@ class Deployment:
     @classmethod
     def from_environment(cls, environ: Mapping[str, str] | None = None) -> Deployment:
         """This process's deployment for the environment (os.environ by default): built on the first call,
-        the same object on every later call while the variables it reads (ONWARD_*, *_TABLE, *_STREAM,
+        the same object on every later call while the variables it reads (ONWARD_*, *_TABLE, *_STREAM, *_QUEUE,
         AWS_ENDPOINT_URL, AWS_REGION, AWS_DEFAULT_REGION) keep their values. An environment with other values
         (each test's stack) gets a deployment of its own; the last few are kept. InvalidSetting at once for a
         value Settings cannot use."""
@@ -242,20 +244,27 @@ class Deployment:
 
     @Component
     def relay(self) -> Relay:
-        """Outbox stream -> events stream, with its own checkpoint; parks what it cannot read."""
+        """Outbox stream -> events stream, with its own checkpoint; parks what it cannot read, and an event that
+        failed its 3rd delivery (onward/pipeline/poison.py)."""
+        from onward.pipeline.poison import FailureCounts
         from onward.pipeline.relay.relay import Relay
 
-        return Relay(self.events_publisher, self.checkpoint_store, self.parked_records)
+        return Relay(self.events_publisher, self.checkpoint_store, self.parked_records,
+                     failure_counts=FailureCounts(self.client("dynamodb"), self.settings.require("parked_table")))
 
     @Component
     def status_projector(self) -> StatusProjector:
         """Events stream -> status view, under the version guard (STATUS_TABLE, CONFLICTS_TABLE); ended jobs'
-        view rows and kept conflicts expire after ONWARD_JOB_RETENTION_DAYS."""
+        view rows and kept conflicts expire after ONWARD_JOB_RETENTION_DAYS. A record that keeps failing is
+        parked after its PARK_AFTER_FAILURES-th failed delivery (onward/pipeline/poison.py)."""
+        from onward.pipeline.poison import FailureCounts
         from onward.pipeline.projector.projector import StatusProjector
 
         return StatusProjector(self.client("dynamodb"), self.settings.require("status_table"),
                                self.settings.require("conflicts_table"), self.checkpoint_store,
-                               self.parked_records, retention_s=self.settings.job_retention_s)
+                               self.parked_records, retention_s=self.settings.job_retention_s,
+                               failure_counts=FailureCounts(self.client("dynamodb"),
+                                                            self.settings.require("parked_table")))
 
     # --- the entry points' own configuration --------------------------------------------------------------
 
@@ -266,6 +275,34 @@ class Deployment:
         from onward.api.auth import authenticator_from_environment
 
         return authenticator_from_environment(self.environ)
+
+    @Component
+    def failure_queues(self) -> dict[str, FailureQueue]:
+        """The relay's and the projector's on-failure queues, by source, those the environment names
+        (RELAY_FAILURES_QUEUE, PROJECTOR_FAILURES_QUEUE): what `onward redrive` drains."""
+        from onward.operator.failure_queues import FailureQueue
+
+        queues: dict[str, FailureQueue] = {}
+        if self.settings.relay_failures_queue is not None:
+            queues["relay"] = FailureQueue(self.client("sqs"), url=self.settings.require("relay_failures_queue"))
+        if self.settings.projector_failures_queue is not None:
+            queues["projector"] = FailureQueue(self.client("sqs"),
+                                               url=self.settings.require("projector_failures_queue"))
+        return queues
+
+    @Component
+    def request_allowances(self) -> TenantAllowances:
+        """Each tenant's request quota on the HTTP API: ONWARD_TENANT_REQUESTS_PER_S requests a second (unset
+        or 0: none), counted in the jobs table (onward.api.quota)."""
+        from onward.api.quota import TenantAllowances
+        from onward.domain.request_quota import RequestQuota
+        from onward.store.dynamo.request_counts import DynamoRequestCounter
+
+        quota = RequestQuota(number_setting(self.environ, "ONWARD_TENANT_REQUESTS_PER_S", 0.0))
+        if not quota.enforced:
+            return TenantAllowances(quota, None)
+        counter = DynamoRequestCounter(self.client("dynamodb"), self.settings.require("jobs_table"))
+        return TenantAllowances(quota, counter)
 
     @Component
     def job_types(self) -> frozenset[str]:
@@ -371,5 +408,5 @@ _deployments_lock = threading.Lock()
 
 def _configures(variable: str) -> bool:
     """Whether a variable can change what a Deployment builds."""
-    return (variable.startswith("ONWARD_") or variable.endswith(("_TABLE", "_STREAM"))
+    return (variable.startswith("ONWARD_") or variable.endswith(("_TABLE", "_STREAM", "_QUEUE"))
             or variable in _AWS_VARIABLES)

@@ -11,7 +11,9 @@ Points in the code (grep `fault_point(` for the exact places):
 - store.before_commit, store.after_commit (subject `<transition>:<job_id>`), store.reap.before_transition
   (subject the job id);
 - relay.before_put_records, relay.after_put_records;
-- projector.after_record (subject `<shard>:<sequence number>`, after the record was projected).
+- projector.after_record (subject `<shard>:<sequence number>`, after the record was projected);
+- projector.before_write (subject the job id, before a batch's events of that job are written: a hook that
+  raises an Exception there makes that job's records poison, as a drill of onward/pipeline/poison.py).
 """
 
 from __future__ import annotations

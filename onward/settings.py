@@ -57,7 +57,7 @@ DEFAULT_OUTBOX_RETENTION_DAYS = 7
 DEFAULT_JOB_RETENTION_DAYS = 30
 DAY_S = 86_400
 _RESOURCES = ("jobs_table", "outbox_table", "status_table", "checkpoint_table", "conflicts_table",
-              "parked_table", "events_stream")
+              "parked_table", "events_stream", "relay_failures_queue", "projector_failures_queue")
 
 
 class MissingSetting(RuntimeError):
@@ -84,6 +84,9 @@ class Settings:
     conflicts_table: str | None = None
     parked_table: str | None = None
     events_stream: str | None = None
+    # the stream mappings' on-failure queues (their URLs): what `onward redrive` drains
+    relay_failures_queue: str | None = None
+    projector_failures_queue: str | None = None
     outbox_retention_days: int = DEFAULT_OUTBOX_RETENTION_DAYS  # the TTL writers stamp on outbox events
     # ONWARD_JOB_RETENTION_DAYS: how long a job's items, view row, conflicts and parked records are kept once
     # done (onward.store.dynamo.keys says from when)

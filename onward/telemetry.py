@@ -46,6 +46,24 @@ def discard_unflushed(
     return decorate
 
 
+# --- counts sent only when not zero ---------------------------------------------------------------------------
+
+# CloudWatch bills a custom metric for every hour it receives a value, a zero as much as any: counts that are zero
+# while nothing happens are sent only when not zero, so an idle deployment pays for the few metrics its alarms
+# need every minute (docs/costs.md). Their alarms and graphs read a missing value as 0 (FILL, notBreaching).
+COUNTS_SENT_WHEN_NOT_ZERO = frozenset({
+    "LeasesReaped", "RelayPublished", "RelayRetriedEntries", "RelayParked", "ProjectionParked",
+    "ProjectionWritesSaved", "SchedulesFired", "ScheduleFiresSkipped"})
+
+
+def add_count(metrics: MetricSink, name: str, value: int) -> None:
+    """Add one of COUNTS_SENT_WHEN_NOT_ZERO, unless it is zero."""
+    if name not in COUNTS_SENT_WHEN_NOT_ZERO:
+        raise ValueError(f"{name} is not a count sent only when not zero")
+    if value:
+        metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
+
+
 # --- AttemptOverlaps: the same metric from both worker runtimes -----------------------------------------------
 
 METRICS_NAMESPACE = "Onward"

@@ -1,5 +1,6 @@
 """Static reading of the project's own code, for the template tests: which code an entry point can run,
-which AWS SDK operations that code calls, and which environment variables it reads.
+which AWS SDK operations that code calls, on which table, index or stream (tests/codescan_targets.py), and
+which environment variables it reads.
 
 Nothing is imported or executed: modules are parsed with `ast`. The reading follows CALL PATHS, not modules:
 from the entry points it follows the functions and methods they can call, over a conservative call graph of
@@ -8,8 +9,10 @@ imports can do. The graph may over-approximate (follow a call that never happens
 as long as the code follows the conventions the tests rely on:
 
 - AWS clients are made with a literal service name (`settings.client("dynamodb")`, `boto3.client("kinesis")`);
-- SDK operations are called as attributes (`self._db.put_item(...)`, `get_paginator("query")`), with
-  `IndexName="..."` literals for index queries and `settings.require("<resource>")` for resource names;
+- SDK operations are called as attributes (`self._db.put_item(...)`, `get_paginator("query")`); their
+  TableName, IndexName and stream names come from `settings.require("<resource>")`, literals, module constants
+  or f-strings of them, followed back through the AST to the call (tests/codescan_targets.py, which fails the
+  reading where it cannot follow one);
 - environment variables are read with literal names (`os.environ.get("X")`, `source.get("X")` where
   `source` is `os.environ` or a mapping standing in for it, `helper(source, "X", ...)`,
   `settings.require("jobs_table")` -> JOBS_TABLE);
@@ -31,7 +34,12 @@ How names are resolved (each rule errs on the side of reading more):
   code;
 - every identifier in reached code (a name, an attribute, a literal given to getattr/hasattr/setattr) reaches
   every top-level function and class of that name in every loaded module, and every method of that name in
-  every reached class, whatever the receiver is (`self.x.method(` reaches each reached class's `method`);
+  every reached class, whatever the receiver is (`self.x.method(` reaches each reached class's `method`),
+  but for three uses that cannot call a plain method: `m.f` where `m` is a project module the module's top
+  level imports (`lifecycle.claim(...)`: a function, not Claimer.claim), an attribute assigned (`self.events =
+  {}`: only a property's setter of that name runs), and an attribute used as a value (`x.events.get(...)`,
+  `x.events[k]`: a method object has neither, so only a decorated method of that name, a property or a
+  component, is reached);
 - a reached class reaches its dunder methods (called implicitly: `__init__`, `__call__`, `__get__`, ...),
   its methods whose decorators are not plain wrappers (`@router.get(...)`, `@field_validator(...)`: a library
   calls them), and, when it derives from a class outside the project (a library's processor, a pydantic
@@ -58,6 +66,18 @@ from pathlib import Path
 
 import botocore.session
 
+from tests.codescan_modules import Scope, Unresolved
+from tests.codescan_targets import NAMES, Targets, call_accesses, named
+from tests.codescan_units import (
+    _Class,
+    _is_dunder,
+    _literal,
+    _Module,
+    _names,
+    _split,
+    _Unit,
+)
+
 ROOT = Path(__file__).resolve().parent.parent
 # the product, and the SAM function folders whose modules template.yaml's Handlers name
 PROJECT_PACKAGES = ("onward", "handlers", "relay", "projector")
@@ -70,6 +90,7 @@ SERVICES = {"dynamodb": "dynamodb", "dynamodbstreams": "dynamodb", "kinesis": "k
 TRANSACT_ITEM_ACTIONS = {"Put": "dynamodb:PutItem", "Update": "dynamodb:UpdateItem",
                          "Delete": "dynamodb:DeleteItem", "ConditionCheck": "dynamodb:ConditionCheckItem",
                          "Get": "dynamodb:GetItem"}
+TRANSACTIONS = {"TransactWriteItems": {"Put", "Update", "Delete", "ConditionCheck"}, "TransactGetItems": {"Get"}}
 _ENV_NAME = re.compile(r"^[A-Z][A-Z0-9_]*[A-Z0-9]$")
 # Decorators that only wrap a function called by its name: a function decorated so is reached by its name.
 # Any other decorator (a route, a validator, a registry's) hands the function to a library that calls it.
@@ -80,7 +101,6 @@ PLAIN_WRAPPERS = frozenset({"property", "cached_property", "setter", "getter", "
 INERT_BASES = frozenset({"object", "Protocol", "Generic", "ABC", "Enum", "StrEnum", "IntEnum", "NamedTuple",
                          "TypedDict"}) | {name for name, value in vars(builtins).items()
                                           if isinstance(value, type) and issubclass(value, BaseException)}
-_ATTRIBUTE_FUNCTIONS = {"getattr", "hasattr", "setattr", "delattr"}
 
 
 @cache
@@ -99,30 +119,29 @@ class SdkCall:
     unit: str = ""  # "module:qualname" of the function making the call
 
 
+Access = tuple[str, str, str]  # (IAM action, resource the settings name, "arn" | "stream" | "index/<name>")
+
+
 @dataclass
 class CodeReading:
     """What the code reachable from the roots does, read statically."""
 
     modules: list[str]  # the project modules loaded
     calls: list[SdkCall] = field(default_factory=list)
-    transact_item_kinds: set[str] = field(default_factory=set)  # "Put", "Update", ... in TransactItems
-    index_names: set[str] = field(default_factory=set)
+    # each action on each table, index or stream the calls can name -> the first call ("module:line") doing it
+    accesses: dict[Access, str] = field(default_factory=dict)
     required_resources: set[str] = field(default_factory=set)  # settings.require("jobs_table") -> jobs_table
     environment: set[str] = field(default_factory=set)
     # "module:qualname" of each function read ("module": its top-level code) -> the unit that reached it
     reached_from: dict[str, str] = field(default_factory=dict)
 
     def actions(self) -> set[str]:
-        """IAM actions the calls need."""
-        needed: set[str] = set()
-        for call in self.calls:
-            if call.operation in {"TransactWriteItems", "TransactGetItems"}:
-                wanted = {"Get"} if call.operation == "TransactGetItems" else {"Put", "Update", "Delete",
-                                                                                 "ConditionCheck"}
-                needed |= {TRANSACT_ITEM_ACTIONS[kind] for kind in self.transact_item_kinds & wanted}
-            else:
-                needed.add(f"{SERVICES[call.service]}:{call.operation}")
-        return needed
+        """IAM actions the calls need (a transaction's: its items' Put / Update / ConditionCheck / ...)."""
+        return {action for action, _, _ in self.accesses}
+
+    @property
+    def index_names(self) -> set[str]:
+        return {part.removeprefix("index/") for _, _, part in self.accesses if part.startswith("index/")}
 
     def services(self) -> set[str]:
         return {call.service for call in self.calls}
@@ -145,114 +164,6 @@ def _is_project(name: str, allowed: frozenset[str] = frozenset()) -> bool:
     return any(_inside(name, package) for package in PROJECT_PACKAGES) and not any(
         _inside(name, other) and other not in allowed for other in NOT_SHIPPED)
 
-
-@dataclass(eq=False)
-class _Unit:
-    """Code that runs together: a module's top-level code, a function, or a method."""
-
-    module: str
-    is_package: bool
-    qualname: str  # "" for the module's top-level code
-    nodes: list[ast.AST]
-    decorators: list[str] = field(default_factory=list)  # the last identifier of each decorator
-
-
-@dataclass(eq=False)
-class _Class:
-    module: str
-    name: str
-    bases: list[str]  # the last identifier of each base (Generic[T] -> Generic)
-    methods: list[tuple[str, _Unit]] = field(default_factory=list)
-
-
-@dataclass
-class _Module:
-    code: _Unit  # top-level code
-    functions: list[tuple[str, _Unit]] = field(default_factory=list)
-    classes: list[_Class] = field(default_factory=list)
-
-
-def _is_type_checking(node: ast.If) -> bool:
-    return ((isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING")
-            or (isinstance(node.test, ast.Attribute) and node.test.attr == "TYPE_CHECKING"))
-
-
-def _is_main_guard(node: ast.AST) -> bool:
-    """`if __name__ == "__main__":` (runs only when the module is run as a script, never on import)."""
-    return (isinstance(node, ast.If) and isinstance(node.test, ast.Compare) and isinstance(node.test.left, ast.Name)
-            and node.test.left.id == "__name__" and len(node.test.comparators) == 1
-            and _literal(node.test.comparators[0]) == "__main__")
-
-
-def _identifier(node: ast.AST) -> str | None:
-    """The last identifier of `a.b.c`, `a.b(...)`, `a[b]`."""
-    while isinstance(node, (ast.Call, ast.Subscript)):
-        node = node.func if isinstance(node, ast.Call) else node.value
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        return node.attr
-    return None
-
-
-def _walk(roots: Iterable[ast.AST]) -> list[ast.AST]:
-    """Every node under `roots` (roots included) but those under `if TYPE_CHECKING:`."""
-    found: list[ast.AST] = []
-    todo = list(roots)
-    while todo:
-        node = todo.pop()
-        found.append(node)
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.If) and _is_type_checking(child):
-                todo.extend(child.orelse)
-            else:
-                todo.append(child)
-    return found
-
-
-def _dependencies(args: ast.arguments) -> list[ast.AST]:
-    """The `Depends(f)` of a function's parameter annotations (`Annotated[T, Depends(f)]`): the library calls
-    `f` each time it calls the function, so they are read as the function's code."""
-    annotations = [arg.annotation for arg in [*args.posonlyargs, *args.args, *args.kwonlyargs] if arg.annotation]
-    return [node for annotation in annotations for node in ast.walk(annotation)
-            if isinstance(node, ast.Call) and _identifier(node.func) == "Depends"]
-
-
-def _split(name: str, is_package: bool, tree: ast.Module) -> _Module:
-    """A module's units: its top-level code, its top-level functions, its classes' methods."""
-    top: list[ast.AST] = []
-    module = _Module(_Unit(name, is_package, "", top))
-
-    def function(node: ast.FunctionDef | ast.AsyncFunctionDef, qualname: str) -> _Unit:
-        args = node.args
-        top.extend(_walk([*node.decorator_list, *args.defaults, *(d for d in args.kw_defaults if d)]))
-        body = _walk([*node.body, *_dependencies(args)])
-        return _Unit(name, is_package, qualname, body,
-                     [d for decorator in node.decorator_list if (d := _identifier(decorator))])
-
-    def visit(node: ast.AST, owner: _Class | None) -> None:
-        if isinstance(node, ast.If) and _is_type_checking(node):
-            for child in node.orelse:
-                visit(child, owner)
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            qualname = f"{owner.name}.{node.name}" if owner else node.name
-            unit = function(node, qualname)
-            (owner.methods if owner else module.functions).append((node.name, unit))
-        elif isinstance(node, ast.ClassDef):
-            top.extend(_walk([*node.bases, *node.keywords, *node.decorator_list]))
-            cls = _Class(name, node.name, [b for base in node.bases if (b := _identifier(base))])
-            module.classes.append(cls)
-            for child in node.body:
-                visit(child, cls)
-        else:
-            top.append(node)
-            for child in ast.iter_child_nodes(node):
-                visit(child, owner)
-
-    for statement in tree.body:
-        if not _is_main_guard(statement):
-            visit(statement, None)
-    return module
 
 
 def _imports(nodes: Iterable[ast.AST], module: str, is_package: bool, allowed: frozenset[str]) -> set[str]:
@@ -284,31 +195,25 @@ def _imports(nodes: Iterable[ast.AST], module: str, is_package: bool, allowed: f
     return modules
 
 
-def _names(nodes: Iterable[ast.AST]) -> tuple[set[str], set[str], bool]:
-    """The plain names the nodes use (`f`), the attribute names (`x.f`, `getattr(x, "f")`), and whether they
-    access an attribute by a computed name."""
-    plain: set[str] = set()
-    names: set[str] = set()
-    computed = False
-    for node in nodes:
-        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Store):  # `x = ...` calls nothing
-            plain.add(node.id)
-        elif isinstance(node, ast.ImportFrom):  # `from m import f as g`: g() calls f
-            plain.update(alias.name for alias in node.names if alias.asname is not None)
-        elif isinstance(node, ast.Attribute):
-            names.add(node.attr)
-        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-              and node.func.id in _ATTRIBUTE_FUNCTIONS and len(node.args) >= 2):
-            literal = _literal(node.args[1])
-            if literal is None:
-                computed = True
-            else:
-                names.add(literal)
-    return plain, names, computed
+def _module_names(tree: ast.Module, module: str, is_package: bool) -> frozenset[str]:
+    """The names a module's top level binds to project modules (`import a.b` binds `a`; `from a import b`,
+    `b` when a.b is a module)."""
+    bound: set[str] = set()
+    package = module if is_package else module.rpartition(".")[0]
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            bound |= {alias.asname or alias.name.partition(".")[0] for alias in node.names
+                      if _is_project(alias.name, frozenset(NOT_SHIPPED))}
+        elif isinstance(node, ast.ImportFrom):
+            source = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[: len(parts) - node.level + 1])
+                source = f"{base}.{node.module}" if node.module else base
+            bound |= {alias.asname or alias.name for alias in node.names
+                      if module_file(f"{source}.{alias.name}") is not None}
+    return frozenset(bound)
 
-
-def _is_dunder(name: str) -> bool:
-    return name.startswith("__") and name.endswith("__")
 
 
 def _called_by_a_library(unit: _Unit) -> bool:
@@ -334,6 +239,8 @@ def _reachable(roots: Iterable[str]) -> tuple[list[_Unit], set[str], dict[str, s
     class_via: dict[int, str] = {}
     named: dict[str, str] = {}  # identifier -> the label of the first unit that used it
     attributes: dict[str, str] = {}  # the same, for the identifiers a method can be named by
+    assigned: dict[str, str] = {}  # the same, for the attributes assigned (a setter's name)
+    valued: dict[str, str] = {}  # the same, for the attributes used as values (a decorated method's name)
     computed_attribute = ""  # the label of the first unit that accessed an attribute by a computed name
     to_load: list[tuple[str, str]] = []  # (module, the label of the unit that imports it)
 
@@ -345,14 +252,18 @@ def _reachable(roots: Iterable[str]) -> tuple[list[_Unit], set[str], dict[str, s
         reached.append(unit)
         label = _label(unit)
         via.setdefault(label, reason)
-        plain, names, computed = _names(unit.nodes)
-        for name in plain | names:
+        used = _names(unit.nodes, modules[unit.module].module_names)
+        for name in used.stored:
+            assigned.setdefault(name, label)
+        for name in used.valued:
+            valued.setdefault(name, label)
+        for name in used.plain | used.attributes | used.valued:
             named.setdefault(name, label)
         # a plain name in a function is a local, a global or a builtin, never a method; in top-level code
         # (a class body) it can be one of the class's methods
-        for name in names | (set() if unit.qualname else plain):
+        for name in used.attributes | (set() if unit.qualname else used.plain):
             attributes.setdefault(name, label)
-        if computed and not computed_attribute:
+        if used.computed and not computed_attribute:
             computed_attribute = label
         to_load.extend((module, label) for module in _imports(unit.nodes, unit.module, unit.is_package, allowed))
 
@@ -369,7 +280,9 @@ def _reachable(roots: Iterable[str]) -> tuple[list[_Unit], set[str], dict[str, s
             path = module_file(name)
             if path is None:
                 raise ModuleNotFoundError(name)
-            module = _split(name, path.name == "__init__.py", ast.parse(path.read_text(), str(path)))
+            tree = ast.parse(path.read_text(), str(path))
+            module = _split(name, path.name == "__init__.py", tree)
+            module.module_names = _module_names(tree, name, path.name == "__init__.py")
             modules[name] = module
             reach(module.code, reason)
             for _, unit in module.functions:
@@ -414,6 +327,10 @@ def _reachable(roots: Iterable[str]) -> tuple[list[_Unit], set[str], dict[str, s
             for method, unit in cls.methods:
                 if method in attributes:
                     reach(unit, attributes[method])
+                elif method in assigned and "setter" in unit.decorators:
+                    reach(unit, assigned[method])
+                elif method in valued and unit.decorators:
+                    reach(unit, valued[method])
                 elif foreign or _is_dunder(method) or _called_by_a_library(unit):
                     reach(unit, class_via[id(cls)])
                 elif computed_attribute and {"property", "cached_property"} & set(unit.decorators):
@@ -436,10 +353,6 @@ def reachable_modules(roots: Iterable[str]) -> list[str]:
     return sorted(_reachable(roots)[1])
 
 
-def _literal(node: ast.AST | None) -> str | None:
-    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
-
-
 def _client_service(node: ast.AST) -> str | None:
     """`<anything>.client("svc")` -> "svc"."""
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "client":
@@ -457,23 +370,23 @@ def _environ_like(node: ast.AST) -> bool:
 
 def read_code(roots: Iterable[str]) -> CodeReading:
     """Read the code the roots can run ("package.module", or "package.module:function"; see the module's
-    docstring)."""
+    docstring), and the target of each SDK call (tests/codescan_targets.py: Unresolved when one cannot be told)."""
     units, modules, via = _reachable(roots)
     reading = CodeReading(sorted(modules), reached_from=via)
     created = {service for unit in units for node in unit.nodes
                if (service := _client_service(node)) in SERVICES}
+    targets = Targets(_source, _is_project, modules,
+                      [(node, unit.module, unit.qualname) for unit in units for node in unit.nodes
+                       if isinstance(node, ast.Call)])
+    transactions: set[str] = set()  # the item kinds ("Put", ...) of the transactions the calls send
+    items: list[tuple[str, ast.expr, Scope, int]] = []  # the dicts' {"Put": ...} items
     for unit in units:
         name = unit.module
+        scope = targets.scope_of(unit.module, unit.qualname)
         for node in unit.nodes:
             if isinstance(node, ast.Dict):
-                reading.transact_item_kinds |= {key for k in node.keys
-                                                if (key := _literal(k)) in TRANSACT_ITEM_ACTIONS}
-            if isinstance(node, ast.keyword) and node.arg == "IndexName" and (index := _literal(node.value)):
-                reading.index_names.add(index)
-            if isinstance(node, ast.Dict):
-                for key_node, value_node in zip(node.keys, node.values, strict=True):  # `**spread`: key None
-                    if _literal(key_node) == "IndexName" and (index := _literal(value_node)):
-                        reading.index_names.add(index)
+                items += [(kind, value, scope, node.lineno) for key, value in zip(node.keys, node.values, strict=True)
+                          if (kind := _literal(key)) in TRANSACT_ITEM_ACTIONS]
             if (isinstance(node, ast.Subscript) and _environ_like(node.value)
                     and (variable := _literal(node.slice)) and _ENV_NAME.match(variable)):
                 reading.environment.add(variable)
@@ -491,18 +404,47 @@ def read_code(roots: Iterable[str]) -> CodeReading:
             if method == "require" and first:
                 reading.required_resources.add(first)
                 reading.environment.add(first.upper())
+            request: ast.Call | None = node
             if method == "get_paginator" and first:
                 method = first
+                request = next((c for c in unit.nodes if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
+                                and c.func.attr == "paginate" and c.func.value is node), None)
             direct = _client_service(receiver)
             candidates = [s for s in ([direct] if direct else sorted(created)) if method in operations(s)]
             if len(candidates) > 1:
                 raise AmbiguousCall(f"{name}:{node.lineno}: .{method}() could be {candidates}; call it on "
                                     f"`<settings>.client(\"...\")` directly or name the client distinctly")
-            if candidates:
-                service = candidates[0]
-                reading.calls.append(SdkCall(service, operations(service)[method], name, node.lineno,
-                                            _label(unit)))
+            if not candidates:
+                continue
+            service = candidates[0]
+            operation = operations(service)[method]
+            reading.calls.append(SdkCall(service, operation, name, node.lineno, _label(unit)))
+            if operation in TRANSACTIONS:
+                transactions |= TRANSACTIONS[operation]
+                continue
+            if request is None:
+                raise Unresolved(f"{name}:{node.lineno}: a paginator whose paginate() is not called on it")
+            for access in call_accesses(targets, request, scope, f"{SERVICES[service]}:{operation}",
+                                        request_members(service, operation)):
+                reading.accesses.setdefault(access, f"{name}:{node.lineno}")
+    for kind, value, scope, line in items:
+        if kind in transactions:
+            for shape in targets.shapes(value, scope):
+                for table in named(shape, "TableName", NAMES, f"{scope.module}:{line}"):
+                    reading.accesses.setdefault((TRANSACT_ITEM_ACTIONS[kind], table, "arn"), f"{scope.module}:{line}")
     return reading
+
+
+def _source(module: str) -> tuple[Path, bool] | None:
+    path = module_file(module)
+    return None if path is None else (path, path.name == "__init__.py")
+
+
+@cache
+def request_members(service: str, operation: str) -> frozenset[str]:
+    """The members of an operation's request (TableName, StreamName, ...), from botocore's model."""
+    shape = botocore.session.get_session().get_service_model(service).operation_model(operation).input_shape
+    return frozenset(shape.members) if shape is not None else frozenset()
 
 
 class AmbiguousCall(ValueError):

@@ -1,9 +1,11 @@
-"""Fair dispatch simulated at scale with onward.domain.dispatch itself, against one global FIFO: the pool
-simulator, the scenarios, and the report with its targets (`python -m bench.fairness` prints it)."""
+"""Fair dispatch at scale: Onward's real claim on simulated worker processes against one global FIFO and a
+small-first oracle; the scenarios and the report with its targets (`python -m bench.fairness` prints it)."""
 
+from bench.fairness.claim_pool import simulate_claims
 from bench.fairness.report import (
     TARGET_JAIN,
     TARGET_SHARE_ERROR,
+    TARGET_SMALL_FIRST_RATIO,
     TARGET_UTILISATION,
     TARGET_WAIT_RATIO,
     render_table,
@@ -38,6 +40,7 @@ __all__ = [
     "TARGET_RETURNING_SHARE",
     "TARGET_SHARD_RATIO",
     "TARGET_SHARE_ERROR",
+    "TARGET_SMALL_FIRST_RATIO",
     "TARGET_UTILISATION",
     "TARGET_WAIT_RATIO",
     "Policy",
@@ -47,6 +50,7 @@ __all__ = [
     "returning_patterns",
     "run",
     "simulate",
+    "simulate_claims",
     "simulate_returning",
     "simulate_shards",
     "weights_scenario",

@@ -1,10 +1,14 @@
 """The comparison as one JSON-able report (each policy's figures, the targets) and its table.
 
-Targets for Onward: utilisation >= 99%, Jain >= 0.95, shares within 5%, small p99 wait within 2x of the
-small-first reference, each returning share <= 0.6, band-0 max wait <= 120 s, shard p99 ratio <= 1.5
-(exit status 1 when one is missed); and, reported but not achievable as stated
-(see `targets` in the output), small p99 within 2x of the without-bulk p99: without bulk the pool has
-idle workers and a small job waits 0; with bulk keeping every worker busy it must wait for one to finish.
+Onward's figures of the bulk and weights scenarios come from its real claim on a simulated pool of worker
+processes (bench/fairness/claim_pool.py); FIFO's and the small-first oracle's from the ideal simulation
+(simulator.py). Targets for Onward: utilisation >= 99%, Jain >= 0.95, shares within 5%, small p99 wait
+within 1.5x of the small-first reference (`small_p99_vs_small_first`), each returning share <= 0.6, band-0
+max wait <= 120 s, shard p99 ratio <= 1.5 (exit status 1 when one is missed); and, reported but not
+achievable as stated (see `targets` in the output), small p99 within 2x of the without-bulk p99: without
+bulk an ideal pool has idle workers and a small job waits 0 (Onward's real workers poll when idle, so its
+own without-bulk wait is their polling: reported, not the baseline); with bulk keeping every worker busy
+a small job must wait for one to finish.
 The policies run in two processes (the small scenarios in one of them). Ratios are the point; the wall
 time depends on the machine.
 """
@@ -17,6 +21,7 @@ from concurrent.futures import ProcessPoolExecutor
 from enum import StrEnum
 from typing import Any
 
+from bench.fairness.claim_pool import ONWARD_MAX_MS, WORKERS_PER_PROCESS, simulate_claims
 from bench.fairness.scenarios import (
     BULK_JOBS,
     REDUCED_BELOW,
@@ -32,9 +37,12 @@ from bench.fairness.scenarios import (
     run_scenarios,
     weights_scenario,
 )
-from bench.fairness.simulator import Policy, percentile, simulate
+from bench.fairness.simulator import WORKERS, Policy, percentile, simulate
 
-TARGET_WAIT_RATIO = 2.0
+TARGET_WAIT_RATIO = 2.0  # small p99 with bulk over without it (not checked: see `targets`)
+TARGET_SMALL_FIRST_RATIO = 1.5  # small p99 over the small-first oracle's
+ONWARD_WEIGHTS_MINUTES = 6  # the weights scenario on the real claim: 5 whole 1-minute windows for Jain
+ONWARD_WEIGHTS_MINUTES_REDUCED = 1  # with a reduced `--jobs`: 1 whole window
 TARGET_UTILISATION = 0.99
 TARGET_JAIN = 0.95
 TARGET_SHARE_ERROR = 0.05
@@ -46,14 +54,21 @@ class Run(StrEnum):
     WEIGHTS = "weights"
 
 
-def run_one(policy: Policy, kind: Run, bulk_jobs: int, seed: int) -> dict[str, Any]:
-    """One scenario under one policy, summarised (runs in a worker process)."""
+def run_one(policy: Policy, kind: Run, bulk_jobs: int, seed: int, processes: int) -> dict[str, Any]:
+    """One scenario under one policy, summarised (runs in a worker process): Onward's on its real claim
+    with `processes` worker processes, the others in the ideal simulation."""
     started = time.perf_counter()
+    reduced = bulk_jobs < REDUCED_BELOW
     if kind is Run.WEIGHTS:
-        minutes = WEIGHTS_MINUTES if bulk_jobs >= REDUCED_BELOW else WEIGHTS_MINUTES // 2
-        outcome = simulate(weights_scenario(seed, minutes), policy)
+        if policy is Policy.ONWARD:
+            minutes = ONWARD_WEIGHTS_MINUTES_REDUCED if reduced else ONWARD_WEIGHTS_MINUTES
+            outcome = simulate_claims(weights_scenario(seed, minutes), processes=processes)
+        else:
+            outcome = simulate(weights_scenario(seed, WEIGHTS_MINUTES // 2 if reduced else WEIGHTS_MINUTES), policy)
     else:
-        outcome = simulate(bulk_scenario(bulk_jobs, seed, with_bulk=kind is Run.WITH_BULK), policy)
+        scenario = bulk_scenario(bulk_jobs, seed, with_bulk=kind is Run.WITH_BULK)
+        outcome = simulate_claims(scenario, processes=processes) if policy is Policy.ONWARD else simulate(
+            scenario, policy)
     waits = sorted(outcome.small_waits_ms)
     return {
         "p50_s": percentile(waits, 0.50) / 1000,
@@ -106,15 +121,17 @@ def reference_section(oracle: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def targets(onward: dict[str, Any], oracle: dict[str, Any], scenarios: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Each target: the measured value, the bound, and whether Onward meets it."""
+def targets(onward: dict[str, Any], oracle: dict[str, Any], scenarios: dict[str, Any], ideal_without_p99_s: float
+            ) -> dict[str, dict[str, Any]]:
+    """Each target: the measured value, the bound, and whether Onward meets it. `ideal_without_p99_s`: the small
+    tenants' p99 wait without bulk in the ideal pool (FIFO's run: a job is taken the moment it is due)."""
 
     def ratio(value: float, base: float) -> float:
         return value / base if base else (1.0 if value == 0 else math.inf)
 
-    without = ratio(onward["small_p99_wait_s"], onward["small_p99_wait_without_bulk_s"])
-    best = ratio(onward["small_p99_wait_s"], oracle["small_first_p99_wait_s"])
-    oracle_without = ratio(oracle["small_first_p99_wait_s"], onward["small_p99_wait_without_bulk_s"])
+    without = ratio(onward["small_p99_wait_s"], ideal_without_p99_s)
+    best = onward["small_p99_vs_small_first"]
+    oracle_without = ratio(oracle["small_first_p99_wait_s"], ideal_without_p99_s)
     low_wait = scenarios["priority"]["aged"]["low_band_max_wait_s"]
     shard_ratio = scenarios["shards"][ShardOrder.OLDEST_DUE_FIRST]["p99_ratio"]
     return {
@@ -124,13 +141,14 @@ def targets(onward: dict[str, Any], oracle: dict[str, Any], scenarios: dict[str,
                      "met": onward["jain_min"] is not None and onward["jain_min"] >= TARGET_JAIN},
         "weight_share_error": {"value": onward["weight_share_error"], "at_most": TARGET_SHARE_ERROR,
                                "met": onward["weight_share_error"] <= TARGET_SHARE_ERROR},
-        "small_p99_vs_small_first": {"value": best, "at_most": TARGET_WAIT_RATIO, "met": best <= TARGET_WAIT_RATIO},
+        "small_p99_vs_small_first": {"value": best, "at_most": TARGET_SMALL_FIRST_RATIO,
+                                     "met": best <= TARGET_SMALL_FIRST_RATIO},
         "small_p99_vs_without_bulk": {
             "value": without if math.isfinite(without) else None, "at_most": TARGET_WAIT_RATIO,
             "met": without <= TARGET_WAIT_RATIO, "checked": False,
             "why_not_checked": (
-                "without bulk the small tenants find idle workers and wait 0; with bulk keeping all workers "
-                "busy a small job waits for one to finish. Even the small-first oracle is at "
+                "without bulk an ideal pool's idle workers take a small job at once (wait 0); with bulk keeping "
+                "all workers busy a small job waits for one to finish. Even the small-first oracle is at "
                 + (f"{oracle_without:.3g}x" if math.isfinite(oracle_without) else "an infinite ratio")
                 + " of the without-bulk p99, so no non-preemptive, work-conserving dispatcher meets this"
             ),
@@ -145,37 +163,46 @@ def targets(onward: dict[str, Any], oracle: dict[str, Any], scenarios: dict[str,
     }
 
 
-# Longest first, so two processes finish together: Onward's bulk run alone is about as long as the rest.
-_RUNS = [(Policy.ONWARD, Run.WITH_BULK), (Policy.FIFO, Run.WITH_BULK), (Policy.SMALL_FIRST, Run.WITH_BULK),
-         (Policy.ONWARD, Run.WITHOUT_BULK), (Policy.ONWARD, Run.WEIGHTS), (Policy.FIFO, Run.WITHOUT_BULK),
+# Longest first, so two processes finish together: Onward's runs on the real claim are the longest.
+_RUNS = [(Policy.ONWARD, Run.WEIGHTS), (Policy.ONWARD, Run.WITH_BULK), (Policy.FIFO, Run.WITH_BULK),
+         (Policy.SMALL_FIRST, Run.WITH_BULK), (Policy.ONWARD, Run.WITHOUT_BULK), (Policy.FIFO, Run.WITHOUT_BULK),
          (Policy.FIFO, Run.WEIGHTS)]
+PROCESSES = WORKERS // WORKERS_PER_PROCESS
 
 
-def run(bulk_jobs: int = BULK_JOBS, seed: int = 1, *, serial: bool = False) -> dict[str, Any]:
-    """The whole comparison as one JSON-able object."""
+def run(bulk_jobs: int = BULK_JOBS, seed: int = 1, *, serial: bool = False, processes: int = PROCESSES
+        ) -> dict[str, Any]:
+    """The whole comparison as one JSON-able object; Onward's pool is `processes` worker processes."""
     started = time.perf_counter()
     policies, kinds = zip(*_RUNS, strict=True)
     if serial:
-        results = [run_one(policy, kind, bulk_jobs, seed) for policy, kind in _RUNS]
+        results = [run_one(policy, kind, bulk_jobs, seed, processes) for policy, kind in _RUNS]
         scenarios = run_scenarios(seed)
     else:
         with ProcessPoolExecutor(max_workers=2) as pool:
-            runs = pool.map(run_one, policies, kinds, [bulk_jobs] * len(_RUNS), [seed] * len(_RUNS), chunksize=1)
+            runs = pool.map(run_one, policies, kinds, [bulk_jobs] * len(_RUNS), [seed] * len(_RUNS),
+                            [processes] * len(_RUNS), chunksize=1)
             small = pool.submit(run_scenarios, seed)
             results, scenarios = list(runs), small.result()
     by_run = dict(zip(_RUNS, results, strict=True))
     fifo = section({kind: by_run[(Policy.FIFO, kind)] for kind in Run})
     onward = section({kind: by_run[(Policy.ONWARD, kind)] for kind in Run})
     oracle = reference_section(by_run[(Policy.SMALL_FIRST, Run.WITH_BULK)])
+    best = onward["small_p99_wait_s"] / oracle["small_first_p99_wait_s"] if oracle["small_first_p99_wait_s"] else (
+        1.0 if onward["small_p99_wait_s"] == 0 else math.inf)
+    onward["small_p99_vs_small_first"] = best
+    onward["pool"] = {"processes": processes, "workers_per_process": WORKERS // processes,
+                      "simulated_min_at_most": ONWARD_MAX_MS / 60_000}
     return {
         "fifo": fifo,
         "onward": onward,
         "reference": oracle,
+        "small_p99_vs_small_first": best,
         "returning_tenant_share": scenarios["returning"]["share"],
         "low_band_max_wait_s": scenarios["priority"]["aged"]["low_band_max_wait_s"],
         "shard_wait_p99_ratio": scenarios["shards"][ShardOrder.OLDEST_DUE_FIRST]["p99_ratio"],
         "scenarios": scenarios,
-        "targets": targets(onward, oracle, scenarios),
+        "targets": targets(onward, oracle, scenarios, fifo["small_p99_wait_without_bulk_s"]),
         "bulk_jobs": bulk_jobs,
         "jobs": fifo["jobs"] + onward["jobs"] + oracle["jobs"],
         "wall_s": round(time.perf_counter() - started, 2),
@@ -212,6 +239,9 @@ def render_table(report: dict[str, Any]) -> str:
     oracle = report["reference"]
     lines.append(f"reference, small-first oracle: small wait p50 {oracle['small_first_p50_wait_s']:.3f} s, "
                  f"p99 {oracle['small_first_p99_wait_s']:.3f} s, max {oracle['small_first_max_wait_s']:.3f} s")
+    pool = report["onward"]["pool"]
+    lines.append(f"onward: its real claim, {pool['processes']} worker processes of {pool['workers_per_process']} "
+                 f"workers; small p99 / oracle p99 {report['small_p99_vs_small_first']:.3g}")
     lines.extend(_scenario_lines(report["scenarios"]))
     for name, target in report["targets"].items():
         bound = f"<= {target['at_most']}" if "at_most" in target else f">= {target['at_least']}"

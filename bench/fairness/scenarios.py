@@ -198,11 +198,14 @@ def simulate_returning(pattern: Returning, seed: int = 1, *, clock_advances: boo
     finishing: list[tuple[float, int, str, float]] = []
     free, clock, now, claims, next_batch = pattern.workers, 0.0, 0.0, 0, 0
     at_return: tuple[dict[str, int], dict[str, int], int] | None = None
+    returned: dict[str, bool] = dict.fromkeys(names, True)
 
     while True:
         while next_batch < len(arrivals) and arrivals[next_batch].at_ms <= now:
             batch = arrivals[next_batch]
             due[batch.tenant_id].append([batch.jobs, batch])
+            if not waiting[batch.tenant_id]:  # it returns: lifted to the clock if below (QueueEntry.returned_at)
+                returned[batch.tenant_id] = True
             waiting[batch.tenant_id] += batch.jobs
             next_batch += 1
         ended = 0
@@ -214,13 +217,15 @@ def simulate_returning(pattern: Returning, seed: int = 1, *, clock_advances: boo
         if at_return is None and now >= start:
             at_return = ({name: usage[name].running for name in names}, dict(waiting), ended)
         while free and any(waiting.values()):
-            loads = [TenantLoad(name, policy, usage[name], waiting[name]) for name in names if waiting[name]]
+            loads = [TenantLoad(name, policy, usage[name], waiting[name], returning=returned[name])
+                     for name in names if waiting[name]]
             chosen, _flexed = dispatch_order(loads, now, clock if clock_advances else 0.0).first()  # type: ignore[misc]
             name = chosen.tenant_id
             if chosen.lift_offset_ms is not None:
                 usage[name] = usage[name].lifted(chosen.lift_offset_ms)
             if clock_advances:
                 clock = advance_clock(clock, chosen)
+            returned[name] = False  # served: it stays backlogged until its queue empties
             head = due[name][0]
             head[0] -= 1
             batch = head[1]

@@ -1,7 +1,11 @@
-"""The pool simulation: one policy choosing the tenant at every dispatch decision, on a simulated clock.
+"""The ideal pool simulation: one policy choosing the tenant at every dispatch decision, on a simulated clock.
 
-A deterministic discrete-event simulation with a simulated clock (no AWS, no threads, seeded). Onward's
-side runs the SAME code as the claim path: at every dispatch decision `onward.domain.dispatch.dispatch_order`
+FIFO and the small-first oracle of the report run here; Onward's figures come from its real claim
+(claim_pool.py). Policy.ONWARD here is the IDEAL ordering the claim approximates, kept to compare with: it
+sees every tenant with due work at once, with no window, no head cache and no index to lag.
+
+A deterministic discrete-event simulation with a simulated clock (no AWS, no threads, seeded). The ideal
+Onward runs the claim path's domain code: at every dispatch decision `onward.domain.dispatch.dispatch_order`
 chooses the tenant (given the tenants with due work and the system virtual clock), a tenant below the
 clock is lifted with `Usage.lifted(candidate.lift_offset_ms)`, the clock moves on with `advance_clock`
 after every claim (it starts at 0), and usage moves with `on_claim` / `on_end`, the very changes the store
@@ -147,6 +151,7 @@ def simulate(scenario: Scenario, policy: Policy) -> Outcome:
     window_ms: list[dict[int, float]] = [{} for _ in range(count)]
     now = last = 0.0
     clock = 0.0  # the system virtual clock (onward.domain.dispatch.advance_clock)
+    returned: list[bool] = [True] * count  # whether each tenant returned (not served since its work came)
     jobs = 0
 
     while True:
@@ -156,13 +161,14 @@ def simulate(scenario: Scenario, policy: Policy) -> Outcome:
                 tenant = heapq.heappop(heads)[3]
             else:
                 order = dispatch_order(
-                    [TenantLoad(names[n], policies[n], usage[n], initial[n] + len(arrived[n])) for n in due], now,
-                    clock)
+                    [TenantLoad(names[n], policies[n], usage[n], initial[n] + len(arrived[n]), returning=returned[n])
+                     for n in due], now, clock)
                 chosen, _flexed = order.first()  # type: ignore[misc]  # never None: `due` is not empty
                 tenant = index_of[chosen.tenant_id]
                 if chosen.lift_offset_ms is not None:
                     usage[tenant] = usage[tenant].lifted(chosen.lift_offset_ms)
                 clock = advance_clock(clock, chosen)
+                returned[tenant] = False  # served: it stays backlogged until it has nothing due
             if initial[tenant]:
                 initial[tenant] -= 1
                 arrival = 0.0
@@ -192,7 +198,7 @@ def simulate(scenario: Scenario, policy: Policy) -> Outcome:
                 windows = window_ms[tenant]
                 windows[window] = windows.get(window, 0.0) + (cut - now)
             else:
-                _charge(window_ms[tenant], now, cut)
+                charge_windows(window_ms[tenant], now, cut)
             worker_ms[tenant] += cut - now
             free -= 1
             jobs += 1
@@ -220,24 +226,21 @@ def simulate(scenario: Scenario, policy: Policy) -> Outcome:
             if not initial[tenant] and not arrived[tenant]:
                 backlog_since[tenant] = now
                 due.add(tenant)
+                returned[tenant] = True  # it returns: lifted to the clock if below (QueueEntry.returned_at)
                 if queued:
                     heapq.heappush(heads, (rank_small and not small[tenant], now, 0, tenant))
             arrived[tenant].append(now)
             waiting_total += 1
-            next_arrival = now + arrival_rng.expovariate(rate)
-            if next_arrival > until:
-                next_arrival = math.inf
+            next_arrival = next_arrival_after(arrival_rng, now, rate, until)
 
-    for n in range(count):
-        if backlog_since[n] is not None:
-            backlog_spans[n].append((backlog_since[n], now))  # type: ignore[arg-type]  # checked just above
+    close_backlog_spans(backlog_since, backlog_spans, now)
     out.end_ms = now
     out.jobs = jobs
-    out.jain = _jain_per_window(backlog_spans, window_ms, policies)
+    out.jain = jain_per_window(backlog_spans, window_ms, policies)
     return out
 
 
-def _charge(windows: dict[int, float], start: float, finish: float) -> None:
+def charge_windows(windows: dict[int, float], start: float, finish: float) -> None:
     """One attempt's worker time, into the 1-minute windows it spans."""
     if finish <= start:
         return
@@ -251,7 +254,7 @@ def _charge(windows: dict[int, float], start: float, finish: float) -> None:
     windows[last] = windows.get(last, 0.0) + (finish - last * WINDOW_MS)
 
 
-def _jain_per_window(spans: list[list[tuple[float, float]]], window_ms: list[dict[int, float]],
+def jain_per_window(spans: list[list[tuple[float, float]]], window_ms: list[dict[int, float]],
                      policies: list[TenantPolicy]) -> list[float]:
     """Jain's index of worker time / weight over the tenants backlogged through each whole window, for
     the windows with at least two such tenants."""
@@ -275,3 +278,16 @@ def percentile(sorted_values: list[float], q: float) -> float:
     if not sorted_values:
         return 0.0
     return sorted_values[min(len(sorted_values) - 1, math.ceil(q * len(sorted_values)) - 1)]
+
+
+def close_backlog_spans(since: list[float | None], spans: list[list[tuple[float, float]]], now: float) -> None:
+    """End, at `now`, the backlogged span of every tenant still backlogged (`since` its start)."""
+    for n, started in enumerate(since):
+        if started is not None:
+            spans[n].append((started, now))
+
+
+def next_arrival_after(rng: random.Random, now: float, rate: float, until: float) -> float:
+    """The next Poisson arrival after `now` at `rate` per ms, or infinity past `until`."""
+    arrival = now + rng.expovariate(rate)
+    return arrival if arrival <= until else math.inf

@@ -12,7 +12,6 @@ import os
 import secrets
 import signal
 import sys
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -20,7 +19,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from onward.bootstrap import Deployment
-from onward.cli.arguments import PORT, POSITIVE_SECONDS, bounded, interrupt, interruptible, wait_for_interrupt
+from onward.cli.arguments import (
+    PORT,
+    POSITIVE_SECONDS,
+    StopSignals,
+    bounded,
+    interrupt,
+    interruptible,
+)
 from onward.domain.models import NewJob
 from onward.domain.states import is_terminal
 
@@ -39,12 +45,13 @@ def cmd_endpoint(args: argparse.Namespace) -> int:
         with _embedded_endpoint(args) as endpoint:
             stack = endpoint.deploy()
             collect_for_a_large_heap()
+            signals = StopSignals()  # a Ctrl-C from here on, even during the print, stops it as it says
             print("# Onward embedded AWS endpoint on", endpoint.url, _kept_where(args, endpoint.restored),
                   "- paste these lines into a shell:")
             for line in export_lines(stack.environment):
                 print(line)
             print(END_OF_EXPORTS, flush=True)
-            wait_for_interrupt(threading.Event())
+            signals.wait()
     except KeyboardInterrupt:
         pass  # asked to stop before it waited for it: the endpoint stopped all the same (its last snapshot)
     return 0
@@ -231,7 +238,6 @@ def cmd_up(args: argparse.Namespace) -> int:
     tokens, operator_token = _tokens(args)
     _set_log_level(args.log_level)
     interruptible()
-    stop = threading.Event()
     with ExitStack() as stack:
         if args.endpoint_url or args.aws:
             environment = _target_environment(args)
@@ -249,6 +255,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         os.environ["ONWARD_OPERATOR_TOKEN"] = operator_token
         os.environ["ONWARD_STALE_AFTER_S"] = str(args.stale_after_s)
         os.environ["ONWARD_HEARTBEAT_INTERVAL_S"] = str(args.heartbeat_s)
+        os.environ["ONWARD_TENANT_REQUESTS_PER_S"] = repr(args.tenant_requests_per_s)
         if args.job_retention_days is not None:
             os.environ["ONWARD_JOB_RETENTION_DAYS"] = str(args.job_retention_days)
         os.environ.setdefault("ONWARD_JOB_TYPES", ",".join(sorted(registry.types)))
@@ -265,22 +272,23 @@ def cmd_up(args: argparse.Namespace) -> int:
             print(f"  tenant {tenant:10} token {secret}")
         print(f"  operator          token {operator_token}", flush=True)
         if args.demo:
-            _follow_demo(deployment, stop)
+            _follow_demo(deployment)
         if not args.exit_when_done:
+            signals = StopSignals()  # a Ctrl-C from here on, even during the print, stops as it says
             print("Serving; Ctrl-C stops everything.", flush=True)
-            wait_for_interrupt(stop)
+            signals.wait()
         print("Stopping...", flush=True)
     return 0
 
 
-def _follow_demo(deployment: Deployment, stop: threading.Event) -> None:
+def _follow_demo(deployment: Deployment) -> None:
     """Enqueue the demo workload and print progress until every job ended and the view shows it."""
     store, view = deployment.job_store, deployment.status_view
     jobs = [store.create(tenant, request).job.job_id for tenant, request in DEMO_WORKLOAD]
     print(f"Enqueued {len(jobs)} demo jobs for tenants {', '.join(DEMO_TENANTS)}")
     started = time.monotonic()
     cancelled = False
-    while not stop.is_set():
+    while True:  # Ctrl-C ends it (KeyboardInterrupt)
         states = [store.get(job_id) for job_id in jobs]
         if not cancelled and states[5].state.value == "running":
             print(f"  cancelling {jobs[5]} (running demo.sleep): {store.cancel(jobs[5]).status.value}")
@@ -296,7 +304,7 @@ def _follow_demo(deployment: Deployment, stop: threading.Event) -> None:
                 print(f"  {job.job_id} {job.tenant_id:8} {job.type:11} {job.state.value:12} "
                       f"v{job.version} attempts={job.attempt} view={shown.status.value}/v{shown.version}")
             return
-        stop.wait(1.0)
+        time.sleep(1.0)
 
 
 def add_local_commands(command: Callable[[str, str], argparse.ArgumentParser]) -> None:
@@ -347,5 +355,8 @@ def add_local_commands(command: Callable[[str, str], argparse.ArgumentParser]) -
     up.add_argument("--job-retention-days", type=bounded(int, 1, 36500), metavar="DAYS",
                     help="how long a finished job's items and view row are kept (ONWARD_JOB_RETENTION_DAYS; default: "
                     "its value, else 30); a stack that runs for days needs few days: memory grows with the jobs kept")
+    up.add_argument("--tenant-requests-per-s", type=bounded(float, 0), default=0.0, metavar="RATE",
+                    help="each tenant's request quota on the HTTP API (ONWARD_TENANT_REQUESTS_PER_S; past it: 429 "
+                    "with Retry-After); 0: none")
     up.add_argument("--exit-when-done", action="store_true", help="stop once the demo jobs have all ended")
     up.set_defaults(run=cmd_up)

@@ -22,7 +22,7 @@ import subprocess
 import sys
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self
@@ -43,7 +43,7 @@ from onward_infra import moto_fixes, snapshots
 from onward_infra.lean_client import WRAPPER as LEAN_CLIENT_WRAPPER
 from onward_infra.metering import METER_PATH, Meter
 from onward_infra.moto_fixes import queries, retention, selector_server, server, stream_topology, streams
-from onward_infra.stack import STACK_NAME, deploy_data_resources, stack_environment
+from onward_infra.stack import LOCAL_PARAMETERS, STACK_NAME, deploy_data_resources, stack_environment
 
 REGION = "us-east-1"
 DUMMY_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
@@ -297,13 +297,14 @@ class EmbeddedEndpoint:
     def client(self, service: str) -> Any:
         return client_for(self.url, service)
 
-    def deploy(self, stack_name: str = STACK_NAME) -> DeployedStack:
+    def deploy(self, stack_name: str = STACK_NAME, parameters: Mapping[str, str] = LOCAL_PARAMETERS) -> DeployedStack:
         """Create template.yaml's data resources through CloudFormation (unless the restored state holds
-        the stack already); return the environment for them."""
+        the stack already), with `parameters` (sized for one machine unless told: {} deploys the template's
+        defaults, the AWS topology); return the environment for them."""
         cloudformation = self.client("cloudformation")
         stacks = cloudformation.describe_stacks()["Stacks"] if self.restored else []
         if stack_name not in {stack["StackName"] for stack in stacks}:
-            deploy_data_resources(cloudformation, stack_name)
+            deploy_data_resources(cloudformation, stack_name, parameters)
         environment = {
             "AWS_ENDPOINT_URL": self.url,
             "AWS_DEFAULT_REGION": REGION,

@@ -7,6 +7,13 @@ doubled), failed conditional writes (AWS bills them too), cancelled transactions
 read, and Kinesis records and bytes put. Requests whose User-Agent carries OBSERVER_AGENT (a benchmark's own
 polling) are not counted.
 
+Kinesis records are also counted per shard (`kinesis_records_by_shard`, `kinesis_bytes_by_shard`, keyed
+"<stream>|<shard id>"): the open shard whose hash key range holds the record's hash key (the MD5 of its
+partition key, or its ExplicitHashKey), the one Kinesis writes it to and whose limits (1,000 records and
+1 MB a second) it counts against. A record's bytes are its data and its partition key, as Kinesis counts
+them against those limits; `kinesis_payload_units` are the 25 KB PUT payload units Kinesis bills (each
+record rounded up to a whole unit).
+
 Read and write units are also attributed to the partition that pays them (`charge_key`): "<table>|<partition
 key value>" for a table, "<table>.<index>|<index partition key value>" for a global secondary index (a write
 that moves an item's entry between index partitions charges the removal to the old one, the insertion to the
@@ -36,10 +43,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from moto.core.exceptions import JsonRESTError
 from moto.core.models import DEFAULT_ACCOUNT_ID
 from moto.dynamodb.models import DynamoDBBackend, dynamodb_backends
 from moto.dynamodb.models.dynamo_type import DynamoType
 from moto.dynamodb.parsing.key_condition_expression import parse_expression, validate_schema
+from moto.kinesis.models import kinesis_backends
 
 from onward_infra.billing import IndexSpec, Item, index_writes, item_size, read_units, table_write_units, units
 from onward_infra.moto_fixes.query_results import results_read_only
@@ -49,7 +58,9 @@ METER_PATH = "/_onward/meter"
 SCAN = "*scan*"  # the partition every Scan page is charged to
 _WRITES = {"PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems", "BatchWriteItem"}
 _READS = {"GetItem", "BatchGetItem", "TransactGetItems", "Query", "Scan"}
-_COUNTERS = ("requests", "write_units", "read_units_by_key", "write_units_by_key")
+_COUNTERS = ("requests", "write_units", "read_units_by_key", "write_units_by_key", "kinesis_records_by_shard",
+             "kinesis_bytes_by_shard")
+PAYLOAD_UNIT = 25 * 1024  # Kinesis bills PUT payload units of 25 KB, each record rounded up to whole units
 # legacy KeyConditions' operators, as moto's key condition parsing names them
 _KEY_OPERATORS = {"EQ": "=", "LE": "<=", "LT": "<", "GE": ">=", "GT": ">"}
 
@@ -87,6 +98,9 @@ class MeterReading:
     cancelled_transactions: int = 0
     kinesis_records: int = 0
     kinesis_bytes: int = 0
+    kinesis_payload_units: int = 0
+    kinesis_records_by_shard: Counter[str] = field(default_factory=Counter)  # "<stream>|<shard id>" -> records
+    kinesis_bytes_by_shard: Counter[str] = field(default_factory=Counter)  # "<stream>|<shard id>" -> bytes
     read_units: float = 0.0
     read_units_by_key: Counter[str] = field(default_factory=Counter)  # charge_key -> read units
     write_units_by_key: Counter[str] = field(default_factory=Counter)  # charge_key -> write units (table, index)
@@ -176,11 +190,7 @@ class Meter:
         with self._lock:
             self.reading.requests[f"{service}.{operation}"] += 1
             if service == "kinesis" and operation in ("PutRecords", "PutRecord"):
-                request = json.loads(body or b"{}")
-                records = request.get("Records") or [request]
-                self.reading.kinesis_records += len(records)
-                self.reading.kinesis_bytes += sum(
-                    len(base64.b64decode(r.get("Data", ""))) + len(r.get("PartitionKey", "")) for r in records)
+                self._count_records(json.loads(body or b"{}"))
         if not self._billing or service != "dynamodb" or operation not in _WRITES | _READS:
             return None
         request = json.loads(body or b"{}")
@@ -212,6 +222,36 @@ class Meter:
                 return
             for touch in pending.touches:
                 self.reading.add(pending.operation, self._write_charges(touch, pending.transactional))
+
+    def _count_records(self, request: dict[str, Any]) -> None:
+        """Count a PutRecord(s) request's records and bytes, in all and per shard written (under the lock)."""
+        records = request.get("Records") or [request]
+        shards = self._record_shards(request, records)
+        for record, shard in zip(records, shards, strict=True):
+            size = len(base64.b64decode(record.get("Data", ""))) + len(record.get("PartitionKey", "").encode())
+            self.reading.kinesis_records += 1
+            self.reading.kinesis_bytes += size
+            self.reading.kinesis_payload_units += max(1, -(-size // PAYLOAD_UNIT))
+            self.reading.kinesis_records_by_shard[shard] += 1
+            self.reading.kinesis_bytes_by_shard[shard] += size
+
+    def _record_shards(self, request: dict[str, Any], records: list[dict[str, Any]]) -> list[str]:
+        """The "<stream>|<shard id>" each record goes to ("<stream>|?" when the request fails: no such stream,
+        a key out of range)."""
+        name = request.get("StreamName") or str(request.get("StreamARN", "")).rpartition("/")[2]
+        try:
+            stream = kinesis_backends[self._account][self._region].describe_stream(
+                stream_arn=request.get("StreamARN"), stream_name=request.get("StreamName"))
+        except JsonRESTError:
+            return [f"{name}|?"] * len(records)
+        shards = []
+        for record in records:
+            try:
+                shard = stream.get_shard_for_key(record.get("PartitionKey", ""), record.get("ExplicitHashKey", ""))
+            except JsonRESTError:
+                shard = None
+            shards.append(f"{stream.stream_name}|{shard.shard_id if shard is not None else '?'}")
+        return shards
 
     # --- what a request costs ------------------------------------------------------------------------------
 

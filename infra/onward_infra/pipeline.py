@@ -13,7 +13,9 @@ from onward.entrypoints import relay as relay_handler
 from onward.pipeline.heartbeat_writer import HeartbeatEmitter
 from onward.pipeline.relay.relay import Relay
 from onward.settings import Settings
-from onward_infra.pollers import EventsStreamPoller, OutboxStreamPoller
+from onward_infra.pollers import EventsStreamPoller, FailureHandling, OutboxStreamPoller
+from onward_infra.pollers.failures import QueueDestination
+from onward_infra.template import stream_error_handling
 
 
 @dataclass
@@ -26,18 +28,32 @@ class LocalPipeline:
     def of(cls, deployment: Deployment, batch_size: int = 100) -> LocalPipeline:
         """The pollers over this deployment's clients, a relay given its outbox (to recover from a trimmed
         stream), its checkpoint table (for their own positions) and its parked records, delivering batches of
-        up to `batch_size` records."""
+        up to `batch_size` records, handling a failed batch as template.yaml's mappings do (bisected, retried a
+        bounded number of times, records too old given up: onward_infra.pollers.failures), what they give up
+        sent to the stack's on-failure queues when the settings name them."""
         outbox_table = deployment.settings.require("outbox_table")
         outbox = deployment.client("dynamodb").describe_table(TableName=outbox_table)["Table"]
         parked = deployment.parked_records
+        relay_queue, projector_queue = (deployment.settings.relay_failures_queue,
+                                        deployment.settings.projector_failures_queue)
+        events_arn = deployment.client("kinesis").describe_stream_summary(
+            StreamName=deployment.settings.require("events_stream"))["StreamDescriptionSummary"]["StreamARN"]
         relay_poller = OutboxStreamPoller(deployment.client("dynamodbstreams"), outbox["LatestStreamArn"],
                                           relay_handler.handler, Relay(deployment.events_publisher,
                                           deployment.checkpoint_store, parked, deployment.outbox_reader),
-                                          deployment.checkpoint_store, batch_size=batch_size, parked=parked)
+                                          deployment.checkpoint_store, batch_size=batch_size, parked=parked,
+                                          handling=FailureHandling(**stream_error_handling("RelayFunction")),
+                                          on_failure=QueueDestination(
+                                              deployment.client("sqs"), relay_queue, outbox["LatestStreamArn"],
+                                              "DDBStreamBatchInfo", "onward-relay") if relay_queue else None)
         projector_poller = EventsStreamPoller(deployment.client("kinesis"),
                                               deployment.settings.require("events_stream"),
                                               projector_handler.handler, deployment.checkpoint_store,
-                                              batch_size=batch_size, parked=parked)
+                                              batch_size=batch_size, parked=parked,
+                                              handling=FailureHandling(**stream_error_handling("ProjectorFunction")),
+                                              on_failure=QueueDestination(
+                                                  deployment.client("sqs"), projector_queue, events_arn,
+                                                  "KinesisBatchInfo", "onward-projector") if projector_queue else None)
         return cls(relay_poller, projector_poller, deployment.heartbeat_emitter)
 
     @classmethod

@@ -7,6 +7,7 @@ import itertools
 import threading
 from collections import Counter
 
+from onward.store.dynamo.recorder import PARTITION_READER_THREAD
 from onward_infra.endpoint import REQUEST_THREAD_NAME, DeployedStack, EmbeddedEndpoint
 from onward_infra.moto_fixes import server
 
@@ -57,7 +58,7 @@ class SharedStack:
         if self._stack is None:
             self._name = f"{self._prefix}-{next(self._numbers)}"
             self._stack = self._endpoint.deploy(self._name)
-            self._requests = self._endpoint.watch(f"{self._name}-")  # shared-0-JobsTable-3F1X... and the like
+            self._requests = self._endpoint.watch(f"{self._name}-")  # shared-0-jobs and the like
         for table in self._endpoint.empty_tables(self._stack):
             found = self._client.scan(TableName=table, Limit=1, ConsistentRead=True)["Items"]
             assert not found, f"{table} still holds {found} after being emptied"
@@ -69,8 +70,10 @@ class SharedStack:
         X-Amz-Targets), to be reported: that user needs a stack of its own."""
         assert self._lent is not None, "the shared stack is not lent"
         misuse = sorted(target for target in self._requests - self._lent if not harmless_to_share(target))
+        # The process's own kept pools are nobody's: the endpoint's request threads, the claim's partition readers.
         left_running = [thread for thread in threading.enumerate()
-                        if thread not in self._threads and thread.name != REQUEST_THREAD_NAME]
+                        if thread not in self._threads and thread.name != REQUEST_THREAD_NAME
+                        and not thread.name.startswith(PARTITION_READER_THREAD)]
         self._returned, self._lent = Counter(self._requests), None
         if misuse:
             self._retire("misused")

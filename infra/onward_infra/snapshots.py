@@ -45,7 +45,9 @@ LOCK_FILE = "LOCK"
 # /2: the job store's dispatch items moved to per-tenant keys (onward.store.dynamo.keys: queue entries, RUNNING shards,
 # the active index) and the outbox's by_time index is sharded; a /1 state's waiting jobs have no queue entry
 # and would never be claimed, so it is refused rather than migrated (no deployment ever held /1 data).
-FORMAT = f"onward-embedded-endpoint-state/2 moto/{moto.__version__}".encode()
+# /3: the status view's listing index is sharded (`by_listing` on listing_pk, onward.pipeline.listing): a /2
+# state's view rows carry no listing_pk and would vanish from every listing and count, so it is refused too.
+FORMAT = f"onward-embedded-endpoint-state/3 moto/{moto.__version__}".encode()
 
 # Attributes our moto fixes keep on a table at run time (infra/onward_infra/moto_fixes/queries.py's index maps,
 # retention.py's TTL hook): rebuilt from the items after a restore, never saved.

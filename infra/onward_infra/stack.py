@@ -4,18 +4,26 @@ emulator, AWS itself), and the environment naming them. Needs only boto3: `onwar
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from onward_infra.template import as_json, data_resource_environment, data_resources_template, load_template
 
 STACK_NAME = "onward"
+# A stack made here serves one machine, far below 500 jobs/s: a small tier of the events stream (2 shards, so
+# that more than one shard is always exercised), not template.yaml's default sized for AWS at 10,000 jobs/s (40
+# shards a local projector would poll for nothing).
+LOCAL_PARAMETERS = {"TargetJobsPerSecond": "500"}
 
 
-def deploy_data_resources(cloudformation: Any, stack_name: str = STACK_NAME) -> None:
+def deploy_data_resources(cloudformation: Any, stack_name: str = STACK_NAME,
+                          parameters: Mapping[str, str] = LOCAL_PARAMETERS) -> None:
     """Create template.yaml's data resources (tables, stream) as a CloudFormation stack, through any
-    endpoint's CloudFormation (this one, another emulator)."""
+    endpoint's CloudFormation (this one, another emulator), with `parameters` (the rest at their defaults)."""
     template = data_resources_template(load_template())
-    cloudformation.create_stack(StackName=stack_name, TemplateBody=as_json(template))
+    cloudformation.create_stack(StackName=stack_name, TemplateBody=as_json(template),
+                                Parameters=[{"ParameterKey": key, "ParameterValue": value}
+                                            for key, value in parameters.items()])
     cloudformation.get_waiter("stack_create_complete").wait(
         StackName=stack_name, WaiterConfig={"Delay": 1, "MaxAttempts": 600})
 

@@ -48,7 +48,7 @@ def load_template(path: Path = TEMPLATE_PATH) -> dict[str, Any]:
 
 
 def data_resources_template(template: dict[str, Any]) -> dict[str, Any]:
-    """The part of the template an emulator can deploy: its data resources with the parameters and
+    """The part of the template an emulator can deploy: its data resources with the parameters, mappings and
     conditions they use (only those: the others, such as the JWT issuer, need no answer here), without
     the SAM transform. Works on template.yaml as on its SAM translation."""
     resources = {
@@ -67,9 +67,13 @@ def data_resources_template(template: dict[str, Any]) -> dict[str, Any]:
     kept_conditions = {name: conditions[name] for name in conditions if name in used_conditions}
     used_names = referenced_names((resources, kept_conditions))
     parameters = {name: p for name, p in template.get("Parameters", {}).items() if name in used_names}
+    used_maps = _maps_used(resources)
+    mappings = {name: m for name, m in template.get("Mappings", {}).items() if name in used_maps}
     subset: dict[str, Any] = {"AWSTemplateFormatVersion": "2010-09-09", "Resources": resources}
     if parameters:
         subset["Parameters"] = parameters
+    if mappings:
+        subset["Mappings"] = mappings
     if kept_conditions:
         subset["Conditions"] = kept_conditions
     return subset
@@ -96,6 +100,13 @@ def referenced_names(node: Any) -> set[str]:
     return names
 
 
+def _maps_used(node: Any) -> set[str]:
+    """Mappings named by `Fn::FindInMap` (the events stream's shards come from one)."""
+    return {item["Fn::FindInMap"][0] for item in _walk(node)
+            if isinstance(item, dict) and isinstance(item.get("Fn::FindInMap"), list)
+            and isinstance(item["Fn::FindInMap"][0], str)}
+
+
 def _conditions_used(node: Any) -> set[str]:
     """Conditions named by `Condition:` keys, `Fn::If` and `{"Condition": name}` inside conditions."""
     names: set[str] = set()
@@ -120,3 +131,22 @@ def data_resource_environment(physical_ids: dict[str, str]) -> dict[str, str]:
 
 def as_json(template: dict[str, Any]) -> str:
     return json.dumps(template)
+
+
+def stream_error_handling(function: str, template: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The error handling properties of `function`'s one stream event source (Kinesis or DynamoDB), with a
+    parameter's default for a `Ref`: MaximumRetryAttempts and MaximumRecordAgeInSeconds (-1 when unset, as on
+    Lambda) and BisectBatchOnFunctionError (False when unset). The local pollers take them from here."""
+    template = template or load_template()
+    events = template["Resources"][function]["Properties"]["Events"].values()
+    (source,) = [event["Properties"] for event in events if event["Type"] in ("Kinesis", "DynamoDB")]
+
+    def value(name: str, default: Any) -> Any:
+        given = source.get(name, default)
+        if isinstance(given, dict) and "Ref" in given:
+            return template["Parameters"][given["Ref"]]["Default"]
+        return given
+
+    return {"maximum_retry_attempts": int(value("MaximumRetryAttempts", -1)),
+            "bisect_batch_on_function_error": bool(value("BisectBatchOnFunctionError", False)),
+            "maximum_record_age_s": int(value("MaximumRecordAgeInSeconds", -1))}

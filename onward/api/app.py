@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 from aws_lambda_powertools.logging import correlation_paths
+from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from onward.api.answers import Problem, problem_of
@@ -96,6 +97,9 @@ def _methods_allowed(path: str) -> list[str]:
 @_handles(Exception)
 def _unexpected(error: Exception) -> Response[str]:
     logger.exception("unhandled error", extra={"route": app.current_event.path})
+    # What ApiUnhandledErrorsAlarm reads, and with it the gradual deployment's rollback: an answered 500 is no
+    # invocation error, so the function's Errors metric never sees a route that fails on every request.
+    metrics.add_metric(name="ApiUnhandledErrors", unit=MetricUnit.Count, value=1)
     return Problem(500, "Internal error", "the request failed; it is safe to retry with the same "
                    "Idempotency-Key").response()
 

@@ -53,13 +53,15 @@ EVERY_TENANT = problem("the credential is not an operator's, or is an operator's
                        "every tenant's data)")
 NOT_FOUND = problem("no such job for this tenant (another tenant's job is answered the same way)")
 BODY_TOO_LARGE = problem("the body is over 256 KiB")
+OVER_QUOTA = problem("the tenant's requests are over its quota (requests a second, counted per tenant over 10 s "
+                     "windows; operators bound to no tenant are not counted): retry after Retry-After")
 NOT_JSON = problem("the body is not declared Content-Type: application/json")
 
 
 def secured(answers: dict[int, OpenAPIResponse]) -> dict[int, OpenAPIResponse]:
     """A route's answers when it needs a bearer token: its own, and what any such route may answer (401; 403
-    for a credential of no tenant unless the route says more; 500; 503)."""
-    return {**answers, 401: UNAUTHORIZED, 403: answers.get(403, NO_TENANT),
+    for a credential of no tenant unless the route says more; 429 past the tenant's request quota; 500; 503)."""
+    return {**answers, 401: UNAUTHORIZED, 403: answers.get(403, NO_TENANT), 429: OVER_QUOTA,
             500: problem("an unexpected failure; safe to retry (with the same Idempotency-Key for a create)"),
             503: problem("contention on the job; retry after Retry-After")}
 

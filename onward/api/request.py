@@ -22,6 +22,7 @@ from onward.api.answers import Problem, no_such_file, not_found, schedule_not_fo
 from onward.api.auth import NoTenant, Principal
 from onward.api.routing import new_router
 from onward.bootstrap import ApiDeployment
+from onward.domain.clock import system_clock
 from onward.domain.models import TenantId
 from onward.domain.states import JobState
 from onward.domain.text_patterns import TENANT_ID
@@ -71,7 +72,25 @@ def caller() -> Principal:
     if principal is None:
         raise Problem(401, "Unauthorized", "send Authorization: Bearer <token>",
                       headers={"WWW-Authenticate": 'Bearer realm="onward"'})
+    if principal.tenant_id is not None:
+        _within_quota(principal.tenant_id)
     return principal
+
+
+QUOTA_COUNTED = "onward.quota_counted"  # marks a request already counted (a route may resolve its caller twice)
+
+
+def _within_quota(tenant_id: str) -> None:
+    """429 with Retry-After when the tenant is over its request quota (onward.api.quota); a request counts once."""
+    event = current_event().raw_event
+    if event.get(QUOTA_COUNTED):
+        return
+    refusal = ApiDeployment.from_environment().request_allowances.admit(tenant_id, system_clock())
+    if refusal is not None:
+        raise Problem(429, "Too many requests", f"this tenant's requests are over its quota of "
+                      f"{refusal.per_second:g} a second; retry after {refusal.retry_after_s} s",
+                      slug="request-quota", headers={"Retry-After": str(refusal.retry_after_s)})
+    event[QUOTA_COUNTED] = True
 
 
 def tenant_scope(principal: Principal, asked: str | None = None) -> str | None:

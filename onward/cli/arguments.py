@@ -1,15 +1,17 @@
 """What every command of `onward` shares: argparse types that refuse a value that cannot work at start,
-the help formatter that shows defaults, and waiting for Ctrl-C or SIGTERM."""
+the help formatter that shows defaults, and waiting for Ctrl-C or SIGTERM (StopSignals)."""
 
 from __future__ import annotations
 
 import argparse
 import math
 import signal
-import threading
+import time
 from collections.abc import Callable
 
 from onward.domain.clock import parse_instant
+
+SIGNAL_POLL_S = 0.2  # how soon a command waiting for Ctrl-C notices it
 
 
 def interrupt() -> None:
@@ -22,13 +24,25 @@ def interruptible() -> None:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-def wait_for_interrupt(stop: threading.Event) -> None:
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    try:
-        while not stop.wait(0.5):
-            pass
-    except KeyboardInterrupt:
-        stop.set()
+class StopSignals:
+    """From when it is made on, Ctrl-C (SIGINT) and SIGTERM are only counted, also where the process started
+    with SIGINT ignored (a shell's background job, a CI script's children). Made before a command prints that
+    it runs. The handler takes no lock: Python runs it in the main thread between two bytecodes, so one that
+    set a threading.Event could wait forever for the Event's lock the main thread held inside Event.wait; a
+    KeyboardInterrupt could escape a print, or come between a `with`'s acquire and its exit, a lock held."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        for number in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(number, self._count)
+
+    def _count(self, number: int, frame: object) -> None:
+        self.count += 1
+
+    def wait(self, beyond: int = 0) -> None:
+        """Until more than `beyond` signals came (a sleep: a signal cuts it short, the handler runs)."""
+        while self.count <= beyond:
+            time.sleep(SIGNAL_POLL_S)
 
 
 def bounded(kind: type[int | float], low: float, high: float | None = None,

@@ -9,9 +9,7 @@ import argparse
 import importlib
 import json
 import os
-import signal
 import sys
-import threading
 from collections.abc import Callable, Iterator, Sequence
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING
@@ -20,10 +18,9 @@ from onward.bootstrap import Deployment
 from onward.cli.arguments import (
     POSITIVE_SECONDS,
     DefaultsShown,
+    StopSignals,
     bounded,
     instant,
-    interruptible,
-    wait_for_interrupt,
 )
 from onward.domain.dispatch import MAX_WEIGHT, MIN_WEIGHT
 from onward.runtime.worker import InvalidRegistration, Registry
@@ -39,7 +36,7 @@ COMMAND_PLUGINS = "onward.commands"
 AddCommand = Callable[[str, str], argparse.ArgumentParser]
 # The product's own commands (build_parser adds them), for which no plug-in is loaded.
 PRODUCT_COMMANDS = frozenset({"worker", "replay", "rebuild-view", "reconcile", "capacity", "lag", "tenant", "bulk",
-                              "overlaps"})
+                              "overlaps", "redrive"})
 # What the local stack's commands are for, said by `onward --help` and by the command where it is missing.
 LOCAL_STACK_COMMANDS = {"up": "run the platform on this machine",
                         "endpoint": "run the embedded AWS endpoint alone and print its exports"}
@@ -61,22 +58,21 @@ def cmd_worker(args: argparse.Namespace) -> int:
     if not isinstance(registry, Registry):
         print(f"onward worker: {args.module} has no `registry` (an onward.runtime.worker.Registry)", file=sys.stderr)
         return 2
+    from onward.runtime import task_protection
     from onward.runtime.pool import WorkerPool
 
-    pool = WorkerPool(Deployment.from_environment().job_store, registry, args.concurrency, args.lease_s)
-    interruptible()  # Ctrl-C stops it as it says, also where it started with SIGINT ignored (a background job)
+    pool = WorkerPool(Deployment.from_environment().job_store, registry, args.concurrency, args.lease_s,
+                      protection=task_protection.from_environment(os.environ))
+    signals = StopSignals()  # Ctrl-C stops it as it says, also where it started with SIGINT ignored
     pool.start()
     print(f"onward worker: {args.concurrency} workers running {sorted(registry.types)}; Ctrl-C or SIGTERM "
           f"stops them (running jobs get {args.stop_timeout:g} s to end, then are released)", flush=True)
-    wait_for_interrupt(threading.Event())
+    signals.wait()
     # The graceful stop (ECS sends SIGTERM, then SIGKILL its StopTimeout later): no claim from now on, the
     # running jobs may end; a second signal releases them at once.
-    hurry = threading.Event()
-    for number in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(number, lambda *_: hurry.set())
     print(f"onward worker: stopping: no new claims; {pool.running} running jobs get {args.stop_timeout:g} s "
           "to end, then are released (Ctrl-C again: release them now)", flush=True)
-    drained = pool.drain(args.stop_timeout, hurry)
+    drained = pool.drain(args.stop_timeout, hurried=lambda: signals.count > 1)
     print(f"onward worker: stopped: {drained.ended} of {drained.held} running jobs ended, "
           f"{drained.released} released (not charged an attempt)"
           + (f"; {drained.stuck} workers did not stop" if drained.stuck else ""), flush=True)
@@ -141,6 +137,13 @@ def cmd_capacity(args: argparse.Namespace) -> int:
 
     from onward.domain.capacity import UNITS, Workload, assess
 
+    if args.target_jobs_per_second is not None:
+        return _print_stream_sizing(args.target_jobs_per_second, args.json)
+    missing = [f"--{name.replace('_', '-')}" for name in ("arrival_rate", "slots", "write_ms", "recovered_write_ms")
+               if getattr(args, name) is None]
+    if missing:
+        print(f"onward capacity: give --target-jobs-per-second, or {', '.join(missing)}", file=sys.stderr)
+        return 2
     try:
         workload = Workload(args.arrival_rate, args.slots, args.write_ms, args.recovered_write_ms,
                             args.observed_after, args.outage)
@@ -154,6 +157,27 @@ def cmd_capacity(args: argparse.Namespace) -> int:
     for name, value in report.items():
         shown = "never (arrivals exceed the recovered ceiling)" if value is None else f"{value:,.1f} {UNITS[name]}"
         print(f"{name:24} {shown}")
+    return 0
+
+
+def _print_stream_sizing(jobs_per_s: float, as_json: bool) -> int:
+    """The TargetJobsPerSecond value that carries `jobs_per_s` and its row of the EventsStreamSizing mapping."""
+    import json
+
+    from onward.domain.stream_sizing import size_for, tier_for
+
+    try:
+        tier = tier_for(jobs_per_s)
+    except ValueError as error:
+        print(f"onward capacity: {error}", file=sys.stderr)
+        return 2
+    sizing = size_for(tier).as_dict()
+    if as_json:
+        print(json.dumps({"TargetJobsPerSecond": tier, **sizing}))
+        return 0
+    print(f"{'TargetJobsPerSecond':34} {tier}")
+    for name, value in sizing.items():
+        print(f"{name:34} {value:,}")
     return 0
 
 
@@ -344,11 +368,15 @@ def build_parser(*, plugged_in: bool = True) -> argparse.ArgumentParser:
     reconcile.add_argument("--repair", action="store_true", help="re-publish what the view is missing")
     reconcile.set_defaults(run=cmd_reconcile)
 
-    capacity = command("capacity", "backlog, drain time and retention envelope arithmetic")
-    capacity.add_argument("--arrival-rate", type=float, required=True, help="events/s arriving")
-    capacity.add_argument("--slots", type=int, required=True, help="writes in flight")
-    capacity.add_argument("--write-ms", type=float, required=True, help="per write while degraded")
-    capacity.add_argument("--recovered-write-ms", type=float, required=True, help="per write once recovered")
+    capacity = command("capacity", "backlog, drain time and retention envelope arithmetic; or, with "
+                        "--target-jobs-per-second, what template.yaml sizes from that rate")
+    capacity.add_argument("--target-jobs-per-second", type=float,
+                          help="the platform's peak job rate: print the stream's shards, the Lambda worker's "
+                               "concurrency and the alarm threshold its TargetJobsPerSecond tier deploys")
+    capacity.add_argument("--arrival-rate", type=float, help="events/s arriving")
+    capacity.add_argument("--slots", type=int, help="writes in flight")
+    capacity.add_argument("--write-ms", type=float, help="per write while degraded")
+    capacity.add_argument("--recovered-write-ms", type=float, help="per write once recovered")
     capacity.add_argument("--observed-after", type=float, default=0.0, help="seconds the backlog had grown")
     capacity.add_argument("--outage", type=float, default=0.0, help="seconds of outage (no completions) after")
     capacity.add_argument("--json", action="store_true", help="print one JSON object")
@@ -375,6 +403,11 @@ def build_parser(*, plugged_in: bool = True) -> argparse.ArgumentParser:
                           "2026-11-30T06:00:00Z (inclusive): overlaps that began from then until now")
     overlaps.add_argument("--json", action="store_true", help='print one JSON object: {"since", "until", "jobs"}')
     overlaps.set_defaults(run=cmd_overlaps)
+
+    from onward.cli.redrive import add_redrive_command
+
+    add_redrive_command(command("redrive", "replay the jobs of parked records (unreadable or poison ones) through "
+                                "the outbox, once their cause is fixed"))
 
     added: list[str] = []
 

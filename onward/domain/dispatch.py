@@ -4,19 +4,24 @@ bands that age (pure).
 One global FIFO lets a tenant with two million jobs starve everyone. Here work is queued per tenant and a
 free worker serves the tenant that has used the least worker time for its weight:
 
-- **Virtual time.** A tenant's virtual time is the worker time its attempts have used (ended attempts
-  plus the time the running ones have run so far, plus any lift) divided by its weight. Counting the
-  running attempts as they run means a tenant holding many long jobs is charged for them while they run,
-  not in a lump when they end. A weight-2 tenant's virtual time rises half as fast: twice the share.
+- **Virtual time.** A tenant's virtual time grows by the worker time its attempts use (the ended ones,
+  and the running ones as they run) divided by its weight, plus any lift. Counting the running attempts as
+  they run means a tenant holding many long jobs is charged for them while they run, not in a lump when
+  they end. A weight-2 tenant's virtual time rises half as fast: twice the share.
+- **A weight change is not debt** (`VirtualBase`). Each slice of work is charged at the weight in force
+  when it ran: a weight change rebases the tenant (its virtual time then, and its worker time then), and
+  only the work after it is divided by the new weight. Lifts are kept in virtual time, so no weight
+  rescales them either.
 - **A system virtual clock; no banked credit.** The clock is the highest virtual time any claim has served
   (`advance_clock`), and at least the least virtual time among the backlogged tenants with jobs running
   (`virtual_floor`: between claims, long attempts move it on): it never goes back, and it exists when
-  nothing runs or waits. A tenant below it by
-  more than LIFT_TOLERANCE_MS was not competing (idle, or holding one long job while its queue was empty,
-  or shut out by its own backoff): it is lifted to the clock when it is next considered (its `offset_ms`
-  grows), so it competes on equal terms from now on and never owns the pool for the time it was away.
-  Tenants that stay backlogged are at or above the clock (it is their minimum when served) and are never
-  lifted. This is start-time fair queueing's rule, with worker time as the cost.
+  nothing runs or waits. A tenant that RETURNS (work entered its queues while none of them was being
+  served: it was idle, held one long job with an empty queue, or was shut out by its own backoff) and is
+  below the clock by more than LIFT_TOLERANCE_MS is lifted to it when it is first considered (its
+  `lift_vt` grows), so it competes on equal terms from now on and never owns the pool for the time it
+  was away. A tenant that stayed backlogged is never lifted, however far behind the clock it fell (the
+  claim had not reached it: it is owed that time). This is start-time fair queueing's rule, with worker
+  time as the cost.
 - **Caps that flex.** A tenant with `cap` jobs running is passed over while a tenant below its cap has due
   work. When none has, capped tenants are served past their caps (in the same fair order): no worker idles
   while a job is due (work conserving). A cap is split exactly over the tenant's running shards
@@ -72,39 +77,77 @@ class TenantPolicy:
 class Usage(NamedTuple):
     """A tenant's worker-time counters (the sum of its running shards' items).
 
-    `running`: attempts running now. `ended_ms`: worker time of attempts that ended. `started_ms_sum`: the
-    sum of the running attempts' claim times, so the time they have run so far is `running * now -
-    started_ms_sum` without touching the counter while they run. `offset_ms`: worker time added by lifts
-    (a returning tenant set level with the system clock).
+    `running`: attempts running now. `ended_ms`: worker time of attempts that ended (`ended` of them).
+    `started_ms_sum`: the sum of the running attempts' claim times, so the time they have run so far is `running * now -
+    started_ms_sum` without touching the counter while they run. `lift_vt`: virtual ms added by lifts (a
+    returning tenant set level with the system clock), whole ms, in virtual time so that no weight change
+    rescales it.
     """
 
     running: int = 0
     ended_ms: int = 0
     started_ms_sum: int = 0
-    offset_ms: int = 0
+    lift_vt: int = 0
+    ended: int = 0
 
     def worker_ms(self, now: int) -> int:
-        """Worker time charged up to `now`: ended attempts, the running ones so far, and lifts."""
-        return self.ended_ms + self.running * now - self.started_ms_sum + self.offset_ms
+        """Worker time used up to `now`: ended attempts and the running ones so far (lifts aside). It only
+        grows, and continuously: a claim adds nothing at its instant, an end moves what the attempt ran from
+        the running part to the ended part."""
+        return self.ended_ms + self.running * now - self.started_ms_sum
+
+    def expected_ms(self, now: int, mean_ms: float | None = None) -> float:
+        """`worker_ms` with each running attempt charged at least the tenant's mean attempt so far (`mean_ms`,
+        the pool's, while it has none): what the order of claims goes by. An attempt costs nothing at the
+        instant it starts, so without this the free workers of one instant would all go to the tenant a
+        little behind; with it, a claim sees the cost of the attempts it just started (and an attempt that
+        runs longer is charged as it runs)."""
+        mean = self.ended_ms / self.ended if self.ended else mean_ms
+        if mean is None or not self.running:
+            return self.worker_ms(now)
+        ran = self.running * now - self.started_ms_sum
+        return self.ended_ms + max(ran, self.running * mean)
 
     def apply(self, change: UsageChange) -> Usage:
         return self._replace(running=self.running + change.running, ended_ms=self.ended_ms + change.ended_ms,
-                             started_ms_sum=self.started_ms_sum + change.started_ms_sum)
+                             started_ms_sum=self.started_ms_sum + change.started_ms_sum,
+                             ended=self.ended + change.ended)
 
-    def lifted(self, offset_ms: int) -> Usage:
-        """With its lift offset raised to `offset_ms` (see `Candidate.lift_offset_ms`); never lowered."""
-        return self._replace(offset_ms=max(self.offset_ms, offset_ms))
+    def lifted(self, lift_vt: int) -> Usage:
+        """With its lift raised to `lift_vt` (see `Candidate.lift_offset_ms`); never lowered."""
+        return self._replace(lift_vt=max(self.lift_vt, lift_vt))
 
     @classmethod
     def combined(cls, parts: Iterable[Usage]) -> Usage:
         """The tenant's usage from its shards' counters."""
-        running = ended = started = offset = 0
+        running = ended_ms = started = lift = ended = 0
         for part in parts:
             running += part.running
-            ended += part.ended_ms
+            ended_ms += part.ended_ms
             started += part.started_ms_sum
-            offset += part.offset_ms
-        return cls(running, ended, started, offset)
+            lift += part.lift_vt
+            ended += part.ended
+        return cls(running, ended_ms, started, lift, ended)
+
+
+class VirtualBase(NamedTuple):
+    """Where a tenant's virtual time stood when its weight last changed: `virtual` (virtual ms, lifts aside)
+    when its worker time was `worker_ms`. Its virtual time at worker time W, under the weight in force since,
+    is `virtual + (W - worker_ms) / weight`: the work before the change stays charged at the weights it ran
+    under. (0, 0) until its weight first changes."""
+
+    virtual: VirtualMs = 0.0
+    worker_ms: int = 0
+
+    def virtual_time(self, worker_ms: float, weight: float) -> VirtualMs:
+        """The virtual time (lifts aside) at worker time `worker_ms`, charged at `weight` since the base."""
+        return self.virtual + (worker_ms - self.worker_ms) / weight
+
+    def rebased(self, worker_ms: int, weight: float) -> VirtualBase:
+        """The base for a weight change at worker time `worker_ms` from `weight` (the weight in force until
+        then): the virtual time reached, where the new weight's charging starts. Virtual time is the same
+        just before and just after the change."""
+        return VirtualBase(self.virtual_time(worker_ms, weight), worker_ms)
 
 
 class UsageChange(NamedTuple):
@@ -113,6 +156,7 @@ class UsageChange(NamedTuple):
     running: int
     ended_ms: int
     started_ms_sum: int
+    ended: int = 0
 
 
 def on_claim(now: int) -> UsageChange:
@@ -123,20 +167,29 @@ def on_claim(now: int) -> UsageChange:
 def on_end(claimed_at: int, now: int) -> UsageChange:
     """An attempt claimed at `claimed_at` stops running at `now` (completed, failed, reaped, released or
     cancelled): its whole run time moves from the running part to the ended part."""
-    return UsageChange(running=-1, ended_ms=now - claimed_at, started_ms_sum=-claimed_at)
+    return UsageChange(running=-1, ended_ms=now - claimed_at, started_ms_sum=-claimed_at, ended=1)
 
 
 class TenantLoad(NamedTuple):
-    """One tenant as the dispatcher sees it: settings, usage counters and how many jobs wait (queued or
-    retry_wait, due or not: the store checks due-ness with its ready query)."""
+    """One tenant as the dispatcher sees it: settings, usage counters, how many jobs wait (queued or
+    retry_wait, due or not: the store checks due-ness with its ready query) and its virtual base.
+    `returning`: work entered its queues while none of them was being served (it was away): lifted to the
+    clock if it is below it; False when it stayed backlogged (a claim served it since work entered: it is
+    owed what it waited for, and is never lifted)."""
 
     tenant_id: str
     policy: TenantPolicy
     usage: Usage
     waiting: int
+    base: VirtualBase = VirtualBase()
+    returning: bool = True
 
-    def virtual_time(self, now: int) -> VirtualMs:
-        return self.usage.worker_ms(now) / self.policy.weight
+    def virtual_time(self, now: int, mean_ms: float | None = None) -> VirtualMs:
+        """Its virtual time at `now`: its work charged at the weights in force when it ran (the running
+        attempts at least their expected time, Usage.expected_ms; `mean_ms`: the pool's mean attempt, for a
+        tenant with none ended), plus lifts: the order of claims."""
+        worked = self.usage.expected_ms(now, mean_ms)
+        return self.base.virtual_time(worked, self.policy.weight) + self.usage.lift_vt
 
     @property
     def at_cap(self) -> bool:
@@ -145,8 +198,8 @@ class TenantLoad(NamedTuple):
 
 class Candidate(NamedTuple):
     """A tenant to try at `virtual_time` (lifted to the clock where it returns). `lift_offset_ms`: set when
-    it returns from below the clock: the claim that serves it raises its lift offset to this value
-    (`Usage.lifted`; a conditional SET that never lowers it), so it cannot bank credit."""
+    it returns from below the clock: the claim that serves it raises its lift (`Usage.lift_vt`, virtual ms)
+    to this value (`Usage.lifted`; a conditional SET that never lowers it), so it cannot bank credit."""
 
     tenant_id: str
     virtual_time: VirtualMs
@@ -170,22 +223,29 @@ class DispatchOrder(NamedTuple):
         return None
 
 
-def candidate(load: TenantLoad, now: int, clock: VirtualMs) -> Candidate:
-    """`load` as a candidate at `now` under the system clock: lifted to the clock when it is below it by
-    more than LIFT_TOLERANCE_MS."""
-    worker_ms = load.usage.worker_ms(now)
-    weight = load.policy.weight
-    virtual = worker_ms / weight
-    if virtual >= clock - LIFT_TOLERANCE_MS:
+def candidate(load: TenantLoad, now: int, clock: VirtualMs, mean_ms: float | None = None) -> Candidate:
+    """`load` as a candidate at `now` under the system clock: a returning tenant is lifted to the clock when
+    it is below it by more than LIFT_TOLERANCE_MS (it is considered at once: it enters the `active` index at
+    the clock, at the head)."""
+    virtual = load.virtual_time(now, mean_ms)
+    if not load.returning or virtual >= clock - LIFT_TOLERANCE_MS:
         return Candidate(load.tenant_id, virtual, None)
-    lift = load.usage.offset_ms + math.ceil(clock * weight - worker_ms)
-    return Candidate(load.tenant_id, clock, lift)
+    return Candidate(load.tenant_id, clock, load.usage.lift_vt + math.ceil(clock - virtual))
 
 
-def virtual_floor(loads: Iterable[TenantLoad], now: int) -> VirtualMs | None:
+def pool_mean_ms(loads: Iterable[TenantLoad]) -> float | None:
+    """The mean attempt of the tenants given (their ended attempts together); None when none ended."""
+    ended = ended_ms = 0
+    for load in loads:
+        ended += load.usage.ended
+        ended_ms += load.usage.ended_ms
+    return ended_ms / ended if ended else None
+
+
+def virtual_floor(loads: Iterable[TenantLoad], now: int, mean_ms: float | None = None) -> VirtualMs | None:
     """The least virtual time among backlogged tenants (jobs waiting) with jobs running: how far the pool
     has come since the last claim. None when there is none."""
-    return min((load.virtual_time(now) for load in loads if load.waiting > 0 and load.usage.running),
+    return min((load.virtual_time(now, mean_ms) for load in loads if load.waiting > 0 and load.usage.running),
                default=None)
 
 
@@ -194,11 +254,12 @@ def dispatch_order(loads: Iterable[TenantLoad], now: int, clock: VirtualMs = 0.0
     cap). `loads`: the tenants with jobs waiting (others are left out); `clock`: the system virtual clock
     as stored (raised here to the `virtual_floor`). Cost: one pass and a sort over the tenants given."""
     backlogged = [load for load in loads if load.waiting > 0]
-    clock = max(clock, virtual_floor(backlogged, now) or 0.0)
+    mean_ms = pool_mean_ms(backlogged)
+    clock = max(clock, virtual_floor(backlogged, now, mean_ms) or 0.0)
     within: list[tuple[float, float, str, Candidate]] = []
     capped: list[tuple[float, float, str, Candidate]] = []
     for load in backlogged:
-        chosen = candidate(load, now, clock)
+        chosen = candidate(load, now, clock, mean_ms)
         entry = (chosen.virtual_time, load.usage.running / load.policy.weight, load.tenant_id, chosen)
         (capped if load.at_cap else within).append(entry)
     within.sort()

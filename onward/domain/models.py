@@ -23,6 +23,7 @@ from pydantic import (
 
 from onward.domain.clock import EpochMs, iso, system_clock
 from onward.domain.documents import check_exact
+from onward.domain.schema_versions import EVENT_SCHEMA
 from onward.domain.states import SHOWS_ERROR, JobState, RunOutcome
 from onward.domain.text_patterns import JOB_ID, JOB_TYPE, TENANT_ID
 
@@ -39,7 +40,6 @@ def _storable_params(params: dict[str, Any]) -> dict[str, Any]:
 
 StorableParams = Annotated[dict[str, Any], AfterValidator(_storable_params)]
 
-EVENT_SCHEMA = 1
 MAX_ERROR_MESSAGE = 1000
 MAX_INLINE_RESULT_BYTES = 1024
 MAX_TIMEOUT_S = 24 * 3600  # the platform's cap on one attempt's run time (a job's timeout_s, a type's default)
@@ -212,7 +212,9 @@ class Run(_Frozen):
 
 
 class OutboxEvent(_Frozen):
-    """One committed transition, as other consumers will read it (schema versioned)."""
+    """One committed transition, as other consumers will read it (schema versioned: `schema` is its major,
+    onward.domain.schema_versions). A field this code does not know, added by a newer writer of the same
+    major, is kept (`model_extra`) and passed on as it came, but never read, digested or projected."""
 
     event_id: str
     job_id: JobId
@@ -235,7 +237,7 @@ class OutboxEvent(_Frozen):
     # event without it reads, and digests, as it did before (onward.domain.projection.digest).
     run_at: str | None = None
 
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(frozen=True, extra="allow", populate_by_name=True)
 
     @classmethod
     def of(cls, job: Job, *, result: Any = None, result_size: int | None = None) -> OutboxEvent:

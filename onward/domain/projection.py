@@ -26,14 +26,20 @@ class ProjectionOutcome(StrEnum):
 # stores digests, so an event without them must digest as it did before they existed (else the redelivery
 # of an old event after a deploy would be taken for a conflict).
 ADDED_FIELDS = ("run_at",)
+# What a digest covers, for good: a field added to the event from now on is left out, however it is set.
+DIGESTED_FIELDS = frozenset({
+    "event_id", "job_id", "tenant_id", "type", "version", "status", "attempt", "cancel_requested", "occurred_at",
+    "schema_version", "error", "result_size_bytes", "result_inline", *ADDED_FIELDS})
 
 
 def digest(event: OutboxEvent) -> str:
-    """A stable fingerprint of an event's content (canonical JSON, sorted keys). Not of `committed_at`: the
-    same transition re-published from the outbox has none, and is the same event. Nor of an ADDED_FIELDS
-    field the event does not have."""
+    """A stable fingerprint of an event's content (canonical JSON, sorted keys), over DIGESTED_FIELDS only.
+    Not of `committed_at`: the same transition re-published from the outbox has none, and is the same event.
+    Nor of an ADDED_FIELDS field the event does not have. Nor of a field added to the contract later, or
+    unknown to this code: a projector not yet upgraded and one upgraded must agree on a redelivery of an
+    event that carries it, else it reads as a conflict (onward.domain.schema_versions)."""
     absent = {name for name in ADDED_FIELDS if getattr(event, name) is None}
-    content = event.model_dump(mode="json", by_alias=True, exclude={"committed_at", *absent})
+    content = event.model_dump(mode="json", by_alias=True, include=set(DIGESTED_FIELDS - absent))
     canonical = json.dumps(content, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
 

@@ -4,11 +4,13 @@ StatusProjector (onward/pipeline/projector/projector.py, which writes its jobs a
 The earliest failed record and every record after it in the batch are reported failed (some of those may have
 been written by other jobs' writes), so a job's later event never lands past an earlier one that failed and
 never stays unwritten behind a success. Lambda resumes at the lowest failed sequence number; the version guard
-absorbs what it redelivers.
+absorbs what it redelivers. A record that failed its 3rd delivery is parked with the rest of its Lambda record
+(onward/pipeline/poison.py) and reported done, before the mapping's MaximumRetryAttempts would discard it.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
@@ -21,7 +23,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from onward.bootstrap import Deployment
 from onward.pipeline.projector.projector import BatchFailure, BatchTally, OutcomeTotals, ShardRecord
-from onward.telemetry import discard_unflushed
+from onward.telemetry import add_count, discard_unflushed
 
 logger = Logger(service="onward-projector")
 metrics = Metrics(namespace="Onward", service="projector")
@@ -59,6 +61,13 @@ class ShardBatchProcessor(BatchProcessor):
         return answers
 
 
+def _metadata(record: KinesisStreamRecord) -> str:
+    """The record as Lambda delivered it but its data (kept apart, as the parked record's raw bytes)."""
+    raw = dict(record.raw_event)
+    raw["kinesis"] = {name: value for name, value in raw.get("kinesis", {}).items() if name != "data"}
+    return json.dumps(raw, sort_keys=True, separators=(",", ":"))
+
+
 def shard_of(record: KinesisStreamRecord) -> str:
     """Kinesis event ids are `<shard id>:<sequence number>`."""
     return record.event_id.split(":", 1)[0]
@@ -75,7 +84,8 @@ def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailure
     def project_batch(batch: list[KinesisStreamRecord]) -> BatchFailure | None:
         if not batch:
             return None
-        records = [ShardRecord(record.kinesis.sequence_number, record.kinesis.data_as_bytes()) for record in batch]
+        records = [ShardRecord(record.kinesis.sequence_number, record.kinesis.data_as_bytes(), _metadata(record))
+                   for record in batch]
         return projector.project_batch(shard_of(batch[0]), records, tally)
 
     try:
@@ -88,7 +98,8 @@ def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailure
         projector.finish_batch(shard_of(KinesisStreamRecord(records[0])), tally)
     for outcome, count in tally.outcomes.items():
         metrics.add_metric(name=f"Projection{outcome.value.capitalize()}", unit=MetricUnit.Count, value=count)
-    metrics.add_metric(name="ProjectionParked", unit=MetricUnit.Count, value=tally.parked)
+    add_count(metrics, "ProjectionParked", tally.parked)
+    add_count(metrics, "ProjectionWritesSaved", tally.writes_saved)
     # Every batch, 0 included: the heartbeat alarm fires when a period's sum stays below 1 (or has no data at all).
     metrics.add_metric(name="PipelineHeartbeats", unit=MetricUnit.Count, value=tally.heartbeats)
     if tally.lag_ms:

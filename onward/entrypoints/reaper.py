@@ -18,7 +18,7 @@ from onward.bootstrap import Deployment
 from onward.domain.clock import system_clock
 from onward.maintenance.reaper import reap_once
 from onward.operator.due_age import oldest_due_age_s
-from onward.telemetry import discard_unflushed
+from onward.telemetry import add_count, discard_unflushed
 
 logger = Logger(service="onward-reaper")
 metrics = Metrics(namespace="Onward", service="reaper")
@@ -33,7 +33,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, int]:
     """Any event (EventBridge's scheduled event carries nothing we need); returns the jobs moved."""
     deployment = Deployment.from_environment()
     moved = reap_once(deployment.job_store)
-    metrics.add_metric(name="LeasesReaped", unit=MetricUnit.Count, value=moved)
+    add_count(metrics, "LeasesReaped", moved)
     deployment.heartbeat_emitter.emit()
     # After the heartbeat: a failed read here must not also silence the heartbeat alarm's metric.
     metrics.add_metric(name="OldestDueAgeSeconds", unit=MetricUnit.Seconds,

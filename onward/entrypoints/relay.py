@@ -8,14 +8,13 @@ from __future__ import annotations
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
-from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.data_classes import DynamoDBStreamEvent
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from onward.bootstrap import Deployment
 from onward.pipeline.relay.relay import StreamRecord
-from onward.telemetry import discard_unflushed
+from onward.telemetry import add_count, discard_unflushed
 
 logger = Logger(service="onward-relay")
 metrics = Metrics(namespace="Onward", service="relay")
@@ -48,8 +47,8 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     if not records:
         return {"batchItemFailures": []}
     outcome = Deployment.from_environment().relay.relay(records)
-    metrics.add_metric(name="RelayPublished", unit=MetricUnit.Count, value=outcome.published)
-    metrics.add_metric(name="RelayRetriedEntries", unit=MetricUnit.Count, value=outcome.retried_entries)
-    metrics.add_metric(name="RelayParked", unit=MetricUnit.Count, value=outcome.parked)
+    add_count(metrics, "RelayPublished", outcome.published)
+    add_count(metrics, "RelayRetriedEntries", outcome.retried_entries)
+    add_count(metrics, "RelayParked", outcome.parked)
     failures = [] if outcome.first_unpublished is None else [{"itemIdentifier": outcome.first_unpublished}]
     return {"batchItemFailures": failures}

@@ -6,11 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
-from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from onward.bootstrap import Deployment
-from onward.telemetry import discard_unflushed
+from onward.telemetry import add_count, discard_unflushed
 
 logger = Logger(service="onward-scheduler")
 metrics = Metrics(namespace="Onward", service="scheduler")
@@ -24,8 +23,8 @@ tracer = Tracer(service="onward-scheduler")
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, int]:
     """Any event (EventBridge's scheduled event carries nothing we need); returns what the tick did."""
     report = Deployment.from_environment().scheduler.tick()
-    metrics.add_metric(name="SchedulesFired", unit=MetricUnit.Count, value=len(report.fired))
-    metrics.add_metric(name="ScheduleFiresSkipped", unit=MetricUnit.Count, value=report.skipped)
+    add_count(metrics, "SchedulesFired", len(report.fired))
+    add_count(metrics, "ScheduleFiresSkipped", report.skipped)
     if report.failed:
         logger.warning("schedules whose job could not be created", extra={"failed": report.failed})
     return {"fired": len(report.fired), "repeated": report.repeated, "skipped": report.skipped,

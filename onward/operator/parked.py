@@ -8,10 +8,9 @@ comes in that order, newest shard id and sequence first, not in the order they w
 
 from __future__ import annotations
 
-import base64
 from typing import Any, Literal
 
-from onward.pipeline.parking import ParkedRecord
+from onward.pipeline.parking import ParkedRecord, parked_record
 
 Source = Literal["projector", "relay"]
 SOURCES: tuple[Source, ...] = ("projector", "relay")
@@ -27,7 +26,7 @@ class ParkedRecordReader:
         answer = self._db.query(
             TableName=self._table, KeyConditionExpression="#s = :s", ScanIndexForward=False, Limit=limit,
             ExpressionAttributeNames={"#s": "source"}, ExpressionAttributeValues={":s": {"S": source}})
-        records = [_record(item) for item in answer["Items"]]
+        records = [parked_record(item) for item in answer["Items"]]
         return records, "LastEvaluatedKey" in answer
 
 
@@ -36,9 +35,3 @@ def preview(raw: bytes, limit: int = 240) -> str:
     text = raw[:limit].decode("utf-8", errors="backslashreplace")
     return text + ("…" if len(raw) > limit else "")
 
-
-def _record(item: dict[str, Any]) -> ParkedRecord:
-    raw = item["raw"]["B"]
-    return ParkedRecord(item["source"]["S"], item["shard_id"]["S"], item["sequence_number"]["S"],
-                        item["reason"]["S"], raw if isinstance(raw, bytes) else base64.b64decode(raw),
-                        item["parked_at"]["S"], int(item["raw_size"]["N"]), item["raw_truncated"]["BOOL"])

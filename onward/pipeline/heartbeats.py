@@ -58,9 +58,10 @@ SlotId = int
 
 class Heartbeat(BaseModel):
     """One heartbeat as it travels on the events stream (Kinesis): per slot, the commit time through which
-    that slot's partition of the outbox has been relayed."""
+    that slot's partition of the outbox has been relayed. A field a newer relay adds is ignored (the rule of
+    onward.domain.schema_versions: an additive change is read by the consumers not yet upgraded)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="ignore")
 
     kind: Literal["heartbeat"] = HEARTBEAT_KIND
     slots: int = Field(default=0, ge=0, le=MAX_SLOTS)  # K of the newest beat relayed in the batch

@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from onward.domain.models import OutboxEvent
+from onward.domain.schema_versions import EVENT_SCHEMA, check_major
 from onward.pipeline.heartbeats import is_heartbeat_image
 from onward.store.dynamo.attributes import Item, from_item
 from onward.store.dynamo.keys import time_buckets
@@ -22,8 +23,10 @@ MAX_WINDOW_HOURS = 7 * 24  # past this, one scan costs less than an index query 
 
 
 def event_from_image(image: Item) -> OutboxEvent:
-    """The event an outbox item (DynamoDB wire format, e.g. a stream record's NewImage) holds."""
+    """The event an outbox item (DynamoDB wire format, e.g. a stream record's NewImage) holds, its unknown
+    fields kept as they came; NewerSchema for an event of a major this code does not read yet."""
     values = {name: value for name, value in from_item(image).items() if name not in _STORAGE_ONLY}
+    check_major("outbox event", values.get("schema"), EVENT_SCHEMA)
     return OutboxEvent.model_validate(values)
 
 
@@ -36,7 +39,7 @@ class OutboxReader:
         self._db = client
         self._table = table
 
-    def job(self, job_id: str) -> list[OutboxEvent]:
+    def events_of(self, job_id: str) -> list[OutboxEvent]:
         """A job's events in version order."""
         return [event_from_image(item) for item in self._query(
             KeyConditionExpression="job_id = :j", ExpressionAttributeValues={":j": {"S": job_id}},

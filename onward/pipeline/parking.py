@@ -1,6 +1,7 @@
-"""Parked records: input a consumer could not parse or validate, kept with its raw bytes and the reason,
-so the stream behind it keeps moving and a person can inspect (and re-drive) it later: for the job
-retention, counted from when it was parked (TTL `expires_at`)."""
+"""Parked records: input a consumer could not parse or validate, or a record that kept failing it (a poison record,
+onward/pipeline/poison.py), kept with its raw bytes, its stream metadata and the reason, so the stream behind it
+keeps moving and a person can inspect it and re-drive it (`onward redrive`) later: for the job retention, counted
+from when it was parked (TTL `expires_at`)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,11 @@ class ParkedRecord:
     parked_at: str
     raw_size: int  # bytes of the record as received
     raw_truncated: bool = False  # True: `raw` holds the first MAX_RAW_BYTES only (an item holds 400 KB)
+    job_id: str | None = None  # the job it belongs to, when known (what `onward redrive` replays)
+    stream_record: str | None = None  # the rest of the record as the stream delivered it (JSON), beside `raw`
+    failures: int = 0  # failed deliveries before it was parked (0: unreadable, parked at once)
+    redriven_at: str | None = None  # when `onward redrive` replayed its job through the outbox
+    parked_id: str | None = None  # its key in the table (set on a record read back)
 
 
 class ParkedRecords:
@@ -39,12 +45,18 @@ class ParkedRecords:
         self._clock = clock
         self._retention_s = retention_s
 
-    def park(self, source: str, shard_id: str, sequence_number: str, raw: bytes, reason: str) -> None:
+    def park(self, source: str, shard_id: str, sequence_number: str, raw: bytes, reason: str, *,
+             job_id: str | None = None, stream_record: str | None = None, failures: int = 0) -> None:
         now = self._clock()
         parked_at = iso(now)
+        extra: dict[str, Any] = {"failures": {"N": str(failures)}}
+        if job_id is not None:
+            extra["job_id"] = {"S": job_id}
+        if stream_record is not None:
+            extra["stream_record"] = {"S": stream_record}
         self._db.put_item(
             TableName=self._table,
-            Item={
+            Item=extra | {
                 "source": {"S": source},
                 # Idempotent for a redelivered record: the same shard and sequence number park once.
                 "parked_id": {"S": f"{shard_id}#{int(sequence_number):080d}" if sequence_number.isdigit()
@@ -60,19 +72,36 @@ class ParkedRecords:
             },
         )
 
-    def list(self, source: str) -> list[ParkedRecord]:
+    def parked_by(self, source: str) -> list[ParkedRecord]:
         pages = self._db.get_paginator("query").paginate(
             TableName=self._table,
             KeyConditionExpression="#s = :s",
             ExpressionAttributeNames={"#s": "source"},
             ExpressionAttributeValues={":s": {"S": source}},
         )
-        return [
-            ParkedRecord(i["source"]["S"], i["shard_id"]["S"], i["sequence_number"]["S"], i["reason"]["S"],
-                         _bytes(i["raw"]["B"]), i["parked_at"]["S"], int(i["raw_size"]["N"]),
-                         i["raw_truncated"]["BOOL"])
-            for page in pages for i in page["Items"]
-        ]
+        return [parked_record(item) for page in pages for item in page["Items"]]
+
+    def mark_redriven(self, record: ParkedRecord) -> None:
+        """Note that `onward redrive` replayed the record's job (it stays listed, marked, until it expires)."""
+        self._db.update_item(
+            TableName=self._table,
+            Key={"source": {"S": record.source}, "parked_id": {"S": record.parked_id or ""}},
+            UpdateExpression="SET redriven_at = :at",
+            ConditionExpression="attribute_exists(parked_id)",
+            ExpressionAttributeValues={":at": {"S": iso(self._clock())}},
+        )
+
+
+def parked_record(item: dict[str, Any]) -> ParkedRecord:
+    """A parked record from its item (DynamoDB's typed shape)."""
+    def text(name: str) -> str | None:
+        return item[name]["S"] if name in item else None
+
+    return ParkedRecord(item["source"]["S"], item["shard_id"]["S"], item["sequence_number"]["S"], item["reason"]["S"],
+                        _bytes(item["raw"]["B"]), item["parked_at"]["S"], int(item["raw_size"]["N"]),
+                        item["raw_truncated"]["BOOL"], text("job_id"), text("stream_record"),
+                        int(item["failures"]["N"]) if "failures" in item else 0, text("redriven_at"),
+                        item["parked_id"]["S"])
 
 
 def _bytes(value: Any) -> bytes:

@@ -4,18 +4,29 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from onward.domain.models import StatusView
-from onward.store.dynamo.attributes import from_item, tenant_string_key
+from onward.pipeline.listing import (
+    LISTING_ATTRIBUTE,
+    LISTING_SHARDS,
+    Position,
+    Query,
+    at_once,
+    index_key,
+    listing_partition,
+    merge_newest_first,
+    read_position,
+)
+from onward.store.dynamo.attributes import from_item
 from onward.store.dynamo.batch_reads import batch_get
 from onward.store.dynamo.tenant_reads import tenant_item
 
-Key = dict[str, Any]  # a DynamoDB LastEvaluatedKey of the by_tenant index
-_LISTING_KEY = frozenset({"job_id", "tenant_id", "occurred_at"})  # the by_tenant index key of a view row
-MAX_PAGE_QUERIES = 10  # a filter can leave pages thin: stop after this many queries
+Key = Position  # where a tenant's listing goes on: each listing shard's place (onward.pipeline.listing)
+MAX_PAGE_QUERIES = 10  # a filter can leave pages thin: stop after this many queries beyond one per shard
 FILTERED_QUERY_LIMIT = 100  # items one query of a filtered listing evaluates (a match may be rare)
-MAX_COUNTED = 10_000  # index entries a count reads at most (newest first); beyond, the counts say so
+MAX_COUNTED = 10_000  # index entries a count reads at most (each shard's newest); beyond, the counts say so
 COUNT_QUERY_LIMIT = 1_000
 
 
@@ -71,10 +82,10 @@ class StatusCounts:
 
 
 def listing_start(position: object, tenant_id: str) -> Key | None:
-    """A position a tenant's listing handed out (`StatusViewReader.for_tenant`'s key to continue from, as the
-    caller got it back), to start that tenant's listing from; None when it is not one: it never widens a
-    listing to another tenant's jobs."""
-    return tenant_string_key(position, _LISTING_KEY, tenant_id)
+    """A position a tenant's listing handed out (`StatusViewReader.for_tenant`'s position to continue from, as
+    the caller got it back), to start that tenant's listing from; None when it is not one (another tenant's
+    included): it never widens a listing to another tenant's jobs, nor starts a shard at a job of another."""
+    return read_position(position, tenant_id)
 
 
 class StatusViewReader:
@@ -95,73 +106,78 @@ class StatusViewReader:
         self, tenant_id: str, *, limit: int, status: str | None = None, where: JobFilter | None = None,
         start: Key | None = None,
     ) -> tuple[list[StatusView], Key | None]:
-        """Up to `limit` of a tenant's jobs, the most recently changed first (the `by_tenant` index), only
-        those `where` (or in `status`) selects; and the key to continue from (None: no more).
+        """Up to `limit` of a tenant's jobs, the most recently changed first (the `by_listing` index, its
+        shards merged: onward.pipeline.listing), only those `where` (or in `status`) selects; and the position
+        to continue from (None: no more).
 
         An index cannot be read consistently, so it only chooses the jobs: their rows are then read
         consistently from the table (one BatchGetItem per page), and a listing never shows a job older than a
         read before it did. A job whose consistent row no longer has a selected status is left out.
 
-        A filtered listing evaluates up to FILTERED_QUERY_LIMIT entries per query and MAX_PAGE_QUERIES queries
-        per call, so a rare match can leave a page short (even empty) with a key to go on from: the caller
-        searches further with it. The key is the last entry shown when the page was cut short of a query's
-        matches, so none is skipped."""
+        A filtered listing evaluates up to FILTERED_QUERY_LIMIT entries per query, one query per shard and
+        MAX_PAGE_QUERIES more per call, so a rare match can leave a page short (even empty) with a position
+        to go on from: the caller searches further with it. In each shard the position is the last entry
+        shown when the page was cut short of a query's matches, so none is skipped."""
         where = where or JobFilter()
         if status is not None:
             where = JobFilter(frozenset({status}), where.job_type, where.id_prefix)
-        expression = where.expression()
-        request: dict[str, Any] = {
-            "TableName": self._table, "IndexName": "by_tenant", "ScanIndexForward": False,
-            "KeyConditionExpression": "tenant_id = :t", "ProjectionExpression": "job_id, occurred_at",
-            **expression,
-            "ExpressionAttributeValues": {":t": {"S": tenant_id}, **expression.get("ExpressionAttributeValues", {})},
-        }
-        chosen: list[dict[str, Any]] = []
-        for _ in range(MAX_PAGE_QUERIES):
-            wanted = limit - len(chosen)
-            page = self._db.query(**request, Limit=max(wanted, FILTERED_QUERY_LIMIT) if where.narrows else wanted,
-                                  **({"ExclusiveStartKey": start} if start else {}))
-            items = page["Items"]
-            chosen.extend(items[:wanted])
-            start = page.get("LastEvaluatedKey")
-            if len(items) > wanted:  # more matches than the page holds: go on after the last one shown
-                start = _index_key(tenant_id, chosen[-1])
-            if start is None or len(chosen) >= limit:
-                break
+        query = self._shard_query(tenant_id, where.expression(), "job_id, occurred_at")
+        chosen, position = merge_newest_first(
+            query, tenant_id, start, limit=limit, max_queries=LISTING_SHARDS + MAX_PAGE_QUERIES,
+            per_query=(lambda wanted: max(wanted, FILTERED_QUERY_LIMIT)) if where.narrows else (lambda wanted: wanted))
         job_ids = [item["job_id"]["S"] for item in chosen]
         current = self.get_many(job_ids)
         views = [current[job_id] for job_id in job_ids if job_id in current
                  and (not where.statuses or current[job_id].status.value in where.statuses)]
-        return views, start
+        return views, position
 
     def count_by_status(self, tenant_id: str, *, job_type: str | None = None,
                         max_examined: int = MAX_COUNTED) -> StatusCounts:
-        """The tenant's jobs per status (of `job_type` only, if given), from the `by_tenant` index, newest
-        first: at most `max_examined` entries are read (the cost of a count is the entries it reads), and the
-        answer says whether that was all. The index is eventually consistent: a count can be a moment behind
-        the rows a listing shows."""
+        """The tenant's jobs per status (of `job_type` only, if given), from the `by_listing` index, each
+        shard newest first: at most `max_examined` entries are read in all, shared by the shards (the cost of
+        a count is the entries it reads), and the answer says whether that was all. The index is eventually
+        consistent: a count can be a moment behind the rows a listing shows."""
         expression = JobFilter(job_type=job_type).expression()
-        request: dict[str, Any] = {
-            "TableName": self._table, "IndexName": "by_tenant", "ScanIndexForward": False,
-            "KeyConditionExpression": "tenant_id = :t", "ProjectionExpression": "#s",
-            **expression,
-            "ExpressionAttributeNames": {"#s": "status", **expression.get("ExpressionAttributeNames", {})},
-            "ExpressionAttributeValues": {":t": {"S": tenant_id}, **expression.get("ExpressionAttributeValues", {})},
-        }
+        names = {"#s": "status", **expression.get("ExpressionAttributeNames", {})}
+        query = self._shard_query(tenant_id, {**expression, "ExpressionAttributeNames": names}, "#s")
         counts: dict[str, int] = {}
         examined = 0
-        start: Key | None = None
-        while examined < max_examined:
-            page = self._db.query(**request, Limit=min(COUNT_QUERY_LIMIT, max_examined - examined),
-                                  **({"ExclusiveStartKey": start} if start else {}))
-            examined += page.get("ScannedCount", len(page["Items"]))
-            for item in page["Items"]:
-                status = item["status"]["S"]
-                counts[status] = counts.get(status, 0) + 1
-            start = page.get("LastEvaluatedKey")
-            if start is None:
-                return StatusCounts(counts, examined, complete=True)
-        return StatusCounts(counts, examined, complete=False)
+        after: dict[int, list[str] | None] = dict.fromkeys(range(LISTING_SHARDS))
+        done: set[int] = set()
+        while examined < max_examined and len(done) < LISTING_SHARDS:
+            # The budget left, shared by the shards not done (a shard that ends early leaves its share to others).
+            left = max_examined - examined
+            open_shards = [shard for shard in range(LISTING_SHARDS) if shard not in done][:left]
+            share = min(COUNT_QUERY_LIMIT, max(1, left // len(open_shards)))
+            pages = at_once(partial(_count_page, query, after, share), open_shards)
+            for shard, page in zip(open_shards, pages, strict=True):
+                examined += page.get("ScannedCount", len(page["Items"]))
+                for item in page["Items"]:
+                    status = item["status"]["S"]
+                    counts[status] = counts.get(status, 0) + 1
+                last = page.get("LastEvaluatedKey")
+                after[shard] = None if last is None else [last["occurred_at"]["S"], last["job_id"]["S"]]
+                if last is None:
+                    done.add(shard)
+        return StatusCounts(counts, examined, complete=len(done) == LISTING_SHARDS)
+
+    def _shard_query(self, tenant_id: str, expression: dict[str, Any], projection: str) -> Query:
+        """A query of one shard of the tenant's listing, newest first, projecting `projection`, filtered by
+        `expression` (a JobFilter's, with any names the projection uses)."""
+        request: dict[str, Any] = {
+            "TableName": self._table, "IndexName": "by_listing", "ScanIndexForward": False,
+            "KeyConditionExpression": f"{LISTING_ATTRIBUTE} = :p", "ProjectionExpression": projection,
+            **{name: part for name, part in expression.items() if name != "ExpressionAttributeValues"}}
+        values = expression.get("ExpressionAttributeValues", {})
+
+        def query(shard: int, after: list[str] | None, limit: int) -> dict[str, Any]:
+            page: dict[str, Any] = self._db.query(
+                **request, Limit=limit,
+                ExpressionAttributeValues={":p": {"S": listing_partition(tenant_id, shard)}, **values},
+                **({"ExclusiveStartKey": index_key(tenant_id, shard, after)} if after else {}))
+            return page
+
+        return query
 
     def get_many(self, job_ids: list[str]) -> dict[str, StatusView]:
         """The rows of these jobs by job id, read consistently (onward.store.dynamo.batch_reads: KeysHeldBack
@@ -178,6 +194,6 @@ class StatusViewReader:
                 yield StatusView.model_validate(from_item(item))
 
 
-def _index_key(tenant_id: str, entry: dict[str, Any]) -> Key:
-    """The `by_tenant` position of an index entry (table key and index key), as a LastEvaluatedKey."""
-    return {"job_id": entry["job_id"], "tenant_id": {"S": tenant_id}, "occurred_at": entry["occurred_at"]}
+def _count_page(query: Query, after: dict[int, list[str] | None], limit: int, shard: int) -> dict[str, Any]:
+    """A count's next page of one shard, after where its previous one ended."""
+    return query(shard, after[shard], limit)

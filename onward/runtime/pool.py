@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
+from onward.runtime.task_protection import ProtectionKeeper, TaskProtection
 from onward.runtime.worker import Registry, Worker
 from onward.store.service import JobStore
 from onward.telemetry import OverlapsPublisher
@@ -36,30 +38,39 @@ class WorkerPool:
     running job is asked to stop and released); both join their threads."""
 
     def __init__(self, store: JobStore, registry: Registry, size: int, lease_s: float, *,
-                 stop_grace_s: float = 5.0) -> None:
-        """`stop_grace_s`: how long a handler asked to stop may take before its process is ended."""
+                 stop_grace_s: float = 5.0, protection: TaskProtection | None = None) -> None:
+        """`stop_grace_s`: how long a handler asked to stop may take before its process is ended. `protection`:
+        the ECS task's scale-in protection, held while any worker holds a job (onward.runtime.task_protection)."""
         self._stop_grace_s = stop_grace_s
         # Overlaps its workers' reports and renewals find, published as they are found (AttemptOverlaps, as the
         # Lambda worker publishes them per invocation).
         self.overlaps = OverlapsPublisher(store.stats.overlaps_found)
         self._workers = [Worker(store, registry, worker_id=f"w-{n:02d}", lease_s=lease_s,
-                                stop_grace_s=stop_grace_s, attempt_ended=self.overlaps.publish)
+                                stop_grace_s=stop_grace_s, attempt_ended=self.overlaps.publish,
+                                held_changed=self._held_changed)
                          for n in range(size)]
         self._threads: list[threading.Thread] = []
+        self._keeper = None if protection is None else ProtectionKeeper(protection, self._workers, stop_grace_s)
+
+    def _held_changed(self) -> None:
+        if self._keeper is not None:
+            self._keeper.changed()
 
     def start(self) -> None:
         self._threads = [threading.Thread(target=w.run, name=w.worker_id, daemon=True) for w in self._workers]
         for thread in self._threads:
             thread.start()
+        if self._keeper is not None:
+            self._keeper.start()
 
     @property
     def running(self) -> int:
         """Jobs held now."""
         return sum(worker.busy for worker in self._workers)
 
-    def drain(self, stop_timeout_s: float, hurry: threading.Event | None = None) -> Drained:
+    def drain(self, stop_timeout_s: float, hurried: Callable[[], bool] = lambda: False) -> Drained:
         """The graceful stop (SIGTERM): no worker claims again from now on; the jobs running may end by
-        themselves within `stop_timeout_s` (or until `hurry` is set); then those still running are asked to
+        themselves within `stop_timeout_s` (or until `hurried()`); then those still running are asked to
         stop, their processes ended `stop_grace_s` later if they ignore it, and their jobs released. Returns
         once every thread has ended, or RELEASE_WAIT_S after that. At most stop_timeout_s + stop_grace_s +
         RELEASE_WAIT_S in all: what the container's stop timeout must exceed."""
@@ -70,10 +81,9 @@ class WorkerPool:
         for worker in self._workers:
             worker.stop_claiming()
         deadline = time.monotonic() + stop_timeout_s
-        waiter = hurry or threading.Event()
-        while (any(thread.is_alive() for thread in self._threads) and not waiter.is_set()
+        while (any(thread.is_alive() for thread in self._threads) and not hurried()
                and (left_s := deadline - time.monotonic()) > 0):
-            waiter.wait(min(JOIN_POLL_S, left_s))
+            time.sleep(min(JOIN_POLL_S, left_s))
         for worker, thread in zip(self._workers, self._threads, strict=True):
             if thread.is_alive():
                 worker.shutdown()
@@ -94,3 +104,5 @@ class WorkerPool:
         deadline = time.monotonic() + timeout_s
         for thread in self._threads:
             thread.join(timeout=max(0.0, deadline - time.monotonic()))
+        if self._keeper is not None:
+            self._keeper.stop()

@@ -52,6 +52,7 @@ logger = Logger(service="onward-worker")
 
 TIMEOUT_ERROR = "Timeout"  # error type of an attempt ended at its timeout
 PROCESS_DIED_ERROR = "HandlerProcessDied"  # error type of an attempt whose process ended without an answer
+PAUSED_POLL_S = 0.2  # how often a worker whose claims are paused looks again
 
 
 class InvalidRegistration(ValueError):
@@ -141,13 +142,15 @@ class Worker:
         stop_grace_s: float = 5.0,
         clock: Clock = system_clock,  # the store's: lease expiries are in its time
         attempt_ended: Callable[[], object] | None = None,
+        held_changed: Callable[[], object] | None = None,
         runner: HandlerRunner | None = None,
         renewals: RenewalFactory | None = None,
     ) -> None:
         """`stop_grace_s`: how long a handler asked to stop (cancelled, lease lost, shutting down) may take
         before the worker ends its process. `attempt_ended`: called after each attempt has been reported and its
         lease renewal stopped (the pool of `onward worker` publishes the overlaps found there,
-        onward.telemetry.OverlapsPublisher); an error it raises is logged, never the job's. `runner` and
+        onward.telemetry.OverlapsPublisher); an error it raises is logged, never the job's. `held_changed`: called
+        when the worker starts holding a job and when it stops (the pool's task protection). `runner` and
         `renewals` are onward.testing's to replace (default: a HandlerProcess, a LeaseRenewal per attempt)."""
         self.worker_id = worker_id or f"w-{uuid.uuid4().hex[:8]}"
         self._store = store
@@ -157,6 +160,8 @@ class Worker:
         self._clock = clock
         self._stop_grace_s = stop_grace_s
         self._attempt_ended = attempt_ended
+        self._held_changed = held_changed
+        self._claims_paused = threading.Event()  # claim nothing for now (the loop goes on: resume_claims)
         # An idle worker polls less and less often (idle_s doubling up to idle_max_s, jittered): a pool
         # waiting for work costs a few claims a second instead of one per worker per idle_s.
         self._idle = BackoffPolicy(base_s=idle_s, cap_s=max(idle_s, idle_max_s))
@@ -173,6 +178,12 @@ class Worker:
         """Claim nothing more (a claim already under way ends first): the running job, if any, runs on to its
         end and is reported as usual, then `run()` returns."""
         self._stopping.set()
+
+    def pause_claims(self) -> None:
+        self._claims_paused.set()
+
+    def resume_claims(self) -> None:
+        self._claims_paused.clear()
 
     def shutdown(self) -> None:
         """Stop claiming; the running handler is asked to stop (its process is ended if it has not stopped
@@ -193,8 +204,11 @@ class Worker:
         empty_claims = 0
         try:
             while not self._stopping.is_set():
+                if self._claims_paused.is_set():
+                    self._stopping.wait(PAUSED_POLL_S)
+                    continue
                 try:
-                    worked = self.run_once()
+                    worked = self.run_once(polling=True)
                 except SimulatedCrash:
                     continue
                 except Exception:
@@ -206,9 +220,10 @@ class Worker:
         finally:
             self._handler_process.close()
 
-    def run_once(self) -> bool:
-        """Claim one job and run it to its end. False when nothing was due."""
-        lease = self._store.claim(self.worker_id, self._lease_s)
+    def run_once(self, *, polling: bool = False) -> bool:
+        """Claim one job and run it to its end. False when nothing was due (`polling`: a poll of the worker's
+        loop, JobStore.claim's)."""
+        lease = self._store.claim(self.worker_id, self._lease_s, polling=polling)
         if lease is None:
             return False
         self._execute(lease)
@@ -219,6 +234,7 @@ class Worker:
         context = JobContext(job.job_id, job.tenant_id, job.type, job.params, lease.attempt, lease.fencing_token,
                              timeout_s=self._registry.attempt_timeout_s(job))
         self._current = context
+        self._tell_held_changed()
         if self._shutting_down.is_set():  # shut down between the claim and here
             context.shutting_down.set()
         log = {"job_id": job.job_id, "attempt": lease.attempt, "type": job.type, "worker_id": self.worker_id}
@@ -234,6 +250,7 @@ class Worker:
             raise
         finally:
             self._current = None
+            self._tell_held_changed()
             renewal.stop()
             self.attempts_run += 1
         logger.info("reported", extra={**log, "report": report.status.value, "state": report.job.state.value})
@@ -242,6 +259,18 @@ class Worker:
                 self._attempt_ended()
             except Exception:
                 logger.exception("after the attempt: its hook failed", extra=log)
+
+    @property
+    def held(self) -> JobContext | None:
+        """The job held now, if any."""
+        return self._current
+
+    def _tell_held_changed(self) -> None:
+        if self._held_changed is not None:
+            try:
+                self._held_changed()
+            except Exception:
+                logger.exception("the held-job hook failed", extra={"worker_id": self.worker_id})
 
     def _run_handler(self, lease: Lease, context: JobContext) -> Report:
         handler = self._registry.get(lease.job.type)

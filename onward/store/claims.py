@@ -4,9 +4,13 @@ A claim costs the same however many tenants are registered or backlogged:
 1. it reads the head of the `active` index: HEAD_PER_SHARD entries of each of its ACTIVE_SHARDS partitions,
    each a tenant's ready shard that may hold work, keyed by a lower bound of the tenant's virtual time
    (its virtual time when that shard was last served; entries enter at the system clock);
-2. it takes the first CANDIDATE_TENANTS distinct tenants in key order, reads their settings (cached,
+2. it examines the tenants in key order, CANDIDATE_TENANTS at a time: reads their settings (cached,
    onward.store.tenants) and their RUNNING counters and queue entries in one batch, and orders them with
-   onward.domain.dispatch (fair share under the system clock, caps that flex), lifting a returning tenant;
+   onward.domain.dispatch (fair share under the system clock, caps that flex), lifting a tenant that
+   returned; it serves the best one below its cap only once no tenant it has not examined can come
+   first (onward.store.claim_window: keys are lower bounds), else it examines the next window (and reads the
+   head again past keys it found far behind), and flexes a cap only when no tenant below its cap it
+   examined has a due job;
 3. inside the chosen tenant it reads the head of each ready queue (ready shard and priority band) its
    entries count waiting jobs in, and serves the queue whose oldest due job has the highest aged priority
    (onward.domain.dispatch.aged_priority: priority with aging; within a band the oldest due job across the
@@ -15,20 +19,21 @@ A claim costs the same however many tenants are registered or backlogged:
    transaction (onward.store.service), which takes a slot on one of the tenant's RUNNING counters under its share
    of the cap (`Admission`) and re-keys the served entry to the tenant's virtual time.
 Keys are lower bounds because a tenant's virtual time only grows (its running attempts accrue, lifts
-raise it): a tenant at the head whose key is far below its virtual time is re-keyed (REKEYS_PER_CLAIM at
-most), so the head converges on the tenants that are really next. Housekeeping keeps the head clean:
-an entry found with nothing waiting leaves the index (`deactivate`, conditional on still nothing waiting);
-one whose jobs are all in backoff (or delayed) is parked until its earliest is due (`park`, conditional on
-no job entering since the read), and woken then by the process that parked it, within a second
-(WAKE_EVERY_MS) by any claiming process (onward.store.wake_schedule), or at once by a job entering it.
-
-Order is exact among the tenants considered; a tenant beyond them is at worst one re-key away. The
-index is eventually consistent: a job created a moment ago may wait for the next claim.
+raise it): an examined tenant whose key is REKEY_GAP_MS below its virtual time is re-keyed (an UpdateItem,
+REKEYS_PER_CLAIM at most), so the head converges on the tenants that are really next. Housekeeping keeps the
+head clean: an entry found with nothing waiting leaves the index (`deactivate`, conditional on still
+nothing waiting); one whose jobs are all in backoff (or delayed) is parked until its earliest is due (`park`,
+conditional on no job entering since the read), and woken then by the process that parked it, within a
+second (WAKE_EVERY_MS) by any claiming process (onward.store.wake_schedule), or at once by a job entering it.
+Order is exact within WINDOW_SLACK_MS of virtual time whatever the number of waiting tenants. The index is
+eventually consistent: a job created a moment ago may wait for the next claim.
 
 The worker threads of a process share one Claimer, and share what its claims read (a claim costs about one
 transaction and a fraction of a read):
-- the `active` head, read at most once per HEAD_CACHE_MS (while one claim reads it again, the others use it as
-  it was; so too the counters);
+- the `active` head, used for less than HEAD_CACHE_MS, the less the further apart the process's claims come
+  (onward.store.head_life: at every claim when they come HEAD_EVERY_CLAIM_GAP_MS apart, so a tenant that
+  became active is not held behind the cache); while one claim reads it again, the others use it as it
+  was; so too the counters;
 - each tenant's counters (onward.store.shared_claim_reads's `SharedCounters`), for COUNTERS_SHARE_MS, with the writes
   of this process since counted in (`committed`: its claims, so that its threads do not all pick the same
   tenant and shard, and its attempts' ends, retries and releases);
@@ -42,40 +47,48 @@ job row's version and state, the RUNNING counter's cap in `Admission`, a flex's 
 a stale read showed (a job another process took: the claim tries the next). And no claim concludes from a
 shared read that nothing is due: "nothing due" in a queue, and a park, come from a read of that queue the
 claim made itself; a claim that found nothing reads again what it shared, the counters, then the head; a
-flex (a cap passed) is decided from counters the claim read itself.
+flex (a cap passed) is decided from counters the claim read itself. Only a worker's poll (`polling`) takes
+"nothing" from another claim's own reads less than NOTHING_SHARE_MS old (onward.store.head_life.NothingFound).
 """
 
 from __future__ import annotations
 
+import math
 import random
 import threading
-from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Collection
 from enum import StrEnum
 
 from onward.domain.clock import Clock, EpochMs
-from onward.domain.dispatch import Candidate, aged_ms, dispatch_order
+from onward.domain.dispatch import Candidate, DispatchOrder, aged_ms, dispatch_order
 from onward.domain.models import Lease
 from onward.store.claim_order import ClaimOrder
+from onward.store.claim_window import WINDOW_SLACK_MS, HeadWindow, rekeyed
+from onward.store.head_life import HeadLife, NothingFound
 from onward.store.ports.lease_index import LeaseIndex
 from onward.store.ports.parking import Parking
 from onward.store.ports.ready_queues import ReadyQueue
-from onward.store.ports.rows import ActiveEntry, DueJob
+from onward.store.ports.rows import ActiveEntry, ActiveHead, DueJob
 from onward.store.ports.tenant_counters import TenantCounters
-from onward.store.ports.tenant_values import QueueEntry, Tenant, TenantState
+from onward.store.ports.tenant_values import QueueEntry, TenantState
 from onward.store.ports.write_plans import Admission, RunningUpdate, WaitingUpdate
+from onward.store.running_slots import RunningSlots
 from onward.store.shared_claim_reads import QueueKey, SharedCounters, SharedDueHeads, counted_lift, counted_write
 from onward.store.tenants import TenantRegistry
 from onward.store.wake_schedule import WakeSchedule
 
-HEAD_PER_SHARD = 4
-HEAD_CACHE_MS = 250  # a process reads the head at most this often: its reads do not grow with its claims
+HEAD_PER_SHARD = 16  # KEYS_ONLY entries of about 100 bytes: 16 cost a Query what 4 do (0.5 read units per 4 KB)
+NOTHING_SHARE_MS = 250  # a claim that found nothing on its own reads this recently answers the process's next ones
+HEAD_CACHE_MS = 250  # a process claiming back to back reads the head about this often: not once per claim
+HEAD_EVERY_CLAIM_GAP_MS = 100  # a process claiming this far apart reads it at every claim (onward.store.head_life)
 CANDIDATE_TENANTS = 8
 CANDIDATES_PER_QUERY = 8
 READ_WAIT_S = 1.0  # the longest a claim waits for another claim's read of a queue's head before reading it
-REKEYS_PER_CLAIM = 2
-REKEY_GAP_MS = 2_000.0  # a key of a tenant considered but not served this far behind is raised (an UpdateItem)
+REKEYS_PER_CLAIM = 16  # at most this many UpdateItems of keys per claim (the served entry's is in its transaction)
+REKEY_GAP_MS = WINDOW_SLACK_MS  # a key of a tenant examined this far behind it is raised
 SERVED_REKEY_GAP_MS = 0.0  # the served entry's key, raised by the claim's transaction, which writes it anyway
+HEAD_REREADS = 2  # reads of the head a claim makes after its first, when the keys it examined were far behind
+REREAD_DEEPER = 2  # each of them reads this many times as many entries per partition (a full page hid some)
 MAX_FLEX_CHECKS = 80  # condition checks of a flexing claim (a transaction holds at most 100 actions)
 MAX_ROUNDS = 25
 WAKE_PER_SHARD = 16
@@ -104,33 +117,6 @@ class _Found(StrEnum):
 Take = Callable[[DueJob, str, int, Admission], Lease | None]
 
 
-@dataclass(frozen=True)
-class _Slots:
-    """A tenant's RUNNING counters as this claim read them, with the shards refused since."""
-
-    running: list[int]
-    caps: tuple[int | None, ...]
-
-    def pick(self, rng: random.Random, *, flex: bool) -> int | None:
-        """The shard to charge: the one with the most room under its cap (any, least running, when
-        flexing or uncapped); None when every shard is at its cap."""
-        shards = range(len(self.caps))
-        if flex or self.caps[0] is None:
-            least = min(self.running)
-            return rng.choice([shard for shard in shards if self.running[shard] == least])
-        if sum(self.running) >= sum(cap or 0 for cap in self.caps):
-            return None  # at its cap as read (after a cap was lowered, shards can hold more than their share)
-        room = [(cap - self.running[shard], shard) for shard in shards if (cap := self.caps[shard]) is not None]
-        best = max(room)[0]
-        if best <= 0:
-            return None
-        return rng.choice([shard for left, shard in room if left == best])
-
-    def full(self, shard: int) -> None:
-        cap = self.caps[shard]
-        self.running[shard] = max(self.running[shard], cap if cap is not None else 0)
-
-
 # --- the claim ---------------------------------------------------------------------------------------------
 
 class Claimer:
@@ -147,16 +133,21 @@ class Claimer:
         self._take = take
         self._lock = threading.Lock()
         self._wake = WakeSchedule()
-        self._head: tuple[EpochMs, list[ActiveEntry]] | None = None
+        self._head: tuple[EpochMs, ActiveHead] | None = None
         self._head_readers = 0  # claims reading the head now
+        self._head_life = HeadLife(HEAD_CACHE_MS, HEAD_EVERY_CLAIM_GAP_MS)
+        self._nothing = NothingFound(NOTHING_SHARE_MS)
         self._counters = SharedCounters()
         self._due_heads = SharedDueHeads()
         self._order = ClaimOrder(rng)
         self._local = threading.local()  # shared_head, shared_counters: whether this thread's claim round used them
 
-    def claim(self, worker_id: str, lease_ms: int) -> Lease | None:
-        """Lease the next due job in fair order, None when no job is due (see the module's docstring)."""
+    def claim(self, worker_id: str, lease_ms: int, *, polling: bool = False) -> Lease | None:
+        """Lease the next due job in fair order, None when no job is due (see the module's docstring);
+        `polling` (a worker's poll for work): None also when another claim of the process found nothing on
+        its own reads within NOTHING_SHARE_MS (onward.store.head_life.NothingFound)."""
         self._wake_parked()
+        started = self._clock()
         fresh_head = fresh_counters = False  # read the `active` head / the counters now, not what the process shares
         for _ in range(MAX_ROUNDS):
             self._local.shared_head = self._local.shared_counters = False
@@ -172,10 +163,17 @@ class Claimer:
             if self._local.shared_counters:
                 fresh_counters = True
             elif self._local.shared_head:
+                if polling and self._nothing.lately(started):
+                    return None  # another claim's own reads showed nothing a moment ago: its worker backs off
                 fresh_head = True
             else:
-                return None  # (what this round read itself is as fresh as a second read would be)
+                self._nothing.found(started)  # (what this round read itself is as fresh as a second read would be)
+                return None
         return None
+
+    def jobs_entered(self) -> None:
+        """The process wrote jobs into a queue (created, retried, released): its polls find them at once."""
+        self._nothing.jobs_entered()
 
     def committed(self, running: RunningUpdate | None, waiting: WaitingUpdate | None) -> None:
         """The store committed a write that changed a tenant's counters so (its claims, and its attempts'
@@ -183,6 +181,8 @@ class Claimer:
         the table only by other processes' writes since they were read (whose claims and ends, about as
         many, about cancel out in a tenant's virtual time; counting only this process's claims would run
         its tenants' virtual times ahead, ended attempts counted as running, and lift them for nothing)."""
+        if waiting is not None and waiting.delta > 0:
+            self.jobs_entered()
         tenant_id = running.tenant_id if running is not None else waiting.tenant_id if waiting is not None else None
         if tenant_id is not None:
             self._counters.update(tenant_id, lambda state: counted_write(state, running, waiting))
@@ -197,19 +197,23 @@ class Claimer:
         if len(due) >= WAKE_PER_SHARD:
             self._wake.again()  # (a partition's page may have been full: more may be due)
         for tenant_id, shard in due:
-            self._parking.wake(tenant_id, shard)
+            self._parking.wake(tenant_id, shard, now)
 
-    def _active_head(self, *, fresh: bool) -> list[ActiveEntry]:
-        """The head of the `active` index, read at most once per HEAD_CACHE_MS unless `fresh` (the cached one
-        a little longer while another claim of the process reads it again: its threads do not all read it)."""
+    def _active_head(self, *, fresh: bool, per_shard: int = HEAD_PER_SHARD) -> ActiveHead:
+        """The head of the `active` index: the cached one while it is young for how often the process claims
+        (onward.store.head_life), else read now, as when `fresh` (the cached one a little longer while another
+        claim of the process reads it again: its threads do not all read it)."""
         now = self._clock()
         with self._lock:
-            if not fresh and self._head is not None and (now - self._head[0] < HEAD_CACHE_MS or self._head_readers):
+            if not fresh:  # (a claim's round that reads the head anyway is not a claim of its own)
+                self._head_life.claimed(now)
+            young = self._head is not None and self._head_life.young(now - self._head[0])
+            if not fresh and self._head is not None and (young or self._head_readers):
                 self._local.shared_head = True
                 return self._head[1]
             self._head_readers += 1
         try:
-            head = self._tenants.active_head(HEAD_PER_SHARD)
+            head = self._tenants.active_head(per_shard)
             with self._lock:
                 self._head = (now, head)
         finally:
@@ -223,59 +227,51 @@ class Claimer:
         with self._lock:
             if self._head is not None:
                 read_at, head = self._head
-                self._head = (read_at, [entry for entry in head
-                                        if (entry.tenant_id, entry.shard) != (tenant_id, shard)])
+                self._head = (read_at, ActiveHead([entry for entry in head
+                                                   if (entry.tenant_id, entry.shard) != (tenant_id, shard)],
+                                                  head.unread_from))
 
     def _deactivate(self, tenant_id: str, shard: int) -> None:
         """Take an entry with nothing waiting out of the index, and out of this process's cached head."""
         self._tenants.deactivate(tenant_id, shard)
         self._leave_head(tenant_id, shard)
 
-    def _tenant_counters(self, wanted: Mapping[Tenant, Collection[int]], *, fresh: bool
-                         ) -> tuple[dict[str, TenantState], set[str]]:
-        """The wanted tenants' counters (RUNNING counters, and the queue entries of the ready shards wanted):
-        those the process shares unless `fresh`, the others read in one batch; and the shared ones' ids."""
-        now = self._clock()
-        states = {} if fresh else self._counters.shared(wanted, now)
-        shared = set(states)
-        missing = {tenant: shards for tenant, shards in wanted.items() if tenant.tenant_id not in shared}
-        if missing:
-            reading = [tenant.tenant_id for tenant in missing]
-            self._counters.reading(reading)
-            try:
-                read = self._tenants.tenant_counters(missing)
-                self._counters.keep(missing, read, now)
-            finally:
-                self._counters.reading(reading, done=True)
-            states.update(read)
-        if shared:
-            self._local.shared_counters = True
-        return states, shared
 
     def _claim_once(self, worker_id: str, lease_ms: int, *, fresh_head: bool, fresh_counters: bool
                     ) -> Lease | None:
-        head = self._active_head(fresh=fresh_head)
-        seen: dict[str, list[ActiveEntry]] = {}
-        for entry in head:
-            if entry.tenant_id in seen or len(seen) < CANDIDATE_TENANTS:
-                seen.setdefault(entry.tenant_id, []).append(entry)
-        if not seen:
+        window = HeadWindow(self._active_head(fresh=fresh_head))
+        if not window:
             return None
-        settings = self._registry.settings(list(seen))
-        states, shared = self._tenant_counters(
-            {settings[tenant_id]: {entry.shard for entry in entries}
-             for tenant_id, entries in seen.items() if tenant_id in settings}, fresh=fresh_counters)
-        now = self._clock()
-        order = dispatch_order([state.load() for state in states.values()], now, self._registry.virtual_clock())
-        self._tidy(seen, states, order.within_cap + order.flex, shared, crowded=len(seen) >= CANDIDATE_TENANTS)
+        states: dict[str, TenantState] = {}
+        shared: set[str] = set()
+        passed: set[str] = set()  # tenants this claim tried and did not serve
         reached_cap: list[Candidate] = []
-        for candidate in order.within_cap:
-            found = self._claim_from(states[candidate.tenant_id], candidate, worker_id, lease_ms,
-                                     tidy=candidate.tenant_id not in shared)
+        order = DispatchOrder((), ())
+        rereads = 0
+        while True:
+            best = next((candidate for candidate in order.within_cap if candidate.tenant_id not in passed), None)
+            if window.more() and (best is None or not window.trusts(best.virtual_time)):
+                # The best tenant examined may come after one not examined yet: examine the next window.
+                order = self._examine(window.take(CANDIDATE_TENANTS), states, shared, fresh_counters)
+                continue
+            if window.read_short(best.virtual_time if best is not None else math.inf) and rereads < HEAD_REREADS:
+                # The keys examined were behind (now raised), or a partition's full page hid entries that
+                # may come first or be the only ones below their caps (behind tenants at their caps, whose
+                # keys are right; a cap flexes only when none is): read the head again, deeper (entries of a
+                # hundred bytes: 32 or 64 a partition cost 0.5 or 1 read unit).
+                rereads += 1
+                window = HeadWindow(self._active_head(fresh=True, per_shard=HEAD_PER_SHARD * REREAD_DEEPER ** rereads),
+                                    examined=states)
+                continue
+            if best is None:
+                break
+            passed.add(best.tenant_id)
+            found = self._claim_from(states[best.tenant_id], best, worker_id, lease_ms,
+                                     tidy=best.tenant_id not in shared)
             if isinstance(found, Lease):
                 return found
             if found is _Found.AT_CAP:  # it reached its cap while this claim read it; it still has work
-                reached_cap.append(candidate)
+                reached_cap.append(best)
         # No tenant below its cap has a due job: serve the capped ones past their caps, in fair order. The
         # flexing transaction also checks that the other capped tenants are still at their caps (they were
         # when the counters were read): if one came back below, it goes first (FlexRefused). Counters the
@@ -292,11 +288,30 @@ class Claimer:
                 return found
         return None
 
+    def _examine(self, seen: dict[str, list[ActiveEntry]], states: dict[str, TenantState], shared: set[str],
+                 fresh_counters: bool) -> DispatchOrder:
+        """Read the settings and counters of the tenants `seen` (a window of the head) into `states` (`shared`:
+        those the process shared), tidy their entries, and order every tenant examined so far."""
+        settings = self._registry.settings(list(seen))
+        read, read_shared = self._counters.read_through(
+            self._tenants, {settings[tenant_id]: {entry.shard for entry in entries}
+                            for tenant_id, entries in seen.items() if tenant_id in settings},
+            self._clock(), fresh=fresh_counters)
+        if read_shared:
+            self._local.shared_counters = True
+        states.update(read)
+        shared.update(read_shared)
+        now = self._clock()
+        order = dispatch_order([state.load() for state in states.values()], now, self._registry.virtual_clock())
+        self._tidy(seen, read, order.within_cap + order.flex, read_shared)
+        return order
+
     def _tidy(self, seen: dict[str, list[ActiveEntry]], states: dict[str, TenantState],
-              candidates: tuple[Candidate, ...], shared: Collection[str], *, crowded: bool) -> None:
+              candidates: tuple[Candidate, ...], shared: Collection[str]) -> None:
         """Take entries with nothing waiting out of the index (as counters this claim read show them: the
-        shared ones miss other processes' new jobs); when the head is crowded, raise the keys of tenants far
-        behind their virtual time, so that the tenants really next come to the head."""
+        shared ones miss other processes' new jobs), and raise the keys of entries whose tenant is more than
+        REKEY_GAP_MS past them, so that the head comes to show the tenants really next (in this process's
+        cached head at once, in everyone's read after)."""
         for tenant_id, entries in seen.items():
             if tenant_id in shared:
                 continue
@@ -305,16 +320,20 @@ class Claimer:
                 queue = state.queues.get(entry.shard) if state is not None else None
                 if queue is None or queue.waiting <= 0:
                     self._deactivate(tenant_id, entry.shard)
-        if not crowded:
-            return
-        rekeyed = 0
-        for candidate in reversed(candidates):  # the furthest behind first
+        raised: list[tuple[str, int, float]] = []
+        for candidate in candidates:
             for entry in seen.get(candidate.tenant_id, ()):
-                if rekeyed >= REKEYS_PER_CLAIM:
-                    return
-                if candidate.virtual_time - entry.active_vt > REKEY_GAP_MS:
+                # (an entry with one job waiting is left: the claim serving it takes it out of the index, so
+                # moving its index entry now would cost 2 write units for a place it keeps only until then)
+                queue = states[candidate.tenant_id].queues.get(entry.shard)
+                if (len(raised) < REKEYS_PER_CLAIM and queue is not None and queue.waiting > 1
+                        and candidate.virtual_time - entry.active_vt > REKEY_GAP_MS):
                     self._tenants.rekey(candidate.tenant_id, entry.shard, candidate.virtual_time)
-                    rekeyed += 1
+                    raised.append((candidate.tenant_id, entry.shard, candidate.virtual_time))
+        if raised:
+            with self._lock:
+                if self._head is not None:
+                    self._head = (self._head[0], rekeyed(self._head[1], raised))
 
     def _claim_from(
         self,
@@ -334,7 +353,7 @@ class Claimer:
         if (offset := candidate.lift_offset_ms) is not None:
             self._tenants.lift(tenant.tenant_id, offset)
             self._counters.update(tenant.tenant_id, lambda counted: counted_lift(counted, offset))
-        slots = _Slots([usage.running for usage in state.running_by_shard][:tenant.running_shards],
+        slots = RunningSlots([usage.running for usage in state.running_by_shard][:tenant.running_shards],
                        tenant.shard_caps())
         entries = sorted((entry for entry in state.queues.values() if entry.waiting > 0),
                          key=lambda entry: (entry.active_vt if entry.active_vt is not None else -1.0, entry.shard))
@@ -369,13 +388,15 @@ class Claimer:
         heads.sort(key=lambda head: head[:3])
         tried: set[str] = set()
         for _, band, _, entry in heads:
+            last = tidy and entry.waiting <= 1  # likely its last job: out of the index unless one came meanwhile
             behind = entry.active_vt is not None and candidate.virtual_time - entry.active_vt > SERVED_REKEY_GAP_MS
-            active_vt = candidate.virtual_time if behind else None
+            # (an entry about to leave the index is not re-keyed: moving its index entry costs 2 write units)
+            active_vt = candidate.virtual_time if behind and not last else None
             found = self._claim_in(entry, ReadyQueue(entry.shard, -band), slots, active_vt, tried,
                                    worker_id, lease_ms, flex_while_at_cap)
             if isinstance(found, Lease):
                 self._registry.served(candidate.virtual_time)
-                if tidy and entry.waiting <= 1:  # likely its last job: out of the index unless one came meanwhile
+                if last:
                     self._deactivate(tenant.tenant_id, entry.shard)
                 return found
             if found is _Found.AT_CAP:
@@ -408,7 +429,7 @@ class Claimer:
             left = self._due_heads.end_read(key, read, issued, self._clock())
         return read, left
 
-    def _claim_in(self, entry: QueueEntry, queue: ReadyQueue, slots: _Slots, active_vt: float | None,
+    def _claim_in(self, entry: QueueEntry, queue: ReadyQueue, slots: RunningSlots, active_vt: float | None,
                   tried: set[str], worker_id: str, lease_ms: int,
                   flex_while_at_cap: tuple[tuple[str, int, int], ...] | None) -> Lease | _Found:
         """Claim a due job of one ready queue: those its shared head hands this claim, then those of a read
@@ -431,7 +452,7 @@ class Claimer:
                 break
         return _Found.NOTHING_DUE
 
-    def _take_handed(self, key: QueueKey, job: DueJob, slots: _Slots, active_vt: float | None, worker_id: str,
+    def _take_handed(self, key: QueueKey, job: DueJob, slots: RunningSlots, active_vt: float | None, worker_id: str,
                      lease_ms: int, flex_while_at_cap: tuple[tuple[str, int, int], ...] | None
                      ) -> Lease | _Found | None:
         """`_take_within` on a job handed out of the queue's shared head: settled there when taken or found
@@ -448,7 +469,7 @@ class Claimer:
             self._due_heads.settle(key, job, now, give_back=found is _Found.AT_CAP)
         return found
 
-    def _take_within(self, key: QueueKey, job: DueJob, slots: _Slots, active_vt: float | None, worker_id: str,
+    def _take_within(self, key: QueueKey, job: DueJob, slots: RunningSlots, active_vt: float | None, worker_id: str,
                      lease_ms: int, flex_while_at_cap: tuple[tuple[str, int, int], ...] | None
                      ) -> Lease | _Found | None:
         """Claim `job` on a RUNNING shard with room (another one when the first is found full): the

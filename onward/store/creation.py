@@ -102,7 +102,7 @@ class JobCreation:
         change = lifecycle.create(self._new_job_id(), tenant.tenant_id, request, self._clock())
         return NewJobWrite.of(
             change, ready_shards=tenant.ready_shards, retention_s=self._retention_s,
-            job_retention_s=self._job_retention_s, clock=self._registry.known_clock(),
+            job_retention_s=self._job_retention_s, clock=self._registry.virtual_clock(),
             idempotency=None if idempotency_key is None else (idempotency_key, request_digest(request)))
 
     def create_batch(self, tenant_id: str, entries: list[tuple[NewJob, str | None]]

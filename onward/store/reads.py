@@ -8,7 +8,7 @@ from collections.abc import Collection, Mapping
 
 from onward.domain.clock import EpochMs
 from onward.domain.models import Run
-from onward.store.ports import ActiveEntry, DueJob, Tenant, TenantState
+from onward.store.ports import ActiveHead, DueJob, Tenant, TenantState
 from onward.store.ports.ready_queues import ReadyQueue
 from onward.store.service import JobStore
 
@@ -38,7 +38,7 @@ class StoreReads:
         """Up to `limit` of the tenant's jobs in `queue` due by `now`, in due order."""
         return self._recorder.due(tenant_id, queue, now, limit)
 
-    def active_head(self, limit_per_shard: int) -> list[ActiveEntry]:
+    def active_head(self, limit_per_shard: int) -> ActiveHead:
         """The queue entries at the head of the claim order, up to `limit_per_shard` of each partition."""
         return self._recorder.active_head(limit_per_shard)
 

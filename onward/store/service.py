@@ -228,7 +228,9 @@ class JobStore:
     def create(self, tenant_id: str, request: NewJob, idempotency_key: str | None = None) -> Created:
         """Enqueue a job. With an Idempotency-Key, a retry of the same request returns the same job and
         writes nothing; the same key with a different request raises IdempotencyConflict."""
-        return self._creation.create(tenant_id, request, idempotency_key)
+        created = self._creation.create(tenant_id, request, idempotency_key)
+        self._claimer.jobs_entered()
+        return created
 
     def create_batch(self, tenant_id: str, entries: list[tuple[NewJob, str | None]]
                      ) -> list[Created | OnwardError]:
@@ -236,19 +238,23 @@ class JobStore:
         in order, what `create` alone would answer (its Created, or the OnwardError it would raise). One
         entry's refusal never refuses another's; the batch itself is refused (InvalidRequest, nothing
         written) only for what is wrong with all of it (onward.store.creation.JobCreation.create_batch)."""
-        return self._creation.create_batch(tenant_id, entries)
+        answers = self._creation.create_batch(tenant_id, entries)
+        self._claimer.jobs_entered()
+        return answers
 
     # --- the worker's side --------------------------------------------------------------------------------
 
-    def claim(self, worker_id: str, lease_s: float) -> Lease | None:
-        """Lease the next due job, None when no job is due.
+    def claim(self, worker_id: str, lease_s: float, *, polling: bool = False) -> Lease | None:
+        """Lease the next due job, None when no job is due (`polling`: a worker's poll for work, which None
+        may also answer when another claim of this process found nothing on its own reads a moment ago,
+        claims.NOTHING_SHARE_MS: the idle workers of a process do not each read the whole head again).
 
         Which one is onward.store.claims' (fair order over the head of the active index, caps that flex,
         priority with aging, a rotation over ready shards); its transaction is this store's: the running
         slot is taken under an Admission on one of the tenant's RUNNING counters (so a cap holds however
         many workers claim at once), the attempt counter is incremented inside the claim, and a job whose
         attempts are used up is ended (dead / quarantined) on the way."""
-        return self._claimer.claim(worker_id, int(lease_s * 1000))
+        return self._claimer.claim(worker_id, int(lease_s * 1000), polling=polling)
 
     def _take(self, due: DueJob, worker_id: str, lease_ms: int, admission: Admission) -> Lease | None:
         """The claim's transaction on one job (onward.store.claims.Take), decided from the row the ready index
@@ -429,7 +435,7 @@ class JobStore:
         write = TransitionWrite.of(change, ready_shards=row.ready_shards, retention_s=self._retention_s,
                                    job_retention_s=self._job_retention_s, admission=admission,
                                    claimed_at=claimed_at, running_shard=row.running_shard,
-                                   clock=self._registry.known_clock())
+                                   clock=self._registry.virtual_clock())
         fault_point("store.before_commit", write.subject)
         outcome = self._recorder.commit(write)
         if outcome is CommitOutcome.COMMITTED:

@@ -14,6 +14,7 @@ from onward.domain.clock import EpochMs
 from onward.domain.dispatch import Usage
 from onward.store.ports.ready_queues import ReadyQueue
 from onward.store.ports.rows import DueJob
+from onward.store.ports.tenant_counters import TenantCounters
 from onward.store.ports.tenant_values import Tenant, TenantState
 from onward.store.ports.write_plans import RunningUpdate, WaitingUpdate
 
@@ -57,7 +58,8 @@ def counted_write(state: TenantState, running: RunningUpdate | None, waiting: Wa
             entry = replace(entry, bands=bands, active_vt=joined, entered=entry.entered + waiting.delta)
         else:
             keyed = entry.active_vt if waiting.active_vt is None or entry.active_vt is None else waiting.active_vt
-            entry = replace(entry, bands=bands, active_vt=keyed)
+            entry = replace(entry, bands=bands, active_vt=keyed,
+                            returned_at=None if waiting.served else entry.returned_at)
         queues = {**queues, waiting.queue.shard: entry}
     return TenantState(state.tenant, usage, queues, by_shard)
 
@@ -107,6 +109,25 @@ class SharedCounters:
                 self._reading[tenant_id] += -1 if done else 1
                 if self._reading[tenant_id] <= 0:
                     del self._reading[tenant_id]
+
+    def read_through(self, reader: TenantCounters, wanted: Mapping[Tenant, Collection[int]], now: EpochMs, *,
+                     fresh: bool) -> tuple[dict[str, TenantState], set[str]]:
+        """The wanted tenants' counters (RUNNING counters, and the queue entries of the ready shards wanted):
+        those the process shares unless `fresh`, the others read through `reader` in one batch and kept;
+        and the ids of the shared ones."""
+        states = {} if fresh else self.shared(wanted, now)
+        shared = set(states)
+        missing = {tenant: shards for tenant, shards in wanted.items() if tenant.tenant_id not in shared}
+        if missing:
+            reading = [tenant.tenant_id for tenant in missing]
+            self.reading(reading)
+            try:
+                read = reader.tenant_counters(missing)
+                self.keep(missing, read, now)
+            finally:
+                self.reading(reading, done=True)
+            states.update(read)
+        return states, shared
 
     def keep(self, wanted: Mapping[Tenant, Collection[int]], states: Mapping[str, TenantState],
              read_at: EpochMs) -> None:

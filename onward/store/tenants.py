@@ -1,9 +1,10 @@
 """The tenant registry and the system virtual clock, as one process sees them.
 
-Settings (weight, cap, ready shards) live in the registry partition `TENANTS`, one item per tenant,
-written only when an operator sets a tenant or a tenant's first job registers it with the defaults, and
-read by claims through a per-process cache (TENANT_CACHE_MS), so a claim reads only the settings of the
-tenants at the head of the active index, and at most once per cache period each.
+Settings (weight, cap, ready shards, and the virtual base that a weight change moves:
+onward.domain.dispatch.VirtualBase) live in the registry partition `TENANTS`, one item per tenant, written only
+when an operator sets a tenant or a tenant's first job registers it with the defaults, and read by claims
+through a per-process cache (TENANT_CACHE_MS), so a claim reads only the settings of the tenants at the head of
+the active index, and at most once per cache period each.
 
 The system virtual clock (onward.domain.dispatch) is kept in CLOCK_SHARDS items. A process reads it at most once
 per CLOCK_REFRESH_MS, raises its own copy with every claim it makes, and writes its copy to one of the
@@ -16,11 +17,12 @@ from __future__ import annotations
 
 import random
 import threading
+from dataclasses import replace
 
 from pydantic import TypeAdapter, ValidationError
 
 from onward.domain.clock import Clock, EpochMs
-from onward.domain.dispatch import VirtualMs
+from onward.domain.dispatch import VirtualBase, VirtualMs
 from onward.domain.errors import InvalidRequest
 from onward.domain.models import TenantId
 from onward.store.ports.index_shards import CLOCK_SHARDS
@@ -72,14 +74,32 @@ class TenantRegistry:
 
     def register(self, tenant: Tenant) -> None:
         """Add or update a tenant's settings (InvalidRequest when one is not valid, or when its ready shards
-        would be lowered: jobs are queued, and attempts charged, under the current ones)."""
+        would be lowered: jobs are queued, and attempts charged, under the current ones). Its virtual base
+        is the store's, whatever `tenant` holds: kept, or rebased when the weight changes (`_base`)."""
         check_tenant(tenant)
         current = self._counters.tenants([tenant.tenant_id]).get(tenant.tenant_id)
         if current is not None and tenant.ready_shards < current.ready_shards:
             raise InvalidRequest(f"ready shards can be raised, not lowered (tenant {tenant.tenant_id} has "
                                  f"{current.ready_shards}: jobs are queued and attempts counted under each)")
+        tenant = replace(tenant, base=VirtualBase() if current is None else self._base(current, tenant.policy.weight))
         self._counters.put_tenant(tenant)
         self._remember(tenant)
+
+    def _base(self, current: Tenant, weight: float) -> VirtualBase:
+        """The virtual base of `current` under `weight`: its own while the weight stays; when it changes, its
+        virtual time now (the work so far charged at the weights it ran under) at its worker time now, read
+        consistently, from which the new weight charges (dispatch.VirtualBase.rebased).
+
+        What a race can cost, bounded and not kept: a process holding the old settings (TENANT_CACHE_MS at
+        most) orders the tenant by the old weight's rate for the work done since, and claims or ends between
+        this read and the write are charged at the new weight; either way a misplacement of at most
+        |1/old - 1/new| times the tenant's worker time in that moment, never its history. Its lifts are in
+        virtual time, which no base or weight rescales: one computed under the old settings is still the
+        distance to the clock."""
+        if weight == current.policy.weight:
+            return current.base
+        usage = self._counters.tenant_counters({current: ()}, consistent=True)[current.tenant_id].usage
+        return current.base.rebased(usage.worker_ms(self._clock()), current.policy.weight)
 
     def _remember(self, tenant: Tenant) -> None:
         with self._lock:
@@ -130,7 +150,9 @@ class TenantRegistry:
     # --- the system virtual clock -------------------------------------------------------------------------
 
     def virtual_clock(self) -> VirtualMs:
-        """The system virtual clock as this process knows it (read at most once per CLOCK_REFRESH_MS)."""
+        """The system virtual clock as this process knows it (read at most once per CLOCK_REFRESH_MS): what
+        claims order by, and the clock a queue entry returns at (its `returned_vt`, the lift of a tenant
+        that returns), so a process that creates jobs reads it too, whether or not it claims."""
         now = self._clock()
         with self._lock:
             due = self._virtual_read_at is None or now - self._virtual_read_at >= CLOCK_REFRESH_MS
@@ -141,13 +163,6 @@ class TenantRegistry:
             with self._lock:
                 self._virtual = max(self._virtual, read)
                 self._published = max(self._published, read)
-        with self._lock:
-            return self._virtual
-
-    def known_clock(self) -> VirtualMs:
-        """The system virtual clock as this process last knew it, without reading it (0 before it has): the
-        key a queue entry joins the `active` index at; a stale one only places the entry early in the
-        head, where the claim computes the tenant's exact virtual time anyway."""
         with self._lock:
             return self._virtual
 

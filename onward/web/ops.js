@@ -239,6 +239,9 @@ function renderParked(answer) {
       el("td", { className: "mono", dataset: { label: "Shard" } }, record.shard_id),
       el("td", { className: "mono wrap", dataset: { label: "Sequence" } }, record.sequence_number),
       el("td", { dataset: { label: "Parked" } }, timeEl(record.parked_at)),
+      el("td", { className: "job", dataset: { label: "Job" } },
+         record.job_id ? el("code", { title: record.job_id }, record.job_id.slice(0, 12)) : "unknown"),
+      el("td", { dataset: { label: "Kind" } }, parkedKind(record)),
       el("td", { className: "reason-cell", dataset: { label: "Reason" } }, record.reason),
       el("td", { className: "num", dataset: { label: "Size" } },
          `${record.raw_size.toLocaleString()} B${record.raw_truncated ? " (cut)" : ""}`),
@@ -247,6 +250,13 @@ function renderParked(answer) {
   say("parked-status", answer.records.length
     ? `${answer.records.length} parked record${answer.records.length === 1 ? "" : "s"}${answer.more ? " (more kept)" : ""}.`
     : "No parked records.");
+}
+
+// A poison record failed its consumer on every delivery; an unreadable one was parked at once. Either is replayed
+// through the outbox by `onward redrive` once fixed, which marks it.
+function parkedKind(record) {
+  const kind = record.failures ? `poison (failed ${record.failures} deliveries)` : "unreadable";
+  return record.redriven_at ? el("span", {}, `${kind}; redriven `, timeEl(record.redriven_at)) : kind;
 }
 
 function renderConflicts(answer) {

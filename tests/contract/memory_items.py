@@ -5,13 +5,15 @@ atomicity on each (a write refused leaves every item as it was)."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from onward.domain.clock import epoch_ms
 from onward.domain.models import Run
 from onward.store.dynamo.keys import (
+    SERVED_SINCE_RETURN,
     Entity,
-    active_partition,
+    active_shard_partition,
     band_attribute,
     clock_key,
     idempotency_item,
@@ -55,8 +57,10 @@ def _running(tenant_id: str, shard: int, counter: RunningCounter) -> dict[str, A
         item["running"], item["started_ms_sum"] = usage.running, usage.started_ms_sum
     if usage.ended_ms:
         item["ended_ms"] = usage.ended_ms
+    if usage.ended:
+        item["ended"] = usage.ended
     if counter.lifted:
-        item["offset_ms"] = usage.offset_ms
+        item["lift_vt"] = usage.lift_vt
     return item
 
 
@@ -67,10 +71,14 @@ def _queue(entry: QueueEntryState, active_shards: int) -> dict[str, Any]:
     item |= {band_attribute(priority): count for priority, count in entry.bands.items()}
     if entry.entered:
         item["entered"] = entry.entered
+    if entry.returned_at is None:
+        item["returned_vt"] = SERVED_SINCE_RETURN
+    elif entry.returned_at != math.inf:
+        item["returned_vt"] = entry.returned_at
     if entry.active_vt is not None:
         item["active_vt"] = entry.active_vt
     if entry.active:
-        item["active_pk"] = active_partition(entry.tenant_id, entry.shard, active_shards)
+        item["active_pk"] = active_shard_partition(entry.partition)
     if entry.parked_until is not None:
         item["parked_pk"] = parked_partition(entry.tenant_id, entry.shard)
         item["parked_until"] = entry.parked_until
@@ -96,7 +104,8 @@ def jobs_table(contents: MemoryContents, *, active_shards: int, job_retention_s:
     for (_, key), record in contents.keys.items():
         items.append(idempotency_item(contents.rows[record.job_id].job, key, record.digest, job_retention_s))
     for tenant in contents.tenants.values():
-        items += tenant_items(tenant.tenant_id, tenant.policy.weight, tenant.policy.cap, tenant.ready_shards)
+        items += tenant_items(tenant.tenant_id, tenant.policy.weight, tenant.policy.cap, tenant.ready_shards,
+                              tenant.base)
     items += [_running(tenant_id, shard, counter) for (tenant_id, shard), counter in contents.running.items()]
     items += [_queue(entry, active_shards) for entry in contents.queues.values()]
     for shard, value in contents.clock.items():

@@ -46,6 +46,7 @@ def scenario(backend: StoreBackend, clock: ManualClock) -> None:
     store.fail(leases[1], ErrorSummary.of("Flaky", "once"))
     store.complete(leases[0], {"rows": 3, "ratio": 0.5, "whole": 1.0})  # a result may hold a whole float
     clock.advance(40)
+    store.register_tenant(Tenant("capped", TenantPolicy(weight=0.75, cap=1), ready_shards=2))  # rebased
     store.reap()
     store.complete(leases[2], {"late": True})  # reaped: fenced and marked on its run
     clock.advance(400)

@@ -361,7 +361,7 @@ def test_a_parked_entry_wakes_when_due_or_when_a_job_enters(backend, store, cloc
     assert backend.recorder.active_head(4) == []
     assert backend.recorder.parked_due(clock.now, 8) == []
     assert backend.recorder.parked_due(clock.now + 60_000, 8) == [("acme", 0)]
-    assert backend.recorder.wake("acme", 0) and not backend.recorder.wake("acme", 0)
+    assert backend.recorder.wake("acme", 0, 0) and not backend.recorder.wake("acme", 0, 0)
     assert [e.tenant_id for e in backend.recorder.active_head(4)] == ["acme"]
     assert backend.recorder.park("acme", 0, clock.now + 60_000, entry.entered)
     store.create("acme", ECHO)
@@ -372,7 +372,7 @@ def test_a_parked_entry_wakes_when_due_or_when_a_job_enters(backend, store, cloc
 def test_lifts_and_the_clock_only_go_up(backend, store):
     store.create("acme", ECHO)
     assert backend.recorder.lift("acme", 5_000) and not backend.recorder.lift("acme", 4_000)
-    assert store.tenant_states()["acme"].usage.offset_ms == 5_000
+    assert store.tenant_states()["acme"].usage.lift_vt == 5_000
     assert backend.recorder.clock() == 0.0
     assert backend.recorder.advance_clock(1, 10.5) and backend.recorder.advance_clock(2, 7.0)
     assert not backend.recorder.advance_clock(1, 3.0)
@@ -538,7 +538,7 @@ def test_the_reaper_takes_back_only_lapsed_leases(backend, store, clock):
     assert (moved.job_id, moved.state, moved.version) == (lapsing, JobState.QUEUED, 3)
     assert [run.outcome for run in backend.recorder.runs(lapsing)] == [RunOutcome.LEASE_EXPIRED]
     assert row(backend, renewed).job.state is JobState.RUNNING
-    assert store.tenant_states()["acme"].usage == Usage(1, 6_000, kept.job.updated_at)
+    assert store.tenant_states()["acme"].usage == Usage(1, 6_000, kept.job.updated_at, ended=1)
     assert store.reap() == []
 
 

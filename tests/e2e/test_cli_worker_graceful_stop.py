@@ -20,6 +20,7 @@ from onward.domain.models import Job, NewJob
 from onward.domain.states import JobState, RunOutcome
 from onward.settings import Settings
 from onward.store.service import JobStore
+from tests.e2e.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.own_stack]  # its jobs write the outbox (a stream)
 
@@ -28,13 +29,6 @@ ROOT = Path(__file__).resolve().parents[2]
 STOP_TIMEOUT_S = 14.0
 SHORT_S = 8  # ends inside the stop timeout, yet outlives a loaded machine's delay before the SIGTERM lands
 STOP_GRACE_S = 5.0  # onward.runtime.pool.WorkerPool's default: a deaf handler's process is ended this long after
-
-
-def wait_until(predicate: Any, timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 def test_sigterm_lets_running_jobs_end_within_the_stop_timeout_then_releases_the_rest_uncharged(

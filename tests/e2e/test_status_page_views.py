@@ -270,6 +270,9 @@ def test_the_operator_view_shows_the_platform_and_replays_in_bulk(page, platform
     deployment = Deployment.from_environment()
     deployment.parked_records.park("projector", "shardId-000000000001", "4711", b'{"schema": 1, "job_id": \xff',
                                    "not JSON: Expecting value: line 1 column 26 (char 25)")
+    deployment.parked_records.park("projector", "shardId-000000000001", "4712", b'{"job_id": "' + b"p" * 32 + b'"}',
+                                   "failed 3 deliveries, last with PoisonError: cannot project", job_id="p" * 32,
+                                   failures=3)
     held = OutboxEvent(event_id="c:2", job_id="c" * 32, tenant_id="initech", type="demo.echo", version=2,
                        status=JobState.RUNNING, attempt=1, occurred_at=iso(system_clock()))
     deployment.status_projector.project(held)
@@ -289,8 +292,13 @@ def test_the_operator_view_shows_the_platform_and_replays_in_bulk(page, platform
     shards = page.locator("#shards tbody tr")
     expect(shards.first).to_contain_text("its own watermark", timeout=15_000)
     expect(page.locator("#relay-lag")).to_contain_text("confirmed through")
-    expect(page.locator("#parked tbody tr")).to_contain_text("not JSON: Expecting value")
-    expect(page.locator("#parked tbody tr")).to_contain_text('{"schema": 1, "job_id": \\xff')
+    unreadable = page.locator("#parked tbody tr", has_text="not JSON")
+    expect(unreadable).to_contain_text("not JSON: Expecting value")
+    expect(unreadable).to_contain_text('{"schema": 1, "job_id": \\xff')
+    expect(unreadable).to_contain_text("unreadable")
+    poison = page.locator("#parked tbody tr", has_text="PoisonError")
+    expect(poison).to_contain_text("poison (failed 3 deliveries)")
+    expect(poison).to_contain_text("p" * 12)
     expect(page.locator("#conflicts tbody tr")).to_contain_text(
         'version 2 arrived again with other content: status ("running" in the view, "cancelled" incoming)')
 

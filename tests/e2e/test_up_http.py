@@ -106,7 +106,7 @@ def test_up_runs_against_another_endpoint_with_endpoint_url():
         assert first.returncode == 0, first.stderr
         assert f"Onward: http://127.0.0.1:{port}" in first.stdout
         assert "Created the data resources of template.yaml as stack second" in first.stdout
-        assert re.search(r"export JOBS_TABLE=second-JobsTable", first.stdout)
+        assert re.search(r"export JOBS_TABLE=second-jobs$", first.stdout, re.MULTILINE)  # beside onward-jobs
         assert "All demo jobs reached a terminal state" in first.stdout
         missing = subprocess.run([*ONWARD, "up", "--endpoint-url", f"http://127.0.0.1:{port}", "--stack", "nope",
                                   "--http-port", str(free_port())], capture_output=True, text=True, timeout=60,

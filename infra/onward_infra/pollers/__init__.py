@@ -1,6 +1,8 @@
 """Lambda's event source mappings on this machine: the relay's and the projector's pollers (mappings.py),
-what they share shard by shard (shards.py), and reading the records as the service wrote them (records.py)."""
+what they share shard by shard (shards.py), Lambda's error handling (failures.py), and reading the records
+as the service wrote them (records.py)."""
 
+from onward_infra.pollers.failures import DiscardedRecords, FailureHandling
 from onward_infra.pollers.mappings import EventsStreamPoller, OutboxStreamPoller
 from onward_infra.pollers.records import (
     RecordBatch,
@@ -15,7 +17,9 @@ from onward_infra.pollers.shards import POSITION_EVERY_S, ShardBackoff, StreamPo
 
 __all__ = [
     "POSITION_EVERY_S",
+    "DiscardedRecords",
     "EventsStreamPoller",
+    "FailureHandling",
     "OutboxStreamPoller",
     "RecordBatch",
     "RecordReader",

@@ -3,7 +3,9 @@
 
 Each poller reads its source through the real AWS API of the embedded endpoint (DynamoDB Streams, Kinesis),
 builds events of the exact shape Lambda sends, invokes the SAME handler that runs on AWS, and honours its
-partial batch response the way Lambda does: the next batch starts at the lowest failed sequence number.
+partial batch response the way Lambda does: the next batch starts at the lowest failed sequence number; with the
+mapping's `handling` (template.yaml's BisectBatchOnFunctionError, MaximumRetryAttempts, MaximumRecordAgeInSeconds)
+a failed batch is bisected, retried a bounded number of times, and old records are given up (failures.py).
 How shards are polled, backed off and their positions kept: shards.py; how records are read: records.py.
 """
 
@@ -20,18 +22,20 @@ from onward.pipeline.checkpoints import PROJECTOR_CONSUMER, RELAY_CONSUMER, Chec
 from onward.pipeline.parking import ParkedRecords
 from onward.pipeline.relay.relay import Relay
 from onward_infra.lambda_context import LocalLambdaContext
+from onward_infra.pollers.failures import FailureHandling, OnFailure
 from onward_infra.pollers.records import (
     RecordReader,
     dynamodb_lambda_record,
     dynamodb_record_fault,
     kinesis_lambda_record,
+    kinesis_record_arrival,
     kinesis_record_fault,
     kinesis_record_sequence,
+    stream_record_arrival,
     stream_record_sequence,
 )
 from onward_infra.pollers.shards import (
     AFTER_SEQUENCE_NUMBER,
-    AT_SEQUENCE_NUMBER,
     POSITION_EVERY_S,
     TRIM_HORIZON,
     Monotonic,
@@ -47,6 +51,7 @@ Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
 INSERT = "INSERT"
 DEFAULT_BACKOFF = ShardBackoff()
 RELIST_EVERY_S = 3.0  # the outbox poller lists the stream's shards again at least this often while busy
+NO_FAILURE_HANDLING = FailureHandling()  # Lambda's defaults: no bisection, retried until the records expire
 
 
 
@@ -78,10 +83,12 @@ class OutboxStreamPoller(ShardPoller):
                  batch_size: int = 100, consumer: str = "local-mapping:relay", *,
                  parked: ParkedRecords | None = None, backoff: ShardBackoff = DEFAULT_BACKOFF,
                  monotonic: Monotonic = time.monotonic, relist_every_s: float = RELIST_EVERY_S,
-                 position_every_s: float = POSITION_EVERY_S, concurrency: int = 1) -> None:
+                 position_every_s: float = POSITION_EVERY_S, concurrency: int = 1,
+                 handling: FailureHandling = NO_FAILURE_HANDLING, on_failure: OnFailure | None = None,
+                 wall: Callable[[], float] = time.time) -> None:
         super().__init__(RecordReader(streams, stream_record_sequence, dynamodb_record_fault), RELAY_CONSUMER,
                          stream_arn, batch_size, parked, backoff, monotonic, positions, consumer, position_every_s,
-                         concurrency, relist_every_s)
+                         concurrency, relist_every_s, handling, on_failure, wall)
         self._streams = streams
         self._arn = stream_arn
         self._handler = handler
@@ -124,14 +131,12 @@ class OutboxStreamPoller(ShardPoller):
         batch = self._read(shard_id, cursor)
         inserts = [r for r in batch.records if r["eventName"] == INSERT]
         if inserts:
-            result = self._handler({"Records": [dynamodb_lambda_record(r, self._arn) for r in inserts]},
-                                   LocalLambdaContext("onward-relay"))
-            failed = failed_sequence(result)
-            if failed is not None:
-                done = [r for r in inserts if int(stream_record_sequence(r)) < int(failed)]
-                if done:
-                    self._remember(shard_id, cursor, stream_record_sequence(done[-1]))
-                self._move(shard_id, cursor, StreamPosition(AT_SEQUENCE_NUMBER, failed))
+            def invoke(records: list[dict[str, Any]]) -> str | None:
+                return failed_sequence(self._handler(
+                    {"Records": [dynamodb_lambda_record(r, self._arn) for r in records]},
+                    LocalLambdaContext("onward-relay")))
+
+            if not self._deliver(shard_id, cursor, inserts, stream_record_sequence, stream_record_arrival, invoke):
                 return len(inserts)
         taken = len(inserts)
         if batch.unreadable is not None:
@@ -173,10 +178,12 @@ class EventsStreamPoller(ShardPoller):
                  batch_size: int = 100, consumer: str = "local-mapping:projector", *,
                  parked: ParkedRecords | None = None, backoff: ShardBackoff = DEFAULT_BACKOFF,
                  monotonic: Monotonic = time.monotonic, relist_every_s: float = RELIST_EVERY_S,
-                 position_every_s: float = POSITION_EVERY_S, concurrency: int = 1) -> None:
+                 position_every_s: float = POSITION_EVERY_S, concurrency: int = 1,
+                 handling: FailureHandling = NO_FAILURE_HANDLING, on_failure: OnFailure | None = None,
+                 wall: Callable[[], float] = time.time) -> None:
         super().__init__(RecordReader(kinesis, kinesis_record_sequence, kinesis_record_fault),
                          PROJECTOR_CONSUMER, stream_name, batch_size, parked, backoff, monotonic, positions,
-                         consumer, position_every_s, concurrency, relist_every_s)
+                         consumer, position_every_s, concurrency, relist_every_s, handling, on_failure, wall)
         self._kinesis = kinesis
         self._handler = handler
         self._arn = kinesis.describe_stream_summary(StreamName=stream_name)["StreamDescriptionSummary"]["StreamARN"]
@@ -207,16 +214,14 @@ class EventsStreamPoller(ShardPoller):
         batch = self._read(shard_id, cursor)
         taken = 0
         if batch.records:
-            result = self._handler({"Records": [kinesis_lambda_record(r, shard_id, self._arn)
-                                                for r in batch.records]},
-                                   LocalLambdaContext("onward-projector"))
+            def invoke(records: list[dict[str, Any]]) -> str | None:
+                return failed_sequence(self._handler(
+                    {"Records": [kinesis_lambda_record(r, shard_id, self._arn) for r in records]},
+                    LocalLambdaContext("onward-projector")))
+
             taken = len(batch.records)
-            failed = failed_sequence(result)
-            if failed is not None:
-                done = [r for r in batch.records if int(kinesis_record_sequence(r)) < int(failed)]
-                if done:
-                    self._remember(shard_id, cursor, kinesis_record_sequence(done[-1]))
-                self._move(shard_id, cursor, StreamPosition(AT_SEQUENCE_NUMBER, failed))
+            if not self._deliver(shard_id, cursor, batch.records, kinesis_record_sequence, kinesis_record_arrival,
+                                 invoke):
                 return taken
             self._remember(shard_id, cursor, kinesis_record_sequence(batch.records[-1]))
         if batch.unreadable is not None:

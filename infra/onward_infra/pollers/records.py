@@ -224,6 +224,16 @@ def kinesis_record_sequence(record: dict[str, Any]) -> str:
     return sequence_number
 
 
+def stream_record_arrival(record: dict[str, Any]) -> float:
+    """When DynamoDB wrote the change (epoch seconds): its age is counted from then."""
+    return float(record["dynamodb"]["ApproximateCreationDateTime"])
+
+
+def kinesis_record_arrival(record: dict[str, Any]) -> float:
+    """When Kinesis took the record (epoch seconds): its age is counted from then."""
+    return float(record["ApproximateArrivalTimestamp"])
+
+
 def dynamodb_record_fault(record: dict[str, Any]) -> str | None:
     """Why a DynamoDB Streams record (wire shape) cannot become the record of a Lambda event; None when it
     can. Only what the poller and the event need is looked at, never the images' attribute values."""

@@ -38,9 +38,22 @@ from botocore.exceptions import ClientError
 from onward.domain.clock import iso, system_clock
 from onward.pipeline.checkpoints import Checkpoint, CheckpointStore
 from onward.pipeline.parking import ParkedRecords
+from onward_infra.pollers.failures import (
+    RECORD_AGE_EXCEEDED,
+    RETRY_ATTEMPTS_EXHAUSTED,
+    DiscardCount,
+    DiscardedRecords,
+    FailedRecords,
+    FailureHandling,
+    OnFailure,
+    after_failure,
+    after_success,
+    log_discarded,
+)
 from onward_infra.pollers.records import RecordBatch, RecordReader, UnreadableRecord
 
 Monotonic = Callable[[], float]
+Invoke = Callable[[list[dict[str, Any]]], str | None]  # the handler on a batch: its lowest failed sequence number
 
 AT_SEQUENCE_NUMBER = "AT_SEQUENCE_NUMBER"
 AFTER_SEQUENCE_NUMBER = "AFTER_SEQUENCE_NUMBER"
@@ -87,6 +100,7 @@ class ShardCursor:
     retry_at: float = 0.0  # time.monotonic() before which the shard is not polled
     unwritten: str | None = None  # done up to this sequence number; not yet the stored position
     unwritten_since: float = 0.0  # monotonic time the oldest batch not in the stored position was done
+    failed: FailedRecords | None = None  # records that failed, delivered again from `resume` (failures.py)
 
 
 class ShardPoller(ABC):
@@ -95,7 +109,8 @@ class ShardPoller(ABC):
     def __init__(self, reader: RecordReader, source: str, stream: str, batch_size: int,
                  parked: ParkedRecords | None, backoff: ShardBackoff, monotonic: Monotonic,
                  positions: CheckpointStore, consumer: str, position_every_s: float, concurrency: int,
-                 relist_every_s: float) -> None:
+                 relist_every_s: float, handling: FailureHandling, on_failure: OnFailure | None,
+                 wall: Callable[[], float]) -> None:
         if concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, not {concurrency}")
         if concurrency > 1 and not is_metrics_disabled():
@@ -123,6 +138,10 @@ class ShardPoller(ABC):
         self._listed_at = 0.0  # monotonic time of the latest listing
         self._relist = False  # list again at the next poll: a shard ended or failed since the latest listing
         self._listed_closed: frozenset[str] = frozenset()  # shards the latest listing showed closed
+        self._handling = handling  # what a failed batch leads to (failures.py)
+        self._on_failure = on_failure or log_discarded  # where discarded records' metadata goes
+        self._wall = wall  # epoch seconds, for the records' age
+        self.discarded = DiscardCount()
 
     def poll_once(self) -> int:
         """One batch per readable shard; the number of records delivered to the handler or parked. A child
@@ -291,12 +310,69 @@ class ShardPoller(ABC):
         if cursor.iterator is None:
             cursor.iterator = self._open(shard_id, cursor.resume)
         try:
-            return self._reader.read(cursor.iterator, self._batch_size)
+            return self._reader.read(cursor.iterator, self._limit(cursor))
         except ClientError as error:
             if error_code(error) != EXPIRED_ITERATOR:
                 raise
         cursor.iterator = self._open(shard_id, cursor.resume)
-        return self._reader.read(cursor.iterator, self._batch_size)
+        return self._reader.read(cursor.iterator, self._limit(cursor))
+
+    def _limit(self, cursor: ShardCursor) -> int:
+        """The next batch's size: the mapping's, or that of the failed records' next batch (bisected)."""
+        return min(self._batch_size, cursor.failed.sizes[0]) if cursor.failed else self._batch_size
+
+    def _deliver(self, shard_id: str, cursor: ShardCursor, records: list[dict[str, Any]],
+                 sequence_of: Callable[[dict[str, Any]], str], arrival_of: Callable[[dict[str, Any]], float],
+                 invoke: Invoke) -> bool:
+        """Hand `records` (read in stream order) to the function as Lambda's mapping does (failures.py): True
+        when the shard reads on after them (delivered, or given up), False when it was moved back to deliver
+        some again. Records too old are given up unread. A function error that is retried without a split
+        is raised (the shard backs off, as Lambda's retries do); a partial batch response is retried at once.
+        Whatever it returns, the records before the first failed one are done (`_remember`)."""
+        now = self._wall()
+        # The oldest records come first in a shard: those too old are a head of the batch.
+        old = next((i for i, r in enumerate(records) if not self._handling.too_old(arrival_of(r), now)), len(records))
+        fresh = records[old:]
+        if old:
+            self._discard(shard_id, RECORD_AGE_EXCEEDED, records[:old], sequence_of, arrival_of, None)
+            self._remember(shard_id, cursor, sequence_of(records[old - 1]))
+        if not fresh:
+            cursor.failed = after_success(cursor.failed)
+            return True
+        error: Exception | None = None
+        try:
+            failed_sequence = invoke(fresh)
+        except Exception as raised:  # noqa: BLE001 - a function error: Lambda's error handling decides
+            error, failed_index = raised, 0
+        else:
+            if failed_sequence is None:
+                cursor.failed = after_success(cursor.failed)
+                return True
+            failed_index = next((i for i, r in enumerate(fresh) if int(sequence_of(r)) >= int(failed_sequence)),
+                                len(fresh))
+            if failed_index == len(fresh):  # a sequence number past the batch: Lambda retries it whole
+                failed_index = 0
+        if failed_index:
+            self._remember(shard_id, cursor, sequence_of(fresh[failed_index - 1]))
+        verdict = after_failure(self._handling, cursor.failed, len(fresh), failed_index)
+        cursor.failed = verdict.failed
+        if not verdict.retry:
+            self._discard(shard_id, RETRY_ATTEMPTS_EXHAUSTED, fresh[failed_index:], sequence_of, arrival_of,
+                          type(error).__name__ if error is not None else "partial batch failure")
+            self._remember(shard_id, cursor, sequence_of(fresh[-1]))
+            return True
+        self._move(shard_id, cursor, StreamPosition(AT_SEQUENCE_NUMBER, sequence_of(fresh[failed_index])))
+        if error is not None and not verdict.split:
+            raise error
+        return False
+
+    def _discard(self, shard_id: str, condition: str, records: list[dict[str, Any]],
+                 sequence_of: Callable[[dict[str, Any]], str], arrival_of: Callable[[dict[str, Any]], float],
+                 error: str | None) -> None:
+        discarded = DiscardedRecords(condition, shard_id, sequence_of(records[0]), sequence_of(records[-1]),
+                                     len(records), arrival_of(records[0]), arrival_of(records[-1]), error)
+        self.discarded.add(discarded)
+        self._on_failure(discarded)
 
     def _move(self, shard_id: str, cursor: ShardCursor, position: StreamPosition) -> None:
         self._write_position(shard_id, cursor)  # exact before the shard is read from a position again

@@ -628,7 +628,7 @@ def test_template_deploys_tables_indexes_and_outbox_stream(stack: Stack) -> None
 
 
 def test_data_resources_template_keeps_only_data_resources() -> None:
-    """Only tables, Kinesis streams and queues (with the parameters and conditions they use) are sent to
+    """Only tables, Kinesis streams and queues (with the parameters, mappings and conditions they use) are sent to
     the endpoint, without the SAM transform; `JobsTable` is read from JOBS_TABLE."""
     template = load_template()
     template["Resources"]["Api"] = {"Type": "AWS::Serverless::HttpApi", "Properties": {}}
@@ -642,8 +642,9 @@ def test_data_resources_template_keeps_only_data_resources() -> None:
     assert all(r["Type"] in DATA_RESOURCE_TYPES for r in subset["Resources"].values())
     assert "Transform" not in subset
     # Only the parameters and conditions the data resources use: the JWT issuer, say, needs no answer here.
-    assert set(subset["Parameters"]) == {"DeletionProtection", "EventsStreamMode", "EventsStreamShards",
+    assert set(subset["Parameters"]) == {"DeletionProtection", "EventsStreamMode", "TargetJobsPerSecond",
                                          "EventsRetentionHours"}
+    assert subset["Mappings"] == {"EventsStreamSizing": template["Mappings"]["EventsStreamSizing"]}
     assert all(subset["Parameters"][name] == template["Parameters"][name] for name in subset["Parameters"])
     assert set(subset["Conditions"]) == {"ProtectTables", "OnDemandEvents"}
     assert "JwtIssuer" in template["Parameters"] and "WorkerOnLambda" in template["Conditions"]

@@ -80,6 +80,12 @@ class ParkedRow(Answer):
     raw_size: int
     raw_truncated: bool
     preview: str = Field(description="the head of the raw bytes as text (not UTF-8: escaped)")
+    job_id: str | None = Field(default=None, description="the job it belongs to, when known: what `onward redrive` "
+                               "replays")
+    failures: int = Field(default=0, description="failed deliveries before it was parked (a poison record); 0: "
+                          "unreadable, parked at once")
+    redriven_at: str | None = Field(default=None, json_schema_extra={"format": "date-time"},
+                                    description="when `onward redrive` replayed its job; null: not yet")
 
 class ParkedRecords(Answer):
     records: list[ParkedRow]

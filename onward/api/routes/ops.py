@@ -212,13 +212,15 @@ def pipeline_lag(_: Annotated[Principal, Depends(operator_caller)]) -> Response[
 
 
 @router.get("/ops/parked", operation_id="parkedRecords", security=SECURED, responses=secured({
-    200: ok("stream records the relay or the projector could not read, with why", ParkedRecords),
+    200: ok("stream records the relay or the projector could not read or kept failing on, with why",
+            ParkedRecords),
     400: problem("bad source or limit"), 403: EVERY_TENANT}))
 def parked_records(_: Annotated[Principal, Depends(platform_operator)],
                    source: Annotated[Literal["projector", "relay"] | None, Query(
                        description="only this reader's records")] = None,
                    limit: Limit = DEFAULT_LIMIT) -> Response[str]:
-    """Records the relay and the projector could not read (?source= one of them), with their reasons."""
+    """Records the relay and the projector could not read or kept failing on (?source= one of them), with their
+    reasons, their jobs and whether `onward redrive` replayed them."""
     deployment = ApiDeployment.from_environment()
     reader = deployment.parked_reader
     rows: list[ParkedRow] = []
@@ -228,7 +230,9 @@ def parked_records(_: Annotated[Principal, Depends(platform_operator)],
         more = more or more_here
         rows += [ParkedRow(source=name, shard_id=record.shard_id, sequence_number=record.sequence_number,
                            reason=record.reason, parked_at=record.parked_at, raw_size=record.raw_size,
-                           raw_truncated=record.raw_truncated, preview=preview(record.raw)) for record in records]
+                           raw_truncated=record.raw_truncated, preview=preview(record.raw),
+                           job_id=record.job_id, failures=record.failures, redriven_at=record.redriven_at)
+                 for record in records]
     rows.sort(key=lambda row: row.parked_at, reverse=True)
     return json_answer(200, ParkedRecords(records=rows, more=more))
 

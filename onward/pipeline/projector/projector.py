@@ -12,10 +12,10 @@ non-terminal one (a replay) replaces it without. Kept conflicts and parked recor
 retention, counted from when they were written.
 
 A batch is written job by job at once (StatusProjector.project_batch): its events are grouped by job, the
-groups run on a small thread pool shared by the process, and within a group the events are written in batch
-order, so a job's events never overtake each other. A job's several events in one batch are folded into one
-write of the newest when that is exact (fold_plan): the view row is derived from its event alone, so writing
-the newest under the oldest's condition ends the same as writing each in turn, all of them applied.
+groups run on a small thread pool shared by the process, and a job's events of one batch are coalesced
+(coalesce.py): judged in batch order as one by one would judge them, and only the last one applied is written,
+one PutItem for the job (two when the view held more than assumed: the refusal says what it holds). The
+writes this saves are counted (BatchTally.writes_saved).
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from itertools import pairwise
 from typing import Any, NamedTuple
 
 from aws_lambda_powertools import Logger
@@ -34,12 +33,16 @@ from botocore.exceptions import ClientError
 from pydantic import ValidationError
 
 from onward.domain.clock import Clock, EpochMs, epoch_ms, iso, system_clock
-from onward.domain.models import EVENT_SCHEMA, OutboxEvent
+from onward.domain.models import OutboxEvent
 from onward.domain.projection import ProjectionOutcome, classify, view_fields, view_item
+from onward.domain.schema_versions import EVENT_SCHEMA, NewerSchema, UnknownSchema, check_major
 from onward.faults import fault_point
 from onward.pipeline.checkpoints import PROJECTOR_CONSUMER, CheckpointStore
 from onward.pipeline.heartbeats import Heartbeat, SlotId, decode_heartbeat, merge_through
+from onward.pipeline.listing import LISTING_ATTRIBUTE, listing_key
 from onward.pipeline.parking import ParkedRecords
+from onward.pipeline.poison import PARK_AFTER_FAILURES, FailureCounts
+from onward.pipeline.projector.coalesce import Coalesced, Held, coalesce
 from onward.settings import DAY_S, DEFAULT_JOB_RETENTION_DAYS
 from onward.store.dynamo.attributes import from_item, to_item
 from onward.store.dynamo.keys import ttl_after
@@ -53,7 +56,8 @@ _writers = ThreadPoolExecutor(max_workers=WRITER_THREADS, thread_name_prefix="on
 
 
 class UnreadableRecord(ValueError):
-    """A record that is not a valid event of a schema this projector knows."""
+    """A record that is not a valid event of a schema this projector knows; it is parked with the reason. An
+    event of a newer major (onward.domain.schema_versions) is one: the upgraded projector re-drives it."""
 
 
 def parse_record(data: bytes) -> OutboxEvent | Heartbeat:
@@ -70,32 +74,14 @@ def parse_record(data: bytes) -> OutboxEvent | Heartbeat:
         raise UnreadableRecord(f"invalid heartbeat: {error.errors()[0]['msg']}") from error
     if heartbeat is not None:
         return heartbeat
-    if payload.get("schema") != EVENT_SCHEMA:
-        raise UnreadableRecord(f"unsupported schema {payload.get('schema')!r} (this projector reads {EVENT_SCHEMA})")
+    try:
+        check_major("event", payload.get("schema"), EVENT_SCHEMA)
+    except (NewerSchema, UnknownSchema) as error:
+        raise UnreadableRecord(str(error)) from error
     try:
         return OutboxEvent.model_validate(payload)
     except ValidationError as error:
         raise UnreadableRecord(f"invalid event: {error.error_count()} errors: {error.errors()[0]['msg']}") from error
-
-
-@dataclass(frozen=True)
-class FoldedWrite:
-    """One job's events of one batch written as ONE PutItem of the newest, on condition that the view holds no
-    version of the job or one below `below` (the oldest event's): when the condition holds, each event would
-    have been applied had they been written one by one, and the view ends the same."""
-
-    newest: OutboxEvent
-    below: int
-
-
-def fold_plan(events: Sequence[OutboxEvent]) -> FoldedWrite | None:
-    """How to write one job's events of a batch, given in batch order: one folded write when there are several
-    and their versions rise strictly in batch order; None (one conditional write each, in order) otherwise:
-    for a single event, and when a version repeats (the second is a duplicate or a conflict) or an older one
-    follows a newer one (it is stale): only writing them one by one classifies those as it always has."""
-    if len(events) < 2 or any(later.version <= earlier.version for earlier, later in pairwise(events)):
-        return None
-    return FoldedWrite(newest=events[-1], below=events[0].version)
 
 
 class ShardRecord(NamedTuple):
@@ -103,6 +89,7 @@ class ShardRecord(NamedTuple):
 
     sequence_number: str
     data: bytes
+    stream_record: str | None = None  # the rest of the record as delivered (JSON): kept if it is parked
 
 
 @dataclass(frozen=True)
@@ -125,6 +112,7 @@ class BatchTally:
     through: dict[SlotId, EpochMs] = field(default_factory=dict)  # heartbeat slots: newest commit time each
     parents: tuple[str, ...] = ()  # the shard's parents, as its heartbeats name them
     lag_ms: list[int] = field(default_factory=list)
+    writes_saved: int = 0  # view writes coalescing saved: one per event beyond the job's writes
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
 
     def count(self, outcome: ProjectionOutcome, lag_ms: int | None = None) -> None:
@@ -133,6 +121,10 @@ class BatchTally:
             self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
             if lag_ms is not None:
                 self.lag_ms.append(lag_ms)
+
+    def save(self, writes: int) -> None:
+        with self._lock:
+            self.writes_saved += writes
 
     def hear(self, beat: Heartbeat) -> None:
         """A heartbeat projected: its slots are projected up to their times; the view is untouched."""
@@ -202,9 +194,11 @@ class StatusProjector:
         parked: ParkedRecords,
         clock: Clock = system_clock,
         retention_s: int = DEFAULT_JOB_RETENTION_DAYS * DAY_S,
+        failure_counts: FailureCounts | None = None,
     ) -> None:
         """`retention_s`: the job retention (Settings.job_retention_s), the TTL of terminal view rows and of
-        kept conflicts."""
+        kept conflicts. `failure_counts`: each record's failed deliveries, to park a poison record (poison.py);
+        without it a record that keeps failing is left to the event source mapping."""
         self._db = client
         self._status = status_table
         self._conflicts = conflicts_table
@@ -212,6 +206,7 @@ class StatusProjector:
         self._parked = parked
         self._clock = clock
         self._retention_s = retention_s
+        self._failure_counts = failure_counts
 
     def project(self, event: OutboxEvent) -> ProjectionOutcome:
         """Write the view if `event` is newer than what it holds; one request on every common path."""
@@ -223,16 +218,29 @@ class StatusProjector:
             self._keep_conflict(event, held)
         return outcome
 
-    def project_folded(self, fold: FoldedWrite) -> bool:
-        """One write standing for a job's events of a batch (fold_plan): True when it was written (every one of
-        them applied), False when the view holds a version at or above the oldest's (nothing was written:
-        write them one by one to classify each)."""
-        return self._put_view(fold.newest, below=fold.below) is None
+    def project_coalesced(self, events: Sequence[OutboxEvent]) -> tuple[Coalesced, int]:
+        """One job's events of a batch, in batch order, coalesced (coalesce.py): the plan that was carried out
+        (every outcome, the conflicts kept) and the view writes it took. First the plan for a view below the
+        first event, written at once; on a refusal, the plan from what the view holds, until one is written
+        or nothing applies (each refusal shows a higher version, so this ends)."""
+        plan = coalesce(events, None)
+        writes = 0
+        while plan.write is not None:
+            held = self._put_view(plan.write, below=plan.below)
+            writes += 1
+            if held is None:
+                break
+            plan = coalesce(events, Held.of(held))
+        for kept in plan.conflicts:
+            self._keep_conflict(kept.event, kept.held)
+        return plan, writes
 
     def _put_view(self, event: OutboxEvent, below: int) -> dict[str, Any] | None:
         """PutItem `event`'s view row if the view holds no version of the job or one below `below`: None when
         written, else the item the view holds (the refusal returns it: no read)."""
-        item = to_item(view_item(event, iso(self._clock()), self._retention_s))
+        # The row carries its place in the tenant's sharded listing (onward.pipeline.listing).
+        item = to_item({**view_item(event, iso(self._clock()), self._retention_s),
+                        LISTING_ATTRIBUTE: listing_key(event.tenant_id, event.job_id)})
         try:
             self._db.put_item(
                 TableName=self._status,
@@ -257,7 +265,9 @@ class StatusProjector:
                 "job_id": {"S": event.job_id},
                 "conflict_id": {"S": f"{event.version:012d}#{incoming['digest']}"},
                 "version": {"N": str(event.version)},
-                "view_payload": {"S": json.dumps(held, sort_keys=True, default=str)},
+                # The row's content: not its place in the listing index, which follows from the job's id.
+                "view_payload": {"S": json.dumps({name: value for name, value in held.items()
+                                                  if name != LISTING_ATTRIBUTE}, sort_keys=True, default=str)},
                 "incoming_payload": {"S": event.model_dump_json(by_alias=True)},
                 "detected_at": {"S": iso(now)},
                 "expires_at": {"N": str(ttl_after(now, self._retention_s))},
@@ -268,20 +278,55 @@ class StatusProjector:
                             "incoming_digest": incoming["digest"]})
 
     def project_batch(self, shard_id: str, records: Sequence[ShardRecord], tally: BatchTally) -> BatchFailure | None:
-        """Project one shard's batch; the earliest failure, None when every record was projected.
+        """Project one shard's batch (`project_records`); the earliest failure, None when every record was
+        projected or parked. A failed record is counted (poison.py); on its PARK_AFTER_FAILURES-th failed
+        delivery it is parked in full and the records after it are projected: one poison record holds back
+        only itself (and, for PARK_AFTER_FAILURES - 1 deliveries, what follows it on its shard)."""
+        failure = self.project_records(shard_id, records, tally)
+        while failure is not None and self._parks_poison(shard_id, records[failure.index], failure.error, tally):
+            after = failure.index + 1
+            rest = self.project_records(shard_id, records[after:], tally)
+            failure = None if rest is None else BatchFailure(after + rest.index, rest.error)
+        return failure
+
+    def _parks_poison(self, shard_id: str, record: ShardRecord, error: Exception, tally: BatchTally) -> bool:
+        """Count the record's failed delivery; park it when it has failed PARK_AFTER_FAILURES times. False when
+        it is to be delivered again (or counting or parking failed: the mapping retries it)."""
+        if self._failure_counts is None:
+            return False
+        try:
+            failures = self._failure_counts.count(PROJECTOR_CONSUMER, shard_id, record.sequence_number)
+            if failures < PARK_AFTER_FAILURES:
+                return False
+            self._parked.park(PROJECTOR_CONSUMER, shard_id, record.sequence_number, record.data,
+                              f"failed {failures} deliveries, last with {type(error).__name__}: {error}",
+                              job_id=_job_of(record.data), stream_record=record.stream_record, failures=failures)
+        except Exception as counting:  # noqa: BLE001 - the record stays failed; the mapping delivers it again
+            logger.warning("counting or parking a failed record failed", extra={
+                "shard_id": shard_id, "sequence_number": record.sequence_number, "error": type(counting).__name__})
+            return False
+        tally.parked += 1
+        logger.error("poison record parked: it failed every delivery", extra={
+            "shard_id": shard_id, "sequence_number": record.sequence_number, "failures": failures,
+            "error": type(error).__name__})
+        return True
+
+    def project_records(self, shard_id: str, records: Sequence[ShardRecord],
+                        tally: BatchTally) -> BatchFailure | None:
+        """Project records of one shard's batch; the earliest failure, None when every record was projected.
 
         First, in batch order on this thread: an unreadable record is parked with its raw bytes and the reason
         (the shard moves on), a heartbeat is kept for the tally, and the job events are grouped by job. Then
-        the groups run on the pool at once, each writing its job's events in batch order (one folded write
-        when fold_plan allows it, else one each); the heartbeats before the earliest failure are tallied.
+        the groups run on the pool at once, each coalescing its job's events into one write (batch order
+        decides, as one by one); the heartbeats before the earliest failure are tallied.
 
-        An error (a DynamoDB error, parking included) fails its record (a folded write's: the group's first)
-        and ends its group; the other groups go on with the records before the earliest failure and skip
-        those after it. Records after the failure that were written anyway are simply delivered again: the
-        version guard absorbs them as duplicates.
+        An error (a DynamoDB error, parking included) fails its record (a job's write: the group's first) and
+        ends its group; the other groups go on with the records before the earliest failure and skip those
+        after it. Records after the failure that were written anyway are simply delivered again: the version
+        guard absorbs them as duplicates.
 
         Each record passes the fault point `projector.after_record` (subject `<shard>:<sequence number>`)
-        once projected: every record of a folded write passes it after that write. A fault point's exception
+        once projected: every record of a job's group passes it after the group's write. A fault point's exception
         (a drill's crash) stops every group before its next write and is raised once all have stopped.
         """
         run = _BatchRun()
@@ -315,7 +360,8 @@ class StatusProjector:
         try:
             return parse_record(record.data)
         except UnreadableRecord as error:
-            self._parked.park(PROJECTOR_CONSUMER, shard_id, record.sequence_number, record.data, str(error))
+            self._parked.park(PROJECTOR_CONSUMER, shard_id, record.sequence_number, record.data, str(error),
+                              stream_record=record.stream_record)
             tally.parked += 1
             logger.warning("record parked", extra={"shard_id": shard_id, "sequence_number": record.sequence_number,
                                                    "reason": str(error)})
@@ -325,38 +371,29 @@ class StatusProjector:
                      run: _BatchRun, tally: BatchTally) -> None:
         """One job's events of a batch (with their indexes in it), in batch order, on a thread of the pool."""
         try:
-            self._write_in_order(shard_id, records, group, run, tally)
+            self._write_job(shard_id, records, group, run, tally)
         except BaseException:
             run.crash()
             raise
 
-    def _write_in_order(self, shard_id: str, records: Sequence[ShardRecord], group: list[tuple[int, OutboxEvent]],
+    def _write_job(self, shard_id: str, records: Sequence[ShardRecord], group: list[tuple[int, OutboxEvent]],
                         run: _BatchRun, tally: BatchTally) -> None:
-        fold = fold_plan([event for _, event in group])
-        if fold is not None:
-            first = group[0][0]
-            if not run.proceeds(first):
-                return
-            try:
-                written = self.project_folded(fold)
-            except Exception as error:  # noqa: BLE001 - reported as the failure of the group's first record
-                run.fail(first, error)
-                return
-            if written:
-                for _, event in group:
-                    tally.count(ProjectionOutcome.APPLIED, self._lag_ms(event))
-                self._after_records(shard_id, [records[index] for index, _ in group])
-                return
-        for index, event in group:
-            if not run.proceeds(index):
-                return
-            try:
-                outcome = self.project(event)
-            except Exception as error:  # noqa: BLE001 - reported as this record's failure
-                run.fail(index, error)
-                return
+        """The job's events coalesced into one write; counted and past their fault points only once all of it
+        (the write and any conflict kept) is done. An error fails the group's first record: the whole group is
+        delivered again and judged afresh against the view."""
+        first = group[0][0]
+        if not run.proceeds(first):
+            return
+        try:
+            fault_point("projector.before_write", group[0][1].job_id)
+            plan, writes = self.project_coalesced([event for _, event in group])
+        except Exception as error:  # noqa: BLE001 - reported as the failure of the group's first record
+            run.fail(first, error)
+            return
+        for (_, event), outcome in zip(group, plan.outcomes, strict=True):
             tally.count(outcome, self._lag_ms(event) if outcome is ProjectionOutcome.APPLIED else None)
-            self._after_records(shard_id, [records[index]])
+        tally.save(len(group) - writes)
+        self._after_records(shard_id, [records[index] for index, _ in group])
 
     def _lag_ms(self, event: OutboxEvent) -> int:
         return self._clock() - epoch_ms(event.committed_at or event.occurred_at)
@@ -381,3 +418,12 @@ class StatusProjector:
         if tally.through:
             self._checkpoints.record_slots(PROJECTOR_CONSUMER, shard_id, tally.through, tally.slots,
                                            iso(self._clock()), parents=tally.parents)
+
+
+def _job_of(data: bytes) -> str | None:
+    """The job a record's event names, when it is one (a poison record is readable: it failed later)."""
+    try:
+        read = parse_record(data)
+    except UnreadableRecord:
+        return None
+    return read.job_id if isinstance(read, OutboxEvent) else None

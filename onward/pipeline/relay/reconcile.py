@@ -37,6 +37,6 @@ def repair(lagging: Iterable[Lagging], outbox: OutboxReader, publisher: KinesisP
     """Re-publish, per lagging job, the events newer than what its view shows; the number published."""
     published = 0
     for lag in lagging:
-        missing = [event for event in outbox.job(lag.job_id) if event.version > (lag.view_version or 0)]
+        missing = [event for event in outbox.events_of(lag.job_id) if event.version > (lag.view_version or 0)]
         published += sum(publisher.publish(missing))
     return published

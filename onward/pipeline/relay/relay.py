@@ -7,6 +7,10 @@ whatever Lambda redelivers (after a partial failure or a crash) is published aga
 projector's version guard; nothing it delivers is ever left out. The answer names the first record not
 done, so the event source resumes there (Lambda's partial batch response; the local poller does the same).
 
+An event is passed on whole: a field this relay does not know (a newer writer's, same major) reaches the
+projector as it was written. An event of a newer major is parked with the reason, for the upgraded relay to
+re-drive (onward.domain.schema_versions).
+
 Heartbeat slots (onward.pipeline.heartbeats) in the batch go to every events shard after the batch's events, with their
 commit times (each no later than its beat's `vouches_until`); the relay then records them in its own
 watermark over the whole outbox stream (onward.pipeline.checkpoints): every commit before it was published. That
@@ -15,6 +19,7 @@ watermark is where `recover` re-publishes from should the stream ever be trimmed
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,11 +29,13 @@ from pydantic import ValidationError
 
 from onward.domain.clock import Clock, EpochMs, epoch_ms, iso, system_clock
 from onward.domain.models import OutboxEvent
+from onward.domain.schema_versions import NewerSchema
 from onward.faults import fault_point
 from onward.pipeline.checkpoints import OUTBOX_STREAM, RELAY_CONSUMER, CheckpointStore, Watermark
 from onward.pipeline.heartbeats import Heartbeat, HeartbeatPart, heartbeat_part, is_heartbeat_image
 from onward.pipeline.outbox import OutboxReader, event_from_image
 from onward.pipeline.parking import ParkedRecords
+from onward.pipeline.poison import PARK_AFTER_FAILURES, FailureCounts
 from onward.pipeline.relay.publisher import MAX_RECORD_BYTES, KinesisPublisher, encode
 
 logger = Logger(service="onward-relay")
@@ -66,19 +73,71 @@ class Relay:
         parked: ParkedRecords,
         outbox: OutboxReader | None = None,
         clock: Clock = system_clock,
+        failure_counts: FailureCounts | None = None,
     ) -> None:
+        """`failure_counts`: each record's failed deliveries, to park an event that fails every publish
+        (onward/pipeline/poison.py); without it such a record is left to the event source mapping."""
         self._publisher = publisher
         self._checkpoints = checkpoints
         self._parked = parked
         self._outbox = outbox
         self._clock = clock
+        self._failure_counts = failure_counts
 
     def watermark(self) -> Watermark | None:
         """The relay's progress through the whole outbox stream (None before any heartbeat)."""
         return self._checkpoints.watermark(RELAY_CONSUMER, OUTBOX_STREAM)
 
     def relay(self, records: Sequence[StreamRecord]) -> RelayOutcome:
-        """Publish one batch of one stream shard's records, in order; say where the source must resume."""
+        """Publish one batch of one stream shard's records, in order; say where the source must resume. An event
+        whose publish failed is counted (poison.py); on its PARK_AFTER_FAILURES-th failed delivery it is parked
+        in full and the records after it are relayed: a record Kinesis keeps refusing holds back only its job
+        (which `onward redrive` replays from the outbox)."""
+        outcome = self._relay(records)
+        while outcome.first_unpublished is not None:
+            position = next(i for i, record in enumerate(records)
+                            if record.sequence_number == outcome.first_unpublished)
+            if not self._parks_poison(records[position]):
+                break
+            rest = self._relay(records[position + 1:])
+            outcome = RelayOutcome(
+                published=outcome.published + rest.published, ignored=outcome.ignored + rest.ignored,
+                parked=outcome.parked + 1 + rest.parked, heartbeats=outcome.heartbeats + rest.heartbeats,
+                first_unpublished=rest.first_unpublished,
+                retried_entries=outcome.retried_entries + rest.retried_entries,
+                requests=outcome.requests + rest.requests,
+                error_codes={code: outcome.error_codes.get(code, 0) + rest.error_codes.get(code, 0)
+                             for code in outcome.error_codes.keys() | rest.error_codes.keys()})
+            records = records[position + 1:]
+        return outcome
+
+    def _parks_poison(self, record: StreamRecord) -> bool:
+        """Count the failed delivery of an event's record; park it (its image, sequence number and commit time)
+        on its PARK_AFTER_FAILURES-th. False for a heartbeat (not an event: it vouches, it is never parked), or
+        when counting or parking failed (the mapping delivers it again)."""
+        if self._failure_counts is None or record.new_image is None or is_heartbeat_image(record.new_image):
+            return False
+        try:
+            failures = self._failure_counts.count(RELAY_CONSUMER, OUTBOX_STREAM, record.sequence_number)
+            if failures < PARK_AFTER_FAILURES:
+                return False
+            event = event_from_image(record.new_image)
+            self._parked.park(RELAY_CONSUMER, OUTBOX_STREAM, record.sequence_number,
+                              json.dumps(record.new_image, sort_keys=True).encode(),
+                              f"publishing failed {failures} deliveries in a row", job_id=event.job_id,
+                              stream_record=json.dumps({"sequence_number": record.sequence_number,
+                                                        "event_name": record.event_name,
+                                                        "committed_at": iso(record.committed_at)}),
+                              failures=failures)
+        except Exception as error:  # noqa: BLE001 - the record stays failed; the mapping delivers it again
+            logger.warning("counting or parking a failed record failed",
+                           extra={"sequence_number": record.sequence_number, "error": type(error).__name__})
+            return False
+        logger.error("poison record parked: its event failed every publish",
+                     extra={"sequence_number": record.sequence_number, "failures": failures})
+        return True
+
+    def _relay(self, records: Sequence[StreamRecord]) -> RelayOutcome:
         outcome = RelayOutcome()
         events: list[OutboxEvent] = []
         event_of: dict[int, int] = {}  # position in records -> position in events
@@ -97,6 +156,11 @@ class Relay:
                     continue
                 event = event_from_image(record.new_image).model_copy(
                     update={"committed_at": iso(record.committed_at)})
+            except NewerSchema as error:  # an upgraded relay re-drives it (onward.domain.schema_versions)
+                self._parked.park(RELAY_CONSUMER, OUTBOX_STREAM, record.sequence_number,
+                                  repr(record.new_image).encode(), str(error))
+                outcome.parked += 1
+                continue
             except (ValidationError, KeyError, TypeError, ValueError, AttributeError) as error:
                 # AttributeError: an image whose attribute values are not typed as DynamoDB types them
                 self._parked.park(RELAY_CONSUMER, OUTBOX_STREAM, record.sequence_number,

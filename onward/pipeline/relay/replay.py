@@ -32,7 +32,7 @@ class ReplaySummary:
 def select(reader: OutboxReader, selection: ReplaySelection) -> list[OutboxEvent]:
     """The events of the selection, in commit order (per job: version order)."""
     if selection.job_id is not None:
-        events: Iterable[OutboxEvent] = reader.job(selection.job_id)
+        events: Iterable[OutboxEvent] = reader.events_of(selection.job_id)
     elif selection.since is not None:
         until = selection.until if selection.until is not None else system_clock()
         events = reader.window(iso(selection.since), iso(until))  # the index's canonical UTC text

@@ -3,18 +3,20 @@ counters and its queue entries (plain values, in the shapes of onward.store.dyna
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from typing import Any
 
-from onward.domain.dispatch import TenantPolicy, Usage
-from onward.store.dynamo.keys import Entity
+from onward.domain.dispatch import TenantPolicy, Usage, VirtualBase
+from onward.store.dynamo.keys import SERVED_SINCE_RETURN, Entity
 from onward.store.ports.tenant_values import QueueEntry, Tenant, TenantState
 
 
 def usage_from_values(values: dict[str, Any]) -> Usage:
-    """A RUNNING counter's usage (plain values)."""
+    """A RUNNING counter's usage (plain values). (A lift kept in worker ms as `offset_ms` by older code is
+    left out: the tenant, below the clock again, is lifted anew when next considered.)"""
     return Usage(values.get("running", 0), values.get("ended_ms", 0), values.get("started_ms_sum", 0),
-                 values.get("offset_ms", 0))
+                 values.get("lift_vt", 0), values.get("ended", 0))
 
 
 def queue_entry_from_values(values: dict[str, Any]) -> QueueEntry:
@@ -22,7 +24,15 @@ def queue_entry_from_values(values: dict[str, Any]) -> QueueEntry:
     bands = {int(name[1:]): count for name, count in values.items()
              if name[:1] == "w" and name[1:].isdigit()}
     return QueueEntry(values["tenant_id"], values["shard"], bands,
-                      values.get("active_vt") if "active_pk" in values else None, values.get("entered", 0))
+                      values.get("active_vt") if "active_pk" in values else None, values.get("entered", 0),
+                      _returned_at(values.get("returned_vt")))
+
+
+def _returned_at(stored: float | None) -> float | None:
+    """A queue entry's `returned_vt` as QueueEntry.returned_at: SERVED_SINCE_RETURN is None, none is unknown."""
+    if stored is None:
+        return math.inf
+    return None if stored == SERVED_SINCE_RETURN else float(stored)
 
 
 def tenant_state(tenant: Tenant, counters: Iterable[dict[str, Any]]) -> TenantState:
@@ -47,4 +57,5 @@ def tenant_state(tenant: Tenant, counters: Iterable[dict[str, Any]]) -> TenantSt
 def tenant_from_values(values: dict[str, Any]) -> Tenant:
     """A registry item's tenant (plain values)."""
     policy = TenantPolicy(weight=values["weight"], cap=values.get("cap"))
-    return Tenant(values.get("tenant_id") or values["sk"], policy, values["ready_shards"])
+    base = VirtualBase(values.get("base_vt", 0.0), values.get("base_ms", 0))
+    return Tenant(values.get("tenant_id") or values["sk"], policy, values["ready_shards"], base)

@@ -9,12 +9,14 @@ Jobs table (`pk` / `sk`):
   interval overlapped another attempt's (onward.domain.overlaps) carries the sparse index keys `overlap_pk`
   (`OVERLAP#<UTC day>`) + `overlap_at` (index `overlaps`, KEYS_ONLY: when the overlap began; `onward overlaps`);
 - idempotency `IDEM#<tenant>#<key>` / `IDEM` (the job id and the digest of the request);
-- a tenant's settings (weight, cap, ready_shards) twice, written together only when an operator or the
+- a tenant's settings (weight, cap, ready_shards, and its virtual base `base_vt` / `base_ms`:
+  dispatch.VirtualBase, moved when its weight changes) twice, written together only when an operator or the
   tenant's first job registers it (onward.store.tenants): `TENANT#t` / `SETTINGS`, the copy claims read (a key
   of its own, so no partition is read by every claim), and under `TENANTS` / `t`, the registry that
   operators list;
 - per tenant `t`, under keys of its own (no key is written by every tenant's jobs): its RUNNING counters
-  `TENANT#t#RUNNING#<j>` / `RUNNING` (dispatch.Usage, one per running shard, its cap split over them) and
+  `TENANT#t#RUNNING#<j>` / `RUNNING` (dispatch.Usage, one per running shard, its cap split over them; lifts
+  as `lift_vt` on the first) and
   its queue entries `TENANT#t#QUEUE#<k>` / `QUEUE`, one per ready shard: `waiting` and per priority band
   `w<p>` (queued + retry_wait jobs there), and while it may hold work the sparse index keys `active_pk`
   (`ACTIVE#<h>`, h a hash of tenant and shard over the deployment's active shards) + `active_vt` (index `active`,
@@ -37,9 +39,18 @@ from enum import StrEnum
 from typing import Any, NamedTuple
 
 from onward.domain.clock import EpochMs, iso
+from onward.domain.dispatch import VirtualBase
 from onward.domain.documents import json_size
 from onward.domain.lifecycle import Change
 from onward.domain.models import Job, OutboxEvent, Run
+from onward.domain.schema_versions import (
+    EVENT_SCHEMA,
+    ITEM_SHAPE,
+    ITEM_SHAPE_ATTRIBUTE,
+    check_major,
+    item_shape,
+    known_fields,
+)
 from onward.domain.states import CLAIMABLE_STATES, JobState, is_terminal
 from onward.store.ports.index_shards import active_shard, lease_shard, parked_shard
 from onward.store.ports.ready_queues import ReadyQueue, ready_queue
@@ -71,6 +82,8 @@ JOB_STORAGE_ONLY = ("pk", "sk", "entity", "ready_pk", "ready_due", "lease_pk", "
 RUN_STORAGE_ONLY = ("pk", "sk", "entity", "expires_at", "overlap_pk", "overlap_at")
 # Attributes of an outbox item that only place it (index and TTL), not part of the event.
 OUTBOX_STORAGE_ONLY = ("time_bucket", "expires_at")
+# A queue entry's `returned_vt` once a claim served it since jobs entered it (virtual times are >= 0).
+SERVED_SINCE_RETURN = -1
 
 
 class Entity(StrEnum):
@@ -145,9 +158,9 @@ def clock_key(shard: int) -> Key:
     return Key(f"{CLOCK_PREFIX}{shard}", CLOCK_SK)
 
 
-def active_partition(tenant_id: str, shard: int, active_shards: int) -> str:
-    """The `active` index partition of a tenant's queue entry: spread by tenant and shard."""
-    return active_shard_partition(active_shard(tenant_id, shard, active_shards))
+def active_partition(tenant_id: str, shard: int, active_shards: int, entering: str) -> str:
+    """The `active` index partition a tenant's queue entry takes as it enters the index (active_shard)."""
+    return active_shard_partition(active_shard(tenant_id, shard, active_shards, entering))
 
 
 def active_shard_partition(index: int) -> str:
@@ -237,12 +250,19 @@ def _value_bytes(value: Any) -> int:
     return json_size(value)  # anything else is stored as its JSON would be: at most that
 
 
+def shape_stamp() -> dict[str, int]:
+    """What a job, run or result item carries of its shape's major (onward.domain.schema_versions): nothing
+    for shape 1, whose items are stamped by the attribute's absence, so that the readers released before
+    shapes existed (which refuse an attribute they do not know) read every shape-1 item; `shape` from 2 on."""
+    return {} if ITEM_SHAPE == 1 else {ITEM_SHAPE_ATTRIBUTE: ITEM_SHAPE}
+
+
 def job_item(job: Job, ready_shards: int, retention_s: int, running_shard: int | None = None) -> dict[str, Any]:
     """The job row as stored, with the sparse index keys that put it in `ready` or `leases`, the RUNNING
     counter its attempt is charged to while it runs (`running_shard`), and its TTL once it has ended
     (`retention_s`: the job retention, job_expires_at)."""
     pk, sk = job_key(job.job_id)
-    row = {"pk": pk, "sk": sk, "entity": Entity.JOB.value, **job.model_dump(mode="json")}
+    row = {"pk": pk, "sk": sk, "entity": Entity.JOB.value, **shape_stamp(), **job.model_dump(mode="json")}
     row["ready_shards"] = ready_shards
     if job.state is JobState.RUNNING:
         row["running_shard"] = running_shard or 0
@@ -258,8 +278,9 @@ def job_item(job: Job, ready_shards: int, retention_s: int, running_shard: int |
 def job_from_values(values: dict[str, Any]) -> tuple[Job, int, int]:
     """The Job a stored job row holds, the number of ready shards it was queued under and the RUNNING
     counter its running attempt is charged to (0 when it is not running)."""
+    item_shape(values, "job row")
     shards = values.get("ready_shards", 1)
-    job = Job.model_validate({n: v for n, v in values.items() if n not in JOB_STORAGE_ONLY})
+    job = Job.model_validate(known_fields(values, Job.model_fields.keys() - set(JOB_STORAGE_ONLY)))
     return job, shards, values.get("running_shard", 0)
 
 
@@ -267,14 +288,15 @@ def run_item(run: Run) -> dict[str, Any]:
     """An attempt's run record as the claim opens it: no `expires_at` while the attempt runs (the transition
     that ends it stamps one: recorder.TransitionWrite.of)."""
     pk, sk = run_key(run.job_id, run.attempt)
-    values = {"pk": pk, "sk": sk, "entity": Entity.RUN.value, **run.model_dump(mode="json")}
+    values = {"pk": pk, "sk": sk, "entity": Entity.RUN.value, **shape_stamp(), **run.model_dump(mode="json")}
     return {name: value for name, value in values.items() if value is not None and value != []}
 
 
 def run_from_values(values: dict[str, Any]) -> Run:
     """The run record a stored run item (sk `RUN#<attempt>`) holds (`overlapped_with` is a number set on
     DynamoDB: read back in attempt order)."""
-    run = {n: v for n, v in values.items() if n not in RUN_STORAGE_ONLY}
+    item_shape(values, "run record")
+    run = known_fields(values, Run.model_fields.keys() - set(RUN_STORAGE_ONLY))
     if "overlapped_with" in run:
         run["overlapped_with"] = sorted(run["overlapped_with"])
     return Run.model_validate(run)
@@ -284,12 +306,18 @@ def result_item(change: Change, retention_s: int) -> dict[str, Any]:
     """The completing transition's result (`value` is stored even when it is None), expiring with the job
     row it ended."""
     pk, sk = result_key(change.after.job_id)
-    item = {"pk": pk, "sk": sk, "entity": Entity.RESULT.value, "attempt": change.after.attempt,
+    item = {"pk": pk, "sk": sk, "entity": Entity.RESULT.value, **shape_stamp(), "attempt": change.after.attempt,
             "size_bytes": json_size(change.result), "value": change.result}
     expires = job_expires_at(change.after, retention_s)
     if expires is not None:
         item["expires_at"] = expires
     return item
+
+
+def result_from_values(values: dict[str, Any]) -> Any:
+    """The value a stored result item holds (None is a result too)."""
+    item_shape(values, "result")
+    return values.get("value")
 
 
 def idempotency_item(job: Job, key: str, digest: str, retention_s: int) -> dict[str, Any]:
@@ -300,10 +328,11 @@ def idempotency_item(job: Job, key: str, digest: str, retention_s: int) -> dict[
             "expires_at": ttl_after(job.created_at, retention_s)}
 
 
-def tenant_items(tenant_id: str, weight: float, cap: int | None, ready_shards: int) -> list[dict[str, Any]]:
+def tenant_items(tenant_id: str, weight: float, cap: int | None, ready_shards: int,
+                 base: VirtualBase) -> list[dict[str, Any]]:
     """A tenant's settings as stored: its settings item, then its registry entry (the same values)."""
     values = {"entity": Entity.TENANT.value, "tenant_id": tenant_id, "weight": weight, "cap": cap,
-              "ready_shards": ready_shards}
+              "ready_shards": ready_shards, "base_vt": base.virtual, "base_ms": base.worker_ms}
     return [{"pk": key.pk, "sk": key.sk, **{name: value for name, value in values.items() if value is not None}}
             for key in (settings_key(tenant_id), tenant_key(tenant_id))]
 
@@ -331,4 +360,5 @@ def outbox_item(change: Change, retention_s: int) -> dict[str, Any]:
 
 
 def event_from_values(values: dict[str, Any]) -> OutboxEvent:
+    check_major("outbox event", values.get("schema"), EVENT_SCHEMA)
     return OutboxEvent.model_validate({n: v for n, v in values.items() if n not in OUTBOX_STORAGE_ONLY})

@@ -34,6 +34,7 @@ from onward.store.dynamo.keys import (
     lease_shard_partition,
     parked_partition,
     queue_key,
+    result_from_values,
     result_key,
     run_key,
     running_key,
@@ -56,6 +57,7 @@ from onward.store.dynamo.writes import (
 )
 from onward.store.ports import (
     ActiveEntry,
+    ActiveHead,
     CommitOutcome,
     CreateOutcome,
     DueJob,
@@ -72,7 +74,7 @@ from onward.store.ports import (
     TransitionWrite,
     judge,
 )
-from onward.store.ports.index_shards import CLOCK_SHARDS, DEFAULT_ACTIVE_SHARDS, PARKED_SHARDS
+from onward.store.ports.index_shards import CLOCK_SHARDS, DEFAULT_ACTIVE_SHARDS, PARKED_SHARDS, waking
 from onward.store.ports.ready_queues import ReadyQueue
 
 PARTITION_READERS = 8  # concurrent Queries of one sharded-index read
@@ -88,14 +90,14 @@ class _PartitionReaders:
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
 
-    def map(self, read: Callable[[dict[str, Any]], list[dict[str, Any]]],
-            requests: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    def map(self, read: Callable[[dict[str, Any]], dict[str, Any]],
+            requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
         with self._lock:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(max_workers=_PARTITION_POOL, thread_name_prefix=PARTITION_READER_THREAD)
             pool = self._pool
         # at most PARTITION_READERS of this read's Queries in flight at once
-        pages: list[list[dict[str, Any]]] = []
+        pages: list[dict[str, Any]] = []
         for start in range(0, len(requests), PARTITION_READERS):
             pages += pool.map(read, requests[start:start + PARTITION_READERS])
         return pages
@@ -158,10 +160,10 @@ class DynamoRecorder(JobRecorder):
 
     def result(self, job_id: str) -> Any:
         item = self._get(wire_key(result_key(job_id)))
-        return None if item is None else from_item(item).get("value")
+        return None if item is None else result_from_values(from_item(item))
 
     def events(self, job_id: str) -> list[OutboxEvent]:
-        return OutboxReader(self._db, self._outbox).job(job_id)
+        return OutboxReader(self._db, self._outbox).events_of(job_id)
 
     def all_jobs(self) -> Iterator[Job]:
         pages = self._db.get_paginator("scan").paginate(
@@ -335,16 +337,26 @@ class DynamoRecorder(JobRecorder):
         """The first page of each Query, sent concurrently (at most PARTITION_READERS at once): a claim's
         read of a sharded index waits for its slowest partition, not for the sum of them (32 partitions
         on AWS; on the embedded endpoint each Query also waits behind the others' requests)."""
-        if len(requests) <= 1:
-            return [item for request in requests for item in self._db.query(**request)["Items"]]
-        pages = _partition_readers.map(lambda request: self._db.query(**request)["Items"], requests)
-        return [item for page in pages for item in page]
+        return [item for page in self._query_pages(requests) for item in page["Items"]]
 
-    def active_head(self, limit_per_shard: int) -> list[ActiveEntry]:
-        entries = [ActiveEntry(*entry_of(item), float(item["active_vt"]["N"])) for item in self._query_partitions(
-            [{**active_query(self._jobs, index), "Limit": limit_per_shard} for index in range(self._active_shards)])]
+    def _query_pages(self, requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The first page (the Query's answer) of each Query, sent concurrently as `_query_partitions`."""
+        if len(requests) <= 1:
+            return [self._db.query(**request) for request in requests]
+        return _partition_readers.map(lambda request: self._db.query(**request), requests)
+
+    def active_head(self, limit_per_shard: int) -> ActiveHead:
+        pages = self._query_pages(
+            [{**active_query(self._jobs, index), "Limit": limit_per_shard} for index in range(self._active_shards)])
+        entries: list[ActiveEntry] = []
+        unread_from: float | None = None
+        for page in pages:
+            read = [ActiveEntry(*entry_of(item), float(item["active_vt"]["N"])) for item in page["Items"]]
+            entries += read
+            if page.get("LastEvaluatedKey") is not None and read:  # a full page: more may follow its last
+                unread_from = min(read[-1].active_vt, unread_from if unread_from is not None else float("inf"))
         entries.sort(key=lambda entry: (entry.active_vt, entry.tenant_id, entry.shard))
-        return entries
+        return ActiveHead(entries, unread_from)
 
     # --- tenants --------------------------------------------------------------------------------------------
 
@@ -367,23 +379,25 @@ class DynamoRecorder(JobRecorder):
         tenants = (tenant_from_values(values) for values in items if values.get("entity") == Entity.TENANT)
         return {tenant.tenant_id: tenant for tenant in tenants}
 
-    def tenant_counters(self, wanted: Mapping[Tenant, Collection[int] | None]) -> dict[str, TenantState]:
+    def tenant_counters(self, wanted: Mapping[Tenant, Collection[int] | None], *,
+                        consistent: bool = False) -> dict[str, TenantState]:
         keys: list[Key] = []
         for tenant, shards in wanted.items():
             keys += [running_key(tenant.tenant_id, shard) for shard in range(tenant.running_shards)]
             keys += [queue_key(tenant.tenant_id, shard)
                      for shard in (range(tenant.ready_shards) if shards is None else sorted(shards))]
         by_tenant: dict[str, list[dict[str, Any]]] = {}
-        # Eventually consistent (half the read units): the counters order the claim's candidates, and the
-        # claim's transaction checks what must hold (the cap) on the items themselves.
-        for values in self._batch_get(keys, consistent=False):
+        # Eventually consistent by default (half the read units): the counters order the claim's candidates,
+        # and the claim's transaction checks what must hold (the cap) on the items themselves.
+        for values in self._batch_get(keys, consistent=consistent):
             by_tenant.setdefault(values["tenant_id"], []).append(values)
         return {tenant.tenant_id: tenant_state(tenant, by_tenant.get(tenant.tenant_id, ()))
                 for tenant in wanted}
 
     def put_tenant(self, tenant: Tenant, *, only_if_new: bool = False) -> bool:
         policy = tenant.policy
-        settings, entry = tenant_items(tenant.tenant_id, policy.weight, policy.cap, tenant.ready_shards)
+        settings, entry = tenant_items(tenant.tenant_id, policy.weight, policy.cap, tenant.ready_shards,
+                                       tenant.base)
         condition = {"ConditionExpression": "attribute_not_exists(pk)"} if only_if_new else {}
         transaction = Transaction()
         transaction.add(Role.TENANT, {"Put": {"TableName": self._jobs, "Item": wire_item(settings), **condition}})
@@ -405,14 +419,14 @@ class DynamoRecorder(JobRecorder):
             return False
         return True
 
-    def lift(self, tenant_id: str, offset_ms: int) -> bool:
+    def lift(self, tenant_id: str, lift_vt: int) -> bool:
         return self._conditional_update(
             running_key(tenant_id, 0),
-            UpdateExpression="SET #entity = :entity, tenant_id = :t, #shard = :zero, offset_ms = :o",
-            ConditionExpression="attribute_not_exists(offset_ms) OR offset_ms < :o",
+            UpdateExpression="SET #entity = :entity, tenant_id = :t, #shard = :zero, lift_vt = :o",
+            ConditionExpression="attribute_not_exists(lift_vt) OR lift_vt < :o",
             ExpressionAttributeNames={"#entity": "entity", "#shard": "shard"},
             ExpressionAttributeValues={":entity": {"S": Entity.TENANT_RUNNING.value}, ":t": {"S": tenant_id},
-                                       ":zero": {"N": "0"}, ":o": {"N": str(offset_ms)}})
+                                       ":zero": {"N": "0"}, ":o": {"N": str(lift_vt)}})
 
     def rekey(self, tenant_id: str, shard: int, active_vt: float) -> bool:
         return self._conditional_update(
@@ -424,14 +438,14 @@ class DynamoRecorder(JobRecorder):
     def deactivate(self, tenant_id: str, shard: int) -> bool:
         return self._conditional_update(
             queue_key(tenant_id, shard),
-            UpdateExpression="REMOVE active_pk",
+            UpdateExpression="REMOVE active_pk, returned_vt",
             ConditionExpression="attribute_exists(active_pk) AND waiting <= :zero",
             ExpressionAttributeValues={":zero": {"N": "0"}})
 
     def park(self, tenant_id: str, shard: int, until: EpochMs, entered: int) -> bool:
         return self._conditional_update(
             queue_key(tenant_id, shard),
-            UpdateExpression="SET parked_pk = :ppk, parked_until = :u REMOVE active_pk",
+            UpdateExpression="SET parked_pk = :ppk, parked_until = :u REMOVE active_pk, returned_vt",
             ConditionExpression="attribute_exists(active_pk) AND (entered = :e OR attribute_not_exists(entered))",
             ExpressionAttributeValues={":ppk": {"S": parked_partition(tenant_id, shard)}, ":u": {"N": str(until)},
                                        ":e": {"N": str(entered)}})
@@ -440,12 +454,13 @@ class DynamoRecorder(JobRecorder):
         return [entry_of(item) for item in self._query_partitions(
             [{**parked_due_query(self._jobs, index, now), "Limit": limit_per_shard} for index in range(PARKED_SHARDS)])]
 
-    def wake(self, tenant_id: str, shard: int) -> bool:
+    def wake(self, tenant_id: str, shard: int, now: EpochMs) -> bool:
         return self._conditional_update(
             queue_key(tenant_id, shard),
             UpdateExpression="SET active_pk = :apk REMOVE parked_pk, parked_until",
             ConditionExpression="attribute_exists(parked_pk)",
-            ExpressionAttributeValues={":apk": {"S": active_partition(tenant_id, shard, self._active_shards)}})
+            ExpressionAttributeValues={
+                ":apk": {"S": active_partition(tenant_id, shard, self._active_shards, waking(now))}})
 
     def clock(self) -> float:
         items = self._batch_get([clock_key(shard) for shard in range(CLOCK_SHARDS)], consistent=False)

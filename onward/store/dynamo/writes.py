@@ -15,6 +15,7 @@ from onward.domain.dispatch import UsageChange
 from onward.domain.models import Job, Run
 from onward.store.dynamo.attributes import Item, from_item, to_attribute
 from onward.store.dynamo.keys import (
+    SERVED_SINCE_RETURN,
     Entity,
     Key,
     active_partition,
@@ -223,10 +224,19 @@ class TransitionWrites:
             values[":vt"] = to_attribute(update.active_vt)
             if update.entering:
                 names["#apk"] = "active_pk"
-                values[":apk"] = {"S": active_partition(update.tenant_id, update.shard, self.active_shards)}
-                sets += ["#apk = :apk", "#avt = if_not_exists(#avt, :vt)"]
+                values[":apk"] = {"S": active_partition(update.tenant_id, update.shard, self.active_shards,
+                                                        update.entering_job)}
+                sets += ["#apk = if_not_exists(#apk, :apk)", "#avt = if_not_exists(#avt, :vt)"]
             else:
                 sets.append("#avt = :vt")
+        if update.served:  # its tenant stayed backlogged (QueueEntry.returned_at)
+            names["#returned"] = "returned_vt"
+            values[":served"] = {"N": str(SERVED_SINCE_RETURN)}
+            sets.append("#returned = :served")
+        elif update.entering and update.active_vt is not None:
+            # the clock as the entry enters the index; kept while it stays there (removed as it leaves)
+            names["#returned"] = "returned_vt"
+            sets.append("#returned = if_not_exists(#returned, :vt)")
         adds = []
         for number, (priority, delta) in enumerate(update.bands):
             names[f"#band{number}"] = band_attribute(priority)
@@ -302,7 +312,7 @@ def usage_adds(change: UsageChange, names: dict[str, str], values: dict[str, Any
     names["#running"] = "running"
     clauses = []
     for attribute, amount in (("running", change.running), ("ended_ms", change.ended_ms),
-                              ("started_ms_sum", change.started_ms_sum)):
+                              ("started_ms_sum", change.started_ms_sum), ("ended", change.ended)):
         if amount:
             names[f"#{attribute}"] = attribute
             values[f":{attribute}"] = {"N": str(amount)}

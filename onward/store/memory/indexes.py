@@ -4,18 +4,20 @@ parked entries in the order of their index shards, each update under the conditi
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection, Mapping
+from dataclasses import replace
 
 from onward.domain.clock import EpochMs
 from onward.domain.dispatch import Usage
 from onward.domain.states import JobState
 from onward.store.memory.state import MemoryState, first, stored
-from onward.store.ports.index_shards import CLOCK_SHARDS, PARKED_SHARDS, active_shard, parked_shard
+from onward.store.ports.index_shards import CLOCK_SHARDS, PARKED_SHARDS, active_shard, parked_shard, waking
 from onward.store.ports.lease_index import LeaseIndex
 from onward.store.ports.outcomes import RenewalAnswer
 from onward.store.ports.parking import Parking
 from onward.store.ports.ready_queues import ReadyQueue
-from onward.store.ports.rows import ActiveEntry, DueJob
+from onward.store.ports.rows import ActiveEntry, ActiveHead, DueJob
 from onward.store.ports.tenant_counters import TenantCounters
 from onward.store.ports.tenant_values import Tenant, TenantState
 from onward.store.ports.virtual_clock import VirtualClock
@@ -55,8 +57,9 @@ class MemoryTenantCounters(TenantCounters):
             wanted = sorted(registered) if tenant_ids is None else sorted(set(tenant_ids) & set(registered))
             return {tenant_id: registered[tenant_id] for tenant_id in wanted}
 
-    def tenant_counters(self, wanted: Mapping[Tenant, Collection[int] | None]) -> dict[str, TenantState]:
-        states = {}
+    def tenant_counters(self, wanted: Mapping[Tenant, Collection[int] | None], *,
+                        consistent: bool = False) -> dict[str, TenantState]:
+        states = {}  # (always as last written: one lock orders every read and write)
         with self._state.lock:
             for tenant, shards in wanted.items():
                 running = [self._state.running.get((tenant.tenant_id, shard)) for shard in range(tenant.running_shards)]
@@ -71,16 +74,17 @@ class MemoryTenantCounters(TenantCounters):
         with self._state.lock:
             if only_if_new and tenant.tenant_id in self._state.tenants:
                 return False
-            self._state.tenants[tenant.tenant_id] = tenant
+            base = tenant.base  # (its virtual time kept as DynamoDB's number reads back)
+            self._state.tenants[tenant.tenant_id] = replace(tenant, base=base._replace(virtual=stored(base.virtual)))
         return True
 
-    def lift(self, tenant_id: str, offset_ms: int) -> bool:
+    def lift(self, tenant_id: str, lift_vt: int) -> bool:
         with self._state.lock:
             counter = self._state.running.get((tenant_id, 0))
-            if counter is not None and counter.lifted and counter.usage.offset_ms >= offset_ms:
+            if counter is not None and counter.lifted and counter.usage.lift_vt >= lift_vt:
                 return False
             counter = self._state.counter(tenant_id, 0)
-            counter.usage, counter.lifted = counter.usage._replace(offset_ms=offset_ms), True
+            counter.usage, counter.lifted = counter.usage._replace(lift_vt=lift_vt), True
             return True
 
     def rekey(self, tenant_id: str, shard: int, active_vt: float) -> bool:
@@ -96,23 +100,28 @@ class MemoryTenantCounters(TenantCounters):
             entry = self._state.queues.get((tenant_id, shard))
             if entry is None or not entry.active or entry.waiting > 0:
                 return False
-            entry.active = False
+            entry.active, entry.returned_at = False, math.inf
             return True
 
-    def active_head(self, limit_per_shard: int) -> list[ActiveEntry]:
+    def active_head(self, limit_per_shard: int) -> ActiveHead:
         with self._state.lock:
             shards = self._state.active_shards
             by_shard: dict[int, list[tuple[tuple[float, str, str], ActiveEntry]]] = {}
             for entry in self._state.queues.values():
                 if entry.in_active and entry.active_vt is not None:
-                    by_shard.setdefault(active_shard(entry.tenant_id, entry.shard, shards), []).append(
+                    by_shard.setdefault(entry.partition, []).append(
                         ((entry.active_vt, *entry.order()), ActiveEntry(entry.tenant_id, entry.shard,
                                                                          float(entry.active_vt))))
         found: list[ActiveEntry] = []
+        unread_from: float | None = None
         for index in range(shards):  # each partition's head, as a Query of each reads it
-            found += first(by_shard.get(index, []), limit_per_shard)
+            partition = by_shard.get(index, [])
+            read = first(partition, limit_per_shard)
+            found += read
+            if read and len(read) >= limit_per_shard:  # a full page: DynamoDB answers a LastEvaluatedKey
+                unread_from = min(read[-1].active_vt, unread_from if unread_from is not None else float("inf"))
         found.sort(key=lambda entry: (entry.active_vt, entry.tenant_id, entry.shard))
-        return found
+        return ActiveHead(found, unread_from)
 
 
 class MemoryParking(Parking):
@@ -124,7 +133,7 @@ class MemoryParking(Parking):
             # no job entered since the read (an entry none ever entered has no count to compare)
             if entry is None or not entry.active or entry.entered not in (0, entered):
                 return False
-            entry.active, entry.parked_until = False, until
+            entry.active, entry.parked_until, entry.returned_at = False, until, math.inf
             return True
 
     def parked_due(self, now: EpochMs, limit_per_shard: int) -> list[tuple[str, int]]:
@@ -137,12 +146,13 @@ class MemoryParking(Parking):
                                 and parked_shard(entry.tenant_id, entry.shard) == index), limit_per_shard)
         return found
 
-    def wake(self, tenant_id: str, shard: int) -> bool:
+    def wake(self, tenant_id: str, shard: int, now: EpochMs) -> bool:
         with self._state.lock:
             entry = self._state.queues.get((tenant_id, shard))
             if entry is None or entry.parked_until is None:
                 return False
             entry.active, entry.parked_until = True, None
+            entry.partition = active_shard(tenant_id, shard, self._state.active_shards, waking(now))
             return True
 
 

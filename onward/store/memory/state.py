@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import heapq
 import json
+import math
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -16,7 +17,7 @@ from onward.domain.clock import EpochMs
 from onward.domain.dispatch import Usage
 from onward.domain.models import Job, OutboxEvent, Run
 from onward.domain.states import CLAIMABLE_STATES, JobState
-from onward.store.ports.index_shards import lease_shard
+from onward.store.ports.index_shards import active_shard, lease_shard
 from onward.store.ports.ready_queues import ReadyQueue, ready_queue
 from onward.store.ports.rows import IdempotencyRecord, JobRow
 from onward.store.ports.tenant_values import QueueEntry, Tenant
@@ -84,7 +85,9 @@ class QueueEntryState:
     entered: int = 0
     active_vt: float | None = None
     active: bool = False
+    partition: int = 0  # its `active` partition while `active` (index_shards.active_shard: drawn as it entered)
     parked_until: EpochMs | None = None
+    returned_at: float | None = math.inf  # QueueEntry.returned_at (inf: removed, as DynamoDB's attribute)
 
     @property
     def in_active(self) -> bool:
@@ -92,7 +95,7 @@ class QueueEntryState:
 
     def value(self) -> QueueEntry:
         return QueueEntry(self.tenant_id, self.shard, dict(self.bands), self.active_vt if self.active else None,
-                          self.entered)
+                          self.entered, self.returned_at)
 
     def order(self) -> tuple[str, str]:
         """Its place among entries of equal index key: by tenant, then ready shard as text (the order of the
@@ -172,8 +175,15 @@ class MemoryState:
         if update.entering:
             entry.entered += update.entering
             entry.parked_until = None
+        if update.served:
+            entry.returned_at = None
+        elif update.entering and update.active_vt is not None and entry.returned_at == math.inf:
+            entry.returned_at = stored(update.active_vt)
         if update.active_vt is not None:
             if update.entering:
+                if not entry.active:
+                    entry.partition = active_shard(entry.tenant_id, entry.shard, self.active_shards,
+                                                   update.entering_job)
                 entry.active = True
                 if entry.active_vt is None:
                     entry.active_vt = stored(update.active_vt)

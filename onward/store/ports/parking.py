@@ -21,5 +21,6 @@ class Parking(ABC):
         """(tenant, ready shard) of parked queue entries due by `now`, from each `parked` partition."""
 
     @abstractmethod
-    def wake(self, tenant_id: str, shard: int) -> bool:
-        """Put a parked queue entry back in the `active` index (False: it was not parked)."""
+    def wake(self, tenant_id: str, shard: int, now: EpochMs) -> bool:
+        """Put a parked queue entry back in the `active` index, in the partition drawn for entering it `now`
+        (index_shards.active_shard); False: it was not parked."""

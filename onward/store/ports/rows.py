@@ -3,6 +3,7 @@ queue's head, an entry of the `active` index's head, an Idempotency-Key's record
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import NamedTuple
 
 from onward.domain.clock import EpochMs
@@ -37,6 +38,16 @@ class ActiveEntry(NamedTuple):
     tenant_id: str
     shard: int
     active_vt: float
+
+
+class ActiveHead(list[ActiveEntry]):
+    """A read of the `active` head: its entries in key order, and `unread_from`, the least key the entries
+    it left unread can have (the last key read of each partition whose page was full; None when every
+    partition was read to its end)."""
+
+    def __init__(self, entries: Iterable[ActiveEntry] = (), unread_from: float | None = None) -> None:
+        super().__init__(entries)
+        self.unread_from = unread_from
 
 
 class IdempotencyRecord(NamedTuple):

@@ -7,7 +7,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Collection, Mapping
 
-from onward.store.ports.rows import ActiveEntry
+from onward.store.ports.rows import ActiveHead
 from onward.store.ports.tenant_values import Tenant, TenantState
 
 
@@ -19,9 +19,11 @@ class TenantCounters(ABC):
         """Registered tenants' settings: those of `tenant_ids` that are registered, or every one (None)."""
 
     @abstractmethod
-    def tenant_counters(self, wanted: Mapping[Tenant, Collection[int] | None]) -> dict[str, TenantState]:
+    def tenant_counters(self, wanted: Mapping[Tenant, Collection[int] | None], *,
+                        consistent: bool = False) -> dict[str, TenantState]:
         """Each wanted tenant's counters, read together (one batch): all its RUNNING counters and the queue
-        entries of the ready shards named (None: all its ready shards)."""
+        entries of the ready shards named (None: all its ready shards); each item as last written when
+        `consistent`, else possibly a moment behind."""
 
     def tenant_states(self) -> dict[str, TenantState]:
         """Every registered tenant's settings and counters (an operator's read: it grows with the tenants)."""
@@ -33,8 +35,8 @@ class TenantCounters(ABC):
         written."""
 
     @abstractmethod
-    def lift(self, tenant_id: str, offset_ms: int) -> bool:
-        """Raise the tenant's lift offset (on RUNNING counter 0) to `offset_ms`, never lowering it: False
+    def lift(self, tenant_id: str, lift_vt: int) -> bool:
+        """Raise the tenant's lift (virtual ms, on RUNNING counter 0) to `lift_vt`, never lowering it: False
         when it was already there or higher."""
 
     @abstractmethod
@@ -48,6 +50,7 @@ class TenantCounters(ABC):
         (any job entering it puts it back)."""
 
     @abstractmethod
-    def active_head(self, limit_per_shard: int) -> list[ActiveEntry]:
+    def active_head(self, limit_per_shard: int) -> ActiveHead:
         """The head of the `active` index: up to `limit_per_shard` entries of each of its ACTIVE_SHARDS
-        partitions, lowest key first, merged in key order (may lag behind the entries)."""
+        partitions, lowest key first, merged in key order (may lag behind the entries), with the least key
+        the entries left unread can have (ActiveHead.unread_from)."""

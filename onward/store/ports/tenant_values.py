@@ -3,17 +3,22 @@ found them (QueueEntry, TenantState) (pure values)."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
-from onward.domain.dispatch import TenantLoad, TenantPolicy, Usage, running_shards, shard_caps
+from onward.domain.dispatch import TenantLoad, TenantPolicy, Usage, VirtualBase, running_shards, shard_caps
 from onward.store.ports.ready_queues import ReadyQueue
 
 
 @dataclass(frozen=True)
 class Tenant:
+    """A tenant's settings. `base`: where its virtual time stood at its last weight change (the store's to
+    keep: onward.store.tenants.TenantRegistry.register keeps it, or rebases it when the weight changes)."""
+
     tenant_id: str
     policy: TenantPolicy = field(default_factory=TenantPolicy)
     ready_shards: int = 1
+    base: VirtualBase = field(default_factory=VirtualBase)
 
     @property
     def running_shards(self) -> int:
@@ -28,13 +33,18 @@ class Tenant:
 @dataclass(frozen=True)
 class QueueEntry:
     """A tenant's queue entry of one ready shard: its waiting jobs (queued or retry_wait) by priority band,
-    and its key in the `active` index (None when it is not in the index)."""
+    and its key in the `active` index (None when it is not in the index). `returned_at`: the system clock
+    (as the writer knew it) when jobs entered it while it was out of the index (new, emptied or parked);
+    None once a claim served it since (its tenant stayed backlogged); infinite when not recorded (woken from
+    a park). While none of its tenant's entries with jobs is None, the tenant is returning: lifted to the
+    clock if below it (onward.domain.dispatch.candidate)."""
 
     tenant_id: str
     shard: int
     bands: dict[int, int] = field(default_factory=dict)
     active_vt: float | None = None
     entered: int = 0  # jobs that ever entered it: a park is conditional on none entering since the read
+    returned_at: float | None = math.inf
 
     @property
     def waiting(self) -> int:
@@ -61,8 +71,13 @@ class TenantState:
                 for band, count in entry.bands.items() if count}
 
     def load(self) -> TenantLoad:
-        waiting = sum(entry.waiting for entry in self.queues.values())
-        return TenantLoad(self.tenant.tenant_id, self.tenant.policy, self.usage, waiting)
+        """Its load for dispatch: returning while no queue entry read that holds jobs was served since jobs
+        entered it (one that was says it stayed backlogged)."""
+        with_work = [entry for entry in self.queues.values() if entry.waiting > 0]
+        waiting = sum(entry.waiting for entry in with_work)
+        returning = all(entry.returned_at is not None for entry in with_work)
+        return TenantLoad(self.tenant.tenant_id, self.tenant.policy, self.usage, waiting, self.tenant.base,
+                          returning)
 
     def queues_with_work(self) -> list[ReadyQueue]:
         """The ready queues holding waiting jobs, highest priority first."""

@@ -64,25 +64,30 @@ class RunningUpdate(NamedTuple):
 class WaitingUpdate(NamedTuple):
     """+1 / -1 on a tenant's queue entry for one band of one ready shard. A job entering it puts the entry
     in the `active` index (keyed `active_vt` if it has no key yet); a claim leaving it re-keys the entry to
-    `active_vt`."""
+    `active_vt` and marks it served (its tenant no longer returning: QueueEntry.returned_at). `job_id`: the
+    job entering (it draws the entry's `active` partition: index_shards.active_shard)."""
 
     tenant_id: str
     queue: ReadyQueue
     delta: int
     active_vt: float | None = None
+    served: bool = False
+    job_id: str = ""
 
 
 class QueueEntryUpdate(NamedTuple):
     """What one write does to one of a tenant's queue entries: the WaitingUpdates of its jobs there summed, as
     one update of the item (a DynamoDB transaction may name an item only once). `bands`: (priority, delta)
-    per band, each once; `entering`: how many jobs entered (each one counts in `entered`); `active_vt` as
-    WaitingUpdate's."""
+    per band, each once; `entering`: how many jobs entered (each one counts in `entered`); `active_vt` and
+    `served` as WaitingUpdate's; `entering_job`: the least id of the jobs entering (draws its partition)."""
 
     tenant_id: str
     shard: int
     bands: tuple[tuple[int, int], ...]
     entering: int
     active_vt: float | None
+    served: bool = False
+    entering_job: str = ""
 
     @property
     def delta(self) -> int:
@@ -107,7 +112,10 @@ def queue_entry_updates(updates: Iterable[WaitingUpdate]) -> list[QueueEntryUpda
             bands[update.queue.priority] = bands.get(update.queue.priority, 0) + update.delta
         keys = [update.active_vt for update in entry_updates if update.active_vt is not None]
         summed.append(QueueEntryUpdate(tenant_id, shard, tuple(sorted(bands.items())),
-                                       sum(update.delta > 0 for update in entry_updates), min(keys, default=None)))
+                                       sum(update.delta > 0 for update in entry_updates), min(keys, default=None),
+                                       any(update.served for update in entry_updates),
+                                       min((update.job_id for update in entry_updates if update.delta > 0),
+                                           default="")))
     return summed
 
 
@@ -137,8 +145,10 @@ def waiting_update(change: Change, shards: int, clock: float, admission: Admissi
         return None
     queue = ready_queue(change.after, shards)
     if delta > 0:
-        return WaitingUpdate(change.after.tenant_id, queue, delta, clock)
-    return WaitingUpdate(change.after.tenant_id, queue, delta, admission.active_vt if admission else None)
+        return WaitingUpdate(change.after.tenant_id, queue, delta, clock, job_id=change.after.job_id)
+    if admission is None:
+        return WaitingUpdate(change.after.tenant_id, queue, delta)
+    return WaitingUpdate(change.after.tenant_id, queue, delta, admission.active_vt, served=True)
 
 
 def running_update(

@@ -12,15 +12,18 @@ from typing import Any
 
 import pytest
 
+from onward.api import app as api_app
+from onward.api.routes import about
 from onward.bootstrap import Deployment
 from onward.domain.clock import system_clock
 from onward.domain.models import NewJob
 from onward.entrypoints import projector as projector_app
 from onward.entrypoints import reaper as reaper_app
 from onward.pipeline.heartbeats import Heartbeat, encode_heartbeat
+from onward.telemetry import COUNTS_SENT_WHEN_NOT_ZERO
 from onward_infra.lambda_context import LocalLambdaContext
 from onward_infra.template import load_template
-from tests.integration.entrypoints.test_lambda_events import kinesis_event, outbox_event, sample
+from tests.integration.entrypoints.test_lambda_events import http_event, kinesis_event, outbox_event, sample
 
 pytestmark = pytest.mark.integration
 
@@ -104,5 +107,24 @@ def test_the_projector_counts_each_heartbeat_it_applies_and_reports_zero_without
     assert second[("Onward", "PipelineHeartbeats", "service=projector")] == ("Count", [0.0])
     unit, lag = first[("Onward", "ProjectionLag", "service=projector")]  # ProjectionLagAlarm's, in ms
     assert unit == "Milliseconds" and len(lag) == 1
-    missing = alarm_metrics("projector") - set(first)
+    # ProjectionParked was 0 here, so not sent (a count is sent only when not zero; its alarm FILLs it with 0).
+    missing = {key for key in alarm_metrics("projector") - set(first) if key[1] not in COUNTS_SENT_WHEN_NOT_ZERO}
     assert not missing, f"alarms read projector metrics it never publishes: {missing}"
+
+
+def test_the_api_counts_each_request_it_answers_with_an_unhandled_500(
+        metrics_on: dict[str, str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """ApiUnhandledErrorsAlarm rolls a deploy of the API back (its DeploymentPreference): a route that raises
+    is answered 500 by the resolver, no invocation error, so without this count a version whose route fails
+    on every request deployed green."""
+    def broken(*_: Any, **__: Any) -> Any:
+        raise RuntimeError("a bug of the new version")
+
+    monkeypatch.setattr(about, "json_answer", broken)
+    answer = api_app.handler(http_event("GET", "/health"), LocalLambdaContext("api"))
+
+    assert answer["statusCode"] == 500
+    found = published(emf_documents(capsys.readouterr().out))
+    assert found[("Onward", "ApiUnhandledErrors", "service=api")] == ("Count", [1.0])
+    missing = alarm_metrics("api") - set(found)
+    assert not missing, f"alarms read api metrics it never publishes: {missing}"

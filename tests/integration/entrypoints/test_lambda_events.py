@@ -26,6 +26,7 @@ from onward.entrypoints import reaper as reaper_app
 from onward.entrypoints import relay as relay_app
 from onward.entrypoints import worker as worker_app
 from onward.store.service import JobStore
+from onward.telemetry import COUNTS_SENT_WHEN_NOT_ZERO
 from onward_infra.lambda_context import LocalLambdaContext
 from onward_infra.template import load_template
 from tests.samtemplate import dashboard_body
@@ -117,18 +118,6 @@ def assert_http_v2(response: dict[str, Any]) -> None:
     assert isinstance(response["statusCode"], int) and isinstance(response["body"], str)
 
 
-@pytest.fixture
-def lambda_environment(stack_environment: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
-    """The stack's variables plus what template.yaml sets for the functions (JWT auth, worker module)."""
-    monkeypatch.setenv("ONWARD_AUTH", "jwt")
-    monkeypatch.setenv("ONWARD_TENANT_CLAIM", "tenant")
-    monkeypatch.setenv("ONWARD_WORKER_MODULE", "onward.runtime.demo_jobs")
-    monkeypatch.setenv("ONWARD_WORKER_LEASE_S", "5")
-    for name in ("ONWARD_TOKENS", "ONWARD_OPERATOR_TOKEN"):
-        monkeypatch.delenv(name, raising=False)
-    return stack_environment
-
-
 def job_store() -> JobStore:
     """The store the handlers use: their Deployment's, for this test's environment."""
     return Deployment.from_environment().job_store
@@ -164,7 +153,8 @@ def test_projector_outcomes_reach_the_view_and_the_emf_metrics_the_alarms_read(
     # One value each: nothing left over from earlier invocations with metrics disabled (onward.telemetry).
     lag = counts.pop("ProjectionLag")
     assert counts == {"ProjectionApplied": [1.0], "ProjectionDuplicate": [1.0], "ProjectionStale": [1.0],
-                      "ProjectionConflict": [1.0], "ProjectionParked": [1.0], "PipelineHeartbeats": [0.0]}
+                      "ProjectionConflict": [1.0], "ProjectionParked": [1.0], "PipelineHeartbeats": [0.0],
+                      "ProjectionWritesSaved": [3.0]}  # one job's four events, one view write
     assert len(lag) == 1
     wanted = {key for key in template_emf_metrics() if key[0] == "projector"}
     assert wanted <= set(emitted), (
@@ -217,7 +207,10 @@ def test_relay_publishes_a_real_outbox_insert_and_emits_its_metrics(
     assert [(e["job_id"], e["version"]) for e in published if e.get("job_id") == job.job_id] == [(job.job_id, 1)]
     emitted = emf_metrics(capsys.readouterr().out)
     assert emitted[("relay", "RelayPublished")]["RelayPublished"] == [1.0]
-    wanted = {key for key in template_emf_metrics() if key[0] == "relay"}
+    # Its retried entries and parked records were 0: not sent (counts are sent only when not zero).
+    zero = {("relay", "RelayRetriedEntries"), ("relay", "RelayParked")}
+    assert {name for _, name in zero} <= COUNTS_SENT_WHEN_NOT_ZERO and not zero & set(emitted)
+    wanted = {key for key in template_emf_metrics() if key[0] == "relay"} - zero
     assert wanted <= set(emitted), f"alarms or dashboard read metrics the relay never emits: {wanted - set(emitted)}"
 
 

@@ -136,7 +136,7 @@ def test_a_heartbeat_moves_every_shards_watermark_and_touches_nothing_else(pipel
     assert view_lag(marks, min(committed.values()) + 500, stale_after_s=1).stale is False
     assert list(StatusViewReader(dynamodb, settings.status_table).all()) == []
     parked = ParkedRecords(dynamodb, settings.parked_table)
-    assert parked.list("relay") == [] and parked.list("projector") == []
+    assert parked.parked_by("relay") == [] and parked.parked_by("projector") == []
     assert list(OutboxReader(dynamodb, settings.outbox_table).all()) == []
 
 

@@ -134,7 +134,7 @@ def test_an_unparsable_outbox_record_is_parked_once_and_the_jobs_behind_it_reach
     assert all(viewed_version(settings, dynamodb, job_id) == 1 for job_id in [before, *behind])
     assert viewed_version(settings, dynamodb, poison) is None
     parked = ParkedRecords(dynamodb, settings.parked_table)
-    (record,) = parked.list(RELAY_CONSUMER)
+    (record,) = parked.parked_by(RELAY_CONSUMER)
     stream_arn = outbox_stream(settings, dynamodb)
     assert poison in json.loads(record.raw)["dynamodb"]["Keys"]["job_id"]["S"]
     assert record.raw_size == len(record.raw) and not record.raw_truncated
@@ -151,7 +151,7 @@ def test_an_unparsable_outbox_record_is_parked_once_and_the_jobs_behind_it_reach
     pipeline.drain()  # polled again: the poison is behind the position, not re-parked
     fresh_pipeline(endpoint, settings).drain()  # restarted: from the mapping's stored position, past the poison
     assert viewed_version(settings, dynamodb, later) == 1
-    assert parked.list(RELAY_CONSUMER) == [record], "parked once, never again (same parked_at)"
+    assert parked.parked_by(RELAY_CONSUMER) == [record], "parked once, never again (same parked_at)"
     assert parks == [(RELAY_CONSUMER, record.shard_id, record.sequence_number)]
 
 
@@ -165,16 +165,16 @@ def test_an_unparsable_last_outbox_record_is_not_parked_again_by_later_polls(
 
     assert pipeline.relay_poller.poll_once() == 3  # the template job, `first` and the parked poison
     parked = ParkedRecords(dynamodb, settings.parked_table)
-    (record,) = parked.list(RELAY_CONSUMER)
+    (record,) = parked.parked_by(RELAY_CONSUMER)
     position = CheckpointStore(dynamodb, settings.checkpoint_table).checkpoint(MAPPING, record.shard_id)
     assert position.sequence_number == record.sequence_number
     for _ in range(3):
         assert pipeline.relay_poller.poll_once() == 0
-    assert parked.list(RELAY_CONSUMER) == [record]
+    assert parked.parked_by(RELAY_CONSUMER) == [record]
     pipeline.drain()
     assert viewed_version(settings, dynamodb, first) == 1
     assert fresh_pipeline(endpoint, settings).relay_poller.poll_once() == 0, "restarted: after the poison"
-    assert parked.list(RELAY_CONSUMER) == [record]
+    assert parked.parked_by(RELAY_CONSUMER) == [record]
 
 
 def test_an_unparsable_kinesis_record_is_parked_and_its_shard_reads_on(
@@ -205,7 +205,7 @@ def test_an_unparsable_kinesis_record_is_parked_and_its_shard_reads_on(
 
     unviewed = [job_id for job_id in every_job(by_shard) if viewed_version(settings, dynamodb, job_id) != 1]
     assert unviewed == [poison_key]
-    (record,) = ParkedRecords(dynamodb, settings.parked_table).list(PROJECTOR_CONSUMER)
+    (record,) = ParkedRecords(dynamodb, settings.parked_table).parked_by(PROJECTOR_CONSUMER)
     assert record.shard_id == victim_shard and json.loads(record.raw)["PartitionKey"] == poison_key
     assert stream in record.reason and record.sequence_number in record.reason
     assert not poller.failing_shards

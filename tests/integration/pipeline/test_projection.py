@@ -9,6 +9,7 @@ import hashlib
 import json
 import uuid
 from collections import Counter
+from collections.abc import Sequence
 from typing import Any
 from unittest import mock
 
@@ -23,6 +24,7 @@ from onward.domain.states import JobState
 from onward.entrypoints import projector as projector_handler
 from onward.pipeline.checkpoints import CheckpointStore
 from onward.pipeline.parking import ParkedRecords
+from onward.pipeline.projector.coalesce import Coalesced
 from onward.pipeline.projector.projector import StatusProjector
 from onward.pipeline.relay.publisher import KinesisPublisher, encode
 from onward.store.dynamo.attributes import from_item
@@ -126,17 +128,24 @@ def projector(stack_environment) -> StatusProjector:
 
 @pytest.fixture
 def outcomes() -> list[ProjectionOutcome]:
-    """Records the outcome of every StatusProjector.project call made while the test runs (handler and
-    pollers included), without changing what it does."""
+    """Records the outcome of every event a StatusProjector projects while the test runs (handler and pollers
+    included: a batch's jobs through project_coalesced, a lone event through project), without changing what
+    it does."""
     seen: list[ProjectionOutcome] = []
-    original = StatusProjector.project
+    original, original_coalesced = StatusProjector.project, StatusProjector.project_coalesced
 
     def spy(self: StatusProjector, event: OutboxEvent) -> ProjectionOutcome:
         outcome = original(self, event)
         seen.append(outcome)
         return outcome
 
-    with mock.patch.object(StatusProjector, "project", spy):
+    def spy_coalesced(self: StatusProjector, events: Sequence[OutboxEvent]) -> tuple[Coalesced, int]:
+        plan, writes = original_coalesced(self, events)
+        seen.extend(plan.outcomes)
+        return plan, writes
+
+    with mock.patch.object(StatusProjector, "project", spy), \
+            mock.patch.object(StatusProjector, "project_coalesced", spy_coalesced):
         yield seen
 
 
@@ -306,17 +315,17 @@ def test_poison_records_are_parked_with_raw_bytes_and_reason_and_the_shard_moves
     assert failed_sequences(response) == []
     assert view_of(dynamodb, settings, a.job_id)["version"] == 1
     assert view_of(dynamodb, settings, b.job_id)["status"] == "running"
-    parked = sorted(ParkedRecords(dynamodb, settings.parked_table).list("projector"),
+    parked = sorted(ParkedRecords(dynamodb, settings.parked_table).parked_by("projector"),
                     key=lambda record: int(record.sequence_number))
     assert [(p.shard_id, p.sequence_number, p.raw) for p in parked] == [
         (SHARD, "42", garbage), (SHARD, "43", wrong_schema), (SHARD, "44", missing)]
     reasons = [p.reason for p in parked]
     assert reasons[0].startswith("not JSON")
-    assert reasons[1].startswith("unsupported schema 2")
+    assert reasons[1].startswith("event of schema 2, newer than this reader's 1")
     assert reasons[2].startswith("invalid event")
 
     assert failed_sequences(invoke(batch)) == []  # a redelivery parks each record once
-    assert len(ParkedRecords(dynamodb, settings.parked_table).list("projector")) == 3
+    assert len(ParkedRecords(dynamodb, settings.parked_table).parked_by("projector")) == 3
 
 
 # --- stop at the first failure --------------------------------------------------------------------------

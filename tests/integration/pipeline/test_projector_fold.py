@@ -1,6 +1,7 @@
-"""The projector's batches against the embedded endpoint: a job's events in one batch folded into one PutItem,
-conflicts kept as before when the fold is refused, the failures a batch reports when one job's writes fail
-(the earliest failed record and everything after it), and the fault point every projected record passes."""
+"""The projector's batches against the embedded endpoint: a job's events in one batch coalesced into one PutItem,
+conflicts kept as one by one keeps them when the view holds more than assumed (and between two records of one
+batch), the writes saved counted, the failures a batch reports when one job's writes fail (the earliest
+failed record and everything after it), and the fault point every projected record passes."""
 
 from __future__ import annotations
 
@@ -101,10 +102,11 @@ def test_a_jobs_three_events_in_one_batch_are_one_put_item_and_the_view_holds_th
 
 def test_a_batch_carrying_a_conflicting_version_keeps_the_conflict_exactly_as_one_by_one(
         stack_environment, settings, dynamodb, endpoint):
-    """The view holds X succeeded/v2; the batch carries X v2 with other content (dead) and v3. The fold's
-    condition (the view below v2, the batch's lowest) is refused, and the events are written one by one as
-    before: v2 is a conflict, kept apart with both payloads, and v3 is applied. A fold conditioned on the
-    newest (v3) would write v3 at once and the conflict would never be seen."""
+    """The view holds X succeeded/v2; the batch carries X v2 with other content (dead) and v3. The first
+    write's condition (the view below v2, the batch's first) is refused with what the view holds, and the plan
+    is made again from it: v2 is a conflict, kept apart with both payloads, and v3 is applied in one more
+    write. A write conditioned on the newest (v3) would go through at once and the conflict would never be
+    seen; writing them one by one would take a PutItem more."""
     x = new_job_id()
     held = make_event(x, 2, "succeeded", result_size_bytes=8, result_inline={"n": 1})
     Deployment.from_environment().status_projector.project(held)
@@ -124,13 +126,41 @@ def test_a_batch_carrying_a_conflicting_version_keeps_the_conflict_exactly_as_on
     assert OutboxEvent.model_validate_json(conflict["incoming_payload"]) == other
     view = view_of(dynamodb, settings, x)
     assert (view["status"], view["version"], view["digest"]) == ("queued", 3, digest(v3))
-    # the refused fold, the conflicting v2 (refused), the kept conflict, v3
-    assert requests_for_x == {PUT_ITEM: 4}
+    # the refused first write, v3, the kept conflict
+    assert requests_for_x == {PUT_ITEM: 3}
+
+
+def test_two_records_of_one_batch_disagreeing_on_a_version_are_a_kept_conflict_and_the_saving_is_counted(
+        stack_environment, settings, dynamodb, endpoint):
+    """X's v1, v2 (succeeded), v2 again with other content (dead), v2 redelivered, in one batch on an empty
+    view: one by one the first v2 is applied and the dead one refused as a conflict against it. Coalesced, the
+    view is written once (the first v2), the conflict is kept with both payloads, the redelivered v2 is a
+    duplicate, and the tally says 3 view writes were saved. A coalescing that kept only the newest of each
+    version, or the last record, would lose the conflict or show dead."""
+    x = new_job_id()
+    v1, v2 = make_event(x, 1, "queued", attempt=0), make_event(x, 2, "succeeded", result_size_bytes=8,
+                                                              result_inline={"n": 1})
+    other = make_event(x, 2, "dead", error=ErrorSummary.of("RuntimeError", "boom"))
+    records = [ShardRecord(str(index + 1), encode(event)) for index, event in enumerate([v1, v2, other, v2])]
+    tally = BatchTally()
+    requests_for_x = endpoint.watch(x)
+    try:
+        assert Deployment.from_environment().status_projector.project_batch(SHARD, records, tally) is None
+    finally:
+        endpoint.unwatch(x)
+
+    assert tally.outcomes == {"applied": 2, "conflict": 1, "duplicate": 1}
+    assert tally.writes_saved == 3
+    view = view_of(dynamodb, settings, x)
+    assert (view["status"], view["version"], view["digest"]) == ("succeeded", 2, digest(v2))
+    (conflict,) = conflicts_of(dynamodb, settings, x)
+    assert OutboxEvent.model_validate_json(conflict["incoming_payload"]) == other
+    assert requests_for_x == {PUT_ITEM: 2}  # the view's one write, the kept conflict
 
 
 def test_a_failing_job_reports_the_earliest_failed_record_and_every_later_one_and_redelivery_converges(
         stack_environment, settings, dynamodb, monkeypatch):
-    """Jobs B and D fail (throttled; D's first) in a batch of A, B, C, D. B's two events are one folded write,
+    """Jobs B and D fail (throttled; D's first) in a batch of A, B, C, D. B's two events are one coalesced write,
     whose failure is its FIRST record's (sequence 2): that record and everything after it are reported,
     though A's v2 and C's v1 after it may have been written by their own groups (their redelivery counts as
     duplicates). Without the rule a response could name only the failing record (Powertools' stock
@@ -162,9 +192,9 @@ def test_a_failing_job_reports_the_earliest_failed_record_and_every_later_one_an
     assert set(projected) <= {"applied", "duplicate"}
 
 
-def test_a_crash_after_a_folded_write_passes_the_fault_point_for_each_of_its_records(
+def test_a_crash_after_a_coalesced_write_passes_the_fault_point_for_each_of_its_records(
         stack_environment, settings, dynamodb):
-    """A drill crashes at the fault point after X's first record; the folded write projected all three, so
+    """A drill crashes at the fault point after X's first record; the coalesced write projected all three, so
     all three count applied and all three pass the fault point before the crash is raised (the soak's audit
     balances outcomes against passes). A mutant stopping at the crash would leave v2 and v3 applied but
     never passed: their redelivery (stale, duplicate) would look like redeliveries nobody caused."""

@@ -649,7 +649,7 @@ def test_the_handler_publishes_inserts_ignores_other_records_and_parks_a_bad_ima
 
     published = {r.event_id: r.payload["committed_at"] for r in kinesis_records(endpoint, settings)}
     assert published == {f"{job_ids[n]}:1": committed_at(seen[n]) for n in (0, 4, 5)}
-    (parked,) = ParkedRecords(dynamodb, settings.parked_table).list("relay")
+    (parked,) = ParkedRecords(dynamodb, settings.parked_table).parked_by("relay")
     assert (parked.shard_id, parked.sequence_number) == (OUTBOX_STREAM, sequence(seen[3]))
     assert parked.reason.startswith("invalid outbox image") and b"three" in parked.raw
     nothing = relay_handler.handler({"Records": []}, LocalLambdaContext("onward-relay"))
@@ -668,7 +668,7 @@ def test_an_event_too_large_for_a_kinesis_record_is_parked_not_retried_forever(s
     relay = Deployment(settings, clients={"dynamodb": dynamodb}).relay
     outcome = relay.relay([StreamRecord("7", "INSERT", image, system_clock())])
     assert (outcome.parked, outcome.published, outcome.first_unpublished) == (1, 0, None)
-    (parked,) = ParkedRecords(dynamodb, settings.parked_table).list("relay")
+    (parked,) = ParkedRecords(dynamodb, settings.parked_table).parked_by("relay")
     assert (parked.shard_id, parked.sequence_number) == (OUTBOX_STREAM, "7")
     assert "1 MiB" in parked.reason and parked.raw_size > 1_000_000
     assert parked.raw_truncated and parked.raw == _encoded(huge)[: len(parked.raw)]

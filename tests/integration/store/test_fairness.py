@@ -217,7 +217,7 @@ def test_the_counters_move_in_every_transition(store, clock):
     assert (waiting(store, "acme"), usage(store, "acme")) == (0, Usage(1, 0, t0))
     clock.advance(5)
     store.fail(lease, ErrorSummary.of("Flaky", "once"))  # -> retry_wait: waiting again
-    assert (waiting(store, "acme"), usage(store, "acme")) == (1, Usage(0, 5000, 0))
+    assert (waiting(store, "acme"), usage(store, "acme")) == (1, Usage(0, 5000, 0, ended=1))
 
     clock.advance(400)  # past any backoff
     lease = store.claim("w1", 30)
@@ -254,7 +254,9 @@ def test_the_counters_move_in_every_transition(store, clock):
     assert waiting(store, "acme") == 1
 
     runs = [run for job_id in (a, b, c) for run in store.runs(job_id)]
-    assert usage(store, "acme") == Usage(0, sum(run.finished_at - run.claimed_at for run in runs), 0)
+    ended = [run for run in runs if run.finished_at is not None]
+    assert usage(store, "acme") == Usage(0, sum(run.finished_at - run.claimed_at for run in ended), 0,
+                                         ended=len(ended))
     assert_counters_settled(store)
 
 
@@ -315,9 +317,9 @@ def test_a_flex_does_not_pass_a_tenant_that_came_back_below_its_cap(store, store
 
 
 def test_a_returning_tenant_is_lifted_to_the_floor(store, clock):
-    """The claim writes the lift (its offset raised so that its virtual time is the clock's, never
-    lowered): `sleeper` used nothing while `bulk` ran two jobs for 100 s, so it starts level with bulk
-    (200 s) instead of 200 s ahead. It is served first on the tie (fewer running). Without the lift,
+    """The claim writes the lift (raised so that its virtual time is the clock's, never lowered): `sleeper`
+    used nothing while `bulk` ran two jobs for 100 s, so it starts level with bulk (200 s) instead of 200 s
+    ahead. It is served first on the tie (fewer running). Without the lift,
     sleeper's counter would stay at 0 and it would take every free worker until it had used 200 s."""
     enqueue(store, "bulk", 5, 0)
     store.claim("w1", 300)
@@ -326,11 +328,11 @@ def test_a_returning_tenant_is_lifted_to_the_floor(store, clock):
     enqueue(store, "sleeper", 2, 0)
     lease = store.claim("w3", 300)
     assert lease.job.tenant_id == "sleeper"
-    assert usage(store, "sleeper") == Usage(1, 0, clock.now, offset_ms=200_000)
+    assert usage(store, "sleeper") == Usage(1, 0, clock.now, lift_vt=200_000)
     clock.advance(10)
     # Now sleeper has used 200 + 10 s, bulk 200 + 20 s: sleeper is still first, by 10 s of worker time.
     assert store.claim("w4", 300).job.tenant_id == "sleeper"
-    assert usage(store, "sleeper").worker_ms(clock.now) == 210_000
+    assert store.tenant_states()["sleeper"].load().virtual_time(clock.now) == 210_000
 
 
 def test_a_reaped_attempt_is_charged_from_its_run_record(store, clock):
@@ -340,4 +342,4 @@ def test_a_reaped_attempt_is_charged_from_its_run_record(store, clock):
     store.claim("w1", 30)
     clock.advance(31)
     assert len(store.reap()) == 1
-    assert usage(store, "acme") == Usage(0, 31_000, 0)
+    assert usage(store, "acme") == Usage(0, 31_000, 0, ended=1)

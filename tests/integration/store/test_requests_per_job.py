@@ -6,8 +6,9 @@ transition); a claim by a process that claimed a moment ago costs 1 BatchGetItem
 1 Query (the ready index, which projects the whole row: the claim decides from the row it shows, and its
 transaction's condition on the row's version refuses a row the index showed late, which is then read),
 plus, only when it takes a queue's last job, 1 UpdateItem (the entry leaves the active index); a process's
-first claim also reads the head of the active index (a Query per partition), the parked entries due (a Query
-per partition) and the system clock (1 BatchGetItem), which later claims take from its caches (onward.store.claims,
+first claim also reads the head of the active index (a Query per partition) and the parked entries due (a Query
+per partition), and a process that creates or claims jobs reads the system clock (1 BatchGetItem) once a second
+(the clock a returning tenant is lifted to), which later claims take from its caches (onward.store.claims,
 onward.store.tenants). The create does not read the key first (its transaction's condition that the key is unused
 does that), and the completion does not read the row (it decides from the row the claim wrote, with the usual
 condition on its state, version and attempt). Each saving has a fallback, taken only when the transaction is
@@ -25,37 +26,19 @@ read", so a poller polled until idle still reads every shard, splits included.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 import pytest
 
-from onward.domain.clock import EpochMs
 from onward.domain.errors import IdempotencyConflict
-from onward.domain.models import ErrorSummary, Job, Lease, NewJob, Run
+from onward.domain.models import ErrorSummary, Job, Lease, NewJob
 from onward.domain.states import JobState, RunOutcome
-from onward.store.memory.recorder import MemoryRecorder
-from onward.store.ports import (
-    ActiveEntry,
-    CommitOutcome,
-    CreateOutcome,
-    DueJob,
-    IdempotencyRecord,
-    JobRow,
-    ManyCreated,
-    NewJobWrite,
-    OverlapMark,
-    RenewalAnswer,
-    Tenant,
-    TenantState,
-    TransitionWrite,
-)
 from onward.store.ports.index_shards import DEFAULT_ACTIVE_SHARDS, PARKED_SHARDS
-from onward.store.ports.ready_queues import ReadyQueue, ready_queue
+from onward.store.ports.ready_queues import ready_queue
 from onward.store.service import CancelStatus, Created, JobStore, ReportStatus
 from onward_infra.endpoint import EmbeddedEndpoint
 from onward_infra.pollers import OutboxStreamPoller
-from tests.contract.backends import DynamoBackend, MemoryBackend, StoreBackend
 from tests.integration.pipeline.test_stream_topology import (
     NO_BACKOFF,
     NoRecovery,
@@ -66,158 +49,11 @@ from tests.integration.pipeline.test_stream_topology import (
     lineage_respected,
     poll_until_idle,
 )
-from tests.support import CallCounting, ManualClock
+from tests.support import CallCounting
 
 T = TypeVar("T")
 ECHO = NewJob(type="demo.echo", params={"n": 1})
 LEASE_S = 30
-
-# --- counting ---------------------------------------------------------------------------------------------
-
-
-class CountingMemoryRecorder(MemoryRecorder):
-    """The in-memory recorder, counting its calls under the DynamoDB operation each one is on DynamoDB
-    (onward.store.dynamo.recorder), so that both backends are held to the same numbers."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.calls: Counter[str] = Counter()
-
-    def job(self, job_id: str) -> JobRow | None:
-        self.calls["GetItem"] += 1
-        return super().job(job_id)
-
-    def run(self, job_id: str, attempt: int) -> Run | None:
-        self.calls["GetItem"] += 1
-        return super().run(job_id, attempt)
-
-    def runs(self, job_id: str) -> list[Run]:
-        self.calls["Query"] += 1
-        return super().runs(job_id)
-
-    def idempotency(self, tenant_id: str, key: str) -> IdempotencyRecord | None:
-        self.calls["GetItem"] += 1
-        return super().idempotency(tenant_id, key)
-
-    def create(self, write: NewJobWrite) -> CreateOutcome:
-        self.calls["TransactWriteItems"] += 1
-        return super().create(write)
-
-    def create_many(self, writes: Sequence[NewJobWrite]) -> ManyCreated:
-        self.calls["TransactWriteItems"] += 1
-        return super().create_many(writes)
-
-    def commit(self, write: TransitionWrite) -> CommitOutcome:
-        self.calls["TransactWriteItems"] += 1
-        return super().commit(write)
-
-    def renew_lease(self, job_id: str, attempt: int, worker_id: str, expires_at: EpochMs) -> RenewalAnswer:
-        self.calls["UpdateItem"] += 1
-        return super().renew_lease(job_id, attempt, worker_id, expires_at)
-
-    def mark_fenced(self, job_id: str, attempt: int, worker_id: str, late_report: RunOutcome,
-                    at: EpochMs, *, expires_at: int, overlap: OverlapMark | None = None) -> bool:
-        self.calls["UpdateItem"] += 1
-        return super().mark_fenced(job_id, attempt, worker_id, late_report, at, expires_at=expires_at,
-                                   overlap=overlap)
-
-    def mark_lease_lost(self, job_id: str, attempt: int, worker_id: str, at: EpochMs, *,
-                        overlap: OverlapMark | None = None) -> bool:
-        self.calls["UpdateItem"] += 1
-        return super().mark_lease_lost(job_id, attempt, worker_id, at, overlap=overlap)
-
-    def mark_overlap(self, job_id: str, attempt: int, overlap: OverlapMark) -> bool:
-        self.calls["UpdateItem"] += 1
-        return super().mark_overlap(job_id, attempt, overlap)
-
-    def due(self, tenant_id: str, queue: ReadyQueue, now: EpochMs, limit: int) -> list[DueJob]:
-        self.calls["Query"] += 1
-        return super().due(tenant_id, queue, now, limit)
-
-    def active_head(self, limit_per_shard: int) -> list[ActiveEntry]:
-        self.calls["Query"] += DEFAULT_ACTIVE_SHARDS
-        return super().active_head(limit_per_shard)
-
-    def parked_due(self, now: EpochMs, limit_per_shard: int) -> list[tuple[str, int]]:
-        self.calls["Query"] += PARKED_SHARDS
-        return super().parked_due(now, limit_per_shard)
-
-    def tenants(self, tenant_ids: Collection[str] | None = None) -> dict[str, Tenant]:
-        self.calls["BatchGetItem" if tenant_ids is not None else "Query"] += 1
-        return super().tenants(tenant_ids)
-
-    def tenant_counters(self, wanted: Mapping[Tenant, Collection[int] | None]) -> dict[str, TenantState]:
-        self.calls["BatchGetItem"] += 1
-        return super().tenant_counters(wanted)
-
-    def clock(self) -> float:
-        self.calls["BatchGetItem"] += 1
-        return super().clock()
-
-    def advance_clock(self, shard: int, value: float) -> bool:
-        self.calls["UpdateItem"] += 1
-        return super().advance_clock(shard, value)
-
-    def deactivate(self, tenant_id: str, shard: int) -> bool:
-        self.calls["UpdateItem"] += 1
-        return super().deactivate(tenant_id, shard)
-
-    def rekey(self, tenant_id: str, shard: int, active_vt: float) -> bool:
-        self.calls["UpdateItem"] += 1
-        return super().rekey(tenant_id, shard, active_vt)
-
-    def lift(self, tenant_id: str, offset_ms: int) -> bool:
-        self.calls["UpdateItem"] += 1
-        return super().lift(tenant_id, offset_ms)
-
-    def park(self, tenant_id: str, shard: int, until: EpochMs, entered: int) -> bool:
-        self.calls["UpdateItem"] += 1
-        return super().park(tenant_id, shard, until, entered)
-
-    def wake(self, tenant_id: str, shard: int) -> bool:
-        self.calls["UpdateItem"] += 1
-        return super().wake(tenant_id, shard)
-
-    def put_tenant(self, tenant: Tenant, *, only_if_new: bool = False) -> bool:
-        self.calls["PutItem"] += 1
-        return super().put_tenant(tenant, only_if_new=only_if_new)
-
-
-class Metered:
-    """A store on one backend, and what its operations cost: `count(operation)` runs it and returns its
-    answer and the requests it made, by operation ("GetItem": 1, ...)."""
-
-    def __init__(self, backend: StoreBackend, seen: Counter[str]) -> None:
-        self.backend = backend
-        self.store = backend.store()
-        self.store.register_tenant(Tenant("acme"))  # known to the store: no tenant write in the counts
-        self._seen = seen
-
-    def count(self, operation: Callable[[], T]) -> tuple[T, dict[str, int]]:
-        before = Counter(self._seen)
-        answer = operation()
-        made = Counter(self._seen)
-        made.subtract(before)
-        return answer, {name.rsplit(".", 1)[-1]: n for name, n in made.items() if n}
-
-
-@pytest.fixture(params=["memory", pytest.param("dynamodb", marks=pytest.mark.integration)])
-def metered(request: pytest.FixtureRequest, clock: ManualClock) -> Any:
-    """Each backend in turn: in memory (recorder calls counted), then DynamoDB on the embedded endpoint
-    (every request naming the stack's jobs table counted by the endpoint, X-Amz-Target by X-Amz-Target)."""
-    if request.param == "memory":
-        backend = MemoryBackend(clock)
-        counting = CountingMemoryRecorder()
-        backend.recorder = backend.memory = counting
-        yield Metered(backend, counting.calls)
-        return
-    settings = request.getfixturevalue("settings")
-    endpoint: EmbeddedEndpoint = request.getfixturevalue("endpoint")
-    seen = endpoint.watch(settings.jobs_table)
-    try:
-        yield Metered(DynamoBackend(clock, settings, request.getfixturevalue("dynamodb")), seen)
-    finally:
-        endpoint.unwatch(settings.jobs_table)
 
 
 def refusal(operation: Callable[[], object]) -> Exception:
@@ -240,14 +76,14 @@ def test_one_job_created_with_a_key_claimed_and_completed_costs_3_transactions_a
     TransactWriteItems when the process's claims read the counters and the queue's head a moment ago
     (onward.store.claims shares them for COUNTERS_SHARE_MS / DUE_HEAD_SHARE_MS, counting its own commits in);
     complete = 1 TransactWriteItems. The process's first claim reads the active index's head (one Query per
-    partition), the parked entries due (one per partition), the clock, its candidates' counters (a
-    BatchGetItem) and the queue's head (a Query of the ready index: the rows it decides from); an entry whose
-    last job was taken leaves the active index in the next claim that reads the counters itself. Without the
-    claims' sharing, the second claim shows a BatchGetItem and a Query of its own again. Without the create
-    going straight to its transaction (JobStore.create), the create shows a GetItem of the key first;
-    without the report deciding from the claim's row (JobStore._report / _HeldRows), the completion shows a
-    GetItem of the job row first; without the claim deciding from the ready index's row, each claim shows a
-    GetItem of the row; without the claim's caches, every claim reads the head again."""
+    partition), the parked entries due (one per partition), its candidates' counters (a BatchGetItem; the clock
+    was read by the create, once a second) and the queue's head (a Query of the ready index: the rows it decides
+    from); an entry whose last job was taken leaves the active index in the next claim that reads the counters
+    itself. Without the claims' sharing, the second claim shows a BatchGetItem and a Query of its own again.
+    Without the create going straight to its transaction (JobStore.create), the create shows a GetItem of the
+    key first; without the report deciding from the claim's row (JobStore._report / _HeldRows), the completion
+    shows a GetItem of the job row first; without the claim deciding from the ready index's row, each claim
+    shows a GetItem of the row; without the claim's caches, every claim reads the head again."""
     store = metered.store
     created, create_cost = metered.count(lambda: store.create("acme", ECHO, idempotency_key="order-1"))
     store.create("acme", ECHO, idempotency_key="order-2")
@@ -261,7 +97,7 @@ def test_one_job_created_with_a_key_claimed_and_completed_costs_3_transactions_a
 
     assert created.created
     assert create_cost == {"TransactWriteItems": 1}
-    assert first_claim_cost == {"Query": PARKED_SHARDS + DEFAULT_ACTIVE_SHARDS + 1, "BatchGetItem": 2,
+    assert first_claim_cost == {"Query": PARKED_SHARDS + DEFAULT_ACTIVE_SHARDS + 1, "BatchGetItem": 1,
                                 "TransactWriteItems": 1}
     assert claim_cost == {"TransactWriteItems": 1}
     assert complete_cost == {"TransactWriteItems": 1}

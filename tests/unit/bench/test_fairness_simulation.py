@@ -1,18 +1,19 @@
-"""bench/fairness/ in a reduced mode (bulk backlog 20,000 instead of 2,000,000; same pool, tenants,
-loads and duration distribution), one process. Only ratios of simulated quantities are asserted, never
-wall-clock times.
+"""bench/fairness/ in a reduced mode (bulk backlog 4,000 instead of 2,000,000, the weights scenario 1
+minute on Onward's side; same pool, tenants, loads and duration distribution), two processes. Only
+ratios of simulated quantities are asserted, never wall-clock times.
 
-What each target guards (all run onward.domain.dispatch.dispatch_order, the claim path's own function):
+What each target guards (Onward's side runs its real claim, onward.store.claims, on a pool of simulated
+worker processes over the in-memory store: bench/fairness/claim_pool.py):
 - utilisation >= 99% while work is due: without flex (DispatchOrder.flex), `bulk`'s cap of 80 would
-  leave up to 20 workers idle whenever no small job is due (the simulation stops dispatching: first()
-  finds no candidate);
+  leave up to 20 workers idle whenever no small job is due (their claims find nothing and they poll);
 - Jain >= 0.95 and shares within 5%: without virtual time divided by the weight (or with job counts
   instead of worker time: the three tenants' jobs differ in size 4:2:1), the 1:2:4 shares would be off;
-- small tenants' p99 wait within 2x of the small-first oracle, and FIFO far behind: without fair share,
-  they queue behind bulk's backlog.
-The issue's "within 2x of the wait without bulk" is not asserted: without bulk the small tenants wait 0
-(idle workers), and even the oracle cannot match that while bulk keeps every worker busy (asserted below,
-so the day that stops being true this test says so).
+- small tenants' p99 wait within 1.5x of the small-first oracle, and FIFO far behind: without fair share,
+  they queue behind bulk's backlog; with the `active` head cached 250 ms whatever the claim rate (the head
+  cache before onward.store.head_life), a newly active small tenant waited behind it: 2.4x with a backlog of 20,000.
+The issue's "within 2x of the wait without bulk" is not asserted: without bulk an ideal pool's small
+tenants wait 0 (idle workers), and even the oracle cannot match that while bulk keeps every worker busy
+(asserted below, so the day that stops being true this test says so).
 
 The small scenarios (full size, a second or so): each returning-tenant pattern gives the returning
 tenant about half the pool with the system clock and nearly all of it without (clock 0.0 at every
@@ -27,39 +28,44 @@ from typing import Any
 import pytest
 
 from bench import fairness
+from bench.fairness.claim_pool import IDLE_MAX_S
 from onward.domain.dispatch import AGING_MS
 
-REDUCED_BULK_JOBS = 20_000
+REDUCED_BULK_JOBS = 4_000
 
 
 @pytest.fixture(scope="module")
 def report() -> dict[str, Any]:
-    return fairness.run(REDUCED_BULK_JOBS, seed=7, serial=True)
+    return fairness.run(REDUCED_BULK_JOBS, seed=7)
 
 
 def test_onward_meets_the_targets(report):
     onward, oracle, targets = report["onward"], report["reference"], report["targets"]
     assert onward["utilisation"] >= fairness.TARGET_UTILISATION
-    assert onward["jain_min"] >= fairness.TARGET_JAIN and onward["jain_windows"] >= 5
+    assert onward["jain_min"] >= fairness.TARGET_JAIN and onward["jain_windows"] >= 1
     assert onward["weight_share_error"] <= fairness.TARGET_SHARE_ERROR
-    assert onward["small_p99_wait_s"] <= fairness.TARGET_WAIT_RATIO * oracle["small_first_p99_wait_s"]
+    assert onward["small_p99_wait_s"] <= fairness.TARGET_SMALL_FIRST_RATIO * oracle["small_first_p99_wait_s"]
+    assert report["small_p99_vs_small_first"] == targets["small_p99_vs_small_first"]["value"]
+    assert targets["small_p99_vs_small_first"]["at_most"] == 1.5
     assert all(target["met"] for target in targets.values() if target.get("checked", True))
 
 
 def test_fifo_starves_the_small_tenants(report):
     fifo, onward = report["fifo"], report["onward"]
-    assert fifo["small_p50_wait_s"] > 1000 * onward["small_p99_wait_s"]
+    assert fifo["small_p50_wait_s"] > 100 * onward["small_p99_wait_s"]  # (FIFO: about half of bulk's 40 s)
     assert fifo["jain_min"] < 0.5 and fifo["weight_share_error"] > 0.5
-    assert fifo["small_jobs"] == onward["small_jobs"] > 1000  # the same jobs on both sides
+    assert fifo["small_jobs"] == onward["small_jobs"] > 900  # the same jobs on both sides
 
 
 def test_the_small_tenants_wait_about_one_completion_gap(report):
     """With 100 busy workers and 1 s mean jobs, one finishes every ~10 ms: the small tenants' p99 stays a
-    small fraction of one mean job, while without bulk they never wait."""
+    small fraction of one mean job, while without bulk they wait for no worker (the ideal pool: 0; Onward's
+    real workers: until an idle one polls, at most its idle delay)."""
     onward = report["onward"]
     mean_s = fairness.MEAN_DURATION_MS / 1000
     assert onward["small_p99_wait_s"] < 0.2 * mean_s
-    assert onward["small_p99_wait_without_bulk_s"] == 0.0
+    assert report["fifo"]["small_p99_wait_without_bulk_s"] == 0.0
+    assert onward["small_max_wait_without_bulk_s"] <= IDLE_MAX_S
     assert report["targets"]["small_p99_vs_without_bulk"]["met"] is False
     assert report["reference"]["small_first_p99_wait_s"] > 0.0  # the oracle cannot do it either
 
@@ -84,6 +90,14 @@ def test_the_simulation_is_deterministic():
     first = fairness.simulate(fairness.weights_scenario(seed=3, minutes=2), fairness.Policy.ONWARD)
     again = fairness.simulate(fairness.weights_scenario(seed=3, minutes=2), fairness.Policy.ONWARD)
     assert (first.jobs, first.worker_ms, first.jain) == (again.jobs, again.worker_ms, again.jain)
+
+
+def test_the_real_claims_run_is_deterministic():
+    """Each simulated worker process's store has its own seeded generator and the clock is simulated: the
+    same seed claims the same jobs in the same order."""
+    runs = [fairness.simulate_claims(fairness.weights_scenario(seed=3, minutes=2), max_ms=5_000) for _ in range(2)]
+    assert runs[0].jobs == runs[1].jobs > 500
+    assert runs[0].worker_ms == runs[1].worker_ms
 
 
 # --- returning tenants ------------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from onward.domain.dispatch import (
     TenantLoad,
     TenantPolicy,
     Usage,
+    VirtualBase,
     advance_clock,
     aged_priority,
     band_order,
@@ -93,28 +94,78 @@ def test_a_tenant_below_the_clock_is_lifted_even_with_jobs_running():
     assert order.within_cap[1] == Candidate("busy", 1080 * S, None)
 
 
-def test_the_lift_offset_makes_its_virtual_time_equal_the_clock():
-    """Usage.lifted sets the offset the candidate names, and worker_ms counts it: without the offset in
-    worker_ms the lift would not stick (lifted again at every claim, credit kept); without the weight in
-    `lift_offset_ms` a weight-4 tenant would sit at a quarter of the clock. From then on it pays like
-    everyone else."""
-    for weight, offset_s in ((1.0, 0), (4.0, 0), (2.0, 30)):
-        sleeper = load("sleeper", ended_s=5, weight=weight)
-        sleeper = sleeper._replace(usage=sleeper.usage._replace(offset_ms=offset_s * S))
+def test_the_lift_makes_its_virtual_time_equal_the_clock():
+    """Usage.lifted sets the lift the candidate names, and virtual_time counts it: without the lift in
+    virtual_time it would not stick (lifted again at every claim, credit kept). The lift is virtual ms, so
+    it lands on the clock at any weight and base. From then on the tenant pays like everyone else."""
+    for weight, lift_s, base in ((1.0, 0, VirtualBase()), (4.0, 0, VirtualBase()), (2.0, 30, VirtualBase()),
+                                 (0.5, 10, VirtualBase(300 * S, 2 * S))):
+        sleeper = load("sleeper", ended_s=5, weight=weight)._replace(base=base)
+        sleeper = sleeper._replace(usage=sleeper.usage._replace(lift_vt=lift_s * S))
         (chosen,) = dispatch_order([sleeper], NOW, CLOCK).within_cap
         assert chosen.virtual_time == CLOCK and chosen.lift_offset_ms is not None
         lifted = sleeper._replace(usage=sleeper.usage.lifted(chosen.lift_offset_ms))
         assert lifted.virtual_time(NOW) == CLOCK, weight
         assert dispatch_order([lifted], NOW, CLOCK).within_cap[0].lift_offset_ms is None  # not lifted twice
         running = lifted._replace(usage=lifted.usage.apply(on_claim(NOW)))
-        assert running.usage.worker_ms(NOW + 2 * S) == lifted.usage.worker_ms(NOW) + 2 * S
+        assert running.virtual_time(NOW + 2 * S) == CLOCK + 2 * S / weight
 
 
-def test_a_lift_never_lowers_the_offset():
-    """Usage.lifted keeps the larger offset (the store's conditional SET): without it, a claim that read
+def test_a_lift_never_lowers():
+    """Usage.lifted keeps the larger lift (the store's conditional SET): without it, a claim that read
     an older, lower clock and lost the race to write its lift would hand the tenant back the credit."""
-    assert Usage(offset_ms=10 * S).lifted(5 * S).offset_ms == 10 * S
-    assert Usage(offset_ms=10 * S).lifted(15 * S).offset_ms == 15 * S
+    assert Usage(lift_vt=10 * S).lifted(5 * S).lift_vt == 10 * S
+    assert Usage(lift_vt=10 * S).lifted(15 * S).lift_vt == 15 * S
+
+
+# --- a weight change is not debt ----------------------------------------------------------------------------
+
+def test_a_rebase_keeps_the_virtual_time_and_charges_only_later_work_at_the_new_weight():
+    """VirtualBase.rebased: at the change the virtual time is what it was (the work so far charged at the
+    old weight); after it, each worker ms adds 1 / new weight. With lifetime worker time divided by the
+    current weight, 2 hours of work at weight 2 (1 h of virtual time) became 2 h at weight 1: an hour of
+    debt to every tenant that had been level with it."""
+    hours = 3_600 * S
+    before = TenantLoad("a", TenantPolicy(weight=2.0), Usage(ended_ms=2 * hours), waiting=1)
+    assert before.virtual_time(NOW) == 1 * hours
+    base = before.base.rebased(before.usage.worker_ms(NOW), before.policy.weight)
+    after = before._replace(policy=TenantPolicy(weight=1.0), base=base)
+    assert after.virtual_time(NOW) == 1 * hours
+    later = after._replace(usage=after.usage.apply(on_claim(NOW)))
+    assert later.virtual_time(NOW + 60 * S) == 1 * hours + 60 * S
+    back = later._replace(policy=TenantPolicy(weight=4.0),
+                          base=base.rebased(later.usage.worker_ms(NOW + 60 * S), 1.0))
+    assert back.virtual_time(NOW + 100 * S) == 1 * hours + 60 * S + 40 * S / 4
+
+
+def test_a_boost_and_back_leaves_the_virtual_time_where_the_work_put_it():
+    """A 10 s boost to weight 10 with 4 attempts running, then back to 1: the 40 worker-s of the boost are
+    charged 4 virtual s, and the virtual time after it is 4 s on from before (and keeps rising at 1).
+    Without the rebase, the 40 s and everything before came back at weight 1, the whole history at once."""
+    running = Usage().apply(on_claim(NOW))
+    for _ in range(3):
+        running = running.apply(on_claim(NOW))
+    tenant = TenantLoad("a", TenantPolicy(weight=1.0), running._replace(ended_ms=500 * S), waiting=1)
+    start = tenant.virtual_time(NOW)
+    boosted = tenant._replace(policy=TenantPolicy(weight=10.0),
+                              base=tenant.base.rebased(tenant.usage.worker_ms(NOW), 1.0))
+    back = boosted._replace(policy=TenantPolicy(weight=1.0),
+                            base=boosted.base.rebased(boosted.usage.worker_ms(NOW + 10 * S), 10.0))
+    assert back.virtual_time(NOW + 10 * S) == pytest.approx(start + 4 * S)
+    assert back.virtual_time(NOW + 11 * S) == pytest.approx(start + 4 * S + 4 * S)
+
+
+def test_a_lift_computed_under_the_old_weight_lands_on_the_clock_after_the_change():
+    """A process that still holds the settings from before a weight change (its cache) computes the lift
+    of a returning tenant under them. The lift is virtual ms: it is the distance to the clock under either,
+    so it lands on the clock, off only by the work since the change times the change in 1 / weight. In
+    worker ms (clock times the old weight), read at weight 1 it put the tenant 3 clocks past the clock."""
+    old = load("back", ended_s=40, weight=4.0)
+    new = old._replace(policy=TenantPolicy(weight=1.0), base=old.base.rebased(old.usage.worker_ms(NOW), 4.0))
+    (stale,) = dispatch_order([old], NOW, CLOCK).within_cap
+    assert stale.lift_offset_ms is not None
+    lifted = new._replace(usage=new.usage.lifted(stale.lift_offset_ms))
+    assert lifted.virtual_time(NOW) == CLOCK
 
 
 def test_a_tenant_within_the_tolerance_is_not_lifted():
@@ -256,18 +307,30 @@ def test_a_claim_and_its_end_add_up_to_the_run_time():
     usage = Usage().apply(on_claim(NOW)).apply(on_claim(NOW + 500))
     assert usage.worker_ms(NOW + 1000) == 1000 + 500
     usage = usage.apply(on_end(NOW, NOW + 2000))
-    assert usage == Usage(running=1, ended_ms=2000, started_ms_sum=NOW + 500)
+    assert usage == Usage(running=1, ended_ms=2000, started_ms_sum=NOW + 500, ended=1)
     usage = usage.apply(on_end(NOW + 500, NOW + 3000))
-    assert usage == Usage(running=0, ended_ms=4500, started_ms_sum=0)
+    assert usage == Usage(running=0, ended_ms=4500, started_ms_sum=0, ended=2)
 
 
 def test_apply_keeps_the_lift_and_combined_sums_the_shards():
-    """A claim or an end must not drop the lift offset (the tenant would get its credit back with its next
-    job), and a tenant's usage is the sum of its shards' counters, offsets included: if `combined` missed
-    a field a sharded tenant would look as if it had used less."""
-    lifted = Usage(running=1, ended_ms=10, started_ms_sum=NOW, offset_ms=500 * S)
-    assert lifted.apply(on_end(NOW, NOW + S)).offset_ms == 500 * S
+    """A claim or an end must not drop the lift (the tenant would get its credit back with its next job),
+    and a tenant's usage is the sum of its shards' counters, lifts included: if `combined` missed a field a
+    sharded tenant would look as if it had used less."""
+    lifted = Usage(running=1, ended_ms=10, started_ms_sum=NOW, lift_vt=500 * S)
+    assert lifted.apply(on_end(NOW, NOW + S)).lift_vt == 500 * S
     parts = [Usage(1, 10, NOW, 5), Usage(2, 20, 2 * NOW + 7, 0), Usage()]
     assert Usage.combined(parts) == Usage(3, 30, 3 * NOW + 7, 5)
     assert Usage.combined(parts).worker_ms(NOW + S) == sum(part.worker_ms(NOW + S) for part in parts)
     assert Usage.combined([]) == Usage()
+
+
+def test_a_running_attempt_is_charged_its_tenants_mean_from_the_instant_it_starts():
+    """The order of claims charges a running attempt at least the tenant's mean attempt (the pool's while
+    it has none): without it an attempt costs 0 at its start, and the workers freed at one instant all went
+    to the tenant a little behind (a weight-1 tenant of 100 took 6 claims in a row, 25% over its share)."""
+    usage = Usage().apply(on_claim(NOW)).apply(on_end(NOW, NOW + 1000)).apply(on_claim(NOW + 1000))
+    assert usage.worker_ms(NOW + 1000) == 1000
+    assert usage.expected_ms(NOW + 1000) == 2000, "charged its mean (1 s) at once"
+    assert usage.expected_ms(NOW + 4000) == 4000, "and as it runs, once it runs longer"
+    fresh = Usage().apply(on_claim(NOW))
+    assert fresh.expected_ms(NOW, mean_ms=500.0) == 500 and fresh.expected_ms(NOW) == 0

@@ -14,37 +14,13 @@ from onward.domain.states import JobState
 from onward.operator.claim_history import RecentClaims
 from onward.operator.conflicts import differences, reason_of
 from onward.operator.parked import preview
+from onward.pipeline.listing import DONE, LISTING_SHARDS, listing_shard
 from onward.pipeline.view import JobFilter, StatusViewReader
-from onward.store.dynamo.attributes import to_item
 from onward.store.dynamo.claim_log import DynamoClaimLog
 from onward.store.dynamo.keys import TIME_SHARDS
+from tests.unit.pipeline.listing_index_fake import FakeListingIndex, row
 
 NOW = epoch_ms("2026-12-01T10:00:00.000Z")
-
-
-def _row(job_id: str, status: str = "queued", at: str = "2026-12-01T09:00:00.000Z") -> dict[str, Any]:
-    return to_item({"job_id": job_id, "tenant_id": "acme", "type": "demo.echo", "status": status, "version": 1,
-                    "attempt": 0, "occurred_at": at, "projected_at": at, "digest": "d"})
-
-
-class FakeView:
-    """A by_tenant index whose one query answers `entries` (already filtered, as DynamoDB would)."""
-
-    def __init__(self, entries: list[dict[str, Any]], last_key: dict[str, Any] | None = None) -> None:
-        self.entries = entries
-        self.last_key = last_key
-        self.queries: list[dict[str, Any]] = []
-
-    def query(self, **request: Any) -> dict[str, Any]:
-        self.queries.append(request)
-        page: dict[str, Any] = {"Items": self.entries, "ScannedCount": len(self.entries)}
-        if self.last_key:
-            page["LastEvaluatedKey"] = self.last_key
-        return page
-
-    def batch_get_item(self, RequestItems: dict[str, Any]) -> dict[str, Any]:  # noqa: N803 - boto3's name
-        keys = RequestItems["status"]["Keys"]
-        return {"Responses": {"status": [_row(key["job_id"]["S"]) for key in keys]}}
 
 
 def test_a_filter_is_one_expression_of_every_part() -> None:
@@ -59,30 +35,33 @@ def test_a_filter_is_one_expression_of_every_part() -> None:
 
 def test_a_filtered_page_cut_short_resumes_after_the_last_job_shown() -> None:
     """A filtered query evaluates more entries than the page holds; the matches it cannot show must come on the
-    next page, so the cursor is the last shown entry, not the query's own LastEvaluatedKey (past them)."""
-    entries = [{"job_id": {"S": f"{n:032x}"}, "occurred_at": {"S": f"2026-12-01T09:00:0{n}.000Z"}} for n in range(3)]
-    fake = FakeView(entries, last_key={"job_id": {"S": "f" * 32}, "tenant_id": {"S": "acme"},
-                                       "occurred_at": {"S": "2026"}})
+    next page, so the shard's position is the last shown entry, not the query's own LastEvaluatedKey (past
+    them)."""
+    ids = [job_id for job_id in (f"{n:032x}" for n in range(400)) if listing_shard(job_id) == 0][:4]
+    rows = [row(job_id, f"2026-12-01T09:00:0{n}.000Z") for n, job_id in enumerate(ids)]
+    fake = FakeListingIndex(rows)
     views, start = StatusViewReader(fake, "status").for_tenant("acme", limit=2, where=JobFilter(job_type="demo.echo"))
-    assert [view.job_id for view in views] == [f"{0:032x}", f"{1:032x}"]
-    assert start == {"job_id": {"S": f"{1:032x}"}, "tenant_id": {"S": "acme"},
-                     "occurred_at": {"S": "2026-12-01T09:00:01.000Z"}}
+    assert [view.job_id for view in views] == [ids[3], ids[2]]
+    assert start is not None and start["shards"]["0"] == ["2026-12-01T09:00:02.000Z", ids[2]]
+    assert {start["shards"][str(shard)] for shard in range(1, LISTING_SHARDS)} == {DONE}  # the others hold none
     assert fake.queries[0]["Limit"] == 100  # a filtered query reads further than the page
 
 
-def test_an_unfiltered_page_asks_for_what_it_shows() -> None:
-    fake = FakeView([{"job_id": {"S": "a" * 32}, "occurred_at": {"S": "2026"}}])
+def test_an_unfiltered_page_asks_each_shard_for_what_it_shows() -> None:
+    fake = FakeListingIndex([row("a" * 32, "2026-12-01T09:00:00.000Z")])
     StatusViewReader(fake, "status").for_tenant("acme", limit=7)
-    assert fake.queries[0]["Limit"] == 7 and "FilterExpression" not in fake.queries[0]
+    assert len(fake.queries) == LISTING_SHARDS
+    assert all(query["Limit"] == 7 and "FilterExpression" not in query for query in fake.queries)
 
 
 def test_counts_stop_at_their_bound_and_say_so() -> None:
-    fake = FakeView([{"status": {"S": "queued"}}] * 4 + [{"status": {"S": "dead"}}],
-                    last_key={"job_id": {"S": "a" * 32}})
+    rows = [row(f"{n:032x}", f"2026-12-01T09:{n // 60:02d}:{n % 60:02d}.000Z", "dead" if n % 5 == 0 else "queued")
+            for n in range(200)]
+    fake = FakeListingIndex(rows)
     counted = StatusViewReader(fake, "status").count_by_status("acme", max_examined=10)
-    assert (counted.counts, counted.examined, counted.complete) == ({"queued": 8, "dead": 2}, 10, False)
-    assert fake.queries[-1]["Limit"] == 5  # never reads past the bound
-    done = StatusViewReader(FakeView([{"status": {"S": "dead"}}]), "status").count_by_status("acme")
+    assert (sum(counted.counts.values()), counted.examined, counted.complete) == (10, 10, False)
+    assert all(query["Limit"] <= 10 for query in fake.queries)  # never reads past the bound
+    done = StatusViewReader(FakeListingIndex(rows[:1]), "status").count_by_status("acme")
     assert (done.counts, done.complete) == ({"dead": 1}, True)
 
 

@@ -176,7 +176,14 @@ def test_a_job_event_is_no_heartbeat_and_a_malformed_heartbeat_is_refused() -> N
     with pytest.raises(ValidationError):
         decode_heartbeat({"kind": "heartbeat", "slots": 4, "through": {"a": NOW}})
     with pytest.raises(ValidationError):
-        decode_heartbeat({"kind": "heartbeat", "slots": 4, "through": {}, "vouches": "all"})
+        decode_heartbeat({"kind": "heartbeat", "slots": 4, "through": {"0": "soon"}})
+
+
+def test_a_field_a_newer_relay_adds_to_a_heartbeat_is_ignored() -> None:
+    """A projector not yet upgraded reads the heartbeats of an upgraded relay: without ignoring the field it
+    would park every heartbeat, and the view's watermark would stop (every status shown as stale)."""
+    beat = decode_heartbeat({"kind": "heartbeat", "slots": 4, "through": {"0": NOW}, "vouches": "all"})
+    assert beat == Heartbeat(slots=4, through={0: NOW})
 
 
 class RecordingCheckpoints:

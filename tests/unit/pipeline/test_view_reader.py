@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from onward.pipeline.listing import listing_key
 from onward.pipeline.view import StatusViewReader
 from onward.store.dynamo.attributes import to_item
 
@@ -24,7 +25,8 @@ class LaggingIndex:
 
     def query(self, **request: Any) -> dict[str, Any]:
         self.calls.append(("query", request))
-        return {"Items": [_row(1, "queued")]}
+        listed = request["ExpressionAttributeValues"][":p"]["S"] == listing_key("acme", "a" * 32)
+        return {"Items": [_row(1, "queued")] if listed else []}
 
     def batch_get_item(self, RequestItems: dict[str, Any]) -> dict[str, Any]:  # noqa: N803 - boto3's name
         self.calls.append(("batch_get_item", RequestItems))

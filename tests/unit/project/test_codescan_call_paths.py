@@ -1,5 +1,6 @@
 """tests/codescan.py reads by call path: what each resolution rule reaches, on small packages written for the test
-(the reading is pointed at them instead of the project), and on the project itself.
+(the `package` fixture of tests/unit/project/conftest.py points the reading at them instead of the project), and on
+the project itself.
 
 Each test fails when its rule goes: e.g. without following `self.x.method(` by method name the store's scan would
 be missed (under-approximation, the failure the policies must never have); without stopping at the functions no
@@ -8,34 +9,9 @@ path names, a handler would again be granted everything its modules can do.
 
 from __future__ import annotations
 
-import textwrap
-from pathlib import Path
-
 import pytest
 
-import tests.codescan as codescan
 from tests.codescan import call_path, reachable_modules, read_code
-
-
-@pytest.fixture
-def package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    """Write modules of a package `pkg` under tmp_path and point the reading at it."""
-    monkeypatch.setattr(codescan, "ROOT", tmp_path)
-    monkeypatch.setattr(codescan, "PROJECT_PACKAGES", ("pkg",))
-    monkeypatch.setattr(codescan, "NOT_SHIPPED", ("pkg.cli",))
-    (tmp_path / "pkg").mkdir()
-    (tmp_path / "pkg" / "__init__.py").write_text("")
-
-    def write(**modules: str) -> None:
-        for name, text in modules.items():
-            path = tmp_path.joinpath(*name.split(".")).with_suffix(".py")
-            path.parent.mkdir(parents=True, exist_ok=True)
-            if not (path.parent / "__init__.py").exists():
-                (path.parent / "__init__.py").write_text("")
-            path.write_text(textwrap.dedent(text))
-
-    return write
-
 
 STORE = '''
     import boto3

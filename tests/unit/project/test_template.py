@@ -16,7 +16,14 @@ from typing import Any
 
 import pytest
 
-from onward_infra.template import TEMPLATE_PATH, environment_variable_for, load_template, referenced_names
+from onward.pipeline.poison import PARK_AFTER_FAILURES
+from onward_infra.template import (
+    TEMPLATE_PATH,
+    environment_variable_for,
+    load_template,
+    referenced_names,
+    stream_error_handling,
+)
 from tests.codescan import read_code
 from tests.samtemplate import cfn_lint, dashboard_body, translate, write_json
 
@@ -79,7 +86,7 @@ def test_cfn_lint_finds_nothing_in_the_sam_translation(translated: dict[str, Any
     references that parameter (W2001 "not used")."""
     inlined = referenced_names(TEMPLATE["Resources"]) - referenced_names(translated["Resources"]) - set(RESOURCES)
     assert inlined == {"CorsAllowedOrigin"}
-    cors = translated["Resources"]["HttpApi"]["Properties"]["Body"]["x-amazon-apigateway-cors"]
+    cors = cors_when_allowed(translated)
     assert cors["allowOrigins"] == [TEMPLATE["Parameters"]["CorsAllowedOrigin"]["Default"]]
     findings = cfn_lint(write_json(translated, tmp_path / "translated.json"))
     expected = {f"Parameter {name} not used." for name in inlined}
@@ -194,11 +201,35 @@ def test_only_the_page_health_and_openapi_are_open_every_other_route_needs_the_j
                                                              {"Ref": "TenantClaim"}]}
 
 
-def test_cors_allows_the_headers_the_api_reads_and_exposes_the_ones_it_sets(translated: dict[str, Any]) -> None:
+def cors_when_allowed(translated: dict[str, Any]) -> dict[str, Any]:
+    """The API's CORS configuration when CorsAllowedOrigin names an origin; none at all otherwise."""
     cors = translated["Resources"]["HttpApi"]["Properties"]["Body"]["x-amazon-apigateway-cors"]
-    assert cors["allowOrigins"] == ["*"]  # the parameter's default, resolved by the transform
+    condition, allowed, otherwise = cors["Fn::If"]
+    assert condition == "AllowsCors" and otherwise == {"Ref": "AWS::NoValue"}
+    assert TEMPLATE["Conditions"]["AllowsCors"] == {"Fn::Not": [{"Fn::Equals": [{"Ref": "CorsAllowedOrigin"}, ""]}]}
+    configuration: dict[str, Any] = allowed
+    return configuration
+
+
+def test_cors_is_off_unless_an_origin_is_named_and_then_allows_the_headers_the_api_reads_and_sets(
+        translated: dict[str, Any]) -> None:
+    """No other origin's script reads an answer unless the deployment names that origin: breaks with CORS on by
+    default (`*`, as before)."""
+    assert TEMPLATE["Parameters"]["CorsAllowedOrigin"]["Default"] == ""
+    cors = cors_when_allowed(translated)
     assert {"authorization", "content-type", "idempotency-key"} <= set(cors["allowHeaders"])
     assert {"location", "retry-after"} <= set(cors["exposeHeaders"])
+
+
+def test_the_open_routes_have_a_throttle_of_their_own_and_the_api_a_quota_per_tenant() -> None:
+    """Each open route has route settings of its own (PageThrottlingRateLimit), so a flood of job requests, which
+    the stage's throttling bounds, never takes the page's or health's, and the reverse; every tenant's requests
+    are counted against its own quota. Breaks if an open route is added without its settings."""
+    settings = RESOURCES["HttpApi"]["Properties"]["RouteSettings"]
+    own = {"ThrottlingRateLimit": {"Ref": "PageThrottlingRateLimit"},
+           "ThrottlingBurstLimit": {"Ref": "PageThrottlingRateLimit"}}
+    assert settings == {f"{method} {path}": own for method, path in OPEN_ROUTES}
+    assert function_environment("ApiFunction")["ONWARD_TENANT_REQUESTS_PER_S"] == {"Ref": "TenantRequestsPerSecond"}
 
 
 # --- stream event sources --------------------------------------------------------------------------------
@@ -206,7 +237,7 @@ def test_cors_allows_the_headers_the_api_reads_and_exposes_the_ones_it_sets(tran
 def mapping_of(translated: dict[str, Any], function: str) -> dict[str, Any]:
     mappings = [r["Properties"] for r in translated["Resources"].values()
                 if r["Type"] == "AWS::Lambda::EventSourceMapping"
-                and r["Properties"]["FunctionName"] == {"Ref": function}]
+                and r["Properties"]["FunctionName"] in ({"Ref": function}, {"Ref": f"{function}Aliaslive"})]
     assert len(mappings) == 1
     return mappings[0]
 
@@ -234,6 +265,35 @@ def test_projector_reports_partial_failures_one_batch_per_shard_at_a_time(transl
     assert mapping["StartingPosition"] == "TRIM_HORIZON"
     assert mapping["DestinationConfig"] == {
         "OnFailure": {"Destination": {"Fn::GetAtt": ["ProjectorFailuresQueue", "Arn"]}}}
+
+
+@pytest.mark.parametrize("function", ["RelayFunction", "ProjectorFunction", "WorkerFunction"])
+def test_every_stream_mapping_bounds_its_retries_and_its_records_age(translated: dict[str, Any], function: str) -> None:
+    """Without MaximumRetryAttempts Lambda retries a failing batch until its records are
+    MaximumRecordAgeInSeconds old (6 h here): one poison record froze its shard, and every job on it, that long."""
+    mapping = mapping_of(translated, function)
+    assert 0 <= mapping["MaximumRetryAttempts"] <= 10
+    assert "MaximumRecordAgeInSeconds" in mapping
+
+
+@pytest.mark.parametrize("function", ["RelayFunction", "ProjectorFunction"])
+def test_the_pipeline_mappings_bisect_to_the_failing_record(translated: dict[str, Any], function: str) -> None:
+    assert mapping_of(translated, function)["BisectBatchOnFunctionError"] is True
+
+
+def test_the_projector_parks_a_poison_record_before_its_mapping_gives_it_up(translated: dict[str, Any]) -> None:
+    """A mapping delivers a record that keeps failing MaximumRetryAttempts + 1 times, then sends only its
+    metadata to the on-failure queue: the projector must park the full record by then, with a margin of two
+    deliveries for a count or a park that fails itself (onward/pipeline/poison.py)."""
+    deliveries = mapping_of(translated, "ProjectorFunction")["MaximumRetryAttempts"] + 1
+    assert deliveries >= PARK_AFTER_FAILURES + 2
+
+
+def test_the_local_pollers_take_the_error_handling_of_the_template() -> None:
+    assert stream_error_handling("ProjectorFunction", TEMPLATE) == {
+        "maximum_retry_attempts": 5, "bisect_batch_on_function_error": True,
+        "maximum_record_age_s": TEMPLATE["Parameters"]["ProjectorMaximumRecordAgeSeconds"]["Default"]}
+    assert stream_error_handling("RelayFunction", TEMPLATE)["maximum_retry_attempts"] == 5
 
 
 def test_reaper_runs_on_its_schedule_and_the_worker_only_when_enabled(translated: dict[str, Any]) -> None:

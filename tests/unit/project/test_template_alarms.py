@@ -71,16 +71,21 @@ def test_the_stack_creates_the_topic_unless_an_existing_one_is_named() -> None:
     assert conditions["UseExistingAlarmTopic"] == {"Fn::Not": [{"Fn::Equals": [{"Ref": "AlarmTopicArn"}, ""]}]}
     assert conditions["CreateAlarmTopic"] == {"Fn::Equals": [{"Ref": "AlarmTopicArn"}, ""]}
     assert PARAMETERS["AlarmTopicArn"]["Default"] == ""
-    for name in ("AlarmTopic", "AlarmTopicKey", "AlarmTopicPolicy"):
+    for name in ("AlarmTopic", "AlarmTopicPolicy"):
         assert RESOURCES[name]["Condition"] == "CreateAlarmTopic", name
+    assert RESOURCES["AlarmTopicKey"]["Condition"] == "EncryptAlarmTopic"
+    assert conditions["EncryptAlarmTopic"] == {"Fn::And": [{"Condition": "CreateAlarmTopic"},
+                                                           {"Condition": "FullMonitoring"}]}
 
 
 def test_the_topic_is_encrypted_with_a_key_cloudwatch_may_use() -> None:
     """The AWS managed key alias/aws/sns would encrypt the topic too, but its policy cannot let CloudWatch use
     it: every alarm action would fail ("not authorized to access the SNS topic's encryption key"). The
-    stack's key lets cloudwatch.amazonaws.com of this account generate data keys and decrypt."""
+    stack's key lets cloudwatch.amazonaws.com of this account generate data keys and decrypt. With
+    Monitoring=essential the topic has no key of its own ($1 a month; docs/costs.md)."""
     topic = RESOURCES["AlarmTopic"]["Properties"]
-    assert topic["KmsMasterKeyId"] == {"Ref": "AlarmTopicKey"}
+    assert topic["KmsMasterKeyId"] == {"Fn::If": ["EncryptAlarmTopic", {"Ref": "AlarmTopicKey"},
+                                                  {"Ref": "AWS::NoValue"}]}
     key = RESOURCES["AlarmTopicKey"]["Properties"]
     assert key["EnableKeyRotation"] is True
     for_cloudwatch = [s for s in key["KeyPolicy"]["Statement"]
@@ -111,16 +116,25 @@ def test_the_email_parameter_subscribes_only_when_set() -> None:
 
 # --- what is watched ---------------------------------------------------------------------------------------
 
+ALWAYS_ERRORS_ALARMED = {"SchedulerFunction", "ApiFunction", "RelayFunction", "ProjectorFunction"}
+
+
 @pytest.mark.parametrize("function", sorted(FUNCTIONS))
 @pytest.mark.parametrize("metric", ["Errors", "Throttles"])
 def test_every_function_has_an_errors_and_a_throttles_alarm_under_its_condition(function: str, metric: str) -> None:
     """A function added without its alarms fails here. An alarm on a conditional function must share the
     condition: otherwise the stack fails to deploy when the function is left out (its Ref resolves to
-    nothing), or alarms forever on a function that does not exist."""
+    nothing), or alarms forever on a function that does not exist. Monitoring=essential leaves out all but
+    the scheduler's Errors alarm (nothing else tells that schedules stop firing) and the Errors alarms that roll
+    a gradual deployment back (the API's, the relay's, the projector's: their DeploymentPreference names them)."""
     found = alarms_on("AWS/Lambda", metric, FunctionName={"Ref": function})
     assert len(found) == 1, f"{function}: {sorted(found)}"
     (alarm,) = found.values()
-    assert alarm.get("Condition") == FUNCTIONS[function].get("Condition")
+    kept = metric == "Errors" and function in ALWAYS_ERRORS_ALARMED
+    expected = {(None, True): None, (None, False): "FullMonitoring",
+                ("WorkerOnLambda", False): "WorkerOnLambdaFullMonitoring"}[
+        (FUNCTIONS[function].get("Condition"), kept)]
+    assert alarm.get("Condition") == expected
     properties = alarm["Properties"]
     assert (properties["Statistic"], properties["Threshold"], properties["ComparisonOperator"]) == (
         "Sum", 0, "GreaterThanThreshold")
@@ -143,7 +157,7 @@ def test_the_api_alarms_on_its_5xx_answers() -> None:
 THROTTLE_WATCH: dict[str, dict[str | None, str]] = {
     "JobsTable": {None: "RW", "ready": "RW", "leases": "RW", "active": "RW", "parked": "W"},
     "OutboxTable": {None: "RW", "by_time": "RW"},
-    "StatusTable": {None: "RW", "by_tenant": "RW"},
+    "StatusTable": {None: "RW", "by_listing": "RW"},
     "CheckpointTable": {None: "RW"},
 }
 
@@ -211,14 +225,33 @@ def test_every_threshold_that_has_a_parameter_uses_it() -> None:
         assert alarm["Properties"]["Threshold"] == {"Ref": "FreshnessObjectiveSeconds"}, name
 
 
+def test_essential_monitoring_keeps_the_alarms_that_say_jobs_or_statuses_are_affected() -> None:
+    """Monitoring=essential (docs/costs.md's starter) drops the diagnostic alarms, the dashboard and the
+    topic's key; what is left still pages for every way a person's jobs or statuses go wrong."""
+    assert PARAMETERS["Monitoring"]["Default"] == "full"
+    assert TEMPLATE["Conditions"]["FullMonitoring"] == {"Fn::Equals": [{"Ref": "Monitoring"}, "full"]}
+    essential = {name for name, alarm in ALARMS.items() if alarm.get("Condition") in (None, "WorkerOnEcs")}
+    assert essential == {"PipelineHeartbeatMissingAlarm", "BacklogAgeAlarm", "Api5xxAlarm", "ParkedRecordsAlarm",
+                         "SchedulerFunctionErrorsAlarm", "EventsStreamWriteThrottleAlarm",
+                         "EcsWorkerTasksStoppedAlarm",
+                         # what rolls a gradual deployment back (tests/unit/project/test_template_upgrades.py)
+                         "ApiUnhandledErrorsAlarm", "ApiFunctionErrorsAlarm", "RelayFunctionErrorsAlarm",
+                         "ProjectorFunctionErrorsAlarm"}
+    assert {alarm["Condition"] for name, alarm in ALARMS.items() if name not in essential} == {
+        "FullMonitoring", "WorkerOnLambdaFullMonitoring"}
+    assert RESOURCES["Dashboard"]["Condition"] == "FullMonitoring"
+    assert TEMPLATE["Outputs"]["DashboardUrl"]["Condition"] == "FullMonitoring"
+
+
 # --- the dashboard --------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("worker_on_lambda", [False, True])
-def test_the_dashboard_lists_every_alarm_of_the_deployment(worker_on_lambda: bool) -> None:
+@pytest.mark.parametrize("runtime", ["ecs", "lambda", "none"])
+def test_the_dashboard_lists_every_alarm_of_the_deployment(runtime: str) -> None:
     """Each alarm the stack creates appears in the dashboard's alarm widget, and no alarm it does not create
-    (the Lambda worker's exist only with WorkerRuntime=lambda: naming them otherwise fails the deploy).
-    Scaling alarms are left out: they are in ALARM whenever work waits."""
-    conditions = {"WorkerOnLambda": worker_on_lambda}
+    (the Lambda worker's exist only with WorkerRuntime=lambda, the ECS workers' only with ecs: naming them
+    otherwise fails the deploy). Scaling alarms are left out: they are in ALARM whenever work waits."""
+    conditions = {"WorkerOnLambda": runtime == "lambda", "WorkerOnEcs": runtime == "ecs", "FullMonitoring": True,
+                  "WorkerOnLambdaFullMonitoring": runtime == "lambda"}
     widgets = dashboard_body(TEMPLATE, conditions)["widgets"]
     listed = [arn for w in widgets if w["type"] == "alarm" for arn in w["properties"]["alarms"]]
     created = {name for name, alarm in ALARMS.items()

@@ -29,7 +29,8 @@ RESOURCES: dict[str, Any] = TEMPLATE["Resources"]
 PARAMETERS: dict[str, Any] = TEMPLATE["Parameters"]
 ECS_RESOURCES = {"EcsWorkerCluster", "EcsWorkerLogGroup", "EcsWorkerSecurityGroup", "EcsWorkerExecutionRole",
                  "EcsWorkerTaskRole", "EcsWorkerTaskDefinition", "EcsWorkerService", "EcsWorkerScalableTarget",
-                 "EcsWorkerScalingPolicy", "EcsWorkerDemandAlarm"}
+                 "EcsWorkerScalingPolicy", "EcsWorkerDemandAlarm", "EcsWorkerStoppedTasksLogGroup",
+                 "EcsWorkerStoppedTasksLogPolicy", "EcsWorkerStoppedTasksRule", "EcsWorkerTasksStoppedAlarm"}
 PSEUDO = {"AWS::Region", "AWS::AccountId", "AWS::Partition", "AWS::StackName", "AWS::URLSuffix", "AWS::NoValue",
           "AWS::StackId"}
 FARGATE_MAX_STOP_TIMEOUT_S = 120
@@ -176,6 +177,8 @@ def test_every_variable_the_worker_code_reads_is_set_for_the_task_or_unset_on_pu
                                 "milliseconds of this host's clock); on AWS the default, AWS_BEAT_SLACK_MS",
         "ONWARD_PARAMETER_VALIDATION": "turned off by `onward up`, the benches and the long soak for their own "
                                        "embedded endpoint; on AWS botocore validates each request (the default)",
+        "ECS_AGENT_URI": "set by the ECS agent in every container: its task protection endpoint",
+        "ONWARD_WORKER_BREATHER_S": "the default (60 s) on ECS; drills and tests shorten it",
     }
     read = read_code(ecs_worker_roots()).environment
     assert read - set(container_environment()) <= set(unset_on_purpose)
@@ -354,3 +357,25 @@ def test_the_alarm_drives_the_policy_reads_the_reapers_counts_and_does_nothing_w
         "due": ("Onward", "BacklogDue", [{"Name": "service", "Value": "reaper"}], 60),
         "running": ("Onward", "JobsRunning", [{"Name": "service", "Value": "reaper"}], 60)}
     assert "FILL" not in str(alarm["Metrics"])
+
+
+def test_a_task_that_fails_to_start_or_exits_on_its_own_alarms() -> None:
+    """ECS has no metric for a stopped task, only its Task State Change event: the rule matches this cluster's
+    tasks stopped for failing to start or for their container exiting (not the scheduler's scale-in and
+    deployment stops), keeps each in a log group EventBridge may write, and the alarm reads the rule's
+    Invocations (sent only when non-zero, so missing data is no failure)."""
+    pattern = RESOURCES["EcsWorkerStoppedTasksRule"]["Properties"]["EventPattern"]
+    assert pattern == {"source": ["aws.ecs"], "detail-type": ["ECS Task State Change"],
+                       "detail": {"clusterArn": [{"Fn::GetAtt": ["EcsWorkerCluster", "Arn"]}],
+                                  "lastStatus": ["STOPPED"],
+                                  "stopCode": ["TaskFailedToStart", "EssentialContainerExited"]}}
+    (target,) = RESOURCES["EcsWorkerStoppedTasksRule"]["Properties"]["Targets"]
+    assert target["Arn"] == {"Fn::GetAtt": ["EcsWorkerStoppedTasksLogGroup", "Arn"]}
+    log_group = RESOURCES["EcsWorkerStoppedTasksLogGroup"]["Properties"]
+    assert log_group["LogGroupName"]["Fn::Sub"].startswith("/aws/events/")  # EventBridge writes only there
+    policy = RESOURCES["EcsWorkerStoppedTasksLogPolicy"]["Properties"]["PolicyDocument"]["Fn::Sub"]
+    assert '"events.amazonaws.com"' in policy and "${EcsWorkerStoppedTasksLogGroup.Arn}" in policy
+    alarm = RESOURCES["EcsWorkerTasksStoppedAlarm"]["Properties"]
+    assert (alarm["Namespace"], alarm["MetricName"], alarm["Statistic"]) == ("AWS/Events", "Invocations", "Sum")
+    assert alarm["Dimensions"] == [{"Name": "RuleName", "Value": {"Ref": "EcsWorkerStoppedTasksRule"}}]
+    assert (alarm["Threshold"], alarm["TreatMissingData"]) == (0, "notBreaching")

@@ -152,14 +152,15 @@ def test_the_mapping_and_the_backstop_exist_only_when_the_worker_runtime_is_lamb
 
 def test_the_mapping_wakes_within_a_poll_of_the_queued_event(translated) -> None:
     """About a second from the event to an invocation: no batching window (a window waits for it to fill),
-    up to ten invocations per shard, wake-ups of the past not replayed, batch failures only per invocation."""
+    a few invocations per shard (the stream's sizing tier says how many), wake-ups of the past not replayed,
+    batch failures only per invocation."""
     _, mapping = worker_mapping(translated)
     properties = mapping["Properties"]
     assert properties["EventSourceArn"] == {"Fn::GetAtt": ["EventsStream", "Arn"]}
     assert [json.loads(f["Pattern"]) for f in properties["FilterCriteria"]["Filters"]] == [
         {"data": {"status": ["queued"]}}]
     assert properties["MaximumBatchingWindowInSeconds"] == 0
-    assert properties["ParallelizationFactor"] == 10
+    assert "EventsStreamSizing" in json.dumps(properties["ParallelizationFactor"])  # test_template_stream_sizing.py
     assert properties["StartingPosition"] == "LATEST"
     assert properties["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
     # A wake-up is dropped after a few retries or a minute (the backstop's period): it would only wake an
@@ -170,24 +171,18 @@ def test_the_mapping_wakes_within_a_poll_of_the_queued_event(translated) -> None
     assert not properties.get("BisectBatchOnFunctionError", False)
 
 
-def test_reserved_concurrency_and_jobs_per_invocation_come_from_the_parameters(translated) -> None:
-    """Unbounded, a burst of queued events would scale workers (shards x 10 invocations) into the account's
-    concurrency that the API, relay and projector need; the per-invocation threads must be what was deployed."""
+def test_reserved_concurrency_follows_the_target_and_jobs_per_invocation_the_parameter(translated) -> None:
+    """Unbounded, a burst of queued events would scale workers (shards x invocations per shard) into the
+    account's concurrency that the API, relay and projector need; the per-invocation threads must be what was
+    deployed. The reservation's value per stream mode is tests/unit/project/test_template_stream_sizing.py's."""
     function = translated["WorkerFunction"]["Properties"]
-    assert function["ReservedConcurrentExecutions"] == {"Ref": "LambdaWorkerReservedConcurrency"}
+    assert "EventsStreamSizing" in json.dumps(function["ReservedConcurrentExecutions"])
     assert function["Environment"]["Variables"]["ONWARD_WORKER_CONCURRENCY"] == {
         "Ref": "LambdaWorkerConcurrencyPerInvocation"}
     assert function["Timeout"] == 900  # the claims stop a lease before it
     per_invocation = PARAMETERS["LambdaWorkerConcurrencyPerInvocation"]
     assert 1 <= per_invocation["MinValue"] <= per_invocation["Default"] <= per_invocation["MaxValue"]
     assert per_invocation["MaxValue"] <= MAX_WORKER_CONCURRENCY  # what the code accepts (onward.bootstrap)
-    reserved = PARAMETERS["LambdaWorkerReservedConcurrency"]
-    assert reserved["Type"] == "Number" and reserved["MinValue"] >= 1
-    # At the defaults every slot of the mapping (10 per shard) can have its invocation: fewer, and a burst of
-    # wake-ups is throttled (retried later, and the function's Throttles alarm fires).
-    _, mapping = worker_mapping(translated)
-    slots = PARAMETERS["EventsStreamShards"]["Default"] * mapping["Properties"]["ParallelizationFactor"]
-    assert reserved["Default"] >= slots
 
 
 def test_the_worker_role_reads_the_events_stream_for_its_mapping_only() -> None:

@@ -5,9 +5,12 @@ IAM cannot scope (X-Ray, dynamodb:ListStreams).
 How it works: tests/codescan.py follows the CALL PATHS from each function's Handler module (ast only,
 nothing is run: from the handler, the functions and methods it can call, over a conservative call graph of
 the project's modules) and collects the SDK calls made on them (`.put_item(`, `.transact_write_items(`
-with the `Put`/`Update`/`ConditionCheck` items built for it, `get_paginator("query")`, ...), the
-`IndexName="..."` literals and the `settings.require("<resource>")` names. Each role has three inline
-policies: "code" (compared with that reading), "event-source" (what Lambda's poller needs for the
+with the `Put`/`Update`/`ConditionCheck` items built for it, `get_paginator("query")`, ...), each with the
+table, index or stream its request names: tests/codescan_targets.py follows TableName and IndexName back
+through the AST (`self._table` to the constructor's argument, `settings.require("<resource>")`; a module
+constant, an imported one, an f-string of them; a request dict built in a helper), so every grant is
+compared per (action, table / index / stream), and a name it cannot follow fails the reading. Each role has
+three inline policies: "code" (compared with that reading), "event-source" (what Lambda's poller needs for the
 function's stream event, compared with a fixed table) and "telemetry" (its own log group, X-Ray). The
 operator commands (onward/cli: every subcommand but the local ones and `worker`) get the managed policy
 OperatorPolicy, exported as the output OperatorPolicyArn and compared with the reading of their code the
@@ -27,18 +30,23 @@ role and it fails with "granted but never called", although onward.store.dynamo.
 scans in `all_jobs`; drop `dynamodb:Scan` from OperatorPolicy and the operator test fails with "missing"
 (`onward reconcile` scans the jobs).
 
-What it cannot see: which table each call goes to (the check is per function: the union of actions, and the
-set of tables and indexes). The per-table split in the template is written by hand, commented there, and
-exercised only on AWS; test_only_the_operators_scan_or_read_the_outbox pins the part that matters here. The
-call graph resolves a method by its name among the classes in reach, so a function can be granted a call that
-shares a name with one it makes (over-approximation; never the reverse: tests/unit/project/test_codescan_call_paths.py
-on each rule, tests/integration/project/test_codescan_soundness.py against traced runs).
+Per table: put dynamodb:Query back on the relay's or the projector's CheckpointTable or ParkedTable statement
+(they only write there) and test_code_policy_grants_each_action_only_on_the_tables_the_code_calls_it_on fails
+with "granted but never called"; grant the `active` index to the API or the scheduler (neither claims) and the
+index test fails; drop the `overlaps` index from OperatorPolicy (IndexName=OVERLAPS_INDEX, a constant) and the
+operator test fails with "missing dynamodb:Query on JobsTable/index/overlaps".
+
+What it cannot see: the call graph resolves a method by its name among the classes in reach, so a function can
+be granted a call that shares a name with one it makes (over-approximation; never the reverse:
+tests/unit/project/test_codescan_call_paths.py and test_codescan_targets.py on each rule,
+tests/integration/project/test_codescan_soundness.py against traced runs).
 """
 
 from __future__ import annotations
 
 import argparse
 import re
+from functools import cache
 from typing import Any
 
 import pytest
@@ -110,7 +118,9 @@ def handler_roots(function: str) -> list[str]:
     return roots
 
 
+@cache
 def reading(function: str) -> CodeReading:
+    """The reading of the function's code (kept: each test of this module asks for it)."""
     return read_code(handler_roots(function))
 
 
@@ -130,6 +140,36 @@ def index_owner() -> dict[str, str]:
     return owners
 
 
+def used_grants(code: CodeReading) -> dict[Grant, str]:
+    """What the code calls, as grants: each action on the table, index or stream it names (codescan's
+    accesses, "jobs_table" -> JobsTable), with the first call ("module:line") doing it."""
+    owners = index_owner()
+    used: dict[Grant, str] = {}
+    for (action, resource, part), where in code.accesses.items():
+        logical = logical_id_of(resource)
+        if part.startswith("index/"):
+            assert owners.get(part.removeprefix("index/")) == logical, f"{where}: {logical} has no {part}"
+        used.setdefault((action, (logical, part)), where)
+    return used
+
+
+def assert_each_grant_is_used(holder: str, granted: set[Grant], code: CodeReading) -> None:
+    """Each (action, table / index / stream) granted is one the code calls, and each one it calls is granted."""
+    used = used_grants(code)
+    missing = {f"{action} on {target_text(target)} ({used[(action, target)]})"
+               for action, target in set(used) - granted}
+    assert not missing, f"{holder}: missing {sorted(missing)} (the code calls them there)"
+    unused = {f"{action} on {target_text(target)}" for action, target in granted - set(used)}
+    assert not unused, f"{holder}: {sorted(unused)} granted but never called"
+
+
+def target_text(target: tuple[str, str] | str) -> str:
+    """("JobsTable", "arn") -> JobsTable, ("JobsTable", "index/ready") -> JobsTable/index/ready."""
+    if isinstance(target, str):
+        return target
+    return target[0] if target[1] == "arn" else "/".join(target)
+
+
 # --- the reading is not vacuous ----------------------------------------------------------------------------
 
 def test_the_code_reading_finds_the_calls_each_component_is_known_to_make() -> None:
@@ -140,14 +180,26 @@ def test_the_code_reading_finds_the_calls_each_component_is_known_to_make() -> N
     # TransactWriteItems is no IAM action: its items' Put / Update / ConditionCheck are.
     assert {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem"} <= api.actions()
     assert not any("Transact" in action for action in api.actions())
-    assert {"ready", "by_tenant"} <= api.index_names
+    assert {"ready", "by_listing"} <= api.index_names
     assert "events_stream" in relay.required_resources
+    # each call's table is known: the relay's checkpoint write and the API's watermark Query land on theirs
+    assert ("dynamodb:UpdateItem", "checkpoint_table", "arn") in relay.accesses
+    assert ("dynamodb:Query", "checkpoint_table", "arn") in api.accesses
+
+
+def test_the_reading_resolves_constants_to_the_index_a_call_names() -> None:
+    """`onward overlaps` queries IndexName=OVERLAPS_INDEX, a module constant: a reading of literals only missed
+    it, and OperatorPolicy went without the grant (AccessDenied on AWS)."""
+    operators = read_code(operator_roots())
+    assert ("dynamodb:Query", "jobs_table", "index/overlaps") in operators.accesses
 
 
 # --- per function ----------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("function", FUNCTIONS)
 def test_code_policy_grants_exactly_the_actions_the_code_calls(function: str) -> None:
+    """Add `self._db.delete_item(...)` on the relay's path and this fails with "missing dynamodb:DeleteItem";
+    grant an action no call path makes and it fails with "granted but never called"."""
     granted = {action for action, _ in grants(function, "code")}
     used = reading(function).actions()
     assert not used - granted, f"{function}: missing {sorted(used - granted)} (the code calls them)"
@@ -155,7 +207,17 @@ def test_code_policy_grants_exactly_the_actions_the_code_calls(function: str) ->
 
 
 @pytest.mark.parametrize("function", FUNCTIONS)
+def test_code_policy_grants_each_action_only_on_the_tables_the_code_calls_it_on(function: str) -> None:
+    """Per table, index and stream: put dynamodb:Query back on the relay's CheckpointTable statement (the relay
+    queries nothing) and this fails with "granted but never called"; drop the API's Query on CheckpointTable
+    (the page's freshness reads the watermarks) and it fails with "missing"."""
+    assert_each_grant_is_used(function, grants(function, "code"), reading(function))
+
+
+@pytest.mark.parametrize("function", FUNCTIONS)
 def test_code_policy_names_exactly_the_tables_and_streams_the_code_requires(function: str) -> None:
+    """Make code on the function's path read `settings.require("parked_table")` without granting ParkedTable
+    (or grant a table the code never names) and this fails."""
     code = reading(function)
     granted = {target[0] for _, target in grants(function, "code") if target != "*"}
     required = {logical_id_of(resource) for resource in code.required_resources}
@@ -164,10 +226,12 @@ def test_code_policy_names_exactly_the_tables_and_streams_the_code_requires(func
 
 @pytest.mark.parametrize("function", FUNCTIONS)
 def test_code_policy_grants_exactly_the_indexes_the_code_queries(function: str) -> None:
+    """Query a new index (by a literal or a constant) without granting `<table>/index/<name>` and this fails;
+    grant the `active` index to a function that never claims (the API) and it fails too."""
     owners = index_owner()
     granted = {target for _, target in grants(function, "code") if target != "*" and target[1].startswith("index/")}
     used = {(owners[name], f"index/{name}") for name in reading(function).index_names}
-    assert granted == used
+    assert granted == used, f"{function}: {sorted(granted - used)} never queried, missing {sorted(used - granted)}"
     queried_on_index = {action for action, target in grants(function, "code")
                         if target != "*" and target[1].startswith("index/")}
     assert queried_on_index <= {"dynamodb:Query"}  # an index is only ever queried
@@ -175,6 +239,7 @@ def test_code_policy_grants_exactly_the_indexes_the_code_queries(function: str) 
 
 @pytest.mark.parametrize("function", FUNCTIONS)
 def test_no_wildcard_resource_but_for_unscopable_actions(function: str) -> None:
+    """Put "*" as the Resource of a data action (dynamodb:GetItem) and this fails: every table would be open."""
     for policy in ("code", "event-source", "telemetry"):
         wild = {action for action, target in grants(function, policy) if target == "*"}
         assert wild <= UNSCOPABLE, f"{function}/{policy}: {sorted(wild - UNSCOPABLE)} on *"
@@ -202,6 +267,8 @@ def test_each_action_targets_a_resource_of_its_kind(function: str) -> None:
 
 @pytest.mark.parametrize("function", FUNCTIONS)
 def test_event_source_policy_is_what_the_stream_event_needs(function: str) -> None:
+    """Drop kinesis:GetRecords from the projector's event-source policy (its mapping could not read the stream),
+    or add a read of another stream, and this fails."""
     expected: set[Grant] = set()
     for event in RESOURCES[function]["Properties"].get("Events", {}).values():
         if event["Type"] not in STREAM_READ:
@@ -219,6 +286,7 @@ def test_event_source_policy_is_what_the_stream_event_needs(function: str) -> No
 
 @pytest.mark.parametrize("function", FUNCTIONS)
 def test_telemetry_policy_is_its_own_log_group_and_xray(function: str) -> None:
+    """Point a role's log statement at another function's log group (or drop X-Ray) and this fails."""
     log_group = RESOURCES[function]["Properties"]["LoggingConfig"]["LogGroup"]["Ref"]
     assert RESOURCES[log_group]["Type"] == "AWS::Logs::LogGroup"
     assert grants(function, "telemetry") == {
@@ -228,6 +296,8 @@ def test_telemetry_policy_is_its_own_log_group_and_xray(function: str) -> None:
 
 @pytest.mark.parametrize("function", FUNCTIONS)
 def test_role_has_only_these_policies_and_trusts_only_lambda(function: str) -> None:
+    """Attach a managed policy (AWSLambdaDynamoDBExecutionRole reads every stream) or trust another principal and
+    this fails."""
     properties = role_of(function)["Properties"]
     assert set(properties) == {"AssumeRolePolicyDocument", "Policies"}  # no managed policies
     assert {p["PolicyName"] for p in properties["Policies"]} <= {"code", "event-source", "telemetry"}
@@ -241,7 +311,9 @@ def test_the_sam_transform_adds_no_role_and_no_managed_policy() -> None:
     AWSLambdaKinesisExecutionRole, which read every stream in the account)."""
     translated = translate()["Resources"]
     roles = {name for name, r in translated.items() if r["Type"] == "AWS::IAM::Role"}
-    assert roles == {f"{function.removesuffix('Function')}Role" for function in FUNCTIONS} | ECS_WORKER_ROLES
+    # DeployRole: CodeDeploy's for the gradual deployments, in place of SAM's (AWSCodeDeployRoleForLambda)
+    assert roles == {f"{function.removesuffix('Function')}Role" for function in FUNCTIONS} | ECS_WORKER_ROLES | {
+        "DeployRole"}
     assert not any("ManagedPolicyArns" in translated[role]["Properties"] for role in roles)
     assert not any(r["Type"] == "AWS::IAM::Policy" for r in translated.values())
     # the one managed policy is the operators' own, attached to no role of the stack
@@ -283,6 +355,7 @@ def operator_grants() -> set[Grant]:
 def assert_grants_are_the_reading(holder: str, granted: set[Grant], code: CodeReading) -> None:
     """`granted` (a role's or a managed policy's) is exactly what `code` calls: the actions, the tables it
     names, the indexes it queries, and nothing on "*"."""
+    assert_each_grant_is_used(holder, granted, code)
     actions = {action for action, _ in granted}
     assert not code.actions() - actions, f"{holder}: missing {sorted(code.actions() - actions)}"
     assert not actions - code.actions(), f"{holder}: {sorted(actions - code.actions())} never called"
@@ -290,18 +363,21 @@ def assert_grants_are_the_reading(holder: str, granted: set[Grant], code: CodeRe
     assert tables == {logical_id_of(resource) for resource in code.required_resources}
     owners = index_owner()
     indexes = {target for _, target in granted if target != "*" and target[1].startswith("index/")}
-    assert indexes == {(owners[name], f"index/{name}") for name in code.index_names}
+    queried = {(owners[name], f"index/{name}") for name in code.index_names}
+    assert indexes == queried, f"{holder}: {sorted(indexes - queried)} unused, missing {sorted(queried - indexes)}"
     assert not {action for action, target in granted if target == "*"}
 
 
 def test_operator_policy_grants_exactly_what_the_operator_commands_call() -> None:
-    """Drop dynamodb:Scan from OperatorPolicy and this fails with "missing" (`onward reconcile` scans every job)."""
+    """Drop dynamodb:Scan from OperatorPolicy and this fails with "missing" (`onward reconcile` scans every job);
+    drop the `overlaps` index and it fails with "missing dynamodb:Query on JobsTable/index/overlaps"."""
     roots = operator_roots()
     assert {"onward.cli.main:cmd_replay", "onward.cli.main:cmd_reconcile", "onward.cli.bulk:cmd_bulk"} <= set(roots)
     assert_grants_are_the_reading("OperatorPolicy", operator_grants(), read_code(roots))
 
 
 def test_operator_policy_is_a_stack_output() -> None:
+    """Drop the output and operators have no ARN to attach (docs/deploy.md's `attach-role-policy`)."""
     assert TEMPLATE["Outputs"]["OperatorPolicyArn"]["Value"] == {"Ref": "OperatorPolicy"}
 
 
@@ -310,7 +386,7 @@ def test_only_the_operators_scan_or_read_the_outbox(function: str) -> None:
     """What only the operator commands call stays theirs: no function's role scans the jobs, the outbox or the
     view, nor reads the outbox (it is written in transitions' transactions and read from its stream by the relay's
     event source). Put dynamodb:Scan back on the worker's JobsTable statement, or dynamodb:Query on the reaper's
-    OutboxTable one, and this fails (the reading cannot tell tables apart: this pins the per-table split)."""
+    OutboxTable one, and this fails (as does the per-table comparison: this names the reason)."""
     operator_only = {("dynamodb:Scan", ("JobsTable", "arn")), ("dynamodb:Scan", ("OutboxTable", "arn")),
                      ("dynamodb:Scan", ("StatusTable", "arn")), ("dynamodb:Query", ("OutboxTable", "arn")),
                      ("dynamodb:GetItem", ("OutboxTable", "arn"))}
@@ -347,7 +423,13 @@ def test_the_ecs_task_role_grants_exactly_what_onward_worker_calls() -> None:
     assert_grants_are_the_reading(ECS_TASK_ROLE, granted, code)
     assert {action for action, target in granted if target != "*" and target[1].startswith("index/")} == \
         {"dynamodb:Query"}
-    assert {p["PolicyName"] for p in RESOURCES[ECS_TASK_ROLE]["Properties"]["Policies"]} == {"code"}
+    policies = {p["PolicyName"]: p["PolicyDocument"] for p in RESOURCES[ECS_TASK_ROLE]["Properties"]["Policies"]}
+    assert set(policies) == {"code", "task-protection"}
+    # The ECS agent's task protection endpoint (no SDK call to read): this cluster's tasks, these two actions.
+    assert policies["task-protection"]["Statement"] == [{
+        "Effect": "Allow", "Action": ["ecs:UpdateTaskProtection", "ecs:GetTaskProtection"],
+        "Resource": {"Fn::Sub": "arn:${AWS::Partition}:ecs:${AWS::Region}:${AWS::AccountId}:task/"
+                                "${EcsWorkerCluster}/*"}}]
 
 
 def test_the_ecs_task_runs_the_same_code_as_the_lambda_worker() -> None:

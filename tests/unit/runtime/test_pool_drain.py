@@ -1,5 +1,5 @@
 """WorkerPool.drain, the graceful stop of `onward worker`, on the in-memory store: what it waits for, what it
-hands back, and how a second signal (`hurry`) cuts the wait short. The same against the embedded endpoint
+hands back, and how a second signal (`hurried`) cuts the wait short. The same against the embedded endpoint
 with a real process and SIGTERM is tests/e2e/test_cli_worker_graceful_stop.py."""
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def test_a_job_that_ends_within_the_stop_timeout_succeeds_and_nothing_else_is_cl
 
 
 def test_hurry_releases_the_running_jobs_before_the_stop_timeout_uncharged() -> None:
-    """The second Ctrl-C / SIGTERM: without `hurry` the drain would wait the whole 60 s."""
+    """The second Ctrl-C / SIGTERM: without `hurried` the drain would wait the whole 60 s."""
     store = JobStore.in_memory()
     jobs = [store.create("acme", NewJob(type="demo.sleep", params={"seconds": 60}, max_attempts=1)).job.job_id
             for _ in range(2)]
@@ -56,7 +56,7 @@ def test_hurry_releases_the_running_jobs_before_the_stop_timeout_uncharged() -> 
     hurry = threading.Event()
     threading.Timer(0.3, hurry.set).start()
     started = time.monotonic()
-    drained = pool.drain(stop_timeout_s=60.0, hurry=hurry)
+    drained = pool.drain(stop_timeout_s=60.0, hurried=hurry.is_set)
     assert time.monotonic() - started < 10
     assert (drained.held, drained.ended, drained.released, drained.stuck) == (2, 0, 2, 0)
     for job_id in jobs:
@@ -74,8 +74,8 @@ def test_a_claim_under_way_when_the_stop_begins_is_counted_and_its_job_runs_to_i
     committed, answer = threading.Event(), threading.Event()
     claim = store.claim
 
-    def slow_answer(worker_id: str, lease_s: float) -> object:
-        lease = claim(worker_id, lease_s)
+    def slow_answer(worker_id: str, lease_s: float, *, polling: bool = False) -> object:
+        lease = claim(worker_id, lease_s, polling=polling)
         if lease is not None:
             committed.set()
             answer.wait(10)

@@ -30,7 +30,7 @@ class _RecordedWaits:
 def _worker(outcomes: list[bool], limit: int) -> tuple[Worker, _RecordedWaits]:
     worker = Worker(store=Any, registry=Registry(), idle_s=0.1, idle_max_s=0.8)  # type: ignore[arg-type]  # never read
     script: Iterator[bool] = iter(outcomes)
-    worker.run_once = lambda: next(script, False)  # type: ignore[method-assign]  # scripted passes
+    worker.run_once = lambda **_: next(script, False)  # type: ignore[method-assign]  # scripted passes
     waits = _RecordedWaits(limit)
     worker._stopping = waits  # type: ignore[assignment]  # an Event stand-in that records the waits
     return worker, waits

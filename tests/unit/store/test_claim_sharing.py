@@ -66,16 +66,17 @@ class CountingRecorder(MemoryRecorder):
     def due(self, tenant_id: str, queue: ReadyQueue, now: EpochMs, limit: int) -> list[DueJob]:
         return self._answer("due", super().due(tenant_id, queue, now, limit))
 
-    def tenant_counters(self, wanted: Mapping[Tenant, Collection[int] | None]) -> dict[str, TenantState]:
-        return self._answer("tenant_counters", super().tenant_counters(wanted))
+    def tenant_counters(self, wanted: Mapping[Tenant, Collection[int] | None], *,
+                        consistent: bool = False) -> dict[str, TenantState]:
+        return self._answer("tenant_counters", super().tenant_counters(wanted, consistent=consistent))
 
     def park(self, tenant_id: str, shard: int, until: EpochMs, entered: int) -> bool:
         self._count("park")
         return super().park(tenant_id, shard, until, entered)
 
-    def lift(self, tenant_id: str, offset_ms: int) -> bool:
+    def lift(self, tenant_id: str, lift_vt: int) -> bool:
         self._count("lift")
-        return super().lift(tenant_id, offset_ms)
+        return super().lift(tenant_id, lift_vt)
 
     def deactivate(self, tenant_id: str, shard: int) -> bool:
         self._count("deactivate")
@@ -480,7 +481,7 @@ def test_the_process_ends_counted_in_keep_a_tenants_virtual_time_and_do_not_lift
     clock.now += COUNTERS_SHARE_MS  # read again
     _claims(store, 1)
     assert recorder.calls["lift"] == 0
-    assert store.tenant_states()["acme"].usage.offset_ms == 0
+    assert store.tenant_states()["acme"].usage.lift_vt == 0
 
 
 def test_a_flex_is_decided_from_counters_the_claim_read_itself() -> None:
@@ -557,4 +558,4 @@ def test_a_lift_is_counted_into_the_shared_counters() -> None:
         store.create("sleeper", ECHO)
     _claims(store, 2)
     assert recorder.calls["lift"] == 1
-    assert store.tenant_states()["sleeper"].usage.offset_ms == 200_000
+    assert store.tenant_states()["sleeper"].usage.lift_vt == 200_000

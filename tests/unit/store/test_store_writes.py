@@ -51,7 +51,8 @@ def test_a_claim_opens_a_run_takes_a_running_slot_and_leaves_its_ready_queue():
     assert run is not None and run["entity"] == Entity.RUN
     assert row.set["running_shard"] == 1, "the end must charge the shard the claim took"
     assert write.running == RunningUpdate("acme", 1, on_claim(NOW), below_cap=2)
-    assert write.waiting == WaitingUpdate("acme", ReadyQueue(0, 0), -1, active_vt=5.0), "the served entry re-keyed"
+    assert write.waiting == WaitingUpdate("acme", ReadyQueue(0, 0), -1, active_vt=5.0, served=True), \
+        "the served entry re-keyed, and no longer fresh"
     event = transition_event(write)
     assert (event["version"], event["status"]) == (2, "running")
 
@@ -65,7 +66,8 @@ def test_an_ending_attempt_is_charged_from_its_claim_and_a_reap_needs_a_lapsed_l
     assert job_row_update(write).lapsed_by == NOW + 31_000
     assert "running_shard" in job_row_update(write).remove
     assert write.running == RunningUpdate("acme", 3, on_end(NOW, NOW + 31_000)), "charged to its claim's shard"
-    assert write.waiting == WaitingUpdate("acme", ReadyQueue(0, 0), 1, active_vt=7.0), "back in line at the clock"
+    assert write.waiting == WaitingUpdate("acme", ReadyQueue(0, 0), 1, active_vt=7.0, job_id=running.job_id), \
+        "back in line at the clock"
     close = run_close(write)
     assert close is not None and close.fields["outcome"] == "lease_expired"
 

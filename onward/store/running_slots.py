@@ -1,0 +1,33 @@
+"""A tenant's RUNNING counters as one claim read them, and which of them the claim charges (pure)."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class RunningSlots:
+    """A tenant's RUNNING counters as this claim read them, with the shards refused since."""
+
+    running: list[int]
+    caps: tuple[int | None, ...]
+
+    def pick(self, rng: random.Random, *, flex: bool) -> int | None:
+        """The shard to charge: the one with the most room under its cap (any, least running, when
+        flexing or uncapped); None when every shard is at its cap."""
+        shards = range(len(self.caps))
+        if flex or self.caps[0] is None:
+            least = min(self.running)
+            return rng.choice([shard for shard in shards if self.running[shard] == least])
+        if sum(self.running) >= sum(cap or 0 for cap in self.caps):
+            return None  # at its cap as read (after a cap was lowered, shards can hold more than their share)
+        room = [(cap - self.running[shard], shard) for shard in shards if (cap := self.caps[shard]) is not None]
+        best = max(room)[0]
+        if best <= 0:
+            return None
+        return rng.choice([shard for left, shard in room if left == best])
+
+    def full(self, shard: int) -> None:
+        cap = self.caps[shard]
+        self.running[shard] = max(self.running[shard], cap if cap is not None else 0)

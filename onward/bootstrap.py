@@ -30,6 +30,7 @@ from botocore.config import Config
 
 from onward.settings import (
     API_CLIENT_CONFIG,
+    DAY_S,
     WORKER_CLIENT_CONFIG,
     InvalidSetting,
     Settings,
@@ -264,7 +265,10 @@ class Deployment:
                                self.settings.require("conflicts_table"), self.checkpoint_store,
                                self.parked_records, retention_s=self.settings.job_retention_s,
                                failure_counts=FailureCounts(self.client("dynamodb"),
-                                                            self.settings.require("parked_table")))
+                                                            self.settings.require("parked_table")),
+                               policy=self.settings.retention_policy,
+                               outbox_retention_s=self.settings.outbox_retention_days * DAY_S,
+                               jobs_table=self.settings.require("jobs_table"))
 
     # --- the entry points' own configuration --------------------------------------------------------------
 

@@ -20,6 +20,7 @@ from botocore import UNSIGNED
 from botocore.config import Config
 
 from onward.domain.freshness import STALE_AFTER_S
+from onward.domain.retention import InvalidRetentionPolicy, RetentionPolicy
 from onward.pipeline.heartbeats import AWS_BEAT_SLACK_MS
 from onward.store.ports.index_shards import DEFAULT_ACTIVE_SHARDS, MAX_ACTIVE_SHARDS
 
@@ -91,6 +92,9 @@ class Settings:
     # ONWARD_JOB_RETENTION_DAYS: how long a job's items, view row, conflicts and parked records are kept once
     # done (onward.store.dynamo.keys says from when)
     job_retention_days: int = DEFAULT_JOB_RETENTION_DAYS
+    # ONWARD_RETENTION_POLICY: retention per tenant, job type and outcome (onward.domain.retention), JSON; empty:
+    # every outcome kept job_retention_days. Validated here, so a bad document stops the deployment's start.
+    retention_policy_document: str | None = None
     freshness_objective_s: float = STALE_AFTER_S  # ONWARD_STALE_AFTER_S
     heartbeat_interval_s: float = 0.0  # ONWARD_HEARTBEAT_INTERVAL_S: how often idle shards are confirmed
     # ONWARD_BEAT_SLACK_MS: how long before its listing of the outbox stream's shards a beat vouches
@@ -118,6 +122,10 @@ class Settings:
             raise InvalidSetting("ONWARD_UNSIGNED_REQUESTS needs AWS_ENDPOINT_URL: AWS refuses unsigned requests")
         if self.client_wrapper is not None and not _WRAPPER_NAME.fullmatch(self.client_wrapper):
             raise InvalidSetting(f"ONWARD_CLIENT_WRAPPER must be package.module:function, not {self.client_wrapper!r}")
+        try:
+            self.retention_policy  # noqa: B018 - parsed once here for its errors
+        except InvalidRetentionPolicy as error:
+            raise InvalidSetting(f"ONWARD_RETENTION_POLICY: {error}") from error
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -129,6 +137,7 @@ class Settings:
             outbox_retention_days=int(number_setting(source, "ONWARD_OUTBOX_RETENTION_DAYS",
                                                      DEFAULT_OUTBOX_RETENTION_DAYS)),
             job_retention_days=whole_days_setting(source, "ONWARD_JOB_RETENTION_DAYS", DEFAULT_JOB_RETENTION_DAYS),
+            retention_policy_document=source.get("ONWARD_RETENTION_POLICY", "").strip() or None,
             freshness_objective_s=number_setting(source, "ONWARD_STALE_AFTER_S", STALE_AFTER_S),
             heartbeat_interval_s=number_setting(source, "ONWARD_HEARTBEAT_INTERVAL_S", 0.0),
             beat_slack_ms=int(number_setting(source, "ONWARD_BEAT_SLACK_MS", AWS_BEAT_SLACK_MS)),
@@ -143,6 +152,14 @@ class Settings:
     def job_retention_s(self) -> int:
         """The job retention in seconds, as the TTL writers add it (onward.store.dynamo.keys.ttl_after)."""
         return self.job_retention_days * DAY_S
+
+    @property
+    def retention_policy(self) -> RetentionPolicy:
+        """How long finished jobs are kept, by tenant, type and outcome: ONWARD_RETENTION_POLICY's document, or
+        job_retention_days for every outcome without one."""
+        if self.retention_policy_document is None:
+            return RetentionPolicy.uniform(self.job_retention_s)
+        return RetentionPolicy.from_document(self.retention_policy_document, self.job_retention_s)
 
     @property
     def stale_after_s(self) -> float:

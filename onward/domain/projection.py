@@ -12,6 +12,7 @@ from typing import Any
 
 from onward.domain.clock import epoch_ms
 from onward.domain.models import OutboxEvent
+from onward.domain.retention import RetentionPolicy
 from onward.domain.states import is_terminal
 
 
@@ -74,22 +75,44 @@ def view_fields(event: OutboxEvent) -> dict[str, Any]:
     return fields
 
 
-def view_expires_at(event: OutboxEvent, retention_s: int) -> int | None:
-    """The TTL (epoch seconds) of the view row `event` writes: `retention_s` after the event's time (its
-    commit time, else its decision time) when its status is terminal; None otherwise, so the row of a job
-    that has not ended never expires. A row is replaced whole by each newer version, so a replay's `queued`
-    row has none again. An old terminal event redelivered after its row expired writes a row that is
-    already expired: the next TTL sweep takes it again."""
-    if not is_terminal(event.status):
+def view_expires_at(event: OutboxEvent, retention: RetentionPolicy | int,
+                    live_horizon_s: int | None = None) -> int | None:
+    """The TTL (epoch seconds) of the view row `event` writes, counted from the event's time (its commit
+    time, else its decision time).
+
+    A terminal status: the job's retention for its tenant, type and outcome (`retention`: the policy, or one
+    retention for all), as the job's own row. A status of a job that goes on: `live_horizon_s` after the
+    event's time, or after its `run_at` when that is later (a job delayed up to MAX_DELAY_S keeps its row until
+    it is due); each newer event of a live job moves it. The projector passes the outbox retention plus the
+    longest job retention (live_view_horizon_s): an event replayed from the outbox cannot be older than the
+    outbox retention, so the row of a job deleted after its retention never outlives what could rewrite it,
+    and a live job that has not moved for that long answers as a job the view has not seen (`visible: false`).
+    None (no horizon given): a live job's row never expires, as before the horizon existed.
+
+    A row is replaced whole by each newer version. An old event redelivered after its row expired writes a row
+    that is already expired: the next TTL sweep takes it again."""
+    at_s = epoch_ms(event.committed_at or event.occurred_at) // 1000
+    if is_terminal(event.status):
+        policy = retention if isinstance(retention, RetentionPolicy) else RetentionPolicy.uniform(retention)
+        return at_s + policy.retention_s(event.tenant_id, event.type, event.status.value)
+    if live_horizon_s is None:
         return None
-    return epoch_ms(event.committed_at or event.occurred_at) // 1000 + retention_s
+    due_s = epoch_ms(event.run_at) // 1000 if event.run_at is not None else at_s
+    return max(at_s, due_s) + live_horizon_s
 
 
-def view_item(event: OutboxEvent, projected_at: str, retention_s: int) -> dict[str, Any]:
+def live_view_horizon_s(policy: RetentionPolicy, outbox_retention_s: int) -> int:
+    """How long the view row of a job that goes on is kept after its last event: the outbox retention (the
+    oldest event a replay can bring back) plus the longest job retention (the longest a job is kept)."""
+    return outbox_retention_s + policy.longest_s
+
+
+def view_item(event: OutboxEvent, projected_at: str, retention: RetentionPolicy | int,
+              live_horizon_s: int | None = None) -> dict[str, Any]:
     """The whole view row `event` writes (view_fields, when it was projected, and its TTL if it has one);
-    `retention_s`: the job retention."""
+    `retention`: the job retention policy (or one retention); `live_horizon_s`: view_expires_at."""
     item = {**view_fields(event), "projected_at": projected_at}
-    expires = view_expires_at(event, retention_s)
+    expires = view_expires_at(event, retention, live_horizon_s)
     if expires is not None:
         item["expires_at"] = expires
     return item

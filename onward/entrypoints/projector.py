@@ -100,6 +100,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailure
         metrics.add_metric(name=f"Projection{outcome.value.capitalize()}", unit=MetricUnit.Count, value=count)
     add_count(metrics, "ProjectionParked", tally.parked)
     add_count(metrics, "ProjectionWritesSaved", tally.writes_saved)
+    add_count(metrics, "ProjectionGone", tally.gone)
     # Every batch, 0 included: the heartbeat alarm fires when a period's sum stays below 1 (or has no data at all).
     metrics.add_metric(name="PipelineHeartbeats", unit=MetricUnit.Count, value=tally.heartbeats)
     if tally.lag_ms:

@@ -59,6 +59,7 @@ from onward.domain.errors import (
 )
 from onward.domain.lifecycle import Change, Decision, Refusal, RefusalReason, StaleReport
 from onward.domain.models import ErrorSummary, Job, Lease, NewJob, OutboxEvent, Run
+from onward.domain.retention import RetentionPolicy
 from onward.domain.states import JobState, RunOutcome
 from onward.domain.text_patterns import JOB_ID
 from onward.faults import fault_point
@@ -118,6 +119,7 @@ class JobStore:
         rng: random.Random | None = None,
         outbox_retention_days: int | None = None,  # default: the deployment's (settings.outbox_retention_days)
         job_retention_days: int | None = None,  # default: the deployment's (settings.job_retention_days)
+        retention_policy: RetentionPolicy | None = None,  # default: the deployment's, else job_retention_days
         recorder: JobRecorder | None = None,  # default: DynamoDB, the deployment's tables through `client`
     ) -> None:
         if recorder is None:
@@ -137,6 +139,12 @@ class JobStore:
         self._retention_s = outbox_retention_days * DAY_S
         # the TTL of a job's items once done (onward.store.dynamo.keys)
         self._job_retention_s = job_retention_days * DAY_S
+        # a finished job's items are kept as the policy says for its tenant, type and outcome (write_retention_s);
+        # the Idempotency-Key's window and zombie marks keep the job retention
+        if retention_policy is None:
+            retention_policy = (settings.retention_policy if settings is not None and job_retention_days ==
+                                settings.job_retention_days else RetentionPolicy.uniform(self._job_retention_s))
+        self._policy = retention_policy
         self._registry = TenantRegistry(recorder, recorder, clock, self._rng)
         self._claimer = Claimer(recorder, recorder, recorder, self._registry, clock, self._rng, self._take)
         self._held = HeldRows(HELD_ROWS_MAX)
@@ -154,10 +162,12 @@ class JobStore:
         backoff: BackoffPolicy = _DEFAULT_BACKOFF,
         rng: random.Random | None = None,
         recorder: MemoryRecorder | None = None,  # another store's, to share its state
+        retention_policy: RetentionPolicy | None = None,
     ) -> JobStore:
         """A store over a fresh in-memory recorder (onward.store.memory.recorder): no AWS, for tests and
         simulations."""
-        return cls(recorder=recorder or MemoryRecorder(), clock=clock, backoff=backoff, rng=rng)
+        return cls(recorder=recorder or MemoryRecorder(), clock=clock, backoff=backoff, rng=rng,
+                   retention_policy=retention_policy)
 
     @property
     def recorder(self) -> JobRecorder:
@@ -432,8 +442,10 @@ class JobStore:
         if ends_attempt(change) and claimed_at is None:
             assert change.close_run is not None
             claimed_at = self._claimed_at(change.after.job_id, change.close_run.attempt)
+        after = change.after
         write = TransitionWrite.of(change, ready_shards=row.ready_shards, retention_s=self._retention_s,
-                                   job_retention_s=self._job_retention_s, admission=admission,
+                                   job_retention_s=self._policy.for_job(after.tenant_id, after.type, after.state),
+                                   admission=admission,
                                    claimed_at=claimed_at, running_shard=row.running_shard,
                                    clock=self._registry.virtual_clock())
         fault_point("store.before_commit", write.subject)

@@ -7,9 +7,13 @@ version, different content) is kept as its own item with both payloads and never
 
 The write is a PutItem, not an UpdateItem: a view item is derived from its event alone, so the whole item
 is replaced; it costs the same write units and DynamoDB evaluates no update expression. That also keeps the
-TTL right: a terminal status's row carries `expires_at` (onward.domain.projection.view_expires_at), a newer
-non-terminal one (a replay) replaces it without. Kept conflicts and parked records expire after the same
-retention, counted from when they were written.
+TTL right: every row carries `expires_at` (onward.domain.projection.view_expires_at): a terminal status's
+after its retention for the job's tenant, type and outcome (onward.domain.retention), a live job's after a
+horizon each newer event moves. Kept conflicts and parked records expire after the job retention, counted
+from when they were written.
+
+A job whose events are older than the shortest retention may be gone (an outbox replay delivers them): those
+jobs' rows are looked up first, in one read per batch, and a gone job gets no view row (gone.py).
 
 A batch is written job by job at once (StatusProjector.project_batch): its events are grouped by job, the
 groups run on a small thread pool shared by the process, and a job's events of one batch are coalesced
@@ -34,7 +38,8 @@ from pydantic import ValidationError
 
 from onward.domain.clock import Clock, EpochMs, epoch_ms, iso, system_clock
 from onward.domain.models import OutboxEvent
-from onward.domain.projection import ProjectionOutcome, classify, view_fields, view_item
+from onward.domain.projection import ProjectionOutcome, classify, live_view_horizon_s, view_fields, view_item
+from onward.domain.retention import RetentionPolicy
 from onward.domain.schema_versions import EVENT_SCHEMA, NewerSchema, UnknownSchema, check_major
 from onward.faults import fault_point
 from onward.pipeline.checkpoints import PROJECTOR_CONSUMER, CheckpointStore
@@ -43,7 +48,8 @@ from onward.pipeline.listing import LISTING_ATTRIBUTE, listing_key
 from onward.pipeline.parking import ParkedRecords
 from onward.pipeline.poison import PARK_AFTER_FAILURES, FailureCounts
 from onward.pipeline.projector.coalesce import Coalesced, Held, coalesce
-from onward.settings import DAY_S, DEFAULT_JOB_RETENTION_DAYS
+from onward.pipeline.projector.gone import gone_jobs, maybe_gone
+from onward.settings import DAY_S, DEFAULT_JOB_RETENTION_DAYS, DEFAULT_OUTBOX_RETENTION_DAYS
 from onward.store.dynamo.attributes import from_item, to_item
 from onward.store.dynamo.keys import ttl_after
 
@@ -113,6 +119,7 @@ class BatchTally:
     parents: tuple[str, ...] = ()  # the shard's parents, as its heartbeats name them
     lag_ms: list[int] = field(default_factory=list)
     writes_saved: int = 0  # view writes coalescing saved: one per event beyond the job's writes
+    gone: int = 0  # events of jobs that no longer exist (past their retention): no view row written
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
 
     def count(self, outcome: ProjectionOutcome, lag_ms: int | None = None) -> None:
@@ -195,10 +202,16 @@ class StatusProjector:
         clock: Clock = system_clock,
         retention_s: int = DEFAULT_JOB_RETENTION_DAYS * DAY_S,
         failure_counts: FailureCounts | None = None,
+        policy: RetentionPolicy | None = None,
+        outbox_retention_s: int = DEFAULT_OUTBOX_RETENTION_DAYS * DAY_S,
+        jobs_table: str | None = None,
     ) -> None:
-        """`retention_s`: the job retention (Settings.job_retention_s), the TTL of terminal view rows and of
-        kept conflicts. `failure_counts`: each record's failed deliveries, to park a poison record (poison.py);
-        without it a record that keeps failing is left to the event source mapping."""
+        """`retention_s`: the job retention (Settings.job_retention_s), the TTL of kept conflicts, and of
+        terminal view rows without a `policy` (Settings.retention_policy). `outbox_retention_s`: with the
+        policy's longest retention, the horizon of a live job's view row. `jobs_table`: where to look up
+        whether a job with old events still exists (gone.py); without it, every event is projected.
+        `failure_counts`: each record's failed deliveries, to park a poison record (poison.py); without it a
+        record that keeps failing is left to the event source mapping."""
         self._db = client
         self._status = status_table
         self._conflicts = conflicts_table
@@ -207,6 +220,9 @@ class StatusProjector:
         self._clock = clock
         self._retention_s = retention_s
         self._failure_counts = failure_counts
+        self._policy = policy or RetentionPolicy.uniform(retention_s)
+        self._live_horizon_s = live_view_horizon_s(self._policy, outbox_retention_s)
+        self._jobs_table = jobs_table
 
     def project(self, event: OutboxEvent) -> ProjectionOutcome:
         """Write the view if `event` is newer than what it holds; one request on every common path."""
@@ -239,7 +255,7 @@ class StatusProjector:
         """PutItem `event`'s view row if the view holds no version of the job or one below `below`: None when
         written, else the item the view holds (the refusal returns it: no read)."""
         # The row carries its place in the tenant's sharded listing (onward.pipeline.listing).
-        item = to_item({**view_item(event, iso(self._clock()), self._retention_s),
+        item = to_item({**view_item(event, iso(self._clock()), self._policy, self._live_horizon_s),
                         LISTING_ATTRIBUTE: listing_key(event.tenant_id, event.job_id)})
         try:
             self._db.put_item(
@@ -344,6 +360,7 @@ class StatusProjector:
             if read is not None:
                 beats.append((index, read))
             self._after_records(shard_id, [record])
+        self._skip_gone(shard_id, records, groups, run, tally)
         done = wait([_writers.submit(self._write_group, shard_id, records, group, run, tally)
                      for group in groups.values()]).done
         crashes = [crash for crash in (future.exception() for future in done) if crash is not None]
@@ -354,6 +371,32 @@ class StatusProjector:
             if failure is None or index < failure.index:
                 tally.hear(beat)
         return failure
+
+    def _skip_gone(self, shard_id: str, records: Sequence[ShardRecord],
+                   groups: dict[str, list[tuple[int, OutboxEvent]]], run: _BatchRun, tally: BatchTally) -> None:
+        """Drop from `groups` the jobs that no longer exist, counted in `tally.gone`: only jobs whose newest
+        event is older than the shortest retention are looked up (one read for the batch), so fresh events
+        cost nothing. A failed lookup fails the earliest record of the jobs looked up."""
+        if self._jobs_table is None:
+            return
+        now = self._clock()
+        old = [job_id for job_id, group in groups.items()
+               if maybe_gone((event for _, event in group), now, self._policy.shortest_s)]
+        if not old:
+            return
+        try:
+            gone = gone_jobs(self._db, self._jobs_table, old, now)
+        except Exception as error:  # noqa: BLE001 - delivered again from the earliest record looked up
+            earliest = min(groups[job_id][0][0] for job_id in old)
+            run.fail(earliest, error)
+            return
+        for job_id in sorted(gone):
+            group = groups.pop(job_id)
+            tally.gone += len(group)
+            self._after_records(shard_id, [records[index] for index, _ in group])
+        if gone:
+            logger.info("events of jobs past their retention skipped: no view row for a gone job",
+                        extra={"shard_id": shard_id, "gone": len(gone), "looked_up": len(old)})
 
     def _read(self, shard_id: str, record: ShardRecord, tally: BatchTally) -> OutboxEvent | Heartbeat | None:
         """A record's job event or heartbeat; None for an unreadable one, parked here."""

@@ -23,7 +23,7 @@ from onward.domain.states import JobState, RunOutcome, is_terminal
 from onward.operator.conflicts import differences
 from onward.pipeline.parking import ParkedRecords
 from onward.pipeline.projector.projector import StatusProjector
-from onward.settings import DEFAULT_JOB_RETENTION_DAYS, InvalidSetting, Settings
+from onward.settings import DAY_S, DEFAULT_JOB_RETENTION_DAYS, DEFAULT_OUTBOX_RETENTION_DAYS, InvalidSetting, Settings
 from onward.store.dynamo.attributes import from_item, to_item
 from onward.store.dynamo.keys import (
     idempotency_item,
@@ -191,16 +191,20 @@ def event_of(job: Job, committed_at: str | None = None) -> OutboxEvent:
     return OutboxEvent.of(job).model_copy(update={"committed_at": committed_at})
 
 
-def test_a_view_row_gets_a_ttl_only_for_a_terminal_status_from_its_commit_time():
-    """Without the terminal-only rule the view row of a live job would expire (the API would show it as not
-    yet projected); the time is the commit's when the relay knows it, else the decision's."""
+def test_every_view_row_gets_a_ttl_from_its_commit_time_a_live_jobs_after_the_horizon():
+    """A terminal status's row goes after the job retention; a live job's row after the live horizon (without
+    it a replayed `running` event of a deleted job would stay for good). The time is the commit's when the
+    relay knows it, else the decision's."""
     done = changed(TRANSITIONS["complete"]()).after
     committed = iso(END + 1_400)
+    horizon = 10 * RETENTION_S
     assert view_expires_at(event_of(done, committed), RETENTION_S) == (END + 1_400) // 1000 + RETENTION_S
     assert view_expires_at(event_of(done), RETENTION_S) == END // 1000 + RETENTION_S
     for job in (queued(), running(), changed(lifecycle.cancel(running(), END)).after):
-        assert view_expires_at(event_of(job, committed), RETENTION_S) is None
-        assert "expires_at" not in view_item(event_of(job, committed), iso(END), RETENTION_S)
+        assert view_expires_at(event_of(job, committed), RETENTION_S) is None  # no horizon: as before
+        assert view_expires_at(event_of(job, committed), RETENTION_S, horizon) == (END + 1_400) // 1000 + horizon
+        assert view_item(event_of(job, committed), iso(END), RETENTION_S, horizon)["expires_at"] == (
+            (END + 1_400) // 1000 + horizon)
     item = view_item(event_of(done, committed), iso(END + 2_000), RETENTION_S)
     assert item == {**view_fields(event_of(done, committed)), "projected_at": iso(END + 2_000),
                     "expires_at": epoch_ms(committed) // 1000 + RETENTION_S}
@@ -244,7 +248,9 @@ def test_the_projector_writes_the_view_rows_ttl_and_a_kept_conflicts():
     for job in (running(), done):
         assert projector(client, clock).project(event_of(job, iso(END + 1_000))) is ProjectionOutcome.APPLIED
     live, ended = client.items["status"]
-    assert "expires_at" not in live and ended["expires_at"] == (END + 1_000) // 1000 + RETENTION_S
+    horizon = DEFAULT_OUTBOX_RETENTION_DAYS * DAY_S + RETENTION_S  # outbox retention + the longest job retention
+    assert live["expires_at"] == (END + 1_000) // 1000 + horizon
+    assert ended["expires_at"] == (END + 1_000) // 1000 + RETENTION_S
 
     other = done.model_copy(update={"attempt": 2})  # the same version decided differently
     client = PutItems(held=ended)
@@ -267,7 +273,7 @@ def test_the_deployment_hands_its_retention_to_the_projector_and_the_parked_reco
     whatever JobRetentionDays the stack was deployed with."""
     client = PutItems()
     settings = Settings(status_table="status", conflicts_table="conflicts", parked_table="parked",
-                        checkpoint_table="checkpoints", job_retention_days=2)
+                        checkpoint_table="checkpoints", jobs_table="jobs", job_retention_days=2)
     deployment = Deployment(settings, clients={"dynamodb": client})
     deployment.parked_records.park("projector", "s-1", "7", b"x", "bad")
     deployment.status_projector.project(event_of(changed(TRANSITIONS["complete"]()).after, iso(END)))
@@ -275,6 +281,19 @@ def test_the_deployment_hands_its_retention_to_the_projector_and_the_parked_reco
     assert parked["expires_at"] == epoch_ms(parked["parked_at"]) // 1000 + 2 * 86_400
     (row,) = client.items["status"]
     assert row["expires_at"] == END // 1000 + 2 * 86_400
+
+
+def test_the_deployment_hands_its_retention_policy_to_the_projector():
+    """Without the policy passed in onward/bootstrap.py a succeeded job's view row would keep
+    JobRetentionDays whatever RetentionPolicy says for its outcome."""
+    client = PutItems()
+    settings = Settings(status_table="status", conflicts_table="conflicts", parked_table="parked",
+                        checkpoint_table="checkpoints", jobs_table="jobs", job_retention_days=2,
+                        retention_policy_document='{"default": {"succeeded": 0.5}}')
+    deployment = Deployment(settings, clients={"dynamodb": client})
+    deployment.status_projector.project(event_of(changed(TRANSITIONS["complete"]()).after, iso(END)))
+    (row,) = client.items["status"]
+    assert row["expires_at"] == END // 1000 + 43_200
 
 
 # --- the setting and the template -------------------------------------------------------------------------
@@ -314,3 +333,15 @@ def test_every_function_that_writes_expiring_items_gets_the_parameter(function):
     the variable it would use the default, not the stack's JobRetentionDays."""
     if any(module in code_of(function).modules for module in WRITERS):
         assert function_environment(function)["ONWARD_JOB_RETENTION_DAYS"] == {"Ref": "JobRetentionDays"}
+
+
+def test_a_bad_retention_policy_stops_the_deployment_with_the_reason():
+    """Settings validate ONWARD_RETENTION_POLICY: without it a bad document would fail at the first finished
+    job (or never, silently keeping the default)."""
+    with pytest.raises(InvalidSetting, match="ONWARD_RETENTION_POLICY: .*default.dead"):
+        Settings.from_environment({"ONWARD_RETENTION_POLICY": '{"default": {"dead": 0}}'})
+    policy = Settings.from_environment({"ONWARD_RETENTION_POLICY": '{"default": {"dead": 2}}',
+                                        "ONWARD_JOB_RETENTION_DAYS": "3"}).retention_policy
+    assert (policy.retention_s("t", "x", "dead"), policy.retention_s("t", "x", "succeeded")) == (2 * 86_400,
+                                                                                                3 * 86_400)
+    assert Settings.from_environment({"ONWARD_RETENTION_POLICY": ""}).retention_policy.shortest_s == 30 * 86_400

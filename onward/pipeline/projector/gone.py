@@ -8,8 +8,8 @@ event is that old are looked up: one BatchGetItem of their job rows' keys (per 1
 version and the TTL only. Fresh events cost nothing extra.
 
 A job row past its `expires_at` counts as gone although it may still be read: DynamoDB deletes expired items
-within a few days, not at once ("Items are typically deleted within a few days of expiration, depending on
-the size and activity level of the table", AWS's Time to Live documentation), and a read still returns them.
+on a best-effort basis, typically within two days, and until then reads still return them (the DynamoDB API
+reference, UpdateTimeToLive).
 """
 
 from __future__ import annotations

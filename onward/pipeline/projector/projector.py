@@ -184,11 +184,13 @@ class OutcomeTotals:
         with self._lock:
             self._counts.update({outcome.value: count for outcome, count in tally.outcomes.items()})
             self._counts["parked"] += tally.parked
+            self._counts["gone"] += tally.gone
 
     def snapshot(self) -> dict[str, int]:
-        """Counts by outcome (applied, duplicate, stale, conflict) and parked, zero when none."""
+        """Counts by outcome (applied, duplicate, stale, conflict), parked and gone, zero when none."""
         with self._lock:
-            return {name: self._counts.get(name, 0) for name in [*(o.value for o in ProjectionOutcome), "parked"]}
+            return {name: self._counts.get(name, 0)
+                    for name in [*(o.value for o in ProjectionOutcome), "parked", "gone"]}
 
 
 class StatusProjector:

@@ -1,5 +1,10 @@
 """Replay: re-publish a window of retained outbox events to Kinesis. Idempotent by construction: the
-projector's version guard turns every event it already applied into a counted duplicate."""
+projector's version guard turns every event it already applied into a counted duplicate.
+
+The outbox may keep a job's events longer than the job itself (its retention, onward.domain.retention): replay
+re-publishes them anyway and leaves the decision to the projector, which looks up jobs whose events are older
+than the shortest retention and writes no view row for a gone one (onward/pipeline/projector/gone.py,
+tests/integration/pipeline/test_replay_retention.py). One check, where every event passes, instead of two."""
 
 from __future__ import annotations
 

@@ -2,7 +2,8 @@
 (infra/onward_infra/moto_fixes/
 retention.py; driven by hand "in the future" with `sweep_retention(at=...)`, as tests/integration/
 test_retention.py does): an ended job's items and view row carry `expires_at` at the right values and go after
-the retention, a job that has not ended carries none and stays, and the stack's JobRetentionDays (here 3 days,
+the retention, a job that has not ended carries none on its rows and stays (its view row expires only after
+the live horizon), and the stack's JobRetentionDays (here 3 days,
 not the default 30, through ONWARD_JOB_RETENTION_DAYS as the template passes it) is what the writers stamp.
 
 The rules item by item (pure) are tests/unit/store/test_job_retention.py.
@@ -20,7 +21,7 @@ import pytest
 from onward.bootstrap import Deployment
 from onward.domain.clock import epoch_ms
 from onward.domain.models import ErrorSummary, NewJob
-from onward.settings import Settings
+from onward.settings import DEFAULT_OUTBOX_RETENTION_DAYS, Settings
 from onward.store.dynamo.attributes import from_item
 from onward.store.service import JobStore
 from onward_infra.endpoint import EmbeddedEndpoint
@@ -31,6 +32,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.own_stack]
 
 DAYS = 3
 RETENTION_S = DAYS * 86_400
+LIVE_S = DEFAULT_OUTBOX_RETENTION_DAYS * 86_400 + RETENTION_S  # a live job's view row: the live horizon
 TOKENS = {"acme": "acme-secret"}
 FLAKY = NewJob(type="demo.echo", params={"n": 1}, max_attempts=2)
 
@@ -133,7 +135,9 @@ def test_an_ended_job_goes_after_the_retention_and_a_queued_or_running_one_stays
         assert rows["JOB"]["state"] == status and "expires_at" not in rows["JOB"]
         assert all("expires_at" not in run for sk, run in rows.items() if sk.startswith("RUN#"))
         shown = stack.view_row(job_id)
-        assert shown is not None and shown["status"] == status and "expires_at" not in shown
+        assert shown is not None and shown["status"] == status
+        # a live job's view row expires after the live horizon (outbox + longest job retention), not its own
+        assert shown["expires_at"] == epoch_ms(shown["committed_at"] or shown["occurred_at"]) // 1000 + LIVE_S
     assert "RUN#000001" in stack.job_items(live.job_id), "the running attempt's record, without a TTL"
 
     with serve_api(monkeypatch, TOKENS, "operator-secret") as url:
@@ -184,7 +188,8 @@ def test_a_replayed_job_loses_the_ttl_of_its_first_end_on_its_row_and_its_view_r
     items = stack.job_items(job_id)
     assert items["JOB"]["state"] == "queued" and "expires_at" not in items["JOB"]
     view = stack.view_row(job_id)
-    assert view is not None and view["status"] == "queued" and "expires_at" not in view
+    assert view is not None and view["status"] == "queued"
+    assert view["expires_at"] == epoch_ms(view["committed_at"] or view["occurred_at"]) // 1000 + LIVE_S
 
     stack.endpoint.sweep_retention(at=time.time() + RETENTION_S + HOUR_S)
     assert set(stack.job_items(job_id)) == {"JOB"}, "the row stays; the ended attempt's record went"

@@ -338,7 +338,7 @@ def test_every_function_that_writes_expiring_items_gets_the_parameter(function):
 def test_a_bad_retention_policy_stops_the_deployment_with_the_reason():
     """Settings validate ONWARD_RETENTION_POLICY: without it a bad document would fail at the first finished
     job (or never, silently keeping the default)."""
-    with pytest.raises(InvalidSetting, match="ONWARD_RETENTION_POLICY: .*default.dead"):
+    with pytest.raises(InvalidSetting, match=r"ONWARD_RETENTION_POLICY: .*default\.dead"):
         Settings.from_environment({"ONWARD_RETENTION_POLICY": '{"default": {"dead": 0}}'})
     policy = Settings.from_environment({"ONWARD_RETENTION_POLICY": '{"default": {"dead": 2}}',
                                         "ONWARD_JOB_RETENTION_DAYS": "3"}).retention_policy

@@ -12,6 +12,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any
 
+from onward.domain.retention import RetentionPolicy
 from onward.operator.overlaps import OverlapIndex
 from onward.settings import DAY_S, DEFAULT_JOB_RETENTION_DAYS, DEFAULT_OUTBOX_RETENTION_DAYS, Settings
 from onward.store.dynamo.attributes import from_item, to_attribute
@@ -81,17 +82,20 @@ class MemoryBackend(StoreBackend):
         self.recorder = self.memory = MemoryRecorder()
         self.job_retention_s = DEFAULT_JOB_RETENTION_DAYS * DAY_S
         self.retention_s = DEFAULT_OUTBOX_RETENTION_DAYS * DAY_S
+        self.policy: RetentionPolicy | None = None
 
     def store(self, *, clock: Any = None, recorder: JobRecorder | None = None, **options: Any) -> JobStore:
         if "job_retention_days" in options:
             self.job_retention_s = options["job_retention_days"] * DAY_S
         if "outbox_retention_days" in options:
             self.retention_s = options["outbox_retention_days"] * DAY_S
+        if "retention_policy" in options:
+            self.policy = options["retention_policy"]
         return JobStore(recorder=recorder or self.memory, clock=clock or self.clock, **options)
 
     def jobs_table(self) -> Items:
         return memory_items.jobs_table(self.memory.contents(), active_shards=DEFAULT_ACTIVE_SHARDS,
-                                       job_retention_s=self.job_retention_s)
+                                       job_retention_s=self.job_retention_s, policy=self.policy)
 
     def outbox_table(self) -> Items:
         return memory_items.outbox_table(self.memory.contents(), retention_s=self.retention_s)

@@ -9,7 +9,8 @@ import math
 from typing import Any
 
 from onward.domain.clock import epoch_ms
-from onward.domain.models import Run
+from onward.domain.models import Job, Run
+from onward.domain.retention import RetentionPolicy
 from onward.store.dynamo.keys import (
     SERVED_SINCE_RETURN,
     Entity,
@@ -85,13 +86,27 @@ def _queue(entry: QueueEntryState, active_shards: int) -> dict[str, Any]:
     return item
 
 
-def jobs_table(contents: MemoryContents, *, active_shards: int, job_retention_s: int) -> Items:
-    """Every item of the jobs table the held values are on DynamoDB."""
+def _run_retention_s(job: Job, run: Run, policy: RetentionPolicy) -> int:
+    """A run record's retention as the store chose it when the attempt ended: the job's outcome's when the
+    attempt ended the job (the job's last attempt, ended at its last transition), else the longest of its
+    outcomes' (RetentionPolicy.for_job)."""
+    ended_the_job = run.attempt == job.attempt and run.finished_at == job.updated_at
+    return policy.for_job(job.tenant_id, job.type, job.state.value if ended_the_job else "running")
+
+
+def jobs_table(contents: MemoryContents, *, active_shards: int, job_retention_s: int,
+               policy: RetentionPolicy | None = None) -> Items:
+    """Every item of the jobs table the held values are on DynamoDB; `policy`: the store's retention policy
+    (default: `job_retention_s` for every outcome), `job_retention_s` the Idempotency-Key's window."""
+    policy = policy or RetentionPolicy.uniform(job_retention_s)
     items: Items = []
     for row in contents.rows.values():
-        items.append(job_item(row.job, row.ready_shards, job_retention_s, row.running_shard))
-    for runs in contents.runs.values():
-        items += [_run(run, overlap_at, job_retention_s) for run, overlap_at in runs]
+        job = row.job
+        items.append(job_item(job, row.ready_shards, policy.for_job(job.tenant_id, job.type, job.state.value),
+                              row.running_shard))
+    for job_id, runs in contents.runs.items():
+        job = contents.rows[job_id].job
+        items += [_run(run, overlap_at, _run_retention_s(job, run, policy)) for run, overlap_at in runs]
     for job_id, value in contents.results.items():
         job = contents.rows[job_id].job
         pk, sk = result_key(job_id)
@@ -99,7 +114,7 @@ def jobs_table(contents: MemoryContents, *, active_shards: int, job_retention_s:
         size = max(event.result_size_bytes or 0 for event in contents.events[job_id])
         result = {"pk": pk, "sk": sk, "entity": Entity.RESULT.value, "attempt": job.attempt,
                   "size_bytes": size, "value": value}
-        expires = job_expires_at(job, job_retention_s)
+        expires = job_expires_at(job, policy.for_job(job.tenant_id, job.type, job.state.value))
         items.append(result if expires is None else {**result, "expires_at": expires})
     for (_, key), record in contents.keys.items():
         items.append(idempotency_item(contents.rows[record.job_id].job, key, record.digest, job_retention_s))

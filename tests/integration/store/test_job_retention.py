@@ -225,3 +225,17 @@ def test_kept_conflicts_and_parked_records_go_after_the_retention(stack):
     stack.endpoint.sweep_retention(at=written + RETENTION_S + HOUR_S)
     assert stack.items(stack.settings.conflicts_table) == stack.items(stack.settings.parked_table) == []
     assert stack.view_row(job_id) is not None, "a queued job's view row stays"
+
+
+def test_a_scaled_local_stack_expires_a_one_day_job_in_about_17_seconds():
+    """`onward up --job-retention-days 1 --retention-scale 0.0002` (issue 36): the endpoint scales each TTL it
+    honours (an item lives `scale` times the time from its write to its `expires_at`), so the product keeps
+    writing real days and knows no scale; its sweeper runs every 0.05 s at that scale, well within the
+    17 s. Without the scaling on TTLs a finished job would be kept a real day; with a sweeper at its scale-1
+    period (60 s) it would go a minute late."""
+    from onward_infra.moto_fixes.retention import RetentionPolicy as EndpointRetention
+
+    endpoint = EndpointRetention(0.0002)
+    written_at = 1_800_000_000.0
+    lives_s = endpoint.expires_at(written_at, written_at + 1 * 86_400) - written_at
+    assert 17 <= lives_s <= 18 and endpoint.sweep_period_s <= 0.05

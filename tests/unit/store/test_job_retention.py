@@ -333,6 +333,7 @@ def test_every_function_that_writes_expiring_items_gets_the_parameter(function):
     the variable it would use the default, not the stack's JobRetentionDays."""
     if any(module in code_of(function).modules for module in WRITERS):
         assert function_environment(function)["ONWARD_JOB_RETENTION_DAYS"] == {"Ref": "JobRetentionDays"}
+        assert function_environment(function)["ONWARD_RETENTION_POLICY"] == {"Ref": "RetentionPolicy"}
 
 
 def test_a_bad_retention_policy_stops_the_deployment_with_the_reason():

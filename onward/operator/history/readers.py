@@ -140,7 +140,7 @@ def _value(cell: dict[str, str], kind: str) -> Value:
     return text
 
 
-def _nested(text: Any, model: type[ArchivedRun] | type[ArchivedEvent]) -> list[Any]:
+def _nested(text: Any, model: type[ArchivedRun | ArchivedEvent]) -> list[Any]:
     """Runs or events as json_format(CAST(... AS JSON)) writes them: objects by field name, or (engines that
     cast a ROW to a JSON array) arrays in the struct's field order, which is the model's."""
     items = json.loads(text) if isinstance(text, str) else []

@@ -99,6 +99,8 @@ class DuckDbArchive:
                 return None
             table = self._run(JOB, [job_id, tenant], tenant=_glob_safe(tenant))
         else:
+            if not self.directory.has_files():
+                return None
             table = self._run(JOB_ANY_TENANT, [job_id])
         records = table.records()
         return record_of(records[0]) if records else None

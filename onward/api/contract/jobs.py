@@ -179,6 +179,11 @@ class ArchivedJobStatus(Answer):
     result: ResultSummary | None = None
     error: ErrorSummary | None = Field(None, description="why the last attempt failed, or why the job ended")
     archived_at: str = Field(json_schema_extra={"format": "date-time"})
+    created_at: str = Field(json_schema_extra={"format": "date-time"})
+    max_attempts: int
+    priority: int
+    params: dict[str, Any] | None = Field(description="what it was created with; null when the archive kept only "
+                                                      "the first 4 KiB of it (too large to show)")
     runs: list[ArchivedRunRecord]
 
     @classmethod
@@ -193,6 +198,8 @@ class ArchivedJobStatus(Answer):
                    version=job.version, attempt=job.attempts, updated_at=iso(job.finished_ms),
                    run_at=None if job.run_at_ms is None else iso(job.run_at_ms), result=result,
                    error=_error(job.last_error_type, job.last_error_message), archived_at=iso(job.archived_ms),
+                   created_at=iso(job.created_ms), max_attempts=job.max_attempts, priority=job.priority,
+                   params=None if job.params_truncated else json.loads(job.params_json),
                    runs=[ArchivedRunRecord.of(job.job_id, run) for run in job.runs])
 
 class JobParams(Answer):

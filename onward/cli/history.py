@@ -43,6 +43,9 @@ def add_history_command(command: argparse.ArgumentParser, defaults_shown: type[a
     job = question("job", "one archived job's newest version and its attempts")
     job.add_argument("job_id")
     job.add_argument("--tenant", help="only if it is this tenant's (default: any tenant's)")
+    job.add_argument("--since", type=_day, help="it finished on or after this day, YYYY-MM-DD: on Athena only "
+                     "the days from then are read (default: every day)")
+    job.add_argument("--until", type=_day, help="it finished on or before this day (default: today, UTC)")
     job.set_defaults(run=cmd_history_job)
 
     waits = question("waits", WAITS.about)
@@ -107,7 +110,11 @@ def _sql(reader: ArchiveReader, args: argparse.Namespace) -> int:
 
 
 def _job(reader: ArchiveReader, args: argparse.Namespace) -> int:
-    found = reader.job(args.job_id, args.tenant)
+    days = None
+    if args.since or args.until:
+        since, until = day_window(args.since or "0000-01-01", args.until or _today())
+        days = (since, until)
+    found = reader.job(args.job_id, args.tenant, days)
     if found is None:
         print(f"onward history: the archive holds no job {args.job_id}"
               + (f" of tenant {args.tenant}" if args.tenant else ""), file=sys.stderr)

@@ -77,9 +77,13 @@ LIMIT {count}
 """)
 
 
-# One job's newest version: what GET /jobs/{id} and `onward history job` read (scoped to its tenant).
-JOB = LATEST_VERSIONS.replace("{source}", "(SELECT * FROM {source} WHERE job_id = ? AND tenant = ?)")
-JOB_ANY_TENANT = LATEST_VERSIONS.replace("{source}", "(SELECT * FROM {source} WHERE job_id = ?)")
+def job_lookup(*, scoped: bool, windowed: bool) -> str:
+    """One job's newest version (what GET /jobs/{id} and `onward history job` read), parameters in order: the
+    job id, its tenant (`scoped`), the first and last day it may have finished on (`windowed`: on Athena only
+    those partitions are read; without it a lookup reads the job_id column of every day's files)."""
+    where = "job_id = ?" + (" AND tenant = ?" if scoped else "") + (" AND day BETWEEN ? AND ?" if windowed else "")
+    return LATEST_VERSIONS.replace("{source}", f"(SELECT * FROM {{source}} WHERE {where})")
+
 
 # `onward history sql`: `jobs` names the newest version of every job.
 JOBS_VIEW = "jobs"

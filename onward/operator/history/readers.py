@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from onward.domain.archive import ArchivedEvent, ArchivedJob, ArchivedRun
-from onward.operator.history.questions import JOB, JOB_ANY_TENANT, over_jobs
+from onward.operator.history.questions import job_lookup, over_jobs
 from onward.pipeline.archive.parquet import ParquetDirectory, record_of
 
 Value = str | int | float | bool | None
@@ -46,8 +46,9 @@ class ArchiveReader(Protocol):
         """Run `text` (SQL over `{source}`, `?` for each parameter)."""
         ...
 
-    def job(self, job_id: str, tenant: str | None) -> ArchivedJob | None:
-        """The job's newest archived version; None if the archive has none of `tenant`'s (None: any tenant's)."""
+    def job(self, job_id: str, tenant: str | None, days: tuple[str, str] | None = None) -> ArchivedJob | None:
+        """The job's newest archived version; None if the archive has none of `tenant`'s (None: any tenant's).
+        `days` (first, last; YYYY-MM-DD): only versions that finished then (Athena reads only those partitions)."""
         ...
 
     def user_sql(self, text: str) -> Table:
@@ -92,16 +93,18 @@ class DuckDbArchive:
     def user_sql(self, text: str) -> Table:
         return self._run(over_jobs(text), ())
 
-    def job(self, job_id: str, tenant: str | None) -> ArchivedJob | None:
+    def job(self, job_id: str, tenant: str | None, days: tuple[str, str] | None = None) -> ArchivedJob | None:
+        query = job_lookup(scoped=tenant is not None, windowed=days is not None)
+        parameters = [job_id, *([tenant] if tenant is not None else []), *(days or ())]
         if tenant is not None:
             # only that tenant's directories are read (its partition): no other tenant's file is opened
             if not any(Path(self.directory.root).glob(f"jobs/day=*/tenant={_glob_safe(tenant)}/*.parquet")):
                 return None
-            table = self._run(JOB, [job_id, tenant], tenant=_glob_safe(tenant))
+            table = self._run(query, parameters, tenant=_glob_safe(tenant))
         else:
             if not self.directory.has_files():
                 return None
-            table = self._run(JOB_ANY_TENANT, [job_id])
+            table = self._run(query, parameters)
         records = table.records()
         return record_of(records[0]) if records else None
 
@@ -179,11 +182,12 @@ class AthenaArchive:
     def user_sql(self, text: str) -> Table:
         return self.sql(over_jobs(text))
 
-    def job(self, job_id: str, tenant: str | None) -> ArchivedJob | None:
+    def job(self, job_id: str, tenant: str | None, days: tuple[str, str] | None = None) -> ArchivedJob | None:
         # Runs and events come back as JSON text (a nested column's plain text is not parseable)
         columns = ", ".join(f"json_format(CAST({name} AS JSON)) AS {name}" if name in _NESTED else name
                             for name in ArchivedJob.model_fields)
-        query, parameters = (JOB, [job_id, tenant]) if tenant is not None else (JOB_ANY_TENANT, [job_id])
+        query = job_lookup(scoped=tenant is not None, windowed=days is not None)
+        parameters = [job_id, *([tenant] if tenant is not None else []), *(days or ())]
         records = self.sql(f"SELECT {columns} FROM ({query}) newest_version", parameters).records()
         if not records:
             return None

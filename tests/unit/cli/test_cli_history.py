@@ -29,6 +29,7 @@ def test_a_job_shows_its_attempts(archive_dir: Path, capsys: pytest.CaptureFixtu
     out = capsys.readouterr().out
     assert "dead at version 3, 2 of 5 attempts" in out
     assert "Boom" in out and "(2 rows)" in out
+    assert cli.main(["history", "job", job_id(1), "--since", "2025-12-02"]) == 1  # it finished the day before
 
 
 def test_another_tenants_job_is_not_found(archive_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:

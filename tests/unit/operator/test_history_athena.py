@@ -99,6 +99,13 @@ def test_a_job_is_read_with_its_runs_and_scoped_to_its_tenant(athena: tuple[Any,
     stubber.add_response("get_query_results", _page(columns, [], header=True), {"QueryExecutionId": "q1"})
     assert reader.job(job_id(7), "other") is None
 
+    stubber.add_response("start_query_execution", {"QueryExecutionId": "q1"}, {
+        "QueryString": ANY, "QueryExecutionContext": {"Database": "onward_archive"},
+        "ExecutionParameters": [f"'{job_id(7)}'", "'acme'", "'2025-12-01'", "'2025-12-03'"]})
+    _status(stubber, "SUCCEEDED")
+    stubber.add_response("get_query_results", _page(columns, [], header=True), {"QueryExecutionId": "q1"})
+    assert reader.job(job_id(7), "acme", ("2025-12-01", "2025-12-03")) is None  # the days prune partitions
+
 
 def test_a_quote_in_a_value_stays_inside_its_literal(athena: tuple[Any, Stubber]) -> None:
     """Without the doubling, a tenant id with a quote would end the literal and become SQL."""

@@ -95,3 +95,10 @@ def test_windows_and_with_clauses_are_checked() -> None:
     with pytest.raises(ValueError, match="YYYY-MM-DD"):
         day_window("2025-12-01'; DROP", "2025-12-02")
     assert over_jobs("with x as (select 1) select * from x").startswith("WITH jobs AS (")
+
+
+def test_a_lookup_within_days_sees_only_the_versions_that_finished_then(archive: DuckDbArchive) -> None:
+    """Job 5 finished on 2025-12-02: a window ending the day before does not find it (the window reaches the
+    SQL: on Athena it is what limits the partitions read)."""
+    assert archive.job(job_id(5), "acme", ("2025-12-02", "2025-12-02")) is not None
+    assert archive.job(job_id(5), "acme", ("2025-11-01", "2025-12-01")) is None

@@ -102,3 +102,10 @@ def test_a_lookup_within_days_sees_only_the_versions_that_finished_then(archive:
     SQL: on Athena it is what limits the partitions read)."""
     assert archive.job(job_id(5), "acme", ("2025-12-02", "2025-12-02")) is not None
     assert archive.job(job_id(5), "acme", ("2025-11-01", "2025-12-01")) is None
+
+
+def test_the_docs_show_the_sql_that_runs() -> None:
+    """docs/history.md shows each ready-made question's SQL: a change of the SQL without the docs fails here."""
+    docs = (Path(__file__).resolve().parents[3] / "docs" / "history.md").read_text()
+    for question in (WAITS, RETRIES, slowest(10)):
+        assert question.sql.strip() in docs, question.name

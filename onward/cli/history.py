@@ -51,17 +51,17 @@ def add_history_command(command: argparse.ArgumentParser, defaults_shown: type[a
     waits = question("waits", WAITS.about)
     waits.add_argument("--since", type=_day, default=None, help="first day, YYYY-MM-DD (default: 6 days ago)")
     waits.add_argument("--until", type=_day, default=None, help="last day, YYYY-MM-DD (default: today, UTC)")
-    waits.set_defaults(run=_question_command(lambda args: (WAITS.sql, _window(args))))
+    waits.set_defaults(run=cmd_history_question)
 
     retries = question("retries", RETRIES.about)
     retries.add_argument("--since", type=_day, default=None, help="first day, YYYY-MM-DD (default: 6 days ago)")
     retries.add_argument("--until", type=_day, default=None, help="last day, YYYY-MM-DD (default: today, UTC)")
-    retries.set_defaults(run=_question_command(lambda args: (RETRIES.sql, _window(args))))
+    retries.set_defaults(run=cmd_history_question)
 
     slow = question("slowest", "the jobs of a day that took longest from created to finished")
     slow.add_argument("--day", type=_day, required=True, help="YYYY-MM-DD (UTC)")
     slow.add_argument("--limit", type=int, default=10, help="how many, 1 to 1000")
-    slow.set_defaults(run=_question_command(lambda args: (slowest(args.limit).sql, [args.day, args.day])))
+    slow.set_defaults(run=cmd_history_question)
 
     sql = question("sql", "run a query of your own: `jobs` is the newest version of every archived job "
                           "(columns: onward.domain.archive.ArchivedJob)")
@@ -81,27 +81,33 @@ def _reader() -> ArchiveReader | None:
                           lambda: Deployment.from_environment().client("athena"), max_wait_s=300.0)
 
 
-def _guarded(run: Callable[[ArchiveReader, argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
-    def guarded(args: argparse.Namespace) -> int:
-        reader = _reader()
-        if reader is None:
-            print(f"onward history: {NOT_CONFIGURED}", file=sys.stderr)
-            return 2
-        try:
-            return run(reader, args)
-        except (ArchiveQueryError, ValueError) as error:
-            print(f"onward history: {error}", file=sys.stderr)
-            return 2
-    return guarded
+def _answered(run: Callable[[ArchiveReader, argparse.Namespace], int], args: argparse.Namespace) -> int:
+    """Runs a history command on the configured archive: exit 2 with what to set when there is none, or with the
+    engine's message when it refuses the query."""
+    reader = _reader()
+    if reader is None:
+        print(f"onward history: {NOT_CONFIGURED}", file=sys.stderr)
+        return 2
+    try:
+        return run(reader, args)
+    except (ArchiveQueryError, ValueError) as error:
+        print(f"onward history: {error}", file=sys.stderr)
+        return 2
 
 
-def _question_command(query: Callable[[argparse.Namespace], tuple[str, list[str]]]
-                      ) -> Callable[[argparse.Namespace], int]:
-    def run(reader: ArchiveReader, args: argparse.Namespace) -> int:
-        text, parameters = query(args)
-        _print_table(reader.sql(text, parameters), as_json=args.json)
-        return 0
-    return _guarded(run)
+def _question(args: argparse.Namespace) -> tuple[str, list[str]]:
+    """The SQL of the ready-made question asked and its parameters."""
+    if args.history_command == "waits":
+        return WAITS.sql, _window(args)
+    if args.history_command == "retries":
+        return RETRIES.sql, _window(args)
+    return slowest(args.limit).sql, [args.day, args.day]
+
+
+def _ask(reader: ArchiveReader, args: argparse.Namespace) -> int:
+    text, parameters = _question(args)
+    _print_table(reader.sql(text, parameters), as_json=args.json)
+    return 0
 
 
 def _sql(reader: ArchiveReader, args: argparse.Namespace) -> int:
@@ -126,8 +132,16 @@ def _job(reader: ArchiveReader, args: argparse.Namespace) -> int:
     return 0
 
 
-cmd_history_sql = _guarded(_sql)
-cmd_history_job = _guarded(_job)
+def cmd_history_question(args: argparse.Namespace) -> int:
+    return _answered(_ask, args)
+
+
+def cmd_history_sql(args: argparse.Namespace) -> int:
+    return _answered(_sql, args)
+
+
+def cmd_history_job(args: argparse.Namespace) -> int:
+    return _answered(_job, args)
 
 
 def job_text(job: ArchivedJob) -> str:

@@ -45,6 +45,9 @@ export function currentJob() {
 }
 
 export async function pollJob() {
+  // An archived job does not change (a replay brings it back to the tables: reload to see it); on AWS each
+  // read of it is an Athena query, so it is read once, not every poll.
+  if (job.status && job.status.archived) return null;
   const jobId = job.id;
   const [status, runs, params] = await Promise.all([
     api("GET", `/jobs/${jobId}`),

@@ -46,4 +46,8 @@ def test_an_archived_jobs_link_opens_with_its_runs_and_no_actions(browser, platf
         expect(page.get_by_role("button", name="Replay job")).to_be_hidden()
         expect(page.get_by_role("button", name="Cancel job")).to_be_hidden()
         screenshot(page, f"job-archived-{who}")
+        asked: list[str] = []
+        page.on("request", lambda request, asked=asked: asked.append(request.url))
+        page.wait_for_timeout(2500)  # more than a poll's interval (2 s)
+        assert not [url for url in asked if f"/jobs/{ARCHIVED}" in url], asked  # read once, not every poll
         page.context.close()

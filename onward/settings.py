@@ -248,3 +248,28 @@ def whole_days_setting(source: Mapping[str, str], variable: str, default: int) -
     if value < 1 or value != int(value):
         raise InvalidSetting(f"{variable} must be a whole number of days >= 1, not {source.get(variable)!r}")
     return int(value)
+
+
+# --- The run-history archive's readers (issue 36: `onward history`, GET /jobs/{id} of an archived job) ---------
+@dataclass(frozen=True)
+class ArchiveSettings:
+    """Where the archive is read: the Glue table through Athena when ONWARD_ARCHIVE_DATABASE and
+    ONWARD_ARCHIVE_TABLE are set (queries run in ONWARD_ATHENA_WORKGROUP, else the account's primary), else the
+    Parquet directory ONWARD_ARCHIVE_DIR (the local stack's), else no archive."""
+
+    directory: str | None = None
+    database: str | None = None
+    table: str | None = None
+    workgroup: str | None = None
+
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str] | None = None) -> ArchiveSettings:
+        source = os.environ if environ is None else environ
+        return cls(directory=source.get("ONWARD_ARCHIVE_DIR") or None,
+                   database=source.get("ONWARD_ARCHIVE_DATABASE") or None,
+                   table=source.get("ONWARD_ARCHIVE_TABLE") or None,
+                   workgroup=source.get("ONWARD_ATHENA_WORKGROUP") or None)
+
+    @property
+    def configured(self) -> bool:
+        return bool(self.directory or (self.database and self.table))

@@ -36,7 +36,7 @@ COMMAND_PLUGINS = "onward.commands"
 AddCommand = Callable[[str, str], argparse.ArgumentParser]
 # The product's own commands (build_parser adds them), for which no plug-in is loaded.
 PRODUCT_COMMANDS = frozenset({"worker", "replay", "rebuild-view", "reconcile", "capacity", "lag", "tenant", "bulk",
-                              "overlaps", "redrive"})
+                              "overlaps", "redrive", "history"})
 # What the local stack's commands are for, said by `onward --help` and by the command where it is missing.
 LOCAL_STACK_COMMANDS = {"up": "run the platform on this machine",
                         "endpoint": "run the embedded AWS endpoint alone and print its exports"}
@@ -408,6 +408,11 @@ def build_parser(*, plugged_in: bool = True) -> argparse.ArgumentParser:
 
     add_redrive_command(command("redrive", "replay the jobs of parked records (unreadable or poison ones) through "
                                 "the outbox, once their cause is fixed"))
+
+    from onward.cli.history import add_history_command
+
+    add_history_command(command("history", "query the run-history archive: a job's attempts, waits, retries, the "
+                                "slowest jobs of a day, or SQL of your own"), DefaultsShown)
 
     added: list[str] = []
 

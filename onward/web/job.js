@@ -14,6 +14,8 @@ import { analyse, attemptItem, drawTimeline, summary } from "/web/timeline.js";
 const EXPLAIN_EVERY_MS = 10_000;
 const WAITING_TEXT = ["job-waiting-reason", "job-waiting-eta", "job-waiting-basis"];
 
+const RUNS_SOURCE = "From the job's run records (the job table): they can be a moment ahead of the status above.";
+
 const job = { id: null, params: null, status: null, explained: null };
 
 export function showJob(jobId) {
@@ -43,6 +45,9 @@ export function currentJob() {
 }
 
 export async function pollJob() {
+  // An archived job does not change (a replay brings it back to the tables: reload to see it); on AWS each
+  // read of it is an Athena query, so it is read once, not every poll.
+  if (job.status && job.status.archived) return null;
   const jobId = job.id;
   const [status, runs, params] = await Promise.all([
     api("GET", `/jobs/${jobId}`),
@@ -59,10 +64,15 @@ export async function pollJob() {
   }
   clearProblem($("job-problem"));
   $("job-body").hidden = false;
-  if (params && params.status === 200) job.params = params.data;
+  if (params && params.status === 200) job.params = params.data;  // an archived job's: a 404, its status has them
   renderStatus(status.data);
   renderParams();
   await pollExplanation(status.data);
+  if (status.data.archived) {  // its runs came with it
+    clearProblem($("runs-problem"));
+    renderRuns(status.data.runs);
+    return null;
+  }
   if (jobId !== job.id) return null;
   if (runs.status === 200) {
     clearProblem($("runs-problem"));
@@ -75,6 +85,12 @@ export async function pollJob() {
 
 function renderStatus(answer) {
   job.status = answer;
+  if (!answer.archived) say("runs-source", RUNS_SOURCE);
+  $("job-archived").hidden = !answer.archived;
+  if (answer.archived) {
+    renderArchived(answer);
+    return;
+  }
   if (!answer.visible) {
     say("job-state", "not shown yet");
     $("job-state").className = "status";
@@ -99,6 +115,23 @@ function renderStatus(answer) {
   setText($("job-version"), `${answer.version} (attempt ${answer.attempt})`);
   renderResult(answer);
   renderActions(answer);
+}
+
+// A job whose rows have expired, answered from the run-history archive: final, never to change (unless replayed
+// by an operator through the API, which is not offered here), with no cancel and no replay.
+function renderArchived(answer) {
+  say("job-state", `${answer.status} · final`);
+  $("job-state").className = `status status-${answer.status}`;
+  setContent($("job-updated"), answer.updated_at, agoEl(answer.updated_at), " (", timeEl(answer.updated_at), ")");
+  setContent($("job-freshness"), `archived ${answer.archived_at}`,
+             "From the run-history archive (its rows have expired), archived ", timeEl(answer.archived_at), ".");
+  setText($("job-version"), `${answer.version} (attempt ${answer.attempt})`);
+  job.params = { type: answer.type, created_at: answer.created_at, run_at: answer.run_at, params: answer.params,
+                 max_attempts: answer.max_attempts, priority: answer.priority, timeout_s: null };
+  renderParams();
+  say("runs-source", "From the run-history archive: the attempts as they were when the job was archived.");
+  renderResult(answer);
+  renderActions(null);
 }
 
 // Why a waiting job waits (GET /jobs/{id}/explain), shown while the status is one of the contract's waiting ones.
@@ -221,6 +254,10 @@ function renderParams() {
                            `priority ${params.priority} · ` +
                            (params.timeout_s ? `timeout ${params.timeout_s} s per attempt`
                                              : "its job type's timeout per attempt"));
+  if (params.params === null) {  // an archived job's params over 4 KiB: the archive kept only their start
+    setContent($("job-params"), "cut", el("p", { className: "muted" }, "Over 4 KiB: not kept whole by the archive."));
+    return;
+  }
   setContent($("job-params"), JSON.stringify(params.params),
              el("pre", { className: "json" }, JSON.stringify(params.params, null, 2)));
 }

@@ -130,7 +130,8 @@ export function attemptItem(attempt) {
     el("p", {}, ...when("claimed", run.claimed_at), " · ",
        ...(run.finished_at ? [...when("finished", run.finished_at), ` (${duration(attempt.end - attempt.start)})`]
          : ["still running"]),
-       " · ", ...when("lease until", run.lease_expires_at)),
+       // an archived attempt keeps no lease (GET /jobs/{id}/runs of an archived job)
+       ...(run.lease_expires_at ? [" · ", ...when("lease until", run.lease_expires_at)] : [])),
   ];
   if (run.error) {
     facts.push(el("p", { className: "attempt-error" }, `${run.error.error_type}: ${run.error.message}` +

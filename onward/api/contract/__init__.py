@@ -14,6 +14,8 @@ from pydantic import BaseModel
 from onward.api.contract.common import Caller, Health, ProblemDetails
 from onward.api.contract.jobs import (
     Accepted,
+    ArchivedJobStatus,
+    ArchivedRuns,
     BatchCreated,
     CancelAccepted,
     JobExplanation,
@@ -41,4 +43,4 @@ ANSWERS: tuple[type[BaseModel], ...] = (Health, Accepted, CancelAccepted, JobSta
                                          ProblemDetails, ViewLag, JobParams, StatusCounts, Caller, Tenants,
                                          PipelineLag, ParkedRecords, Conflicts, ReplayableJobs, BulkReplayed,
                                          JobExplanation, BatchCreated, BulkActionReport, ScheduleInfo,
-                                         Schedules)
+                                         Schedules, ArchivedJobStatus, ArchivedRuns)

@@ -3,11 +3,13 @@ listing and counts, and a batch."""
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
 from onward.api.contract.common import Answer, ProblemDetails
+from onward.domain.archive import ArchivedJob, ArchivedRun
 from onward.domain.clock import EpochMs, iso
 from onward.domain.models import (
     ErrorSummary,
@@ -122,6 +124,83 @@ class RunRecord(Answer):
 class Runs(Answer):
     job_id: JobId
     runs: list[RunRecord]
+
+class ArchivedRunRecord(Answer):
+    """One attempt as the run-history archive keeps it (once the job's run records have expired)."""
+
+    job_id: JobId
+    attempt: int
+    worker_id: str
+    claimed_at: str = Field(json_schema_extra={"format": "date-time"})
+    finished_at: str | None = Field(None, json_schema_extra={"format": "date-time"})
+    outcome: RunOutcome | None = None
+    error: ErrorSummary | None = None
+    reclaimed_as: RunOutcome | None = None
+    late_report: RunOutcome | None = None
+    lease_lost_at: str | None = Field(None, json_schema_extra={"format": "date-time"})
+    overlapped_with: list[int] = Field(default_factory=list)
+
+    @classmethod
+    def of(cls, job_id: str, run: ArchivedRun) -> ArchivedRunRecord:
+        return cls(job_id=job_id, attempt=run.attempt, worker_id=run.worker_id, claimed_at=iso(run.claimed_ms),
+                   finished_at=None if run.finished_ms is None else iso(run.finished_ms),
+                   outcome=_outcome(run.outcome), error=_error(run.error_type, run.error_message),
+                   reclaimed_as=_outcome(run.reclaimed_as), late_report=_outcome(run.late_report),
+                   lease_lost_at=None if run.lease_lost_ms is None else iso(run.lease_lost_ms),
+                   overlapped_with=list(run.overlapped_with))
+
+def _outcome(value: str | None) -> RunOutcome | None:
+    return None if value is None else RunOutcome(value)
+
+def _error(error_type: str | None, message: str | None) -> ErrorSummary | None:
+    return None if error_type is None else ErrorSummary.of(error_type, message or "")
+
+class ArchivedRuns(Answer):
+    """An archived job's attempts, from the run-history archive (`archived: true`)."""
+
+    archived: Literal[True] = True
+    job_id: JobId
+    runs: list[ArchivedRunRecord]
+
+class ArchivedJobStatus(Answer):
+    """A job whose rows have expired from the tables, answered from the run-history archive: its newest archived
+    (final) version, marked `archived: true`, with its attempts. It never changes again unless replayed."""
+
+    visible: Literal[True] = True
+    archived: Literal[True] = True
+    job_id: JobId
+    type: JobType
+    status: JobState
+    terminal: bool = Field(description="always true: only finished jobs are archived")
+    version: int
+    attempt: int
+    updated_at: str = Field(description="when it finished", json_schema_extra={"format": "date-time"})
+    run_at: str | None = Field(None, json_schema_extra={"format": "date-time"})
+    result: ResultSummary | None = None
+    error: ErrorSummary | None = Field(None, description="why the last attempt failed, or why the job ended")
+    archived_at: str = Field(json_schema_extra={"format": "date-time"})
+    created_at: str = Field(json_schema_extra={"format": "date-time"})
+    max_attempts: int
+    priority: int
+    params: dict[str, Any] | None = Field(description="what it was created with; null when the archive kept only "
+                                                      "the first 4 KiB of it (too large to show)")
+    runs: list[ArchivedRunRecord]
+
+    @classmethod
+    def of(cls, job: ArchivedJob) -> ArchivedJobStatus:
+        result = None
+        if job.result_size_bytes is not None:
+            whole = job.result_summary is not None and job.result_size_bytes <= len(job.result_summary.encode())
+            result = ResultSummary(size_bytes=job.result_size_bytes,
+                                   inline=json.loads(job.result_summary) if whole and job.result_summary else None)
+        state = JobState(job.state)
+        return cls(job_id=job.job_id, type=job.type, status=state, terminal=is_terminal(state),
+                   version=job.version, attempt=job.attempts, updated_at=iso(job.finished_ms),
+                   run_at=None if job.run_at_ms is None else iso(job.run_at_ms), result=result,
+                   error=_error(job.last_error_type, job.last_error_message), archived_at=iso(job.archived_ms),
+                   created_at=iso(job.created_ms), max_attempts=job.max_attempts, priority=job.priority,
+                   params=None if job.params_truncated else json.loads(job.params_json),
+                   runs=[ArchivedRunRecord.of(job.job_id, run) for run in job.runs])
 
 class JobParams(Answer):
     """What was asked for when the job was created (from the job table: it never changes)."""

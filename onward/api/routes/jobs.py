@@ -18,6 +18,8 @@ from onward.api.auth import Principal
 from onward.api.contract.common import StateName
 from onward.api.contract.jobs import (
     Accepted,
+    ArchivedJobStatus,
+    ArchivedRuns,
     BatchCreate,
     BatchCreated,
     BatchJob,
@@ -49,14 +51,17 @@ from onward.api.request import (
 )
 from onward.api.routing import new_router
 from onward.bootstrap import ApiDeployment, Deployment
+from onward.domain.archive import ArchivedJob
 from onward.domain.clock import EpochMs, iso, system_clock
-from onward.domain.errors import OnwardError
+from onward.domain.errors import JobNotFound, OnwardError
 from onward.domain.freshness import freshness_of
 from onward.domain.models import JobId, JobType, NewJob
 from onward.domain.states import JobState
 from onward.domain.text_patterns import IDEMPOTENCY_KEY, JOB_ID_PREFIX
 from onward.operator import explain
+from onward.operator.history.readers import ArchiveQueryError, archive_reader
 from onward.pipeline.view import JobFilter, listing_start
+from onward.settings import ArchiveSettings
 from onward.store.ports import JobRow
 from onward.store.service import CancelStatus, Created
 
@@ -213,13 +218,33 @@ def count_jobs(tenant: Annotated[str, Depends(listed_tenant)], asked: AskedTenan
                                          view=view_lag_now(deployment, system_clock())))
 
 
-JOB_STATUS = JobStatus | PendingJob
+JOB_STATUS = JobStatus | PendingJob | ArchivedJobStatus
+# An archive on Athena is asked within API Gateway's 29 s, less the table reads before it.
+ARCHIVE_WAIT_S = 20.0
+
+
+def _archived(deployment: Deployment, job_id: str, scope: str | None) -> ArchivedJob:
+    """A job neither the view nor the job table has (their rows expired), from the run-history archive when one
+    is configured: its newest archived version, only if it is the caller's tenant's; else JobNotFound, the 404
+    of a job that never was. 503 when the archive cannot answer."""
+    reader = archive_reader(ArchiveSettings.from_environment(deployment.environ),
+                            lambda: deployment.client("athena"), max_wait_s=ARCHIVE_WAIT_S)
+    if reader is None:
+        raise JobNotFound(f"no job {job_id}")
+    try:
+        found = reader.job(job_id, scope)
+    except ArchiveQueryError as error:
+        raise Problem(503, "Archive unavailable", f"the run-history archive could not be read: {error}") from None
+    if found is None:
+        raise JobNotFound(f"no job {job_id}")
+    return found
 
 
 @router.get("/jobs/<job_id>", operation_id="getJob", security=SECURED, responses=secured({
     200: ok("the job's status from the status view with its freshness (`visible: true`), or, while the view has not "
             "seen the job yet, no status and the view's lag (`visible: false`): never an older status than one "
-            "answered before", JOB_STATUS),
+            "answered before; a job whose rows have expired is answered from the run-history archive "
+            "(`archived: true`, with its runs)", JOB_STATUS),
     404: NOT_FOUND}))
 def get_job(principal: Annotated[Principal, Depends(caller)], job_id: JobId) -> Response[str]:
     scope = tenant_scope(principal)
@@ -232,15 +257,25 @@ def get_job(principal: Annotated[Principal, Depends(caller)], job_id: JobId) -> 
     if view is not None:
         return json_answer(200, JobStatus.of_view(view, freshness_of(view.as_of, lag, now)))
     # Not in the view yet: the job row only says whether the job exists (JobNotFound: a 404), never its
-    # status, which the view may show older a moment later.
-    deployment.job_store.get(job_id, scope)
+    # status, which the view may show older a moment later. In neither: perhaps archived (its rows expired).
+    try:
+        deployment.job_store.get(job_id, scope)
+    except JobNotFound:
+        return json_answer(200, ArchivedJobStatus.of(_archived(deployment, job_id, scope)))
     return json_answer(200, PendingJob(job_id=job_id, view=lag))
 
 
 @router.get("/jobs/<job_id>/runs", operation_id="getJobRuns", security=SECURED, responses=secured({
-    200: ok("one record per attempt, from the authoritative table", Runs), 404: NOT_FOUND}))
+    200: ok("one record per attempt, from the authoritative table; for a job whose rows have expired, from the "
+            "run-history archive (`archived: true`)", Runs | ArchivedRuns), 404: NOT_FOUND}))
 def job_runs(principal: Annotated[Principal, Depends(caller)], job_id: JobId) -> Response[str]:
-    runs = ApiDeployment.from_environment().job_store.runs(job_id, tenant_scope(principal))
+    deployment = ApiDeployment.from_environment()
+    scope = tenant_scope(principal)
+    try:
+        runs = deployment.job_store.runs(job_id, scope)
+    except JobNotFound:
+        archived = _archived(deployment, job_id, scope)
+        return json_answer(200, ArchivedRuns(job_id=job_id, runs=ArchivedJobStatus.of(archived).runs))
     return json_answer(200, Runs(job_id=job_id, runs=[RunRecord.of(run) for run in runs]))
 
 

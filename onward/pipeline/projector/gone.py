@@ -4,7 +4,7 @@ A job's items expire its retention after it ended (onward.domain.retention), whi
 outbox for the outbox retention, which may be longer: a replay of the outbox (`onward replay`) can deliver the
 events of a job deleted long ago. Only an event older than the policy's SHORTEST retention can describe a
 deleted job (a job is kept at least that long after its last event), so only the jobs of a batch whose newest
-event is that old are looked up: one BatchGetItem of their job rows' keys (per 100 jobs), projecting the
+event is that old, or which were re-published from the outbox, are looked up: one BatchGetItem of their job rows' keys (per 100 jobs), projecting the
 version and the TTL only. Fresh events cost nothing extra.
 
 A job row past its `expires_at` counts as gone although it may still be read: DynamoDB deletes expired items
@@ -32,8 +32,13 @@ class JobsHeldBack(RuntimeError):
 
 
 def maybe_gone(events: Iterable[OutboxEvent], now: EpochMs, shortest_retention_s: int) -> bool:
-    """Whether a job whose batch carries `events` may already be deleted: its newest event is older than the
-    shortest retention (a job is kept at least that long after the transition that ended it)."""
+    """Whether a job whose batch carries `events` may already be deleted: one of them was re-published from
+    the outbox (`onward replay`: no `committed_at`; replays are an operator's, rare, and on a local stack whose
+    TTLs are scaled an event's age says nothing of its job's), or its newest event is older than the shortest
+    retention (a job is kept at least that long after the transition that ended it)."""
+    events = list(events)
+    if any(event.committed_at is None for event in events):
+        return True
     newest = max(epoch_ms(event.committed_at or event.occurred_at) for event in events)
     return now - newest > shortest_retention_s * 1000
 

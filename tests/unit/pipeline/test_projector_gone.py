@@ -88,6 +88,18 @@ def test_old_events_are_looked_up_in_one_read_and_gone_jobs_get_no_row():
     assert [put["job_id"] for put in tables.puts] == [live] and tally.gone == 2
 
 
+def test_a_replayed_event_is_looked_up_however_fresh_it_looks():
+    """`onward replay` re-publishes from the outbox without `committed_at`. On a local stack whose TTLs the
+    endpoint scales (`--retention-scale`), a job is deleted seconds after it ended while its events look a few
+    seconds old; without this rule such a replay would bring the deleted job's row back."""
+    deleted, live = "e" * 32, "f" * 32
+    fresh = NOW - 1_000
+    replayed = [event(job_id, fresh).model_copy(update={"committed_at": None}) for job_id in (deleted, live)]
+    tables = Tables({live: None})
+    tally = project(tables, replayed)
+    assert len(tables.batch_gets) == 1 and [put["job_id"] for put in tables.puts] == [live] and tally.gone == 1
+
+
 def test_a_live_rows_horizon_counts_from_its_run_at_when_later():
     """Without run_at a job delayed past the horizon would lose its view row while it waits."""
     horizon = live_view_horizon_s(POLICY, 7 * 86_400)

@@ -4,8 +4,8 @@ A job's items expire its retention after it ended (onward.domain.retention), whi
 outbox for the outbox retention, which may be longer: a replay of the outbox (`onward replay`) can deliver the
 events of a job deleted long ago. Only an event older than the policy's SHORTEST retention can describe a
 deleted job (a job is kept at least that long after its last event), so only the jobs of a batch whose newest
-event is that old, or which were re-published from the outbox, are looked up: one BatchGetItem of their job rows' keys (per 100 jobs), projecting the
-version and the TTL only. Fresh events cost nothing extra.
+event is that old, or which were re-published from the outbox, are looked up: one BatchGetItem of their job
+rows' keys (per 100 jobs), projecting the version and the TTL only. Fresh events cost nothing extra.
 
 A job row past its `expires_at` counts as gone although it may still be read: DynamoDB deletes expired items
 on a best-effort basis, typically within two days, and until then reads still return them (the DynamoDB API

@@ -285,7 +285,7 @@ class Deployment:
         (OUTBOX_TABLE) as one record, written to archive_sink; with no sink it reads nothing."""
         from onward.pipeline.archive.archiver import Archiver
 
-        return Archiver(self.job_store.recorder, self.archive_sink)
+        return Archiver(self.job_store, self.archive_sink)
 
     # --- the entry points' own configuration --------------------------------------------------------------
 

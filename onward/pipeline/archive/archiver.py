@@ -33,7 +33,7 @@ from onward.domain.states import is_terminal
 from onward.faults import fault_point
 from onward.pipeline.archive.sinks import ArchiveSink
 from onward.pipeline.projector.projector import UnreadableRecord, parse_record
-from onward.store.ports.recorder import JobRecorder
+from onward.store.service import JobStore
 
 logger = Logger(service="onward-archiver")
 
@@ -95,8 +95,8 @@ def final_events(records: Sequence[bytes], tally: ArchiveTally) -> dict[str, Out
 class Archiver:
     """Builds and writes the archive's records of a batch's finished jobs. `sink` None: archiving is off."""
 
-    def __init__(self, recorder: JobRecorder, sink: ArchiveSink | None, clock: Clock = system_clock) -> None:
-        self._recorder = recorder
+    def __init__(self, store: JobStore, sink: ArchiveSink | None, clock: Clock = system_clock) -> None:
+        self._store = store
         self._sink = sink
         self._clock = clock
 
@@ -132,14 +132,12 @@ class Archiver:
 
     def _record_of(self, event: OutboxEvent) -> ArchivedJob | Skipped:
         """The job's record, or why there is none: its row is gone, or it is not final any more."""
-        row = self._recorder.job(event.job_id)
-        if row is None:
+        history = self._store.history(event.job_id)  # one read of the jobs table
+        if history is None:
             return EXPIRED
-        job = row.job
+        job = history.job
         if not is_terminal(job.state):
             return REPLAYED
-        runs = self._recorder.runs(event.job_id)
-        result = self._recorder.result(event.job_id)
-        events = [e for e in self._recorder.events(event.job_id) if e.version <= job.version]
-        return archived_job(job, runs, result, events, archived_at=self._clock())
+        events = [e for e in self._store.events(event.job_id) if e.version <= job.version]  # one of the outbox
+        return archived_job(job, history.runs, history.result, events, archived_at=self._clock())
 

@@ -54,15 +54,15 @@ def _run(store: JobStore, job_type: str = "demo.echo", *, fail: bool = False, ma
 
 
 class _CountingStore:
-    """A recorder wrapper counting reads (archiving off must read nothing)."""
+    """A store wrapper counting reads (archiving off must read nothing)."""
 
-    def __init__(self, recorder: Any) -> None:
-        self._recorder = recorder
+    def __init__(self, store: JobStore) -> None:
+        self._store = store
         self.reads = 0
 
     def __getattr__(self, name: str) -> Any:
         self.reads += 1
-        return getattr(self._recorder, name)
+        return getattr(self._store, name)
 
 
 def test_each_finished_job_is_archived_once_with_its_runs_result_and_events() -> None:
@@ -72,7 +72,7 @@ def test_each_finished_job_is_archived_once_with_its_runs_result_and_events() ->
     done, failed = _run(store), _run(store, fail=True, max_attempts=2)
     waiting = store.create("acme", NewJob(type="demo.echo")).job.job_id
     sink = ListSink()
-    tally = Archiver(store.recorder, sink).archive_batch(_stream(store, done, failed, waiting))
+    tally = Archiver(store, sink).archive_batch(_stream(store, done, failed, waiting))
     assert len(sink.batches) == 1 and tally.sink_writes == 1 and tally.archived == 2
     by_job = {record.job_id: record for record in sink.records}
     assert set(by_job) == {done, failed}
@@ -91,7 +91,7 @@ def test_a_job_replayed_since_its_final_event_is_skipped_and_archived_at_its_nex
     first_final = _stream(store, job_id)
     store.replay(job_id)
     sink = ListSink()
-    archiver = Archiver(store.recorder, sink)
+    archiver = Archiver(store, sink)
     tally = archiver.archive_batch(first_final)
     assert tally.skipped_replayed == 1 and sink.records == []
     store._clock.now += 1_000  # type: ignore[attr-defined]
@@ -112,7 +112,7 @@ def test_a_job_gone_before_the_archiver_saw_it_is_counted_expired() -> None:
     batch = _stream(store, job_id)
     store.recorder._state.rows.pop(job_id)  # type: ignore[attr-defined]  # what TTL does to the row
     sink = ListSink()
-    tally = Archiver(store.recorder, sink).archive_batch(batch)
+    tally = Archiver(store, sink).archive_batch(batch)
     assert tally.expired_before_archive == 1 and tally.expired_jobs == [job_id] and sink.batches == []
 
 
@@ -120,7 +120,7 @@ def test_archiving_off_reads_nothing_and_writes_nothing() -> None:
     """Breaks if a deployment without an archive read the authority for every finished job (cost for nothing)."""
     store = _store()
     job_id = _run(store)
-    counting = _CountingStore(store.recorder)
+    counting = _CountingStore(store)
     archiver = Archiver(counting, None)  # type: ignore[arg-type]
     assert not archiver.enabled
     tally = archiver.archive_batch(_stream(store, job_id))
@@ -135,7 +135,7 @@ def test_a_crash_after_the_write_redelivers_and_the_rewrite_changes_nothing_in_e
     job_id = _run(store)
     batch = _stream(store, job_id)
     sink = ListSink()
-    archiver = Archiver(store.recorder, sink)
+    archiver = Archiver(store, sink)
     with injected("archiver.after_write"), pytest.raises(InjectedCrash):
         archiver.archive_batch(batch)
     archiver.archive_batch(batch)  # the redelivery
@@ -150,5 +150,5 @@ def test_heartbeats_unreadable_records_and_non_final_events_archive_nothing() ->
     store = _store()
     waiting = store.create("acme", NewJob(type="demo.echo")).job.job_id
     sink = ListSink()
-    tally = Archiver(store.recorder, sink).archive_batch([b"not json", *_stream(store, waiting)])
+    tally = Archiver(store, sink).archive_batch([b"not json", *_stream(store, waiting)])
     assert tally.unreadable == 1 and tally.final_events == 0 and sink.batches == []

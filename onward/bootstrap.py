@@ -284,8 +284,10 @@ class Deployment:
         """Events stream -> the run-history archive: each finished job's row, runs, result (JOBS_TABLE) and events
         (OUTBOX_TABLE) as one record, written to archive_sink; with no sink it reads nothing."""
         from onward.pipeline.archive.archiver import Archiver
+        from onward.store.dynamo.history import DynamoJobHistory
 
-        return Archiver(self.job_store, self.archive_sink)
+        return Archiver(DynamoJobHistory(self.client("dynamodb"), self.settings.require("jobs_table"),
+                                         self.settings.require("outbox_table")), self.archive_sink)
 
     # --- the entry points' own configuration --------------------------------------------------------------
 

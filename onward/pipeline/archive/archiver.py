@@ -22,7 +22,7 @@ import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, Protocol
 
 from aws_lambda_powertools import Logger
 
@@ -33,7 +33,7 @@ from onward.domain.states import is_terminal
 from onward.faults import fault_point
 from onward.pipeline.archive.sinks import ArchiveSink
 from onward.pipeline.projector.projector import UnreadableRecord, parse_record
-from onward.store.service import JobStore
+from onward.store.ports.rows import JobHistory
 
 logger = Logger(service="onward-archiver")
 
@@ -92,10 +92,19 @@ def final_events(records: Sequence[bytes], tally: ArchiveTally) -> dict[str, Out
     return newest
 
 
+class ArchiveReads(Protocol):
+    """What the archiver reads of a job, unscoped: JobStore (in memory), or on DynamoDB the archiver's own
+    reader (onward.store.dynamo.history), which can do nothing else."""
+
+    def history(self, job_id: str) -> JobHistory | None: ...
+
+    def events(self, job_id: str) -> list[OutboxEvent]: ...
+
+
 class Archiver:
     """Builds and writes the archive's records of a batch's finished jobs. `sink` None: archiving is off."""
 
-    def __init__(self, store: JobStore, sink: ArchiveSink | None, clock: Clock = system_clock) -> None:
+    def __init__(self, store: ArchiveReads, sink: ArchiveSink | None, clock: Clock = system_clock) -> None:
         self._store = store
         self._sink = sink
         self._clock = clock

@@ -19,10 +19,9 @@ from onward.pipeline.outbox import OutboxReader
 from onward.store.dynamo.attributes import Item, from_item, to_attribute
 from onward.store.dynamo.batch_reads import batch_get
 from onward.store.dynamo.counter_items import tenant_from_values, tenant_state
+from onward.store.dynamo.history import DynamoJobHistory
 from onward.store.dynamo.index_queries import DUE_BY, active_query, entry_of, parked_due_query, ready_query
 from onward.store.dynamo.keys import (
-    JOB_SK,
-    RESULT_SK,
     RUN_PREFIX,
     TENANTS_PK,
     Entity,
@@ -169,29 +168,8 @@ class DynamoRecorder(JobRecorder):
         return OutboxReader(self._db, self._outbox).events_of(job_id)
 
     def history(self, job_id: str) -> JobHistory | None:
-        """The job's partition in one strongly consistent Query (more pages only past 1 MB: a large result):
-        its row, run records and result together."""
-        pages = self._db.get_paginator("query").paginate(
-            TableName=self._jobs,
-            KeyConditionExpression="pk = :p",
-            ExpressionAttributeValues={":p": {"S": job_pk(job_id)}},
-            ConsistentRead=True,
-        )
-        job: Job | None = None
-        runs: list[Run] = []
-        result: Any = None
-        for page in pages:
-            for item in page["Items"]:
-                sk = item["sk"]["S"]
-                if sk == JOB_SK:
-                    job = job_from_item(item)[0]
-                elif sk.startswith(RUN_PREFIX):
-                    runs.append(run_from_item(item))
-                elif sk == RESULT_SK:
-                    result = result_from_values(from_item(item))
-        if job is None:
-            return None
-        return JobHistory(job, sorted(runs, key=lambda run: run.attempt), result)
+        """The job's partition in one Query: its row, run records and result together (history.py)."""
+        return DynamoJobHistory(self._db, self._jobs, self._outbox).history(job_id)
 
     def all_jobs(self) -> Iterator[Job]:
         pages = self._db.get_paginator("scan").paginate(

@@ -3,16 +3,21 @@ archive what, read from the authority, written once per batch, and nothing read 
 
 from __future__ import annotations
 
+import base64
 import json
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
 
+from onward.domain.archive import ArchivedJob
 from onward.domain.models import ErrorSummary, NewJob, OutboxEvent
+from onward.entrypoints import archiver as archiver_entrypoint
 from onward.faults import InjectedCrash, injected
 from onward.pipeline.archive.archiver import Archiver, ArchiveTally
 from onward.pipeline.archive.sinks import ListSink
 from onward.store.service import JobStore
+from onward_infra.lambda_context import LocalLambdaContext
 
 
 def _data(event: OutboxEvent) -> bytes:
@@ -152,3 +157,52 @@ def test_heartbeats_unreadable_records_and_non_final_events_archive_nothing() ->
     sink = ListSink()
     tally = Archiver(store, sink).archive_batch([b"not json", *_stream(store, waiting)])
     assert tally.unreadable == 1 and tally.final_events == 0 and sink.batches == []
+
+
+def _kinesis_event(datas: list[bytes]) -> dict[str, Any]:
+    """A Lambda Kinesis event carrying `datas`, sequence numbers 1.. on shard-0."""
+    return {"Records": [{
+        "eventID": f"shardId-000000000000:{n}", "eventSource": "aws:kinesis", "eventName": "aws:kinesis:record",
+        "eventSourceARN": "arn:aws:kinesis:us-east-1:123456789012:stream/events", "awsRegion": "us-east-1",
+        "eventVersion": "1.0", "invokeIdentityArn": "arn:aws:iam::123456789012:role/r",
+        "kinesis": {"kinesisSchemaVersion": "1.0", "partitionKey": "p", "sequenceNumber": str(n),
+                    "data": base64.b64encode(data).decode(), "approximateArrivalTimestamp": 1.0}}
+        for n, data in enumerate(datas, start=1)]}
+
+
+class _Deployment:
+    def __init__(self, archiver: Archiver) -> None:
+        self.archiver = archiver
+
+
+def _handle(archiver: Archiver, datas: list[bytes], monkeypatch: pytest.MonkeyPatch) -> Any:
+    monkeypatch.setattr(archiver_entrypoint.Deployment, "from_environment", lambda: _Deployment(archiver))
+    monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
+    return archiver_entrypoint.handler(_kinesis_event(datas), LocalLambdaContext("onward-archiver"))
+
+
+def test_the_handler_with_no_archive_acknowledges_without_a_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Breaks if the function read the authority while archiving is off (neither ONWARD_ARCHIVE_DIR nor a
+    delivery stream set), or held the batch back."""
+    store = _store()
+    job_id = _run(store)
+    counting = _CountingStore(store)
+    answer = _handle(Archiver(counting, None), _stream(store, job_id), monkeypatch)  # type: ignore[arg-type]
+    assert answer == {"batchItemFailures": []} and counting.reads == 0
+
+
+def test_the_handler_reports_a_failed_write_from_the_batchs_first_record(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Breaks if a failed sink write acknowledged the batch (its jobs would never be archived) or reported only
+    the records after the first (Lambda resumes at the lowest sequence number reported: the whole batch)."""
+
+    class FailingSink:
+        def write(self, records: Sequence[ArchivedJob]) -> int:
+            raise OSError("disk full")
+
+    store = _store()
+    job_id = _run(store)
+    answer = _handle(Archiver(store, FailingSink()), _stream(store, job_id), monkeypatch)
+    assert answer == {"batchItemFailures": [{"itemIdentifier": "1"}]}
+    sink = ListSink()
+    assert _handle(Archiver(store, sink), _stream(store, job_id), monkeypatch) == {"batchItemFailures": []}
+    assert [record.job_id for record in sink.records] == [job_id]

@@ -298,6 +298,7 @@ def _archive_directory(data_dir: Path | None, stack: Any) -> str:
         directory = tempfile.mkdtemp(prefix="onward-archive-")
         stack.callback(shutil.rmtree, directory, ignore_errors=True)
     os.environ["ONWARD_ARCHIVE_DIR"] = directory
+    stack.callback(os.environ.pop, "ONWARD_ARCHIVE_DIR", None)
     return directory
 
 

@@ -48,6 +48,8 @@ if TYPE_CHECKING:
     from onward.operator.lag import LagProbe
     from onward.operator.overlaps import OverlapReader
     from onward.operator.parked import ParkedRecordReader
+    from onward.pipeline.archive.archiver import Archiver
+    from onward.pipeline.archive.sinks import ArchiveSink
     from onward.pipeline.checkpoints import CheckpointStore
     from onward.pipeline.heartbeat_writer import HeartbeatEmitter
     from onward.pipeline.outbox import OutboxReader
@@ -269,6 +271,27 @@ class Deployment:
                                policy=self.settings.retention_policy,
                                outbox_retention_s=self.settings.outbox_retention_days * DAY_S,
                                jobs_table=self.settings.require("jobs_table"))
+
+    @Component
+    def archive_sink(self) -> ArchiveSink | None:
+        """Where the archiver writes: the Parquet files under ONWARD_ARCHIVE_DIR (onward.pipeline.archive.parquet);
+        None when no archive is configured (archiving is off)."""
+        directory = self.environ.get("ONWARD_ARCHIVE_DIR")
+        if directory:
+            from onward.pipeline.archive.parquet import ParquetDirectory
+
+            return ParquetDirectory(directory)
+        return None
+
+    @Component
+    def archiver(self) -> Archiver:
+        """Events stream -> the run-history archive: each finished job's row, runs, result (JOBS_TABLE) and events
+        (OUTBOX_TABLE) as one record, written to archive_sink; with no sink it reads nothing."""
+        from onward.pipeline.archive.archiver import Archiver
+        from onward.store.dynamo.history import DynamoJobHistory
+
+        return Archiver(DynamoJobHistory(self.client("dynamodb"), self.settings.require("jobs_table"),
+                                         self.settings.require("outbox_table")), self.archive_sink)
 
     # --- the entry points' own configuration --------------------------------------------------------------
 

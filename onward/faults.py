@@ -13,7 +13,9 @@ Points in the code (grep `fault_point(` for the exact places):
 - relay.before_put_records, relay.after_put_records;
 - projector.after_record (subject `<shard>:<sequence number>`, after the record was projected);
 - projector.before_write (subject the job id, before a batch's events of that job are written: a hook that
-  raises an Exception there makes that job's records poison, as a drill of onward/pipeline/poison.py).
+  raises an Exception there makes that job's records poison, as a drill of onward/pipeline/poison.py);
+- archiver.after_write (after a batch's records were written to the archive sink, before the batch is
+  acknowledged: a crash there redelivers the batch, written again).
 """
 
 from __future__ import annotations

@@ -53,7 +53,8 @@ def discard_unflushed(
 # need every minute (docs/costs.md). Their alarms and graphs read a missing value as 0 (FILL, notBreaching).
 COUNTS_SENT_WHEN_NOT_ZERO = frozenset({
     "LeasesReaped", "RelayPublished", "RelayRetriedEntries", "RelayParked", "ProjectionParked",
-    "ProjectionWritesSaved", "ProjectionGone", "SchedulesFired", "ScheduleFiresSkipped"})
+    "ProjectionWritesSaved", "ProjectionGone", "SchedulesFired", "ScheduleFiresSkipped",
+    "ArchivedJobs", "ArchiveBytes", "ArchiveSkippedReplayed", "ExpiredBeforeArchive"})
 
 
 def add_count(metrics: MetricSink, name: str, value: int) -> None:

@@ -259,10 +259,12 @@ def cmd_up(args: argparse.Namespace) -> int:
         if args.job_retention_days is not None:
             os.environ["ONWARD_JOB_RETENTION_DAYS"] = str(args.job_retention_days)
         os.environ.setdefault("ONWARD_JOB_TYPES", ",".join(sorted(registry.types)))
+        archive = _archive_directory(args.data_dir, stack)
         deployment = Deployment.from_environment()
         print(f"Onward: {where}")
         for line in export_lines(environment):
             print("  " + line)
+        print(f"  run-history archive (Parquet): {archive}")
         options = PlatformOptions(workers=args.workers, lease_s=args.lease_s, http_port=args.http_port,
                                   heartbeat_interval_s=args.heartbeat_s, api_environments=args.api_environments)
         platform = stack.enter_context(LocalPlatform(deployment, registry, options))
@@ -279,6 +281,25 @@ def cmd_up(args: argparse.Namespace) -> int:
             signals.wait()
         print("Stopping...", flush=True)
     return 0
+
+
+def _archive_directory(data_dir: Path | None, stack: Any) -> str:
+    """Where the archiver writes (ONWARD_ARCHIVE_DIR, unless already set): `<data dir>/archive` with --data-dir,
+    kept with the rest of the state; otherwise a temporary directory, removed at stop like the state itself."""
+    given = os.environ.get("ONWARD_ARCHIVE_DIR")
+    if given:
+        return given
+    if data_dir is not None:
+        directory = str(data_dir / "archive")
+    else:
+        import shutil
+        import tempfile
+
+        directory = tempfile.mkdtemp(prefix="onward-archive-")
+        stack.callback(shutil.rmtree, directory, ignore_errors=True)
+    os.environ["ONWARD_ARCHIVE_DIR"] = directory
+    stack.callback(os.environ.pop, "ONWARD_ARCHIVE_DIR", None)
+    return directory
 
 
 def _follow_demo(deployment: Deployment) -> None:

@@ -1,5 +1,6 @@
 """The event path on this machine: outbox stream -> relay handler -> Kinesis -> projector handler -> view,
-driven by the local event-source pollers. The handlers take their Deployment from the environment, as on
+and Kinesis -> archiver handler -> the archive (when the deployment has one: ONWARD_ARCHIVE_DIR), driven by
+the local event-source pollers. The handlers take their Deployment from the environment, as on
 Lambda (onward/bootstrap.py): the caller puts the deployment's environment in os.environ first."""
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from onward.bootstrap import Deployment
+from onward.entrypoints import archiver as archiver_handler
 from onward.entrypoints import projector as projector_handler
 from onward.entrypoints import relay as relay_handler
 from onward.pipeline.heartbeat_writer import HeartbeatEmitter
@@ -23,6 +25,12 @@ class LocalPipeline:
     relay_poller: OutboxStreamPoller
     projector_poller: EventsStreamPoller
     heartbeats: HeartbeatEmitter  # the platform beats on a schedule; a drill beats when it wants a watermark
+    # The archiver's own mapping on the events stream (its own position); None when the deployment archives nothing.
+    archiver_poller: EventsStreamPoller | None = None
+
+    @property
+    def pollers(self) -> list[OutboxStreamPoller | EventsStreamPoller]:
+        return [self.relay_poller, self.projector_poller, *([self.archiver_poller] if self.archiver_poller else [])]
 
     @classmethod
     def of(cls, deployment: Deployment, batch_size: int = 100) -> LocalPipeline:
@@ -54,7 +62,15 @@ class LocalPipeline:
                                               on_failure=QueueDestination(
                                                   deployment.client("sqs"), projector_queue, events_arn,
                                                   "KinesisBatchInfo", "onward-projector") if projector_queue else None)
-        return cls(relay_poller, projector_poller, deployment.heartbeat_emitter)
+        archiver_poller = None
+        if deployment.archive_sink is not None:
+            # Locally it has no on-failure queue: a batch it gives up is logged by the poller (failures.py).
+            archiver_poller = EventsStreamPoller(deployment.client("kinesis"),
+                                                 deployment.settings.require("events_stream"),
+                                                 archiver_handler.handler, deployment.checkpoint_store,
+                                                 batch_size=batch_size, consumer="local-mapping:archiver",
+                                                 handling=FailureHandling(**stream_error_handling("ArchiverFunction")))
+        return cls(relay_poller, projector_poller, deployment.heartbeat_emitter, archiver_poller)
 
     @classmethod
     def build(cls, settings: Settings, clients: dict[str, Any], batch_size: int = 100) -> LocalPipeline:
@@ -63,13 +79,13 @@ class LocalPipeline:
         return cls.of(Deployment(settings, clients=clients), batch_size)
 
     def write_positions(self) -> None:
-        """Store both pollers' positions not stored yet (they write them at most once a second while busy):
-        call it once neither is polling, so that a graceful stop leaves exact positions."""
-        self.relay_poller.write_positions()
-        self.projector_poller.write_positions()
+        """Store the pollers' positions not stored yet (they write them at most once a second while busy):
+        call it once none is polling, so that a graceful stop leaves exact positions."""
+        for poller in self.pollers:
+            poller.write_positions()
 
     def drain(self, max_rounds: int = 10_000, *, beat: bool = False) -> int:
-        """Poll relay and projector until a full round takes nothing; the records delivered or parked.
+        """Poll relay, projector and archiver until a full round takes nothing; the records delivered or parked.
         With `beat`, a heartbeat is committed first, so the watermarks vouch for everything committed
         before the call. Raises when a shard is failing then (the pollers isolate it, so it would otherwise
         go unseen)."""
@@ -77,10 +93,10 @@ class LocalPipeline:
             self.heartbeats.emit()
         total = 0
         for _ in range(max_rounds):
-            delivered = self.relay_poller.poll_once() + self.projector_poller.poll_once()
+            delivered = sum(poller.poll_once() for poller in self.pollers)
             total += delivered
             if not delivered:
-                failing = self.relay_poller.failing_shards | self.projector_poller.failing_shards
+                failing = set().union(*(poller.failing_shards for poller in self.pollers))
                 if failing:
                     raise RuntimeError(f"shards failing, not drained: {sorted(failing)}")
                 return total

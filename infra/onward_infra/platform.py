@@ -134,6 +134,9 @@ class LocalPlatform:
         self.heartbeat = BackgroundLoop("heartbeat", beat, options.heartbeat_interval_s)
         self.relay = BackgroundLoop("relay", pipeline.relay_poller.poll_once, options.poll_idle_s)
         self.projector = BackgroundLoop("projector", pipeline.projector_poller.poll_once, options.poll_idle_s)
+        archiver = pipeline.archiver_poller
+        self.archiver = (BackgroundLoop("archiver", archiver.poll_once, options.poll_idle_s)
+                         if archiver is not None else None)
         self.environments = ExecutionEnvironments(options.api_environments) if options.api_environments else None
         self.gateway = LocalGateway(self.environments, port=options.http_port)
 
@@ -142,8 +145,9 @@ class LocalPlatform:
         return self.gateway.url
 
     def start(self) -> Self:
-        for loop in (self.projector, self.relay, self.heartbeat, self.reaper, self.scheduler):
-            loop.start()
+        for loop in (self.archiver, self.projector, self.relay, self.heartbeat, self.reaper, self.scheduler):
+            if loop is not None:
+                loop.start()
         self.workers.start()
         if self.worker_process is not None:
             self.worker_process.start()
@@ -159,8 +163,9 @@ class LocalPlatform:
         self.workers.stop()
         if self.worker_process is not None:
             self.worker_process.stop()
-        for loop in (self.scheduler, self.reaper, self.heartbeat, self.relay, self.projector):
-            loop.stop()
+        for loop in (self.scheduler, self.reaper, self.heartbeat, self.relay, self.projector, self.archiver):
+            if loop is not None:
+                loop.stop()
         try:
             self.pipeline.write_positions()  # the pollers' exact positions, once they no longer poll
         except Exception:

@@ -73,7 +73,7 @@ from onward.store.memory.recorder import MemoryRecorder
 from onward.store.ports.index_shards import LEASE_SHARDS
 from onward.store.ports.outcomes import CommitOutcome, RenewalAnswer
 from onward.store.ports.recorder import JobRecorder
-from onward.store.ports.rows import DueJob, JobRow
+from onward.store.ports.rows import DueJob, JobHistory, JobRow
 from onward.store.ports.tenant_values import Tenant, TenantState
 from onward.store.ports.write_plans import Admission, TransitionWrite, ends_attempt
 from onward.store.stats import StoreStats
@@ -220,6 +220,11 @@ class JobStore:
     def events(self, job_id: str) -> list[OutboxEvent]:
         """The job's outbox events in version order."""
         return self._recorder.events(job_id)
+
+    def history(self, job_id: str) -> JobHistory | None:
+        """The job's row, run records and result (unscoped; on DynamoDB one Query of its partition), None when
+        its row is gone: what the archiver archives (onward.pipeline.archive.archiver)."""
+        return self._recorder.history(job_id) if _is_job_id(job_id) else None
 
     def all_jobs(self) -> Iterator[Job]:
         """Every job row (a scan: for reconciliation and audits, not for hot paths)."""

@@ -87,6 +87,7 @@ def test_up_runs_the_demo_to_its_terminal_states():
         assert state in final
     assert "HTTP API and status page: http://127.0.0.1:" in result.stdout
     assert "tenant acme" in result.stdout and "operator" in result.stdout
+    assert "run-history archive (Parquet): " in result.stdout  # where the archiver writes (a temporary directory)
 
 
 def test_up_serves_the_http_api_with_the_tokens_it_prints():

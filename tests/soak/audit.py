@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from onward.domain.archive import ArchivedJob
 from onward.domain.models import Job, OutboxEvent, Run
 from onward.domain.states import TERMINAL_STATES, JobState, RunOutcome
 
@@ -48,6 +49,9 @@ class Snapshot:
     projected: Mapping[str, int]  # the projector's outcome counts during the run (applied, duplicate, ...)
     handled: Mapping[tuple[str, int], int]  # (shard, sequence number) -> times the projector handled the
     # record, counted at its fault point (crashed batches too)
+    archive: Mapping[str, ArchivedJob] | None = None  # each job's newest archived version (LATEST_VERSIONS);
+    # None: the run archived nothing (no check)
+    archive_rows: int = 0  # records in the archive, redeliveries' copies included
 
 
 @dataclass(frozen=True)
@@ -186,6 +190,17 @@ def audit(snapshot: Snapshot, injected: Injected, submitted: Sequence[str]) -> A
                       int(injected.fired.get("projector.mid_batch", 0) > 0 and projector_redeliveries == 0)))
     lines.append(Line("no conflicts, nothing parked", projected.get("conflict", 0) + projected.get("parked", 0)))
 
+    archive = snapshot.archive
+    if archive is not None:
+        # The authority against the archive: every finished job at its final version, one run per attempt;
+        # every job the authority no longer holds (expired) archived all the same.
+        lines.append(_line("every finished job is archived at its final version, one run per attempt", [
+            j for j, job in jobs.items() if job.state in TERMINAL_STATES and (
+                (kept := archive.get(j)) is None or kept.version != job.version or kept.state != job.state.value
+                or [r.attempt for r in kept.runs] != list(range(1, job.attempt + 1)))]))
+        lines.append(_line("every expired job (gone from the authority) is archived",
+                           [j for j in submitted if j not in jobs and j not in archive]))
+
     states = Counter(job.state.value for job in jobs.values())
     figures: list[tuple[str, int | str]] = [
         ("jobs", len(jobs)), *((f"  {state}", count) for state, count in sorted(states.items())),
@@ -203,6 +218,8 @@ def audit(snapshot: Snapshot, injected: Injected, submitted: Sequence[str]) -> A
             1 for t in injected.raced_reaper if (run := _run_of(runs, t)) and run.outcome is RunOutcome.SUCCEEDED)),
         ("reaper races won by the reaper (report fenced)", sum(
             1 for t in injected.raced_reaper if (run := _run_of(runs, t)) and run.outcome is RunOutcome.FENCED)),
+        *((("archived jobs (newest versions)", len(archive)), ("archive records (copies included)",
+                                                               snapshot.archive_rows)) if archive is not None else ()),
         ("cancels answered", len(injected.cancel_answers)),
         *((f"  {status}", count)
           for status, count in sorted(Counter(s for _, s, _ in injected.cancel_answers).items())),

@@ -44,12 +44,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from onward.bootstrap import Deployment
+from onward.domain.archive import LATEST_VERSIONS, ArchivedJob
 from onward.domain.backoff import BackoffPolicy
 from onward.domain.models import NewJob, OutboxEvent, Run
 from onward.domain.states import TERMINAL_STATES
+from onward.entrypoints import archiver as archiver_handler
 from onward.entrypoints import projector as projector_handler
 from onward.entrypoints import relay as relay_handler
 from onward.faults import InjectedCrash, fault_subject, installed
+from onward.pipeline.archive.parquet import ParquetDirectory, record_of
 from onward.pipeline.relay.relay import Relay
 from onward.store.dynamo.attributes import from_item
 from onward.store.dynamo.writes import job_from_item, run_from_item
@@ -146,6 +149,7 @@ class Soak:
         self._components: list[Supervised] = []
         self.stack_restarts = 0
         self._deployment = deployment
+        self._archive_dir = deployment.environ.get("ONWARD_ARCHIVE_DIR", "")  # run_soak's
         self._config = config
         self._rng = random.Random(config.seed)
         self._db = settings.client("dynamodb")
@@ -230,6 +234,38 @@ class Soak:
                                     batch_size=self._config.batch_size, concurrency=self._config.poll_concurrency)
         return lambda: self._poll(poller)
 
+    def _archiver_poller(self) -> EventsStreamPoller:
+        """The archiver's own mapping on the events stream (its position apart from the projector's)."""
+        return EventsStreamPoller(self._settings.client("kinesis"), self._settings.require("events_stream"),
+                                  archiver_handler.handler, self._deployment.checkpoint_store,
+                                  batch_size=self._config.batch_size, consumer="local-mapping:archiver",
+                                  concurrency=self._config.poll_concurrency)
+
+    def _archiver_loop(self) -> Callable[[], None]:
+        poller = self._archiver_poller()
+        return lambda: self._poll(poller)
+
+    def _drain_archiver(self) -> None:
+        """Once everything stopped: the archiver reads what is left of the stream (from its stored position),
+        as its mapping would go on after the run, so the audit sees the archive of every finished job."""
+        poller = self._archiver_poller()
+        while poller.poll_once():
+            pass
+        poller.close()
+
+    def _archive(self) -> tuple[dict[str, ArchivedJob], int]:
+        """Each job's newest archived version, and how many records the archive holds in all."""
+        import duckdb
+
+        directory = ParquetDirectory(self._archive_dir)
+        if not directory.has_files():
+            return {}, 0
+        relation = duckdb.sql(LATEST_VERSIONS.format(source=directory.source()))
+        records = [record_of(dict(zip(relation.columns, row, strict=True))) for row in relation.fetchall()]
+        latest = {record.job_id: record for record in records}
+        ((total,),) = duckdb.sql(f"SELECT count(*) FROM {directory.source()}").fetchall()
+        return latest, int(total)
+
     def _poll(self, poller: OutboxStreamPoller | EventsStreamPoller) -> None:
         while not self._stop.is_set():
             started = time.monotonic()
@@ -302,6 +338,7 @@ class Soak:
                 self._settle(started)
             finally:
                 self._stop_components()
+            self._drain_archiver()
         after = projector_handler.totals.snapshot()
         projected = {name: after[name] - before.get(name, 0) for name in after}
         snapshot = self.snapshot(projected, dict(self._handled))
@@ -337,9 +374,10 @@ class Soak:
         # One poller each, polled again after each crash: a crash is the function's (an invocation dying), and
         # Lambda's mapping outlives it, with what it knows of the shards (a poller built again after each
         # crash read every closed shard of the split streams again, and re-read every position).
-        relay, projector = self._relay_loop(), self._projector_loop()
+        relay, projector, archiver = self._relay_loop(), self._projector_loop(), self._archiver_loop()
         self._components += [Supervised("relay", lambda: relay, self._stop).start(),
-                             Supervised("projector", lambda: projector, self._stop).start()]
+                             Supervised("projector", lambda: projector, self._stop).start(),
+                             Supervised("archiver", lambda: archiver, self._stop).start()]
 
     def _stop_components(self) -> None:
         sides, self._sides_running = self._sides_running, []
@@ -445,6 +483,7 @@ class Soak:
         for event in self._deployment.outbox_reader.all():
             outbox.setdefault(event.job_id, []).append(event)
         view = self._deployment.status_view.all()
+        archive, archive_rows = self._archive()
         return Snapshot(
             jobs=jobs,
             runs={j: sorted(rs, key=lambda r: r.attempt) for j, rs in runs.items()},
@@ -454,6 +493,8 @@ class Soak:
             kinesis=self._kinesis(),
             projected=projected,
             handled=handled,
+            archive=archive,
+            archive_rows=archive_rows,
         )
 
     def _kinesis(self) -> list[KinesisCopy]:
@@ -491,8 +532,18 @@ def run_soak(environment: dict[str, str], config: SoakConfig,
              restart_stack: Callable[[], None] | None = None) -> SoakResult:
     """Run one soak on the stack `environment` names (endpoint, tables, stream); it must already be in
     os.environ, where the handlers take their Deployment from: the soak shares that Deployment.
-    `restart_stack`: see Soak."""
-    return Soak(Deployment.from_environment({**os.environ, **environment}), config, restart_stack).run()
+    `restart_stack`: see Soak. The archiver archives to a temporary directory (ONWARD_ARCHIVE_DIR, for the
+    run), read back by the audit."""
+    previous = os.environ.get("ONWARD_ARCHIVE_DIR")
+    with tempfile.TemporaryDirectory(prefix="onward-soak-archive-") as archive_dir:
+        os.environ["ONWARD_ARCHIVE_DIR"] = archive_dir
+        try:
+            return Soak(Deployment.from_environment({**os.environ, **environment}), config, restart_stack).run()
+        finally:
+            if previous is None:
+                os.environ.pop("ONWARD_ARCHIVE_DIR", None)
+            else:
+                os.environ["ONWARD_ARCHIVE_DIR"] = previous
 
 
 def restarter(endpoint: EndpointProcess) -> Callable[[], None]:

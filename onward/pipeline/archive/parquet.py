@@ -2,9 +2,10 @@
 as on S3: `<root>/jobs/day=<YYYY-MM-DD>/tenant=<tenant>/part-<uuid>.parquet`, every file holding every column
 of onward.domain.archive.ArchivedJob (`day` too, so a reader needs no Hive partitioning to see it).
 
-A file appears whole or not at all: DuckDB writes a batch under `<root>/.incoming/`, and each file is then
-renamed into place (a crash in between leaves only `.incoming/`, which no reader globs and the next write
-clears). Writing the same record twice is harmless: readers take the newest version of each job
+A file appears whole or not at all: DuckDB writes a batch under `<root>/.incoming/<batch>/`, and each file is
+then renamed into place (a crash in between leaves only `.incoming/`, which no reader globs and a later write
+clears once it is STALE_INCOMING_S old: writes run at once, from several shards' batches, and none clears
+another's batch in flight). Writing the same record twice is harmless: readers take the newest version of each job
 (onward.domain.archive.LATEST_VERSIONS)."""
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import time
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,6 +23,7 @@ from onward.domain.archive import ArchivedEvent, ArchivedJob, ArchivedRun, glue_
 
 JOBS = "jobs"
 INCOMING = ".incoming"
+STALE_INCOMING_S = 600.0  # a batch directory this old under .incoming/ is a crashed write's: removed
 
 _SCALARS = {"bigint": "BIGINT", "string": "VARCHAR", "boolean": "BOOLEAN"}
 
@@ -72,7 +75,7 @@ class ParquetDirectory:
         import duckdb  # only where the archive is a directory: the Lambda functions never import it
 
         incoming = self.root / INCOMING
-        shutil.rmtree(incoming, ignore_errors=True)  # a crashed write's leftovers: never read, safe to drop
+        _clear_stale(incoming)
         batch = incoming / uuid.uuid4().hex
         batch.mkdir(parents=True)
         with duckdb.connect() as db:
@@ -90,6 +93,19 @@ class ParquetDirectory:
             os.replace(path, target)
         shutil.rmtree(batch, ignore_errors=True)
         return written
+
+
+def _clear_stale(incoming: Path) -> None:
+    """Remove crashed writes' leftovers (never read): batch directories older than STALE_INCOMING_S."""
+    if not incoming.is_dir():
+        return
+    cutoff = time.time() - STALE_INCOMING_S
+    for leftover in incoming.iterdir():
+        try:
+            if leftover.stat().st_mtime < cutoff:
+                shutil.rmtree(leftover, ignore_errors=True)
+        except FileNotFoundError:
+            continue  # another write's, moved into place meanwhile
 
 
 def record_of(row: dict[str, Any]) -> ArchivedJob:

@@ -19,6 +19,7 @@ from onward.pipeline.outbox import OutboxReader
 from onward.store.dynamo.attributes import Item, from_item, to_attribute
 from onward.store.dynamo.batch_reads import batch_get
 from onward.store.dynamo.counter_items import tenant_from_values, tenant_state
+from onward.store.dynamo.history import DynamoJobHistory
 from onward.store.dynamo.index_queries import DUE_BY, active_query, entry_of, parked_due_query, ready_query
 from onward.store.dynamo.keys import (
     RUN_PREFIX,
@@ -62,6 +63,7 @@ from onward.store.ports import (
     CreateOutcome,
     DueJob,
     IdempotencyRecord,
+    JobHistory,
     JobRecorder,
     JobRow,
     ManyCreated,
@@ -164,6 +166,10 @@ class DynamoRecorder(JobRecorder):
 
     def events(self, job_id: str) -> list[OutboxEvent]:
         return OutboxReader(self._db, self._outbox).events_of(job_id)
+
+    def history(self, job_id: str) -> JobHistory | None:
+        """The job's partition in one Query: its row, run records and result together (history.py)."""
+        return DynamoJobHistory(self._db, self._jobs, self._outbox).history(job_id)
 
     def all_jobs(self) -> Iterator[Job]:
         pages = self._db.get_paginator("scan").paginate(

@@ -7,7 +7,7 @@ from onward.store.ports.outcomes import CommitOutcome, CreateOutcome, ManyCreate
 from onward.store.ports.parking import Parking
 from onward.store.ports.ready_queues import ReadyQueue, ready_queue, ready_shard
 from onward.store.ports.recorder import JobRecorder
-from onward.store.ports.rows import ActiveEntry, ActiveHead, DueJob, IdempotencyRecord, JobRow
+from onward.store.ports.rows import ActiveEntry, ActiveHead, DueJob, IdempotencyRecord, JobHistory, JobRow
 from onward.store.ports.tenant_counters import TenantCounters
 from onward.store.ports.tenant_values import QueueEntry, Tenant, TenantState
 from onward.store.ports.virtual_clock import VirtualClock
@@ -26,9 +26,9 @@ from onward.store.ports.write_plans import (
 )
 
 __all__ = [
-    "ActiveEntry", "ActiveHead", "Admission", "CommitOutcome", "CreateOutcome", "DueJob", "IdempotencyRecord", "JobLog",
-    "JobRecorder", "JobRow", "LeaseIndex", "ManyCreated", "NewJobWrite", "OverlapMark", "Parking", "QueueEntry",
-    "QueueEntryUpdate", "ReadyQueue", "RenewalAnswer", "Role", "RunningUpdate", "Tenant", "TenantCounters",
-    "TenantState", "TransitionWrite", "VirtualClock", "WaitingUpdate", "ends_attempt", "judge",
+    "ActiveEntry", "ActiveHead", "Admission", "CommitOutcome", "CreateOutcome", "DueJob", "IdempotencyRecord",
+    "JobHistory", "JobLog", "JobRecorder", "JobRow", "LeaseIndex", "ManyCreated", "NewJobWrite", "OverlapMark",
+    "Parking", "QueueEntry", "QueueEntryUpdate", "ReadyQueue", "RenewalAnswer", "Role", "RunningUpdate", "Tenant",
+    "TenantCounters", "TenantState", "TransitionWrite", "VirtualClock", "WaitingUpdate", "ends_attempt", "judge",
     "queue_entry_updates", "ready_queue", "ready_shard", "running_update", "waiting_update",
 ]

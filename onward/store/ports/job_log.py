@@ -11,7 +11,7 @@ from onward.domain.clock import EpochMs
 from onward.domain.models import Job, OutboxEvent, Run
 from onward.domain.states import RunOutcome
 from onward.store.ports.outcomes import CommitOutcome, CreateOutcome, ManyCreated
-from onward.store.ports.rows import IdempotencyRecord, JobRow
+from onward.store.ports.rows import IdempotencyRecord, JobHistory, JobRow
 from onward.store.ports.write_plans import NewJobWrite, OverlapMark, TransitionWrite
 
 
@@ -46,6 +46,14 @@ class JobLog(ABC):
     @abstractmethod
     def events(self, job_id: str) -> list[OutboxEvent]:
         """The job's outbox events in version order."""
+
+    def history(self, job_id: str) -> JobHistory | None:
+        """The job's row, run records and result, read consistently; None when its row is gone. Here three
+        reads; a recorder that keeps them together reads them at once."""
+        row = self.job(job_id)
+        if row is None:
+            return None
+        return JobHistory(row.job, self.runs(job_id), self.result(job_id))
 
     @abstractmethod
     def all_jobs(self) -> Iterator[Job]:

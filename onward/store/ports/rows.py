@@ -4,16 +4,25 @@ queue's head, an entry of the `active` index's head, an Idempotency-Key's record
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from onward.domain.clock import EpochMs
-from onward.domain.models import Job
+from onward.domain.models import Job, Run
 
 
 class JobRow(NamedTuple):
     job: Job
     ready_shards: int  # the ready shards its tenant had when it was created (its ready queue)
     running_shard: int = 0  # the RUNNING counter its running attempt is charged to
+
+
+class JobHistory(NamedTuple):
+    """What the jobs table holds of one job: its row, its run records in attempt order, its result (None when
+    it has none): what the archive keeps of it."""
+
+    job: Job
+    runs: list[Run]
+    result: Any
 
 
 class DueJob(NamedTuple):

@@ -31,7 +31,8 @@ def test_translated_data_resources_create_in_the_endpoints_cloudformation(endpoi
         "JobsTable": "translated-jobs", "OutboxTable": "translated-outbox", "StatusTable": "translated-status",
         "CheckpointTable": "translated-checkpoints", "ConflictsTable": "translated-conflicts",
         "ParkedTable": "translated-parked", "EventsStream": "translated-events",
-        "RelayFailuresQueue": "translated-relay-failures", "ProjectorFailuresQueue": "translated-projector-failures"}
+        "RelayFailuresQueue": "translated-relay-failures", "ProjectorFailuresQueue": "translated-projector-failures",
+        "ArchiverFailuresQueue": "translated-archiver-failures"}
 
     dynamodb, kinesis, sqs = (endpoint.client(name) for name in ("dynamodb", "kinesis", "sqs"))
     jobs = dynamodb.describe_table(TableName=created["JobsTable"]["PhysicalResourceId"])["Table"]
@@ -43,7 +44,7 @@ def test_translated_data_resources_create_in_the_endpoints_cloudformation(endpoi
     peak = translated["Parameters"]["TargetJobsPerSecond"]["Default"]
     assert stream["StreamDescriptionSummary"]["OpenShardCount"] == (
         translated["Mappings"]["EventsStreamSizing"][peak]["Shards"])  # sized for the default peak
-    for queue in ("RelayFailuresQueue", "ProjectorFailuresQueue"):
+    for queue in ("RelayFailuresQueue", "ProjectorFailuresQueue", "ArchiverFailuresQueue"):
         attributes = sqs.get_queue_attributes(QueueUrl=created[queue]["PhysicalResourceId"],
                                               AttributeNames=["MessageRetentionPeriod"])["Attributes"]
         assert attributes["MessageRetentionPeriod"] == "1209600"
@@ -80,6 +81,6 @@ def test_deleting_the_stack_keeps_every_data_resource_and_the_jobs_in_them(endpo
     for table in (environment[variable] for variable in environment if variable.endswith("_TABLE")):
         assert dynamodb.describe_table(TableName=table)["Table"]["TableStatus"] == "ACTIVE"
     assert kinesis.describe_stream_summary(StreamName=environment["EVENTS_STREAM"])["StreamDescriptionSummary"]
-    for queue in ("teardown-relay-failures", "teardown-projector-failures"):
+    for queue in ("teardown-relay-failures", "teardown-projector-failures", "teardown-archiver-failures"):
         assert sqs.get_queue_url(QueueName=queue)["QueueUrl"].endswith(queue)
     assert store.get(job_id).job_id == job_id  # the data is still there

@@ -38,6 +38,7 @@ UNSET_ON_PURPOSE = {
     "AWS_ENDPOINT_URL": "points boto3 at the embedded endpoint on one machine; unset on AWS",
     "ONWARD_TOKENS": "local bearer tokens; on AWS ONWARD_AUTH=jwt and API Gateway verifies JWTs",
     "ONWARD_OPERATOR_TOKEN": "local operator token; on AWS the operator role is a JWT scope or group",
+    "ONWARD_ARCHIVE_DIR": "the local stack's archive directory; on AWS the archive is delivered through Firehose",
     "ONWARD_WEB_ROOT": "defaults to web/ beside handlers/, where the Makefile's build target puts it",
     "ONWARD_OUTBOX_RETENTION_DAYS": "read by Settings everywhere, used only where JobStore writes events "
                                     "(test_outbox_writers_get_the_retention_parameter)",
@@ -348,9 +349,10 @@ def test_iterator_age_of_both_stream_consumers_alarms_above_the_freshness_object
         for namespace, metric, dimensions in alarm_metrics(alarm):
             if (namespace, metric) == ("AWS/Lambda", "IteratorAge"):
                 watched[dimensions["FunctionName"]["Ref"]] = alarm
-    assert set(watched) == {"RelayFunction", "ProjectorFunction"}
-    for alarm in watched.values():
-        assert alarm["Threshold"] == {"Ref": "FreshnessObjectiveSeconds"}
+    assert set(watched) == {"RelayFunction", "ProjectorFunction", "ArchiverFunction"}
+    for function, alarm in watched.items():
+        wanted = "ArchiverLagAlarmSeconds" if function == "ArchiverFunction" else "FreshnessObjectiveSeconds"
+        assert alarm["Threshold"] == {"Ref": wanted}
         assert alarm["ComparisonOperator"] == "GreaterThanThreshold"
         assert [m["Expression"] for m in alarm["Metrics"] if "Expression" in m] == ["age_ms / 1000"]  # ms -> s
 
@@ -367,7 +369,7 @@ def test_conflicts_parked_records_and_every_on_failure_queue_alarm_above_zero() 
     for namespace, metric, dimensions in wanted:
         alarm = watched[(namespace, metric, json.dumps(dimensions, sort_keys=True))]
         assert (alarm["Threshold"], alarm["ComparisonOperator"]) == (0, "GreaterThanThreshold"), metric
-    assert len(queues) == 2
+    assert len(queues) == 3
 
 
 def test_the_dashboard_shows_relay_lag_projection_lag_throughput_and_outcomes() -> None:

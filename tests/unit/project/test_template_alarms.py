@@ -116,7 +116,7 @@ def test_the_email_parameter_subscribes_only_when_set() -> None:
 
 # --- what is watched ---------------------------------------------------------------------------------------
 
-ALWAYS_ERRORS_ALARMED = {"SchedulerFunction", "ApiFunction", "RelayFunction", "ProjectorFunction"}
+ALWAYS_ERRORS_ALARMED = {"SchedulerFunction", "ApiFunction", "RelayFunction", "ProjectorFunction", "ArchiverFunction"}
 
 
 @pytest.mark.parametrize("function", sorted(FUNCTIONS))
@@ -126,7 +126,8 @@ def test_every_function_has_an_errors_and_a_throttles_alarm_under_its_condition(
     condition: otherwise the stack fails to deploy when the function is left out (its Ref resolves to
     nothing), or alarms forever on a function that does not exist. Monitoring=essential leaves out all but
     the scheduler's Errors alarm (nothing else tells that schedules stop firing) and the Errors alarms that roll
-    a gradual deployment back (the API's, the relay's, the projector's: their DeploymentPreference names them)."""
+    a gradual deployment back (the API's, the relay's, the projector's, the archiver's: their DeploymentPreference
+    names them)."""
     found = alarms_on("AWS/Lambda", metric, FunctionName={"Ref": function})
     assert len(found) == 1, f"{function}: {sorted(found)}"
     (alarm,) = found.values()
@@ -220,9 +221,11 @@ def test_every_threshold_that_has_a_parameter_uses_it() -> None:
     """The freshness objective is one number: the page's "updates delayed" and the lag alarms must move
     together when a deployer changes it."""
     lag_alarms = {**alarms_on("AWS/Lambda", "IteratorAge"), **alarms_on("Onward", "ProjectionLag")}
-    assert len(lag_alarms) == 3
+    assert len(lag_alarms) == 4
     for name, alarm in lag_alarms.items():
-        assert alarm["Properties"]["Threshold"] == {"Ref": "FreshnessObjectiveSeconds"}, name
+        # the archive's lag is bounded by the job retention, not by the view's freshness objective
+        wanted = "ArchiverLagAlarmSeconds" if name == "ArchiverIteratorAgeAlarm" else "FreshnessObjectiveSeconds"
+        assert alarm["Properties"]["Threshold"] == {"Ref": wanted}, name
 
 
 def test_essential_monitoring_keeps_the_alarms_that_say_jobs_or_statuses_are_affected() -> None:
@@ -236,7 +239,7 @@ def test_essential_monitoring_keeps_the_alarms_that_say_jobs_or_statuses_are_aff
                          "EcsWorkerTasksStoppedAlarm",
                          # what rolls a gradual deployment back (tests/unit/project/test_template_upgrades.py)
                          "ApiUnhandledErrorsAlarm", "ApiFunctionErrorsAlarm", "RelayFunctionErrorsAlarm",
-                         "ProjectorFunctionErrorsAlarm"}
+                         "ProjectorFunctionErrorsAlarm", "ArchiverFunctionErrorsAlarm"}
     assert {alarm["Condition"] for name, alarm in ALARMS.items() if name not in essential} == {
         "FullMonitoring", "WorkerOnLambdaFullMonitoring"}
     assert RESOURCES["Dashboard"]["Condition"] == "FullMonitoring"

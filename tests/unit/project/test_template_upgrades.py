@@ -18,6 +18,7 @@ ROLLBACK_ALARMS = {
     "ApiFunction": {"ApiFunctionErrorsAlarm", "ApiUnhandledErrorsAlarm"},
     "RelayFunction": {"RelayFunctionErrorsAlarm"},
     "ProjectorFunction": {"ProjectorFunctionErrorsAlarm"},
+    "ArchiverFunction": {"ArchiverFunctionErrorsAlarm"},
 }
 
 

@@ -84,9 +84,9 @@ def test_firehoses_role_writes_only_the_archives_prefixes_and_reads_only_its_tab
     granted = {action: statement["Resource"] for statement in policy["PolicyDocument"]["Statement"]
                for action in statement["Action"]}
     assert set(granted) == {"s3:GetBucketLocation", "s3:ListBucket", "s3:ListBucketMultipartUploads",
-                            "s3:PutObject", "s3:AbortMultipartUpload", "glue:GetTable", "glue:GetTableVersion",
-                            "glue:GetTableVersions", "logs:PutLogEvents"}
-    assert granted["s3:PutObject"] == [{"Fn::Sub": "${ArchiveBucket.Arn}/jobs/*"},
+                            "s3:PutObject", "s3:GetObject", "s3:AbortMultipartUpload", "glue:GetTable",
+                            "glue:GetTableVersion", "glue:GetTableVersions", "logs:PutLogEvents"}
+    assert granted["s3:PutObject"] == granted["s3:GetObject"] == [{"Fn::Sub": "${ArchiveBucket.Arn}/jobs/*"},
                                        {"Fn::Sub": "${ArchiveBucket.Arn}/errors/*"}]
     assert "*" not in str(granted["glue:GetTable"]).replace("${", "")
     assert all(statement["Effect"] == "Allow" for statement in policy["PolicyDocument"]["Statement"])

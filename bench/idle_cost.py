@@ -70,6 +70,15 @@ FREE_AT_IDLE = {  # resource types that cost nothing while no job runs, and why
     "AWS::SNS::TopicPolicy": "no charge",
     "AWS::SNS::Subscription": "email notifications: the first 1,000 a month are free",
     "AWS::Events::Rule": "events of AWS services to rules are free",
+    "AWS::S3::Bucket": "per GB-month stored and per request: the archive's cost per million jobs is in "
+                       "docs/archive.md; an empty archive costs nothing",
+    "AWS::S3::BucketPolicy": "no charge",
+    "AWS::KinesisFirehose::DeliveryStream": "per GB put, converted and partitioned, and per object delivered; "
+                                            "no hourly charge (Direct PUT)",
+    "AWS::Glue::Database": "the first million Data Catalog objects and requests a month are free",
+    "AWS::Glue::Table": "the first million Data Catalog objects and requests a month are free",
+    "AWS::Athena::WorkGroup": "per TB scanned by a query (10 MB at least); none while idle",
+    "AWS::Logs::LogStream": "no charge",
 }
 PRICED = {  # resource types with a line of their own
     "AWS::Kinesis::Stream", "AWS::CloudWatch::Alarm", "AWS::CloudWatch::Dashboard", "AWS::KMS::Key"}

@@ -1,4 +1,5 @@
-"""template.yaml's data resources (tables, the events stream, the on-failure queues, the user pool) cannot be lost
+"""template.yaml's data resources (tables, the events stream, the on-failure queues, the user pool, the archive
+bucket) cannot be lost
 by a stack update: each has a fixed name under the stack's, is retained when deleted or replaced, is refused
 replacement and deletion by stack-policy.json, and keeps the properties whose change would replace it as
 recorded in replacement_properties.json. The tables nothing rebuilds have point-in-time recovery.
@@ -27,12 +28,14 @@ RECORD_PATH = Path(__file__).with_name("replacement_properties.json")
 # property); a table also by its key (KeySchema, the key attributes' types: a new key is a new table), and a
 # user pool by what AWS documents as "Update requires: Replacement" (its schema has no create-only list).
 NAME_PROPERTY = {"AWS::DynamoDB::Table": "TableName", "AWS::Kinesis::Stream": "Name",
-                 "AWS::SQS::Queue": "QueueName", "AWS::Cognito::UserPool": "UserPoolName"}
+                 "AWS::SQS::Queue": "QueueName", "AWS::Cognito::UserPool": "UserPoolName",
+                 "AWS::S3::Bucket": "BucketName"}
 REPLACED_BY = {
     "AWS::DynamoDB::Table": ("TableName", "ImportSourceSpecification", "KeySchema", "LocalSecondaryIndexes"),
     "AWS::Kinesis::Stream": ("Name",),
     "AWS::SQS::Queue": ("QueueName", "FifoQueue"),
     "AWS::Cognito::UserPool": ("UserPoolName", "AliasAttributes", "UsernameAttributes", "Schema"),
+    "AWS::S3::Bucket": ("BucketName", "BucketNamePrefix", "BucketNamespace"),
 }
 DATA_RESOURCES = sorted(name for name, resource in RESOURCES.items() if resource["Type"] in REPLACED_BY)
 

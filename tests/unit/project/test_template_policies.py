@@ -312,8 +312,9 @@ def test_the_sam_transform_adds_no_role_and_no_managed_policy() -> None:
     translated = translate()["Resources"]
     roles = {name for name, r in translated.items() if r["Type"] == "AWS::IAM::Role"}
     # DeployRole: CodeDeploy's for the gradual deployments, in place of SAM's (AWSCodeDeployRoleForLambda)
+    # ArchiveDeliveryRole: Firehose's, to write the archive (test_template_archive.py checks what it grants)
     assert roles == {f"{function.removesuffix('Function')}Role" for function in FUNCTIONS} | ECS_WORKER_ROLES | {
-        "DeployRole"}
+        "DeployRole", "ArchiveDeliveryRole"}
     assert not any("ManagedPolicyArns" in translated[role]["Properties"] for role in roles)
     assert not any(r["Type"] == "AWS::IAM::Policy" for r in translated.values())
     # the one managed policy is the operators' own, attached to no role of the stack

@@ -32,6 +32,7 @@ from onward.settings import (
     API_CLIENT_CONFIG,
     DAY_S,
     WORKER_CLIENT_CONFIG,
+    ArchiveSettings,
     InvalidSetting,
     Settings,
     number_setting,
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
     from onward.operator.claim_history import RecentClaims
     from onward.operator.conflicts import ConflictReader
     from onward.operator.failure_queues import FailureQueue
+    from onward.operator.history.readers import ArchiveReader
     from onward.operator.lag import LagProbe
     from onward.operator.overlaps import OverlapReader
     from onward.operator.parked import ParkedRecordReader
@@ -274,14 +276,29 @@ class Deployment:
 
     @Component
     def archive_sink(self) -> ArchiveSink | None:
-        """Where the archiver writes: the Parquet files under ONWARD_ARCHIVE_DIR (onward.pipeline.archive.parquet);
-        None when no archive is configured (archiving is off)."""
+        """Where the archiver writes: the Firehose delivery stream ARCHIVE_DELIVERY_STREAM (on AWS: Parquet on
+        S3, onward.pipeline.archive.firehose), else the Parquet files under ONWARD_ARCHIVE_DIR
+        (onward.pipeline.archive.parquet); None when no archive is configured (archiving is off)."""
+        delivery_stream = self.environ.get("ARCHIVE_DELIVERY_STREAM")
+        if delivery_stream:
+            from onward.pipeline.archive.firehose import FirehoseArchive
+
+            return FirehoseArchive(self.client("firehose"), delivery_stream)
         directory = self.environ.get("ONWARD_ARCHIVE_DIR")
         if directory:
             from onward.pipeline.archive.parquet import ParquetDirectory
 
             return ParquetDirectory(directory)
         return None
+
+    def archive_reader(self, max_wait_s: float) -> ArchiveReader | None:
+        """The archive's reader (`onward history`, GET /jobs/{id} of an archived job): Athena over the Glue table
+        when one is configured, else DuckDB over ONWARD_ARCHIVE_DIR, else None; an Athena query waits at most
+        `max_wait_s`."""
+        from onward.operator.history.readers import archive_reader
+
+        return archive_reader(ArchiveSettings.from_environment(self.environ), lambda: self.client("athena"),
+                              max_wait_s=max_wait_s)
 
     @Component
     def archiver(self) -> Archiver:

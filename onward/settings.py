@@ -250,12 +250,13 @@ def whole_days_setting(source: Mapping[str, str], variable: str, default: int) -
     return int(value)
 
 
-# --- The run-history archive's readers (issue 36: `onward history`, GET /jobs/{id} of an archived job) ---------
+# --- The run-history archive (issue 36): where the archiver writes it and where readers query it ---------------
 @dataclass(frozen=True)
 class ArchiveSettings:
-    """Where the archive is read: the Glue table through Athena when ONWARD_ARCHIVE_DATABASE and
-    ONWARD_ARCHIVE_TABLE are set (queries run in ONWARD_ATHENA_WORKGROUP, else the account's primary), else the
-    Parquet directory ONWARD_ARCHIVE_DIR (the local stack's), else no archive."""
+    """Where the archive is read: through Athena when ARCHIVE_DATABASE and ARCHIVE_TABLE (the Glue table) are
+    set, in the work group ARCHIVE_WORK_GROUP (else the account's primary), else from the Parquet directory
+    ONWARD_ARCHIVE_DIR (the local stack's), else nowhere (no archive: nothing asked). The archiver's side,
+    where it is written, is Deployment.archive_sink."""
 
     directory: str | None = None
     database: str | None = None
@@ -266,9 +267,9 @@ class ArchiveSettings:
     def from_environment(cls, environ: Mapping[str, str] | None = None) -> ArchiveSettings:
         source = os.environ if environ is None else environ
         return cls(directory=source.get("ONWARD_ARCHIVE_DIR") or None,
-                   database=source.get("ONWARD_ARCHIVE_DATABASE") or None,
-                   table=source.get("ONWARD_ARCHIVE_TABLE") or None,
-                   workgroup=source.get("ONWARD_ATHENA_WORKGROUP") or None)
+                   database=source.get("ARCHIVE_DATABASE") or None,
+                   table=source.get("ARCHIVE_TABLE") or None,
+                   workgroup=source.get("ARCHIVE_WORK_GROUP") or None)
 
     @property
     def configured(self) -> bool:

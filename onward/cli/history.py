@@ -1,6 +1,6 @@
 """`onward history`: the run-history archive's ready-made questions and SQL of one's own
-(onward.operator.history): DuckDB over ONWARD_ARCHIVE_DIR locally, Athena over ONWARD_ARCHIVE_DATABASE /
-ONWARD_ARCHIVE_TABLE on AWS. Exit status 0 with an answer; 1 for a job the archive does not hold; 2 with no
+(onward.operator.history): DuckDB over ONWARD_ARCHIVE_DIR locally, Athena over ARCHIVE_DATABASE /
+ARCHIVE_TABLE on AWS. Exit status 0 with an answer; 1 for a job the archive does not hold; 2 with no
 archive configured or a query the engine refused (its own message)."""
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ from typing import Any
 from onward.domain.archive import ArchivedJob
 from onward.domain.clock import iso
 from onward.operator.history.questions import DAY, RETRIES, WAITS, day_window, slowest
-from onward.operator.history.readers import ArchiveQueryError, ArchiveReader, Table, archive_reader
+from onward.operator.history.readers import ArchiveQueryError, ArchiveReader, Table
 
 NOT_CONFIGURED = ("no archive is configured: set ONWARD_ARCHIVE_DIR (the local stack's Parquet directory), or "
-                  "ONWARD_ARCHIVE_DATABASE and ONWARD_ARCHIVE_TABLE (the Glue table Athena reads; "
-                  "ONWARD_ATHENA_WORKGROUP names the workgroup)")
+                  "ARCHIVE_DATABASE and ARCHIVE_TABLE (the Glue table Athena reads; "
+                  "ARCHIVE_WORK_GROUP names the workgroup)")
 
 
 def _day(text: str) -> str:
@@ -75,10 +75,8 @@ def _window(args: argparse.Namespace) -> list[str]:
 
 def _reader() -> ArchiveReader | None:
     from onward.bootstrap import Deployment
-    from onward.settings import ArchiveSettings
 
-    return archive_reader(ArchiveSettings.from_environment(),
-                          lambda: Deployment.from_environment().client("athena"), max_wait_s=300.0)
+    return Deployment.from_environment().archive_reader(max_wait_s=300.0)
 
 
 def _answered(run: Callable[[ArchiveReader, argparse.Namespace], int], args: argparse.Namespace) -> int:

@@ -102,3 +102,20 @@ def test_threads_asking_at_once_get_one_component() -> None:
     for thread in threads:
         thread.join()
     assert len({id(relay) for relay in seen}) == 1
+
+
+def test_the_archive_is_written_through_firehose_on_aws_to_a_directory_locally_or_not_at_all(tmp_path) -> None:
+    """Breaks if the sink ignored ARCHIVE_DELIVERY_STREAM (the archiver on AWS would archive nothing) or
+    preferred the local directory over it."""
+    from onward.pipeline.archive.firehose import FirehoseArchive
+    from onward.pipeline.archive.parquet import ParquetDirectory
+
+    settings = Settings.from_environment(ENVIRONMENT)
+    clients = {"firehose": object()}
+    on_aws = Deployment(settings, clients=clients,
+                        environ={"ARCHIVE_DELIVERY_STREAM": "s-archive", "ONWARD_ARCHIVE_DIR": str(tmp_path)})
+    assert isinstance(on_aws.archive_sink, FirehoseArchive)
+    local = Deployment(settings, environ={"ONWARD_ARCHIVE_DIR": str(tmp_path)})
+    assert isinstance(local.archive_sink, ParquetDirectory) and local.archive_sink.root == tmp_path
+    assert Deployment(settings, environ={}).archive_sink is None
+    assert Deployment(settings, environ={}).archive_reader(max_wait_s=1.0) is None

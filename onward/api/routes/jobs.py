@@ -59,9 +59,8 @@ from onward.domain.models import JobId, JobType, NewJob
 from onward.domain.states import JobState
 from onward.domain.text_patterns import IDEMPOTENCY_KEY, JOB_ID_PREFIX
 from onward.operator import explain
-from onward.operator.history.readers import ArchiveQueryError, archive_reader
+from onward.operator.history.readers import ArchiveQueryError
 from onward.pipeline.view import JobFilter, listing_start
-from onward.settings import ArchiveSettings
 from onward.store.ports import JobRow
 from onward.store.service import CancelStatus, Created
 
@@ -227,8 +226,7 @@ def _archived(deployment: Deployment, job_id: str, scope: str | None) -> Archive
     """A job neither the view nor the job table has (their rows expired), from the run-history archive when one
     is configured: its newest archived version, only if it is the caller's tenant's; else JobNotFound, the 404
     of a job that never was. 503 when the archive cannot answer."""
-    reader = archive_reader(ArchiveSettings.from_environment(deployment.environ),
-                            lambda: deployment.client("athena"), max_wait_s=ARCHIVE_WAIT_S)
+    reader = deployment.archive_reader(max_wait_s=ARCHIVE_WAIT_S)
     if reader is None:
         raise JobNotFound(f"no job {job_id}")
     try:

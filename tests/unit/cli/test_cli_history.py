@@ -18,7 +18,7 @@ pytestmark = pytest.mark.fast
 def archive_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     ParquetDirectory(tmp_path).write([record(job_id(1), attempts=2, state="dead"),
                                       record(job_id(2), tenant="other", ran_ms=9000)])
-    for name in ("ONWARD_ARCHIVE_DATABASE", "ONWARD_ARCHIVE_TABLE"):
+    for name in ("ARCHIVE_DATABASE", "ARCHIVE_TABLE"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("ONWARD_ARCHIVE_DIR", str(tmp_path))
     return tmp_path
@@ -59,7 +59,7 @@ def test_bad_sql_is_the_engines_message_and_exit_2(archive_dir: Path, capsys: py
 
 def test_no_archive_configured_says_what_to_set(monkeypatch: pytest.MonkeyPatch,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
-    for name in ("ONWARD_ARCHIVE_DIR", "ONWARD_ARCHIVE_DATABASE", "ONWARD_ARCHIVE_TABLE"):
+    for name in ("ONWARD_ARCHIVE_DIR", "ARCHIVE_DATABASE", "ARCHIVE_TABLE"):
         monkeypatch.delenv(name, raising=False)
     assert cli.main(["history", "retries"]) == 2
     assert "ONWARD_ARCHIVE_DIR" in capsys.readouterr().err

@@ -38,7 +38,8 @@ UNSET_ON_PURPOSE = {
     "AWS_ENDPOINT_URL": "points boto3 at the embedded endpoint on one machine; unset on AWS",
     "ONWARD_TOKENS": "local bearer tokens; on AWS ONWARD_AUTH=jwt and API Gateway verifies JWTs",
     "ONWARD_OPERATOR_TOKEN": "local operator token; on AWS the operator role is a JWT scope or group",
-    "ONWARD_ARCHIVE_DIR": "the local stack's archive directory; on AWS the archive is delivered through Firehose",
+    "ONWARD_ARCHIVE_DIR": "the local stack's archive directory (Parquet, DuckDB); on AWS the archive is written "
+                          "through Firehose (ARCHIVE_DELIVERY_STREAM), read through Athena (ARCHIVE_TABLE)",
     "ONWARD_WEB_ROOT": "defaults to web/ beside handlers/, where the Makefile's build target puts it",
     "ONWARD_OUTBOX_RETENTION_DAYS": "read by Settings everywhere, used only where JobStore writes events "
                                     "(test_outbox_writers_get_the_retention_parameter)",
@@ -46,12 +47,6 @@ UNSET_ON_PURPOSE = {
                             "(test_the_api_gets_the_freshness_parameters)",
     "ONWARD_HEARTBEAT_INTERVAL_S": "as ONWARD_STALE_AFTER_S",
     "ONWARD_UNSIGNED_REQUESTS": "set by the embedded endpoint's exports only; AWS refuses unsigned requests",
-    "ONWARD_ARCHIVE_DIR": "the local stack's archive directory (DuckDB); on AWS the archive is the Glue table",
-    # issue 36: the archive's template part sets these three on ApiFunction (its Glue table and Athena
-    # workgroup); until that branch is merged the API reads them unset (no archive: the 404 as before)
-    "ONWARD_ARCHIVE_DATABASE": "set with the archive's Glue table (issue 36's template part)",
-    "ONWARD_ARCHIVE_TABLE": "set with the archive's Glue table (issue 36's template part)",
-    "ONWARD_ATHENA_WORKGROUP": "set with the archive's Athena workgroup (issue 36's template part)",
     "ONWARD_CLIENT_WRAPPER": "set by the embedded endpoint's exports only (the local stack's lean client)",
     "ONWARD_BEAT_SLACK_MS": "set by the embedded endpoint's exports only (0: its commit stamps are "
                             "milliseconds of this host's clock); on AWS the default, AWS_BEAT_SLACK_MS",

@@ -105,6 +105,57 @@ def test_the_local_stack_leaves_the_archive_out() -> None:
     converts nor partitions: the local stack's archive is a directory of Parquet files
     (onward.pipeline.archive.parquet), so none of these resources is deployed there."""
     local = data_resources_template(TEMPLATE)["Resources"]
-    archive = {name for name in RESOURCES if name.startswith("Archive")}
+    archive = {name for name in RESOURCES if name.startswith("Archive") and not name.startswith("Archiver")}
     assert archive and not archive & set(local)
     assert "ArchiveRetentionDays" not in data_resources_template(TEMPLATE)["Parameters"]
+
+
+def _client_calls(module: str, service: str) -> set[str]:
+    """The IAM actions of the SDK calls `module` makes (`.start_query_execution(` -> athena:StartQueryExecution):
+    its source read for the service's operation names, as botocore spells them in Python."""
+    import re
+    from pathlib import Path
+
+    import botocore.session
+
+    model = botocore.session.get_session().get_service_model(service)
+    names = {botocore.xform_name(name): name for name in model.operation_names}
+    source = (Path(__file__).resolve().parents[3] / module).read_text()
+    return {f"{service}:{names[call]}" for call in re.findall(r"\.([a-z_]+)\(", source) if call in names}
+
+
+def _statements(policy: dict[str, Any]) -> list[dict[str, Any]]:
+    return policy["PolicyDocument"]["Statement"]
+
+
+def _role_policy(role: str, name: str) -> dict[str, Any]:
+    (policy,) = [p for p in RESOURCES[role]["Properties"]["Policies"] if p["PolicyName"] == name]
+    return policy
+
+
+def test_the_archiver_may_only_put_records_to_the_archives_delivery_stream() -> None:
+    """Its `archive` policy is exactly the sink's calls, on the stream; drop it and every archive write is
+    refused (AccessDenied), grant more and the test fails. The stream reaches the code as the variable its name
+    says (ARCHIVE_DELIVERY_STREAM)."""
+    (statement,) = _statements(_role_policy("ArchiverRole", "archive"))
+    assert set(statement["Action"]) == _client_calls("onward/pipeline/archive/firehose.py", "firehose")
+    assert statement["Resource"] == {"Fn::GetAtt": ["ArchiveDeliveryStream", "Arn"]}
+    variables = RESOURCES["ArchiverFunction"]["Properties"]["Environment"]["Variables"]
+    assert variables["ARCHIVE_DELIVERY_STREAM"] == {"Ref": "ArchiveDeliveryStream"}
+
+
+def test_the_api_and_operators_read_the_archive_with_the_readers_calls_and_nothing_else() -> None:
+    """GET /jobs/{id} of an archived job and `onward history` query Athena in the archive's work group: the
+    Athena actions are exactly the reader's calls, and S3 is read only under jobs/ and written only under
+    athena-results/ (a grant on the whole bucket would let the API overwrite the archive)."""
+    api = _statements(_role_policy("ApiRole", "archive"))
+    assert api == _statements(RESOURCES["ArchiveReadPolicy"]["Properties"])
+    athena = {action for statement in api for action in statement["Action"] if action.startswith("athena:")}
+    assert athena == _client_calls("onward/operator/history/readers.py", "athena")
+    writes = [s for s in api if "s3:PutObject" in s["Action"]]
+    assert [s["Resource"] for s in writes] == [{"Fn::Sub": "${ArchiveBucket.Arn}/athena-results/*"}]
+    assert all(not action.startswith(("dynamodb:", "firehose:")) for s in api for action in s["Action"])
+    variables = RESOURCES["ApiFunction"]["Properties"]["Environment"]["Variables"]
+    assert {variables[name]["Ref"] for name in ("ARCHIVE_DATABASE", "ARCHIVE_TABLE", "ARCHIVE_WORK_GROUP")} == {
+        "ArchiveDatabase", "ArchiveTable", "ArchiveWorkGroup"}
+    assert TEMPLATE["Outputs"]["ArchiveReadPolicyArn"]["Value"] == {"Ref": "ArchiveReadPolicy"}

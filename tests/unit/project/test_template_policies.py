@@ -67,6 +67,7 @@ STREAM_READ = {
     "Kinesis": {"kinesis:DescribeStream", "kinesis:DescribeStreamSummary", "kinesis:GetRecords",
                 "kinesis:GetShardIterator", "kinesis:ListShards"},
 }
+ARCHIVE_USERS = {"ArchiverFunction", "ApiFunction"}  # who writes / reads the run-history archive
 STREAM_ACTIONS = {"dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator"}
 
 Grant = tuple[str, tuple[str, str] | str]  # (action, (logical id, part) or "*")
@@ -300,7 +301,9 @@ def test_role_has_only_these_policies_and_trusts_only_lambda(function: str) -> N
     this fails."""
     properties = role_of(function)["Properties"]
     assert set(properties) == {"AssumeRolePolicyDocument", "Policies"}  # no managed policies
-    assert {p["PolicyName"] for p in properties["Policies"]} <= {"code", "event-source", "telemetry"}
+    # `archive`: the archive's Firehose or Athena grants (tests/unit/project/test_template_archive.py)
+    allowed = {"code", "event-source", "telemetry"} | ({"archive"} if function in ARCHIVE_USERS else set())
+    assert {p["PolicyName"] for p in properties["Policies"]} <= allowed
     assert properties["AssumeRolePolicyDocument"]["Statement"] == [
         {"Effect": "Allow", "Principal": {"Service": "lambda.amazonaws.com"}, "Action": "sts:AssumeRole"}]
     assert RESOURCES[function].get("Condition") == role_of(function).get("Condition")
@@ -318,7 +321,8 @@ def test_the_sam_transform_adds_no_role_and_no_managed_policy() -> None:
     assert not any("ManagedPolicyArns" in translated[role]["Properties"] for role in roles)
     assert not any(r["Type"] == "AWS::IAM::Policy" for r in translated.values())
     # the one managed policy is the operators' own, attached to no role of the stack
-    assert {name for name, r in translated.items() if r["Type"] == "AWS::IAM::ManagedPolicy"} == {"OperatorPolicy"}
+    assert {name for name, r in translated.items() if r["Type"] == "AWS::IAM::ManagedPolicy"} == {
+        "OperatorPolicy", "ArchiveReadPolicy"}  # the operators' (ArchiveReadPolicy: test_template_archive.py)
     assert not {"Roles", "Users", "Groups"} & set(translated["OperatorPolicy"]["Properties"])
 
 

@@ -64,12 +64,18 @@ class LocalPipeline:
                                                   "KinesisBatchInfo", "onward-projector") if projector_queue else None)
         archiver_poller = None
         if deployment.archive_sink is not None:
-            # Locally it has no on-failure queue: a batch it gives up is logged by the poller (failures.py).
+            # What it gives up goes to the stack's ArchiverFailuresQueue when the environment names it (the local
+            # stack's exports do), as on AWS; else the poller logs it (failures.py).
+            archiver_queue = deployment.environ.get("ARCHIVER_FAILURES_QUEUE")
             archiver_poller = EventsStreamPoller(deployment.client("kinesis"),
                                                  deployment.settings.require("events_stream"),
                                                  archiver_handler.handler, deployment.checkpoint_store,
                                                  batch_size=batch_size, consumer="local-mapping:archiver",
-                                                 handling=FailureHandling(**stream_error_handling("ArchiverFunction")))
+                                                 handling=FailureHandling(**stream_error_handling("ArchiverFunction")),
+                                                 on_failure=QueueDestination(
+                                                     deployment.client("sqs"), archiver_queue, events_arn,
+                                                     "KinesisBatchInfo", "onward-archiver") if archiver_queue else None,
+                                                 function_name="onward-archiver")
         return cls(relay_poller, projector_poller, deployment.heartbeat_emitter, archiver_poller)
 
     @classmethod

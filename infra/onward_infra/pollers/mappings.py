@@ -180,12 +180,13 @@ class EventsStreamPoller(ShardPoller):
                  monotonic: Monotonic = time.monotonic, relist_every_s: float = RELIST_EVERY_S,
                  position_every_s: float = POSITION_EVERY_S, concurrency: int = 1,
                  handling: FailureHandling = NO_FAILURE_HANDLING, on_failure: OnFailure | None = None,
-                 wall: Callable[[], float] = time.time) -> None:
+                 wall: Callable[[], float] = time.time, function_name: str = "onward-projector") -> None:
         super().__init__(RecordReader(kinesis, kinesis_record_sequence, kinesis_record_fault),
                          PROJECTOR_CONSUMER, stream_name, batch_size, parked, backoff, monotonic, positions,
                          consumer, position_every_s, concurrency, relist_every_s, handling, on_failure, wall)
         self._kinesis = kinesis
         self._handler = handler
+        self._function_name = function_name  # the Lambda context's, as the function's logs carry it
         self._arn = kinesis.describe_stream_summary(StreamName=stream_name)["StreamDescriptionSummary"]["StreamARN"]
 
     def _open(self, shard_id: str, position: StreamPosition | None) -> str:
@@ -217,7 +218,7 @@ class EventsStreamPoller(ShardPoller):
             def invoke(records: list[dict[str, Any]]) -> str | None:
                 return failed_sequence(self._handler(
                     {"Records": [kinesis_lambda_record(r, shard_id, self._arn) for r in records]},
-                    LocalLambdaContext("onward-projector")))
+                    LocalLambdaContext(self._function_name)))
 
             taken = len(batch.records)
             if not self._deliver(shard_id, cursor, batch.records, kinesis_record_sequence, kinesis_record_arrival,

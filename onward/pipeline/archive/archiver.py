@@ -53,6 +53,9 @@ class ArchiveTally:
     archived: int = 0
     skipped_replayed: int = 0
     expired_before_archive: int = 0
+    # re-published by `onward replay` (no committed_at) for a job already gone: archived before it expired (or
+    # counted as expired_before_archive when its first final event came): not a new miss, and no warning
+    replayed_gone: int = 0
     unreadable: int = 0  # the projector parks these; the archiver only counts them
     bytes_written: int = 0
     sink_writes: int = 0
@@ -68,8 +71,8 @@ class ArchiveTotals:
 
     def add(self, tally: ArchiveTally) -> None:
         with self._lock:
-            for name in ("final_events", "archived", "skipped_replayed", "expired_before_archive", "unreadable",
-                         "bytes_written", "sink_writes"):
+            for name in ("final_events", "archived", "skipped_replayed", "expired_before_archive", "replayed_gone",
+                         "unreadable", "bytes_written", "sink_writes"):
                 setattr(self.tally, name, getattr(self.tally, name) + getattr(tally, name))
             self.tally.expired_jobs += tally.expired_jobs
 
@@ -123,7 +126,9 @@ class Archiver:
         built = list(_readers.map(self._record_of, events.values()))
         archived: list[ArchivedJob] = []
         for event, record in zip(events.values(), built, strict=True):
-            if record == EXPIRED:
+            if record == EXPIRED and event.committed_at is None:
+                tally.replayed_gone += 1
+            elif record == EXPIRED:
                 tally.expired_before_archive += 1
                 tally.expired_jobs.append(event.job_id)
                 logger.warning("job expired before it was archived: the archiver is behind the job retention",

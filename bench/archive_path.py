@@ -205,8 +205,9 @@ def check_archive(root: Path, expected: dict[str, Expected], expired: set[str]) 
     missing = []
     for job_id in sorted(expired):
         want, row = expected[job_id], found.get(job_id)
+        run_attempts: Any = None if row is None else row["run_attempts"]  # a DuckDB list: the runs' attempts
         if (row is None or row["tenant"] != want.tenant or row["version"] != want.version
-                or row["state"] != want.state or list(row["run_attempts"]) != list(range(1, want.attempts + 1))):
+                or row["state"] != want.state or list(run_attempts) != list(range(1, want.attempts + 1))):
             missing.append(job_id)
     return missing
 

@@ -15,10 +15,11 @@ botocore `before-call` hook counts its requests by operation and table; its sink
 to measure what Firehose would ingest for the same records (onward.pipeline.archive.firehose.encode, each
 record billed rounded up to 5 KB: bench.archive_cost.FIREHOSE_INCREMENT_BYTES).
 
-Then it waits until the endpoint's TTL has deleted every item of every job, and checks that EVERY expired job
-is in the archive (DuckDbArchive over onward.domain.archive.LATEST_VERSIONS) at its final version and state,
-with one run per attempt (attempts 1..n). `missing` counts the expired jobs that are not: the exit status is 1
-when any is. Counts and bytes do not move with the machine's load; the wall times it prints do.
+Then it waits until the endpoint's TTL has deleted every job's row (a consistent Scan a second), and checks
+that EVERY expired job is in the archive (DuckDbArchive over onward.domain.archive.LATEST_VERSIONS) at its
+final version and state, with one run per attempt (attempts 1..n). `missing` counts the expired jobs that are
+not: the exit status is 1 when any is (or when a row outlived the wait). Counts and bytes do not move with the
+machine's load; the wall times it prints do.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ from onward.pipeline.archive.firehose import encode
 from onward.pipeline.archive.parquet import ParquetDirectory
 from onward.settings import Settings
 from onward.store.dynamo.history import DynamoJobHistory
-from onward.store.dynamo.keys import JOB_SK
+from onward.store.dynamo.keys import JOB_PREFIX, JOB_SK
 from onward.store.service import JobStore
 from onward_infra.endpoint import EmbeddedEndpoint
 from onward_infra.pipeline import LocalPipeline
@@ -190,7 +191,7 @@ def remaining_jobs(client: Any, table: str, job_ids: set[str]) -> set[str]:
     for page in client.get_paginator("scan").paginate(TableName=table, ConsistentRead=True):
         for item in page["Items"]:
             if item.get("sk", {}).get("S") == JOB_SK:
-                job_id = item["pk"]["S"].split("#", 1)[-1]
+                job_id = item["pk"]["S"].removeprefix(JOB_PREFIX)
                 if job_id in job_ids:
                     held.add(job_id)
     return held

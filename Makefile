@@ -77,6 +77,9 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.scale
 	$(BIN)/python -m bench.e2e
 	$(BIN)/python -m bench.peer
+	$(BIN)/python -m bench.archive_path --jobs 500
+	$(BIN)/python -m bench.archive_cost
+	$(BIN)/python -m bench.archive_queries
 	$(BIN)/python -m bench.memory
 
 endpoint: $(STAMP)

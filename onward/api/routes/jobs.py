@@ -228,13 +228,13 @@ def _archived(deployment: Deployment, job_id: str, scope: str | None) -> Archive
     of a job that never was. 503 when the archive cannot answer."""
     reader = deployment.archive_reader(max_wait_s=ARCHIVE_WAIT_S)
     if reader is None:
-        raise JobNotFound(f"no job {job_id}")
+        raise JobNotFound(job_id)
     try:
         found = reader.job(job_id, scope)
     except ArchiveQueryError as error:
         raise Problem(503, "Archive unavailable", f"the run-history archive could not be read: {error}") from None
     if found is None:
-        raise JobNotFound(f"no job {job_id}")
+        raise JobNotFound(job_id)
     return found
 
 

@@ -13,6 +13,7 @@ import base64
 import itertools
 import json
 import uuid
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -60,8 +61,10 @@ ATTRIBUTE_JSON = st.recursive(
 
 def valid_event(version: int = 1) -> OutboxEvent:
     job_id = uuid.uuid4().hex
+    # as the relay delivers it: committed (a re-published event, without committed_at, has its job looked up)
+    moment = (datetime.now(UTC) - timedelta(days=1)).strftime("%Y-%m-%dT07:00:00.000Z")
     return OutboxEvent(event_id=f"{job_id}:{version}", job_id=job_id, tenant_id="acme", type="demo.echo",
-                       version=version, status=JobState.QUEUED, attempt=0, occurred_at="2026-11-30T07:00:00.000Z")
+                       version=version, status=JobState.QUEUED, attempt=0, occurred_at=moment, committed_at=moment)
 
 
 @st.composite

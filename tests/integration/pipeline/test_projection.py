@@ -10,6 +10,7 @@ import json
 import uuid
 from collections import Counter
 from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from unittest import mock
 
@@ -44,9 +45,15 @@ def new_job_id() -> str:
     return uuid.uuid4().hex
 
 
+# Yesterday: events as the relay delivers them, committed well within every retention (older than the shortest
+# one, the projector would look their jobs up: onward/pipeline/projector/gone.py; these jobs have no rows).
+EVENT_DAY = (datetime.now(UTC) - timedelta(days=1)).strftime("%Y-%m-%d")
+
+
 def make_event(job_id: str, version: int, status: str, *, attempt: int = 1, second: int | None = None,
                **extra: Any) -> OutboxEvent:
-    moment = f"2026-11-30T06:50:{version if second is None else second:02d}.000Z"
+    moment = f"{EVENT_DAY}T06:50:{version if second is None else second:02d}.000Z"
+    extra.setdefault("committed_at", moment)
     return OutboxEvent(event_id=f"{job_id}:{version}", job_id=job_id, tenant_id="acme", type="demo.echo",
                        version=version, status=JobState(status), attempt=attempt, occurred_at=moment, **extra)
 

@@ -270,7 +270,3 @@ class ArchiveSettings:
                    database=source.get("ARCHIVE_DATABASE") or None,
                    table=source.get("ARCHIVE_TABLE") or None,
                    workgroup=source.get("ARCHIVE_WORK_GROUP") or None)
-
-    @property
-    def configured(self) -> bool:
-        return bool(self.directory or (self.database and self.table))

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 from onward.domain.archive import ArchivedEvent, ArchivedJob, ArchivedRun
 from onward.operator.history.questions import job_lookup, over_jobs
 from onward.pipeline.archive.parquet import ParquetDirectory, record_of
+from onward.settings import ArchiveSettings
 
 Value = str | int | float | bool | None
 Parameter = str | int
@@ -251,7 +252,7 @@ class AthenaArchive:
             request["NextToken"] = token
 
 
-def archive_reader(settings: Any, athena_client: Callable[[], Any], *, max_wait_s: float = 60.0
+def archive_reader(settings: ArchiveSettings, athena_client: Callable[[], Any], *, max_wait_s: float = 60.0
                    ) -> ArchiveReader | None:
     """The archive the settings name (onward.settings.ArchiveSettings): Athena when a database and table are set,
     else the local directory, else None (no archive configured)."""

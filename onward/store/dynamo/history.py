@@ -1,7 +1,7 @@
 """What the archive reads of a finished job (onward.pipeline.archive.archiver), and only that: its partition of
 the jobs table in one strongly consistent Query (row, run records and result are kept together under
 `JOB#<id>`, onward.store.dynamo.keys) and its events, one Query of the outbox. Reads only: the archiver's role
-grants GetItem/Query on the jobs table and Query on the outbox, nothing else (template.yaml's ArchiverRole)."""
+grants Query on the jobs table and on the outbox, nothing else (template.yaml's ArchiverRole)."""
 
 from __future__ import annotations
 

@@ -23,6 +23,7 @@ from pydantic import (
 
 from onward.domain.clock import EpochMs, iso, system_clock
 from onward.domain.documents import check_exact
+from onward.domain.progress import RunProgress, ShownProgress
 from onward.domain.schema_versions import EVENT_SCHEMA
 from onward.domain.states import SHOWS_ERROR, JobState, RunOutcome
 from onward.domain.text_patterns import JOB_ID, JOB_TYPE, TENANT_ID
@@ -209,6 +210,8 @@ class Run(_Frozen):
     lease_lost_at: EpochMs | None = None
     # Attempts of this job whose running interval overlapped this one's (onward.domain.overlaps): two workers at once.
     overlapped_with: list[int] = Field(default_factory=list)
+    # progress (issue 38): the attempt's latest progress update written (onward.domain.progress)
+    progress: RunProgress | None = None
 
 
 class OutboxEvent(_Frozen):
@@ -300,6 +303,9 @@ class StatusView(BaseModel):
     result_size_bytes: int | None = None
     result_inline: Any = None
     run_at: str | None = None  # when its tenant asked it to start (None: at once, or a row projected before)
+    # progress (issue 38): the running attempt's latest update, set by progress events of this very version
+    progress: ShownProgress | None = None
+    progress_seq: int | None = None
 
     @property
     def as_of(self) -> str:

@@ -1,8 +1,8 @@
 """Reading the outbox: one job's events, a window of time (the `by_time` index), or everything.
 
 The outbox is the retained history of every committed transition; replay, rebuild and the relay's
-recovery from a trimmed stream all read it here. Pipeline heartbeats (onward.pipeline.heartbeats) share the table
-and are never returned as events.
+recovery from a trimmed stream all read it here. Pipeline heartbeats (onward.pipeline.heartbeats) and progress
+events (onward.store.dynamo.progress_items) share the table and are never returned as transition events.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from onward.domain.schema_versions import EVENT_SCHEMA, check_major
 from onward.pipeline.heartbeats import is_heartbeat_image
 from onward.store.dynamo.attributes import Item, from_item
 from onward.store.dynamo.keys import time_buckets
+from onward.store.dynamo.progress_items import is_progress_image
 
 _STORAGE_ONLY = ("time_bucket", "expires_at")
 MAX_WINDOW_HOURS = 7 * 24  # past this, one scan costs less than an index query per hour
@@ -43,7 +44,7 @@ class OutboxReader:
         """A job's events in version order."""
         return [event_from_image(item) for item in self._query(
             KeyConditionExpression="job_id = :j", ExpressionAttributeValues={":j": {"S": job_id}},
-            ConsistentRead=True)]
+            ConsistentRead=True) if not is_progress_image(item)]
 
     def window(self, since: str, until: str) -> Iterator[OutboxEvent]:
         """Events committed in [since, until] (ISO-8601 UTC): one query per time shard of each hour of the
@@ -57,7 +58,7 @@ class OutboxReader:
                 ExpressionAttributeValues={":s": {"S": since}, ":u": {"S": until}},
             )
             events = [event_from_image(item) for page in pages for item in page["Items"]
-                      if not is_heartbeat_image(item)]
+                      if not is_heartbeat_image(item) and not is_progress_image(item)]
             yield from sorted(events, key=lambda event: (event.occurred_at, event.job_id, event.version))
             return
         hour = start.replace(minute=0, second=0, microsecond=0)
@@ -75,7 +76,7 @@ class OutboxReader:
         """Every retained event (a full scan: for rebuilds and audits, not for hot paths)."""
         for page in self._db.get_paginator("scan").paginate(TableName=self._table):
             for item in page["Items"]:
-                if not is_heartbeat_image(item):
+                if not is_heartbeat_image(item) and not is_progress_image(item):
                     yield event_from_image(item)
 
     def _query(self, **query: Any) -> Iterator[Item]:

@@ -76,6 +76,7 @@ from onward.store.ports.recorder import JobRecorder
 from onward.store.ports.rows import DueJob, JobHistory, JobRow
 from onward.store.ports.tenant_values import Tenant, TenantState
 from onward.store.ports.write_plans import Admission, TransitionWrite, ends_attempt
+from onward.store.progress import ProgressAnswer, record_progress
 from onward.store.stats import StoreStats
 from onward.store.tenants import TenantRegistry
 from onward.store.zombie_marks import ZombieMarks
@@ -295,6 +296,13 @@ class JobStore:
             except Exception:  # noqa: BLE001 - the refusal matters more; the late report checks again
                 self.stats.overlap_check_failed()
         return answer
+
+    def report_progress(self, lease: Lease, *, version: int, seq: int, fraction: float,
+                        message: str | None) -> ProgressAnswer:
+        """A running attempt's progress update, fenced by the attempt; the job row is not written
+        (onward.store.progress)."""
+        return record_progress(self._recorder, self._clock, lease, version=version, seq=seq, fraction=fraction,
+                               message=message)
 
     def complete(self, lease: Lease, result: Any = None) -> Report:
         """The attempt succeeded with `result`. Raises InvalidRequest before writing anything when the result

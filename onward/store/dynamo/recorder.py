@@ -42,6 +42,7 @@ from onward.store.dynamo.keys import (
     settings_key,
     tenant_items,
 )
+from onward.store.dynamo.progress_log import DynamoProgressLog
 from onward.store.dynamo.tenant_reads import tenant_item
 from onward.store.dynamo.transaction_limits import check_one_transaction
 from onward.store.dynamo.writes import (
@@ -121,7 +122,7 @@ def _by_role(reasons: dict[Role, list[str]]) -> dict[str, list[str]]:
 ROW_MARK = "state"
 
 
-class DynamoRecorder(JobRecorder):
+class DynamoRecorder(DynamoProgressLog, JobRecorder):
     """A JobRecorder on the jobs and outbox tables of one deployment, through one boto3 client."""
 
     def __init__(self, client: Any, jobs_table: str, outbox_table: str,

@@ -19,6 +19,7 @@ from onward.domain.clock import EpochMs
 from onward.domain.models import OutboxEvent, Run
 from onward.store.memory.indexes import MemoryLeaseIndex, MemoryParking, MemoryTenantCounters, MemoryVirtualClock
 from onward.store.memory.job_log import MemoryJobLog
+from onward.store.memory.progress_log import MemoryProgressLog
 from onward.store.memory.state import MemoryState, QueueEntryState, RunningCounter, detached_job
 from onward.store.ports.index_shards import DEFAULT_ACTIVE_SHARDS
 from onward.store.ports.recorder import JobRecorder
@@ -44,7 +45,7 @@ class MemoryContents:
 
 
 class MemoryRecorder(MemoryJobLog, MemoryLeaseIndex, MemoryTenantCounters, MemoryParking, MemoryVirtualClock,
-                     JobRecorder):
+                     MemoryProgressLog, JobRecorder):
     """A JobRecorder in this process's memory (one per simulated deployment; thread-safe)."""
 
     def __init__(self, active_shards: int = DEFAULT_ACTIVE_SHARDS) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 from onward.domain.clock import EpochMs
 from onward.domain.dispatch import Usage
 from onward.domain.models import Job, OutboxEvent, Run
+from onward.domain.progress import ProgressEvent
 from onward.domain.states import CLAIMABLE_STATES, JobState
 from onward.store.ports.index_shards import active_shard, lease_shard
 from onward.store.ports.ready_queues import ReadyQueue, ready_queue
@@ -113,6 +114,7 @@ class MemoryState:
         self.runs: dict[str, dict[int, StoredRun]] = {}
         self.results: dict[str, Any] = {}
         self.events: dict[str, dict[int, OutboxEvent]] = {}
+        self.progress: dict[str, list[ProgressEvent]] = {}  # progress events (issue 38), apart from `events`
         self.keys: dict[tuple[str, str], IdempotencyRecord] = {}
         self.tenants: dict[str, Tenant] = {}
         self.running: dict[tuple[str, int], RunningCounter] = {}

@@ -1,16 +1,17 @@
 """The whole recorder: JobRecorder, the union of the roles (job log, lease index, tenant counters, parking,
-virtual clock), as the adapters implement it; each consumer in the store depends only on the roles it uses."""
+virtual clock, progress), as the adapters implement it; each consumer in the store depends only on the roles it uses."""
 
 from __future__ import annotations
 
 from onward.store.ports.job_log import JobLog
 from onward.store.ports.lease_index import LeaseIndex
 from onward.store.ports.parking import Parking
+from onward.store.ports.progress_log import ProgressLog
 from onward.store.ports.tenant_counters import TenantCounters
 from onward.store.ports.virtual_clock import VirtualClock
 
 
-class JobRecorder(JobLog, LeaseIndex, TenantCounters, Parking, VirtualClock):
+class JobRecorder(JobLog, LeaseIndex, TenantCounters, Parking, VirtualClock, ProgressLog):
     """Storage for JobStore: every role in one adapter (onward.store.dynamo.recorder, onward.store.memory.recorder).
     Reads are strongly consistent; index queries (`due`, `expired_leases`, `active_head`) may lag behind the
     rows (DynamoDB's indexes do), so the store always re-reads a row before deciding. Implementations are

@@ -67,7 +67,8 @@ class ProgressEvent(BaseModel):
     """One progress update of a running attempt, as the outbox, the events stream and the projector carry it
     (`{"kind": "progress", ...}`: consumers that do not show progress skip it, as they skip heartbeats)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+    # a field a newer writer adds is ignored: progress is shown, never kept, so nothing is lost
+    model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
 
     kind: Literal["progress"] = PROGRESS_KIND
     schema_version: int = Field(default=PROGRESS_SCHEMA, alias="schema")

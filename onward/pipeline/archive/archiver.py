@@ -32,7 +32,7 @@ from onward.domain.models import OutboxEvent
 from onward.domain.states import is_terminal
 from onward.faults import fault_point
 from onward.pipeline.archive.sinks import ArchiveSink
-from onward.pipeline.projector.projector import UnreadableRecord, parse_record
+from onward.pipeline.projector.records import UnreadableRecord, parse_record
 from onward.store.ports.rows import JobHistory
 
 logger = Logger(service="onward-archiver")

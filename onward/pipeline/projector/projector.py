@@ -34,21 +34,22 @@ from typing import Any, NamedTuple
 
 from aws_lambda_powertools import Logger
 from botocore.exceptions import ClientError
-from pydantic import ValidationError
 
 from onward.domain.clock import Clock, EpochMs, epoch_ms, iso, system_clock
 from onward.domain.models import OutboxEvent
+from onward.domain.progress import ProgressEvent
 from onward.domain.projection import ProjectionOutcome, classify, live_view_horizon_s, view_fields, view_item
 from onward.domain.retention import RetentionPolicy
-from onward.domain.schema_versions import EVENT_SCHEMA, NewerSchema, UnknownSchema, check_major
 from onward.faults import fault_point
 from onward.pipeline.checkpoints import PROJECTOR_CONSUMER, CheckpointStore
-from onward.pipeline.heartbeats import Heartbeat, SlotId, decode_heartbeat, merge_through
+from onward.pipeline.heartbeats import Heartbeat, SlotId, merge_through
 from onward.pipeline.listing import LISTING_ATTRIBUTE, listing_key
 from onward.pipeline.parking import ParkedRecords
 from onward.pipeline.poison import PARK_AFTER_FAILURES, FailureCounts
 from onward.pipeline.projector.coalesce import Coalesced, Held, coalesce
 from onward.pipeline.projector.gone import gone_jobs, maybe_gone
+from onward.pipeline.projector.progress import ProgressTally, ProgressWriter
+from onward.pipeline.projector.records import UnreadableRecord, parse_record
 from onward.settings import DAY_S, DEFAULT_JOB_RETENTION_DAYS, DEFAULT_OUTBOX_RETENTION_DAYS
 from onward.store.dynamo.attributes import from_item, to_item
 from onward.store.dynamo.keys import ttl_after
@@ -59,35 +60,6 @@ WRITER_THREADS = 8  # a batch's jobs written at once: well under the client's co
 # One pool for the process, built on import and kept (as a warm Lambda keeps it): every batch, of every shard the
 # process reads, hands its jobs to it; a batch waits for its own jobs only.
 _writers = ThreadPoolExecutor(max_workers=WRITER_THREADS, thread_name_prefix="onward-projector")
-
-
-class UnreadableRecord(ValueError):
-    """A record that is not a valid event of a schema this projector knows; it is parked with the reason. An
-    event of a newer major (onward.domain.schema_versions) is one: the upgraded projector re-drives it."""
-
-
-def parse_record(data: bytes) -> OutboxEvent | Heartbeat:
-    """A record's job event, or a pipeline heartbeat; UnreadableRecord says why it is neither."""
-    try:
-        payload = json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise UnreadableRecord(f"not JSON: {error}") from error
-    if not isinstance(payload, dict):
-        raise UnreadableRecord("not a JSON object")
-    try:
-        heartbeat = decode_heartbeat(payload)
-    except ValidationError as error:
-        raise UnreadableRecord(f"invalid heartbeat: {error.errors()[0]['msg']}") from error
-    if heartbeat is not None:
-        return heartbeat
-    try:
-        check_major("event", payload.get("schema"), EVENT_SCHEMA)
-    except (NewerSchema, UnknownSchema) as error:
-        raise UnreadableRecord(str(error)) from error
-    try:
-        return OutboxEvent.model_validate(payload)
-    except ValidationError as error:
-        raise UnreadableRecord(f"invalid event: {error.error_count()} errors: {error.errors()[0]['msg']}") from error
 
 
 class ShardRecord(NamedTuple):
@@ -120,6 +92,7 @@ class BatchTally:
     lag_ms: list[int] = field(default_factory=list)
     writes_saved: int = 0  # view writes coalescing saved: one per event beyond the job's writes
     gone: int = 0  # events of jobs that no longer exist (past their retention): no view row written
+    progress: ProgressTally = field(default_factory=ProgressTally)  # progress events' outcomes (issue 38)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
 
     def count(self, outcome: ProjectionOutcome, lag_ms: int | None = None) -> None:
@@ -225,6 +198,7 @@ class StatusProjector:
         self._policy = policy or RetentionPolicy.uniform(retention_s)
         self._live_horizon_s = live_view_horizon_s(self._policy, outbox_retention_s)
         self._jobs_table = jobs_table
+        self._progress = ProgressWriter(client, status_table)
 
     def project(self, event: OutboxEvent) -> ProjectionOutcome:
         """Write the view if `event` is newer than what it holds; one request on every common path."""
@@ -349,6 +323,7 @@ class StatusProjector:
         """
         run = _BatchRun()
         groups: dict[str, list[tuple[int, OutboxEvent]]] = {}
+        progress: dict[str, list[tuple[int, ProgressEvent]]] = {}  # written after the job's transitions
         beats: list[tuple[int, Heartbeat]] = []
         for index, record in enumerate(records):
             try:
@@ -359,12 +334,16 @@ class StatusProjector:
             if isinstance(read, OutboxEvent):
                 groups.setdefault(read.job_id, []).append((index, read))
                 continue
+            if isinstance(read, ProgressEvent):
+                progress.setdefault(read.job_id, []).append((index, read))
+                continue
             if read is not None:
                 beats.append((index, read))
             self._after_records(shard_id, [record])
         self._skip_gone(shard_id, records, groups, run, tally)
-        done = wait([_writers.submit(self._write_group, shard_id, records, group, run, tally)
-                     for group in groups.values()]).done
+        done = wait([_writers.submit(self._write_group, shard_id, records, groups.get(job_id, []),
+                                     progress.get(job_id, []), run, tally)
+                     for job_id in {**groups, **progress}]).done
         crashes = [crash for crash in (future.exception() for future in done) if crash is not None]
         if crashes:
             raise crashes[0]
@@ -400,8 +379,9 @@ class StatusProjector:
             logger.info("events of jobs past their retention skipped: no view row for a gone job",
                         extra={"shard_id": shard_id, "gone": len(gone), "looked_up": len(old)})
 
-    def _read(self, shard_id: str, record: ShardRecord, tally: BatchTally) -> OutboxEvent | Heartbeat | None:
-        """A record's job event or heartbeat; None for an unreadable one, parked here."""
+    def _read(self, shard_id: str, record: ShardRecord,
+              tally: BatchTally) -> OutboxEvent | Heartbeat | ProgressEvent | None:
+        """A record's job event, progress event or heartbeat; None for an unreadable one, parked here."""
         try:
             return parse_record(record.data)
         except UnreadableRecord as error:
@@ -413,32 +393,43 @@ class StatusProjector:
             return None
 
     def _write_group(self, shard_id: str, records: Sequence[ShardRecord], group: list[tuple[int, OutboxEvent]],
-                     run: _BatchRun, tally: BatchTally) -> None:
-        """One job's events of a batch (with their indexes in it), in batch order, on a thread of the pool."""
+                     progress: list[tuple[int, ProgressEvent]], run: _BatchRun, tally: BatchTally) -> None:
+        """One job's events of a batch (with their indexes in it), in batch order, on a thread of the pool: its
+        transitions, then its progress (judged against the version they leave: onward.pipeline.projector.progress)."""
         try:
-            self._write_job(shard_id, records, group, run, tally)
+            if group and not self._write_job(shard_id, records, group, run, tally):
+                return
+            if progress and run.proceeds(progress[0][0]):
+                try:
+                    self._progress.project([event for _, event in progress],
+                                           max((event.version for _, event in group), default=None), tally.progress)
+                except Exception as error:  # noqa: BLE001 - delivered again from the job's first progress record
+                    run.fail(progress[0][0], error)
+                    return
+                self._after_records(shard_id, [records[index] for index, _ in progress])
         except BaseException:
             run.crash()
             raise
 
     def _write_job(self, shard_id: str, records: Sequence[ShardRecord], group: list[tuple[int, OutboxEvent]],
-                        run: _BatchRun, tally: BatchTally) -> None:
+                        run: _BatchRun, tally: BatchTally) -> bool:
         """The job's events coalesced into one write; counted and past their fault points only once all of it
-        (the write and any conflict kept) is done. An error fails the group's first record: the whole group is
-        delivered again and judged afresh against the view."""
+        (the write and any conflict kept) is done (True). An error fails the group's first record: the whole
+        group is delivered again and judged afresh against the view."""
         first = group[0][0]
         if not run.proceeds(first):
-            return
+            return False
         try:
             fault_point("projector.before_write", group[0][1].job_id)
             plan, writes = self.project_coalesced([event for _, event in group])
         except Exception as error:  # noqa: BLE001 - reported as the failure of the group's first record
             run.fail(first, error)
-            return
+            return False
         for (_, event), outcome in zip(group, plan.outcomes, strict=True):
             tally.count(outcome, self._lag_ms(event) if outcome is ProjectionOutcome.APPLIED else None)
         tally.save(len(group) - writes)
         self._after_records(shard_id, [records[index] for index, _ in group])
+        return True
 
     def _lag_ms(self, event: OutboxEvent) -> int:
         return self._clock() - epoch_ms(event.committed_at or event.occurred_at)

@@ -12,6 +12,7 @@ from typing import Any
 
 from onward.domain.backoff import BackoffPolicy
 from onward.domain.models import OutboxEvent
+from onward.domain.progress import ProgressEvent
 from onward.pipeline.heartbeats import Heartbeat, encode_heartbeat
 from onward.pipeline.shards import open_shards
 
@@ -35,7 +36,7 @@ class PublishStats:
     error_codes: dict[str, int] = field(default_factory=dict)
 
 
-def encode(event: OutboxEvent) -> bytes:
+def encode(event: OutboxEvent | ProgressEvent) -> bytes:
     """The public wire format: one JSON object per record."""
     return event.model_dump_json(by_alias=True, exclude_none=True).encode()
 
@@ -59,7 +60,7 @@ class KinesisPublisher:
         self._rng = rng or random.Random()
         self.stats = PublishStats()
 
-    def publish(self, events: Sequence[OutboxEvent]) -> list[bool]:
+    def publish(self, events: Sequence[OutboxEvent | ProgressEvent]) -> list[bool]:
         """Publish `events` (in stream order); returns, per event, whether it was published. Stops at the
         first entry that still fails after its retries: no later event goes out after that."""
         published = [False] * len(events)
@@ -116,11 +117,11 @@ class KinesisPublisher:
         return accepted
 
 
-def _record(event: OutboxEvent) -> dict[str, Any]:
+def _record(event: OutboxEvent | ProgressEvent) -> dict[str, Any]:
     return {"Data": encode(event), "PartitionKey": event.job_id}
 
 
-def _one_per_job(events: Sequence[OutboxEvent], pending: list[int]) -> tuple[list[int], list[int]]:
+def _one_per_job(events: Sequence[OutboxEvent | ProgressEvent], pending: list[int]) -> tuple[list[int], list[int]]:
     """Split `pending` into the first pending event of each job, and the rest (still in order)."""
     wave: list[int] = []
     rest: list[int] = []
@@ -135,7 +136,7 @@ def _one_per_job(events: Sequence[OutboxEvent], pending: list[int]) -> tuple[lis
     return wave, rest
 
 
-def _chunks(events: Sequence[OutboxEvent], wave: list[int]) -> list[list[int]]:
+def _chunks(events: Sequence[OutboxEvent | ProgressEvent], wave: list[int]) -> list[list[int]]:
     chunks: list[list[int]] = [[]]
     size = 0
     for index in wave:

@@ -29,6 +29,7 @@ from pydantic import ValidationError
 
 from onward.domain.clock import Clock, EpochMs, epoch_ms, iso, system_clock
 from onward.domain.models import OutboxEvent
+from onward.domain.progress import ProgressEvent
 from onward.domain.schema_versions import NewerSchema
 from onward.faults import fault_point
 from onward.pipeline.checkpoints import OUTBOX_STREAM, RELAY_CONSUMER, CheckpointStore, Watermark
@@ -37,6 +38,7 @@ from onward.pipeline.outbox import OutboxReader, event_from_image
 from onward.pipeline.parking import ParkedRecords
 from onward.pipeline.poison import PARK_AFTER_FAILURES, FailureCounts
 from onward.pipeline.relay.publisher import MAX_RECORD_BYTES, KinesisPublisher, encode
+from onward.store.dynamo.progress_items import is_progress_image, progress_from_image
 
 logger = Logger(service="onward-relay")
 
@@ -139,7 +141,7 @@ class Relay:
 
     def _relay(self, records: Sequence[StreamRecord]) -> RelayOutcome:
         outcome = RelayOutcome()
-        events: list[OutboxEvent] = []
+        events: list[OutboxEvent | ProgressEvent] = []
         event_of: dict[int, int] = {}  # position in records -> position in events
         parts: dict[int, HeartbeatPart] = {}  # position in records -> heartbeat slot
         for position, record in enumerate(records):
@@ -154,8 +156,11 @@ class Relay:
                     else:
                         outcome.ignored += 1  # a heartbeat of an older format: it vouches for nothing
                     continue
-                event = event_from_image(record.new_image).model_copy(
-                    update={"committed_at": iso(record.committed_at)})
+                # a running attempt's progress (onward.store.dynamo.progress_items) travels as a job's event does
+                image = record.new_image
+                read: OutboxEvent | ProgressEvent = (
+                    progress_from_image(image) if is_progress_image(image) else event_from_image(image))
+                event = read.model_copy(update={"committed_at": iso(record.committed_at)})
             except NewerSchema as error:  # an upgraded relay re-drives it (onward.domain.schema_versions)
                 self._parked.park(RELAY_CONSUMER, OUTBOX_STREAM, record.sequence_number,
                                   repr(record.new_image).encode(), str(error))

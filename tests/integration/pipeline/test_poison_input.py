@@ -29,7 +29,7 @@ from onward.entrypoints import projector as projector_handler
 from onward.pipeline.checkpoints import OUTBOX_STREAM
 from onward.pipeline.outbox import event_from_image
 from onward.pipeline.parking import ParkedRecords
-from onward.pipeline.projector.projector import UnreadableRecord, parse_record
+from onward.pipeline.projector.records import UnreadableRecord, parse_record
 from onward.pipeline.relay.publisher import encode
 from onward.pipeline.relay.relay import StreamRecord
 from onward.runtime.worker import Registry, Worker

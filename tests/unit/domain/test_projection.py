@@ -21,7 +21,7 @@ from onward.domain.lifecycle import Change, Decision
 from onward.domain.models import EVENT_SCHEMA, ErrorSummary, Job, NewJob, OutboxEvent
 from onward.domain.projection import ProjectionOutcome, classify, digest, fold, view_fields
 from onward.domain.states import JobState
-from onward.pipeline.projector.projector import UnreadableRecord, parse_record
+from onward.pipeline.projector.records import UnreadableRecord, parse_record
 from onward.pipeline.relay.publisher import encode
 
 GOLDEN = Path(__file__).resolve().parents[2] / "events" / "outbox_event_v1.json"

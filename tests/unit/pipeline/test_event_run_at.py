@@ -17,7 +17,7 @@ from onward.domain.clock import iso
 from onward.domain.freshness import freshness_of, view_lag
 from onward.domain.models import Job, NewJob, OutboxEvent, StatusView
 from onward.domain.projection import digest, view_fields, view_item
-from onward.pipeline.projector.projector import parse_record
+from onward.pipeline.projector.records import parse_record
 from onward.pipeline.relay.publisher import encode
 from onward.store.dynamo.keys import event_from_values, outbox_item
 from tests.unit.domain.test_projection import CONTRACT_FIELDS, GOLDEN_DIGEST, golden_payload

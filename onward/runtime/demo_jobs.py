@@ -1,4 +1,5 @@
-"""Built-in job types for demos and drills: demo.echo, demo.sleep, demo.flaky, demo.fail, demo.crash, demo.hang."""
+"""Built-in job types for demos and drills: demo.echo, demo.sleep, demo.flaky, demo.fail, demo.crash, demo.hang,
+demo.progress."""
 
 from __future__ import annotations
 
@@ -54,3 +55,17 @@ def hang(context: JobContext) -> dict[str, float]:
     seconds = float(context.params.get("seconds", 3600))
     time.sleep(seconds)  # not context.wait: it never looks at the context
     return {"slept_s": seconds}
+
+
+# progress (issue 38)
+@registry.register("demo.progress")
+def progress(context: JobContext) -> dict[str, int]:
+    """Works through `steps` steps (default 10) of `step_s` seconds each (default 1), reporting its progress
+    after each one ("step i of N"); stops early when cancelled."""
+    steps = int(context.params.get("steps", 10))
+    step_s = float(context.params.get("step_s", 1.0))
+    context.progress(0.0, f"starting {steps} steps")
+    for step in range(1, steps + 1):
+        context.wait(step_s)
+        context.progress(step / steps if steps else 1.0, f"step {step} of {steps}")
+    return {"steps": steps}

@@ -29,11 +29,13 @@ from enum import Enum
 from multiprocessing.connection import Connection, Pipe, wait
 from typing import Any, NoReturn, Protocol
 
+from onward.domain.progress import checked_progress
+from onward.runtime.child_stops import EXIT_ORPHANED, ORPHAN_CHECK_S, StopReader, StopRequest
+from onward.runtime.progress import ProgressNote, ProgressPipe
+
 KILL_GRACE_S = 2.0  # from SIGTERM to SIGKILL
 EXIT_GRACE_S = 1.0  # for a child whose pipe broke to exit by itself
 POLL_S = 0.05  # how often the worker looks for a stop to forward while the child runs
-ORPHAN_CHECK_S = 0.5  # how often a child checks that its worker is still there
-EXIT_ORPHANED = 70  # a child whose worker went away ends at once: its attempt is nobody's now
 
 
 class PermanentError(Exception):
@@ -78,6 +80,17 @@ class JobContext:
     timeout_s: float | None = None  # how long this attempt may run before it is stopped (None: not limited)
     # how `wait` passes time: onward.testing's harness gives one that moves its manual clock
     sleeper: Callable[[JobContext, float], None] = field(default=_sleep_polling, repr=False, compare=False)
+    # progress (issue 38): where `progress` reports go (the worker's onward.runtime.progress.ProgressReporter, or
+    # in a handler's child the pipe to it); None: nowhere
+    progress_sink: Callable[[float, str | None], None] | None = field(default=None, repr=False, compare=False)
+
+    def progress(self, fraction: float, message: str | None = None) -> None:
+        """Report how far the attempt got (0 to 1) and what it is doing: shown on the job's status while it
+        runs; rate-limited by the worker (the latest report wins, docs/progress.md). ValueError for a fraction
+        outside 0 to 1."""
+        checked = checked_progress(fraction, message)
+        if self.progress_sink is not None:
+            self.progress_sink(*checked)
 
     def should_stop(self) -> bool:
         return self.cancel_requested.is_set() or self.lease_lost.is_set() or self.shutting_down.is_set()
@@ -203,14 +216,6 @@ class AttemptRequest:
         return context
 
 
-@dataclass(frozen=True)
-class StopRequest:
-    """Worker -> child: the attempt `fencing_token` is asked to stop for `reason`."""
-
-    fencing_token: str
-    reason: StopReason
-
-
 class HandlerProcess:
     """The child process a worker runs its handlers in, one attempt at a time.
 
@@ -312,7 +317,12 @@ class _Child:
             until = deadline if stop_by is None else min(deadline, stop_by)
             wait(watched, timeout=min(POLL_S, until - now))
             if self._connection.poll():
-                return self._receive()
+                answer = self._receive()
+                if not isinstance(answer, ProgressNote):
+                    return answer
+                if answer.fencing_token == context.fencing_token:  # not a note an earlier attempt left behind
+                    with contextlib.suppress(Exception):  # progress is advice: it never fails the attempt
+                        context.progress(answer.fraction, answer.message)
             if self.exited():  # ended without a word
                 return Vanished(self._exitcode)
 
@@ -321,7 +331,7 @@ class _Child:
             with contextlib.suppress(OSError):  # the child has gone: the loop sees it next
                 self._connection.send(StopRequest(fencing_token, reason))
 
-    def _receive(self) -> Outcome:
+    def _receive(self) -> Outcome | ProgressNote:
         try:
             answer = self._connection.recv()
         except (EOFError, OSError):
@@ -329,7 +339,7 @@ class _Child:
             return Vanished(self._exitcode)
         except Exception as error:  # noqa: BLE001 - a result that pickled in the child but will not load here
             return Unsendable.of("could not be read back", error)
-        if isinstance(answer, Returned | Raised | Unsendable):  # what the child answers
+        if isinstance(answer, Returned | Raised | Unsendable | ProgressNote):  # what the child sends
             return answer
         return Unsendable(f"came back as {type(answer).__name__}")  # pragma: no cover - only _serve answers
 
@@ -393,22 +403,23 @@ def _serve(handlers: HandlerLookup, connection: Connection, worker_end: Connecti
             os.setpgid(0, 0)  # a group of its own: the worker can end it with whatever it starts
         signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the worker's handler: SIGTERM ends the child
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the worker, which stops the child
-        stops = _StopReader(connection, worker_pid)
+        stops, sends = StopReader(connection, worker_pid), ProgressPipe(connection)
         _thread.start_new_thread(stops.run, ())
         while True:
             message = _next_message(connection, worker_pid)
             if not isinstance(message, AttemptRequest):
                 continue  # a stop forwarded after its attempt ended
             context = message.context()
+            context.progress_sink = sends.sender(message.fencing_token)
             stops.attempt_started(message.fencing_token, context)
             try:
                 answer = run_handler(handlers, context)
             finally:
                 stops.attempt_ended()
             try:
-                connection.send(answer)
+                sends.send(answer)
             except Exception as error:  # noqa: BLE001 - pickling the result failed: nothing was sent yet
-                connection.send(Unsendable.of("does not pickle", error))
+                sends.send(Unsendable.of("does not pickle", error))
             for stream in (sys.stdout, sys.stderr):
                 with contextlib.suppress(Exception):
                     stream.flush()
@@ -425,48 +436,6 @@ def _next_message(connection: Connection, worker_pid: int) -> object:
                 os._exit(EXIT_ORPHANED)
         return connection.recv()
     except (EOFError, OSError):
-        os._exit(EXIT_ORPHANED)
-
-
-class _StopReader:
-    """Reads the pipe while an attempt runs (and only then: between attempts the main thread reads it, so the
-    two never read at once) and sets the stops the worker forwards on that attempt's context. Ends the child
-    when the worker has gone or the pipe is unreadable."""
-
-    def __init__(self, connection: Connection, worker_pid: int) -> None:
-        self._connection = connection
-        self._worker_pid = worker_pid
-        self._lock = threading.Lock()  # held while reading, and to start or end an attempt
-        self._current: tuple[str, JobContext] | None = None
-        self._running = threading.Event()
-
-    def attempt_started(self, fencing_token: str, context: JobContext) -> None:
-        with self._lock:
-            self._current = (fencing_token, context)
-        self._running.set()
-
-    def attempt_ended(self) -> None:
-        """From now on the main thread reads the pipe (returns once a read under way has ended)."""
-        with self._lock:
-            self._current = None
-            self._running.clear()
-
-    def run(self) -> None:
-        try:
-            while True:
-                self._running.wait()
-                if not self._connection.poll(ORPHAN_CHECK_S):
-                    if os.getppid() != self._worker_pid:
-                        break
-                    continue
-                with self._lock:
-                    if self._current is None or not self._connection.poll(0):
-                        continue  # the attempt ended: what arrived is the main thread's to read
-                    message = self._connection.recv()
-                    if isinstance(message, StopRequest) and self._current[0] == message.fencing_token:
-                        self._current[1].flag(message.reason).set()
-        except BaseException:  # noqa: BLE001 - EOF (the worker closed it), or anything: a deaf child must not live
-            pass
         os._exit(EXIT_ORPHANED)
 
 

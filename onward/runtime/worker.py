@@ -43,6 +43,7 @@ from onward.runtime.execution import (
     Unsendable,
     Vanished,
 )
+from onward.runtime.progress import ProgressReporter
 from onward.store.service import JobStore, Report
 
 __all__ = ["HandlerRunner", "InvalidRegistration", "JobContext", "JobHandler", "LeaseRenewal", "PermanentError",
@@ -243,14 +244,17 @@ class Worker:
         renewal = self._renewals(self._store, lease, context, lease_s=self._lease_s, every_s=self._heartbeat_s,
                                  clock=self._clock)
         renewal.start()
+        progress = ProgressReporter(self._store, lease)  # progress (issue 38): closed before the report
+        context.progress_sink = progress.report
         try:
-            report = self._run_handler(lease, context)
+            report = self._run_handler(lease, context, progress)
         except SimulatedCrash:
             logger.warning("worker crashed mid-job (simulated): lease left to expire", extra=log)
             raise
         finally:
             self._current = None
             self._tell_held_changed()
+            progress.close()
             renewal.stop()
             self.attempts_run += 1
         logger.info("reported", extra={**log, "report": report.status.value, "state": report.job.state.value})
@@ -272,13 +276,14 @@ class Worker:
             except Exception:
                 logger.exception("the held-job hook failed", extra={"worker_id": self.worker_id})
 
-    def _run_handler(self, lease: Lease, context: JobContext) -> Report:
+    def _run_handler(self, lease: Lease, context: JobContext, progress: ProgressReporter) -> Report:
         handler = self._registry.get(lease.job.type)
         if handler is None:
             error = ErrorSummary.of("UnknownJobType", f"no handler registered for {lease.job.type!r}")
             return self._store.fail(lease, error, permanent=True)
         outcome = self._handler_process.run(context, timeout_s=self._registry.attempt_timeout_s(lease.job),
                                             stop_grace_s=self._stop_grace_s)
+        progress.close()
         return self._report(lease, context, outcome)
 
     def _report(self, lease: Lease, context: JobContext, outcome: Outcome) -> Report:

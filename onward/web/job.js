@@ -7,6 +7,7 @@ import {
   $, agoEl, api, clearProblem, el, isOperator, isReplayable, isWaiting, say, serverNow, setContent, setText,
   showProblem, timeEl,
 } from "/web/core.js";
+import { renderProgress } from "/web/progress.js";
 import { analyse, attemptItem, drawTimeline, summary } from "/web/timeline.js";
 
 // An explanation reads the last minutes' claims of every tenant: asked again only this often (or when the
@@ -30,6 +31,7 @@ export function showJob(jobId) {
     $(id).replaceChildren();
     delete $(id).dataset.key;  // setContent's memory of what it showed: another job's
   }
+  renderProgress(null);
   $("job-body").hidden = true;
   $("job-waiting").hidden = true;
   clearProblem($("job-problem"));
@@ -85,6 +87,7 @@ export async function pollJob() {
 
 function renderStatus(answer) {
   job.status = answer;
+  renderProgress(answer);
   if (!answer.archived) say("runs-source", RUNS_SOURCE);
   $("job-archived").hidden = !answer.archived;
   if (answer.archived) {

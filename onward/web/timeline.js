@@ -3,6 +3,7 @@
 "use strict";
 
 import { duration, el, localTime, utcTitle } from "/web/core.js";
+import { runProgress } from "/web/progress.js";
 
 const SVG = "http://www.w3.org/2000/svg";
 const WIDTH = 640;
@@ -144,6 +145,7 @@ export function attemptItem(attempt) {
                   ` after its run was closed${run.reclaimed_as ? ` (${run.reclaimed_as.replace("_", " ")})` : ""}; ` +
                   "the report changed nothing."));
   }
+  facts.push(...runProgress(run));
   if (attempt.overlaps.length) {
     facts.push(el("p", { className: "overlapping" },
                   `Overlapped attempt${attempt.overlaps.length > 1 ? "s" : ""} ${attempt.overlaps.join(", ")}: ` +

@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from onward.api.contract.common import Answer, ProblemDetails
+from onward.api.contract.progress import JobProgress, RunProgressRecord
 from onward.domain.archive import ArchivedJob, ArchivedRun
 from onward.domain.clock import EpochMs, iso
 from onward.domain.models import (
@@ -66,6 +67,9 @@ class JobStatus(Answer):
     result: ResultSummary | None = None
     error: ErrorSummary | None = Field(None, description="why the last attempt failed, or why the job ended")
     freshness: Freshness
+    # progress (issue 38)
+    progress: JobProgress | None = Field(None, description="the running attempt's latest progress; null unless "
+                                                           "running and reported")
 
     @classmethod
     def of_view(cls, view: StatusView, freshness: Freshness) -> JobStatus:
@@ -74,7 +78,8 @@ class JobStatus(Answer):
         return cls(job_id=view.job_id, type=view.type, status=view.status, terminal=is_terminal(view.status),
                    version=view.version, attempt=view.attempt, cancel_requested=view.cancel_requested,
                    updated_at=view.occurred_at, run_at=view.run_at, result=result, error=view.error,
-                   freshness=freshness)
+                   freshness=freshness,
+                   progress=JobProgress.of(view.progress if view.status is JobState.RUNNING else None))
 
 class PendingJob(Answer):
     """A job that exists but that the status view has not shown yet: no status is shown rather than one
@@ -109,6 +114,8 @@ class RunRecord(Answer):
     overlapped_with: list[int] = Field(default_factory=list, description=(
         "attempts of the same job whose running interval overlapped this one's (a zombie still working "
         "while its successor ran): their side effects may have happened twice"))
+    # progress (issue 38)
+    progress: RunProgressRecord | None = Field(None, description="the attempt's latest progress update written")
 
     @classmethod
     def of(cls, run: Run) -> RunRecord:
@@ -119,7 +126,8 @@ class RunRecord(Answer):
                    lease_expires_at=iso(run.lease_expires_at), finished_at=at(run.finished_at),
                    outcome=run.outcome, error=run.error, reclaimed_as=run.reclaimed_as,
                    late_report=run.late_report, late_report_at=at(run.late_report_at),
-                   lease_lost_at=at(run.lease_lost_at), overlapped_with=list(run.overlapped_with))
+                   lease_lost_at=at(run.lease_lost_at), overlapped_with=list(run.overlapped_with),
+                   progress=RunProgressRecord.of(run.progress))
 
 class Runs(Answer):
     job_id: JobId

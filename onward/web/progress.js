@@ -29,6 +29,6 @@ export function renderProgress(answer) {
 export function runProgress(run) {
   if (!run.progress) return [];
   const { fraction, message } = run.progress;
-  return [el("p", { className: "attempt-progress" }, run.finished_at ? "Last progress " : "Progress ",
+  return [el("p", { className: "attempt-progress" }, run.finished_at ? "Last progress" : "Progress",
              el("progress", { max: 1, value: fraction }), ` ${percent(fraction)}${message ? `: ${message}` : ""}`)];
 }

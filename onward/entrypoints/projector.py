@@ -101,6 +101,8 @@ def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailure
     add_count(metrics, "ProjectionParked", tally.parked)
     add_count(metrics, "ProjectionWritesSaved", tally.writes_saved)
     add_count(metrics, "ProjectionGone", tally.gone)
+    for outcome_name, count in tally.progress.outcomes.items():  # progress (issue 38): Applied, Duplicate, Superseded
+        add_count(metrics, f"Progress{outcome_name.capitalize()}", count)
     # Every batch, 0 included: the heartbeat alarm fires when a period's sum stays below 1 (or has no data at all).
     metrics.add_metric(name="PipelineHeartbeats", unit=MetricUnit.Count, value=tally.heartbeats)
     if tally.lag_ms:

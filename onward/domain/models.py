@@ -25,6 +25,7 @@ from onward.domain.clock import EpochMs, iso, system_clock
 from onward.domain.documents import check_exact
 from onward.domain.schema_versions import EVENT_SCHEMA
 from onward.domain.states import SHOWS_ERROR, JobState, RunOutcome
+from onward.domain.tags import Tags
 from onward.domain.text_patterns import JOB_ID, JOB_TYPE, TENANT_ID
 
 JobId = Annotated[str, JOB_ID.constraints()]
@@ -121,6 +122,8 @@ class NewJob(Request):
         description="seconds one attempt may run: past it the attempt is stopped and fails with error type Timeout "
                     f"(retried as any failure). Default: the job type's, else {DEFAULT_TIMEOUT_S // 60} minutes; at "
                     f"most {MAX_TIMEOUT_S} ({MAX_TIMEOUT_S // 3600} h)")
+    # tags (issue 38)
+    tags: Tags | None = None
 
     @field_validator("run_at")
     @classmethod
@@ -179,6 +182,8 @@ class Job(_Frozen):
     last_error: ErrorSummary | None = None
     created_at: EpochMs
     updated_at: EpochMs  # when the current status became true
+    # tags (issue 38): as created (None: none); never changed
+    tags: dict[str, str] | None = None
 
     @property
     def attempts_used(self) -> int:
@@ -236,6 +241,8 @@ class OutboxEvent(_Frozen):
     # job; absent (never null on the wire) otherwise. Added after the first version of the contract: an
     # event without it reads, and digests, as it did before (onward.domain.projection.digest).
     run_at: str | None = None
+    # tags (issue 38): the job's tags on every event of a tagged job; absent otherwise, and never digested
+    tags: dict[str, str] | None = None
 
     model_config = ConfigDict(frozen=True, extra="allow", populate_by_name=True)
 
@@ -256,6 +263,7 @@ class OutboxEvent(_Frozen):
             result_size_bytes=result_size,
             result_inline=inline,
             run_at=None if job.run_at is None else iso(job.run_at),
+            tags=job.tags or None,  # tags (issue 38)
         )
 
 
@@ -300,6 +308,8 @@ class StatusView(BaseModel):
     result_size_bytes: int | None = None
     result_inline: Any = None
     run_at: str | None = None  # when its tenant asked it to start (None: at once, or a row projected before)
+    # tags (issue 38)
+    tags: dict[str, str] | None = None
 
     @property
     def as_of(self) -> str:

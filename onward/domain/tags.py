@@ -1,0 +1,35 @@
+"""A job's tags: up to MAX_TAGS `key: value` pairs its tenant gives at create, to list and count its jobs by
+(GET /jobs?tag=key:value). The rules, one place: what a key and a value may be, and how a filter names one.
+
+Why these characters: a tag is part of an index partition key (`<tenant>#<key>=<value>#<shard>`,
+onward.pipeline.tag_index), so neither holds `#` or `=`; a filter is `key:value` split at the first `:`, so a
+key holds no `:` (a value may); a repeated `?tag=` reaches the API joined by commas, so neither holds `,`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field
+
+from onward.domain.text_patterns import TextPattern
+
+MAX_TAGS = 10
+TAG_KEY = TextPattern(r"[a-z][a-z0-9_.-]{0,31}")  # 1 to 32: lower case, digits, `_`, `.`, `-`; a letter first
+TAG_VALUE = TextPattern(r"[A-Za-z0-9_.:/@+-]{1,64}")  # 1 to 64: letters, digits and `_ . : / @ + -`
+TAG_FILTER = TextPattern(r"[a-z][a-z0-9_.-]{0,31}:[A-Za-z0-9_.:/@+-]{1,64}")  # `key:value`, as ?tag= names one
+
+TagKey = Annotated[str, TAG_KEY.constraints()]
+TagValue = Annotated[str, TAG_VALUE.constraints()]
+Tags = Annotated[dict[TagKey, TagValue], Field(
+    max_length=MAX_TAGS,
+    description=f"at most {MAX_TAGS} tags, `key: value`: a key is 1 to 32 of a-z 0-9 _ . - starting with a letter; "
+                "a value 1 to 64 of A-Z a-z 0-9 _ . : / @ + -. List and count by one with ?tag=key:value")]
+
+
+def parse_filter(text: str) -> tuple[str, str]:
+    """A `key:value` filter (TAG_FILTER) as (key, value); ValueError when it is not one."""
+    if not TAG_FILTER.matches(text):
+        raise ValueError(f"a tag filter is key:value, given {text[:130]!r}")
+    key, value = text.split(":", 1)
+    return key, value

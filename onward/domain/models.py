@@ -25,7 +25,7 @@ from onward.domain.clock import EpochMs, iso, system_clock
 from onward.domain.documents import check_exact
 from onward.domain.schema_versions import EVENT_SCHEMA
 from onward.domain.states import SHOWS_ERROR, JobState, RunOutcome
-from onward.domain.tags import Tags
+from onward.domain.tags import TAGS_RULES, Tags
 from onward.domain.text_patterns import JOB_ID, JOB_TYPE, TENANT_ID
 
 JobId = Annotated[str, JOB_ID.constraints()]
@@ -123,7 +123,7 @@ class NewJob(Request):
                     f"(retried as any failure). Default: the job type's, else {DEFAULT_TIMEOUT_S // 60} minutes; at "
                     f"most {MAX_TIMEOUT_S} ({MAX_TIMEOUT_S // 3600} h)")
     # tags (issue 38)
-    tags: Tags | None = None
+    tags: Tags | None = Field(default=None, description=TAGS_RULES)
 
     @field_validator("run_at")
     @classmethod

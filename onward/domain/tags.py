@@ -12,19 +12,21 @@ from typing import Annotated
 
 from pydantic import Field
 
-from onward.domain.text_patterns import TextPattern
+from onward.domain.text_patterns import TAG_FILTER, TAG_KEY, TAG_VALUE
+
+__all__ = ["MAX_TAGS", "TAGS_RULES", "TAG_FILTER", "TAG_KEY", "TAG_VALUE", "TagKey", "TagValue", "Tags",
+           "parse_filter"]
 
 MAX_TAGS = 10
-TAG_KEY = TextPattern(r"[a-z][a-z0-9_.-]{0,31}")  # 1 to 32: lower case, digits, `_`, `.`, `-`; a letter first
-TAG_VALUE = TextPattern(r"[A-Za-z0-9_.:/@+-]{1,64}")  # 1 to 64: letters, digits and `_ . : / @ + -`
-TAG_FILTER = TextPattern(r"[a-z][a-z0-9_.-]{0,31}:[A-Za-z0-9_.:/@+-]{1,64}")  # `key:value`, as ?tag= names one
+# TAG_KEY: 1 to 32 of lower case, digits, `_`, `.`, `-`, a letter first; TAG_VALUE: 1 to 64 of letters, digits and
+# `_ . : / @ + -`; TAG_FILTER: `key:value`, as ?tag= names one (onward.domain.text_patterns)
 
 TagKey = Annotated[str, TAG_KEY.constraints()]
 TagValue = Annotated[str, TAG_VALUE.constraints()]
-Tags = Annotated[dict[TagKey, TagValue], Field(
-    max_length=MAX_TAGS,
-    description=f"at most {MAX_TAGS} tags, `key: value`: a key is 1 to 32 of a-z 0-9 _ . - starting with a letter; "
-                "a value 1 to 64 of A-Z a-z 0-9 _ . : / @ + -. List and count by one with ?tag=key:value")]
+Tags = Annotated[dict[TagKey, TagValue], Field(max_length=MAX_TAGS)]
+TAGS_RULES = (f"at most {MAX_TAGS} tags, {{\"key\": \"value\"}}: a key is 1 to 32 of a-z 0-9 _ . - starting with a "
+              "letter; a value 1 to 64 of A-Z a-z 0-9 _ . : / @ + -. Shown on the job's status; list and count a "
+              "tenant's jobs by one with ?tag=key:value")
 
 
 def parse_filter(text: str) -> tuple[str, str]:

@@ -175,7 +175,8 @@ class StatusViewReader:
         if tag is not None:
             parts = {"ProjectionExpression": projection,
                      **{name: part for name, part in expression.items() if name != "ExpressionAttributeValues"}}
-            return tag_query(self._db, self._table, tenant_id, tag, parts, expression.get("ExpressionAttributeValues", {}))
+            values = expression.get("ExpressionAttributeValues", {})
+            return tag_query(self._db, self._table, tenant_id, tag, parts, values)
         request: dict[str, Any] = {
             "TableName": self._table, "IndexName": "by_listing", "ScanIndexForward": False,
             "KeyConditionExpression": f"{LISTING_ATTRIBUTE} = :p", "ProjectionExpression": projection,

@@ -65,7 +65,8 @@ def test_the_list_filters_by_tag_in_the_url_with_counts_paging_and_tag_links(pag
     # a filter that is not key:value is said on the form; the list stays as it was
     page.locator("#filter-tag").fill("env")
     page.locator("#filter-tag").press("Enter")
-    assert page.locator("#filter-tag").evaluate("input => input.validationMessage") == "A tag is key:value, e.g. env:prod"
+    said = page.locator("#filter-tag").evaluate("input => input.validationMessage")
+    assert said == "A tag is key:value, e.g. env:prod"
     expect(page).to_have_url(re.compile(r"tag=team%3Ared&cursor="))
     expect(page.locator("#list-problem")).to_be_hidden()
 

@@ -9,8 +9,8 @@ copies from the view row what listing and counting filter on (`status`, `type`),
 its `expires_at`: an entry goes when its row goes.
 
 Why sharded: a tag every job of a tenant carries (env=prod) would otherwise be one partition taking every
-entry move of the tenant's jobs; each entry moves as the row's listing entry does (about 5 index writes per job,
-onward.pipeline.listing), so a tag costs what the listing costs and has the same ceiling per tenant.
+entry move of the tenant's jobs; each entry moves as the row's listing entry does (onward.pipeline.listing), so
+a tag's index costs what the listing's costs, spread the same way, and has the same ceiling per tenant.
 """
 
 from __future__ import annotations

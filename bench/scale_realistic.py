@@ -69,6 +69,12 @@ class Workload:
     rate_per_s: float
     processes: int
     slots: int
+    # tags (issue 38): the tags every job carries (none: the jobs carry no tags)
+    tags: tuple[tuple[str, str], ...] = ()
+
+    def job(self) -> NewJob:
+        """The job every arrival creates."""
+        return NewJob(type=JOB.type, params=JOB.params, tags=dict(self.tags)) if self.tags else JOB
 
 
 @dataclass
@@ -217,7 +223,7 @@ class Simulation:
             self.clock.now = max(self.clock.now, at)
             if kind == "arrive":
                 with self.api_calls.one(1, self.meter):
-                    self.api.create(self.rng.choice(workload.tenants), JOB)
+                    self.api.create(self.rng.choice(workload.tenants), workload.job())
             elif kind == "claim":
                 self._claim(*payload)
             elif kind == "finish":

@@ -47,6 +47,9 @@ QUERY_RULES = {
     "source": "source is projector or relay",
     "cursor": "the cursor is not one this API returned for this tenant",
     "tenant": "tenant is a tenant id",
+    # tags (issue 38)
+    "tag": "tag is one key:value (a key: 1 to 32 of a-z 0-9 _ . - starting with a letter; a value: 1 to 64 of "
+           "A-Z a-z 0-9 _ . : / @ + -); one tag per request",
 }
 
 # A path parameter no resource can have is answered as a missing one of its area (404), as before the resolver

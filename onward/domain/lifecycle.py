@@ -100,6 +100,7 @@ def create(job_id: str, tenant_id: str, request: NewJob, now: EpochMs) -> Change
         run_at=run_at,
         created_at=now,
         updated_at=now,
+        tags=request.tags or None,
     )
     return Change(Transition.CREATE, None, job)
 

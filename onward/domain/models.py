@@ -26,6 +26,7 @@ from onward.domain.documents import check_exact
 from onward.domain.progress import RunProgress, ShownProgress
 from onward.domain.schema_versions import EVENT_SCHEMA
 from onward.domain.states import SHOWS_ERROR, JobState, RunOutcome
+from onward.domain.tags import TAGS_RULES, Tags
 from onward.domain.text_patterns import JOB_ID, JOB_TYPE, TENANT_ID
 
 JobId = Annotated[str, JOB_ID.constraints()]
@@ -122,6 +123,8 @@ class NewJob(Request):
         description="seconds one attempt may run: past it the attempt is stopped and fails with error type Timeout "
                     f"(retried as any failure). Default: the job type's, else {DEFAULT_TIMEOUT_S // 60} minutes; at "
                     f"most {MAX_TIMEOUT_S} ({MAX_TIMEOUT_S // 3600} h)")
+    # tags (issue 38)
+    tags: Tags | None = Field(default=None, description=TAGS_RULES)
 
     @field_validator("run_at")
     @classmethod
@@ -180,6 +183,8 @@ class Job(_Frozen):
     last_error: ErrorSummary | None = None
     created_at: EpochMs
     updated_at: EpochMs  # when the current status became true
+    # tags (issue 38): as created (None: none); never changed
+    tags: dict[str, str] | None = None
 
     @property
     def attempts_used(self) -> int:
@@ -239,6 +244,8 @@ class OutboxEvent(_Frozen):
     # job; absent (never null on the wire) otherwise. Added after the first version of the contract: an
     # event without it reads, and digests, as it did before (onward.domain.projection.digest).
     run_at: str | None = None
+    # tags (issue 38): the job's tags on every event of a tagged job; absent otherwise, and never digested
+    tags: dict[str, str] | None = None
 
     model_config = ConfigDict(frozen=True, extra="allow", populate_by_name=True)
 
@@ -259,6 +266,7 @@ class OutboxEvent(_Frozen):
             result_size_bytes=result_size,
             result_inline=inline,
             run_at=None if job.run_at is None else iso(job.run_at),
+            tags=job.tags or None,  # tags (issue 38)
         )
 
 
@@ -306,6 +314,8 @@ class StatusView(BaseModel):
     # progress (issue 38): the running attempt's latest update, set by progress events of this very version
     progress: ShownProgress | None = None
     progress_seq: int | None = None
+    # tags (issue 38)
+    tags: dict[str, str] | None = None
 
     @property
     def as_of(self) -> str:

@@ -71,6 +71,7 @@ def view_fields(event: OutboxEvent) -> dict[str, Any]:
         "result_size_bytes": event.result_size_bytes,
         "result_inline": event.result_inline,
         "run_at": event.run_at,
+        "tags": event.tags,  # not digested (DIGESTED_FIELDS): the tag index's entries follow the row
     }
     return fields
 

@@ -56,3 +56,7 @@ JOB_TYPE = TextPattern(r"[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*", max_length=128)
 IDEMPOTENCY_KEY = TextPattern(r"[ -~]{1,128}")  # printable ASCII
 SECRET = TextPattern(r"[!-+\--~]{1,512}")  # a bearer token: visible ASCII except the comma (ONWARD_TOKENS' separator)
 WEB_ASSET = TextPattern(r"[a-z0-9-]+\.(js|css|svg)")  # a file of the status page (web/)
+# tags (issue 38): a job's tag key and value, and a `key:value` filter (onward.domain.tags says why these)
+TAG_KEY = TextPattern(r"[a-z][a-z0-9_.-]{0,31}")
+TAG_VALUE = TextPattern(r"[A-Za-z0-9_.:/@+-]{1,64}")
+TAG_FILTER = TextPattern(r"[a-z][a-z0-9_.-]{0,31}:[A-Za-z0-9_.:/@+-]{1,64}")

@@ -19,6 +19,7 @@ from onward.pipeline.listing import (
     merge_newest_first,
     read_position,
 )
+from onward.pipeline.tag_index import TAG_ITEM_PREFIX, is_tag_entry, tag_query
 from onward.store.dynamo.attributes import from_item
 from onward.store.dynamo.batch_reads import batch_get
 from onward.store.dynamo.tenant_reads import tenant_item
@@ -44,8 +45,9 @@ class JobFilter:
     def narrows(self) -> bool:
         return bool(self.statuses) or self.job_type is not None or self.id_prefix is not None
 
-    def expression(self) -> dict[str, Any]:
-        """The Query's FilterExpression with its names and values ({} when it filters nothing)."""
+    def expression(self, id_base: str = "") -> dict[str, Any]:
+        """The Query's FilterExpression with its names and values ({} when it filters nothing); `id_base`: what
+        the items' `job_id` starts with before the job's id (a tag entry's prefix)."""
         terms: list[str] = []
         names: dict[str, str] = {}
         values: dict[str, Any] = {}
@@ -61,7 +63,7 @@ class JobFilter:
             values[":ty"] = {"S": self.job_type}
             terms.append("#ty = :ty")
         if self.id_prefix is not None:
-            values[":id"] = {"S": self.id_prefix}
+            values[":id"] = {"S": id_base + self.id_prefix}
             terms.append("begins_with(job_id, :id)")
         if not terms:
             return {}
@@ -104,7 +106,7 @@ class StatusViewReader:
 
     def for_tenant(
         self, tenant_id: str, *, limit: int, status: str | None = None, where: JobFilter | None = None,
-        start: Key | None = None,
+        start: Key | None = None, tag: tuple[str, str] | None = None,
     ) -> tuple[list[StatusView], Key | None]:
         """Up to `limit` of a tenant's jobs, the most recently changed first (the `by_listing` index, its
         shards merged: onward.pipeline.listing), only those `where` (or in `status`) selects; and the position
@@ -117,11 +119,15 @@ class StatusViewReader:
         A filtered listing evaluates up to FILTERED_QUERY_LIMIT entries per query, one query per shard and
         MAX_PAGE_QUERIES more per call, so a rare match can leave a page short (even empty) with a position
         to go on from: the caller searches further with it. In each shard the position is the last entry
-        shown when the page was cut short of a query's matches, so none is skipped."""
+        shown when the page was cut short of a query's matches, so none is skipped.
+
+        With `tag` (key, value), only the jobs carrying it: the `by_tag` index (onward.pipeline.tag_index) chooses
+        them instead, with the same filters, shards and positions."""
         where = where or JobFilter()
         if status is not None:
             where = JobFilter(frozenset({status}), where.job_type, where.id_prefix)
-        query = self._shard_query(tenant_id, where.expression(), "job_id, occurred_at")
+        query = self._shard_query(tenant_id, where.expression(TAG_ITEM_PREFIX if tag else ""), "job_id, occurred_at",
+                                  tag)
         chosen, position = merge_newest_first(
             query, tenant_id, start, limit=limit, max_queries=LISTING_SHARDS + MAX_PAGE_QUERIES,
             per_query=(lambda wanted: max(wanted, FILTERED_QUERY_LIMIT)) if where.narrows else (lambda wanted: wanted))
@@ -132,14 +138,15 @@ class StatusViewReader:
         return views, position
 
     def count_by_status(self, tenant_id: str, *, job_type: str | None = None,
-                        max_examined: int = MAX_COUNTED) -> StatusCounts:
+                        max_examined: int = MAX_COUNTED, tag: tuple[str, str] | None = None) -> StatusCounts:
         """The tenant's jobs per status (of `job_type` only, if given), from the `by_listing` index, each
         shard newest first: at most `max_examined` entries are read in all, shared by the shards (the cost of
         a count is the entries it reads), and the answer says whether that was all. The index is eventually
-        consistent: a count can be a moment behind the rows a listing shows."""
+        consistent: a count can be a moment behind the rows a listing shows. With `tag` (key, value), only the
+        jobs carrying it (the `by_tag` index)."""
         expression = JobFilter(job_type=job_type).expression()
         names = {"#s": "status", **expression.get("ExpressionAttributeNames", {})}
-        query = self._shard_query(tenant_id, {**expression, "ExpressionAttributeNames": names}, "#s")
+        query = self._shard_query(tenant_id, {**expression, "ExpressionAttributeNames": names}, "#s", tag)
         counts: dict[str, int] = {}
         examined = 0
         after: dict[int, list[str] | None] = dict.fromkeys(range(LISTING_SHARDS))
@@ -161,9 +168,15 @@ class StatusViewReader:
                     done.add(shard)
         return StatusCounts(counts, examined, complete=len(done) == LISTING_SHARDS)
 
-    def _shard_query(self, tenant_id: str, expression: dict[str, Any], projection: str) -> Query:
-        """A query of one shard of the tenant's listing, newest first, projecting `projection`, filtered by
-        `expression` (a JobFilter's, with any names the projection uses)."""
+    def _shard_query(self, tenant_id: str, expression: dict[str, Any], projection: str,
+                     tag: tuple[str, str] | None = None) -> Query:
+        """A query of one shard of the tenant's listing (or of its jobs tagged `tag`), newest first, projecting
+        `projection`, filtered by `expression` (a JobFilter's, with any names the projection uses)."""
+        if tag is not None:
+            parts = {"ProjectionExpression": projection,
+                     **{name: part for name, part in expression.items() if name != "ExpressionAttributeValues"}}
+            values = expression.get("ExpressionAttributeValues", {})
+            return tag_query(self._db, self._table, tenant_id, tag, parts, values)
         request: dict[str, Any] = {
             "TableName": self._table, "IndexName": "by_listing", "ScanIndexForward": False,
             "KeyConditionExpression": f"{LISTING_ATTRIBUTE} = :p", "ProjectionExpression": projection,
@@ -188,10 +201,11 @@ class StatusViewReader:
         return {view.job_id: view for view in views}
 
     def all(self) -> Iterator[StatusView]:
-        """Every view row (a scan: for rebuilds and audits)."""
+        """Every view row (a scan: for rebuilds and audits); the tag index's entries are not rows."""
         for page in self._db.get_paginator("scan").paginate(TableName=self._table):
             for item in page["Items"]:
-                yield StatusView.model_validate(from_item(item))
+                if not is_tag_entry(item):
+                    yield StatusView.model_validate(from_item(item))
 
 
 def _count_page(query: Query, after: dict[int, list[str] | None], limit: int, shard: int) -> dict[str, Any]:

@@ -9,6 +9,7 @@ import {
 } from "/web/core.js";
 import { renderProgress } from "/web/progress.js";
 import { analyse, attemptItem, drawTimeline, summary } from "/web/timeline.js";
+import { tagLinks, tagsKey } from "/web/tags.js";
 
 // An explanation reads the last minutes' claims of every tenant: asked again only this often (or when the
 // status moves), not on every poll.
@@ -257,6 +258,9 @@ function renderParams() {
                            `priority ${params.priority} · ` +
                            (params.timeout_s ? `timeout ${params.timeout_s} s per attempt`
                                              : "its job type's timeout per attempt"));
+  // tags (issue 38)
+  setContent($("job-tags"), tagsKey(params.tags),
+             ...(Object.keys(params.tags || {}).length ? tagLinks(params.tags) : ["none"]));
   if (params.params === null) {  // an archived job's params over 4 KiB: the archive kept only their start
     setContent($("job-params"), "cut", el("p", { className: "muted" }, "Over 4 KiB: not kept whole by the archive."));
     return;

@@ -7,6 +7,7 @@ import {
   $, agoEl, api, clearProblem, el, isOperator, isPlatformOperator, isReplayable, reconcile, say,
   setContent, setText, showProblem, state,
 } from "/web/core.js";
+import { TAG_FILTER, tagLinks, tagsKey } from "/web/tags.js";
 
 const PAGE_SIZE = 20;
 const COUNTS_EVERY = 5;  // polls between counts of a large tenant: a count reads its index entries
@@ -30,6 +31,7 @@ export function filterOf(params) {
     id: (params.get("id") || "").trim().toLowerCase(),
     tenant: params.get("tenant") || "",
     cursor: params.get("cursor") || "",
+    tag: (params.get("tag") || "").trim(),  // tags (issue 38)
   };
 }
 
@@ -39,6 +41,7 @@ export function hashOf(filter) {
   if (filter.status && filter.status.length) params.set("status", filter.status.join(","));
   if (filter.type) params.set("type", filter.type);
   if (filter.id) params.set("id", filter.id);
+  if (filter.tag) params.set("tag", filter.tag);  // tags (issue 38)
   if (filter.cursor) params.set("cursor", filter.cursor);
   const query = params.toString().replaceAll("%2C", ",");
   return `#/jobs${query ? `?${query}` : ""}`;
@@ -67,7 +70,7 @@ export function buildFilterForm() {
                                    ...state.contract.types.map((type) => el("option", { value: type }, type)));
   const form = $("filter-form");
   form.addEventListener("change", (event) => {
-    if (event.target.id !== "filter-id") applyFilter();
+    if (event.target.id !== "filter-id" && event.target.id !== "filter-tag") applyFilter();
   });
   form.addEventListener("submit", (event) => {
     event.preventDefault();
@@ -100,7 +103,14 @@ function applyFilter() {
     type: $("filter-type").value,
     id,
     cursor: "",
+    tag: $("filter-tag").value.trim(),
   };
+  if (filter.tag && !TAG_FILTER.test(filter.tag)) {  // tags (issue 38): said here, not as the API's 400
+    $("filter-tag").setCustomValidity("A tag is key:value, e.g. env:prod");
+    $("filter-tag").reportValidity();
+    return;
+  }
+  $("filter-tag").setCustomValidity("");
   list.earlier = [];
   location.hash = hashOf(filter);
 }
@@ -110,7 +120,8 @@ function showFilter(filter) {
   for (const box of document.querySelectorAll("#filter-statuses input")) box.checked = filter.status.includes(box.value);
   $("filter-type").value = filter.type;
   if (document.activeElement !== $("filter-id")) $("filter-id").value = filter.id;
-  const narrowed = filter.status.length || filter.type || filter.id;
+  if (document.activeElement !== $("filter-tag")) $("filter-tag").value = filter.tag;
+  const narrowed = filter.status.length || filter.type || filter.id || filter.tag;
   $("clear-filters").hidden = !narrowed;
 }
 
@@ -143,8 +154,8 @@ export async function pollList() {
   const key = list.key;
   const filter = list.filter;
   const query = apiQuery({ limit: String(PAGE_SIZE), status: filter.status.join(","), type: filter.type,
-                           id_prefix: filter.id, cursor: filter.cursor });
-  const countsKey = apiQuery({ type: filter.type });
+                           id_prefix: filter.id, cursor: filter.cursor, tag: filter.tag });
+  const countsKey = apiQuery({ type: filter.type, tag: filter.tag });
   const wantCounts = countsKey !== list.countsKey || list.countsExamined <= CHEAP_COUNT ||
                      list.polls % COUNTS_EVERY === 0;
   list.polls += 1;
@@ -180,7 +191,7 @@ export async function pollList() {
 
 function renderJobs(jobs, filter) {
   reconcile($("jobs").querySelector("tbody"), jobs, (job) => job.job_id, jobRow, updateRow);
-  const narrowed = filter.status.length || filter.type || filter.id;
+  const narrowed = filter.status.length || filter.type || filter.id || filter.tag;
   const page = list.earlier.length + (filter.cursor && !list.earlier.length ? 2 : 1);
   let text;
   if (jobs.length) {
@@ -215,7 +226,9 @@ function jobRow(job) {
 
 function updateRow(row, job) {
   const [, type, statusCell, updated, version, attempt, actions] = row.cells;
-  setText(type, job.type);
+  // tags (issue 38): under the type, each a link to the jobs carrying it
+  setContent(type, `${job.type} ${tagsKey(job.tags)}`, job.type,
+             ...(Object.keys(job.tags || {}).length ? [el("span", { className: "tags" }, ...tagLinks(job.tags))] : []));
   const status = statusCell.querySelector(".status");
   setText(status, job.status + (job.cancel_requested && !job.terminal ? " (cancel requested)" : ""));
   status.className = `status status-${job.status}`;
@@ -284,7 +297,7 @@ function renderCounts(answer, filter) {
     if (item.selected) link.setAttribute("aria-current", "true"); else link.removeAttribute("aria-current");
   });
   setText($("counts-caption"), answer.complete
-    ? `By status${filter.type ? ` (${filter.type})` : ""}:`
+    ? `By status${filter.type ? ` (${filter.type})` : ""}${filter.tag ? ` (tagged ${filter.tag})` : ""}:`
     : `By status, of the newest ${answer.examined.toLocaleString()} jobs:`);
 }
 

@@ -70,6 +70,8 @@ class JobStatus(Answer):
     # progress (issue 38)
     progress: JobProgress | None = Field(None, description="the running attempt's latest progress; null unless "
                                                            "running and reported")
+    # tags (issue 38)
+    tags: dict[str, str] = Field(default_factory=dict, description="the job's tags, as created ({}: none)")
 
     @classmethod
     def of_view(cls, view: StatusView, freshness: Freshness) -> JobStatus:
@@ -78,7 +80,7 @@ class JobStatus(Answer):
         return cls(job_id=view.job_id, type=view.type, status=view.status, terminal=is_terminal(view.status),
                    version=view.version, attempt=view.attempt, cancel_requested=view.cancel_requested,
                    updated_at=view.occurred_at, run_at=view.run_at, result=result, error=view.error,
-                   freshness=freshness,
+                   freshness=freshness, tags=view.tags or {},
                    progress=JobProgress.of(view.progress if view.status is JobState.RUNNING else None))
 
 class PendingJob(Answer):
@@ -224,12 +226,15 @@ class JobParams(Answer):
                                json_schema_extra={"format": "date-time"})
     timeout_s: float | None = Field(None, description="the execution timeout it asked for; null: its job type's "
                                                      "default (an attempt past it fails with error type Timeout)")
+    # tags (issue 38)
+    tags: dict[str, str] = Field(default_factory=dict, description="the tags it was created with ({}: none)")
 
     @classmethod
     def of(cls, job: Job) -> JobParams:
         return cls(job_id=job.job_id, type=job.type, params=job.params, max_attempts=job.max_attempts,
                    priority=job.priority, created_at=iso(job.created_at),
-                   run_at=None if job.run_at is None else iso(job.run_at), timeout_s=job.timeout_s)
+                   run_at=None if job.run_at is None else iso(job.run_at), timeout_s=job.timeout_s,
+                   tags=job.tags or {})
 
 class WaitDetails(Answer):
     """What a waiting job's reason was decided from: its tenant's dispatch counters (exact, read now), its

@@ -57,6 +57,7 @@ from onward.domain.errors import JobNotFound, OnwardError
 from onward.domain.freshness import freshness_of
 from onward.domain.models import JobId, JobType, NewJob
 from onward.domain.states import JobState
+from onward.domain.tags import TAG_FILTER, parse_filter
 from onward.domain.text_patterns import IDEMPOTENCY_KEY, JOB_ID_PREFIX
 from onward.operator import explain
 from onward.operator.history.readers import ArchiveQueryError
@@ -69,6 +70,10 @@ router = new_router()
 OfType = Annotated[JobType | None, Query(alias="type", description="only jobs of this type")]
 OTHER_TENANT = problem("a tenant's credential named another tenant")
 CREATES_FOR_NO_TENANT = problem("the credential names no tenant (an operator token)")
+# tags (issue 38): one tag per listing or count (a repeated ?tag= arrives comma-joined and fails the pattern)
+TagFilter = Annotated[str | None, Query(
+    pattern=TAG_FILTER.anchored, max_length=97,
+    description="only jobs carrying this tag, key:value (one per request); combines with the other filters")]
 
 
 def creating_tenant() -> str:
@@ -112,7 +117,7 @@ IdempotencyKey = Annotated[str | None, Header(
     413: problem("the body is over 256 KiB, or params over 300,000 bytes as JSON"),
     415: NOT_JSON,
     422: problem("unknown fields, wrong types, params DynamoDB cannot store, or an unknown job type; `errors` lists "
-                 "each place and why")}))
+                 "each place and why (tags: more than 10, or a key or value outside its rules)")}))
 def create_job(tenant_id: Annotated[str, Depends(creating_tenant)], job: NewJob,
                idempotency_key: IdempotencyKey = None) -> Response[str]:
     deployment = ApiDeployment.from_environment()
@@ -184,7 +189,7 @@ def _batch_outcome(answer: Created | OnwardError | Problem) -> BatchOutcome:
 @router.get("/jobs", operation_id="listJobs", security=SECURED, responses=secured({
     200: ok("the tenant's jobs from the status view, newest first; a filtered page can be short or empty with a "
             "`cursor` to search further", JobPage),
-    400: problem("bad limit, status, type, id_prefix, tenant or cursor, or an operator without ?tenant="),
+    400: problem("bad limit, status, type, id_prefix, tag, tenant or cursor, or an operator without ?tenant="),
     403: OTHER_TENANT}))
 def list_jobs(tenant: Annotated[str, Depends(listed_tenant)], asked: AskedTenant = None,
               status: Annotated[list[StateName] | None, Query(
@@ -192,11 +197,12 @@ def list_jobs(tenant: Annotated[str, Depends(listed_tenant)], asked: AskedTenant
               job_type: OfType = None,
               id_prefix: Annotated[str | None, Query(
                   pattern=JOB_ID_PREFIX.anchored, description="only jobs whose id starts with this")] = None,
-              limit: Limit = DEFAULT_LIMIT, cursor: Cursor = None) -> Response[str]:
+              limit: Limit = DEFAULT_LIMIT, cursor: Cursor = None, tag: TagFilter = None) -> Response[str]:
     where = JobFilter(frozenset(state.value for state in status or ()), job_type, id_prefix)
     start = cursor_start(cursor, lambda position: listing_start(position, tenant)) if cursor else None
     deployment = ApiDeployment.from_environment()
-    views, start = deployment.status_view.for_tenant(tenant, limit=limit, where=where, start=start)
+    views, start = deployment.status_view.for_tenant(tenant, limit=limit, where=where, start=start,
+                                                     tag=None if tag is None else parse_filter(tag))
     now = system_clock()
     lag = view_lag_now(deployment, now)
     jobs = [JobStatus.of_view(view, freshness_of(view.as_of, lag, now)) for view in views]
@@ -205,13 +211,15 @@ def list_jobs(tenant: Annotated[str, Depends(listed_tenant)], asked: AskedTenant
 
 @router.get("/jobs/counts", operation_id="countJobs", security=SECURED, responses=secured({
     200: ok("the tenant's jobs per status in the status view (its index), over its newest 10,000", StatusCounts),
-    400: problem("bad type or tenant, or an operator without ?tenant="),
+    400: problem("bad type, tag or tenant, or an operator without ?tenant="),
     403: OTHER_TENANT}))
 def count_jobs(tenant: Annotated[str, Depends(listed_tenant)], asked: AskedTenant = None,
-               job_type: OfType = None) -> Response[str]:
-    """A tenant's jobs per status in the view (of ?type= only, if given), over its newest MAX_COUNTED."""
+               job_type: OfType = None, tag: TagFilter = None) -> Response[str]:
+    """A tenant's jobs per status in the view (of ?type= only, carrying ?tag= only, if given), over its newest
+    MAX_COUNTED."""
     deployment = ApiDeployment.from_environment()
-    counted = deployment.status_view.count_by_status(tenant, job_type=job_type)
+    counted = deployment.status_view.count_by_status(tenant, job_type=job_type,
+                                                     tag=None if tag is None else parse_filter(tag))
     counts = {state: counted.counts.get(state.value, 0) for state in JobState}
     return json_answer(200, StatusCounts(counts=counts, examined=counted.examined, complete=counted.complete,
                                          view=view_lag_now(deployment, system_clock())))

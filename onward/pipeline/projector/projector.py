@@ -50,6 +50,7 @@ from onward.pipeline.projector.coalesce import Coalesced, Held, coalesce
 from onward.pipeline.projector.gone import gone_jobs, maybe_gone
 from onward.pipeline.projector.progress import ProgressTally, ProgressWriter
 from onward.pipeline.projector.records import UnreadableRecord, parse_record
+from onward.pipeline.tag_index import put_tag_entries
 from onward.settings import DAY_S, DEFAULT_JOB_RETENTION_DAYS, DEFAULT_OUTBOX_RETENTION_DAYS
 from onward.store.dynamo.attributes import from_item, to_item
 from onward.store.dynamo.keys import ttl_after
@@ -231,8 +232,11 @@ class StatusProjector:
         """PutItem `event`'s view row if the view holds no version of the job or one below `below`: None when
         written, else the item the view holds (the refusal returns it: no read)."""
         # The row carries its place in the tenant's sharded listing (onward.pipeline.listing).
-        item = to_item({**view_item(event, iso(self._clock()), self._policy, self._live_horizon_s),
-                        LISTING_ATTRIBUTE: listing_key(event.tenant_id, event.job_id)})
+        row = view_item(event, iso(self._clock()), self._policy, self._live_horizon_s)
+        # Its tag entries first, each guarded by its own version: a failure after them is delivered again and
+        # finds the row still below (onward.pipeline.tag_index).
+        put_tag_entries(self._db, self._status, row)
+        item = to_item({**row, LISTING_ATTRIBUTE: listing_key(event.tenant_id, event.job_id)})
         try:
             self._db.put_item(
                 TableName=self._status,

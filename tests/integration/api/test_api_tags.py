@@ -17,6 +17,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from onward.bootstrap import Deployment
 from onward.pipeline.listing import LISTING_SHARDS, listing_shard
 from tests.integration.api_support import serve_api
 from tests.integration.documented_client import Client
@@ -87,6 +88,9 @@ def test_jobs_are_listed_and_counted_by_tag_across_shards_with_cursors(client, p
     assert (counts["counts"]["queued"], counts["counts"]["cancelled"], counts["complete"]) == (29, 1, True)
     assert counts["examined"] == 30
     assert client.get("/jobs/counts?tag=team:blue&type=demo.echo", acme).body["counts"]["queued"] == len(blue)
+    # a bounded count goes on in each shard from where its last page ended (the index's keys mapped back)
+    bounded = Deployment.from_environment().status_view.count_by_status("acme", tag=("env", "prod"), max_examined=20)
+    assert (bounded.examined, bounded.complete, sum(bounded.counts.values())) == (20, False, 20)
 
     status = client.get(f"/jobs/{prod[0]}", acme).body
     assert status["tags"] == {"env": "prod", "team": "blue"}

@@ -1,7 +1,5 @@
-"""Onward's Python client: `Client(base_url, token)` and `AsyncClient(base_url, token)` submit jobs (one or a
-batch), read a status with its freshness, list and count with filters, cancel, replay, manage schedules, and
-`wait` for a job's final status. It imports nothing of the platform but itself (pyproject.toml's import
-contracts), so a caller installs it with httpx and pydantic alone. docs/client.md is its tour and reference."""
+"""The Python client of the HTTP API for callers outside the platform (Client, AsyncClient: httpx and pydantic
+only, nothing else of onward): docs/client.md."""
 
 from onward.client.asynchronous import AsyncClient
 from onward.client.errors import (

@@ -27,7 +27,7 @@ from onward.client.transport import (
 
 class Client:
     """`Client(base_url, token)`: a tenant's (or an operator's) calls to one Onward API. Use it as a context
-    manager, or call `close()`: it keeps its connections open between calls. Thread-safe (httpx.Client is)."""
+    manager, or call `close()`: it keeps its connections open between calls."""
 
     def __init__(self, base_url: str, token: str, *, timeout_s: float = 10.0, retry: RetryPolicy | None = None,
                  poll: PollPolicy | None = None, transport: httpx.BaseTransport | None = None) -> None:

@@ -102,7 +102,8 @@ def test_schedules_are_created_listed_and_deleted(platform):
 
 
 def test_the_async_client_submits_a_batch_waits_lists_and_counts(platform):
-    """The asyncio client on the same platform: a batch, a wait per job gathered at once, the async listing."""
+    """The asyncio client on the same platform: a batch, a wait per job gathered at once, the async listing and
+    counts, conditional polls, a cancel."""
     seen = Seen()
 
     async def tour() -> None:
@@ -118,6 +119,11 @@ def test_the_async_client_submits_a_batch_waits_lists_and_counts(platform):
             single = await onward.submit("demo.sleep", {"seconds": 1.5}, priority=3)
             assert (await onward.wait(single.job_id, timeout_s=WAIT_S)).status == "succeeded"
             polls.extend(seen.statuses("GET", f"/jobs/{single.job_id}"))
+            sleeping = await onward.submit("demo.sleep", {"seconds": 30})
+            assert (await onward.cancel(sleeping.job_id)).status in ("cancelled", "cancel_requested")
+            assert (await onward.wait(sleeping.job_id, timeout_s=WAIT_S)).status == "cancelled"
+            with pytest.raises(Conflict):
+                await onward.cancel(sleeping.job_id)
 
     polls: list[int] = []
     asyncio.run(tour())

@@ -16,6 +16,7 @@ from onward.client.errors import Unreachable, WaitTimeout
 from onward.client.models import BatchResult, Cancelled, JobStatus, Schedule, StatusCounts, Submitted
 from onward.client.polling import PollPolicy, Waiting
 from onward.client.transport import (
+    DEFAULT_TIMEOUT_S,
     Call,
     RetryPolicy,
     checked,
@@ -29,8 +30,9 @@ class AsyncClient:
     """`AsyncClient(base_url, token)`: `async with AsyncClient(...) as onward: await onward.submit(...)`. Each
     method is Client's, awaited; `list` and `schedules` are async iterators."""
 
-    def __init__(self, base_url: str, token: str, *, timeout_s: float = 10.0, retry: RetryPolicy | None = None,
-                 poll: PollPolicy | None = None, transport: httpx.AsyncBaseTransport | None = None) -> None:
+    def __init__(self, base_url: str, token: str, *, timeout_s: float = DEFAULT_TIMEOUT_S,
+                 retry: RetryPolicy | None = None, poll: PollPolicy | None = None,
+                 transport: httpx.AsyncBaseTransport | None = None) -> None:
         self.retry = retry or RetryPolicy()
         self.poll = poll or PollPolicy()
         self._http = httpx.AsyncClient(base_url=base_url.rstrip("/"), headers=session_headers(token),

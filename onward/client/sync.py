@@ -16,6 +16,7 @@ from onward.client.errors import Unreachable, WaitTimeout
 from onward.client.models import BatchResult, Cancelled, JobStatus, Schedule, StatusCounts, Submitted
 from onward.client.polling import PollPolicy, Waiting
 from onward.client.transport import (
+    DEFAULT_TIMEOUT_S,
     Call,
     RetryPolicy,
     checked,
@@ -29,8 +30,9 @@ class Client:
     """`Client(base_url, token)`: a tenant's (or an operator's) calls to one Onward API. Use it as a context
     manager, or call `close()`: it keeps its connections open between calls."""
 
-    def __init__(self, base_url: str, token: str, *, timeout_s: float = 10.0, retry: RetryPolicy | None = None,
-                 poll: PollPolicy | None = None, transport: httpx.BaseTransport | None = None) -> None:
+    def __init__(self, base_url: str, token: str, *, timeout_s: float = DEFAULT_TIMEOUT_S,
+                 retry: RetryPolicy | None = None, poll: PollPolicy | None = None,
+                 transport: httpx.BaseTransport | None = None) -> None:
         self.retry = retry or RetryPolicy()
         self.poll = poll or PollPolicy()
         self._http = httpx.Client(base_url=base_url.rstrip("/"), headers=session_headers(token),

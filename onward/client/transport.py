@@ -29,6 +29,10 @@ import httpx
 from onward.client.errors import api_error
 
 USER_AGENT = "onward-client/1"
+# Each network step of a request (connect, write, read): above API Gateway's 29 s integration limit, so that a
+# slow answer (a job read from the run-history archive takes up to 20 s) ends as the API's, not as a timeout
+# retried into the same slow read again.
+DEFAULT_TIMEOUT_S = 30.0
 RETRIED_ALWAYS = frozenset({429, 503})
 RETRIED_IF_IDEMPOTENT = frozenset({500, 502, 504})
 # Transport errors raised before the request left: no server can have acted on it.

@@ -37,3 +37,17 @@ def test_if_none_match_compares_weakly_and_takes_lists_and_any():
     assert not conditional.none_match(' , W/"v1-0000000000000000"', tag)
     assert not conditional.none_match(conditional.PENDING_TAG, tag)
     assert conditional.archived_tag(3) != conditional.archived_tag(4)
+
+
+def test_the_openapi_document_gives_get_job_its_etag_its_if_none_match_and_a_304_without_content():
+    """A client generated from /openapi.json must know the 304 (else it is an undocumented answer) and that it
+    has no body; Powertools gives every answer the route's return type as content unless the document drops it."""
+    from onward.api.app import openapi_document
+
+    operation = openapi_document()["paths"]["/jobs/{job_id}"]["get"]
+    assert "ETag" in operation["responses"]["200"]["headers"] and "content" in operation["responses"]["200"]
+    assert "ETag" in operation["responses"]["304"]["headers"] and "content" not in operation["responses"]["304"]
+    assert {(parameter["name"], parameter["in"]) for parameter in operation["parameters"]} >= {
+        ("If-None-Match", "header")}
+    deleted = openapi_document()["paths"]["/schedules/{name}"]["delete"]["responses"]["204"]
+    assert "content" not in deleted

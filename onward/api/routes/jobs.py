@@ -225,8 +225,7 @@ ETAG_HEADER: dict[str, OpenAPIResponseHeader] = {"ETag": {
                    'it as If-None-Match to be answered 304 while it holds',
     "schema": {"type": "string"}}}
 IfNoneMatch = Annotated[str | None, Header(
-    alias="If-None-Match", description="the ETag of an earlier answer: 304 with no body while the status is unchanged",
-    max_length=1024)]
+    alias="If-None-Match", description="the ETag of an earlier answer: 304 with no body while the status is unchanged")]
 # An archive on Athena is asked within API Gateway's 29 s, less the table reads before it.
 ARCHIVE_WAIT_S = 20.0
 

@@ -60,7 +60,7 @@ build-ProjectorFunction: FUNCTION_FOLDER = projector
 build-ArchiverFunction: FUNCTION_FOLDER = archiver
 $(FUNCTIONS):
 	cp -R onward $(FUNCTION_FOLDER) "$(ARTIFACTS_DIR)/"
-	rm -rf "$(ARTIFACTS_DIR)/onward/cli" "$(ARTIFACTS_DIR)/onward/template.yaml"
+	rm -rf "$(ARTIFACTS_DIR)/onward/cli" "$(ARTIFACTS_DIR)/onward/client" "$(ARTIFACTS_DIR)/onward/template.yaml"
 	find "$(ARTIFACTS_DIR)" -name __pycache__ -type d -prune -exec rm -rf {} +
 
 # The long crash-point soak (the short one runs in `make test`): 20,000 jobs, then its audit table.

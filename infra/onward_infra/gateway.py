@@ -38,6 +38,9 @@ MAX_PAYLOAD_BYTES = 10 * 1024 * 1024  # API Gateway's request payload limit
 MAX_REQUEST_LINE_BYTES = 65536  # what BaseHTTPRequestHandler reads of a request line or header line
 MAX_CHUNK_LINE_BYTES = 4096  # a chunk-size line with its extensions, or a trailer line
 MAX_TRAILER_LINES = 100
+# Answers that never have content, so no Content-Length either (RFC 9110, sections 8.6 and 15.4.5): a 304's
+# would have to be the length of the 200 it stands for.
+BODILESS_STATUSES = frozenset({204, 304})
 DEFAULT_CLIENT_TIMEOUT_S = 10.0  # a client silent this long (mid-request or idle keep-alive) is dropped
 LINGER_S = 1.0  # after the answer, how long unread request bytes are drained before closing
 LINGER_MAX_BYTES = 1024 * 1024
@@ -341,9 +344,10 @@ class _RequestHandler(BaseHTTPRequestHandler):
                 self.send_header(name, value)
         for cookie in cookies:
             self.send_header("set-cookie", cookie)
-        self.send_header("content-length", str(len(data)))
+        if status not in BODILESS_STATUSES:
+            self.send_header("content-length", str(len(data)))
         self._headers_buffer.append(b"\r\n")  # end_headers, with the body in the same write
-        if self.command != "HEAD":
+        if self.command != "HEAD" and status not in BODILESS_STATUSES:
             self._headers_buffer.append(data)
         self.flush_headers()
 

@@ -27,6 +27,8 @@ DESCRIPTION = "Background jobs: submit, watch (status view with freshness), canc
 SECURED: list[dict[str, list[str]]] = [{"bearer": []}]
 # What Powertools documents for its own validation answer (a 422 of its schema): this API answers problem+json.
 POWERTOOLS_VALIDATION_SCHEMAS = ("HTTPValidationError", "ValidationError", "ResponseValidationError")
+# Answers that never have content (RFC 9110: 204 No Content, 304 Not Modified).
+BODILESS_STATUSES = ("204", "304")
 
 
 def configure(app: ApiGatewayResolver) -> None:
@@ -84,6 +86,8 @@ def document(app: ApiGatewayResolver, job_types: frozenset[str] = frozenset()) -
             for parameter in operation.get("parameters", ()):
                 if parameter["in"] == "header":  # Powertools lowers a header's name; its title keeps the alias
                     parameter["name"] = parameter["schema"].get("title", parameter["name"])
+            for status in BODILESS_STATUSES:  # Powertools gives every answer the route's return type as content
+                operation["responses"].get(status, {}).pop("content", None)
             answer = operation["responses"].get("422", {})
             if "HTTPValidationError" in json.dumps(answer):
                 del operation["responses"]["422"]

@@ -9,11 +9,12 @@ from typing import Annotated, Any, Literal
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.depends import Depends
 from aws_lambda_powertools.event_handler.openapi.params import Header, Query
+from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponseHeader
 from aws_lambda_powertools.metrics import MetricUnit
 from pydantic import ValidationError
 
-from onward.api import cursors
-from onward.api.answers import Problem, json_answer, problem_of
+from onward.api import conditional, cursors
+from onward.api.answers import NO_STORE, Problem, json_answer, problem_of
 from onward.api.auth import Principal
 from onward.api.contract.common import StateName
 from onward.api.contract.jobs import (
@@ -226,6 +227,13 @@ def count_jobs(tenant: Annotated[str, Depends(listed_tenant)], asked: AskedTenan
 
 
 JOB_STATUS = JobStatus | PendingJob | ArchivedJobStatus
+ETAG_HEADER: dict[str, OpenAPIResponseHeader] = {"ETag": {
+    "description": 'weak; names the view row\'s version and content (`W/"v<version>-<hash>"`), an archived job\'s '
+                   'version (`W/"archived-v<version>"`), or a job the view has not shown yet (`W/"pending"`): send '
+                   'it as If-None-Match to be answered 304 while it holds',
+    "schema": {"type": "string"}}}
+IfNoneMatch = Annotated[str | None, Header(
+    alias="If-None-Match", description="the ETag of an earlier answer: 304 with no body while the status is unchanged")]
 # An archive on Athena is asked within API Gateway's 29 s, less the table reads before it.
 ARCHIVE_WAIT_S = 20.0
 
@@ -247,28 +255,46 @@ def _archived(deployment: Deployment, job_id: str, scope: str | None) -> Archive
 
 
 @router.get("/jobs/<job_id>", operation_id="getJob", security=SECURED, responses=secured({
-    200: ok("the job's status from the status view with its freshness (`visible: true`), or, while the view has not "
-            "seen the job yet, no status and the view's lag (`visible: false`): never an older status than one "
-            "answered before; a job whose rows have expired is answered from the run-history archive "
-            "(`archived: true`, with its runs)", JOB_STATUS),
+    200: {**ok("the job's status from the status view with its freshness (`visible: true`), or, while the view has "
+               "not seen the job yet, no status and the view's lag (`visible: false`): never an older status than one "
+               "answered before; a job whose rows have expired is answered from the run-history archive "
+               "(`archived: true`, with its runs)", JOB_STATUS), "headers": ETAG_HEADER},
+    304: {"description": "If-None-Match holds the current ETag: nothing newer was projected, no body (the "
+                         "freshness block of the earlier answer has aged since)", "headers": ETAG_HEADER},
     404: NOT_FOUND}))
-def get_job(principal: Annotated[Principal, Depends(caller)], job_id: JobId) -> Response[str]:
+def get_job(principal: Annotated[Principal, Depends(caller)], job_id: JobId,
+            if_none_match: IfNoneMatch = None) -> Response[str]:
     scope = tenant_scope(principal)
     deployment = ApiDeployment.from_environment()
     # Read consistently (never older than an answer before), and only if it is the caller's: another tenant's
     # job goes the way of a missing one, to the job table's scoped read and its 404, by the same requests.
     view = deployment.status_view.get(job_id, scope)
-    now = system_clock()
-    lag = view_lag_now(deployment, now)
     if view is not None:
-        return json_answer(200, JobStatus.of_view(view, freshness_of(view.as_of, lag, now)))
+        tag = conditional.view_tag(view)
+        if conditional.none_match(if_none_match, tag):
+            return not_modified(tag)  # before the lag's read: an unchanged status costs one view read
+        now = system_clock()
+        return json_answer(200, JobStatus.of_view(view, freshness_of(view.as_of, view_lag_now(deployment, now), now)),
+                           headers={"ETag": tag})
     # Not in the view yet: the job row only says whether the job exists (JobNotFound: a 404), never its
     # status, which the view may show older a moment later. In neither: perhaps archived (its rows expired).
     try:
         deployment.job_store.get(job_id, scope)
     except JobNotFound:
-        return json_answer(200, ArchivedJobStatus.of(_archived(deployment, job_id, scope)))
-    return json_answer(200, PendingJob(job_id=job_id, view=lag))
+        archived = _archived(deployment, job_id, scope)
+        tag = conditional.archived_tag(archived.version)
+        if conditional.none_match(if_none_match, tag):
+            return not_modified(tag)
+        return json_answer(200, ArchivedJobStatus.of(archived), headers={"ETag": tag})
+    if conditional.none_match(if_none_match, conditional.PENDING_TAG):
+        return not_modified(conditional.PENDING_TAG)
+    return json_answer(200, PendingJob(job_id=job_id, view=view_lag_now(deployment, system_clock())),
+                       headers={"ETag": conditional.PENDING_TAG})
+
+
+def not_modified(tag: str) -> Response[str]:
+    """304: the caller's tag is current; no body, the headers a 200 would carry (RFC 9110, section 15.4.5)."""
+    return Response(304, None, None, headers={**NO_STORE, "ETag": tag})
 
 
 @router.get("/jobs/<job_id>/runs", operation_id="getJobRuns", security=SECURED, responses=secured({

@@ -43,6 +43,7 @@ def test_sam_build_succeeds_offline_and_ships_only_the_runtime_code(tmp_path: Pa
         # the product, and the SAM function folder whose module the Handler names (handlers/, relay/, projector/)
         assert sorted(p.name for p in code.iterdir()) == sorted(["onward", module.split(".")[0]])
         assert not (code / "onward" / "cli").exists() and not (code / "onward_infra").exists()
+        assert not (code / "onward" / "client").exists()  # for callers outside the platform (httpx: not in Lambda)
         assert not list(code.rglob("moto*")) and not list(code.rglob("lean_client"))
         assert not (code / "onward" / "template.yaml").exists()
         assert (code / (module.replace(".", "/") + ".py")).is_file()

@@ -1,0 +1,40 @@
+"""The Python client of the HTTP API for callers outside the platform (Client, AsyncClient: httpx and pydantic
+only, nothing else of onward): docs/client.md."""
+
+from onward.client.asynchronous import AsyncClient
+from onward.client.errors import (
+    ApiError,
+    Conflict,
+    Forbidden,
+    InvalidRequest,
+    NotFound,
+    OnwardClientError,
+    Problem,
+    RateLimited,
+    ServerError,
+    Unauthorized,
+    Unreachable,
+    WaitTimeout,
+)
+from onward.client.models import (
+    FINAL_STATES,
+    BatchEntry,
+    BatchResult,
+    Cancelled,
+    Freshness,
+    JobStatus,
+    Schedule,
+    StatusCounts,
+    Submitted,
+    ViewLag,
+)
+from onward.client.polling import PollPolicy
+from onward.client.sync import Client
+from onward.client.transport import RetryPolicy
+
+__all__ = [
+    "FINAL_STATES", "ApiError", "AsyncClient", "BatchEntry", "BatchResult", "Cancelled", "Client", "Conflict",
+    "Forbidden", "Freshness", "InvalidRequest", "JobStatus", "NotFound", "OnwardClientError", "PollPolicy",
+    "Problem", "RateLimited", "RetryPolicy", "Schedule", "ServerError", "StatusCounts", "Submitted",
+    "Unauthorized", "Unreachable", "ViewLag", "WaitTimeout",
+]

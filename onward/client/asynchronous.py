@@ -1,0 +1,144 @@
+"""`AsyncClient`: the same calls as onward.client.sync.Client for asyncio (httpx.AsyncClient, one kept-alive
+connection pool), with the same retries, conditional reads and polling: only the I/O differs."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Iterable, Mapping
+from datetime import datetime
+from typing import Any, Self
+
+import httpx
+
+from onward.client import calls
+from onward.client.errors import Unreachable, WaitTimeout
+from onward.client.models import BatchResult, Cancelled, JobStatus, Schedule, StatusCounts, Submitted
+from onward.client.polling import PollPolicy, Waiting
+from onward.client.transport import (
+    DEFAULT_TIMEOUT_S,
+    Call,
+    RetryPolicy,
+    checked,
+    retry_delay_after_answer,
+    retry_delay_after_error,
+    session_headers,
+)
+
+
+class AsyncClient:
+    """`AsyncClient(base_url, token)`: `async with AsyncClient(...) as onward: await onward.submit(...)`. Each
+    method is Client's, awaited; `list` and `schedules` are async iterators."""
+
+    def __init__(self, base_url: str, token: str, *, timeout_s: float = DEFAULT_TIMEOUT_S,
+                 retry: RetryPolicy | None = None, poll: PollPolicy | None = None,
+                 transport: httpx.AsyncBaseTransport | None = None) -> None:
+        self.retry = retry or RetryPolicy()
+        self.poll = poll or PollPolicy()
+        self._http = httpx.AsyncClient(base_url=base_url.rstrip("/"), headers=session_headers(token),
+                                       timeout=timeout_s, transport=transport)
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self._http.aclose()
+
+    async def _send(self, call: Call) -> httpx.Response:
+        started = time.monotonic()
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                response = await self._http.send(call.request(self._http))
+            except httpx.TransportError as error:
+                delay = retry_delay_after_error(self.retry, call, error, attempt, time.monotonic() - started)
+                if delay is None:
+                    raise Unreachable(f"{call.method} {call.path}: {type(error).__name__} after {attempt} "
+                                      f"attempt(s)") from error
+            else:
+                delay = retry_delay_after_answer(self.retry, call, response, attempt, time.monotonic() - started)
+                if delay is None:
+                    return checked(response)
+            await asyncio.sleep(delay)
+
+    # --- jobs ------------------------------------------------------------------------------------------------
+
+    async def submit(self, type: str, params: Mapping[str, Any] | None = None, *, max_attempts: int | None = None,
+                     priority: int | None = None, run_at: datetime | str | None = None,
+                     delay_s: float | None = None, timeout_s: float | None = None,
+                     idempotency_key: str | None = None, **fields: Any) -> Submitted:
+        """As Client.submit: one Idempotency-Key for every try."""
+        call, key = calls.submit(type, params, {"max_attempts": max_attempts, "priority": priority,
+                                                "run_at": run_at, "delay_s": delay_s, "timeout_s": timeout_s,
+                                                **fields}, idempotency_key)
+        return calls.submitted(await self._send(call), key)
+
+    async def submit_many(self, jobs: Iterable[Mapping[str, Any]]) -> BatchResult:
+        entries = calls.batch_entries(jobs)
+        chunks = [entries[at:at + calls.MAX_BATCH] for at in range(0, len(entries), calls.MAX_BATCH)]
+        return calls.batch_result([(chunk, await self._send(calls.batch(chunk))) for chunk in chunks])
+
+    async def get(self, job_id: str, *, since: JobStatus | None = None) -> JobStatus:
+        return calls.status(await self._send(calls.get(job_id, since)), since)
+
+    async def wait(self, job_id: str, timeout_s: float, *, poll: PollPolicy | None = None) -> JobStatus:
+        """As Client.wait; other tasks run while it sleeps."""
+        waiting = Waiting(poll or self.poll, timeout_s)
+        while True:
+            waiting.last = await self.get(job_id, since=waiting.since())
+            if waiting.last.final:
+                return waiting.last
+            delay = waiting.next_delay_s()
+            if delay is None:
+                raise WaitTimeout(job_id, timeout_s, waiting.last)
+            await asyncio.sleep(delay)
+
+    async def list(self, *, page_size: int = calls.MAX_PAGE, **filters: Any) -> AsyncIterator[JobStatus]:
+        """As Client.list: `async for job in onward.list(status="dead")`."""
+        cursor: str | None = None
+        while True:
+            jobs, cursor = calls.listed_jobs(await self._send(calls.page("/jobs", {**filters, "limit": page_size},
+                                                                         cursor)))
+            for job in jobs:
+                yield job
+            if cursor is None:
+                return
+
+    async def count(self, **filters: Any) -> StatusCounts:
+        return calls.counts(await self._send(calls.count(filters)))
+
+    async def cancel(self, job_id: str) -> Cancelled:
+        return calls.cancelled(await self._send(calls.cancel(job_id)))
+
+    async def replay(self, job_id: str) -> Submitted:
+        return calls.submitted(await self._send(calls.replay(job_id)))
+
+    # --- schedules -------------------------------------------------------------------------------------------
+
+    async def create_schedule(self, name: str, type: str, params: Mapping[str, Any] | None = None, *,
+                              cron: str | None = None, rate: str | None = None, timezone: str | None = None,
+                              tenant: str | None = None, **fields: Any) -> Schedule:
+        body = {"name": name, **calls.job_body(type, params, {"cron": cron, "rate": rate, "timezone": timezone,
+                                                              **fields})}
+        return calls.schedule(await self._send(calls.create_schedule(body, tenant)))
+
+    async def schedules(self, *, tenant: str | None = None,
+                        page_size: int = calls.MAX_PAGE) -> AsyncIterator[Schedule]:
+        cursor: str | None = None
+        while True:
+            found, cursor = calls.listed_schedules(await self._send(calls.page(
+                "/schedules", {"tenant": tenant, "limit": page_size}, cursor)))
+            for schedule in found:
+                yield schedule
+            if cursor is None:
+                return
+
+    async def delete_schedule(self, name: str, *, tenant: str | None = None) -> None:
+        await self._send(calls.delete_schedule(name, tenant))
+
+
+__all__ = ["AsyncClient"]

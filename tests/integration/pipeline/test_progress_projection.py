@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from onward.bootstrap import Deployment
 from onward.domain.models import NewJob
 from onward.domain.progress import ProgressEvent, progress_event
 from onward.domain.projection import ProjectionOutcome
@@ -15,6 +16,7 @@ from onward.pipeline.projector.projector import BatchTally, ShardRecord, StatusP
 from onward.pipeline.relay.publisher import encode
 from onward.store.service import JobStore
 from tests.integration.pipeline.test_projection import (
+    RequestCounter,
     conflicts_of,
     failed_sequences,
     invoke,
@@ -133,3 +135,22 @@ def test_the_projectors_lambda_handler_projects_progress_and_counts_it(stack_env
     assert view_of(dynamodb, settings, job_id)["progress_seq"] == 3
     printed = capsys.readouterr().out
     assert '"ProgressApplied"' in printed and '"ProgressSuperseded"' in printed
+
+
+def test_an_update_costs_one_transaction_in_the_store_and_one_write_in_the_projector(
+        store: JobStore, projector: StatusProjector, settings, dynamodb):
+    """docs/progress.md counts an update's cost from these: a read before the write, or a second view write,
+    would change it (and the store must not read the job row: the ConditionCheck fences the attempt)."""
+    store.create("acme", ECHO)
+    lease = store.claim("w1", 30)
+    store_calls = RequestCounter(dynamodb)
+    assert store.report_progress(lease, version=lease.job.version, seq=1, fraction=0.5, message="half").written
+    assert store_calls.operations == ["TransactWriteItems"]
+
+    job_id = new_job_id()
+    projector.project_batch("s", records(make_event(job_id, 1, "queued"), make_event(job_id, 2, "running")),
+                            BatchTally())
+    view_calls = RequestCounter(Deployment.from_environment().client("dynamodb"))
+    for seq in (1, 1, 2):  # applied, duplicate (refused: the refusal says why, no read), applied
+        assert projector.project_batch("s", records(update(job_id, seq)), BatchTally()) is None
+    assert view_calls.operations == ["UpdateItem"] * 3

@@ -54,7 +54,9 @@ def discard_unflushed(
 COUNTS_SENT_WHEN_NOT_ZERO = frozenset({
     "LeasesReaped", "RelayPublished", "RelayRetriedEntries", "RelayParked", "ProjectionParked",
     "ProjectionWritesSaved", "ProjectionGone", "SchedulesFired", "ScheduleFiresSkipped",
-    "ArchivedJobs", "ArchiveBytes", "ArchiveSkippedReplayed", "ExpiredBeforeArchive"})
+    "ArchivedJobs", "ArchiveBytes", "ArchiveSkippedReplayed", "ExpiredBeforeArchive",
+    # progress (issue 38): the projector's progress outcomes
+    "ProgressApplied", "ProgressDuplicate", "ProgressSuperseded"})
 
 
 def add_count(metrics: MetricSink, name: str, value: int) -> None:

@@ -17,6 +17,7 @@ child's pipe as ProgressNote messages (ProgressPipe), and the worker hands them 
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable
@@ -141,7 +142,8 @@ class ProgressPipe:
     def sender(self, fencing_token: str) -> Callable[[float, str | None], None]:
         """The progress sink of attempt `fencing_token`'s context in the child."""
         def send(fraction: float, message: str | None) -> None:
-            self.send(ProgressNote(fencing_token, fraction, message))
+            with contextlib.suppress(OSError):  # the worker has gone (the child ends soon): never the handler's error
+                self.send(ProgressNote(fencing_token, fraction, message))
         return send
 
     def send(self, message: object) -> None:

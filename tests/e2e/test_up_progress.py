@@ -51,7 +51,7 @@ def test_a_demo_progress_job_shows_rising_progress_while_running_and_none_once_f
         running = [answer for answer in answers if answer.get("status") == "running" and answer["progress"]]
         assert len(running) >= 2, answers
         fractions = [answer["progress"]["fraction"] for answer in running]
-        assert fractions == sorted(fractions) and fractions[-1] > fractions[0]
+        assert fractions == sorted(fractions) and len(set(fractions)) >= 3, fractions  # update after update
         assert all(answer["progress"]["attempt"] == answer["attempt"] == 1 for answer in running)
         assert all(answer["progress"]["message"].startswith(("starting", "step ")) for answer in running)
         final = answers[-1]

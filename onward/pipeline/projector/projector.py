@@ -466,4 +466,4 @@ def _job_of(data: bytes) -> str | None:
         read = parse_record(data)
     except UnreadableRecord:
         return None
-    return read.job_id if isinstance(read, OutboxEvent) else None
+    return read.job_id if isinstance(read, OutboxEvent | ProgressEvent) else None

@@ -13,6 +13,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from onward.domain.errors import StoreInvariantViolation
 from onward.domain.progress import ProgressEvent
 from onward.store.dynamo.attributes import to_attribute
 from onward.store.dynamo.keys import job_key, run_key
@@ -74,4 +75,4 @@ def _judged(codes: list[str]) -> ProgressWritten:
         return ProgressWritten.ALREADY
     if TRANSACTION_CONFLICT in codes:
         return ProgressWritten.CONFLICT
-    raise RuntimeError(f"a progress write was cancelled for reasons it does not expect: {codes}")
+    raise StoreInvariantViolation(f"a progress write was cancelled for reasons it does not expect: {codes}")

@@ -8,13 +8,24 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from onward.bootstrap import Deployment
 from onward.domain.models import NewJob
 from onward.domain.progress import ProgressEvent, progress_event
 from onward.domain.projection import ProjectionOutcome
 from onward.pipeline.projector.projector import BatchTally, ShardRecord, StatusProjector
 from onward.pipeline.relay.publisher import encode
 from onward.store.service import JobStore
-from tests.integration.pipeline.test_projection import conflicts_of, make_event, new_job_id, projector, view_of
+from tests.integration.pipeline.test_projection import (
+    RequestCounter,
+    conflicts_of,
+    failed_sequences,
+    invoke,
+    kinesis_event,
+    make_event,
+    new_job_id,
+    projector,
+    view_of,
+)
 
 __all__ = ["projector"]  # the fixture, shared with test_projection.py
 
@@ -108,3 +119,38 @@ def test_a_progress_event_is_one_json_record_that_says_its_kind():
     """Other consumers of the events stream (the archiver, webhooks) skip records by `kind`, as heartbeats."""
     payload = json.loads(encode(update("j" * 32, 1)))
     assert payload["kind"] == "progress" and payload["schema"] == 1 and payload["version"] == 2
+
+
+def test_the_projectors_lambda_handler_projects_progress_and_counts_it(stack_environment, settings, dynamodb, capsys,
+                                                                       monkeypatch):
+    """Through the Lambda handler, as the event-source mapping calls it: without its progress metrics declared
+    (onward/telemetry.py) every batch holding a progress event failed and was redelivered until discarded."""
+    monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "false")
+    job_id = new_job_id()
+    first = invoke(kinesis_event([encode(make_event(job_id, 1, "queued")), encode(make_event(job_id, 2, "running")),
+                                  encode(update(job_id, 1)), encode(update(job_id, 2))]))
+    second = invoke(kinesis_event([encode(update(job_id, 1)), encode(update(job_id, 3))], first_sequence=10))
+
+    assert failed_sequences(first) == failed_sequences(second) == []
+    assert view_of(dynamodb, settings, job_id)["progress_seq"] == 3
+    printed = capsys.readouterr().out
+    assert '"ProgressApplied"' in printed and '"ProgressSuperseded"' in printed
+
+
+def test_an_update_costs_one_transaction_in_the_store_and_one_write_in_the_projector(
+        store: JobStore, projector: StatusProjector, settings, dynamodb):
+    """docs/progress.md counts an update's cost from these: a read before the write, or a second view write,
+    would change it (and the store must not read the job row: the ConditionCheck fences the attempt)."""
+    store.create("acme", ECHO)
+    lease = store.claim("w1", 30)
+    store_calls = RequestCounter(dynamodb)
+    assert store.report_progress(lease, version=lease.job.version, seq=1, fraction=0.5, message="half").written
+    assert store_calls.operations == ["TransactWriteItems"]
+
+    job_id = new_job_id()
+    projector.project_batch("s", records(make_event(job_id, 1, "queued"), make_event(job_id, 2, "running")),
+                            BatchTally())
+    view_calls = RequestCounter(Deployment.from_environment().client("dynamodb"))
+    for seq in (1, 1, 2):  # applied, duplicate (refused: the refusal says why, no read), applied
+        assert projector.project_batch("s", records(update(job_id, seq)), BatchTally()) is None
+    assert view_calls.operations == ["UpdateItem"] * 3

@@ -3,18 +3,23 @@ in the status view, and what a handler may report."""
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import pytest
 
 from onward.domain.progress import (
     MAX_PROGRESS_MESSAGE,
+    ProgressEvent,
     ProgressOutcome,
     checked_progress,
     judge_progress,
     latest_progress,
     progress_event,
 )
+from onward.pipeline.projector.records import parse_record
+from onward.pipeline.relay.publisher import encode
 
 A, D, S = ProgressOutcome.APPLIED, ProgressOutcome.DUPLICATE, ProgressOutcome.SUPERSEDED
 
@@ -68,3 +73,15 @@ def test_a_long_message_is_cut_and_kept_valid_unicode():
     fraction, message = checked_progress(1, "x" * 500 + "\ud800")
     assert (fraction, len(message)) == (1.0, MAX_PROGRESS_MESSAGE)
     assert checked_progress(0.5, "caf\ud800")[1] == "caf\\ud800"
+
+
+GOLDEN = Path(__file__).resolve().parents[2] / "events" / "progress_event_v1.json"
+
+
+def test_the_golden_progress_event_reads_and_is_written_back_field_for_field():
+    """The wire format other consumers of the events stream read (and skip by `kind`): a renamed or added field
+    would break them silently; this sample is the contract (tests/events/progress_event_v1.json)."""
+    sample = json.loads(GOLDEN.read_text())
+    read = parse_record(GOLDEN.read_bytes())
+    assert isinstance(read, ProgressEvent)
+    assert json.loads(encode(read)) == sample

@@ -100,6 +100,8 @@ def create(job_id: str, tenant_id: str, request: NewJob, now: EpochMs) -> Change
         run_at=run_at,
         created_at=now,
         updated_at=now,
+        trace_parent=request.trace_parent,  # trace context (issue 38)
+        trace_state=request.trace_state,
     )
     return Change(Transition.CREATE, None, job)
 

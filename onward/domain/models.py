@@ -20,17 +20,19 @@ from pydantic import (
     ValidationInfo,
     field_validator,
 )
+from pydantic.json_schema import SkipJsonSchema
 
 from onward.domain.clock import EpochMs, iso, system_clock
 from onward.domain.documents import check_exact
 from onward.domain.schema_versions import EVENT_SCHEMA
 from onward.domain.states import SHOWS_ERROR, JobState, RunOutcome
-from onward.domain.text_patterns import JOB_ID, JOB_TYPE, TENANT_ID
+from onward.domain.text_patterns import JOB_ID, JOB_TYPE, TENANT_ID, TRACE_PARENT
 
 JobId = Annotated[str, JOB_ID.constraints()]
 TenantId = Annotated[str, TENANT_ID.constraints()]
 JobType = Annotated[str, JOB_TYPE.constraints()]
 WorkerId = Annotated[str, StringConstraints(min_length=1, max_length=128)]
+TraceParentHeader = Annotated[str, TRACE_PARENT.constraints()]  # trace context (issue 38)
 
 
 def _storable_params(params: dict[str, Any]) -> dict[str, Any]:
@@ -121,6 +123,9 @@ class NewJob(Request):
         description="seconds one attempt may run: past it the attempt is stopped and fails with error type Timeout "
                     f"(retried as any failure). Default: the job type's, else {DEFAULT_TIMEOUT_S // 60} minutes; at "
                     f"most {MAX_TIMEOUT_S} ({MAX_TIMEOUT_S // 3600} h)")
+    # trace context (issue 38): set from POST /jobs' `traceparent` and `tracestate` headers, never from the body
+    trace_parent: SkipJsonSchema[TraceParentHeader | None] = Field(default=None, exclude=True)
+    trace_state: SkipJsonSchema[str | None] = Field(default=None, exclude=True)
 
     @field_validator("run_at")
     @classmethod
@@ -179,6 +184,9 @@ class Job(_Frozen):
     last_error: ErrorSummary | None = None
     created_at: EpochMs
     updated_at: EpochMs  # when the current status became true
+    # trace context (issue 38): the W3C traceparent its attempts continue (onward.observability), and tracestate
+    trace_parent: TraceParentHeader | None = None
+    trace_state: str | None = None
 
     @property
     def attempts_used(self) -> int:
@@ -236,6 +244,8 @@ class OutboxEvent(_Frozen):
     # job; absent (never null on the wire) otherwise. Added after the first version of the contract: an
     # event without it reads, and digests, as it did before (onward.domain.projection.digest).
     run_at: str | None = None
+    # trace context (issue 38): the job's W3C traceparent; absent when it has none
+    trace_parent: str | None = None
 
     model_config = ConfigDict(frozen=True, extra="allow", populate_by_name=True)
 
@@ -256,6 +266,7 @@ class OutboxEvent(_Frozen):
             result_size_bytes=result_size,
             result_inline=inline,
             run_at=None if job.run_at is None else iso(job.run_at),
+            trace_parent=job.trace_parent,  # trace context (issue 38)
         )
 
 
@@ -300,6 +311,8 @@ class StatusView(BaseModel):
     result_size_bytes: int | None = None
     result_inline: Any = None
     run_at: str | None = None  # when its tenant asked it to start (None: at once, or a row projected before)
+    # trace context (issue 38): the 32-hex trace id of the job's traceparent
+    trace_id: str | None = None
 
     @property
     def as_of(self) -> str:

@@ -56,3 +56,5 @@ JOB_TYPE = TextPattern(r"[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*", max_length=128)
 IDEMPOTENCY_KEY = TextPattern(r"[ -~]{1,128}")  # printable ASCII
 SECRET = TextPattern(r"[!-+\--~]{1,512}")  # a bearer token: visible ASCII except the comma (ONWARD_TOKENS' separator)
 WEB_ASSET = TextPattern(r"[a-z0-9-]+\.(js|css|svg)")  # a file of the status page (web/)
+# trace context (issue 38): a W3C traceparent as a job stores it (version 00; onward.observability.trace_context)
+TRACE_PARENT = TextPattern(r"00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")

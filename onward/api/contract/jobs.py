@@ -66,6 +66,10 @@ class JobStatus(Answer):
     result: ResultSummary | None = None
     error: ErrorSummary | None = Field(None, description="why the last attempt failed, or why the job ended")
     freshness: Freshness
+    # trace context (issue 38)
+    trace_id: str | None = Field(None, pattern="^[0-9a-f]{32}$", description=(
+        "the W3C trace id of its traceparent (POST /jobs' `traceparent` header, or the create span's when the "
+        "API exports spans); its attempts' spans are in this trace. null: none"))
 
     @classmethod
     def of_view(cls, view: StatusView, freshness: Freshness) -> JobStatus:
@@ -74,7 +78,7 @@ class JobStatus(Answer):
         return cls(job_id=view.job_id, type=view.type, status=view.status, terminal=is_terminal(view.status),
                    version=view.version, attempt=view.attempt, cancel_requested=view.cancel_requested,
                    updated_at=view.occurred_at, run_at=view.run_at, result=result, error=view.error,
-                   freshness=freshness)
+                   freshness=freshness, trace_id=view.trace_id)
 
 class PendingJob(Answer):
     """A job that exists but that the status view has not shown yet: no status is shown rather than one

@@ -50,7 +50,7 @@ class Providers:
     flush: Callable[[], object]
 
 
-_lock = threading.Lock()
+_lock = threading.RLock()  # install() is called under it, from providers()
 _providers: Providers | None = None
 _decided = False
 

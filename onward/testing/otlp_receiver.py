@@ -102,6 +102,7 @@ class OtlpReceiver:
         self._spans: list[ReceivedSpan] = []
         self._points: list[ReceivedPoint] = []
         self._echo = echo
+        self._echoed: set[str] = set()
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -154,6 +155,9 @@ class OtlpReceiver:
             return None
         if self._echo is not None:
             for line in lines:
+                if line.startswith("metric") and line in self._echoed:
+                    continue  # a cumulative or last value exported again unchanged: said once
+                self._echoed.add(line)
                 self._echo(line)
         return bytes(answer.SerializeToString())
 

@@ -24,8 +24,6 @@ from typing import Any, ParamSpec, TypeVar
 
 logger = logging.getLogger(__name__)
 
-ENDPOINT_VARIABLES = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
-                      "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT")
 DEFAULT_SERVICE_NAME = "onward"  # OTEL_SERVICE_NAME, the standard variable, names another
 INSTRUMENTATION_SCOPE = "onward"
 FLUSH_TIMEOUT_MS = 5_000
@@ -38,7 +36,9 @@ def otlp_configured(environ: Mapping[str, str] = os.environ) -> bool:
     """Whether the environment asks for OTLP export."""
     if environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
         return False
-    return any(environ.get(name, "").strip() for name in ENDPOINT_VARIABLES)
+    endpoints = (environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"), environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"),
+                 environ.get("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"))
+    return any(endpoint and endpoint.strip() for endpoint in endpoints)
 
 
 @dataclass(frozen=True)

@@ -105,11 +105,11 @@ IdempotencyKey = Annotated[str | None, Header(
     json_schema_extra=IDEMPOTENCY_KEY.schema())]
 # trace context (issue 38): W3C Trace Context headers; an invalid one is ignored, never refused
 TraceParent = Annotated[str | None, Header(
-    alias="traceparent", description="W3C Trace Context (version-format-trace-id-parent-id-flags): the job's "
+    alias="traceparent", title="traceparent", description="W3C Trace Context (version-format-trace-id-parent-id-flags): the job's "
     "create span and its attempts' spans continue this trace, and GET /jobs/{job_id} shows its trace id as "
     "`trace_id`; an invalid one is ignored (the job is created without it)")]
 TraceState = Annotated[str | None, Header(
-    alias="tracestate", description="W3C Trace Context vendor data, kept with a valid traceparent (an invalid "
+    alias="tracestate", title="tracestate", description="W3C Trace Context vendor data, kept with a valid traceparent (an invalid "
     "one is dropped)")]
 
 

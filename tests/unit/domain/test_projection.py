@@ -35,6 +35,7 @@ CONTRACT_FIELDS = {
     "occurred_at", "schema", "error", "result_size_bytes", "result_inline",
     "committed_at",  # set by the relay from the stream record; left out of the digest
     "run_at",  # added later, only on a delayed job's events: the golden sample (of a job started at once) has none
+    "trace_parent",  # trace context (issue 38): added later, only on a traced job's events; not digested
 }
 ERROR_FIELDS = {"error_type", "message", "message_truncated"}
 
@@ -67,8 +68,9 @@ def test_the_golden_sample_is_a_complete_valid_event():
     assert event.status is JobState.SUCCEEDED
     assert event.result_size_bytes == json_size(event.result_inline)
     # Every contract field is present, except `error` (a succeeded event has none; the wire leaves it out)
-    # and `run_at` (the job was not delayed; the sample keeps the shape of the contract's first version).
-    assert set(golden_payload()) == CONTRACT_FIELDS - {"error", "run_at"}
+    # and `run_at` (the job was not delayed; the sample keeps the shape of the contract's first version), and
+    # `trace_parent` (the job had no trace context).
+    assert set(golden_payload()) == CONTRACT_FIELDS - {"error", "run_at", "trace_parent"}
 
 
 def test_the_golden_sample_round_trips_through_the_wire_format_unchanged():

@@ -23,14 +23,16 @@ from onward.observability.tracing import JOB_TYPE, OUTCOME, TENANT_ID
 
 SHARD_ID = "onward.shard.id"
 
-_instruments: dict[tuple[int, str], Any] = {}
+# by meter (the object itself: a test installs a meter per test, and an id could be reused)
+_instruments: dict[tuple[Any, str], Any] = {}
 _lock = threading.Lock()
-_tenants_with_depth: set[str] = set()  # a tenant whose queue emptied is set to 0, not left at its last depth
+# a tenant whose queue emptied is set to 0, not left at its last depth
+_tenants_with_depth: dict[Any, set[str]] = {}
 
 
 def _instrument(recorder: Providers, name: str) -> Any:
     """One instrument per name and meter (an SDK warns when one is created twice)."""
-    key = (id(recorder.meter), name)
+    key = (recorder.meter, name)
     with _lock:
         if key not in _instruments:
             kind, unit, description = _SPECS[name]
@@ -67,9 +69,12 @@ def record_backlog(due_by_tenant: Mapping[str, int], running: int, oldest_due_ag
     if recorder is None:
         return
     depth = _instrument(recorder, "onward.queue.depth")
-    for tenant_id in sorted(_tenants_with_depth | set(due_by_tenant)):
+    with _lock:
+        seen = _tenants_with_depth.setdefault(recorder.meter, set())
+        tenants = sorted(seen | set(due_by_tenant))
+        seen.update(due_by_tenant)
+    for tenant_id in tenants:
         depth.set(due_by_tenant.get(tenant_id, 0), {TENANT_ID: tenant_id})
-    _tenants_with_depth.update(due_by_tenant)
     _instrument(recorder, "onward.jobs.running").set(running)
     _instrument(recorder, "onward.queue.oldest_due_age").set(oldest_due_age_s)
 

@@ -105,12 +105,13 @@ IdempotencyKey = Annotated[str | None, Header(
     json_schema_extra=IDEMPOTENCY_KEY.schema())]
 # trace context (issue 38): W3C Trace Context headers; an invalid one is ignored, never refused
 TraceParent = Annotated[str | None, Header(
-    alias="traceparent", title="traceparent", description="W3C Trace Context (version-format-trace-id-parent-id-flags): the job's "
-    "create span and its attempts' spans continue this trace, and GET /jobs/{job_id} shows its trace id as "
-    "`trace_id`; an invalid one is ignored (the job is created without it)")]
+    alias="traceparent", title="traceparent",
+    description="W3C Trace Context (version-format-trace-id-parent-id-flags): the job's create span and its "
+    "attempts' spans continue this trace, and GET /jobs/{job_id} shows its trace id as `trace_id`; an invalid one "
+    "is ignored (the job is created without it)")]
 TraceState = Annotated[str | None, Header(
-    alias="tracestate", title="tracestate", description="W3C Trace Context vendor data, kept with a valid traceparent (an invalid "
-    "one is dropped)")]
+    alias="tracestate", title="tracestate",
+    description="W3C Trace Context vendor data, kept with a valid traceparent (an invalid one is dropped)")]
 
 
 @router.post("/jobs", operation_id="createJob", security=SECURED, responses=secured({

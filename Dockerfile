@@ -53,7 +53,7 @@ WORKDIR /src
 COPY pyproject.toml README.md template.yaml ./
 COPY onward/ onward/
 RUN --mount=type=cache,target=/root/.cache/pip \
-    pip wheel --wheel-dir /wheels .
+    pip wheel --wheel-dir /wheels '.[otlp]'
 
 # --- the image: the wheels installed, nothing else of the build ---------------------------------------------
 FROM ${PYTHON_IMAGE}
@@ -66,7 +66,7 @@ ENV PYTHONUNBUFFERED=1 \
     PIP_ROOT_USER_ACTION=ignore
 # The wheels are mounted, not copied: no layer keeps them. --no-index: exactly what the builder resolved.
 RUN --mount=type=bind,from=builder,source=/wheels,target=/wheels \
-    pip install --no-index --find-links=/wheels onward \
+    pip install --no-index --find-links=/wheels 'onward[otlp]' \
  && groupadd --system --gid 10001 onward \
  && useradd --system --uid 10001 --gid onward --create-home --home-dir /home/onward --shell /usr/sbin/nologin onward
 USER 10001:10001

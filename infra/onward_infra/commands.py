@@ -259,12 +259,15 @@ def cmd_up(args: argparse.Namespace) -> int:
         if args.job_retention_days is not None:
             os.environ["ONWARD_JOB_RETENTION_DAYS"] = str(args.job_retention_days)
         os.environ.setdefault("ONWARD_JOB_TYPES", ",".join(sorted(registry.types)))
+        _export_otlp(args.otlp)  # trace context (issue 38)
         archive = _archive_directory(args.data_dir, stack)
         deployment = Deployment.from_environment()
         print(f"Onward: {where}")
         for line in export_lines(environment):
             print("  " + line)
         print(f"  run-history archive (Parquet): {archive}")
+        if args.otlp:
+            print(f"  OpenTelemetry spans and metrics: exported to {args.otlp} (OTLP over HTTP/protobuf)")
         options = PlatformOptions(workers=args.workers, lease_s=args.lease_s, http_port=args.http_port,
                                   heartbeat_interval_s=args.heartbeat_s, api_environments=args.api_environments)
         platform = stack.enter_context(LocalPlatform(deployment, registry, options))
@@ -281,6 +284,17 @@ def cmd_up(args: argparse.Namespace) -> int:
             signals.wait()
         print("Stopping...", flush=True)
     return 0
+
+
+def _export_otlp(url: str | None) -> None:
+    """`--otlp URL`: every component exports its spans and metrics to URL (OTLP over HTTP/protobuf), through the
+    standard variables (onward.observability.otlp), with intervals for a person watching: spans within a second,
+    metrics every 5 s (the SDK's defaults, 5 s and 60 s, are for a production collector)."""
+    if url is None:
+        return
+    os.environ["OTEL_EXPORTER_OTLP_ENDPOINT"] = url
+    os.environ.setdefault("OTEL_BSP_SCHEDULE_DELAY", "1000")
+    os.environ.setdefault("OTEL_METRIC_EXPORT_INTERVAL", "5000")
 
 
 def _archive_directory(data_dir: Path | None, stack: Any) -> str:
@@ -328,6 +342,25 @@ def _follow_demo(deployment: Deployment) -> None:
         time.sleep(1.0)
 
 
+def _otlp_url(text: str) -> str:
+    """An http(s) URL with a host (the OTLP exporter appends /v1/traces and /v1/metrics to it)."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(text)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise argparse.ArgumentTypeError(f"not an http(s) URL with a host: {text!r}")
+    return text
+
+
+def cmd_otlp_receiver(args: argparse.Namespace) -> int:
+    """A local OTLP/HTTP receiver for `onward up --otlp` (onward.testing.otlp_receiver): one line per span and
+    metric point."""
+    from onward.testing.otlp_receiver import serve
+
+    serve(args.port)
+    return 0
+
+
 def add_local_commands(command: Callable[[str, str], argparse.ArgumentParser]) -> None:
     """`onward endpoint` and `onward up`, added to the product's command line (onward.cli.main)."""
     endpoint = command("endpoint", "run the embedded AWS endpoint alone and print its exports")
@@ -339,6 +372,10 @@ def add_local_commands(command: Callable[[str, str], argparse.ArgumentParser]) -
                                "units); POST /_onward/meter answers the reading and resets it "
                                "(bench/e2e.py)")
     endpoint.set_defaults(run=cmd_endpoint)
+
+    receiver = command("otlp-receiver", "print the OpenTelemetry spans and metrics sent to 127.0.0.1:PORT (OTLP/HTTP)")
+    receiver.add_argument("--port", type=PORT, default=4318, help="port on 127.0.0.1 (4318: OTLP/HTTP's)")
+    receiver.set_defaults(run=cmd_otlp_receiver)
 
     up = command("up", "run the platform on this machine")
     up.add_argument("--port", type=PORT, default=4566, help="port of the embedded AWS endpoint on 127.0.0.1")
@@ -358,6 +395,10 @@ def add_local_commands(command: Callable[[str, str], argparse.ArgumentParser]) -
     up.add_argument("--lease-s", type=POSITIVE_SECONDS, default=3.0,
                     help="lease of each claim, renewed every third of it; a vanished worker's job is "
                     "requeued after it")
+    up.add_argument("--otlp", metavar="URL", type=_otlp_url,
+                    help="export OpenTelemetry spans and metrics to this OTLP/HTTP endpoint (e.g. "
+                    "http://127.0.0.1:4318; `onward otlp-receiver` prints what arrives); sets "
+                    "OTEL_EXPORTER_OTLP_ENDPOINT")
     up.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
                     help="level of the components' structured logs (WARNING keeps the progress readable)")
     target = up.add_mutually_exclusive_group()

@@ -38,6 +38,7 @@ from onward.domain.errors import (
     PayloadTooLarge,
     StoreContention,
 )
+from onward.observability.otlp import exports_after_invocation
 from onward.telemetry import discard_unflushed
 
 app = WholePathResolver()
@@ -111,6 +112,7 @@ def _unexpected(error: Exception) -> Response[str]:
 _one_invocation_at_a_time = threading.Lock()
 
 
+@exports_after_invocation  # trace context (issue 38): OpenTelemetry's spans and metrics, when OTLP is on
 @discard_unflushed(metrics)
 @metrics.log_metrics
 @tracer.capture_lambda_handler(capture_response=False)  # responses hold tenant data: keep them out of traces

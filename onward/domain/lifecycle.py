@@ -101,6 +101,8 @@ def create(job_id: str, tenant_id: str, request: NewJob, now: EpochMs) -> Change
         created_at=now,
         updated_at=now,
         tags=request.tags or None,
+        trace_parent=request.trace_parent,  # trace context (issue 38)
+        trace_state=request.trace_state,
     )
     return Change(Transition.CREATE, None, job)
 

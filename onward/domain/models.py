@@ -20,6 +20,7 @@ from pydantic import (
     ValidationInfo,
     field_validator,
 )
+from pydantic.json_schema import SkipJsonSchema
 
 from onward.domain.clock import EpochMs, iso, system_clock
 from onward.domain.documents import check_exact
@@ -27,12 +28,13 @@ from onward.domain.progress import RunProgress, ShownProgress
 from onward.domain.schema_versions import EVENT_SCHEMA
 from onward.domain.states import SHOWS_ERROR, JobState, RunOutcome
 from onward.domain.tags import TAGS_RULES, Tags
-from onward.domain.text_patterns import JOB_ID, JOB_TYPE, TENANT_ID
+from onward.domain.text_patterns import JOB_ID, JOB_TYPE, TENANT_ID, TRACE_PARENT
 
 JobId = Annotated[str, JOB_ID.constraints()]
 TenantId = Annotated[str, TENANT_ID.constraints()]
 JobType = Annotated[str, JOB_TYPE.constraints()]
 WorkerId = Annotated[str, StringConstraints(min_length=1, max_length=128)]
+TraceParentHeader = Annotated[str, TRACE_PARENT.constraints()]  # trace context (issue 38)
 
 
 def _storable_params(params: dict[str, Any]) -> dict[str, Any]:
@@ -125,6 +127,9 @@ class NewJob(Request):
                     f"most {MAX_TIMEOUT_S} ({MAX_TIMEOUT_S // 3600} h)")
     # tags (issue 38)
     tags: Tags | None = Field(default=None, description=TAGS_RULES)
+    # trace context (issue 38): set from POST /jobs' `traceparent` and `tracestate` headers, never from the body
+    trace_parent: SkipJsonSchema[TraceParentHeader | None] = Field(default=None, exclude=True)
+    trace_state: SkipJsonSchema[str | None] = Field(default=None, exclude=True)
 
     @field_validator("run_at")
     @classmethod
@@ -185,6 +190,9 @@ class Job(_Frozen):
     updated_at: EpochMs  # when the current status became true
     # tags (issue 38): as created (None: none); never changed
     tags: dict[str, str] | None = None
+    # trace context (issue 38): the W3C traceparent its attempts continue (onward.observability), and tracestate
+    trace_parent: TraceParentHeader | None = None
+    trace_state: str | None = None
 
     @property
     def attempts_used(self) -> int:
@@ -246,6 +254,8 @@ class OutboxEvent(_Frozen):
     run_at: str | None = None
     # tags (issue 38): the job's tags on every event of a tagged job; absent otherwise, and never digested
     tags: dict[str, str] | None = None
+    # trace context (issue 38): the job's W3C traceparent; absent when it has none
+    trace_parent: str | None = None
 
     model_config = ConfigDict(frozen=True, extra="allow", populate_by_name=True)
 
@@ -267,6 +277,7 @@ class OutboxEvent(_Frozen):
             result_inline=inline,
             run_at=None if job.run_at is None else iso(job.run_at),
             tags=job.tags or None,  # tags (issue 38)
+            trace_parent=job.trace_parent,  # trace context (issue 38)
         )
 
 
@@ -316,6 +327,8 @@ class StatusView(BaseModel):
     progress_seq: int | None = None
     # tags (issue 38)
     tags: dict[str, str] | None = None
+    # trace context (issue 38): the 32-hex trace id of the job's traceparent
+    trace_id: str | None = None
 
     @property
     def as_of(self) -> str:

@@ -14,6 +14,7 @@ from onward.domain.clock import epoch_ms
 from onward.domain.models import OutboxEvent
 from onward.domain.retention import RetentionPolicy
 from onward.domain.states import is_terminal
+from onward.domain.text_patterns import TRACE_PARENT
 
 
 class ProjectionOutcome(StrEnum):
@@ -72,8 +73,14 @@ def view_fields(event: OutboxEvent) -> dict[str, Any]:
         "result_inline": event.result_inline,
         "run_at": event.run_at,
         "tags": event.tags,  # not digested (DIGESTED_FIELDS): the tag index's entries follow the row
+        "trace_id": trace_id(event.trace_parent),  # trace context (issue 38); not digested (added later)
     }
     return fields
+
+
+def trace_id(trace_parent: str | None) -> str | None:
+    """The 32-hex trace id of a job's stored traceparent (version 00), or None."""
+    return trace_parent.split("-")[1] if trace_parent is not None and TRACE_PARENT.matches(trace_parent) else None
 
 
 def view_expires_at(event: OutboxEvent, retention: RetentionPolicy | int,

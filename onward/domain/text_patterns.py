@@ -60,3 +60,5 @@ WEB_ASSET = TextPattern(r"[a-z0-9-]+\.(js|css|svg)")  # a file of the status pag
 TAG_KEY = TextPattern(r"[a-z][a-z0-9_.-]{0,31}")
 TAG_VALUE = TextPattern(r"[A-Za-z0-9_.:/@+-]{1,64}")
 TAG_FILTER = TextPattern(r"[a-z][a-z0-9_.-]{0,31}:[A-Za-z0-9_.:/@+-]{1,64}")
+# trace context (issue 38): a W3C traceparent as a job stores it (version 00; onward.observability.trace_context)
+TRACE_PARENT = TextPattern(r"00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")

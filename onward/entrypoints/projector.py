@@ -22,6 +22,8 @@ from aws_lambda_powertools.utilities.data_classes.kinesis_stream_event import Ki
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from onward.bootstrap import Deployment
+from onward.observability.metrics import record_projection_lag
+from onward.observability.otlp import exports_after_invocation
 from onward.pipeline.projector.projector import BatchFailure, BatchTally, OutcomeTotals, ShardRecord
 from onward.telemetry import add_count, discard_unflushed
 
@@ -73,6 +75,7 @@ def shard_of(record: KinesisStreamRecord) -> str:
     return record.event_id.split(":", 1)[0]
 
 
+@exports_after_invocation  # trace context (issue 38): OpenTelemetry's spans and metrics, when OTLP is on
 @discard_unflushed(metrics)
 @metrics.log_metrics
 @tracer.capture_lambda_handler(capture_response=False)
@@ -107,4 +110,6 @@ def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailure
     metrics.add_metric(name="PipelineHeartbeats", unit=MetricUnit.Count, value=tally.heartbeats)
     if tally.lag_ms:
         metrics.add_metric(name="ProjectionLag", unit=MetricUnit.Milliseconds, value=max(tally.lag_ms))
+        if records:
+            record_projection_lag(shard_of(KinesisStreamRecord(records[0])), max(tally.lag_ms))
     return response

@@ -17,6 +17,8 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from onward.bootstrap import Deployment
 from onward.domain.clock import system_clock
 from onward.maintenance.reaper import reap_once
+from onward.observability.metrics import record_backlog
+from onward.observability.otlp import exports_after_invocation
 from onward.operator.due_age import oldest_due_age_s
 from onward.telemetry import add_count, discard_unflushed
 
@@ -25,6 +27,7 @@ metrics = Metrics(namespace="Onward", service="reaper")
 tracer = Tracer(service="onward-reaper")
 
 
+@exports_after_invocation  # trace context (issue 38): OpenTelemetry's spans and metrics, when OTLP is on
 @discard_unflushed(metrics)
 @metrics.log_metrics
 @tracer.capture_lambda_handler(capture_response=False)
@@ -36,10 +39,11 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, int]:
     add_count(metrics, "LeasesReaped", moved)
     deployment.heartbeat_emitter.emit()
     # After the heartbeat: a failed read here must not also silence the heartbeat alarm's metric.
-    metrics.add_metric(name="OldestDueAgeSeconds", unit=MetricUnit.Seconds,
-                       value=oldest_due_age_s(deployment.store_reads, system_clock()))
+    due_age_s = oldest_due_age_s(deployment.store_reads, system_clock())
+    metrics.add_metric(name="OldestDueAgeSeconds", unit=MetricUnit.Seconds, value=due_age_s)
     backlog = deployment.backlog_counter.count()
     metrics.add_metric(name="BacklogDue", unit=MetricUnit.Count, value=backlog.due)
     metrics.add_metric(name="JobsRunning", unit=MetricUnit.Count, value=backlog.running)
+    record_backlog(backlog.due_by_tenant, backlog.running, due_age_s)  # the same figures through OpenTelemetry
     logger.info("backlog", extra={"due": backlog.due, "running": backlog.running, "requests": backlog.requests})
     return {"reaped": moved}

@@ -27,6 +27,7 @@ from aws_lambda_powertools.utilities.data_classes import KinesisStreamEvent
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from onward.bootstrap import Deployment
+from onward.observability.otlp import exports_after_invocation
 from onward.runtime.drain import Drain
 from onward.telemetry import METRICS_NAMESPACE, WORKER_SERVICE, add_attempt_overlaps, discard_unflushed
 
@@ -35,6 +36,7 @@ metrics = Metrics(namespace=METRICS_NAMESPACE, service=WORKER_SERVICE)
 tracer = Tracer(service="onward-worker")
 
 
+@exports_after_invocation  # trace context (issue 38): OpenTelemetry's spans and metrics, when OTLP is on
 @discard_unflushed(metrics)
 @metrics.log_metrics
 @tracer.capture_lambda_handler(capture_response=False)

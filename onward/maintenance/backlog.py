@@ -24,7 +24,7 @@ is a gauge, a job created a moment ago may count from the next minute on.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from onward.domain.clock import Clock, system_clock
 from onward.store.backlog_reads import COUNT_CAP, BacklogReads, Count
@@ -38,6 +38,7 @@ class Backlog:
     due: int
     running: int
     requests: int
+    due_by_tenant: dict[str, int] = field(default_factory=dict)  # `due` by tenant (its OpenTelemetry gauge)
 
 
 def due_in_queue(waiting: int, not_due: Count, due: Count | None) -> int:
@@ -63,6 +64,7 @@ class BacklogCounter:
         queues, used = self._reads.queue_entries(sorted(entries))
         requests += used
         due = 0
+        due_by_tenant: dict[str, int] = {}
         for entry in queues:
             for band in entry.bands_with_work():
                 queue = ReadyQueue(entry.shard, band)
@@ -72,6 +74,8 @@ class BacklogCounter:
                 if not later.complete:
                     sooner = self._reads.count_queue(entry.tenant_id, queue, now, due=True)
                     requests += 1
-                due += due_in_queue(entry.bands[band], later, sooner)
+                in_queue = due_in_queue(entry.bands[band], later, sooner)
+                due += in_queue
+                due_by_tenant[entry.tenant_id] = due_by_tenant.get(entry.tenant_id, 0) + in_queue
         running, used = self._reads.count_running()
-        return Backlog(due, running, requests + used)
+        return Backlog(due, running, requests + used, due_by_tenant)

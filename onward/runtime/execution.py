@@ -30,6 +30,7 @@ from multiprocessing.connection import Connection, Pipe, wait
 from typing import Any, NoReturn, Protocol
 
 from onward.domain.progress import checked_progress
+from onward.observability.tracing import handler_span
 from onward.runtime.child_stops import EXIT_ORPHANED, ORPHAN_CHECK_S, StopReader, StopRequest
 from onward.runtime.progress import ProgressNote, ProgressPipe
 
@@ -91,6 +92,7 @@ class JobContext:
         checked = checked_progress(fraction, message)
         if self.progress_sink is not None:
             self.progress_sink(*checked)
+    trace_parent: str | None = None  # trace context (issue 38): the attempt span's, continued by the handler's
 
     def should_stop(self) -> bool:
         return self.cancel_requested.is_set() or self.lease_lost.is_set() or self.shutting_down.is_set()
@@ -131,7 +133,6 @@ class Ending(Enum):
 @dataclass(frozen=True)
 class Returned:
     """The handler returned `result`."""
-
     result: Any
 
 
@@ -159,21 +160,18 @@ class Unsendable:
 @dataclass(frozen=True)
 class TimedOut:
     """The attempt ran `timeout_s` without an answer: the worker ended it."""
-
     timeout_s: float
 
 
 @dataclass(frozen=True)
 class Killed:
     """The handler was asked to stop (`reasons`) and had not answered `stop_grace_s` later: the worker ended it."""
-
     reasons: frozenset[StopReason]
 
 
 @dataclass(frozen=True)
 class Vanished:
     """The child ended without an answer (the OS killed it, the handler called os._exit, a crash in C code)."""
-
     exitcode: int | None
 
 
@@ -202,15 +200,16 @@ class AttemptRequest:
     fencing_token: str
     timeout_s: float | None
     stops: frozenset[StopReason]
+    trace_parent: str | None = None  # trace context (issue 38)
 
     @classmethod
     def of(cls, context: JobContext, stops: frozenset[StopReason]) -> AttemptRequest:
         return cls(context.job_id, context.tenant_id, context.type, context.params, context.attempt,
-                   context.fencing_token, context.timeout_s, stops)
+                   context.fencing_token, context.timeout_s, stops, context.trace_parent)
 
     def context(self) -> JobContext:
         context = JobContext(self.job_id, self.tenant_id, self.type, self.params, self.attempt, self.fencing_token,
-                             timeout_s=self.timeout_s)
+                             timeout_s=self.timeout_s, trace_parent=self.trace_parent)
         for reason in self.stops:
             context.flag(reason).set()
         return context
@@ -446,7 +445,8 @@ def run_handler(handlers: HandlerLookup, context: JobContext) -> Returned | Rais
     if handler is None:
         return Raised(Ending.PERMANENT, "UnknownJobType", f"no handler registered for {context.type!r}")
     try:
-        return Returned(handler(context))
+        with handler_span(context.trace_parent, context.job_id, context.type, context.attempt):
+            return Returned(handler(context))
     except Stopped as error:
         return _raised(Ending.STOPPED, error)
     except PermanentError as error:

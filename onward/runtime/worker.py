@@ -27,6 +27,7 @@ from onward.domain.clock import Clock, EpochMs, system_clock
 from onward.domain.errors import InvalidRequest, PayloadTooLarge
 from onward.domain.models import DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S, ErrorSummary, Job, Lease
 from onward.faults import fault_point
+from onward.runtime import job_spans
 from onward.runtime.execution import (
     Ending,
     HandlerProcess,
@@ -224,9 +225,11 @@ class Worker:
     def run_once(self, *, polling: bool = False) -> bool:
         """Claim one job and run it to its end. False when nothing was due (`polling`: a poll of the worker's
         loop, JobStore.claim's)."""
+        claim_started = job_spans.claim_started()
         lease = self._store.claim(self.worker_id, self._lease_s, polling=polling)
         if lease is None:
             return False
+        job_spans.claimed(lease, claim_started)
         self._execute(lease)
         return True
 
@@ -281,10 +284,11 @@ class Worker:
         if handler is None:
             error = ErrorSummary.of("UnknownJobType", f"no handler registered for {lease.job.type!r}")
             return self._store.fail(lease, error, permanent=True)
-        outcome = self._handler_process.run(context, timeout_s=self._registry.attempt_timeout_s(lease.job),
-                                            stop_grace_s=self._stop_grace_s)
-        progress.close()
-        return self._report(lease, context, outcome)
+        with job_spans.attempt(lease, context) as attempt:
+            outcome = self._handler_process.run(context, timeout_s=self._registry.attempt_timeout_s(lease.job),
+                                                stop_grace_s=self._stop_grace_s)
+            progress.close()
+            return attempt.reported(self._report, lease, context, outcome)
 
     def _report(self, lease: Lease, context: JobContext, outcome: Outcome) -> Report:
         log = {"job_id": lease.job_id, "attempt": lease.attempt, "worker_id": self.worker_id}

@@ -72,6 +72,10 @@ class JobStatus(Answer):
                                                            "running and reported")
     # tags (issue 38)
     tags: dict[str, str] = Field(default_factory=dict, description="the job's tags, as created ({}: none)")
+    # trace context (issue 38)
+    trace_id: str | None = Field(None, pattern="^[0-9a-f]{32}$", description=(
+        "the W3C trace id of its traceparent (POST /jobs' `traceparent` header, or the create span's when the "
+        "API exports spans); its attempts' spans are in this trace. null: none"))
 
     @classmethod
     def of_view(cls, view: StatusView, freshness: Freshness) -> JobStatus:
@@ -80,7 +84,7 @@ class JobStatus(Answer):
         return cls(job_id=view.job_id, type=view.type, status=view.status, terminal=is_terminal(view.status),
                    version=view.version, attempt=view.attempt, cancel_requested=view.cancel_requested,
                    updated_at=view.occurred_at, run_at=view.run_at, result=result, error=view.error,
-                   freshness=freshness, tags=view.tags or {},
+                   freshness=freshness, tags=view.tags or {}, trace_id=view.trace_id,
                    progress=JobProgress.of(view.progress if view.status is JobState.RUNNING else None))
 
 class PendingJob(Answer):

@@ -60,6 +60,8 @@ from onward.domain.models import JobId, JobType, NewJob
 from onward.domain.states import JobState
 from onward.domain.tags import TAG_FILTER, parse_filter
 from onward.domain.text_patterns import IDEMPOTENCY_KEY, JOB_ID_PREFIX
+from onward.observability.metrics import record_created
+from onward.observability.tracing import creation_span
 from onward.operator import explain
 from onward.operator.history.readers import ArchiveQueryError
 from onward.pipeline.view import JobFilter, listing_start
@@ -107,6 +109,15 @@ def listed_tenant() -> str:
 IdempotencyKey = Annotated[str | None, Header(
     alias="Idempotency-Key", description="a retry with the same key and body returns the first answer",
     json_schema_extra=IDEMPOTENCY_KEY.schema())]
+# trace context (issue 38): W3C Trace Context headers; an invalid one is ignored, never refused
+TraceParent = Annotated[str | None, Header(
+    alias="traceparent", title="traceparent",
+    description="W3C Trace Context (version-format-trace-id-parent-id-flags): the job's create span and its "
+    "attempts' spans continue this trace, and GET /jobs/{job_id} shows its trace id as `trace_id`; an invalid one "
+    "is ignored (the job is created without it)")]
+TraceState = Annotated[str | None, Header(
+    alias="tracestate", title="tracestate",
+    description="W3C Trace Context vendor data, kept with a valid traceparent (an invalid one is dropped)")]
 
 
 @router.post("/jobs", operation_id="createJob", security=SECURED, responses=secured({
@@ -120,14 +131,19 @@ IdempotencyKey = Annotated[str | None, Header(
     422: problem("unknown fields, wrong types, params DynamoDB cannot store, or an unknown job type; `errors` lists "
                  "each place and why (tags: more than 10, or a key or value outside its rules)")}))
 def create_job(tenant_id: Annotated[str, Depends(creating_tenant)], job: NewJob,
-               idempotency_key: IdempotencyKey = None) -> Response[str]:
+               idempotency_key: IdempotencyKey = None, traceparent: TraceParent = None,
+               tracestate: TraceState = None) -> Response[str]:
     deployment = ApiDeployment.from_environment()
     refuse_unknown_job_type(deployment, job.type)
     # Checked here, after the body and its job type, as it always was (its pattern is documented, not validated
     # by the resolver, which would check it before the body).
     if idempotency_key is not None and not IDEMPOTENCY_KEY.matches(idempotency_key):
         raise Problem(400, "Bad request", "an Idempotency-Key is 1 to 128 printable ASCII characters")
-    created = deployment.job_store.create(tenant_id, job, idempotency_key=idempotency_key)
+    with creation_span(tenant_id, job.type, traceparent, tracestate) as trace:  # trace context (issue 38)
+        traced = job.model_copy(update={"trace_parent": trace.trace_parent, "trace_state": trace.trace_state})
+        created = deployment.job_store.create(tenant_id, traced, idempotency_key=idempotency_key)
+        trace.created(created.job, created.created)
+    record_created(tenant_id, job.type, int(created.created))
     metrics.add_metric(name="JobsCreated" if created.created else "JobsCreateRepeated", unit=MetricUnit.Count, value=1)
     return json_answer(202 if created.created else 200,
                        Accepted(job_id=created.job.job_id, status=created.job.state, version=created.job.version),

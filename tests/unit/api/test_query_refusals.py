@@ -74,4 +74,5 @@ def test_the_document_names_the_idempotency_header_as_callers_send_it() -> None:
     from onward.api.app import openapi_document
 
     parameters = openapi_document()["paths"]["/jobs"]["post"]["parameters"]
-    assert [(parameter["name"], parameter["in"]) for parameter in parameters] == [("Idempotency-Key", "header")]
+    assert [(parameter["name"], parameter["in"]) for parameter in parameters] == [
+        ("Idempotency-Key", "header"), ("traceparent", "header"), ("tracestate", "header")]  # W3C's are lowercase

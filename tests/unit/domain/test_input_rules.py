@@ -32,7 +32,8 @@ SAMPLES = {"TENANT_ID": "acme", "SCHEDULE_NAME": "nightly.v2", "JOB_ID": "012345
            "JOB_ID_PREFIX": "0a1b", "JOB_TYPE": "reports.export_v2", "IDEMPOTENCY_KEY": "order 42",
            "SECRET": "s3cr3t!", "WEB_ASSET": "app.js",
            # tags (issue 38)
-           "TAG_KEY": "env", "TAG_VALUE": "eu-west-1", "TAG_FILTER": "env:prod"}
+           "TAG_KEY": "env", "TAG_VALUE": "eu-west-1", "TAG_FILTER": "env:prod",
+           "TRACE_PARENT": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
 
 
 # --- identifiers, matched whole ------------------------------------------------------------------------------

@@ -36,6 +36,7 @@ CONTRACT_FIELDS = {
     "committed_at",  # set by the relay from the stream record; left out of the digest
     "run_at",  # added later, only on a delayed job's events: the golden sample (of a job started at once) has none
     "tags",  # tags (issue 38): only on a tagged job's events, never digested; the golden sample has none
+    "trace_parent",  # trace context (issue 38): added later, only on a traced job's events; not digested
 }
 ERROR_FIELDS = {"error_type", "message", "message_truncated"}
 
@@ -68,8 +69,9 @@ def test_the_golden_sample_is_a_complete_valid_event():
     assert event.status is JobState.SUCCEEDED
     assert event.result_size_bytes == json_size(event.result_inline)
     # Every contract field is present, except `error` (a succeeded event has none; the wire leaves it out)
-    # and `run_at` (the job was not delayed; the sample keeps the shape of the contract's first version).
-    assert set(golden_payload()) == CONTRACT_FIELDS - {"error", "run_at", "tags"}
+    # and `run_at` (the job was not delayed; the sample keeps the shape of the contract's first version), and
+    # `tags` and `trace_parent` (the job had neither).
+    assert set(golden_payload()) == CONTRACT_FIELDS - {"error", "run_at", "tags", "trace_parent"}
 
 
 def test_the_golden_sample_round_trips_through_the_wire_format_unchanged():

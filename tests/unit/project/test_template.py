@@ -52,6 +52,11 @@ UNSET_ON_PURPOSE = {
                             "milliseconds of this host's clock); on AWS the default, AWS_BEAT_SLACK_MS",
     "ONWARD_PARAMETER_VALIDATION": "turned off by `onward up`, the benches and the long soak for their own "
                                    "embedded endpoint; on AWS botocore validates each request (the default)",
+    # trace context (issue 38)
+    "OTEL_SDK_DISABLED": "OpenTelemetry's standard switch, for an operator to set; unset: OtlpEndpoint decides",
+    "OTEL_SERVICE_NAME": "OpenTelemetry's standard variable, for an operator to set; unset: service.name onward",
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "OpenTelemetry's per-signal endpoint; the template sets the common one",
+    "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": "as OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
 }
 
 
@@ -118,7 +123,9 @@ def test_functions_run_python312_on_arm64_with_tracing_and_the_powertools_layer(
         assert properties["Runtime"] == "python3.12", name
         assert properties["Architectures"] == ["arm64"], name
         assert properties["TracingConfig"] == {"Mode": "Active"}, name
-        assert properties["Layers"] == [{"Ref": "PowertoolsLayerArn"}], name  # test_powertools_version.py
+        assert properties["Layers"] == [  # test_powertools_version.py; the OpenTelemetry SDK's layer when named
+            {"Ref": "PowertoolsLayerArn"},
+            {"Fn::If": ["HasOtlpLayer", {"Ref": "OtlpLayerArn"}, {"Ref": "AWS::NoValue"}]}], name
         assert properties["Code"] == {"S3Bucket": "onward-artifacts", "S3Key": "onward.zip"}, name
 
 

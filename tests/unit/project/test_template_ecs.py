@@ -179,6 +179,11 @@ def test_every_variable_the_worker_code_reads_is_set_for_the_task_or_unset_on_pu
                                        "embedded endpoint; on AWS botocore validates each request (the default)",
         "ECS_AGENT_URI": "set by the ECS agent in every container: its task protection endpoint",
         "ONWARD_WORKER_BREATHER_S": "the default (60 s) on ECS; drills and tests shorten it",
+        # trace context (issue 38)
+        "OTEL_SDK_DISABLED": "OpenTelemetry's standard switch, for an operator to set; unset: OtlpEndpoint decides",
+        "OTEL_SERVICE_NAME": "OpenTelemetry's standard variable, for an operator to set; unset: service.name onward",
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "OpenTelemetry's per-signal endpoint; the template sets the common one",
+        "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": "as OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
     }
     read = read_code(ecs_worker_roots()).environment
     assert read - set(container_environment()) <= set(unset_on_purpose)

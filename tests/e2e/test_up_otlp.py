@@ -40,7 +40,7 @@ def wait_for_status(base: str, job_id: str, receiver: OtlpReceiver) -> dict:
         answers.append(call(f"{base}/jobs/{job_id}")[1])
         return answers[-1].get("terminal") is True
 
-    assert receiver.wait_for(terminal, 60), answers[-1]
+    assert receiver.wait_for(terminal, 120), answers[-1]
     return answers[-1]
 
 

@@ -61,6 +61,7 @@ if TYPE_CHECKING:
     from onward.pipeline.relay.relay import Relay
     from onward.pipeline.shards import ShardCatalog
     from onward.pipeline.view import StatusViewReader
+    from onward.pipeline.webhooks.wiring import WebhookParts
     from onward.runtime.worker import Registry, Worker
     from onward.store.reads import StoreReads
     from onward.store.schedules import DynamoSchedules
@@ -435,6 +436,16 @@ class Deployment:
         days = self.settings.outbox_retention_days if outbox_retention_days is None else outbox_retention_days
         return LagProbe(self.checkpoint_store, self.outbox_reader, self.client("kinesis"),
                         self.settings.require("events_stream"), outbox_retention_s=days * 86400.0)
+
+    # --- completion webhooks (issue 38) --------------------------------------------------------------------
+    @Component
+    def webhooks(self) -> WebhookParts:
+        """Endpoints and deliveries (JOBS_TABLE), the delivery queue (WEBHOOK_DELIVERIES_QUEUE), the matcher and
+        the deliverer (onward.pipeline.webhooks; their settings: onward/pipeline/webhooks/config.py)."""
+        from onward.pipeline.webhooks.wiring import WebhookParts
+
+        return WebhookParts.on_dynamodb(self.client("dynamodb"), self.settings.require("jobs_table"),
+                                        lambda: self.client("sqs"), self.environ)
 
 
 class ApiDeployment(Deployment):

@@ -54,7 +54,9 @@ def discard_unflushed(
 COUNTS_SENT_WHEN_NOT_ZERO = frozenset({
     "LeasesReaped", "RelayPublished", "RelayRetriedEntries", "RelayParked", "ProjectionParked",
     "ProjectionWritesSaved", "ProjectionGone", "SchedulesFired", "ScheduleFiresSkipped",
-    "ArchivedJobs", "ArchiveBytes", "ArchiveSkippedReplayed", "ExpiredBeforeArchive"})
+    "ArchivedJobs", "ArchiveBytes", "ArchiveSkippedReplayed", "ExpiredBeforeArchive",
+    # completion webhooks (issue 38)
+    "WebhookDeliveriesQueued", "WebhooksDelivered", "WebhooksFailed", "WebhookRetries"})
 
 
 def add_count(metrics: MetricSink, name: str, value: int) -> None:

@@ -93,7 +93,7 @@ def test_retry_delays_grow_with_jitter_and_stay_capped() -> None:
     assert all(5_000 <= d <= 10_000 for d in delays[0]) and all(10_000 <= d <= 20_000 for d in delays[1])
     assert all(50_000 <= d <= 100_000 for d in delays[3])
     assert len(set(delays[2])) > 10  # jittered
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="first delay"):
         RetryPolicy(first_delay_s=10, max_delay_s=1)
 
 

@@ -442,10 +442,15 @@ class Deployment:
     def webhooks(self) -> WebhookParts:
         """Endpoints and deliveries (JOBS_TABLE), the delivery queue (WEBHOOK_DELIVERIES_QUEUE), the matcher and
         the deliverer (onward.pipeline.webhooks; their settings: onward/pipeline/webhooks/config.py)."""
+        from onward.pipeline.webhooks.config import WebhookSettings
+        from onward.pipeline.webhooks.queue import SqsDeliveryQueue
         from onward.pipeline.webhooks.wiring import WebhookParts
+        from onward.store.dynamo.webhooks import DynamoWebhooks
 
-        return WebhookParts.on_dynamodb(self.client("dynamodb"), self.settings.require("jobs_table"),
-                                        lambda: self.client("sqs"), self.environ)
+        return WebhookParts(WebhookSettings.from_environment(self.environ),
+                            DynamoWebhooks(self.client("dynamodb"), self.settings.require("jobs_table")),
+                            lambda: SqsDeliveryQueue(self.client("sqs"),
+                                                     self.settings.require("webhook_deliveries_queue")))
 
 
 class ApiDeployment(Deployment):

@@ -1,6 +1,6 @@
 """The webhook deliverer's function (WebhookDelivererFunction): WebhookDeliveriesQueue -> signed POSTs
-(onward.entrypoints.webhooks)."""
+(onward.entrypoints.webhook_deliverer)."""
 
-from onward.entrypoints.webhooks import deliver_handler as handler
+from onward.entrypoints.webhook_deliverer import handler
 
 __all__ = ["handler"]

@@ -1,6 +1,6 @@
 """The webhook matcher's function (WebhookMatcherFunction): the events stream -> recorded and queued deliveries
-(onward.entrypoints.webhooks)."""
+(onward.entrypoints.webhook_matcher)."""
 
-from onward.entrypoints.webhooks import match_handler as handler
+from onward.entrypoints.webhook_matcher import handler
 
 __all__ = ["handler"]

@@ -12,7 +12,7 @@ from onward.bootstrap import Deployment
 from onward.entrypoints import archiver as archiver_handler
 from onward.entrypoints import projector as projector_handler
 from onward.entrypoints import relay as relay_handler
-from onward.entrypoints import webhooks as webhooks_handlers
+from onward.entrypoints import webhook_matcher
 from onward.pipeline.heartbeat_writer import HeartbeatEmitter
 from onward.pipeline.relay.relay import Relay
 from onward.settings import Settings
@@ -81,11 +81,11 @@ class LocalPipeline:
                                                      "KinesisBatchInfo", "onward-archiver") if archiver_queue else None,
                                                  function_name="onward-archiver")
         webhooks_poller = None
-        if deployment.environ.get("WEBHOOK_DELIVERIES_QUEUE"):
+        if deployment.settings.webhook_deliveries_queue is not None:
             matcher_queue = deployment.environ.get("WEBHOOK_MATCHER_FAILURES_QUEUE")
             webhooks_poller = EventsStreamPoller(deployment.client("kinesis"),
                                                  deployment.settings.require("events_stream"),
-                                                 webhooks_handlers.match_handler, deployment.checkpoint_store,
+                                                 webhook_matcher.handler, deployment.checkpoint_store,
                                                  batch_size=batch_size, consumer="local-mapping:webhooks",
                                                  handling=FailureHandling(
                                                      **stream_error_handling("WebhookMatcherFunction")),

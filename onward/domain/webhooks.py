@@ -74,12 +74,12 @@ class Webhook(BaseModel):
     webhook_id: str
     tenant_id: str
     url: str
-    events: tuple[str, ...]
+    kinds: tuple[str, ...]  # the event kinds it asked for (POST /webhooks's `events`)
     secret: str
     created_at: EpochMs
 
     def wants(self, status: str) -> bool:
-        return any(kind in (ALL_EVENTS, status) or status in EVENT_GROUPS.get(kind, ()) for kind in self.events)
+        return any(kind in (ALL_EVENTS, status) or status in EVENT_GROUPS.get(kind, ()) for kind in self.kinds)
 
 
 class DeliveryState(StrEnum):

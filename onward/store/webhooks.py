@@ -26,7 +26,7 @@ class AddOutcome(Enum):
 
 
 class WebhookRecorder(Protocol):
-    def add(self, webhook: Webhook) -> AddOutcome: ...
+    def register(self, webhook: Webhook) -> AddOutcome: ...
 
     def get(self, tenant_id: str, webhook_id: str) -> Webhook | None:
         """The tenant's endpoint; None when it has none of that id (another tenant's is answered the same)."""
@@ -58,7 +58,7 @@ class MemoryWebhooks:
         self._webhooks: dict[tuple[str, str], Webhook] = {}
         self._deliveries: dict[tuple[str, str], Delivery] = {}
 
-    def add(self, webhook: Webhook) -> AddOutcome:
+    def register(self, webhook: Webhook) -> AddOutcome:
         with self._lock:
             if len(self._tenant(webhook.tenant_id)) >= MAX_WEBHOOKS_PER_TENANT:
                 return AddOutcome.TOO_MANY

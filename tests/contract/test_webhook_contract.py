@@ -26,7 +26,7 @@ def webhooks(request: pytest.FixtureRequest) -> WebhookRecorder:
 
 
 def endpoint(webhook_id: str, tenant: str = "acme", created_at: int = 1) -> Webhook:
-    return Webhook(webhook_id=webhook_id, tenant_id=tenant, url="https://example.com/h", events=("*",),
+    return Webhook(webhook_id=webhook_id, tenant_id=tenant, url="https://example.com/h", kinds=("*",),
                    secret="whsec-0123456789abcdef", created_at=created_at)
 
 
@@ -38,9 +38,9 @@ def delivery(delivery_id: str, webhook_id: str = "wh_a", created_at: int = 10, v
 
 def test_an_endpoint_is_its_tenants_only(webhooks: WebhookRecorder) -> None:
     """Catches a read, listing or delete that crosses tenants (an endpoint is keyed by its tenant)."""
-    assert webhooks.add(endpoint("wh_a", created_at=2)) is AddOutcome.ADDED
-    assert webhooks.add(endpoint("wh_b", created_at=1)) is AddOutcome.ADDED
-    assert webhooks.add(endpoint("wh_c", tenant="globex")) is AddOutcome.ADDED
+    assert webhooks.register(endpoint("wh_a", created_at=2)) is AddOutcome.ADDED
+    assert webhooks.register(endpoint("wh_b", created_at=1)) is AddOutcome.ADDED
+    assert webhooks.register(endpoint("wh_c", tenant="globex")) is AddOutcome.ADDED
     assert [hook.webhook_id for hook in webhooks.of_tenant("acme")] == ["wh_b", "wh_a"]  # oldest first
     assert webhooks.get("acme", "wh_a") == endpoint("wh_a", created_at=2)
     assert webhooks.get("globex", "wh_a") is None
@@ -52,10 +52,10 @@ def test_an_endpoint_is_its_tenants_only(webhooks: WebhookRecorder) -> None:
 def test_a_tenant_keeps_at_most_the_cap(webhooks: WebhookRecorder) -> None:
     """Catches an add past MAX_WEBHOOKS_PER_TENANT, and a full tenant blocking another."""
     for index in range(MAX_WEBHOOKS_PER_TENANT):
-        assert webhooks.add(endpoint(f"wh_{index:02d}")) is AddOutcome.ADDED
-    assert webhooks.add(endpoint("wh_over")) is AddOutcome.TOO_MANY
+        assert webhooks.register(endpoint(f"wh_{index:02d}")) is AddOutcome.ADDED
+    assert webhooks.register(endpoint("wh_over")) is AddOutcome.TOO_MANY
     assert webhooks.get("acme", "wh_over") is None
-    assert webhooks.add(endpoint("wh_other", tenant="globex")) is AddOutcome.ADDED
+    assert webhooks.register(endpoint("wh_other", tenant="globex")) is AddOutcome.ADDED
 
 
 def test_recording_a_delivery_again_keeps_the_first_record(webhooks: WebhookRecorder) -> None:

@@ -21,8 +21,8 @@ class WebhookInfo(Answer):
 
     @classmethod
     def of(cls, webhook: Webhook) -> WebhookInfo:
-        return cls(webhook_id=webhook.webhook_id, tenant_id=webhook.tenant_id, url=webhook.url,
-                   events=list(webhook.events), created_at=iso(webhook.created_at))
+        fields = webhook.model_dump(exclude={"secret", "kinds"})
+        return cls(**{**fields, "events": list(webhook.kinds), "created_at": iso(webhook.created_at)})
 
 
 class Webhooks(Answer):

@@ -74,9 +74,10 @@ def create_webhook(tenant_id: Annotated[str, Depends(webhook_tenant)], request: 
         checked_addresses(parts.settings.rules, request.url)
     except UnsafeWebhookUrl as refusal:
         raise field_errors([{"loc": ("url",), "msg": str(refusal), "type": "unsafe_url"}]) from refusal
-    webhook = Webhook(webhook_id=f"wh_{secrets.token_hex(12)}", tenant_id=tenant_id, url=request.url,
-                      events=tuple(request.events), secret=request.secret, created_at=system_clock())
-    if parts.store.add(webhook) is AddOutcome.TOO_MANY:
+    body = request.model_dump()
+    webhook = Webhook(webhook_id=f"wh_{secrets.token_hex(12)}", tenant_id=tenant_id, url=body["url"],
+                      kinds=tuple(body["events"]), secret=body["secret"], created_at=system_clock())
+    if parts.store.register(webhook) is AddOutcome.TOO_MANY:
         raise Problem(409, "Too many webhooks", f"a tenant keeps at most {MAX_WEBHOOKS_PER_TENANT} webhooks; delete "
                       "one first", slug="too-many-webhooks")
     return json_answer(201, WebhookInfo.of(webhook))

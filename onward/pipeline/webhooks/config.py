@@ -1,7 +1,5 @@
 """The webhooks' settings, read from the environment and validated at start (InvalidSetting names the variable):
 
-- WEBHOOK_DELIVERIES_QUEUE: the delivery queue's URL (template.yaml's WebhookDeliveriesQueue); unset: the
-  deployment has no webhooks' queue (the matcher and deliverer refuse to start);
 - ONWARD_WEBHOOK_ALLOWED_NETWORKS: comma list of networks (e.g. `127.0.0.1/32`) a webhook URL may resolve to
   although private or loopback, and over http; unset on AWS, `onward up` sets 127.0.0.1/32 and ::1/128;
 - ONWARD_WEBHOOK_TIMEOUT_S (5), ONWARD_WEBHOOK_SLOTS_PER_ENDPOINT (4): the sender's timeout, how many sends one
@@ -23,7 +21,6 @@ from onward.settings import InvalidSetting, number_setting
 
 @dataclass(frozen=True)
 class WebhookSettings:
-    queue_url: str | None
     rules: UrlRules
     policy: RetryPolicy
     timeout_s: float = DEFAULT_TIMEOUT_S
@@ -43,6 +40,6 @@ class WebhookSettings:
                                positive=True)
         if slots != int(slots):
             raise InvalidSetting(f"ONWARD_WEBHOOK_SLOTS_PER_ENDPOINT must be a whole number, not {slots}")
-        return cls(queue_url=environ.get("WEBHOOK_DELIVERIES_QUEUE") or None, rules=rules, policy=policy,
+        return cls(rules=rules, policy=policy,
                    timeout_s=number_setting(environ, "ONWARD_WEBHOOK_TIMEOUT_S", DEFAULT_TIMEOUT_S, positive=True),
                    slots_per_endpoint=int(slots))

@@ -103,9 +103,9 @@ class Deliverer:
         """step(), then drop the message or show it again when the step says."""
         step = self.step(received.ref)
         if step.later_ms is None:
-            queue.done(received.receipt)
+            queue.acknowledge(received.receipt)
         else:
-            queue.later(received.receipt, step.later_ms)
+            queue.show_later(received.receipt, step.later_ms)
         return step
 
     def _attempt(self, delivery: Delivery) -> Step:
@@ -146,5 +146,5 @@ def redeliver(store: WebhookRecorder, queue: DeliveryQueue, delivery: Delivery, 
     # attempts + 1 as well: a deliverer still holding the old record cannot overwrite this one
     if not store.update(again, delivery.attempts):
         return None
-    queue.send([DeliveryRef(again.tenant_id, again.webhook_id, again.delivery_id)])
+    queue.enqueue([DeliveryRef(again.tenant_id, again.webhook_id, again.delivery_id)])
     return again

@@ -69,6 +69,6 @@ class WebhookMatcher:
         pending = [DeliveryRef(d.tenant_id, d.webhook_id, d.delivery_id) for d in stored
                    if d.state is DeliveryState.PENDING]
         if pending:
-            self._queue.send(pending)
+            self._queue.enqueue(pending)
         tally.queued += len(pending)
         return tally

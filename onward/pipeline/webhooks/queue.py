@@ -46,16 +46,16 @@ class Received:
 
 
 class DeliveryQueue(Protocol):
-    def send(self, refs: list[DeliveryRef], delay_ms: int = 0) -> None:
+    def enqueue(self, refs: list[DeliveryRef], delay_ms: int = 0) -> None:
         """Queue each ref, visible after `delay_ms` (at most MAX_SQS_DELAY_S on SQS; the deliverer waits again
         for what is left)."""
 
     def receive(self, limit: int, wait_s: float) -> list[Received]: ...
 
-    def done(self, receipt: str) -> None:
+    def acknowledge(self, receipt: str) -> None:
         """The message's delivery needs nothing more from it."""
 
-    def later(self, receipt: str, delay_ms: int) -> None:
+    def show_later(self, receipt: str, delay_ms: int) -> None:
         """Show the message again after `delay_ms` (its endpoint was busy)."""
 
 
@@ -69,14 +69,10 @@ class SqsDeliveryQueue:
         self._url = url
         self._fair = fair
 
-    def send(self, refs: list[DeliveryRef], delay_ms: int = 0) -> None:
-        for start in range(0, len(refs), 10):  # SendMessageBatch takes 10 entries
-            entries = [{"Id": str(index), "MessageBody": ref.body(), "DelaySeconds": _delay_s(delay_ms),
-                        **({"MessageGroupId": ref.tenant_id} if self._fair else {})}
-                       for index, ref in enumerate(refs[start:start + 10])]
-            answer = self._sqs.send_message_batch(QueueUrl=self._url, Entries=entries)
-            if answer.get("Failed"):
-                raise RuntimeError(f"the delivery queue refused {len(answer['Failed'])} messages: {answer['Failed']}")
+    def enqueue(self, refs: list[DeliveryRef], delay_ms: int = 0) -> None:
+        for ref in refs:
+            self._sqs.send_message(QueueUrl=self._url, MessageBody=ref.body(), DelaySeconds=_delay_s(delay_ms),
+                                   **({"MessageGroupId": ref.tenant_id} if self._fair else {}))
 
     def receive(self, limit: int, wait_s: float) -> list[Received]:
         answer = self._sqs.receive_message(QueueUrl=self._url, MaxNumberOfMessages=max(1, min(10, limit)),
@@ -84,10 +80,10 @@ class SqsDeliveryQueue:
         return [Received(DeliveryRef.of_body(message["Body"]), message["ReceiptHandle"])
                 for message in answer.get("Messages", [])]
 
-    def done(self, receipt: str) -> None:
+    def acknowledge(self, receipt: str) -> None:
         self._sqs.delete_message(QueueUrl=self._url, ReceiptHandle=receipt)
 
-    def later(self, receipt: str, delay_ms: int) -> None:
+    def show_later(self, receipt: str, delay_ms: int) -> None:
         self._sqs.change_message_visibility(QueueUrl=self._url, ReceiptHandle=receipt,
                                            VisibilityTimeout=_delay_s(delay_ms))
 
@@ -104,7 +100,7 @@ class MemoryDeliveryQueue:
         self._taken: dict[str, tuple[int, DeliveryRef]] = {}  # receipt -> (message id, ref)
         self.sent = 0
 
-    def send(self, refs: list[DeliveryRef], delay_ms: int = 0) -> None:
+    def enqueue(self, refs: list[DeliveryRef], delay_ms: int = 0) -> None:
         with self._lock:
             for ref in refs:
                 heapq.heappush(self._heap, (self._clock() + delay_ms, next(self._ids), ref))
@@ -122,14 +118,14 @@ class MemoryDeliveryQueue:
                 found.append(Received(ref, receipt))
         return found
 
-    def done(self, receipt: str) -> None:
+    def acknowledge(self, receipt: str) -> None:
         with self._lock:
             taken = self._taken.pop(receipt, None)
             if taken is not None:
                 self._heap = [entry for entry in self._heap if entry[1] != taken[0]]
                 heapq.heapify(self._heap)
 
-    def later(self, receipt: str, delay_ms: int) -> None:
+    def show_later(self, receipt: str, delay_ms: int) -> None:
         with self._lock:
             taken = self._taken.pop(receipt, None)
             if taken is not None:

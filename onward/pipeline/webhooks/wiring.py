@@ -5,16 +5,14 @@ matcher and the deliverer, from WebhookSettings."""
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable
 
 from onward.domain.clock import Clock, system_clock
 from onward.pipeline.webhooks.config import WebhookSettings
 from onward.pipeline.webhooks.deliverer import Deliverer, Sender
 from onward.pipeline.webhooks.matcher import WebhookMatcher
-from onward.pipeline.webhooks.queue import DeliveryQueue, SqsDeliveryQueue
+from onward.pipeline.webhooks.queue import DeliveryQueue
 from onward.pipeline.webhooks.sender import HttpSender
-from onward.settings import MissingSetting
 from onward.store.webhooks import WebhookRecorder
 
 
@@ -26,21 +24,6 @@ class WebhookParts:
         self._queue = queue
         self._sender = sender
         self.clock = clock
-
-    @classmethod
-    def on_dynamodb(cls, dynamodb: Any, jobs_table: str, sqs: Callable[[], Any],
-                    environ: Mapping[str, str]) -> WebhookParts:
-        """Endpoints and deliveries in the jobs table, deliveries queued on WEBHOOK_DELIVERIES_QUEUE."""
-        from onward.store.dynamo.webhooks import DynamoWebhooks
-
-        settings = WebhookSettings.from_environment(environ)
-
-        def queue() -> DeliveryQueue:
-            if settings.queue_url is None:
-                raise MissingSetting("WEBHOOK_DELIVERIES_QUEUE is not set: this deployment has no webhook queue")
-            return SqsDeliveryQueue(sqs(), settings.queue_url)
-
-        return cls(settings, DynamoWebhooks(dynamodb, jobs_table), queue)
 
     @functools.cached_property
     def queue(self) -> DeliveryQueue:

@@ -52,7 +52,7 @@ class DynamoWebhooks:
         self._db = client
         self._table = jobs_table
 
-    def add(self, webhook: Webhook) -> AddOutcome:
+    def register(self, webhook: Webhook) -> AddOutcome:
         if len(self.of_tenant(webhook.tenant_id)) >= MAX_WEBHOOKS_PER_TENANT:
             return AddOutcome.TOO_MANY
         item = {**to_item(webhook.model_dump(mode="json")), **webhook_key(webhook.tenant_id, webhook.webhook_id),

@@ -32,7 +32,7 @@ def event(status: JobState, version: int = 3, tenant: str = "acme") -> OutboxEve
 
 
 def hook(events: tuple[str, ...], tenant: str = "acme", webhook_id: str = "wh_1") -> Webhook:
-    return Webhook(webhook_id=webhook_id, tenant_id=tenant, url="https://example.com/h", events=events,
+    return Webhook(webhook_id=webhook_id, tenant_id=tenant, url="https://example.com/h", kinds=events,
                    secret=SECRET, created_at=0)
 
 

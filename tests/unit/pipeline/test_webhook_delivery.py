@@ -65,8 +65,8 @@ def clock() -> ManualClock:
 def parts(clock: ManualClock) -> tuple[MemoryWebhooks, MemoryDeliveryQueue, FakeSender]:
     store = MemoryWebhooks()
     for webhook_id, tenant, events in (("wh_a", "acme", ("succeeded",)), ("wh_g", "globex", ("*",))):
-        store.add(Webhook(webhook_id=webhook_id, tenant_id=tenant, url=f"https://{webhook_id}.example.com/",
-                          events=events, secret=SECRET, created_at=0))
+        store.register(Webhook(webhook_id=webhook_id, tenant_id=tenant, url=f"https://{webhook_id}.example.com/",
+                          kinds=events, secret=SECRET, created_at=0))
     return store, MemoryDeliveryQueue(clock, visibility_ms=30_000), FakeSender()
 
 

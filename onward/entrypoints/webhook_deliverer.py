@@ -1,13 +1,8 @@
-"""Lambda entry points of completion webhooks (onward/pipeline/webhooks/):
-
-- `match_handler` (WebhookMatcherFunction, on the events stream with its own position): records each batch's
-  matching deliveries and queues them; the whole batch is delivered again on any failure (its deliveries are
-  found recorded and queued again), as the archiver's is;
-- `deliver_handler` (WebhookDelivererFunction, on WebhookDeliveriesQueue): sends each message's delivery, a
-  batch's messages at once on threads with at most the deliverer's slots per endpoint. A message to see again
-  later (a retry's backoff, a busy endpoint) has its visibility set and is reported failed (partial batch
-  response), so Lambda leaves it in the queue; the others are deleted by Lambda.
-"""
+"""Lambda entry point of the webhook deliverer (WebhookDelivererFunction, on WebhookDeliveriesQueue;
+onward/pipeline/webhooks/deliverer.py): sends each message's delivery, a batch's messages at once on threads,
+at most the deliverer's slots per endpoint. A message to see again later (a retry's backoff, a busy endpoint)
+has its visibility set and is reported failed (partial batch response), so Lambda leaves it in the queue;
+Lambda deletes the others."""
 
 from __future__ import annotations
 
@@ -16,12 +11,10 @@ from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse, PartialItemFailures
-from aws_lambda_powertools.utilities.data_classes.kinesis_stream_event import KinesisStreamRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from onward.bootstrap import Deployment
 from onward.pipeline.webhooks.deliverer import Step
-from onward.pipeline.webhooks.matcher import MatchTally
 from onward.pipeline.webhooks.queue import DeliveryRef
 from onward.telemetry import add_count, discard_unflushed
 
@@ -35,26 +28,7 @@ _senders = ThreadPoolExecutor(max_workers=10, thread_name_prefix="onward-webhook
 @metrics.log_metrics
 @tracer.capture_lambda_handler(capture_response=False)
 @logger.inject_lambda_context
-def match_handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
-    records = [KinesisStreamRecord(raw) for raw in event.get("Records", [])]
-    if not records:
-        return {"batchItemFailures": []}
-    tally = MatchTally()
-    try:
-        Deployment.from_environment().webhooks.matcher.match_batch(
-            [record.kinesis.data_as_bytes() for record in records], tally)
-    except Exception:
-        logger.exception("matching the batch's webhooks failed; it is delivered again")
-        return {"batchItemFailures": [{"itemIdentifier": records[0].kinesis.sequence_number}]}
-    add_count(metrics, "WebhookDeliveriesQueued", tally.queued)
-    return {"batchItemFailures": []}
-
-
-@discard_unflushed(metrics)
-@metrics.log_metrics
-@tracer.capture_lambda_handler(capture_response=False)
-@logger.inject_lambda_context
-def deliver_handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
+def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
     parts = Deployment.from_environment().webhooks
     messages = event.get("Records", [])
 
@@ -72,7 +46,7 @@ def deliver_handler(event: dict[str, Any], context: LambdaContext) -> PartialIte
         if step is None:
             failures.append({"itemIdentifier": message["messageId"]})
         elif step.later_ms is not None:
-            parts.queue.later(message["receiptHandle"], step.later_ms)
+            parts.queue.show_later(message["receiptHandle"], step.later_ms)
             failures.append({"itemIdentifier": message["messageId"]})
     handled: list[str] = [step.handled for step in steps if step is not None]
     for outcome, metric in (("delivered", "WebhooksDelivered"), ("failed", "WebhooksFailed"),

@@ -83,6 +83,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.archive_cost
 	$(BIN)/python -m bench.archive_queries
 	$(BIN)/python -m bench.memory
+	$(BIN)/python -m bench.webhooks
 
 endpoint: $(STAMP)
 	$(BIN)/onward endpoint

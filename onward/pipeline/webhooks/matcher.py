@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TypeVar
 
 from onward.domain.clock import Clock, system_clock
 from onward.domain.models import OutboxEvent
@@ -22,7 +23,17 @@ from onward.pipeline.projector.projector import UnreadableRecord, parse_record
 from onward.pipeline.webhooks.queue import DeliveryQueue, DeliveryRef
 from onward.store.webhooks import WebhookRecorder
 
+T = TypeVar("T")
 _readers = ThreadPoolExecutor(max_workers=8, thread_name_prefix="onward-webhook-matcher")
+
+
+_CHUNKS = 8
+
+
+def _chunks(items: list[T]) -> list[list[T]]:
+    """`items` in at most _CHUNKS lists of about the same size, in order."""
+    size = max(1, -(-len(items) // _CHUNKS))
+    return [items[start:start + size] for start in range(0, len(items), size)]
 
 
 @dataclass
@@ -63,12 +74,13 @@ class WebhookMatcher:
                   for delivery in deliveries_for(event, endpoints[event.tenant_id], now, self._policy)]
         if not wanted:
             return tally
-        stored = self._store.record(wanted)
+        # each delivery is its own write and its own message: sent at once, not one after another
+        stored = [d for chunk in _readers.map(self._store.record, _chunks(wanted)) for d in chunk]
         tally.recorded += len(stored)
         fault_point("webhooks.after_record", wanted[0].job_id)
         pending = [DeliveryRef(d.tenant_id, d.webhook_id, d.delivery_id) for d in stored
                    if d.state is DeliveryState.PENDING]
-        if pending:
-            self._queue.enqueue(pending)
+        for _ in _readers.map(self._queue.enqueue, _chunks(pending)):
+            pass  # raises what a send raised: the batch is then delivered again
         tally.queued += len(pending)
         return tally

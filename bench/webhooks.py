@@ -80,7 +80,8 @@ def run(jobs: int, tenants: int, workers: int, timeout_s: float = 600.0) -> Repo
         deployed = endpoint.deploy().environment | {
             "POWERTOOLS_METRICS_DISABLED": "true", "ONWARD_PARAMETER_VALIDATION": "false",
             "ONWARD_WEBHOOK_ALLOWED_NETWORKS": "127.0.0.1/32", "ONWARD_HEARTBEAT_INTERVAL_S": "1",
-            "ONWARD_TOKENS": "bench=bench-token", "POWERTOOLS_LOG_LEVEL": "WARNING", "ONWARD_JOB_TYPES": ",".join(sorted(registry.types))}
+            "ONWARD_TOKENS": "bench=bench-token", "POWERTOOLS_LOG_LEVEL": "WARNING",
+            "ONWARD_JOB_TYPES": ",".join(sorted(registry.types))}
         stack.enter_context(environment(deployed))
         deployment = Deployment.from_environment()
         names = [f"tenant-{index}" for index in range(tenants)]

@@ -104,7 +104,7 @@ class Delivery(BaseModel):
     payload: dict[str, Any]  # the body's event fields (delivery_body)
     created_at: EpochMs
     state: DeliveryState = DeliveryState.PENDING
-    attempts: int = 0  # sends tried; also the guard of every update (a stale deliverer's update is refused)
+    attempts: int = 0  # sends tried plus redeliveries asked: the guard of every update (a stale one is refused)
     next_attempt_at: EpochMs = 0
     give_up_at: EpochMs = 0
     last_error: str | None = None

@@ -29,6 +29,7 @@ class Received:
     duplicate: bool  # a delivery id this receiver saw before
     stale: bool  # a version at or below one already kept for the job (a duplicate or a late one)
     at: float  # time.time() when it arrived
+    host: str = ""  # its Host header
 
 
 class WebhookReceiver:
@@ -77,7 +78,8 @@ class WebhookReceiver:
                 job, version = str(body.get("job_id")), int(body.get("version", 0))
                 stale = version <= self._versions.get(job, 0)
                 self._versions[job] = max(version, self._versions.get(job, 0))
-                self.received.append(Received(body, delivery_id, valid, delivery_id in self._seen, stale, time.time()))
+                self.received.append(Received(body, delivery_id, valid, delivery_id in self._seen, stale, time.time(),
+                                              request.headers.get("Host", "")))
                 self._seen.add(delivery_id)
                 self._lock.notify_all()
             status = self.answer_status if valid else 401

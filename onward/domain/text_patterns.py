@@ -56,3 +56,6 @@ JOB_TYPE = TextPattern(r"[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*", max_length=128)
 IDEMPOTENCY_KEY = TextPattern(r"[ -~]{1,128}")  # printable ASCII
 SECRET = TextPattern(r"[!-+\--~]{1,512}")  # a bearer token: visible ASCII except the comma (ONWARD_TOKENS' separator)
 WEB_ASSET = TextPattern(r"[a-z0-9-]+\.(js|css|svg)")  # a file of the status page (web/)
+# completion webhooks (issue 38)
+WEBHOOK_ID = TextPattern(r"wh_[0-9a-f]{24}")
+DELIVERY_ID = TextPattern(r"[0-9a-f]{32}")

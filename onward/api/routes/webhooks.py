@@ -17,6 +17,7 @@ from onward.api.request import AskedTenant, asked_tenant, caller, field_errors, 
 from onward.api.routing import new_router
 from onward.bootstrap import ApiDeployment
 from onward.domain.clock import system_clock
+from onward.domain.text_patterns import DELIVERY_ID, WEBHOOK_ID
 from onward.domain.webhooks import MAX_WEBHOOKS_PER_TENANT, NewWebhook, UnsafeWebhookUrl, Webhook
 from onward.pipeline.webhooks.deliverer import redeliver
 from onward.pipeline.webhooks.sender import checked_addresses
@@ -24,8 +25,6 @@ from onward.store.webhooks import AddOutcome
 
 router = new_router()
 
-WEBHOOK_ID = r"^wh_[0-9a-f]{24}$"
-DELIVERY_ID = r"^[0-9a-f]{32}$"
 OTHER_TENANT = problem("a tenant's credential named another tenant")
 CREATE_DESCRIPTION = (
     "Registers an endpoint: every later event of the tenant's jobs whose status `events` names is POSTed to `url` "
@@ -98,7 +97,8 @@ def list_webhooks(tenant_id: Annotated[str, Depends(webhook_tenant)], asked: Ask
     403: OTHER_TENANT,
     404: problem("no webhook of this id for this tenant")}))
 def get_webhook(tenant_id: Annotated[str, Depends(webhook_tenant)],
-                webhook_id: Annotated[str, Path(pattern=WEBHOOK_ID)], asked: AskedTenant = None) -> Response[str]:
+                webhook_id: Annotated[str, Path(pattern=WEBHOOK_ID.anchored)],
+                asked: AskedTenant = None) -> Response[str]:
     return json_answer(200, WebhookInfo.of(_webhook(tenant_id, webhook_id)))
 
 
@@ -108,7 +108,8 @@ def get_webhook(tenant_id: Annotated[str, Depends(webhook_tenant)],
     403: OTHER_TENANT,
     404: problem("no webhook of this id for this tenant")}))
 def delete_webhook(tenant_id: Annotated[str, Depends(webhook_tenant)],
-                   webhook_id: Annotated[str, Path(pattern=WEBHOOK_ID)], asked: AskedTenant = None) -> Response[str]:
+                   webhook_id: Annotated[str, Path(pattern=WEBHOOK_ID.anchored)],
+                asked: AskedTenant = None) -> Response[str]:
     if not ApiDeployment.from_environment().webhooks.store.remove(tenant_id, webhook_id):
         raise webhook_not_found(webhook_id)
     return Response(204, None, None, headers=NO_STORE)
@@ -122,7 +123,8 @@ def delete_webhook(tenant_id: Annotated[str, Depends(webhook_tenant)],
                 403: OTHER_TENANT,
                 404: problem("no webhook of this id for this tenant")}))
 def list_deliveries(tenant_id: Annotated[str, Depends(webhook_tenant)],
-                    webhook_id: Annotated[str, Path(pattern=WEBHOOK_ID)], asked: AskedTenant = None) -> Response[str]:
+                    webhook_id: Annotated[str, Path(pattern=WEBHOOK_ID.anchored)],
+                asked: AskedTenant = None) -> Response[str]:
     webhook = _webhook(tenant_id, webhook_id)
     found = ApiDeployment.from_environment().webhooks.store.recent(webhook.webhook_id)
     return json_answer(200, Deliveries(deliveries=[DeliveryInfo.of(delivery) for delivery in found]))
@@ -136,8 +138,8 @@ def list_deliveries(tenant_id: Annotated[str, Depends(webhook_tenant)],
                  404: problem("no webhook of this id for this tenant, or no such delivery of it"),
                  409: problem("the delivery is pending already, or changed while this request ran")}))
 def redeliver_webhook(tenant_id: Annotated[str, Depends(webhook_tenant)],
-                      webhook_id: Annotated[str, Path(pattern=WEBHOOK_ID)],
-                      delivery_id: Annotated[str, Path(pattern=DELIVERY_ID)],
+                      webhook_id: Annotated[str, Path(pattern=WEBHOOK_ID.anchored)],
+                      delivery_id: Annotated[str, Path(pattern=DELIVERY_ID.anchored)],
                       asked: AskedTenant = None) -> Response[str]:
     parts = ApiDeployment.from_environment().webhooks
     webhook = _webhook(tenant_id, webhook_id)

@@ -30,7 +30,8 @@ from onward.store.dynamo.attributes import from_item, to_attribute
 PATTERNS = {name: value for name, value in vars(text_patterns).items() if isinstance(value, text_patterns.TextPattern)}
 SAMPLES = {"TENANT_ID": "acme", "SCHEDULE_NAME": "nightly.v2", "JOB_ID": "0123456789abcdef0123456789abcdef",
            "JOB_ID_PREFIX": "0a1b", "JOB_TYPE": "reports.export_v2", "IDEMPOTENCY_KEY": "order 42",
-           "SECRET": "s3cr3t!", "WEB_ASSET": "app.js"}
+           "SECRET": "s3cr3t!", "WEB_ASSET": "app.js",
+           "WEBHOOK_ID": "wh_0123456789abcdef01234567", "DELIVERY_ID": "0123456789abcdef0123456789abcdef"}
 
 
 # --- identifiers, matched whole ------------------------------------------------------------------------------

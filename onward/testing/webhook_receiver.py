@@ -33,7 +33,7 @@ class Received:
 
 
 class WebhookReceiver:
-    def __init__(self, secret: str, path: str = "/hooks") -> None:
+    def __init__(self, secret: str, path: str = "/hooks", port: int = 0) -> None:
         self.secret = secret
         self.path = path
         self.received: list[Received] = []
@@ -54,7 +54,7 @@ class WebhookReceiver:
             def log_message(self, format: str, *args: Any) -> None:
                 pass
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = ThreadingHTTPServer(("127.0.0.1", port), Handler)  # 0: a free port
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, name="webhook-receiver", daemon=True)
 

@@ -53,11 +53,13 @@ sam-build: $(SAM_STAMP)
 # come from the Powertools layer, boto3 from the Lambda runtime.
 # Beside it, the function's folder, whose module its Handler names (handlers/, relay/, projector/, archiver/).
 FUNCTIONS := build-ApiFunction build-RelayFunction build-ProjectorFunction build-ReaperFunction \
-             build-WorkerFunction build-SchedulerFunction build-ArchiverFunction
+             build-WorkerFunction build-SchedulerFunction build-ArchiverFunction \
+             build-WebhookMatcherFunction build-WebhookDelivererFunction
 build-ApiFunction build-ReaperFunction build-WorkerFunction build-SchedulerFunction: FUNCTION_FOLDER = handlers
 build-RelayFunction: FUNCTION_FOLDER = relay
 build-ProjectorFunction: FUNCTION_FOLDER = projector
 build-ArchiverFunction: FUNCTION_FOLDER = archiver
+build-WebhookMatcherFunction build-WebhookDelivererFunction: FUNCTION_FOLDER = webhooks
 $(FUNCTIONS):
 	cp -R onward $(FUNCTION_FOLDER) "$(ARTIFACTS_DIR)/"
 	rm -rf "$(ARTIFACTS_DIR)/onward/cli" "$(ARTIFACTS_DIR)/onward/client" "$(ARTIFACTS_DIR)/onward/template.yaml"
@@ -81,6 +83,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.archive_cost
 	$(BIN)/python -m bench.archive_queries
 	$(BIN)/python -m bench.memory
+	$(BIN)/python -m bench.webhooks
 
 endpoint: $(STAMP)
 	$(BIN)/onward endpoint

@@ -61,6 +61,7 @@ if TYPE_CHECKING:
     from onward.pipeline.relay.relay import Relay
     from onward.pipeline.shards import ShardCatalog
     from onward.pipeline.view import StatusViewReader
+    from onward.pipeline.webhooks.wiring import WebhookParts
     from onward.runtime.worker import Registry, Worker
     from onward.store.reads import StoreReads
     from onward.store.schedules import DynamoSchedules
@@ -436,6 +437,21 @@ class Deployment:
         days = self.settings.outbox_retention_days if outbox_retention_days is None else outbox_retention_days
         return LagProbe(self.checkpoint_store, self.outbox_reader, self.client("kinesis"),
                         self.settings.require("events_stream"), outbox_retention_s=days * 86400.0)
+
+    # --- completion webhooks (issue 38) --------------------------------------------------------------------
+    @Component
+    def webhooks(self) -> WebhookParts:
+        """Endpoints and deliveries (JOBS_TABLE), the delivery queue (WEBHOOK_DELIVERIES_QUEUE), the matcher and
+        the deliverer (onward.pipeline.webhooks; their settings: onward/pipeline/webhooks/config.py)."""
+        from onward.pipeline.webhooks.config import WebhookSettings
+        from onward.pipeline.webhooks.queue import SqsDeliveryQueue
+        from onward.pipeline.webhooks.wiring import WebhookParts
+        from onward.store.dynamo.webhooks import DynamoWebhooks
+
+        return WebhookParts(WebhookSettings.from_environment(self.environ),
+                            DynamoWebhooks(self.client("dynamodb"), self.settings.require("jobs_table")),
+                            lambda: SqsDeliveryQueue(self.client("sqs"),
+                                                     self.settings.require("webhook_deliveries_queue")))
 
 
 class ApiDeployment(Deployment):

@@ -15,7 +15,10 @@ Points in the code (grep `fault_point(` for the exact places):
 - projector.before_write (subject the job id, before a batch's events of that job are written: a hook that
   raises an Exception there makes that job's records poison, as a drill of onward/pipeline/poison.py);
 - archiver.after_write (after a batch's records were written to the archive sink, before the batch is
-  acknowledged: a crash there redelivers the batch, written again).
+  acknowledged: a crash there redelivers the batch, written again);
+- webhooks.after_record (subject the job id: after the matcher recorded a batch's deliveries, before it queued
+  them), webhooks.after_send (subject the delivery id: after the deliverer's POST, before its record is
+  updated): a crash at either only delivers again.
 """
 
 from __future__ import annotations

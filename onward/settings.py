@@ -58,7 +58,8 @@ DEFAULT_OUTBOX_RETENTION_DAYS = 7
 DEFAULT_JOB_RETENTION_DAYS = 30
 DAY_S = 86_400
 _RESOURCES = ("jobs_table", "outbox_table", "status_table", "checkpoint_table", "conflicts_table",
-              "parked_table", "events_stream", "relay_failures_queue", "projector_failures_queue")
+              "parked_table", "events_stream", "relay_failures_queue", "projector_failures_queue",
+              "webhook_deliveries_queue")  # the last: completion webhooks (issue 38)
 
 
 class MissingSetting(RuntimeError):
@@ -116,6 +117,8 @@ class Settings:
     # (and these settings) that answers the client to use instead. The local stack plugs its lean client in
     # this way (onward_infra exports it for the embedded endpoint); the product names no such module itself.
     client_wrapper: str | None = None
+    # completion webhooks (issue 38): the delivery queue's URL (WebhookDeliveriesQueue), what matcher and deliverer use
+    webhook_deliveries_queue: str | None = None
 
     def __post_init__(self) -> None:
         if self.unsigned_requests and not self.endpoint_url:

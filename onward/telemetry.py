@@ -56,7 +56,9 @@ COUNTS_SENT_WHEN_NOT_ZERO = frozenset({
     "ProjectionWritesSaved", "ProjectionGone", "SchedulesFired", "ScheduleFiresSkipped",
     "ArchivedJobs", "ArchiveBytes", "ArchiveSkippedReplayed", "ExpiredBeforeArchive",
     # progress (issue 38): the projector's progress outcomes
-    "ProgressApplied", "ProgressDuplicate", "ProgressSuperseded"})
+    "ProgressApplied", "ProgressDuplicate", "ProgressSuperseded",
+    # completion webhooks (issue 38)
+    "WebhookDeliveriesQueued", "WebhooksDelivered", "WebhooksFailed", "WebhookRetries"})
 
 
 def add_count(metrics: MetricSink, name: str, value: int) -> None:

@@ -34,6 +34,8 @@ if TYPE_CHECKING:
     from onward_infra.endpoint import EmbeddedEndpoint, EndpointProcess
 
 
+LOCAL_WEBHOOK_NETWORKS = "127.0.0.1/32,::1/128"  # what `onward up` lets webhooks reach on this machine
+
 def cmd_endpoint(args: argparse.Namespace) -> int:
     from onward_infra.endpoint import END_OF_EXPORTS, collect_for_a_large_heap, end_with_parent
     from onward_infra.stack import export_lines
@@ -260,6 +262,8 @@ def cmd_up(args: argparse.Namespace) -> int:
             os.environ["ONWARD_JOB_RETENTION_DAYS"] = str(args.job_retention_days)
         os.environ.setdefault("ONWARD_JOB_TYPES", ",".join(sorted(registry.types)))
         _export_otlp(args.otlp)  # trace context (issue 38)
+        # completion webhooks: a receiver on this machine (http://127.0.0.1:<port>/...) may be registered
+        os.environ.setdefault("ONWARD_WEBHOOK_ALLOWED_NETWORKS", LOCAL_WEBHOOK_NETWORKS)
         archive = _archive_directory(args.data_dir, stack)
         deployment = Deployment.from_environment()
         print(f"Onward: {where}")

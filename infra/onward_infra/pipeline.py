@@ -12,6 +12,7 @@ from onward.bootstrap import Deployment
 from onward.entrypoints import archiver as archiver_handler
 from onward.entrypoints import projector as projector_handler
 from onward.entrypoints import relay as relay_handler
+from onward.entrypoints import webhook_matcher
 from onward.pipeline.heartbeat_writer import HeartbeatEmitter
 from onward.pipeline.relay.relay import Relay
 from onward.settings import Settings
@@ -27,10 +28,13 @@ class LocalPipeline:
     heartbeats: HeartbeatEmitter  # the platform beats on a schedule; a drill beats when it wants a watermark
     # The archiver's own mapping on the events stream (its own position); None when the deployment archives nothing.
     archiver_poller: EventsStreamPoller | None = None
+    # The webhook matcher's own mapping on the events stream; None when the deployment has no webhook queue.
+    webhooks_poller: EventsStreamPoller | None = None
 
     @property
     def pollers(self) -> list[OutboxStreamPoller | EventsStreamPoller]:
-        return [self.relay_poller, self.projector_poller, *([self.archiver_poller] if self.archiver_poller else [])]
+        return [self.relay_poller, self.projector_poller,
+                *[poller for poller in (self.archiver_poller, self.webhooks_poller) if poller is not None]]
 
     @classmethod
     def of(cls, deployment: Deployment, batch_size: int = 100) -> LocalPipeline:
@@ -76,7 +80,21 @@ class LocalPipeline:
                                                      deployment.client("sqs"), archiver_queue, events_arn,
                                                      "KinesisBatchInfo", "onward-archiver") if archiver_queue else None,
                                                  function_name="onward-archiver")
-        return cls(relay_poller, projector_poller, deployment.heartbeat_emitter, archiver_poller)
+        webhooks_poller = None
+        if deployment.settings.webhook_deliveries_queue is not None:
+            matcher_queue = deployment.environ.get("WEBHOOK_MATCHER_FAILURES_QUEUE")
+            webhooks_poller = EventsStreamPoller(deployment.client("kinesis"),
+                                                 deployment.settings.require("events_stream"),
+                                                 webhook_matcher.handler, deployment.checkpoint_store,
+                                                 batch_size=batch_size, consumer="local-mapping:webhooks",
+                                                 handling=FailureHandling(
+                                                     **stream_error_handling("WebhookMatcherFunction")),
+                                                 on_failure=QueueDestination(
+                                                     deployment.client("sqs"), matcher_queue, events_arn,
+                                                     "KinesisBatchInfo", "onward-webhook-matcher")
+                                                 if matcher_queue else None,
+                                                 function_name="onward-webhook-matcher")
+        return cls(relay_poller, projector_poller, deployment.heartbeat_emitter, archiver_poller, webhooks_poller)
 
     @classmethod
     def build(cls, settings: Settings, clients: dict[str, Any], batch_size: int = 100) -> LocalPipeline:

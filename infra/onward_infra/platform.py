@@ -20,6 +20,7 @@ from typing import Any, Self
 from onward.bootstrap import Deployment
 from onward.maintenance.reaper import reap_once
 from onward.maintenance.scheduler import MAX_PER_TICK
+from onward.pipeline.webhooks.pool import DeliveryPool
 from onward.runtime.pool import WorkerPool
 from onward.runtime.worker import Registry
 from onward_infra.environments import ExecutionEnvironments
@@ -93,6 +94,7 @@ class PlatformOptions:
     # With a module (one with a `registry`, as `onward worker --module` takes): the `workers` run in a process
     # of their own (infra/onward_infra/worker_process.py), as the ECS service runs them; None: threads of this one.
     worker_module: str | None = None
+    webhook_threads: int = 16  # the local webhook deliverer's sending threads (onward.pipeline.webhooks.pool)
 
     @property
     def reaper_every_s(self) -> float:
@@ -137,6 +139,12 @@ class LocalPlatform:
         archiver = pipeline.archiver_poller
         self.archiver = (BackgroundLoop("archiver", archiver.poll_once, options.poll_idle_s)
                          if archiver is not None else None)
+        # completion webhooks: the matcher's poller, and the deliverer on threads of this process
+        self.webhook_matcher = (BackgroundLoop("webhook-matcher", pipeline.webhooks_poller.poll_once,
+                                               options.poll_idle_s) if pipeline.webhooks_poller is not None else None)
+        self.webhook_deliverer = (DeliveryPool(deployment.webhooks.deliverer, deployment.webhooks.queue,
+                                               options.webhook_threads, wait_s=1.0)
+                                  if pipeline.webhooks_poller is not None else None)
         self.environments = ExecutionEnvironments(options.api_environments) if options.api_environments else None
         self.gateway = LocalGateway(self.environments, port=options.http_port)
 
@@ -145,7 +153,10 @@ class LocalPlatform:
         return self.gateway.url
 
     def start(self) -> Self:
-        for loop in (self.archiver, self.projector, self.relay, self.heartbeat, self.reaper, self.scheduler):
+        if self.webhook_deliverer is not None:
+            self.webhook_deliverer.start()
+        for loop in (self.webhook_matcher, self.archiver, self.projector, self.relay, self.heartbeat, self.reaper,
+                     self.scheduler):
             if loop is not None:
                 loop.start()
         self.workers.start()
@@ -163,9 +174,12 @@ class LocalPlatform:
         self.workers.stop()
         if self.worker_process is not None:
             self.worker_process.stop()
-        for loop in (self.scheduler, self.reaper, self.heartbeat, self.relay, self.projector, self.archiver):
+        for loop in (self.scheduler, self.reaper, self.heartbeat, self.relay, self.projector, self.archiver,
+                     self.webhook_matcher):
             if loop is not None:
                 loop.stop()
+        if self.webhook_deliverer is not None:
+            self.webhook_deliverer.stop()
         try:
             self.pipeline.write_positions()  # the pollers' exact positions, once they no longer poll
         except Exception:

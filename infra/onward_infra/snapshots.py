@@ -47,7 +47,9 @@ LOCK_FILE = "LOCK"
 # and would never be claimed, so it is refused rather than migrated (no deployment ever held /1 data).
 # /3: the status view's listing index is sharded (`by_listing` on listing_pk, onward.pipeline.listing): a /2
 # state's view rows carry no listing_pk and would vanish from every listing and count, so it is refused too.
-FORMAT = f"onward-embedded-endpoint-state/3 moto/{moto.__version__}".encode()
+# /4: the status table's `by_tag` index (tags) and the webhook deliveries' queues: a restored stack is not
+# updated (EmbeddedEndpoint.deploy keeps it), so a /3 state would answer every tag listing and webhook with an error.
+FORMAT = f"onward-embedded-endpoint-state/4 moto/{moto.__version__}".encode()
 
 # Attributes our moto fixes keep on a table at run time (infra/onward_infra/moto_fixes/queries.py's index maps,
 # retention.py's TTL hook): rebuilt from the items after a restore, never saved.

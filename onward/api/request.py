@@ -55,7 +55,11 @@ QUERY_RULES = {
 # A path parameter no resource can have is answered as a missing one of its area (404), as before the resolver
 # validated paths: nothing tells a malformed name from an unknown one.
 MISSING_IN_AREA: dict[str, Callable[[str], Problem]] = {"jobs": not_found, "schedules": schedule_not_found,
-                                                        "web": no_such_file}
+                                                        "web": no_such_file,
+                                                        # completion webhooks (issue 38)
+                                                        "webhooks": lambda webhook_id: Problem(
+                                                            404, "Not found", f"no webhook {webhook_id!r}",
+                                                            slug="webhook-not-found")}
 
 # A router of no resolver: its current_event is the class attribute the resolver sets for each request.
 _requests = new_router()

@@ -9,6 +9,7 @@ import {
 import { buildJobActions, pollJob, showJob } from "/web/job.js";
 import { buildFilterForm, buildPager, focusSearch, offerTenants, pollList, showList } from "/web/list.js";
 import { buildOps, pollOps } from "/web/ops.js";
+import { pollWebhooks } from "/web/webhooks.js";  // completion webhooks (issue 38)
 
 const POLL_MS = 2000;
 const TICK_MS = 1000;
@@ -98,6 +99,7 @@ function parseRoute() {
   const job = /^\/jobs\/([^/]+)$/.exec(path);
   if (job) return { view: "job", jobId: decodeURIComponent(job[1]), params };
   if (path === "/ops") return { view: "ops", params };
+  if (path === "/webhooks") return { view: "webhooks", params };
   return { view: "jobs", params };
 }
 
@@ -105,7 +107,7 @@ function route(navigated) {
   const next = parseRoute();
   const changed = !page.route || page.route.view !== next.view;
   page.route = next;
-  for (const view of ["jobs", "job", "ops"]) $(`view-${view}`).hidden = view !== next.view;
+  for (const view of ["jobs", "job", "ops", "webhooks"]) $(`view-${view}`).hidden = view !== next.view;
   for (const link of document.querySelectorAll("#views a")) {
     if (link.dataset.view === next.view || (next.view === "job" && link.dataset.view === "jobs")) {
       link.setAttribute("aria-current", "page");
@@ -115,9 +117,10 @@ function route(navigated) {
   }
   if (next.view === "jobs") showList(next.params);
   if (next.view === "job") showJob(next.jobId);
-  document.title = { jobs: "Onward · jobs", job: `Onward · job ${next.jobId || ""}`, ops: "Onward · operator" }[next.view];
+  document.title = { jobs: "Onward · jobs", job: `Onward · job ${next.jobId || ""}`, ops: "Onward · operator",
+    webhooks: "Onward · webhooks" }[next.view];
   if (navigated && (changed || next.view === "job")) {
-    $({ jobs: "jobs-heading", job: "job-heading", ops: "ops-heading" }[next.view]).focus();
+    $({ jobs: "jobs-heading", job: "job-heading", ops: "ops-heading", webhooks: "webhooks-heading" }[next.view]).focus();
   }
   if (state.me) poll(true);
 }
@@ -134,6 +137,7 @@ async function poll(now = false) {
     const current = page.route.view;
     if (current === "jobs") view = await pollList();
     else if (current === "job") view = await pollJob();
+    else if (current === "webhooks") view = await pollWebhooks();
     else if (now || polls % OPS_EVERY === 0) view = await pollOps();
     if (view && view.status === 401) {
       forgetToken();

@@ -638,7 +638,8 @@ def test_data_resources_template_keeps_only_data_resources() -> None:
 
     assert set(subset["Resources"]) == {
         "JobsTable", "OutboxTable", "StatusTable", "CheckpointTable", "ConflictsTable", "ParkedTable",
-        "EventsStream", "RelayFailuresQueue", "ProjectorFailuresQueue", "ArchiverFailuresQueue"}
+        "EventsStream", "RelayFailuresQueue", "ProjectorFailuresQueue", "ArchiverFailuresQueue",
+        "WebhookDeliveriesQueue", "WebhookMatcherFailuresQueue"}
     assert all(r["Type"] in DATA_RESOURCE_TYPES for r in subset["Resources"].values())
     assert "Transform" not in subset
     # Only the parameters and conditions the data resources use: the JWT issuer, say, needs no answer here.

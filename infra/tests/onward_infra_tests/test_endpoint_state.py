@@ -175,17 +175,17 @@ def test_a_data_directory_in_use_or_from_another_version_is_refused_with_the_rea
 
 
 def test_a_state_of_the_previous_format_is_refused_with_the_reason(tmp_path: Path) -> None:
-    """A state saved as format /2 (the status view's unsharded listing index) by this very moto version: its
-    view rows carry no listing_pk and would vanish from listings, so the endpoint refuses it (exit status 2,
-    the header it found and the one it reads, what to do) instead of serving it. Without the format's version
-    in the header (or with it left at /2 when the layout changed) the endpoint would start on it: this command
-    would not end, and its timeout fails the test."""
+    """A state saved as format /3 (no `by_tag` index, no webhook queues) by this very moto version: its stack
+    would answer tag listings and webhooks with errors, so the endpoint refuses it (exit status 2, the header
+    it found and the one it reads, what to do) instead of serving it. Without the format's version in the
+    header (or with it left at /3 when the layout changed) the endpoint would start on it: this command would
+    not end, and its timeout fails the test."""
     data_dir = tmp_path / "state"
     with EndpointProcess("--data-dir", str(data_dir)):
-        pass  # its graceful stop saves a state of the current format: a body a /2 endpoint could have written
+        pass  # its graceful stop saves a state of the current format: a body a /3 endpoint could have written
     current = FORMAT.decode()
-    assert current.startswith("onward-embedded-endpoint-state/3 moto/")
-    previous = current.replace("onward-embedded-endpoint-state/3 ", "onward-embedded-endpoint-state/2 ", 1)
+    assert current.startswith("onward-embedded-endpoint-state/4 moto/")
+    previous = current.replace("onward-embedded-endpoint-state/4 ", "onward-embedded-endpoint-state/3 ", 1)
     snapshot = data_dir / SNAPSHOT_FILE
     snapshot.write_bytes(previous.encode() + b"\n" + snapshot.read_bytes().partition(b"\n")[2])
 

@@ -36,6 +36,7 @@ from onward.api.contract.operators import (
     Tenants,
 )
 from onward.api.contract.schedules import ScheduleInfo, Schedules
+from onward.api.contract.webhooks import Deliveries, DeliveryInfo, WebhookInfo, Webhooks
 from onward.domain.models import ViewLag
 
 # Every answer's model: the document's schemas and the tests' parsing of each answer.
@@ -43,4 +44,6 @@ ANSWERS: tuple[type[BaseModel], ...] = (Health, Accepted, CancelAccepted, JobSta
                                          ProblemDetails, ViewLag, JobParams, StatusCounts, Caller, Tenants,
                                          PipelineLag, ParkedRecords, Conflicts, ReplayableJobs, BulkReplayed,
                                          JobExplanation, BatchCreated, BulkActionReport, ScheduleInfo,
-                                         Schedules, ArchivedJobStatus, ArchivedRuns)
+                                         Schedules, ArchivedJobStatus, ArchivedRuns,
+                                         # completion webhooks (issue 38)
+                                         WebhookInfo, Webhooks, DeliveryInfo, Deliveries)

@@ -32,7 +32,9 @@ def test_translated_data_resources_create_in_the_endpoints_cloudformation(endpoi
         "CheckpointTable": "translated-checkpoints", "ConflictsTable": "translated-conflicts",
         "ParkedTable": "translated-parked", "EventsStream": "translated-events",
         "RelayFailuresQueue": "translated-relay-failures", "ProjectorFailuresQueue": "translated-projector-failures",
-        "ArchiverFailuresQueue": "translated-archiver-failures"}
+        "ArchiverFailuresQueue": "translated-archiver-failures",
+        "WebhookDeliveriesQueue": "translated-webhook-deliveries",
+        "WebhookMatcherFailuresQueue": "translated-webhook-matcher-failures"}
 
     dynamodb, kinesis, sqs = (endpoint.client(name) for name in ("dynamodb", "kinesis", "sqs"))
     jobs = dynamodb.describe_table(TableName=created["JobsTable"]["PhysicalResourceId"])["Table"]
@@ -44,7 +46,8 @@ def test_translated_data_resources_create_in_the_endpoints_cloudformation(endpoi
     peak = translated["Parameters"]["TargetJobsPerSecond"]["Default"]
     assert stream["StreamDescriptionSummary"]["OpenShardCount"] == (
         translated["Mappings"]["EventsStreamSizing"][peak]["Shards"])  # sized for the default peak
-    for queue in ("RelayFailuresQueue", "ProjectorFailuresQueue", "ArchiverFailuresQueue"):
+    for queue in ("RelayFailuresQueue", "ProjectorFailuresQueue", "ArchiverFailuresQueue", "WebhookDeliveriesQueue",
+                  "WebhookMatcherFailuresQueue"):
         attributes = sqs.get_queue_attributes(QueueUrl=created[queue]["PhysicalResourceId"],
                                               AttributeNames=["MessageRetentionPeriod"])["Attributes"]
         assert attributes["MessageRetentionPeriod"] == "1209600"

@@ -22,6 +22,7 @@ from onward_infra.lambda_context import LocalLambdaContext
 
 JOBS, OPS, SCHEDULES, PAGE, ABOUT = (f"onward.api.routes.{area}" for area in
                                      ("jobs", "ops", "schedules", "page", "about"))
+WEBHOOKS = "onward.api.routes.webhooks"
 # (method, path) -> the route's function ("module:name"), or the status and Allow header of no route's answer
 MATCHES: dict[tuple[str, str], str | tuple[int, str | None]] = {
     ("POST", "/jobs/batch"): f"{JOBS}:create_jobs",
@@ -63,6 +64,14 @@ MATCHES: dict[tuple[str, str], str | tuple[int, str | None]] = {
     ("DELETE", "/schedules/nightly"): f"{SCHEDULES}:delete_schedule",
     ("DELETE", "/schedules/keep-me\n"): (404, None),
     ("GET", "/schedules/nightly"): (405, "DELETE"),
+    # completion webhooks (issue 38)
+    ("POST", "/webhooks"): f"{WEBHOOKS}:create_webhook",
+    ("GET", "/webhooks"): f"{WEBHOOKS}:list_webhooks",
+    ("GET", f"/webhooks/wh_{'a' * 24}"): f"{WEBHOOKS}:get_webhook",
+    ("DELETE", f"/webhooks/wh_{'a' * 24}"): f"{WEBHOOKS}:delete_webhook",
+    ("GET", f"/webhooks/wh_{'a' * 24}/deliveries"): f"{WEBHOOKS}:list_deliveries",
+    ("POST", f"/webhooks/wh_{'a' * 24}/deliveries/{'b' * 32}/redeliver"): f"{WEBHOOKS}:redeliver_webhook",
+    ("PUT", f"/webhooks/wh_{'a' * 24}"): (405, "DELETE, GET"),
 }
 
 

@@ -57,6 +57,13 @@ UNSET_ON_PURPOSE = {
     "OTEL_SERVICE_NAME": "OpenTelemetry's standard variable, for an operator to set; unset: service.name onward",
     "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "OpenTelemetry's per-signal endpoint; the template sets the common one",
     "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": "as OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    # completion webhooks (docs/webhooks.md)
+    "ONWARD_WEBHOOK_ALLOWED_NETWORKS": "unset on AWS: webhooks reach only global addresses; `onward up` allows "
+                                       "127.0.0.1",
+    "ONWARD_WEBHOOK_FIRST_RETRY_S": "the retry schedule's defaults on AWS (10 s doubling); tests shorten it",
+    "ONWARD_WEBHOOK_MAX_RETRY_S": "as ONWARD_WEBHOOK_FIRST_RETRY_S (1 h)",
+    "ONWARD_WEBHOOK_SLOTS_PER_ENDPOINT": "the default (4 sends per endpoint per deliverer process)",
+    "ONWARD_WEBHOOK_TIMEOUT_S": "the default (5 s) where nothing is sent (matcher, API); the deliverer sets it",
 }
 
 
@@ -362,7 +369,14 @@ def test_iterator_age_of_both_stream_consumers_alarms_above_the_freshness_object
 def test_conflicts_parked_records_and_every_on_failure_queue_alarm_above_zero() -> None:
     watched = {(namespace, metric, json.dumps(dimensions, sort_keys=True)): alarm
                for alarm in alarms().values() for namespace, metric, dimensions in alarm_metrics(alarm)}
-    queues = [name for name, r in RESOURCES.items() if r["Type"] == "AWS::SQS::Queue"]
+    # a queue a function consumes (the webhook deliveries) holds messages on purpose: its alarm is on their age
+    consumed = {event["Properties"]["Queue"]["Fn::GetAtt"][0] for r in RESOURCES.values()
+                if r["Type"] == "AWS::Serverless::Function"
+                for event in r["Properties"].get("Events", {}).values() if event["Type"] == "SQS"}
+    queues = [name for name, r in RESOURCES.items() if r["Type"] == "AWS::SQS::Queue" and name not in consumed]
+    assert consumed == {"WebhookDeliveriesQueue"}
+    assert ("AWS/SQS", "ApproximateAgeOfOldestMessage", json.dumps(
+        {"QueueName": {"Fn::GetAtt": ["WebhookDeliveriesQueue", "QueueName"]}}, sort_keys=True)) in watched
     wanted = [("Onward", "ProjectionConflict", {"service": "projector"}),
               ("Onward", "ProjectionParked", {"service": "projector"}),
               ("Onward", "RelayParked", {"service": "relay"}),
@@ -371,7 +385,7 @@ def test_conflicts_parked_records_and_every_on_failure_queue_alarm_above_zero() 
     for namespace, metric, dimensions in wanted:
         alarm = watched[(namespace, metric, json.dumps(dimensions, sort_keys=True))]
         assert (alarm["Threshold"], alarm["ComparisonOperator"]) == (0, "GreaterThanThreshold"), metric
-    assert len(queues) == 3
+    assert len(queues) == 4
 
 
 def test_the_dashboard_shows_relay_lag_projection_lag_throughput_and_outcomes() -> None:

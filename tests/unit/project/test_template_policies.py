@@ -67,6 +67,8 @@ STREAM_READ = {
     "Kinesis": {"kinesis:DescribeStream", "kinesis:DescribeStreamSummary", "kinesis:GetRecords",
                 "kinesis:GetShardIterator", "kinesis:ListShards"},
 }
+# What Lambda's SQS event source mapping calls with the function's role (AWS Lambda's SQS event source docs).
+QUEUE_READ = {"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"}
 ARCHIVE_USERS = {"ArchiverFunction", "ApiFunction"}  # who writes / reads the run-history archive
 STREAM_ACTIONS = {"dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator"}
 
@@ -272,6 +274,9 @@ def test_event_source_policy_is_what_the_stream_event_needs(function: str) -> No
     or add a read of another stream, and this fails."""
     expected: set[Grant] = set()
     for event in RESOURCES[function]["Properties"].get("Events", {}).values():
+        if event["Type"] == "SQS":  # a queue's mapping (the webhook deliverer) receives and deletes for it
+            expected |= {(action, resource_ref(event["Properties"]["Queue"])) for action in QUEUE_READ}
+            continue
         if event["Type"] not in STREAM_READ:
             continue
         source = resource_ref(event["Properties"]["Stream"])

@@ -21,12 +21,14 @@ from onward.client.models import (
     BatchEntry,
     BatchResult,
     Cancelled,
+    Delivery,
     Freshness,
     JobStatus,
     Schedule,
     StatusCounts,
     Submitted,
     ViewLag,
+    Webhook,
 )
 from onward.client.polling import PollPolicy
 from onward.client.sync import Client
@@ -34,7 +36,8 @@ from onward.client.transport import RetryPolicy
 
 __all__ = [
     "FINAL_STATES", "ApiError", "AsyncClient", "BatchEntry", "BatchResult", "Cancelled", "Client", "Conflict",
+    "Delivery",
     "Forbidden", "Freshness", "InvalidRequest", "JobStatus", "NotFound", "OnwardClientError", "PollPolicy",
     "Problem", "RateLimited", "RetryPolicy", "Schedule", "ServerError", "StatusCounts", "Submitted",
-    "Unauthorized", "Unreachable", "ViewLag", "WaitTimeout",
+    "Unauthorized", "Unreachable", "ViewLag", "WaitTimeout", "Webhook",
 ]

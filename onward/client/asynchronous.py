@@ -4,6 +4,7 @@ connection pool), with the same retries, conditional reads and polling: only the
 from __future__ import annotations
 
 import asyncio
+import builtins
 import time
 from collections.abc import AsyncIterator, Iterable, Mapping
 from datetime import datetime
@@ -13,7 +14,16 @@ import httpx
 
 from onward.client import calls
 from onward.client.errors import Unreachable, WaitTimeout
-from onward.client.models import BatchResult, Cancelled, JobStatus, Schedule, StatusCounts, Submitted
+from onward.client.models import (
+    BatchResult,
+    Cancelled,
+    Delivery,
+    JobStatus,
+    Schedule,
+    StatusCounts,
+    Submitted,
+    Webhook,
+)
 from onward.client.polling import PollPolicy, Waiting
 from onward.client.transport import (
     DEFAULT_TIMEOUT_S,
@@ -139,6 +149,24 @@ class AsyncClient:
 
     async def delete_schedule(self, name: str, *, tenant: str | None = None) -> None:
         await self._send(calls.delete_schedule(name, tenant))
+
+    # --- webhooks --------------------------------------------------------------------------------------------
+
+    async def create_webhook(self, url: str, events: Iterable[str], secret: str, *,
+                             tenant: str | None = None) -> Webhook:
+        return calls.webhook(await self._send(calls.create_webhook(url, events, secret, tenant)))
+
+    async def webhooks(self, *, tenant: str | None = None) -> builtins.list[Webhook]:
+        return calls.webhooks(await self._send(calls.list_webhooks(tenant)))
+
+    async def delete_webhook(self, webhook_id: str, *, tenant: str | None = None) -> None:
+        await self._send(calls.delete_webhook(webhook_id, tenant))
+
+    async def deliveries(self, webhook_id: str, *, tenant: str | None = None) -> builtins.list[Delivery]:
+        return calls.deliveries(await self._send(calls.list_deliveries(webhook_id, tenant)))
+
+    async def redeliver(self, webhook_id: str, delivery_id: str, *, tenant: str | None = None) -> Delivery:
+        return calls.delivery(await self._send(calls.redeliver(webhook_id, delivery_id, tenant)))
 
 
 __all__ = ["AsyncClient"]

@@ -14,10 +14,12 @@ from onward.client.models import (
     BatchEntry,
     BatchResult,
     Cancelled,
+    Delivery,
     JobStatus,
     Schedule,
     StatusCounts,
     Submitted,
+    Webhook,
 )
 from onward.client.transport import Call, new_idempotency_key
 
@@ -157,3 +159,49 @@ def schedule(response: httpx.Response) -> Schedule:
 
 def delete_schedule(name: str, tenant: str | None) -> Call:
     return Call("DELETE", f"/schedules/{_segment(name)}", params=_query({"tenant": tenant}))
+
+
+# --- webhooks ---------------------------------------------------------------------------------------------------
+
+
+def _tenant(tenant: str | None) -> dict[str, str]:
+    return _query({"tenant": tenant})
+
+
+def create_webhook(url: str, events: Iterable[str], secret: str, tenant: str | None) -> Call:
+    # not retried after a lost answer: a second POST would register a second endpoint
+    return Call("POST", "/webhooks", params=_tenant(tenant), body={"url": url, "events": list(events),
+                                                                    "secret": secret})
+
+
+def webhook(response: httpx.Response) -> Webhook:
+    return Webhook.model_validate(response.json())
+
+
+def list_webhooks(tenant: str | None) -> Call:
+    return Call("GET", "/webhooks", params=_tenant(tenant), idempotent=True)
+
+
+def webhooks(response: httpx.Response) -> list[Webhook]:
+    return [Webhook.model_validate(item) for item in response.json()["webhooks"]]
+
+
+def delete_webhook(webhook_id: str, tenant: str | None) -> Call:
+    return Call("DELETE", f"/webhooks/{_segment(webhook_id)}", params=_tenant(tenant), idempotent=True)
+
+
+def list_deliveries(webhook_id: str, tenant: str | None) -> Call:
+    return Call("GET", f"/webhooks/{_segment(webhook_id)}/deliveries", params=_tenant(tenant), idempotent=True)
+
+
+def deliveries(response: httpx.Response) -> list[Delivery]:
+    return [Delivery.model_validate(item) for item in response.json()["deliveries"]]
+
+
+def redeliver(webhook_id: str, delivery_id: str, tenant: str | None) -> Call:
+    return Call("POST", f"/webhooks/{_segment(webhook_id)}/deliveries/{_segment(delivery_id)}/redeliver",
+                params=_tenant(tenant))
+
+
+def delivery(response: httpx.Response) -> Delivery:
+    return Delivery.model_validate(response.json())

@@ -159,3 +159,34 @@ class Schedule(Answer):
     tenant_id: str | None = None
     created_at: str | None = None
     next_fire_at: str | None = None
+
+
+# --- webhooks (docs/webhooks.md) --------------------------------------------------------------------------------
+
+
+class Webhook(Answer):
+    """A registered endpoint, as the API answers it: never its secret."""
+
+    webhook_id: str
+    url: str
+    events: list[str]
+    tenant_id: str | None = None
+    created_at: str | None = None
+
+
+class Delivery(Answer):
+    """One event sent (or to be sent) to one endpoint: `state` is pending, delivered or failed."""
+
+    delivery_id: str
+    webhook_id: str
+    job_id: str
+    version: int
+    status: str
+    state: str
+    attempts: int = 0
+    event_id: str | None = None
+    created_at: str | None = None
+    next_attempt_at: str | None = None
+    delivered_at: str | None = None
+    last_status_code: int | None = None
+    last_error: str | None = None

@@ -4,6 +4,7 @@ reads (onward.client.polling). docs/client.md is its tour and reference."""
 
 from __future__ import annotations
 
+import builtins
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime
@@ -13,7 +14,16 @@ import httpx
 
 from onward.client import calls
 from onward.client.errors import Unreachable, WaitTimeout
-from onward.client.models import BatchResult, Cancelled, JobStatus, Schedule, StatusCounts, Submitted
+from onward.client.models import (
+    BatchResult,
+    Cancelled,
+    Delivery,
+    JobStatus,
+    Schedule,
+    StatusCounts,
+    Submitted,
+    Webhook,
+)
 from onward.client.polling import PollPolicy, Waiting
 from onward.client.transport import (
     DEFAULT_TIMEOUT_S,
@@ -153,6 +163,29 @@ class Client:
     def delete_schedule(self, name: str, *, tenant: str | None = None) -> None:
         """Delete a schedule (DELETE /schedules/{name}); NotFound when there is none."""
         self._send(calls.delete_schedule(name, tenant))
+
+    # --- webhooks --------------------------------------------------------------------------------------------
+
+    def create_webhook(self, url: str, events: Iterable[str], secret: str, *, tenant: str | None = None) -> Webhook:
+        """Register an endpoint (POST /webhooks): each matching event is POSTed to `url`, signed with `secret`
+        (docs/webhooks.md); `events` are statuses, "failed", "final" or "*"."""
+        return calls.webhook(self._send(calls.create_webhook(url, events, secret, tenant)))
+
+    def webhooks(self, *, tenant: str | None = None) -> builtins.list[Webhook]:
+        """The tenant's endpoints, oldest first (GET /webhooks)."""
+        return calls.webhooks(self._send(calls.list_webhooks(tenant)))
+
+    def delete_webhook(self, webhook_id: str, *, tenant: str | None = None) -> None:
+        """Stop sending to an endpoint (DELETE /webhooks/{id}); NotFound when there is none."""
+        self._send(calls.delete_webhook(webhook_id, tenant))
+
+    def deliveries(self, webhook_id: str, *, tenant: str | None = None) -> builtins.list[Delivery]:
+        """The endpoint's recent deliveries, newest first, failed ones with their last error."""
+        return calls.deliveries(self._send(calls.list_deliveries(webhook_id, tenant)))
+
+    def redeliver(self, webhook_id: str, delivery_id: str, *, tenant: str | None = None) -> Delivery:
+        """Send a delivery again (a failed one, typically): pending again, with a fresh retry time."""
+        return calls.delivery(self._send(calls.redeliver(webhook_id, delivery_id, tenant)))
 
 
 __all__ = ["Client"]

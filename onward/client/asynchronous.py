@@ -80,11 +80,12 @@ class AsyncClient:
     async def submit(self, type: str, params: Mapping[str, Any] | None = None, *, max_attempts: int | None = None,
                      priority: int | None = None, run_at: datetime | str | None = None,
                      delay_s: float | None = None, timeout_s: float | None = None,
-                     idempotency_key: str | None = None, **fields: Any) -> Submitted:
+                     idempotency_key: str | None = None, traceparent: str | None = None,
+                     **fields: Any) -> Submitted:
         """As Client.submit: one Idempotency-Key for every try."""
         call, key = calls.submit(type, params, {"max_attempts": max_attempts, "priority": priority,
                                                 "run_at": run_at, "delay_s": delay_s, "timeout_s": timeout_s,
-                                                **fields}, idempotency_key)
+                                                **fields}, idempotency_key, traceparent)
         return calls.submitted(await self._send(call), key)
 
     async def submit_many(self, jobs: Iterable[Mapping[str, Any]]) -> BatchResult:

@@ -64,10 +64,12 @@ def job_body(job_type: str, params: Mapping[str, Any] | None, fields: Mapping[st
 
 
 def submit(job_type: str, params: Mapping[str, Any] | None, fields: Mapping[str, Any],
-           idempotency_key: str | None) -> tuple[Call, str]:
+           idempotency_key: str | None, traceparent: str | None = None) -> tuple[Call, str]:
+    """POST /jobs with its Idempotency-Key, and the caller's W3C `traceparent` when given (the job's attempts
+    continue that trace: docs/observability.md)."""
     key = idempotency_key or new_idempotency_key()
-    return Call("POST", "/jobs", body=job_body(job_type, params, fields), headers={"Idempotency-Key": key},
-                idempotent=True), key
+    headers = {"Idempotency-Key": key, **({"traceparent": traceparent} if traceparent else {})}
+    return Call("POST", "/jobs", body=job_body(job_type, params, fields), headers=headers, idempotent=True), key
 
 
 def submitted(response: httpx.Response, key: str | None = None) -> Submitted:

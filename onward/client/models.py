@@ -55,6 +55,15 @@ class ErrorSummary(Answer):
     message_truncated: bool = False
 
 
+class Progress(Answer):
+    """What a running attempt's handler last reported (context.progress): rate-limited, at most one every 2 s."""
+
+    fraction: float
+    message: str | None = None
+    attempt: int | None = None
+    at: str | None = None
+
+
 def _now() -> datetime:
     return datetime.now(UTC)
 
@@ -82,6 +91,9 @@ class JobStatus(Answer):
     error: ErrorSummary | None = None
     freshness: Freshness | None = None
     view: ViewLag | None = None  # only while not visible
+    progress: Progress | None = None  # the running attempt's latest update; None once final (docs/progress.md)
+    tags: dict[str, str] = Field(default_factory=dict)
+    trace_id: str | None = None  # the W3C trace its attempts' spans are in (docs/observability.md)
     etag: str | None = None
     received_at: datetime = Field(default_factory=_now)
     checked_at: datetime = Field(default_factory=_now)

@@ -81,13 +81,14 @@ class Client:
 
     def submit(self, type: str, params: Mapping[str, Any] | None = None, *, max_attempts: int | None = None,
                priority: int | None = None, run_at: datetime | str | None = None, delay_s: float | None = None,
-               timeout_s: float | None = None, idempotency_key: str | None = None, **fields: Any) -> Submitted:
+               timeout_s: float | None = None, idempotency_key: str | None = None, traceparent: str | None = None,
+               **fields: Any) -> Submitted:
         """Create a job (POST /jobs). Every retry sends the same Idempotency-Key (`idempotency_key`, or one made
         for this call), so however many tries it takes, one job is created. `fields` are passed through as body
         fields (`tags={"k": "v"}`...). `created` is False when an earlier request with the key created it."""
         call, key = calls.submit(type, params, {"max_attempts": max_attempts, "priority": priority,
                                                 "run_at": run_at, "delay_s": delay_s, "timeout_s": timeout_s,
-                                                **fields}, idempotency_key)
+                                                **fields}, idempotency_key, traceparent)
         return calls.submitted(self._send(call), key)
 
     def submit_many(self, jobs: Iterable[Mapping[str, Any]]) -> BatchResult:

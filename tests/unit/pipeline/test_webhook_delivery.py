@@ -100,6 +100,7 @@ def test_a_progress_record_is_never_delivered(parts, clock) -> None:
     tally = WebhookMatcher(store, queue, POLICY, clock).match_batch([progress, record(3, tenant="globex")])
     assert (tally.events, tally.unreadable, tally.recorded) == (1, 0, 1)
     assert [d.job_id for d in store.recent("wh_g")] == [job_id(3)]
+    assert sender.sent == []
 
 
 def test_a_delivery_is_signed_and_settled_once(parts, clock) -> None:

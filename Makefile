@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml infra/pyproject.toml
 	touch $(STAMP)
 
 up: $(STAMP)
-	$(BIN)/onward up --demo
+	$(BIN)/onward up --demo $(UP_ARGS)
 
 $(SAM_STAMP):
 	$(PYTHON) -m venv $(SAM_VENV)

@@ -151,14 +151,17 @@ def flush() -> None:
 
 
 def exports_after_invocation(handler: Callable[Arguments, Result]) -> Callable[Arguments, Result]:
-    """Decorate a Lambda handler: after each invocation, what it recorded is exported (a no-op when OTLP is
-    off)."""
+    """Decorate a Lambda handler: on Lambda (AWS_LAMBDA_FUNCTION_NAME set), what an invocation recorded is
+    exported before it returns, as the environment may be frozen after it. Elsewhere (`onward up`'s pollers
+    call the handlers many times a second in one long-lived process) the SDK's own export thread sends it: a
+    flush per call would hold every poll for up to FLUSH_TIMEOUT_MS per signal while the collector is down."""
 
     @functools.wraps(handler)
     def invoke(*args: Arguments.args, **kwargs: Arguments.kwargs) -> Result:
         try:
             return handler(*args, **kwargs)
         finally:
-            flush()
+            if os.environ.get("AWS_LAMBDA_FUNCTION_NAME"):
+                flush()
 
     return invoke

@@ -143,7 +143,8 @@ class LocalPlatform:
         self.webhook_matcher = (BackgroundLoop("webhook-matcher", pipeline.webhooks_poller.poll_once,
                                                options.poll_idle_s) if pipeline.webhooks_poller is not None else None)
         self.webhook_deliverer = (DeliveryPool(deployment.webhooks.deliverer, deployment.webhooks.queue,
-                                               options.webhook_threads, wait_s=1.0)
+                                               options.webhook_threads, wait_s=0.0,
+                                               idle_s=max(options.poll_idle_s, 0.1))
                                   if pipeline.webhooks_poller is not None else None)
         self.environments = ExecutionEnvironments(options.api_environments) if options.api_environments else None
         self.gateway = LocalGateway(self.environments, port=options.http_port)

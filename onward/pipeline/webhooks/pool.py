@@ -1,6 +1,8 @@
 """A deliverer on threads of this process (what `onward up` runs; on AWS the deliverer function takes the
 queue's messages instead): one thread receives messages while a thread is free, `threads` threads send
-them (Deliverer.handle, at most its slots per endpoint at once)."""
+them (Deliverer.handle, at most its slots per endpoint at once). `wait_s` is SQS's long poll; an empty receive
+waits `idle_s` before the next. `onward up` short-polls (wait_s 0): its embedded endpoint answers one request
+at a time, so a long poll there would hold every other request of the platform for its length."""
 
 from __future__ import annotations
 
@@ -15,11 +17,13 @@ logger = logging.getLogger("onward-webhooks")
 
 
 class DeliveryPool:
-    def __init__(self, deliverer: Deliverer, queue: DeliveryQueue, threads: int = 16, wait_s: float = 1.0) -> None:
+    def __init__(self, deliverer: Deliverer, queue: DeliveryQueue, threads: int = 16, wait_s: float = 1.0,
+                 idle_s: float = 0.05) -> None:
         self._deliverer = deliverer
         self._queue = queue
         self._threads = threads
         self._wait_s = wait_s
+        self._idle_s = idle_s
         self._free = threading.Semaphore(threads)
         self._stop = threading.Event()
         self._receiver: threading.Thread | None = None
@@ -61,7 +65,7 @@ class DeliveryPool:
             for _ in range(free - len(messages)):
                 self._free.release()
             if not messages:
-                self._stop.wait(0.05)
+                self._stop.wait(self._idle_s)
             for message in messages:
                 assert self._senders is not None
                 self._senders.submit(self._send, message)

@@ -35,6 +35,7 @@ FUNCTIONS = sorted(name for name, r in RESOURCES.items() if r["Type"] == "AWS::S
 UNSET_ON_PURPOSE = {
     "AWS_REGION": "set by the Lambda runtime",
     "AWS_DEFAULT_REGION": "set by the Lambda runtime",
+    "AWS_LAMBDA_FUNCTION_NAME": "set by the Lambda runtime (onward.observability.otlp flushes per invocation there)",
     "AWS_ENDPOINT_URL": "points boto3 at the embedded endpoint on one machine; unset on AWS",
     "ONWARD_TOKENS": "local bearer tokens; on AWS ONWARD_AUTH=jwt and API Gateway verifies JWTs",
     "ONWARD_OPERATOR_TOKEN": "local operator token; on AWS the operator role is a JWT scope or group",

@@ -103,7 +103,8 @@ def test_this_release_carries_a_field_the_next_writer_adds_and_the_next_projecto
     assert scan(lambda_environment, endpoint, "PARKED_TABLE") == []
 
     # The same record redelivered to the next release's projector: a duplicate, not a conflict.
-    monkeypatch.setattr("onward.pipeline.projector.projector.OutboxEvent", NextOutboxEvent)
+    for module in ("projector", "records"):  # records.py reads the event, projector.py sorts it by type
+        monkeypatch.setattr(f"onward.pipeline.projector.{module}.OutboxEvent", NextOutboxEvent)
     again = projector_app.handler(kinesis_event([data], EVENTS_ARN), LocalLambdaContext("projector"))
     assert again == {"batchItemFailures": []}
     assert scan(lambda_environment, endpoint, "CONFLICTS_TABLE") == []
@@ -116,7 +117,8 @@ def test_the_next_projector_reads_what_this_and_the_previous_writer_wrote(lambda
     this release gives it. Without defaults on added fields and ADDED_FIELDS, the upgraded projector parked the
     old writer's events, or took their redelivery for a conflict."""
     previous = outbox_event(version=2, status="running")
-    monkeypatch.setattr("onward.pipeline.projector.projector.OutboxEvent", NextOutboxEvent)
+    for module in ("projector", "records"):  # records.py reads the event, projector.py sorts it by type
+        monkeypatch.setattr(f"onward.pipeline.projector.{module}.OutboxEvent", NextOutboxEvent)
 
     response = projector_app.handler(kinesis_event([json.dumps(previous).encode()], EVENTS_ARN),
                                      LocalLambdaContext("projector"))
@@ -147,7 +149,7 @@ def test_a_newer_major_is_parked_with_its_reason_and_the_upgraded_projector_read
     assert parked["relay"]["reason"]["S"].startswith("outbox event of schema 2, newer than this reader's 1")
     assert parked["projector"]["reason"]["S"].startswith("event of schema 2, newer than this reader's 1")
 
-    monkeypatch.setattr("onward.pipeline.projector.projector.EVENT_SCHEMA", 2)  # the upgraded projector
+    monkeypatch.setattr("onward.pipeline.projector.records.EVENT_SCHEMA", 2)  # the upgraded projector (its reader)
     redriven = projector_app.handler(kinesis_event([parked["projector"]["raw"]["B"]], EVENTS_ARN),
                                      LocalLambdaContext("projector"))
     assert redriven == {"batchItemFailures": []}

@@ -47,9 +47,7 @@ def test_the_layer_matches_the_functions_architecture_and_python() -> None:
     match = layer_parameter()
     assert functions["Architectures"] == [match["arch"]]
     assert functions["Runtime"] == f"python{match['python']}"
-    # and the OpenTelemetry SDK's layer when OtlpLayerArn names one (docs/observability.md)
-    assert functions["Layers"] == [{"Ref": "PowertoolsLayerArn"},
-                                   {"Fn::If": ["HasOtlpLayer", {"Ref": "OtlpLayerArn"}, {"Ref": "AWS::NoValue"}]}]
+    assert functions["Layers"] == [{"Ref": "PowertoolsLayerArn"}]
 
 
 def test_this_environment_runs_the_pinned_version() -> None:

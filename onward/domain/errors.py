@@ -39,3 +39,14 @@ class StoreInvariantViolation(OnwardError):
 
 class UnstorableValue(InvalidRequest, ValueError):
     """A document (params, a result) holds a value DynamoDB cannot store. Nothing was written."""
+
+
+class UniqueKeyHeld(OnwardError):
+    """Unique jobs (issue 37): the create's `unique.key` is held by another job of the tenant (`on_conflict`
+    reject, or replace of a holder that is running). Nothing was written."""
+
+    def __init__(self, key: str, job_id: str, running: bool = False) -> None:
+        why = "is running, so it cannot be replaced" if running else "holds it"
+        super().__init__(f"unique.key {key!r} is held: job {job_id} {why}")
+        self.key = key
+        self.job_id = job_id

@@ -29,6 +29,7 @@ from onward.domain.schema_versions import EVENT_SCHEMA
 from onward.domain.states import SHOWS_ERROR, JobState, RunOutcome
 from onward.domain.tags import TAGS_RULES, Tags
 from onward.domain.text_patterns import JOB_ID, JOB_TYPE, TENANT_ID, TRACE_PARENT
+from onward.domain.uniqueness import UniqueRule
 
 JobId = Annotated[str, JOB_ID.constraints()]
 TenantId = Annotated[str, TENANT_ID.constraints()]
@@ -130,6 +131,10 @@ class NewJob(Request):
     # trace context (issue 38): set from POST /jobs' `traceparent` and `tracestate` headers, never from the body
     trace_parent: SkipJsonSchema[TraceParentHeader | None] = Field(default=None, exclude=True)
     trace_state: SkipJsonSchema[str | None] = Field(default=None, exclude=True)
+    # unique jobs (issue 37): at most one job of the tenant holds this key at a time (onward.domain.uniqueness)
+    unique: UniqueRule | None = Field(default=None, description="at most one job of the tenant holds `unique.key` "
+                                      "at a time, for `window_s` or while the holder has not finished "
+                                      "(docs/flow-control.md#unique-jobs)")
 
     @field_validator("run_at")
     @classmethod

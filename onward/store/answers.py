@@ -18,6 +18,10 @@ class ReportStatus(StrEnum):
 class Created:
     job: Job
     created: bool  # False: an earlier request with the same Idempotency-Key made it
+    # unique jobs (issue 37): True when `job` is the holder of the create's unique key (nothing was created);
+    # `replaced`: the job `replace` cancelled to take the key over
+    duplicate_of_unique: bool = False
+    replaced: str | None = None
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ JobStore.create_batch do."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import random
@@ -28,6 +29,7 @@ from onward.store.ports.outcomes import CreateOutcome
 from onward.store.ports.tenant_values import Tenant
 from onward.store.ports.write_plans import NewJobWrite
 from onward.store.tenants import TenantRegistry, check_tenant_id
+from onward.store.unique_keys import TryAgain, UniqueKeys, unique_claim
 
 MAX_PARAMS_BYTES = 300_000  # the job row must stay under DynamoDB's 400 KB item limit
 MAX_IDEMPOTENCY_KEY = 128
@@ -63,7 +65,7 @@ class JobCreation:
 
     def __init__(self, log: JobLog, registry: TenantRegistry, clock: Clock, rng: random.Random, *,
                  get_job: Callable[[str], Job], new_job_id: Callable[[], str], retention_s: int,
-                 job_retention_s: int) -> None:
+                 job_retention_s: int, unique_keys: UniqueKeys) -> None:
         self._log = log
         self._registry = registry
         self._clock = clock
@@ -72,6 +74,7 @@ class JobCreation:
         self._new_job_id = new_job_id
         self._retention_s = retention_s
         self._job_retention_s = job_retention_s
+        self._unique_keys = unique_keys  # unique jobs (issue 37)
 
     def create(self, tenant_id: str, request: NewJob, idempotency_key: str | None = None) -> Created:
         """Enqueue a job. With an Idempotency-Key, a retry of the same request returns the same job and
@@ -82,10 +85,17 @@ class JobCreation:
         # a new key costs one request, and only a key in use (KEY_USED: nothing was written) is read.
         write = self._new_job_write(self._registry.tenant(tenant_id), request, idempotency_key)
         change = write.change
+        replaced = None
         for attempt in range(CREATE_ATTEMPTS):
             outcome = self._log.create(write)
             if outcome is CreateOutcome.CREATED:
-                return Created(change.after, created=True)
+                return Created(change.after, created=True, replaced=replaced)
+            if outcome is CreateOutcome.UNIQUE_HELD:  # unique jobs (issue 37): nothing was written
+                step = self._unique_step(tenant_id, request, write)
+                if isinstance(step, Created):
+                    return step
+                write, replaced = dataclasses.replace(write, unique=step.claim), step.replaced or replaced
+                continue
             if outcome is CreateOutcome.KEY_USED:
                 assert idempotency_key is not None
                 earlier = self._resolve_idempotency(tenant_id, idempotency_key, request)
@@ -99,11 +109,18 @@ class JobCreation:
         raise StoreContention(f"a create for {tenant_id}: gave up after {CREATE_ATTEMPTS} conflicts")
 
     def _new_job_write(self, tenant: Tenant, request: NewJob, idempotency_key: str | None) -> NewJobWrite:
-        change = lifecycle.create(self._new_job_id(), tenant.tenant_id, request, self._clock())
+        now = self._clock()
+        change = lifecycle.create(self._new_job_id(), tenant.tenant_id, request, now)
         return NewJobWrite.of(
             change, ready_shards=tenant.ready_shards, retention_s=self._retention_s,
             job_retention_s=self._job_retention_s, clock=self._registry.virtual_clock(),
-            idempotency=None if idempotency_key is None else (idempotency_key, request_digest(request)))
+            idempotency=None if idempotency_key is None else (idempotency_key, request_digest(request)),
+            unique=unique_claim(change.after, request, now))
+
+    def _unique_step(self, tenant_id: str, request: NewJob, write: NewJobWrite) -> Created | TryAgain:
+        """What a create whose unique key was found held does next (onward.store.unique_keys)."""
+        assert request.unique is not None and write.unique is not None
+        return self._unique_keys.resolve(tenant_id, request.unique, write.unique)
 
     def create_batch(self, tenant_id: str, entries: list[tuple[NewJob, str | None]]
                      ) -> list[Created | OnwardError]:
@@ -130,6 +147,8 @@ class JobCreation:
         pending: list[tuple[int, NewJobWrite]] = []
         first_with_key: dict[str, int] = {}
         repeats: list[int] = []
+        unique_keys: set[str] = set()
+        alone: list[int] = []  # entries whose unique key an earlier entry takes, or a transaction found held
         tenant: Tenant | None = None
         for index, (request, key) in enumerate(entries):
             try:
@@ -142,10 +161,20 @@ class JobCreation:
                     repeats.append(index)
                     continue
                 first_with_key[key] = index
+            if request.unique is not None:  # unique jobs (issue 37): a key repeated in the batch is created alone
+                if request.unique.key in unique_keys:
+                    alone.append(index)
+                    continue
+                unique_keys.add(request.unique.key)
             tenant = tenant or self._registry.tenant(tenant_id)
             pending.append((index, self._new_job_write(tenant, request, key)))
         for cut in transaction_cuts([write for _, write in pending]):
-            self._create_together(tenant_id, entries, [pending[position] for position in cut], answers)
+            self._create_together(tenant_id, entries, [pending[position] for position in cut], answers, alone)
+        for index in sorted(alone):  # after the batch's transactions, in order, each as `create` alone
+            try:
+                answers[index] = self.create(tenant_id, *entries[index])
+            except OnwardError as refusal:
+                answers[index] = refusal
         for index in repeats:
             request, key = entries[index]
             assert key is not None
@@ -155,8 +184,10 @@ class JobCreation:
         return [answer for answer in answers if answer is not None]
 
     def _create_together(self, tenant_id: str, entries: list[tuple[NewJob, str | None]],
-                         chunk: list[tuple[int, NewJobWrite]], answers: list[Created | OnwardError | None]) -> None:
-        """Write `chunk` (entries that fit one transaction) and put each entry's answer in `answers`."""
+                         chunk: list[tuple[int, NewJobWrite]], answers: list[Created | OnwardError | None],
+                         alone: list[int]) -> None:
+        """Write `chunk` (entries that fit one transaction) and put each entry's answer in `answers`; an entry
+        whose unique key is held goes to `alone` (created afterwards as `create` would)."""
         conflicts = 0
         while chunk:
             outcome = self._log.create_many([write for _, write in chunk])
@@ -172,6 +203,10 @@ class JobCreation:
                     chunk = still
                     continue
                 # every key found in use was gone when read (its window ended): tried again, as a conflict
+            if outcome.outcome is CreateOutcome.UNIQUE_HELD:  # unique jobs (issue 37): nothing was written
+                alone.extend(chunk[position][0] for position in outcome.unique_held)
+                chunk = [entry for position, entry in enumerate(chunk) if position not in outcome.unique_held]
+                continue
             conflicts += 1  # CONFLICT: nothing was written; tried again as it is (same job ids, same items)
             if conflicts == CREATE_ATTEMPTS:
                 for index, _ in chunk:

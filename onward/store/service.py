@@ -79,6 +79,7 @@ from onward.store.ports.write_plans import Admission, TransitionWrite, ends_atte
 from onward.store.progress import ProgressAnswer, record_progress
 from onward.store.stats import StoreStats
 from onward.store.tenants import TenantRegistry
+from onward.store.unique_keys import UniqueKeys
 from onward.store.zombie_marks import ZombieMarks
 
 __all__ = [
@@ -152,7 +153,8 @@ class JobStore:
         self.stats = StoreStats()
         self._creation = JobCreation(recorder, self._registry, clock, self._rng, get_job=self.get,
                                      new_job_id=_new_job_id, retention_s=self._retention_s,
-                                     job_retention_s=self._job_retention_s)
+                                     job_retention_s=self._job_retention_s,
+                                     unique_keys=UniqueKeys(recorder, recorder, clock, self._transition))
         self._zombies = ZombieMarks(recorder, self.stats, self._job_retention_s)
 
     @classmethod

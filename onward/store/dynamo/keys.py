@@ -9,6 +9,7 @@ Jobs table (`pk` / `sk`):
   interval overlapped another attempt's (onward.domain.overlaps) carries the sparse index keys `overlap_pk`
   (`OVERLAP#<UTC day>`) + `overlap_at` (index `overlaps`, KEYS_ONLY: when the overlap began; `onward overlaps`);
 - idempotency `IDEM#<tenant>#<key>` / `IDEM` (the job id and the digest of the request);
+- unique key `UNIQUE#<tenant>#<key>` / `UNIQUE` (the job holding it and until when: onward.store.dynamo.unique_keys);
 - a tenant's settings (weight, cap, ready_shards, and its virtual base `base_vt` / `base_ms`:
   dispatch.VirtualBase, moved when its weight changes) twice, written together only when an operator or the
   tenant's first job registers it (onward.store.tenants): `TENANT#t` / `SETTINGS`, the copy claims read (a key
@@ -61,6 +62,8 @@ RUN_PREFIX = "RUN#"
 RESULT_SK = "RESULT"
 IDEMPOTENCY_PREFIX = "IDEM#"
 IDEMPOTENCY_SK = "IDEM"
+UNIQUE_PREFIX = "UNIQUE#"  # unique jobs (issue 37)
+UNIQUE_SK = "UNIQUE"
 TENANTS_PK = "TENANTS"
 TENANT_PREFIX = "TENANT#"
 SETTINGS_SK = "SETTINGS"
@@ -96,6 +99,7 @@ class Entity(StrEnum):
     TENANT_RUNNING = "tenant_running"  # one of a tenant's RUNNING counters (dispatch.Usage of a running shard)
     TENANT_QUEUE = "tenant_queue"  # one of a tenant's queue entries (waiting jobs of a ready shard, by band)
     CLOCK = "clock"  # one shard of the system virtual clock
+    UNIQUE_KEY = "unique_key"  # a tenant's unique key and the job holding it (issue 37)
 
 
 class Key(NamedTuple):
@@ -132,6 +136,11 @@ def result_key(job_id: str) -> Key:
 
 def idempotency_key(tenant_id: str, key: str) -> Key:
     return Key(f"{IDEMPOTENCY_PREFIX}{tenant_id}#{key}", IDEMPOTENCY_SK)
+
+
+def unique_key(tenant_id: str, key: str) -> Key:
+    """A tenant's unique key's item (unique jobs, issue 37)."""
+    return Key(f"{UNIQUE_PREFIX}{tenant_id}#{key}", UNIQUE_SK)
 
 
 def tenant_key(tenant_id: str) -> Key:

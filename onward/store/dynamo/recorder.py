@@ -45,6 +45,7 @@ from onward.store.dynamo.keys import (
 from onward.store.dynamo.progress_log import DynamoProgressLog
 from onward.store.dynamo.tenant_reads import tenant_item
 from onward.store.dynamo.transaction_limits import check_one_transaction
+from onward.store.dynamo.unique_keys import DynamoUniqueKeys
 from onward.store.dynamo.writes import (
     CONDITIONAL_CHECK_FAILED,
     TRANSACTION_CONFLICT,
@@ -109,6 +110,9 @@ class _PartitionReaders:
 _partition_readers = _PartitionReaders()
 
 
+UNIQUE_ROLES = (Role.UNIQUE, Role.UNIQUE_HOLDER)  # a create's unique key held (issue 37)
+
+
 def _error_code(error: ClientError) -> str:
     return str(error.response.get("Error", {}).get("Code", ""))
 
@@ -122,7 +126,7 @@ def _by_role(reasons: dict[Role, list[str]]) -> dict[str, list[str]]:
 ROW_MARK = "state"
 
 
-class DynamoRecorder(DynamoProgressLog, JobRecorder):
+class DynamoRecorder(DynamoProgressLog, DynamoUniqueKeys, JobRecorder):
     """A JobRecorder on the jobs and outbox tables of one deployment, through one boto3 client."""
 
     def __init__(self, client: Any, jobs_table: str, outbox_table: str,
@@ -219,6 +223,8 @@ class DynamoRecorder(DynamoProgressLog, JobRecorder):
             return CreateOutcome.CREATED
         if CONDITIONAL_CHECK_FAILED in reasons.get(Role.IDEMPOTENCY, ()):
             return CreateOutcome.KEY_USED
+        if any(CONDITIONAL_CHECK_FAILED in reasons.get(role, ()) for role in UNIQUE_ROLES):
+            return CreateOutcome.UNIQUE_HELD
         # Nothing was written: a conflict with a concurrent transaction (on the tenant's WAITING counter) is
         # tried again as it is.
         if any(TRANSACTION_CONFLICT in codes for codes in reasons.values()):
@@ -233,12 +239,16 @@ class DynamoRecorder(DynamoProgressLog, JobRecorder):
             return ManyCreated(CreateOutcome.CREATED)
         keys_used = frozenset(reason.subject for reason in refused if reason.subject is not None
                               and reason.role is Role.IDEMPOTENCY and reason.code == CONDITIONAL_CHECK_FAILED)
+        unique_held = frozenset(reason.subject for reason in refused if reason.subject is not None
+                                and reason.role in UNIQUE_ROLES and reason.code == CONDITIONAL_CHECK_FAILED)
         broken = [reason for reason in refused if reason.code == CONDITIONAL_CHECK_FAILED
-                  and reason.role is not Role.IDEMPOTENCY]
+                  and reason.role is not Role.IDEMPOTENCY and reason.role not in UNIQUE_ROLES]
         if broken:  # a job id or a first event that exists: no store decides such a create
             raise StoreInvariantViolation(f"a create of {len(writes)} jobs was refused: {broken}")
         if keys_used:
             return ManyCreated(CreateOutcome.KEY_USED, keys_used)
+        if unique_held:
+            return ManyCreated(CreateOutcome.UNIQUE_HELD, unique_held=unique_held)
         if any(reason.code == TRANSACTION_CONFLICT for reason in refused):
             return ManyCreated(CreateOutcome.CONFLICT)
         raise StoreInvariantViolation(f"a create of {len(writes)} jobs was refused: {refused}")

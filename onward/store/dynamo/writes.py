@@ -38,6 +38,7 @@ from onward.store.dynamo.plan_items import (
     run_close,
     transition_event,
 )
+from onward.store.dynamo.unique_keys import unique_actions
 from onward.store.ports.index_shards import DEFAULT_ACTIVE_SHARDS
 from onward.store.ports.outcomes import Role
 from onward.store.ports.write_plans import (
@@ -155,6 +156,9 @@ class TransitionWrites:
             transaction.add(Role.WAITING, self.waiting_update(write.waiting))
         if items.idempotency is not None:
             transaction.add(Role.IDEMPOTENCY, self._put(self.jobs_table, items.idempotency, "pk"))
+        if write.unique is not None:  # unique jobs (issue 37)
+            for role, action in unique_actions(self.jobs_table, write.job.tenant_id, write.unique):
+                transaction.add(role, action)
         return transaction
 
     def new_jobs(self, writes: Sequence[NewJobWrite]) -> Transaction:
@@ -167,6 +171,9 @@ class TransitionWrites:
             transaction.add(Role.OUTBOX, self._put(self.outbox_table, items.outbox, "job_id"), position)
             if items.idempotency is not None:
                 transaction.add(Role.IDEMPOTENCY, self._put(self.jobs_table, items.idempotency, "pk"), position)
+            if write.unique is not None:  # unique jobs (issue 37)
+                for role, action in unique_actions(self.jobs_table, write.job.tenant_id, write.unique):
+                    transaction.add(role, action, position)
         for entry in queue_entry_updates(write.waiting for write in writes if write.waiting is not None):
             transaction.add(Role.WAITING, self.queue_entry_update(entry))
         return transaction

@@ -12,6 +12,7 @@ from onward.domain.errors import StoreInvariantViolation
 from onward.domain.models import Job, OutboxEvent, Run
 from onward.domain.states import JobState, RunOutcome
 from onward.store.memory.state import MemoryState, StoredRun, copied, detached_job, stored
+from onward.store.memory.unique_keys import put_unique, unique_held
 from onward.store.ports.job_log import JobLog
 from onward.store.ports.outcomes import CommitOutcome, CreateOutcome, ManyCreated, Role, judge
 from onward.store.ports.rows import IdempotencyRecord, JobRow
@@ -90,11 +91,14 @@ class MemoryJobLog(JobLog):
         if write.idempotency is not None:
             key, digest = write.idempotency
             self._state.keys[(job.tenant_id, key)] = IdempotencyRecord(job.job_id, digest)
+        put_unique(self._state, write)  # unique jobs (issue 37)
 
     def create(self, write: NewJobWrite) -> CreateOutcome:
         with self._state.lock:
             if self._key_used(write):
                 return CreateOutcome.KEY_USED
+            if unique_held(self._state, write):
+                return CreateOutcome.UNIQUE_HELD
             if self._exists(write):
                 raise StoreInvariantViolation(f"the create of job {write.job.job_id} was refused: "
                                               "its job id or first event exists")
@@ -114,6 +118,9 @@ class MemoryJobLog(JobLog):
             keys_used = frozenset(position for position, write in enumerate(writes) if self._key_used(write))
             if keys_used:
                 return ManyCreated(CreateOutcome.KEY_USED, keys_used)
+            held = frozenset(position for position, write in enumerate(writes) if unique_held(self._state, write))
+            if held:
+                return ManyCreated(CreateOutcome.UNIQUE_HELD, unique_held=held)
             for write in writes:
                 self._put_new(write)
             for entry in queue_entry_updates(write.waiting for write in writes if write.waiting is not None):

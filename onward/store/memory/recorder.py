@@ -21,6 +21,7 @@ from onward.store.memory.indexes import MemoryLeaseIndex, MemoryParking, MemoryT
 from onward.store.memory.job_log import MemoryJobLog
 from onward.store.memory.progress_log import MemoryProgressLog
 from onward.store.memory.state import MemoryState, QueueEntryState, RunningCounter, detached_job
+from onward.store.memory.unique_keys import MemoryUniqueKeys
 from onward.store.ports.index_shards import DEFAULT_ACTIVE_SHARDS
 from onward.store.ports.recorder import JobRecorder
 from onward.store.ports.rows import IdempotencyRecord, JobRow
@@ -45,7 +46,7 @@ class MemoryContents:
 
 
 class MemoryRecorder(MemoryJobLog, MemoryLeaseIndex, MemoryTenantCounters, MemoryParking, MemoryVirtualClock,
-                     MemoryProgressLog, JobRecorder):
+                     MemoryProgressLog, MemoryUniqueKeys, JobRecorder):
     """A JobRecorder in this process's memory (one per simulated deployment; thread-safe)."""
 
     def __init__(self, active_shards: int = DEFAULT_ACTIVE_SHARDS) -> None:

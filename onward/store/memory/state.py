@@ -18,6 +18,7 @@ from onward.domain.dispatch import Usage
 from onward.domain.models import Job, OutboxEvent, Run
 from onward.domain.progress import ProgressEvent
 from onward.domain.states import CLAIMABLE_STATES, JobState
+from onward.domain.uniqueness import UniqueHold
 from onward.store.ports.index_shards import active_shard, lease_shard
 from onward.store.ports.ready_queues import ReadyQueue, ready_queue
 from onward.store.ports.rows import IdempotencyRecord, JobRow
@@ -122,6 +123,8 @@ class MemoryState:
         self.clock: dict[int, float] = {}
         self.ready: dict[tuple[str, ReadyQueue], dict[str, EpochMs]] = {}  # jobs due, by their due time
         self.leases: dict[int, dict[str, EpochMs]] = {}  # running jobs by lease shard, by lease expiry
+        # unique jobs (issue 37): each tenant's unique keys' holds, by (tenant, key)
+        self.unique_holds: dict[tuple[str, str], UniqueHold] = {}
 
     # --- job rows and their indexes ---------------------------------------------------------------------
 

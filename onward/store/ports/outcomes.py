@@ -24,6 +24,8 @@ class Role(StrEnum):
     STILL_AT_CAP = "still_at_cap"  # a flexing claim's check on another capped tenant
     IDEMPOTENCY = "idempotency"  # a create's Idempotency-Key: unused
     TENANT = "tenant"  # a tenant's settings and registry entry (a registration only if new: absent)
+    UNIQUE = "unique"  # a create's unique key (issue 37): free (UniqueClaim's condition)
+    UNIQUE_HOLDER = "unique_holder"  # a unique key's takeover: the previous holder's row finished or gone
 
 
 class CommitOutcome(StrEnum):
@@ -41,6 +43,7 @@ class CreateOutcome(StrEnum):
     CREATED = "created"
     KEY_USED = "key_used"  # the Idempotency-Key was taken (by an earlier or a concurrent create)
     CONFLICT = "conflict"  # a concurrent transaction on one of its items (DynamoDB): nothing written, again
+    UNIQUE_HELD = "unique_held"  # the unique key is held (issue 37): nothing written; KEY_USED goes first
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,8 @@ class ManyCreated:
 
     outcome: CreateOutcome
     keys_used: frozenset[int] = frozenset()
+    # unique jobs (issue 37): with UNIQUE_HELD, the positions of the writes whose unique key is held
+    unique_held: frozenset[int] = frozenset()
 
 
 def judge(failed: Collection[Role], *, conflict: bool, refused: str) -> CommitOutcome:

@@ -14,8 +14,10 @@ TRANSACTION_MAX_BYTES = 4_000_000  # of items (onward.store.dynamo.keys.item_byt
 
 
 def job_actions(write: NewJobWrite) -> int:
-    """The puts of one create: its job row, its first event and, with one, its Idempotency-Key."""
-    return 2 + (write.idempotency is not None)
+    """The puts of one create: its job row, its first event and, with one, its Idempotency-Key; with a unique
+    key (issue 37) its put, and a takeover's check of the previous holder's row."""
+    unique = 0 if write.unique is None else 1 + (write.unique.previous_holder is not None)
+    return 2 + (write.idempotency is not None) + unique
 
 
 def queue_entry(write: NewJobWrite) -> set[tuple[str, int]]:

@@ -13,7 +13,8 @@ stated here by meaning, not as DynamoDB expressions, so that every recorder hono
 - the tenant's RUNNING counter the claim charges, when a claim starts an attempt, under its `Admission`:
   below that shard's cap; a flexing claim instead checks that each other capped tenant's shards are still
   at their caps;
-- a create: the job id and the Idempotency-Key unused; a batch of creates (`create_many`) is one unit too,
+- a create: the job id and the Idempotency-Key unused, and its unique key free (UniqueClaim); a batch of
+  creates (`create_many`) is one unit too,
   its jobs' counts on a queue entry summed into one update of it (`queue_entry_updates`: a DynamoDB
   transaction names an item once), cut by the store into units that fit one transaction (`transaction_cuts`);
 - a run's marks (a zombie's late report, a lost lease, an overlap): on the run's worker and outcome.
@@ -35,6 +36,7 @@ from onward.domain.lifecycle import Change
 from onward.domain.models import Job
 from onward.domain.states import CLAIMABLE_STATES, JobState, RunOutcome
 from onward.store.ports.ready_queues import ReadyQueue, ready_queue
+from onward.store.ports.unique_keys import UniqueClaim
 
 
 @dataclass(frozen=True)
@@ -251,16 +253,19 @@ class NewJobWrite:
     job_retention_s: int  # the job retention: the Idempotency-Key's window
     waiting: WaitingUpdate | None
     idempotency: tuple[str, str] | None  # (Idempotency-Key, digest of the request)
+    # unique jobs (issue 37): the tenant's unique key the job takes, on its condition
+    unique: UniqueClaim | None = None
 
     @classmethod
     def of(cls, change: Change, *, ready_shards: int, retention_s: int, job_retention_s: int,
-           idempotency: tuple[str, str] | None = None, clock: float = 0.0) -> NewJobWrite:
+           idempotency: tuple[str, str] | None = None, clock: float = 0.0,
+           unique: UniqueClaim | None = None) -> NewJobWrite:
         """`retention_s`: the outbox event's TTL; `job_retention_s`: the job retention (the Idempotency-Key's
         window). `idempotency`: (Idempotency-Key, digest of the request). `clock`: the system virtual
         clock (the key of the job's queue entry if it enters the `active` index)."""
         return cls(change=change, ready_shards=ready_shards, retention_s=retention_s,
                    job_retention_s=job_retention_s, waiting=waiting_update(change, ready_shards, clock),
-                   idempotency=idempotency)
+                   idempotency=idempotency, unique=unique)
 
     @property
     def job(self) -> Job:

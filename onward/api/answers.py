@@ -20,6 +20,7 @@ from onward.domain.errors import (
     OnwardError,
     PayloadTooLarge,
     StoreContention,
+    UniqueKeyHeld,
 )
 
 # The answers of the API are per caller and change with every poll: no cache may keep them.
@@ -71,6 +72,9 @@ def problem_of(error: OnwardError) -> Problem:
     if isinstance(error, IdempotencyConflict):
         return Problem(409, "Idempotency conflict", "this Idempotency-Key was already used for a different request",
                        slug="idempotency-conflict")
+    if isinstance(error, UniqueKeyHeld):  # unique jobs (issue 37)
+        return Problem(409, "Unique key held", str(error), slug="unique-key-held",
+                       extra={"existing_job_id": error.job_id})
     if isinstance(error, NotReplayable):
         return Problem(409, "Not replayable", str(error), slug="not-replayable")
     if isinstance(error, PayloadTooLarge):

@@ -32,6 +32,7 @@ class Problem(BaseModel):
     detail: str = ""
     errors: list[FieldError] | None = None
     job_status: str | None = None  # a 409 on cancel: how the job ended
+    existing_job_id: str | None = None  # a 409 on create: the job holding `unique.key` (unique jobs, issue 37)
 
 
 class OnwardClientError(Exception):
@@ -70,7 +71,7 @@ class NotFound(ApiError):
 
 class Conflict(ApiError):
     """409: an Idempotency-Key used for another request, a job that already ended, one that does not replay, a
-    schedule name taken."""
+    schedule name taken, a `unique.key` held (`problem.existing_job_id` names the holder)."""
 
 
 class RateLimited(ApiError):

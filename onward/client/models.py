@@ -123,6 +123,9 @@ class Submitted(Answer):
     version: int
     created: bool = True
     idempotency_key: str | None = None
+    # unique jobs (issue 37): the job holding `unique.key` was answered (nothing created); the job replaced
+    duplicate_of_unique: bool = False
+    replaced_job_id: str | None = None
 
 
 class BatchEntry(Answer):
@@ -133,6 +136,9 @@ class BatchEntry(Answer):
     job_id: str | None = None
     problem: dict[str, Any] | None = None
     idempotency_key: str | None = None
+    # unique jobs (issue 37): as Submitted's
+    duplicate_of_unique: bool = False
+    replaced_job_id: str | None = None
 
     @property
     def ok(self) -> bool:

@@ -11,6 +11,7 @@ from typing import Any
 from onward.domain.clock import epoch_ms
 from onward.domain.models import Job, Run
 from onward.domain.retention import RetentionPolicy
+from onward.store.dynamo.attributes import from_item
 from onward.store.dynamo.keys import (
     SERVED_SINCE_RETURN,
     Entity,
@@ -30,8 +31,10 @@ from onward.store.dynamo.keys import (
     time_bucket,
     ttl_after,
 )
+from onward.store.dynamo.unique_keys import unique_item
 from onward.store.memory.recorder import MemoryContents
 from onward.store.memory.state import QueueEntryState, RunningCounter, stored
+from onward.store.ports.unique_keys import UniqueClaim
 
 Items = list[dict[str, Any]]
 
@@ -118,6 +121,8 @@ def jobs_table(contents: MemoryContents, *, active_shards: int, job_retention_s:
         items.append(result if expires is None else {**result, "expires_at": expires})
     for (_, key), record in contents.keys.items():
         items.append(idempotency_item(contents.rows[record.job_id].job, key, record.digest, job_retention_s))
+    for (tenant_id, key), hold in contents.unique_holds.items():  # unique jobs (issue 37)
+        items.append(from_item(unique_item(tenant_id, UniqueClaim(key, hold, 0))))
     for tenant in contents.tenants.values():
         items += tenant_items(tenant.tenant_id, tenant.policy.weight, tenant.policy.cap, tenant.ready_shards,
                               tenant.base)

@@ -34,6 +34,8 @@ class ProblemDetails(Answer):
     detail: str
     errors: list[FieldError] | None = Field(None, description="a 422's places and reasons")
     job_status: JobState | None = Field(None, description="a 409 on cancel: how the job ended")
+    # unique jobs (issue 37)
+    existing_job_id: str | None = Field(None, description="a 409 on create: the job holding `unique.key`")
 
 class Health(Answer):
     status: Literal["ok"] = "ok"

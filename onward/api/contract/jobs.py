@@ -35,6 +35,11 @@ class Accepted(Answer):
     job_id: JobId
     status: JobState
     version: int
+    # unique jobs (issue 37): each present only when it says something
+    duplicate_of_unique: bool | None = Field(
+        default=None, description="true: another job of the tenant holds `unique.key` and this is it (200, nothing created)")
+    replaced_job_id: JobId | None = Field(
+        default=None, description="`unique.on_conflict: replace`: the waiting job cancelled to give this one the key")
 
 class CancelAccepted(Answer):
     job_id: JobId
@@ -352,6 +357,9 @@ class BatchOutcome(Answer):
     status: int
     job_id: JobId | None = None
     problem: ProblemDetails | None = None
+    # unique jobs (issue 37): as POST /jobs's answer says them
+    duplicate_of_unique: bool | None = None
+    replaced_job_id: JobId | None = None
 
 class BatchCreated(Answer):
     results: list[BatchOutcome] = Field(description="one per entry, in the order sent")

@@ -121,11 +121,13 @@ TraceState = Annotated[str | None, Header(
 
 
 @router.post("/jobs", operation_id="createJob", security=SECURED, responses=secured({
-    200: ok("an earlier request with this Idempotency-Key created the job; nothing new", Accepted),
+    200: ok("an earlier request with this Idempotency-Key created the job, or the job holding `unique.key` "
+            "(`duplicate_of_unique: true`); nothing new", Accepted),
     202: ok("the job is queued", Accepted),
     400: problem("malformed JSON (NaN and Infinity included, or nested too deeply) or an invalid Idempotency-Key"),
     403: CREATES_FOR_NO_TENANT,
-    409: problem("the Idempotency-Key was used for a different request"),
+    409: problem("the Idempotency-Key was used for a different request, or `unique.key` is held (on_conflict "
+                 "reject, or replace of a running holder: `existing_job_id` names the holder)"),
     413: problem("the body is over 256 KiB, or params over 300,000 bytes as JSON"),
     415: NOT_JSON,
     422: problem("unknown fields, wrong types, params DynamoDB cannot store, or an unknown job type; `errors` lists "
@@ -146,13 +148,15 @@ def create_job(tenant_id: Annotated[str, Depends(creating_tenant)], job: NewJob,
     record_created(tenant_id, job.type, int(created.created))
     metrics.add_metric(name="JobsCreated" if created.created else "JobsCreateRepeated", unit=MetricUnit.Count, value=1)
     return json_answer(202 if created.created else 200,
-                       Accepted(job_id=created.job.job_id, status=created.job.state, version=created.job.version),
-                       headers={"Location": f"/jobs/{created.job.job_id}"})
+                       Accepted(job_id=created.job.job_id, status=created.job.state, version=created.job.version,
+                                **unique_answer(created)),
+                       headers={"Location": f"/jobs/{created.job.job_id}"}, exclude_none=True)
 
 
 @router.post("/jobs/batch", operation_id="createJobs", security=SECURED, responses=secured({
     200: ok("each entry's answer in the order sent, as POST /jobs would give it: 202 created, 200 found by its "
-            "idempotency_key, or its problem (409 key used for another job, 413 params too large, 422 invalid or of "
+            "idempotency_key or holding its unique.key, or its problem (409 key used for another job or unique.key "
+            "held, 413 params too large, 422 invalid or of "
             "an unknown type with `errors` placed under [\"jobs\", index], 503 contended); a refused entry refuses "
             "only itself", BatchCreated),
     400: problem("malformed JSON, or an Idempotency-Key header (each entry takes its own idempotency_key)"),
@@ -195,10 +199,17 @@ def _create_batch(deployment: Deployment, tenant_id: str, entries: list[dict[str
     return [_batch_outcome(next(answers) if isinstance(entry, BatchJob) else entry) for entry in checked]
 
 
+def unique_answer(created: Created) -> dict[str, Any]:
+    """What an answer says about the create's unique key (issue 37): only what happened to it, else nothing."""
+    return {"duplicate_of_unique": True if created.duplicate_of_unique else None,
+            "replaced_job_id": created.replaced}
+
+
 def _batch_outcome(answer: Created | OnwardError | Problem) -> BatchOutcome:
     """One entry's answer: its job (202 created, 200 found by its key), or its refusal as POST /jobs answers it."""
     if isinstance(answer, Created):
-        return BatchOutcome(status=202 if answer.created else 200, job_id=answer.job.job_id)
+        return BatchOutcome(status=202 if answer.created else 200, job_id=answer.job.job_id,
+                            **unique_answer(answer))
     refused = answer if isinstance(answer, Problem) else problem_of(answer)
     return BatchOutcome(status=refused.status, problem=refused.details())
 

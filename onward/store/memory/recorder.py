@@ -12,11 +12,12 @@ flight), index lag (its indexes are exact at once), item size limits (a batch of
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from onward.domain.clock import EpochMs
 from onward.domain.models import OutboxEvent, Run
+from onward.domain.uniqueness import UniqueHold
 from onward.store.memory.indexes import MemoryLeaseIndex, MemoryParking, MemoryTenantCounters, MemoryVirtualClock
 from onward.store.memory.job_log import MemoryJobLog
 from onward.store.memory.progress_log import MemoryProgressLog
@@ -43,6 +44,8 @@ class MemoryContents:
     running: dict[tuple[str, int], RunningCounter]
     queues: dict[tuple[str, int], QueueEntryState]
     clock: dict[int, float]
+    # unique jobs (issue 37): each tenant's unique keys' holds, by (tenant, key)
+    unique_holds: dict[tuple[str, str], UniqueHold] = field(default_factory=dict)
 
 
 class MemoryRecorder(MemoryJobLog, MemoryLeaseIndex, MemoryTenantCounters, MemoryParking, MemoryVirtualClock,
@@ -77,6 +80,7 @@ class MemoryRecorder(MemoryJobLog, MemoryLeaseIndex, MemoryTenantCounters, Memor
                 running={key: copy.copy(counter) for key, counter in state.running.items()},
                 queues={key: copy.deepcopy(entry) for key, entry in state.queues.items()},
                 clock=dict(state.clock),
+                unique_holds=dict(state.unique_holds),
             )
 
     def replace_job(self, job_id: str, **fields: Any) -> None:

@@ -37,7 +37,8 @@ class Accepted(Answer):
     version: int
     # unique jobs (issue 37): each present only when it says something
     duplicate_of_unique: bool | None = Field(
-        default=None, description="true: another job of the tenant holds `unique.key` and this is it (200, nothing created)")
+        default=None,
+        description="true: another job of the tenant holds `unique.key` and this is it (200, nothing created)")
     replaced_job_id: JobId | None = Field(
         default=None, description="`unique.on_conflict: replace`: the waiting job cancelled to give this one the key")
 

@@ -37,6 +37,7 @@ from onward.domain.errors import (
     NotReplayable,
     PayloadTooLarge,
     StoreContention,
+    UniqueKeyHeld,
 )
 from onward.observability.otlp import exports_after_invocation
 from onward.telemetry import discard_unflushed
@@ -75,9 +76,10 @@ def _invalid_request(error: RequestValidationError) -> Response[str]:
     return invalid_request(error.errors(), app.context.get("_route_args", {}), app.current_event.path).response()
 
 
-@_handles(JobNotFound, IdempotencyConflict, NotReplayable, PayloadTooLarge, InvalidRequest, StoreContention)
+@_handles(JobNotFound, IdempotencyConflict, NotReplayable, PayloadTooLarge, InvalidRequest, StoreContention,
+          UniqueKeyHeld)
 def _core_error(error: JobNotFound | IdempotencyConflict | NotReplayable | PayloadTooLarge | InvalidRequest
-                | StoreContention) -> Response[str]:
+                | StoreContention | UniqueKeyHeld) -> Response[str]:
     return problem_of(error).response()
 
 

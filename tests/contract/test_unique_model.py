@@ -72,10 +72,13 @@ class UniqueMachine(RuleBasedStateMachine):
         holder_state = None if holder is None else self._state(holder.job_id)
         free = (holder is None or holder.expired(now)
                 or (holder.window_s is None and holder_state is not None and is_terminal(holder_state)))
+        refusal: UniqueKeyHeld | None = None
         try:
             answer = self.store.create(self.tenant, NewJob.model_validate({"type": "demo.echo", "unique": rule_}))
         except UniqueKeyHeld as refused:
-            assert not free and holder is not None and refused.job_id == holder.job_id
+            refusal = refused
+        if refusal is not None:
+            assert not free and holder is not None and refusal.job_id == holder.job_id
             assert on_conflict == "reject" or holder_state is JobState.RUNNING
             return
         if free or (on_conflict == "replace" and holder_state not in (JobState.RUNNING,)):

@@ -94,7 +94,7 @@ class JobCreation:
                 step = self._unique_step(tenant_id, request, write)
                 if isinstance(step, Created):
                     return step
-                write, replaced = dataclasses.replace(write, unique=step.claim), step.replaced or replaced
+                write, replaced = dataclasses.replace(write, unique=step.taking), step.replaced or replaced
                 continue
             if outcome is CreateOutcome.KEY_USED:
                 assert idempotency_key is not None

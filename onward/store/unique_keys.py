@@ -24,7 +24,7 @@ Transition = Callable[[str, Callable[[Job], Decision]], Decision]
 
 
 def unique_claim(job: Job, request: NewJob, now: int) -> UniqueClaim | None:
-    """The first claim of a new job's unique key: taken where no job holds it or its window ended by `now`."""
+    """How a new job first takes its unique key: where no job holds it, or its window ended by `now`."""
     rule = request.unique
     if rule is None:
         return None
@@ -41,9 +41,9 @@ def cancel_if_waiting(job: Job, now: int) -> Decision:
 
 @dataclass(frozen=True)
 class TryAgain:
-    """Write the create again with `claim` (the key is free, or was freed by cancelling `replaced`)."""
+    """Write the create again with `taking` (the key is free, or was freed by cancelling `replaced`)."""
 
-    claim: UniqueClaim
+    taking: UniqueClaim
     replaced: str | None = None
 
 
@@ -56,8 +56,8 @@ class UniqueKeys:
         self._clock = clock
         self._transition = transition
 
-    def resolve(self, tenant_id: str, rule: UniqueRule, claim: UniqueClaim) -> Created | TryAgain:
-        """After a create found `rule.key` held: the holder (keep: Created with duplicate_of_unique), a claim to
+    def resolve(self, tenant_id: str, rule: UniqueRule, taking: UniqueClaim) -> Created | TryAgain:
+        """After a create found `rule.key` held: the holder (keep: Created with duplicate_of_unique), a UniqueClaim to
         write the create again with (the key is free now, or `replace` cancelled its waiting holder), or
         UniqueKeyHeld (reject; replace of a running holder). Two reads (the key's item, its holder's row)."""
         hold = self._reads.unique_hold(tenant_id, rule.key)
@@ -65,9 +65,9 @@ class UniqueKeys:
         now = self._clock()
         verdict = judge_hold(rule, hold, None if holder is None else holder.job.state, now)
         if hold is None or hold.expired(now):  # gone or ended since the write: the first condition again
-            return TryAgain(claim.at(now))
+            return TryAgain(taking.at(now))
         if verdict is Verdict.TAKE:
-            return TryAgain(claim.taking_over(hold.job_id))
+            return TryAgain(taking.taking_over(hold.job_id))
         assert holder is not None
         if verdict is Verdict.DUPLICATE:
             return Created(holder.job, created=False, duplicate_of_unique=True)
@@ -76,4 +76,4 @@ class UniqueKeys:
         # REPLACE: the cancel commits on the holder's row as read (state, version); if the holder started
         # meanwhile it is left alone, and the takeover's condition (the holder finished) refuses the create
         self._transition(hold.job_id, lambda job: cancel_if_waiting(job, self._clock()))
-        return TryAgain(claim.taking_over(hold.job_id), replaced=hold.job_id)
+        return TryAgain(taking.taking_over(hold.job_id), replaced=hold.job_id)

@@ -18,31 +18,31 @@ def _wire_key(pk: str, sk: str) -> dict[str, Any]:
     return {"pk": {"S": pk}, "sk": {"S": sk}}
 
 
-def unique_item(tenant_id: str, claim: UniqueClaim) -> dict[str, Any]:
+def unique_item(tenant_id: str, taking: UniqueClaim) -> dict[str, Any]:
     """The key's item in the wire format: the holder, until when (window mode) and a TTL a second after that;
     the "until finished" mode has neither (a finished holder frees it: the next create takes it over)."""
-    pk, sk = unique_key(tenant_id, claim.key)
+    pk, sk = unique_key(tenant_id, taking.key)
     item: dict[str, Any] = {"pk": {"S": pk}, "sk": {"S": sk}, "entity": {"S": Entity.UNIQUE_KEY.value},
-                            "tenant_id": {"S": tenant_id}, "job_id": {"S": claim.hold.job_id}}
-    if claim.hold.held_until is not None:
-        item["held_until"] = {"N": str(claim.hold.held_until)}
+                            "tenant_id": {"S": tenant_id}, "job_id": {"S": taking.hold.job_id}}
+    if taking.hold.held_until is not None:
+        item["held_until"] = {"N": str(taking.hold.held_until)}
         # TTL only tidies up (it deletes up to days late): the condition compares held_until with now
-        item["expires_at"] = {"N": str(claim.hold.held_until // 1000 + 1)}
+        item["expires_at"] = {"N": str(taking.hold.held_until // 1000 + 1)}
     return item
 
 
-def unique_actions(jobs_table: str, tenant_id: str, claim: UniqueClaim) -> list[tuple[Role, dict[str, Any]]]:
+def unique_actions(jobs_table: str, tenant_id: str, taking: UniqueClaim) -> list[tuple[Role, dict[str, Any]]]:
     """The actions a create adds to its transaction to take its unique key: the key's conditional put, and
     for a takeover the check that the previous holder's row is finished or gone."""
-    put: dict[str, Any] = {"TableName": jobs_table, "Item": unique_item(tenant_id, claim)}
-    if claim.previous_holder is None:
+    put: dict[str, Any] = {"TableName": jobs_table, "Item": unique_item(tenant_id, taking)}
+    if taking.previous_holder is None:
         put |= {"ConditionExpression": "attribute_not_exists(pk) OR held_until <= :now",
-                "ExpressionAttributeValues": {":now": {"N": str(claim.now)}}}
+                "ExpressionAttributeValues": {":now": {"N": str(taking.now)}}}
         return [(Role.UNIQUE, {"Put": put})]
     put |= {"ConditionExpression": "attribute_not_exists(pk) OR job_id = :holder",
-            "ExpressionAttributeValues": {":holder": {"S": claim.previous_holder}}}
+            "ExpressionAttributeValues": {":holder": {"S": taking.previous_holder}}}
     finished = {f":t{number}": {"S": state.value} for number, state in enumerate(sorted(TERMINAL_STATES))}
-    holder = job_key(claim.previous_holder)
+    holder = job_key(taking.previous_holder)
     check = {"ConditionCheck": {
         "TableName": jobs_table,
         "Key": _wire_key(holder.pk, holder.sk),

@@ -13,15 +13,15 @@ from onward.store.ports.write_plans import NewJobWrite
 
 def unique_held(state: MemoryState, write: NewJobWrite) -> bool:
     """Whether the write's UniqueClaim's condition fails (the caller holds the lock)."""
-    claim: UniqueClaim | None = write.unique
-    if claim is None:
+    taking: UniqueClaim | None = write.unique
+    if taking is None:
         return False
-    hold = state.unique_holds.get((write.job.tenant_id, claim.key))
-    if claim.previous_holder is None:
-        return hold is not None and (hold.held_until is None or hold.held_until > claim.now)
-    if hold is not None and hold.job_id != claim.previous_holder:
+    hold = state.unique_holds.get((write.job.tenant_id, taking.key))
+    if taking.previous_holder is None:
+        return hold is not None and (hold.held_until is None or hold.held_until > taking.now)
+    if hold is not None and hold.job_id != taking.previous_holder:
         return True
-    holder = state.rows.get(claim.previous_holder)
+    holder = state.rows.get(taking.previous_holder)
     return holder is not None and not is_terminal(holder.job.state)
 
 

@@ -5,12 +5,13 @@ two concurrent creates with one key make one job whatever the interleaving."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from onward.domain import lifecycle
 from onward.domain.clock import Clock
-from onward.domain.errors import UniqueKeyHeld
+from onward.domain.errors import JobNotFound, UniqueKeyHeld
 from onward.domain.lifecycle import Decision, Refusal, RefusalReason
 from onward.domain.models import Job, NewJob
 from onward.domain.states import JobState
@@ -75,5 +76,6 @@ class UniqueKeys:
             raise UniqueKeyHeld(rule.key, hold.job_id, running=holder.job.state is JobState.RUNNING)
         # REPLACE: the cancel commits on the holder's row as read (state, version); if the holder started
         # meanwhile it is left alone, and the takeover's condition (the holder finished) refuses the create
-        self._transition(hold.job_id, lambda job: cancel_if_waiting(job, self._clock()))
+        with contextlib.suppress(JobNotFound):  # its row went since the read (retention): the key is free
+            self._transition(hold.job_id, lambda job: cancel_if_waiting(job, self._clock()))
         return TryAgain(taking.taking_over(hold.job_id), replaced=hold.job_id)

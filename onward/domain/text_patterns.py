@@ -65,3 +65,6 @@ TRACE_PARENT = TextPattern(r"00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
 # completion webhooks (issue 38)
 WEBHOOK_ID = TextPattern(r"wh_[0-9a-f]{24}")
 DELIVERY_ID = TextPattern(r"[0-9a-f]{32}")
+# unique jobs (issue 37): a tenant's unique key, printable ASCII as an Idempotency-Key; its item's key
+# UNIQUE#<tenant>#<key> stays far under DynamoDB's 2,048 bytes
+UNIQUE_KEY = TextPattern(r"[ -~]{1,200}")

@@ -17,12 +17,10 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
 from onward.domain.clock import EpochMs
 from onward.domain.states import JobState, is_terminal
-from onward.domain.text_patterns import TextPattern
+from onward.domain.text_patterns import UNIQUE_KEY
 
 MIN_WINDOW_S = 1
 MAX_WINDOW_S = 30 * 86_400  # 30 days
-# printable ASCII, as an Idempotency-Key; its item's key UNIQUE#<tenant>#<key> stays far under DynamoDB's 2,048 bytes
-UNIQUE_KEY = TextPattern(r"[ -~]{1,200}")
 WAITING_STATES = frozenset({JobState.QUEUED, JobState.RETRY_WAIT})  # what `replace` cancels
 
 OnConflict = Literal["keep", "reject", "replace"]

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from onward.domain.models import Job, Lease
-from onward.observability.otlp import Providers, flush, providers
+from onward.observability.otlp import Providers, exit_flush_s, flush_within, providers
 from onward.observability.trace_context import TraceParent, parse_traceparent, parse_tracestate
 
 JOB_ID = "onward.job.id"
@@ -155,7 +155,9 @@ def handler_span(trace_parent: str | None, job_id: str, job_type: str, attempt: 
                    {JOB_ID: job_id, JOB_TYPE: job_type, ATTEMPT: attempt}):
             yield
     finally:
-        flush()  # a handler's process ends with os._exit, which would lose what is buffered
+        # a handler's process ends with os._exit, which would lose what is buffered; a collector that is down
+        # holds the attempt's end at most exit_flush_s()
+        flush_within(exit_flush_s())
 
 
 @contextlib.contextmanager

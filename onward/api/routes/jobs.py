@@ -206,10 +206,10 @@ def _create_batch(deployment: Deployment, tenant_id: str, entries: list[dict[str
     answers = iter(deployment.job_store.create_batch(tenant_id, jobs) if jobs else [])
     outcomes: list[BatchOutcome] = []
     created_by_type: dict[str, int] = {}
-    for entry in checked:
-        answer = next(answers) if isinstance(entry, BatchJob) else entry
-        if isinstance(entry, BatchJob) and isinstance(answer, Created) and answer.created:
-            created_by_type[entry.type] = created_by_type.get(entry.type, 0) + 1
+    for checked_entry in checked:
+        answer = next(answers) if isinstance(checked_entry, BatchJob) else checked_entry
+        if isinstance(checked_entry, BatchJob) and isinstance(answer, Created) and answer.created:
+            created_by_type[checked_entry.type] = created_by_type.get(checked_entry.type, 0) + 1
         outcomes.append(_batch_outcome(answer))
     for job_type, count in created_by_type.items():  # onward.jobs.created, as POST /jobs records it
         record_created(tenant_id, job_type, count)

@@ -250,7 +250,8 @@ def list_jobs(tenant: Annotated[str, Depends(listed_tenant)], asked: AskedTenant
                                                      tag=None if tag is None else parse_filter(tag))
     now = system_clock()
     lag = view_lag_now(deployment, now)
-    jobs = [JobStatus.of_view(view, freshness_of(view.as_of, lag, now)) for view in views]
+    jobs = [JobStatus.of_view(view, freshness_of(view.as_of, lag, now), deployment.settings.trace_url)
+            for view in views]
     return json_answer(200, JobPage(jobs=jobs, cursor=cursors.encode_cursor(start) if start else None, view=lag))
 
 
@@ -318,7 +319,8 @@ def get_job(principal: Annotated[Principal, Depends(caller)], job_id: JobId,
         if conditional.none_match(if_none_match, tag):
             return not_modified(tag)  # before the lag's read: an unchanged status costs one view read
         now = system_clock()
-        return json_answer(200, JobStatus.of_view(view, freshness_of(view.as_of, view_lag_now(deployment, now), now)),
+        freshness = freshness_of(view.as_of, view_lag_now(deployment, now), now)
+        return json_answer(200, JobStatus.of_view(view, freshness, deployment.settings.trace_url),
                            headers={"ETag": tag})
     # Not in the view yet: the job row only says whether the job exists (JobNotFound: a 404), never its
     # status, which the view may show older a moment later. In neither: perhaps archived (its rows expired).

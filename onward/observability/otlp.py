@@ -163,7 +163,7 @@ def exit_flush_s(environ: Mapping[str, str] = os.environ) -> float:
     all). InvalidSetting names the variable for a value that is not a number >= 0."""
     from onward.settings import number_setting
 
-    return number_setting(environ, EXIT_FLUSH_VARIABLE, DEFAULT_EXIT_FLUSH_S)
+    return number_setting(environ, "ONWARD_OTLP_EXIT_FLUSH_S", DEFAULT_EXIT_FLUSH_S)  # EXIT_FLUSH_VARIABLE
 
 
 def flush_within(seconds: float) -> bool:

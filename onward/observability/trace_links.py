@@ -14,7 +14,7 @@ PLACEHOLDER = "{trace_id}"
 def trace_url_template(environ: Mapping[str, str]) -> str | None:
     """ONWARD_TRACE_URL, checked: an http(s) URL with a host holding `{trace_id}` once and no other braces;
     ValueError says why not. None when unset."""
-    template = (environ.get(TRACE_URL_VARIABLE) or "").strip()
+    template = (environ.get("ONWARD_TRACE_URL") or "").strip()  # TRACE_URL_VARIABLE, literal for the template's checks
     if not template:
         return None
     parts = urlsplit(template.replace(PLACEHOLDER, "0" * 32))

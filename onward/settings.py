@@ -119,6 +119,8 @@ class Settings:
     client_wrapper: str | None = None
     # completion webhooks (issue 38): the delivery queue's URL (WebhookDeliveriesQueue), what matcher and deliverer use
     webhook_deliveries_queue: str | None = None
+    # trace context (issue 38): ONWARD_TRACE_URL, a tracing UI URL with {trace_id} (onward.observability.trace_links)
+    trace_url: str | None = None
 
     def __post_init__(self) -> None:
         if self.unsigned_requests and not self.endpoint_url:
@@ -148,6 +150,7 @@ class Settings:
             unsigned_requests=flag_setting(source, "ONWARD_UNSIGNED_REQUESTS"),
             parameter_validation=flag_setting(source, "ONWARD_PARAMETER_VALIDATION", default=True),
             client_wrapper=source.get("ONWARD_CLIENT_WRAPPER") or None,
+            trace_url=trace_url_setting(source),  # trace context (issue 38)
             **names,
         )
 
@@ -273,3 +276,15 @@ class ArchiveSettings:
                    database=source.get("ARCHIVE_DATABASE") or None,
                    table=source.get("ARCHIVE_TABLE") or None,
                    workgroup=source.get("ARCHIVE_WORK_GROUP") or None)
+
+
+# --- trace context (issue 38) -----------------------------------------------------------------------------------
+
+def trace_url_setting(source: Mapping[str, str]) -> str | None:
+    """ONWARD_TRACE_URL (onward.observability.trace_links), InvalidSetting with the reason when unusable."""
+    from onward.observability.trace_links import trace_url_template
+
+    try:
+        return trace_url_template(source)
+    except ValueError as error:
+        raise InvalidSetting(str(error)) from error

@@ -91,6 +91,10 @@ TRANSACT_ITEM_ACTIONS = {"Put": "dynamodb:PutItem", "Update": "dynamodb:UpdateIt
                          "Delete": "dynamodb:DeleteItem", "ConditionCheck": "dynamodb:ConditionCheckItem",
                          "Get": "dynamodb:GetItem"}
 TRANSACTIONS = {"TransactWriteItems": {"Put", "Update", "Delete", "ConditionCheck"}, "TransactGetItems": {"Get"}}
+# SQS's batch operations are no IAM actions: the single message's action authorizes its batch
+# (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-batch-api-actions.html).
+BATCH_AUTHORIZED_AS = {"sqs:SendMessageBatch": "sqs:SendMessage", "sqs:DeleteMessageBatch": "sqs:DeleteMessage",
+                       "sqs:ChangeMessageVisibilityBatch": "sqs:ChangeMessageVisibility"}
 _ENV_NAME = re.compile(r"^[A-Z][A-Z0-9_]*[A-Z0-9]$")
 # Decorators that only wrap a function called by its name: a function decorated so is reached by its name.
 # Any other decorator (a route, a validator, a registry's) hands the function to a library that calls it.
@@ -424,7 +428,8 @@ def read_code(roots: Iterable[str]) -> CodeReading:
                 continue
             if request is None:
                 raise Unresolved(f"{name}:{node.lineno}: a paginator whose paginate() is not called on it")
-            for access in call_accesses(targets, request, scope, f"{SERVICES[service]}:{operation}",
+            action = f"{SERVICES[service]}:{operation}"
+            for access in call_accesses(targets, request, scope, BATCH_AUTHORIZED_AS.get(action, action),
                                         request_members(service, operation)):
                 reading.accesses.setdefault(access, f"{name}:{node.lineno}")
     for kind, value, scope, line in items:

@@ -18,8 +18,12 @@ from dataclasses import dataclass
 from typing import Any, Self
 
 from onward.bootstrap import Deployment
+from onward.domain.clock import system_clock
+from onward.maintenance.queue_gauges import DEFAULT_EVERY_S as QUEUE_GAUGES_EVERY_S
+from onward.maintenance.queue_gauges import QueueGauges
 from onward.maintenance.reaper import reap_once
 from onward.maintenance.scheduler import MAX_PER_TICK
+from onward.operator.due_age import oldest_due_age_s
 from onward.pipeline.webhooks.pool import DeliveryPool
 from onward.runtime.pool import WorkerPool
 from onward.runtime.worker import Registry
@@ -95,6 +99,8 @@ class PlatformOptions:
     # of their own (infra/onward_infra/worker_process.py), as the ECS service runs them; None: threads of this one.
     worker_module: str | None = None
     webhook_threads: int = 16  # the local webhook deliverer's sending threads (onward.pipeline.webhooks.pool)
+    # with OTLP export on: the queue gauges are counted (by tenant and type) at most this often
+    queue_gauges_every_s: float = QUEUE_GAUGES_EVERY_S
 
     @property
     def reaper_every_s(self) -> float:
@@ -128,7 +134,17 @@ class LocalPlatform:
         self.workers = WorkerPool(self.store, registry, in_process, options.lease_s)
         self.worker_process = (WorkerProcess(options.worker_module, options.workers, options.lease_s)
                                if options.worker_module and options.workers else None)
-        self.reaper = BackgroundLoop("reaper", lambda: reap_once(self.store), options.reaper_every_s)
+        # the queue gauges through OpenTelemetry (`--otlp`), which the reaper's Lambda handler records on AWS
+        gauges = QueueGauges(lambda: deployment.backlog_counter,
+                             lambda: oldest_due_age_s(deployment.store_reads, system_clock()),
+                             options.queue_gauges_every_s)
+
+        def reap() -> int:
+            moved = reap_once(self.store)
+            gauges.tick()
+            return moved
+
+        self.reaper = BackgroundLoop("reaper", reap, options.reaper_every_s)
         scheduler = deployment.scheduler
         # busy (again at once) only while a tick fired a full batch: more schedules may be due
         self.scheduler = BackgroundLoop("scheduler", lambda: len(scheduler.tick().fired) >= MAX_PER_TICK,

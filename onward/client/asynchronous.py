@@ -88,10 +88,10 @@ class AsyncClient:
                                                 **fields}, idempotency_key, traceparent)
         return calls.submitted(await self._send(call), key)
 
-    async def submit_many(self, jobs: Iterable[Mapping[str, Any]]) -> BatchResult:
+    async def submit_many(self, jobs: Iterable[Mapping[str, Any]], *, traceparent: str | None = None) -> BatchResult:
         entries = calls.batch_entries(jobs)
         chunks = [entries[at:at + calls.MAX_BATCH] for at in range(0, len(entries), calls.MAX_BATCH)]
-        return calls.batch_result([(chunk, await self._send(calls.batch(chunk))) for chunk in chunks])
+        return calls.batch_result([(chunk, await self._send(calls.batch(chunk, traceparent))) for chunk in chunks])
 
     async def get(self, job_id: str, *, since: JobStatus | None = None) -> JobStatus:
         return calls.status(await self._send(calls.get(job_id, since)), since)

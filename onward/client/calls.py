@@ -89,8 +89,10 @@ def batch_entries(jobs: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return entries
 
 
-def batch(entries: list[dict[str, Any]]) -> Call:
-    return Call("POST", "/jobs/batch", body={"jobs": entries}, idempotent=True)
+def batch(entries: list[dict[str, Any]], traceparent: str | None = None) -> Call:
+    """POST /jobs/batch; with the caller's W3C `traceparent`, every job of the batch continues that trace."""
+    return Call("POST", "/jobs/batch", body={"jobs": entries}, idempotent=True,
+                headers={"traceparent": traceparent} if traceparent else {})
 
 
 def batch_result(responses: list[tuple[list[dict[str, Any]], httpx.Response]]) -> BatchResult:

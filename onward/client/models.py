@@ -94,6 +94,7 @@ class JobStatus(Answer):
     progress: Progress | None = None  # the running attempt's latest update; None once final (docs/progress.md)
     tags: dict[str, str] = Field(default_factory=dict)
     trace_id: str | None = None  # the W3C trace its attempts' spans are in (docs/observability.md)
+    trace_url: str | None = None  # that trace in the deployment's tracing UI (ONWARD_TRACE_URL), when configured
     etag: str | None = None
     received_at: datetime = Field(default_factory=_now)
     checked_at: datetime = Field(default_factory=_now)

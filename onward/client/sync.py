@@ -92,12 +92,13 @@ class Client:
                                                 **fields}, idempotency_key, traceparent)
         return calls.submitted(self._send(call), key)
 
-    def submit_many(self, jobs: Iterable[Mapping[str, Any]]) -> BatchResult:
+    def submit_many(self, jobs: Iterable[Mapping[str, Any]], *, traceparent: str | None = None) -> BatchResult:
         """Create jobs (POST /jobs/batch, 100 a request): each a POST /jobs body, with its own idempotency_key
-        (one is made for an entry without). A refused entry refuses only itself: see each result's `status`."""
+        (one is made for an entry without). A refused entry refuses only itself: see each result's `status`. With
+        `traceparent`, every job continues the caller's trace (docs/observability.md)."""
         entries = calls.batch_entries(jobs)
         chunks = [entries[at:at + calls.MAX_BATCH] for at in range(0, len(entries), calls.MAX_BATCH)]
-        return calls.batch_result([(chunk, self._send(calls.batch(chunk))) for chunk in chunks])
+        return calls.batch_result([(chunk, self._send(calls.batch(chunk, traceparent))) for chunk in chunks])
 
     def get(self, job_id: str, *, since: JobStatus | None = None) -> JobStatus:
         """The job's status with its freshness (GET /jobs/{job_id}). With `since` (an earlier status of this job),

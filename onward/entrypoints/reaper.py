@@ -17,7 +17,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from onward.bootstrap import Deployment
 from onward.domain.clock import system_clock
 from onward.maintenance.reaper import reap_once
-from onward.observability.metrics import record_backlog
+from onward.observability.metrics import exporting, record_backlog
 from onward.observability.otlp import exports_after_invocation
 from onward.operator.due_age import oldest_due_age_s
 from onward.telemetry import add_count, discard_unflushed
@@ -41,9 +41,10 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, int]:
     # After the heartbeat: a failed read here must not also silence the heartbeat alarm's metric.
     due_age_s = oldest_due_age_s(deployment.store_reads, system_clock())
     metrics.add_metric(name="OldestDueAgeSeconds", unit=MetricUnit.Seconds, value=due_age_s)
-    backlog = deployment.backlog_counter.count()
+    backlog = deployment.backlog_counter.count(by_type=exporting())  # types only for the OpenTelemetry gauges
     metrics.add_metric(name="BacklogDue", unit=MetricUnit.Count, value=backlog.due)
     metrics.add_metric(name="JobsRunning", unit=MetricUnit.Count, value=backlog.running)
-    record_backlog(backlog.due_by_tenant, backlog.running, due_age_s)  # the same figures through OpenTelemetry
+    # the same figures through OpenTelemetry, by tenant and type
+    record_backlog(backlog.due_by_tenant, backlog.running, due_age_s, backlog.due_by_type)
     logger.info("backlog", extra={"due": backlog.due, "running": backlog.running, "requests": backlog.requests})
     return {"reaped": moved}

@@ -27,6 +27,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from onward.domain.clock import Clock, system_clock
+from onward.maintenance.backlog_types import TYPE_SAMPLE, DueHead, TypeDepth
+from onward.maintenance.backlog_types import by_type as split_by_type
 from onward.store.backlog_reads import COUNT_CAP, BacklogReads, Count
 from onward.store.ports.ready_queues import ReadyQueue
 
@@ -39,6 +41,8 @@ class Backlog:
     running: int
     requests: int
     due_by_tenant: dict[str, int] = field(default_factory=dict)  # `due` by tenant (its OpenTelemetry gauge)
+    # by tenant, then job type (onward.maintenance.backlog_types); only when count(by_type=True)
+    due_by_type: dict[str, dict[str, TypeDepth]] = field(default_factory=dict)
 
 
 def due_in_queue(waiting: int, not_due: Count, due: Count | None) -> int:
@@ -58,8 +62,11 @@ class BacklogCounter:
         self._reads = reads
         self._clock = clock
 
-    def count(self) -> Backlog:
+    def count(self, *, by_type: bool = False) -> Backlog:
+        """The backlog; with `by_type`, also each tenant's due jobs per type and their age (one more Query per
+        band with due jobs: onward.maintenance.backlog_types)."""
         now = self._clock()
+        heads: dict[str, list[DueHead]] = {}
         entries, requests = self._reads.entries_with_work(now)
         queues, used = self._reads.queue_entries(sorted(entries))
         requests += used
@@ -75,7 +82,12 @@ class BacklogCounter:
                     sooner = self._reads.count_queue(entry.tenant_id, queue, now, due=True)
                     requests += 1
                 in_queue = due_in_queue(entry.bands[band], later, sooner)
+                if by_type and in_queue > 0:
+                    head = self._reads.due_head(entry.tenant_id, queue, now, TYPE_SAMPLE)
+                    requests += 1
+                    heads.setdefault(entry.tenant_id, []).append(DueHead(in_queue, head))
                 due += in_queue
                 due_by_tenant[entry.tenant_id] = due_by_tenant.get(entry.tenant_id, 0) + in_queue
         running, used = self._reads.count_running()
-        return Backlog(due, running, requests + used, due_by_tenant)
+        types = {tenant: split_by_type(tenant_heads, now) for tenant, tenant_heads in heads.items()}
+        return Backlog(due, running, requests + used, due_by_tenant, types)

@@ -10,7 +10,9 @@ metric helper is a no-op, so a Lambda function without OTLP pays no import. The 
 process runs without export.
 
 The BatchSpanProcessor re-creates its export thread in a forked child (the SDK registers at-fork hooks), but a
-handler's child process ends with os._exit: its spans are exported after each attempt (`flush()`)."""
+handler's child process ends with os._exit: its spans are exported after each attempt (`flush_within()`, at most
+ONWARD_OTLP_EXIT_FLUSH_S seconds, default 1: the SDK's force_flush exports in the caller's thread and ignores
+its timeout, and the exporter retries an unreachable collector for up to its own 10 s)."""
 
 from __future__ import annotations
 
@@ -27,6 +29,8 @@ logger = logging.getLogger(__name__)
 DEFAULT_SERVICE_NAME = "onward"  # OTEL_SERVICE_NAME, the standard variable, names another
 INSTRUMENTATION_SCOPE = "onward"
 FLUSH_TIMEOUT_MS = 5_000
+EXIT_FLUSH_VARIABLE = "ONWARD_OTLP_EXIT_FLUSH_S"
+DEFAULT_EXIT_FLUSH_S = 1.0
 
 Arguments = ParamSpec("Arguments")
 Result = TypeVar("Result")
@@ -62,7 +66,11 @@ def providers() -> Providers | None:
         return _providers
     with _lock:
         if not _decided:
-            _providers = _from_environment() if otlp_configured() else None
+            if otlp_configured():
+                exit_flush_s()  # validated at start: InvalidSetting names the variable
+                _providers = _from_environment()
+            else:
+                _providers = None
             _decided = True
     return _providers
 
@@ -148,6 +156,34 @@ def flush() -> None:
             current.flush()
         except Exception:
             logger.warning("flushing OpenTelemetry failed", exc_info=True)
+
+
+def exit_flush_s(environ: Mapping[str, str] = os.environ) -> float:
+    """How long a process about to end waits for its export (ONWARD_OTLP_EXIT_FLUSH_S, default 1 s; 0: not at
+    all). InvalidSetting names the variable for a value that is not a number >= 0."""
+    from onward.settings import number_setting
+
+    return number_setting(environ, "ONWARD_OTLP_EXIT_FLUSH_S", DEFAULT_EXIT_FLUSH_S)  # EXIT_FLUSH_VARIABLE
+
+
+def flush_within(seconds: float) -> bool:
+    """flush(), waited for at most `seconds`; True when it ended in time. For a process that ends right after
+    (a handler's child, by os._exit): the export runs on a daemon thread, which the exit ends if the collector
+    is slow or down, so an attempt ends at most `seconds` late instead of the exporter's timeout and retries
+    (opentelemetry-sdk's BatchSpanProcessor.force_flush exports in the calling thread, whatever timeout it is
+    given)."""
+    if _providers is None:
+        return True
+    done = threading.Event()
+
+    def export() -> None:
+        try:
+            flush()
+        finally:
+            done.set()
+
+    threading.Thread(target=export, name="onward-otlp-exit-flush", daemon=True).start()
+    return done.wait(seconds)
 
 
 def exports_after_invocation(handler: Callable[Arguments, Result]) -> Callable[Arguments, Result]:

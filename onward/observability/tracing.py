@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from onward.domain.models import Job, Lease
-from onward.observability.otlp import Providers, flush, providers
+from onward.observability.otlp import Providers, exit_flush_s, flush_within, providers
 from onward.observability.trace_context import TraceParent, parse_traceparent, parse_tracestate
 
 JOB_ID = "onward.job.id"
@@ -84,6 +84,43 @@ def creation_span(tenant_id: str, job_type: str, traceparent: str | None,
     with recorder.tracer.start_as_current_span("onward.create", context=parent, kind=SpanKind.SERVER,
                                                attributes={TENANT_ID: tenant_id, JOB_TYPE: job_type}) as span:
         yield CreationTrace(_header_of(span), state, span)
+
+
+BATCH_SIZE = "onward.batch.size"
+BATCH_CREATED = "onward.batch.created"
+
+
+@dataclass
+class BatchCreationTrace:
+    """What a batch's create stores on each of its jobs: one trace context for all (the batch span's when spans
+    are exported, else the request's own), so every job of the batch is a child of the request's span."""
+
+    trace_parent: str | None
+    trace_state: str | None
+    span: Any = field(default=None, repr=False)
+
+    def created(self, created: int) -> None:
+        if self.span is not None:
+            self.span.set_attribute(BATCH_CREATED, created)
+
+
+@contextlib.contextmanager
+def batch_creation_span(tenant_id: str, size: int, traceparent: str | None,
+                        tracestate: str | None) -> Iterator[BatchCreationTrace]:
+    """Around one POST /jobs/batch: `onward.create_batch` (SERVER), a child of the request's `traceparent` (an
+    invalid one ignored, as POST /jobs ignores it); its context is what each job of the batch stores."""
+    incoming: TraceParent | None = parse_traceparent(traceparent)
+    state = parse_tracestate(tracestate) if incoming is not None else None
+    recorder = providers()
+    if recorder is None:
+        yield BatchCreationTrace(None if incoming is None else incoming.header(), state)
+        return
+    parent = _context_of(None if incoming is None else incoming.header(), state)
+    from opentelemetry.trace import SpanKind
+
+    with recorder.tracer.start_as_current_span("onward.create_batch", context=parent, kind=SpanKind.SERVER,
+                                               attributes={TENANT_ID: tenant_id, BATCH_SIZE: size}) as span:
+        yield BatchCreationTrace(_header_of(span), state, span)
 
 
 def claim_started() -> int:
@@ -155,7 +192,9 @@ def handler_span(trace_parent: str | None, job_id: str, job_type: str, attempt: 
                    {JOB_ID: job_id, JOB_TYPE: job_type, ATTEMPT: attempt}):
             yield
     finally:
-        flush()  # a handler's process ends with os._exit, which would lose what is buffered
+        # a handler's process ends with os._exit, which would lose what is buffered; a collector that is down
+        # holds the attempt's end at most exit_flush_s()
+        flush_within(exit_flush_s())
 
 
 @contextlib.contextmanager

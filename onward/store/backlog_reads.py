@@ -31,5 +31,9 @@ class BacklogReads(Protocol):
     def count_queue(self, tenant_id: str, queue: ReadyQueue, now: EpochMs, *, due: bool) -> Count:
         """How many jobs of one ready queue are due by `now` (`due`) or not yet, up to COUNT_CAP (one request)."""
 
+    def due_head(self, tenant_id: str, queue: ReadyQueue, now: EpochMs, limit: int) -> list[tuple[str, EpochMs]]:
+        """(job type, due at) of the first `limit` jobs of one ready queue due by `now`, earliest first (one
+        request): the per-type split of onward.maintenance.backlog_types."""
+
     def count_running(self) -> tuple[int, int]:
         """How many jobs run under a lease, and the requests it took."""

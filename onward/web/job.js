@@ -28,7 +28,7 @@ export function showJob(jobId) {
   job.explained = null;
   setText($("job-title-id"), jobId);
   for (const id of ["job-updated", "job-freshness", "job-result", "job-params", "job-created", "job-run-at",
-                    ...WAITING_TEXT]) {
+                    "job-trace", ...WAITING_TEXT]) {
     $(id).replaceChildren();
     delete $(id).dataset.key;  // setContent's memory of what it showed: another job's
   }
@@ -119,6 +119,19 @@ function renderStatus(answer) {
   setText($("job-version"), `${answer.version} (attempt ${answer.attempt})`);
   renderResult(answer);
   renderActions(answer);
+  renderTrace(answer);
+}
+
+// trace context (issue 38): the job's trace id, a link to the tracing UI when the deployment names one
+// (ONWARD_TRACE_URL: the API answers it as trace_url).
+function renderTrace(answer) {
+  const traceId = answer.trace_id;
+  const url = answer.trace_url;
+  setContent($("job-trace"), JSON.stringify([traceId, url]),
+             !traceId ? "none"
+               : url ? el("a", { href: url, target: "_blank", rel: "noopener noreferrer",
+                                 title: "Open the trace in the tracing UI" }, el("code", {}, traceId))
+                 : el("code", {}, traceId));
 }
 
 // A job whose rows have expired, answered from the run-history archive: final, never to change (unless replayed

@@ -91,3 +91,63 @@ def test_one_trace_across_api_worker_and_handler_and_metrics_arrive():
         finally:
             process.send_signal(signal.SIGINT)
             process.wait(timeout=60)
+
+
+BATCH_TRACE = "5a0e1c7d2b3f4a5968778899aabbccdd"
+
+
+def test_the_queue_gauges_by_tenant_and_type_and_a_batchs_trace_are_exported():
+    """`onward up --otlp`: the reaper's loop records the queue gauges by tenant and type (without
+    onward.maintenance.queue_gauges only the Lambda handler did: no `onward.queue.depth` point would arrive), and
+    a batch sent with a `traceparent` is one trace: `onward.create_batch` under the caller's span, each job's
+    attempt under it (without the batch's trace context each job would start a trace of its own)."""
+    http_port = free_port()
+    with OtlpReceiver() as receiver:
+        process = subprocess.Popen(
+            [*ONWARD, "up", "--port", str(free_port()), "--http-port", str(http_port), "--otlp", receiver.url,
+             "--token", f"acme={TOKEN}", "--workers", "1"], stdout=subprocess.PIPE, text=True)
+        try:
+            read_until(process, "Serving; Ctrl-C stops everything.", 180)
+            base = f"http://127.0.0.1:{http_port}"
+            # the one worker busy, so that the batch waits in the queue
+            _, blocker = call(f"{base}/jobs", {"type": "demo.sleep", "params": {"seconds": 120}})
+
+            def blocker_running(_: OtlpReceiver) -> bool:
+                return call(f"{base}/jobs/{blocker['job_id']}")[1]["status"] == "running"
+
+            assert receiver.wait_for(blocker_running, 60)
+            status, batch = call(f"{base}/jobs/batch",
+                                 {"jobs": [{"type": "demo.echo"}, {"type": "demo.echo"}, {"type": "demo.flaky",
+                                                                                          "params": {"failures": 0}}]},
+                                 {"traceparent": f"00-{BATCH_TRACE}-{CALLER_SPAN}-01"})
+            assert status == 200 and [r["status"] for r in batch["results"]] == [202, 202, 202]
+
+            def depth_by_type(found: OtlpReceiver) -> bool:
+                latest = {(p.attributes.get("onward.tenant.id"), p.attributes.get("onward.job.type")): p.value
+                          for p in found.points() if p.name == "onward.queue.depth"}
+                return latest.get(("acme", "demo.echo")) == 2 and latest.get(("acme", "demo.flaky")) == 1
+
+            assert receiver.wait_for(depth_by_type, 60), [
+                (p.attributes, p.value) for p in receiver.points() if p.name.startswith("onward.queue")]
+            ages = [p for p in receiver.points() if p.name == "onward.queue.age"
+                    and p.attributes.get("onward.job.type") == "demo.echo"]
+            assert ages and ages[-1].value >= 0
+            call(f"{base}/jobs/{blocker['job_id']}/cancel", {})
+            for result in batch["results"]:
+                assert wait_for_status(base, result["job_id"], receiver)["trace_id"] == BATCH_TRACE
+
+            def batch_trace(found: OtlpReceiver) -> bool:
+                spans = [span for span in found.spans() if span.trace_id == BATCH_TRACE]
+                return sum(span.name == "onward.attempt" for span in spans) == 3
+
+            assert receiver.wait_for(batch_trace, 30), [span.line() for span in receiver.spans()]
+            spans = [span for span in receiver.spans() if span.trace_id == BATCH_TRACE]
+            (created,) = [span for span in spans if span.name == "onward.create_batch"]
+            assert created.parent_span_id == CALLER_SPAN
+            attempts = [span for span in spans if span.name == "onward.attempt"]
+            assert {span.parent_span_id for span in attempts} == {created.span_id}
+            assert {span.attributes["onward.job.id"] for span in attempts} == {
+                result["job_id"] for result in batch["results"]}
+        finally:
+            process.send_signal(signal.SIGINT)
+            process.wait(timeout=60)

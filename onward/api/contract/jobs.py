@@ -26,6 +26,7 @@ from onward.domain.models import (
 )
 from onward.domain.states import JobState, RunOutcome, is_terminal
 from onward.domain.text_patterns import IDEMPOTENCY_KEY
+from onward.observability.trace_links import trace_link
 from onward.operator.explain import Explanation, WaitReason
 
 
@@ -82,15 +83,20 @@ class JobStatus(Answer):
     trace_id: str | None = Field(None, pattern="^[0-9a-f]{32}$", description=(
         "the W3C trace id of its traceparent (POST /jobs' `traceparent` header, or the create span's when the "
         "API exports spans); its attempts' spans are in this trace. null: none"))
+    trace_url: str | None = Field(None, description=(
+        "the trace in the deployment's tracing UI (ONWARD_TRACE_URL with the trace id); null: none configured, or "
+        "no trace"))
 
     @classmethod
-    def of_view(cls, view: StatusView, freshness: Freshness) -> JobStatus:
+    def of_view(cls, view: StatusView, freshness: Freshness, trace_url: str | None = None) -> JobStatus:
+        """`trace_url`: the deployment's ONWARD_TRACE_URL template (onward.observability.trace_links)."""
         result = (None if view.result_size_bytes is None
                   else ResultSummary(size_bytes=view.result_size_bytes, inline=view.result_inline))
         return cls(job_id=view.job_id, type=view.type, status=view.status, terminal=is_terminal(view.status),
                    version=view.version, attempt=view.attempt, cancel_requested=view.cancel_requested,
                    updated_at=view.occurred_at, run_at=view.run_at, result=result, error=view.error,
                    freshness=freshness, tags=view.tags or {}, trace_id=view.trace_id,
+                   trace_url=trace_link(trace_url, view.trace_id),
                    progress=JobProgress.of(view.progress if view.status is JobState.RUNNING else None))
 
 class PendingJob(Answer):

@@ -61,7 +61,7 @@ from onward.domain.states import JobState
 from onward.domain.tags import TAG_FILTER, parse_filter
 from onward.domain.text_patterns import IDEMPOTENCY_KEY, JOB_ID_PREFIX
 from onward.observability.metrics import record_created
-from onward.observability.tracing import creation_span
+from onward.observability.tracing import batch_creation_span, creation_span
 from onward.operator import explain
 from onward.operator.history.readers import ArchiveQueryError
 from onward.pipeline.view import JobFilter, listing_start
@@ -115,6 +115,11 @@ TraceParent = Annotated[str | None, Header(
     description="W3C Trace Context (version-format-trace-id-parent-id-flags): the job's create span and its "
     "attempts' spans continue this trace, and GET /jobs/{job_id} shows its trace id as `trace_id`; an invalid one "
     "is ignored (the job is created without it)")]
+BatchTraceParent = Annotated[str | None, Header(
+    alias="traceparent", title="traceparent",
+    description="W3C Trace Context, as on POST /jobs, for the whole batch: every job it creates continues this "
+    "trace (its attempts' spans are children of the batch's create span) and shows its trace id as `trace_id`; "
+    "an invalid one is ignored")]
 TraceState = Annotated[str | None, Header(
     alias="tracestate", title="tracestate",
     description="W3C Trace Context vendor data, kept with a valid traceparent (an invalid one is dropped)")]
@@ -162,11 +167,16 @@ def create_job(tenant_id: Annotated[str, Depends(creating_tenant)], job: NewJob,
     400: problem("malformed JSON, or an Idempotency-Key header (each entry takes its own idempotency_key)"),
     403: CREATES_FOR_NO_TENANT, 413: BODY_TOO_LARGE, 415: NOT_JSON,
     422: problem("not an object whose `jobs` is a list of 1 to 100 objects: nothing was created")}))
-def create_jobs(tenant_id: Annotated[str, Depends(batch_tenant)], asked: BatchCreate) -> Response[str]:
+def create_jobs(tenant_id: Annotated[str, Depends(batch_tenant)], asked: BatchCreate,
+                traceparent: BatchTraceParent = None, tracestate: TraceState = None) -> Response[str]:
     """Create up to 100 jobs, each as POST /jobs would (with its own idempotency_key), and answer each entry's
     outcome in order: a refused entry refuses only itself. A body that is not 1 to 100 objects creates nothing."""
-    results = _create_batch(ApiDeployment.from_environment(), tenant_id, asked.jobs)
-    created = sum(result.status == 202 for result in results)
+    # trace context (issue 38): every job of the batch continues the request's trace
+    with batch_creation_span(tenant_id, len(asked.jobs), traceparent, tracestate) as trace:
+        results = _create_batch(ApiDeployment.from_environment(), tenant_id, asked.jobs,
+                                (trace.trace_parent, trace.trace_state))
+        created = sum(result.status == 202 for result in results)
+        trace.created(created)
     metrics.add_metric(name="JobsCreated", unit=MetricUnit.Count, value=created)
     metrics.add_metric(name="JobsCreateRepeated", unit=MetricUnit.Count,
                        value=sum(result.status == 200 for result in results))
@@ -185,7 +195,8 @@ def _batch_entry(deployment: Deployment, payload: Any, index: int) -> BatchJob:
     return entry
 
 
-def _create_batch(deployment: Deployment, tenant_id: str, entries: list[dict[str, Any]]) -> list[BatchOutcome]:
+def _create_batch(deployment: Deployment, tenant_id: str, entries: list[dict[str, Any]],
+                  trace: tuple[str | None, str | None] = (None, None)) -> list[BatchOutcome]:
     """Each entry's outcome, in order: an entry that is not a job of a known type is refused here, as POST /jobs
     refuses it (it never reaches the store); the others are created together (JobStore.create_batch)."""
     checked: list[BatchJob | Problem] = []
@@ -194,9 +205,26 @@ def _create_batch(deployment: Deployment, tenant_id: str, entries: list[dict[str
             checked.append(_batch_entry(deployment, entry, index))
         except Problem as refused:
             checked.append(refused)
-    jobs = [(entry.new_job(), entry.idempotency_key) for entry in checked if isinstance(entry, BatchJob)]
+    jobs = [(_traced(entry.new_job(), trace), entry.idempotency_key) for entry in checked
+            if isinstance(entry, BatchJob)]
     answers = iter(deployment.job_store.create_batch(tenant_id, jobs) if jobs else [])
-    return [_batch_outcome(next(answers) if isinstance(entry, BatchJob) else entry) for entry in checked]
+    outcomes: list[BatchOutcome] = []
+    created_by_type: dict[str, int] = {}
+    for checked_entry in checked:
+        answer = next(answers) if isinstance(checked_entry, BatchJob) else checked_entry
+        if isinstance(checked_entry, BatchJob) and isinstance(answer, Created) and answer.created:
+            created_by_type[checked_entry.type] = created_by_type.get(checked_entry.type, 0) + 1
+        outcomes.append(_batch_outcome(answer))
+    for job_type, count in created_by_type.items():  # onward.jobs.created, as POST /jobs records it
+        record_created(tenant_id, job_type, count)
+    return outcomes
+
+
+def _traced(job: NewJob, trace: tuple[str | None, str | None]) -> NewJob:
+    """The job carrying the batch's trace context (trace_parent, trace_state), when it has one."""
+    if trace[0] is None:
+        return job
+    return job.model_copy(update={"trace_parent": trace[0], "trace_state": trace[1]})
 
 
 def unique_answer(created: Created) -> dict[str, Any]:
@@ -233,7 +261,8 @@ def list_jobs(tenant: Annotated[str, Depends(listed_tenant)], asked: AskedTenant
                                                      tag=None if tag is None else parse_filter(tag))
     now = system_clock()
     lag = view_lag_now(deployment, now)
-    jobs = [JobStatus.of_view(view, freshness_of(view.as_of, lag, now)) for view in views]
+    jobs = [JobStatus.of_view(view, freshness_of(view.as_of, lag, now), deployment.settings.trace_url)
+            for view in views]
     return json_answer(200, JobPage(jobs=jobs, cursor=cursors.encode_cursor(start) if start else None, view=lag))
 
 
@@ -301,7 +330,8 @@ def get_job(principal: Annotated[Principal, Depends(caller)], job_id: JobId,
         if conditional.none_match(if_none_match, tag):
             return not_modified(tag)  # before the lag's read: an unchanged status costs one view read
         now = system_clock()
-        return json_answer(200, JobStatus.of_view(view, freshness_of(view.as_of, view_lag_now(deployment, now), now)),
+        freshness = freshness_of(view.as_of, view_lag_now(deployment, now), now)
+        return json_answer(200, JobStatus.of_view(view, freshness, deployment.settings.trace_url),
                            headers={"ETag": tag})
     # Not in the view yet: the job row only says whether the job exists (JobNotFound: a 404), never its
     # status, which the view may show older a moment later. In neither: perhaps archived (its rows expired).

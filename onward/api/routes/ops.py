@@ -162,7 +162,8 @@ def replayable_jobs(scope: Annotated[str | None, Depends(replayable_scope)], ask
         views, start = deployment.status_view.for_tenant(tenant, limit=limit, where=where)
         if views or start:
             groups.append(TenantJobs(
-                tenant_id=tenant, jobs=[JobStatus.of_view(view, freshness_of(view.as_of, lag, now)) for view in views],
+                tenant_id=tenant, jobs=[JobStatus.of_view(view, freshness_of(view.as_of, lag, now),
+                                                          deployment.settings.trace_url) for view in views],
                 cursor=cursors.encode_cursor(start) if start else None))
     return json_answer(200, ReplayableJobs(tenants=groups, view=lag))
 

@@ -1,7 +1,8 @@
 """The webhook matcher: a consumer of the events stream with its own position (its own function and event
-source mapping, like the archiver). For each batch: each event's tenant's endpoints (one read per tenant of the
-batch), one delivery per endpoint that wants the event's status, recorded (put only where none of its id is),
-then every pending one queued for the deliverer. It never calls an endpoint: a slow one cannot hold the stream.
+source mapping, like the archiver). For each batch: each event's tenant's endpoints (read at most once per
+ONWARD_WEBHOOK_ENDPOINT_CACHE_S per tenant: onward.pipeline.webhooks.endpoint_cache), one delivery per endpoint
+that wants the event's status, recorded (put only where none of its id is), then every pending one queued for
+the deliverer (SendMessageBatch, 10 a request). It never calls an endpoint: a slow one cannot hold the stream.
 
 The batch is acknowledged only once the queue took its messages: a crash between record and queue redelivers
 the batch, whose deliveries are found recorded and queued again (never sent twice by that alone: the deliverer
@@ -20,7 +21,8 @@ from onward.domain.models import OutboxEvent
 from onward.domain.webhooks import DEFAULT_RETRY_POLICY, DeliveryState, RetryPolicy, Webhook, deliveries_for
 from onward.faults import fault_point
 from onward.pipeline.projector.records import UnreadableRecord, parse_record
-from onward.pipeline.webhooks.queue import DeliveryQueue, DeliveryRef
+from onward.pipeline.webhooks.endpoint_cache import EndpointCache
+from onward.pipeline.webhooks.queue import SEND_BATCH, DeliveryQueue, DeliveryRef
 from onward.store.webhooks import WebhookRecorder
 
 T = TypeVar("T")
@@ -46,11 +48,12 @@ class MatchTally:
 
 class WebhookMatcher:
     def __init__(self, store: WebhookRecorder, queue: DeliveryQueue, policy: RetryPolicy = DEFAULT_RETRY_POLICY,
-                 clock: Clock = system_clock) -> None:
+                 clock: Clock = system_clock, endpoint_cache_ms: int = 0) -> None:
         self._store = store
         self._queue = queue
         self._policy = policy
         self._clock = clock
+        self.endpoints = EndpointCache(store, endpoint_cache_ms, clock)
 
     def match_batch(self, records: Sequence[bytes], tally: MatchTally | None = None) -> MatchTally:
         """Record and queue the batch's deliveries; returns once the queue holds them (raises otherwise: the
@@ -67,7 +70,7 @@ class WebhookMatcher:
                 events.append(read)
         tally.events += len(events)
         tenants = sorted({event.tenant_id for event in events})
-        endpoints: dict[str, list[Webhook]] = dict(zip(tenants, _readers.map(self._store.of_tenant, tenants),
+        endpoints: dict[str, list[Webhook]] = dict(zip(tenants, _readers.map(self.endpoints.of_tenant, tenants),
                                                        strict=True))
         now = self._clock()
         wanted = [delivery for event in events
@@ -80,7 +83,9 @@ class WebhookMatcher:
         fault_point("webhooks.after_record", wanted[0].job_id)
         pending = [DeliveryRef(d.tenant_id, d.webhook_id, d.delivery_id) for d in stored
                    if d.state is DeliveryState.PENDING]
-        for _ in _readers.map(self._queue.enqueue, _chunks(pending)):
+        # whole SendMessageBatch requests, sent at once
+        batches = [pending[start:start + SEND_BATCH] for start in range(0, len(pending), SEND_BATCH)]
+        for _ in _readers.map(self._queue.enqueue, batches):
             pass  # raises what a send raised: the batch is then delivered again
         tally.queued += len(pending)
         return tally

@@ -13,12 +13,21 @@ import itertools
 import json
 import math
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from onward.domain.clock import Clock, system_clock
 
 MAX_SQS_DELAY_S = 900  # SQS's largest DelaySeconds / visibility step; a longer wait is taken in steps
+SEND_BATCH = 10  # SendMessageBatch's most entries a request
+SEND_TRIES = 4  # a batch's failed entries are sent again up to this many times in all
+SEND_RETRY_S = 0.05  # the first wait before sending failed entries again, doubled each time
+
+
+class SendFailed(Exception):
+    """Messages the queue did not take after SEND_TRIES sends: their ids and SQS's codes."""
 
 
 @dataclass(frozen=True)
@@ -59,6 +68,27 @@ class DeliveryQueue(Protocol):
         """Show the message again after `delay_ms` (its endpoint was busy)."""
 
 
+def send_batch(sqs: Any, url: str, entries: list[dict[str, Any]], sleep: Callable[[float], None] = time.sleep,
+               ) -> int:
+    """Send up to SEND_BATCH entries with SendMessageBatch, again for the entries SQS answers as failed
+    (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_SendMessageBatch.html: a batch
+    can succeed in part, each failure in `Failed` with its Id); the requests it took. SendFailed when some are
+    still failed after SEND_TRIES sends (a sender's fault, such as a body SQS refuses, is not sent again)."""
+    pending = entries
+    for attempt in range(SEND_TRIES):
+        if attempt:
+            sleep(SEND_RETRY_S * 2 ** (attempt - 1))
+        answer = sqs.send_message_batch(QueueUrl=url, Entries=pending)
+        failed = answer.get("Failed") or []
+        if not failed:
+            return attempt + 1
+        if any(failure.get("SenderFault") for failure in failed):
+            break
+        again = {failure["Id"] for failure in failed}
+        pending = [entry for entry in pending if entry["Id"] in again]
+    raise SendFailed(", ".join(f"{failure['Id']}: {failure.get('Code')}" for failure in failed))
+
+
 def _delay_s(delay_ms: int) -> int:
     return max(0, min(MAX_SQS_DELAY_S, math.ceil(delay_ms / 1000)))
 
@@ -70,9 +100,13 @@ class SqsDeliveryQueue:
         self._fair = fair
 
     def enqueue(self, refs: list[DeliveryRef], delay_ms: int = 0) -> None:
-        for ref in refs:
-            self._sqs.send_message(QueueUrl=self._url, MessageBody=ref.body(), DelaySeconds=_delay_s(delay_ms),
-                                   **({"MessageGroupId": ref.tenant_id} if self._fair else {}))
+        """SendMessageBatch, SEND_BATCH messages a request; the entries a batch failed are sent again, up to
+        SEND_TRIES times in all, and SendFailed names what is still not queued (the matcher's batch is then
+        delivered again: nothing is acknowledged that the queue does not hold)."""
+        entries = [{"Id": str(index), "MessageBody": ref.body(), "DelaySeconds": _delay_s(delay_ms),
+                    **({"MessageGroupId": ref.tenant_id} if self._fair else {})} for index, ref in enumerate(refs)]
+        for start in range(0, len(entries), SEND_BATCH):
+            send_batch(self._sqs, self._url, entries[start:start + SEND_BATCH])
 
     def receive(self, limit: int, wait_s: float) -> list[Received]:
         answer = self._sqs.receive_message(QueueUrl=self._url, MaxNumberOfMessages=max(1, min(10, limit)),

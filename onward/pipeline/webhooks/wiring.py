@@ -31,7 +31,8 @@ class WebhookParts:
 
     @functools.cached_property
     def matcher(self) -> WebhookMatcher:
-        return WebhookMatcher(self.store, self.queue, self.settings.policy, self.clock)
+        return WebhookMatcher(self.store, self.queue, self.settings.policy, self.clock,
+                              endpoint_cache_ms=round(self.settings.endpoint_cache_s * 1000))
 
     @functools.cached_property
     def deliverer(self) -> Deliverer:

@@ -2,7 +2,8 @@
 index Queries (index_queries.py), every page of each:
 1. the `active` index (every partition, KEYS_ONLY) and the `parked` index (entries whose park has ended);
 2. one BatchGetItem per 100 such entries for their waiting counts per priority band (`w<p>`);
-3. a ready queue counted with one Query (Select=COUNT, at most COUNT_CAP items) on one side of now;
+3. a ready queue counted with one Query (Select=COUNT, at most COUNT_CAP items) on one side of now, and, for
+   the per-type gauges, the types of its first due jobs (one Query);
 4. one Query (Select=COUNT) per `leases` partition (LEASE_SHARDS).
 Reads are eventually consistent: the count is a gauge."""
 
@@ -61,6 +62,13 @@ class DynamoBacklogReads:
         answer = self._db.query(**ready_query(self._jobs, tenant_id, queue, DUE_BY if due else NOT_DUE_BY, now),
                                 Select="COUNT", Limit=COUNT_CAP)
         return Count(answer["Count"], "LastEvaluatedKey" not in answer)
+
+    def due_head(self, tenant_id: str, queue: ReadyQueue, now: EpochMs, limit: int) -> list[tuple[str, EpochMs]]:
+        """The `ready` index projects whole job rows: a Query costs the size of the `limit` rows it reads, whatever
+        it answers (the projection only shortens the answer)."""
+        answer = self._db.query(**ready_query(self._jobs, tenant_id, queue, DUE_BY, now), Limit=limit,
+                                ProjectionExpression="#ty, ready_due", ExpressionAttributeNames={"#ty": "type"})
+        return [(item["type"]["S"], int(item["ready_due"]["N"])) for item in answer["Items"]]
 
     def count_running(self) -> tuple[int, int]:
         counted = requests = 0

@@ -64,3 +64,20 @@ def test_a_retry_from_another_span_finds_the_job_its_key_created(client: Client,
     assert (first[0], again) == (202, (200, first[1]))
     pipeline.drain()
     assert client.get(f"/jobs/{first[1]}", TOKENS["acme"]).body["trace_id"] == TRACE
+
+
+def test_every_job_of_a_batch_continues_the_batchs_traceparent(client: Client, pipeline) -> None:
+    """POST /jobs/batch's `traceparent` is carried by each job it creates (one trace for the batch); without
+    the route's trace context (onward.api.routes.jobs._traced) each job's `trace_id` would be null. A refused
+    entry refuses only itself, and a batch without the header creates jobs without a trace."""
+    reply = client.call("POST", "/jobs/batch", TOKENS["acme"],
+                        body={"jobs": [{"type": "demo.echo"}, {"type": "no.such.type"}, {"type": "demo.echo"}]},
+                        headers={"traceparent": f"00-{TRACE}-00f067aa0ba902b7-01", "tracestate": "rojo=1"})
+    assert reply.status == 200
+    results = reply.body["results"]
+    assert [result["status"] for result in results] == [202, 422, 202]
+    plain = client.call("POST", "/jobs/batch", TOKENS["acme"], body={"jobs": [{"type": "demo.echo"}]})
+    pipeline.drain()
+    for result in (results[0], results[2]):
+        assert client.get(f"/jobs/{result['job_id']}", TOKENS["acme"]).body["trace_id"] == TRACE
+    assert client.get(f"/jobs/{plain.body['results'][0]['job_id']}", TOKENS["acme"]).body["trace_id"] is None

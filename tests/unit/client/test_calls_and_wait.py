@@ -50,6 +50,17 @@ def test_submit_many_sends_100_a_request_each_entry_with_its_own_key_and_keeps_t
     assert [entry["params"]["i"] for entry in sent] == list(range(250))
 
 
+def test_submit_many_sends_the_callers_traceparent_with_every_chunk():
+    """Catches a batch whose trace context is dropped by the client (or sent with the first chunk only): the
+    jobs of the later requests would start traces of their own."""
+    api = FakeApi()
+    header = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    with Client(URL, "tok", transport=api.transport()) as onward:
+        onward.submit_many([{"type": "demo.echo"}] * 150, traceparent=header)
+        onward.submit_many([{"type": "demo.echo"}])
+    assert [request.headers.get("traceparent") for request in api.requests] == [header, header, None]
+
+
 def test_a_status_ignores_fields_it_does_not_know_and_a_304_confirms_the_earlier_one():
     """`progress` and `trace_id` (added by other features) are ignored, not refused. A read with `since` sends
     its ETag; the 304 answers `since` itself, checked now but received when its 200 was: its freshness is the

@@ -65,6 +65,10 @@ UNSET_ON_PURPOSE = {
     "ONWARD_WEBHOOK_MAX_RETRY_S": "as ONWARD_WEBHOOK_FIRST_RETRY_S (1 h)",
     "ONWARD_WEBHOOK_SLOTS_PER_ENDPOINT": "the default (4 sends per endpoint per deliverer process)",
     "ONWARD_WEBHOOK_TIMEOUT_S": "the default (5 s) where nothing is sent (matcher, API); the deliverer sets it",
+    "ONWARD_WEBHOOK_ENDPOINT_CACHE_S": "the default (5 s: how long the matcher keeps a tenant's endpoints)",
+    # traces (issue 38, the rest)
+    "ONWARD_TRACE_URL": "read by Settings everywhere, used only by the API (TraceUrl sets it there)",
+    "ONWARD_OTLP_EXIT_FLUSH_S": "the default (1 s: a handler's child waits that long at most for its export)",
 }
 
 

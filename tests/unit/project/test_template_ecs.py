@@ -184,6 +184,9 @@ def test_every_variable_the_worker_code_reads_is_set_for_the_task_or_unset_on_pu
         "OTEL_SERVICE_NAME": "OpenTelemetry's standard variable, for an operator to set; unset: service.name onward",
         "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "OpenTelemetry's per-signal endpoint; the template sets the common one",
         "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": "as OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+        # traces (issue 38, the rest)
+        "ONWARD_TRACE_URL": "read by Settings everywhere, used only by the API (TraceUrl sets it there)",
+        "ONWARD_OTLP_EXIT_FLUSH_S": "the default (1 s: a handler's child waits that long at most for its export)",
     }
     read = read_code(ecs_worker_roots()).environment
     assert read - set(container_environment()) <= set(unset_on_purpose)

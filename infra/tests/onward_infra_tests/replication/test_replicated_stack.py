@@ -5,7 +5,8 @@ standby's relay would read it again (why the standby's pipeline stays off until 
 
 How it would break without the code: without `tables_of` the replicator would not know that both Regions'
 `onward-jobs` tables are one global table; without the write tap nothing would reach the standby, and
-without applying through moto's table the standby's stream would not show the replicated event.
+without applying through moto's table the standby's stream would not show the replicated event nor its
+indexes the replicated row.
 """
 
 from __future__ import annotations
@@ -56,3 +57,12 @@ def test_a_job_created_at_home_is_in_the_standbys_jobs_table_and_outbox_stream(
         job_ids += [record["dynamodb"]["NewImage"]["job_id"]["S"]
                     for record in streams.get_records(ShardIterator=iterator)["Records"]]
     assert created.job.job_id in job_ids
+
+    # the replicated row is in the standby's sparse `ready` index too, where a claim there would find it
+    dynamodb = boto3.client("dynamodb", endpoint_url=standby["AWS_ENDPOINT_URL"], region_name=STANDBY,
+                            aws_access_key_id="testing", aws_secret_access_key="testing")
+    row = dynamodb.get_item(TableName=standby["JOBS_TABLE"],
+                            Key={"pk": {"S": f"JOB#{created.job.job_id}"}, "sk": {"S": "JOB"}})["Item"]
+    ready = dynamodb.query(TableName=standby["JOBS_TABLE"], IndexName="ready",
+                           KeyConditionExpression="ready_pk = :p", ExpressionAttributeValues={":p": row["ready_pk"]})
+    assert [item["pk"]["S"] for item in ready["Items"]] == [f"JOB#{created.job.job_id}"]

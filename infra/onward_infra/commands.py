@@ -366,7 +366,10 @@ def cmd_otlp_receiver(args: argparse.Namespace) -> int:
 
 
 def add_local_commands(command: Callable[[str, str], argparse.ArgumentParser]) -> None:
-    """`onward endpoint` and `onward up`, added to the product's command line (onward.cli.main)."""
+    """`onward endpoint`, `onward up` and `onward regions`, added to the product's command line (onward.cli.main)."""
+    from onward_infra.replication.command import add_regions_command
+
+    add_regions_command(command)
     endpoint = command("endpoint", "run the embedded AWS endpoint alone and print its exports")
     endpoint.add_argument("--port", type=PORT, default=4566, help="port on 127.0.0.1 (0: any free port)")
     _add_topology_flags(endpoint)

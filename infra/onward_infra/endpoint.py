@@ -43,6 +43,7 @@ from onward_infra import moto_fixes, snapshots
 from onward_infra.lean_client import WRAPPER as LEAN_CLIENT_WRAPPER
 from onward_infra.metering import METER_PATH, Meter
 from onward_infra.moto_fixes import queries, retention, selector_server, server, stream_topology, streams
+from onward_infra.replication import tap
 from onward_infra.stack import LOCAL_PARAMETERS, STACK_NAME, deploy_data_resources, stack_environment
 
 REGION = "us-east-1"
@@ -166,7 +167,7 @@ class EmbeddedEndpoint:
     def __init__(self, port: int = 0, host: str = "127.0.0.1", meter: Meter | None = None, *,
                  stream_shards: int = 1, split_every_s: float | None = None,
                  retention_scale: float | None = None, data_dir: Path | None = None,
-                 snapshot_every_s: float = 1.0, one_thread: bool = server.LEAN) -> None:
+                 snapshot_every_s: float = 1.0, one_thread: bool = server.LEAN, region: str = REGION) -> None:
         """`stream_shards`: the open shards of each DynamoDB stream of a table created through this
         endpoint (records routed by partition key, as on AWS); `split_every_s`: one open shard of each such
         stream splits in two every that many seconds while the stream is in use (None: only
@@ -181,8 +182,12 @@ class EmbeddedEndpoint:
         what a crash may lose). The directory is held by this endpoint until it stops. None: in memory only.
         Restoring replaces moto's state in this process: one endpoint with a data directory per process.
         `one_thread`: the SDKs' requests are served by the server's own thread
-        (infra/onward_infra/moto_fixes/selector_server.py), not by a thread per connection (werkzeug's)."""
+        (infra/onward_infra/moto_fixes/selector_server.py), not by a thread per connection (werkzeug's).
+        `region`: the AWS Region this endpoint is; endpoints of different regions share moto's process but
+        not its backends (infra/onward_infra/replication/ runs two as two regions with a replicator)."""
         moto_fixes.install()
+        self.region = region
+        self.writes = tap.WriteTap(region)  # observers of its committed DynamoDB writes (the replicator)
         self.stream_topology = stream_topology.StreamTopology(stream_shards, split_every_s)
         self.retention = None if retention_scale is None else retention.Retention(
             retention.RetentionPolicy(retention_scale))
@@ -190,7 +195,7 @@ class EmbeddedEndpoint:
             server.direct_app(DomainDispatcherApplication(create_backend_app)), self.stream_topology)
         if self.retention is not None:
             moto_app = self.retention.app(moto_app)
-        app = SerializedApp(moto_app, meter)
+        app = SerializedApp(tap.in_region(self.writes.app(moto_app), region), meter)
         self._app = app
         self._meter = meter
         self.restored = False  # whether the state came from data_dir
@@ -239,6 +244,10 @@ class EmbeddedEndpoint:
             return [json.dumps({"restored": self.restored, "snapshots": snapshots_}).encode()]
 
         return answering
+
+    def exclusive(self) -> threading.Lock:
+        """The lock every request runs under: hold it to change this endpoint's state between requests."""
+        return self._app.exclusive()
 
     def _changes(self) -> int:
         """A count that moves whenever the state may have changed: writing requests, retention's deletions."""
@@ -307,7 +316,7 @@ class EmbeddedEndpoint:
             deploy_data_resources(cloudformation, stack_name, parameters)
         environment = {
             "AWS_ENDPOINT_URL": self.url,
-            "AWS_DEFAULT_REGION": REGION,
+            "AWS_DEFAULT_REGION": self.region,
             **DUMMY_CREDENTIALS,
             "ONWARD_UNSIGNED_REQUESTS": "true",
             "ONWARD_CLIENT_WRAPPER": LEAN_CLIENT_WRAPPER,
@@ -328,7 +337,7 @@ class EmbeddedEndpoint:
         """Delete every item of the stack's tables at once, between requests, leaving the tables as if just
         created; returns their names. Their streams keep every record they had: read a stream only on a
         stack of its own."""
-        backend = dynamodb_backends[DEFAULT_ACCOUNT_ID][REGION]
+        backend = dynamodb_backends[DEFAULT_ACCOUNT_ID][self.region]
         with self._app.exclusive():
             tables = [backend.tables[name] for name in stack.environment.values() if name in backend.tables]
             for table in tables:

@@ -335,7 +335,8 @@ def test_the_sam_transform_adds_no_role_and_no_managed_policy() -> None:
 
 # Commands that are not operations on a deployed stack: the local emulation, and the worker runtime (which has
 # its own role).
-NOT_OPERATOR_COMMANDS = {"endpoint", "up", "worker", "otlp-receiver"}  # otlp-receiver: local, calls no AWS
+# otlp-receiver: local, calls no AWS; regions: the local stack's two Regions (onward_infra.replication.command)
+NOT_OPERATOR_COMMANDS = {"endpoint", "up", "worker", "otlp-receiver", "regions"}
 
 
 def operator_roots() -> list[str]:

@@ -84,6 +84,8 @@ def record_backlog(due_by_tenant: Mapping[str, int], running: int, oldest_due_ag
     types = due_by_type or {}
     points: dict[tuple[str, str], tuple[int, float | None]] = {}
     for tenant_id, due in due_by_tenant.items():
+        if not types.get(tenant_id) and due == 0:
+            continue  # only jobs not due yet: no series (one seen before is set to 0 below)
         for job_type, depth in (types.get(tenant_id) or {OTHER: TypeDepth(due, None)}).items():
             points[(tenant_id, job_type)] = (depth.due, depth.oldest_due_age_s)
     depth_gauge = _instrument(recorder, "onward.queue.depth")

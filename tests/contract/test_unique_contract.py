@@ -15,10 +15,14 @@ from typing import Any
 
 import pytest
 
+from onward.domain import lifecycle
 from onward.domain.errors import UniqueKeyHeld
-from onward.domain.models import NewJob
+from onward.domain.models import ErrorSummary, NewJob
 from onward.domain.states import JobState
+from onward.domain.uniqueness import UniqueHold
 from onward.store.dynamo.keys import Entity
+from onward.store.ports import CreateOutcome, NewJobWrite
+from onward.store.ports.unique_keys import UniqueClaim
 from onward.store.service import Created, JobStore
 from tests.contract.backends import StoreBackend
 
@@ -168,3 +172,32 @@ def test_concurrent_creates_of_one_key_make_exactly_one_job(backend: StoreBacken
     assert sum(answer.created for answer in answers) == 1
     assert len({answer.job.job_id for answer in answers}) == 1
     assert sum(1 for item in backend.jobs_table() if item.get("entity") == Entity.JOB) == 1
+
+
+def takeover_write(backend: StoreBackend, job_id: str, previous_holder: str) -> NewJobWrite:
+    """A create of `job_id` taking key `order-42` over from `previous_holder`, as the store writes it after
+    reading that holder finished."""
+    request = unique_job()
+    change = lifecycle.create(job_id, "acme", request, backend.clock.now)
+    return NewJobWrite.of(change, ready_shards=1, retention_s=86_400, job_retention_s=86_400,
+                          unique=UniqueClaim("order-42", UniqueHold(job_id, None), backend.clock.now, previous_holder))
+
+
+def test_a_takeover_is_refused_unless_the_key_still_names_a_finished_holder(
+        store: JobStore, backend: StoreBackend) -> None:
+    """The create decides a takeover from two reads; between them and its write the holder may be replayed, or
+    another create may take the key. Without the ConditionCheck on the holder's row (or the job_id condition
+    on the key's item) the takeover would make a second holder."""
+    holder = store.create("acme", unique_job())
+    lease = store.claim("w1", 30)
+    assert lease is not None
+    store.fail(lease, ErrorSummary.of("Broken", "permanent"), permanent=True)
+    store.replay(holder.job.job_id)  # dead, then queued again: it holds its key again
+    before = backend.snapshot()
+    assert backend.recorder.create(takeover_write(backend, "c" * 32, holder.job.job_id)) is CreateOutcome.UNIQUE_HELD
+    assert backend.recorder.create(takeover_write(backend, "d" * 32, "e" * 32)) is CreateOutcome.UNIQUE_HELD
+    assert backend.snapshot() == before
+    store.cancel(holder.job.job_id)
+    assert backend.recorder.create(takeover_write(backend, "f" * 32, holder.job.job_id)) is CreateOutcome.CREATED
+    (item,) = key_items(backend)
+    assert item["job_id"] == "f" * 32

@@ -122,6 +122,9 @@ class MemoryState:
         self.clock: dict[int, float] = {}
         self.ready: dict[tuple[str, ReadyQueue], dict[str, EpochMs]] = {}  # jobs due, by their due time
         self.leases: dict[int, dict[str, EpochMs]] = {}  # running jobs by lease shard, by lease expiry
+        # rate limits (issue 37): definitions and GCRA buckets' TATs by (tenant, key) (onward.store.memory.rate_buckets)
+        self.rate_limits: dict[tuple[str, str], Any] = {}
+        self.rate_tats: dict[tuple[str, str], int] = {}
 
     # --- job rows and their indexes ---------------------------------------------------------------------
 

@@ -24,6 +24,7 @@ class Role(StrEnum):
     STILL_AT_CAP = "still_at_cap"  # a flexing claim's check on another capped tenant
     IDEMPOTENCY = "idempotency"  # a create's Idempotency-Key: unused
     TENANT = "tenant"  # a tenant's settings and registry entry (a registration only if new: absent)
+    RATE = "rate"  # rate limits (issue 37): a GCRA bucket, still at the TAT the claim read
 
 
 class CommitOutcome(StrEnum):
@@ -35,6 +36,7 @@ class CommitOutcome(StrEnum):
     CONFLICT = "conflict"  # a concurrent transaction on one of its items (DynamoDB): nothing written, again
     CAP_REACHED = "cap_reached"  # the Admission's condition on the RUNNING counter failed
     OTHER_BELOW_CAP = "other_below_cap"  # a flexing claim's tenant in others_at_cap is below its cap now
+    RATE_MOVED = "rate_moved"  # rate limits (issue 37): a bucket the claim takes from moved: decide again
 
 
 class CreateOutcome(StrEnum):
@@ -61,6 +63,8 @@ def judge(failed: Collection[Role], *, conflict: bool, refused: str) -> CommitOu
         return CommitOutcome.CONFLICT
     if Role.JOB in failed:
         return CommitOutcome.JOB_MOVED
+    if Role.RATE in failed:
+        return CommitOutcome.RATE_MOVED
     if Role.RUNNING in failed:
         return CommitOutcome.CAP_REACHED
     if Role.STILL_AT_CAP in failed:

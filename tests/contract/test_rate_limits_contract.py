@@ -113,7 +113,7 @@ def test_a_stale_bucket_read_loses_its_compare_and_set(backend, store: JobStore)
 
     backend.clock.advance(1.0)  # the second job is due (reserved); the first takes the token at +1 s
     limiter = store.rate_limits.limiter
-    limiter._buckets = StaleOnce(backend.recorder)  # noqa: SLF001 - the one read to make stale
+    limiter._buckets = StaleOnce(backend.recorder)
     assert sorted(_drain(store)) == sorted([first.job_id, second.job_id])
     # the stale read's take (from no bucket) lost; decided again from the bucket as it is, one token on
     assert store.stats.lost_races().get("RateBucketMoved") == 1

@@ -13,7 +13,9 @@ A claim (JobStore's take) asks `for_claim` with the job row it decided from:
   bucket that moved between the read and the reservation is read again (a few times, then the job is left
   for the next claim).
 
-Limit definitions are read through the cache: a limit set (or removed, or changed) applies to claims within
+Limit definitions are read through a per-process cache of (tenant, key), RATE_LIMIT_CACHE_MS: a claim reads
+only its own job's keys (one BatchGetItem for those not cached), so its cost does not grow with the number
+of a tenant's limits; a limit set (or removed, or changed) applies to every process's claims within
 RATE_LIMIT_CACHE_MS. Reservations made under the old limit stand (the jobs wait for the moments they were
 given); the next token of a bucket is computed with the new limit from its TAT.
 """
@@ -36,6 +38,7 @@ from onward.store.ports.rate_buckets import (
 )
 
 RATE_LIMIT_CACHE_MS = 3_000  # how long a process uses a tenant's limit definitions before reading them again
+MAX_CACHED = 100_000  # cached definitions (tenant, key) at most: past it the cache starts again
 RESERVE_ROUNDS = 8  # reservations tried (each after a fresh read of the buckets) before the job is left
 
 
@@ -46,7 +49,7 @@ class JobDeferred(Exception):
 @dataclass(frozen=True)
 class _Cached:
     read_at: EpochMs
-    limits: dict[str, Gcra]
+    gcra: Gcra | None  # None: no limit of that key
 
 
 class RateLimiter:
@@ -57,32 +60,40 @@ class RateLimiter:
         self._clock = clock
         self._cache_ms = cache_ms
         self._lock = threading.Lock()
-        self._cache: dict[str, _Cached] = {}
-        self.reservations = 0  # reservations committed by this process (StoreStats-like: for tests and benches)
-
-    def limits(self, tenant_id: str) -> dict[str, Gcra]:
-        """The tenant's limits by key, as cached (read when older than the cache period)."""
-        now = self._clock()
-        with self._lock:
-            cached = self._cache.get(tenant_id)
-        if cached is not None and now - cached.read_at < self._cache_ms:
-            return cached.limits
-        limits = {definition.key: definition.gcra for definition in self._buckets.rate_limits(tenant_id)}
-        with self._lock:
-            self._cache[tenant_id] = _Cached(now, limits)
-        return limits
-
-    def forget(self, tenant_id: str) -> None:
-        """Read the tenant's definitions at its next claim (this process changed them)."""
-        with self._lock:
-            self._cache.pop(tenant_id, None)
+        self._cache: dict[tuple[str, str], _Cached] = {}
+        self.reservations = 0  # reservations committed by this process (for tests and benches)
 
     def applying(self, job: Job) -> dict[str, Gcra]:
-        """The limits `job` is subject to, by key."""
-        limits = self.limits(job.tenant_id)
-        if not limits:
-            return {}
-        return {key: limits[key] for key in applicable_keys(job.type, job.rate_limit_key) if key in limits}
+        """The limits `job` is subject to, by key: its key's, its type's, its tenant's, each as cached for up to
+        the cache period (those not cached, or older, read in one request: a claim reads only the
+        definitions of its own keys, however many the tenant has)."""
+        now = self._clock()
+        keys = applicable_keys(job.type, job.rate_limit_key)
+        found: dict[str, Gcra] = {}
+        missing = []
+        with self._lock:
+            for key in keys:
+                cached = self._cache.get((job.tenant_id, key))
+                if cached is None or now - cached.read_at >= self._cache_ms:
+                    missing.append(key)
+                elif cached.gcra is not None:
+                    found[key] = cached.gcra
+        if missing:
+            read = self._buckets.rate_limits_of(job.tenant_id, missing)
+            with self._lock:
+                if len(self._cache) > MAX_CACHED:
+                    self._cache.clear()
+                for key in missing:
+                    definition = read.get(key)
+                    self._cache[(job.tenant_id, key)] = _Cached(now, None if definition is None else definition.gcra)
+                    if definition is not None:
+                        found[key] = definition.gcra
+        return {key: found[key] for key in keys if key in found}
+
+    def forget(self, tenant_id: str, key: str) -> None:
+        """Read that limit at its next claim (this process changed it)."""
+        with self._lock:
+            self._cache.pop((tenant_id, key), None)
 
     def for_claim(self, job: Job, now: EpochMs) -> RateTake | None:
         """What the claim of `job` (the row as the claim decided from it) at `now` does to rate limits: None
@@ -129,7 +140,7 @@ class RateLimits:
             raise InvalidRequest(str(error)) from error
         definition = RateLimitDefinition(key, gcra, self._clock())
         self._buckets.put_rate_limit(tenant_id, definition)
-        self.limiter.forget(tenant_id)
+        self.limiter.forget(tenant_id, key)
         return definition
 
     def get(self, tenant_id: str, key: str) -> RateLimitDefinition | None:
@@ -143,5 +154,5 @@ class RateLimits:
         """Remove one of the tenant's limits (False: there was none). Jobs that reserved tokens keep their
         moments."""
         removed = self._buckets.delete_rate_limit(tenant_id, key)
-        self.limiter.forget(tenant_id)
+        self.limiter.forget(tenant_id, key)
         return removed

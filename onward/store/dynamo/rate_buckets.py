@@ -36,6 +36,11 @@ class DynamoRateBuckets(RateBuckets):
             ExpressionAttributeValues={":p": {"S": rate_limits_pk(tenant_id)}}, ConsistentRead=True)
         return [definition_from(from_item(item)) for page in pages for item in page["Items"]]
 
+    def rate_limits_of(self, tenant_id: str, keys: Collection[str]) -> dict[str, RateLimitDefinition]:
+        items = batch_get(self._db, self._jobs, [wire(rate_limit_key(tenant_id, key)) for key in keys],
+                          consistent=False).items if keys else []
+        return {definition.key: definition for definition in map(definition_from, map(from_item, items))}
+
     def put_rate_limit(self, tenant_id: str, definition: RateLimitDefinition) -> None:
         self._db.put_item(TableName=self._jobs, Item=definition_item(tenant_id, definition))
 

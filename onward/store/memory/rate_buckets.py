@@ -30,6 +30,11 @@ class MemoryRateBuckets(RateBuckets):
             found = [definition for (tenant, _), definition in self._state.rate_limits.items() if tenant == tenant_id]
         return sorted(found, key=lambda definition: definition.key)
 
+    def rate_limits_of(self, tenant_id: str, keys: Collection[str]) -> dict[str, RateLimitDefinition]:
+        with self._state.lock:
+            return {key: self._state.rate_limits[(tenant_id, key)] for key in keys
+                    if (tenant_id, key) in self._state.rate_limits}
+
     def put_rate_limit(self, tenant_id: str, definition: RateLimitDefinition) -> None:
         with self._state.lock:
             self._state.rate_limits[(tenant_id, definition.key)] = definition

@@ -68,6 +68,11 @@ class RateBuckets(ABC):
         """The tenant's limits, in key order (one Query of its partition)."""
 
     @abstractmethod
+    def rate_limits_of(self, tenant_id: str, keys: Collection[str]) -> dict[str, RateLimitDefinition]:
+        """The tenant's limits of `keys` that exist (one BatchGetItem, eventually consistent: claims cache
+        them anyway), by key."""
+
+    @abstractmethod
     def put_rate_limit(self, tenant_id: str, definition: RateLimitDefinition) -> None:
         """Set (add or replace) one of the tenant's limits; its bucket is kept."""
 

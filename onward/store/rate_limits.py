@@ -116,7 +116,10 @@ class RateLimiter:
                     self.reservations += 1
                 raise JobDeferred(job.job_id)
             if outcome is ReserveOutcome.JOB_MOVED:
-                raise JobDeferred(job.job_id)  # claimed, reserved or cancelled meanwhile: not this claim's
+                # The row moved since the claim's copy of it (claimed, cancelled, or reserved by another
+                # process): a take with no moves, conditional on the reservation as read, is refused as
+                # JOB_MOVED, so the store reads the row and decides again (it may hold a reservation due now).
+                return RateTake(job.tenant_id, (), job.rate_reserved_at)
             now = self._clock()
         raise JobDeferred(job.job_id)
 

@@ -51,7 +51,7 @@ def test_names_and_validation() -> None:
     assert key_problem("tenant") is None and key_problem("type:email.send") is None and key_problem("a:b@c") is None
     assert key_problem("type:Email") and key_problem("a/b") and key_problem("") and key_problem("x" * 129)
     for limit, period in ((0, 1.0), (True, 1.0), (1, 0.0), (1, float("inf")), (1.5, 1.0)):
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match=r"^(limit|period_s) must be"):
             Gcra(limit, period)  # type: ignore[arg-type]
 
 

@@ -25,11 +25,11 @@ from pydantic.json_schema import SkipJsonSchema
 from onward.domain.clock import EpochMs, iso, system_clock
 from onward.domain.documents import check_exact
 from onward.domain.progress import RunProgress, ShownProgress
-from onward.domain.rate_limits import RATE_LIMIT_KEY, is_reserved_key
+from onward.domain.rate_limits import is_reserved_key
 from onward.domain.schema_versions import EVENT_SCHEMA
 from onward.domain.states import SHOWS_ERROR, JobState, RunOutcome
 from onward.domain.tags import TAGS_RULES, Tags
-from onward.domain.text_patterns import JOB_ID, JOB_TYPE, TENANT_ID, TRACE_PARENT
+from onward.domain.text_patterns import JOB_ID, JOB_TYPE, RATE_LIMIT_KEY, TENANT_ID, TRACE_PARENT
 
 JobId = Annotated[str, JOB_ID.constraints()]
 TenantId = Annotated[str, TENANT_ID.constraints()]

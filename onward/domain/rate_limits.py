@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from onward.domain.clock import EpochMs
-from onward.domain.text_patterns import JOB_TYPE, TextPattern
+from onward.domain.text_patterns import JOB_TYPE, RATE_LIMIT_KEY
 
 TENANT_LIMIT = "tenant"  # the reserved key of the limit on every job of a tenant
 TYPE_LIMIT_PREFIX = "type:"  # `type:<job type>`: the limit on every job of that type
@@ -37,9 +37,6 @@ MIN_PERIOD_S = 0.001
 MAX_PERIOD_S = 86_400.0
 RESERVATION_GRACE_MS = 2_000  # a reservation claimed later than this (or one interval, if longer) is taken anew
 US_PER_MS = 1_000
-
-# A job's rate_limit_key, and the key of a limit: printable, no `/` (it is a path segment of /rate-limits/{key}).
-RATE_LIMIT_KEY = TextPattern(r"[A-Za-z0-9][A-Za-z0-9_.:@+-]{0,127}")
 
 
 def is_reserved_key(key: str) -> bool:

@@ -15,7 +15,8 @@ from onward.api.openapi import NOT_JSON, SECURED, ok, problem, secured
 from onward.api.request import AskedTenant, asked_tenant, caller, tenant_scope
 from onward.api.routing import new_router
 from onward.bootstrap import ApiDeployment
-from onward.domain.rate_limits import RATE_LIMIT_KEY, key_problem
+from onward.domain.rate_limits import key_problem
+from onward.domain.text_patterns import RATE_LIMIT_KEY
 
 router = new_router()
 

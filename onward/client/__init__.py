@@ -25,6 +25,7 @@ from onward.client.models import (
     Freshness,
     JobStatus,
     Progress,
+    RateLimit,  # rate limits (issue 37)
     Schedule,
     StatusCounts,
     Submitted,
@@ -54,6 +55,7 @@ __all__ = [
     "PollPolicy",
     "Problem",
     "Progress",
+    "RateLimit",  # rate limits (issue 37)
     "RateLimited",
     "RetryPolicy",
     "Schedule",

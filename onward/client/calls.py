@@ -16,6 +16,7 @@ from onward.client.models import (
     Cancelled,
     Delivery,
     JobStatus,
+    RateLimit,
     Schedule,
     StatusCounts,
     Submitted,
@@ -209,3 +210,31 @@ def redeliver(webhook_id: str, delivery_id: str, tenant: str | None) -> Call:
 
 def delivery(response: httpx.Response) -> Delivery:
     return Delivery.model_validate(response.json())
+
+
+# --- rate limits (issue 37) ---------------------------------------------------------------------------------------
+
+
+def put_rate_limit(key: str, limit: int, period_s: float, tenant: str | None) -> Call:
+    return Call("PUT", f"/rate-limits/{_segment(key)}", params=_tenant(tenant),
+                body={"limit": limit, "period_s": period_s}, idempotent=True)
+
+
+def get_rate_limit(key: str, tenant: str | None) -> Call:
+    return Call("GET", f"/rate-limits/{_segment(key)}", params=_tenant(tenant), idempotent=True)
+
+
+def list_rate_limits(tenant: str | None) -> Call:
+    return Call("GET", "/rate-limits", params=_tenant(tenant), idempotent=True)
+
+
+def delete_rate_limit(key: str, tenant: str | None) -> Call:
+    return Call("DELETE", f"/rate-limits/{_segment(key)}", params=_tenant(tenant), idempotent=True)
+
+
+def rate_limit(response: httpx.Response) -> RateLimit:
+    return RateLimit.model_validate(response.json())
+
+
+def rate_limits(response: httpx.Response) -> list[RateLimit]:
+    return [RateLimit.model_validate(item) for item in response.json()["rate_limits"]]

@@ -209,3 +209,17 @@ class Delivery(Answer):
     delivered_at: str | None = None
     last_status_code: int | None = None
     last_error: str | None = None
+
+
+# --- rate limits (issue 37; docs/flow-control.md) ----------------------------------------------------------------
+
+
+class RateLimit(Answer):
+    """One of a tenant's rate limits: at most `limit` starts per `period_s` on `key` (`tenant`, `type:<type>` or
+    a job's own `rate_limit_key`)."""
+
+    key: str
+    limit: int
+    period_s: float
+    tenant_id: str | None = None
+    updated_at: str | None = None

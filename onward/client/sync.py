@@ -19,6 +19,7 @@ from onward.client.models import (
     Cancelled,
     Delivery,
     JobStatus,
+    RateLimit,
     Schedule,
     StatusCounts,
     Submitted,
@@ -189,6 +190,25 @@ class Client:
     def redeliver(self, webhook_id: str, delivery_id: str, *, tenant: str | None = None) -> Delivery:
         """Send a delivery again (a failed one, typically): pending again, with a fresh retry time."""
         return calls.delivery(self._send(calls.redeliver(webhook_id, delivery_id, tenant)))
+
+    # --- rate limits (issue 37; docs/flow-control.md) ----------------------------------------------------------
+
+    def set_rate_limit(self, key: str, limit: int, period_s: float, *, tenant: str | None = None) -> RateLimit:
+        """At most `limit` starts per `period_s` on `key` (PUT /rate-limits/{key}): `tenant`, `type:<job type>`, or
+        the `rate_limit_key` jobs name."""
+        return calls.rate_limit(self._send(calls.put_rate_limit(key, limit, period_s, tenant)))
+
+    def rate_limit(self, key: str, *, tenant: str | None = None) -> RateLimit:
+        """One limit (GET /rate-limits/{key}); NotFound when there is none."""
+        return calls.rate_limit(self._send(calls.get_rate_limit(key, tenant)))
+
+    def rate_limits(self, *, tenant: str | None = None) -> builtins.list[RateLimit]:
+        """The tenant's limits by key (GET /rate-limits)."""
+        return calls.rate_limits(self._send(calls.list_rate_limits(tenant)))
+
+    def delete_rate_limit(self, key: str, *, tenant: str | None = None) -> None:
+        """Remove a limit (DELETE /rate-limits/{key}); NotFound when there is none."""
+        self._send(calls.delete_rate_limit(key, tenant))
 
 
 __all__ = ["Client"]

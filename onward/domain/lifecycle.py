@@ -103,6 +103,7 @@ def create(job_id: str, tenant_id: str, request: NewJob, now: EpochMs) -> Change
         tags=request.tags or None,
         trace_parent=request.trace_parent,  # trace context (issue 38)
         trace_state=request.trace_state,
+        rate_limit_key=request.rate_limit_key,  # rate limits (issue 37)
     )
     return Change(Transition.CREATE, None, job)
 
@@ -135,6 +136,7 @@ def claim(job: Job, worker_id: str, lease_ms: int, now: EpochMs) -> Decision:
         lease_owner=worker_id,
         lease_expires_at=expires,
         cancel_requested=False,
+        rate_reserved_at=None,  # rate limits (issue 37): the claim spends the token it reserved, if any
     )
     run = Run(job_id=job.job_id, attempt=attempt, worker_id=worker_id, claimed_at=now, lease_expires_at=expires)
     return Change(Transition.CLAIM, job, after, open_run=run)

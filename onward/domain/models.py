@@ -25,10 +25,11 @@ from pydantic.json_schema import SkipJsonSchema
 from onward.domain.clock import EpochMs, iso, system_clock
 from onward.domain.documents import check_exact
 from onward.domain.progress import RunProgress, ShownProgress
+from onward.domain.rate_limits import is_reserved_key
 from onward.domain.schema_versions import EVENT_SCHEMA
 from onward.domain.states import SHOWS_ERROR, JobState, RunOutcome
 from onward.domain.tags import TAGS_RULES, Tags
-from onward.domain.text_patterns import JOB_ID, JOB_TYPE, TENANT_ID, TRACE_PARENT
+from onward.domain.text_patterns import JOB_ID, JOB_TYPE, RATE_LIMIT_KEY, TENANT_ID, TRACE_PARENT
 from onward.domain.uniqueness import UniqueRule
 
 JobId = Annotated[str, JOB_ID.constraints()]
@@ -36,6 +37,7 @@ TenantId = Annotated[str, TENANT_ID.constraints()]
 JobType = Annotated[str, JOB_TYPE.constraints()]
 WorkerId = Annotated[str, StringConstraints(min_length=1, max_length=128)]
 TraceParentHeader = Annotated[str, TRACE_PARENT.constraints()]  # trace context (issue 38)
+RateLimitKey = Annotated[str, RATE_LIMIT_KEY.constraints()]  # rate limits (issue 37)
 
 
 def _storable_params(params: dict[str, Any]) -> dict[str, Any]:
@@ -135,6 +137,18 @@ class NewJob(Request):
     unique: UniqueRule | None = Field(default=None, description="at most one job of the tenant holds `unique.key` "
                                       "at a time, for `window_s` or while the holder has not finished "
                                       "(docs/flow-control.md#unique-jobs)")
+    # rate limits (issue 37): the job's own rate limit key, beside its type's and its tenant's (docs/flow-control.md)
+    rate_limit_key: RateLimitKey | None = Field(
+        default=None, description="the key of the rate limit this job's starts count against (PUT "
+                                  "/rate-limits/{key}), beside its type's (type:<type>) and its tenant's (tenant); "
+                                  "not one of those reserved names")
+
+    @field_validator("rate_limit_key")
+    @classmethod
+    def _own_rate_limit_key(cls, key: str | None) -> str | None:
+        if key is not None and is_reserved_key(key):
+            raise ValueError(f"{key!r} names a tenant's or a type's limit: a job names its own key")
+        return key
 
     @field_validator("run_at")
     @classmethod
@@ -198,6 +212,9 @@ class Job(_Frozen):
     # trace context (issue 38): the W3C traceparent its attempts continue (onward.observability), and tracestate
     trace_parent: TraceParentHeader | None = None
     trace_state: str | None = None
+    # rate limits (issue 37): its own rate limit key; the moment of the token it reserved (it waits until then)
+    rate_limit_key: str | None = None
+    rate_reserved_at: EpochMs | None = None
 
     @property
     def attempts_used(self) -> int:

@@ -68,3 +68,5 @@ DELIVERY_ID = TextPattern(r"[0-9a-f]{32}")
 # unique jobs (issue 37): a tenant's unique key, printable ASCII as an Idempotency-Key; its item's key
 # UNIQUE#<tenant>#<key> stays far under DynamoDB's 2,048 bytes
 UNIQUE_KEY = TextPattern(r"[ -~]{1,200}")
+# rate limits (issue 37): a limit's key and a job's rate_limit_key; no `/` (a path segment of /rate-limits/{key})
+RATE_LIMIT_KEY = TextPattern(r"[A-Za-z0-9][A-Za-z0-9_.:@+-]{0,127}")

@@ -5,6 +5,8 @@ GET /jobs/{job_id}/explain reads the job row, its tenant's settings and dispatch
 this one (`count_ahead` over `ahead_bounds`, through the ready index), and asks `explain`. The reason is the
 first of these that holds:
 
+- `rate_limited`: it reserved the token of its rate limits (onward.store.rate_limits) for a moment to come
+  and waits for it; `until` is that moment;
 - `scheduled`: queued with a run_at (or delay_s) still to come; `until` is when it becomes due;
 - `backoff`: in retry_wait after a failed attempt; `until` is its next attempt's earliest start;
 - `tenant_at_cap`: due, and its tenant has `cap` jobs running: one of them must end first (caps flex: a
@@ -63,6 +65,7 @@ class WaitReason(StrEnum):
     NO_WORKER = "no_worker"
     RUNNING = "running"  # not waiting: a worker holds it
     FINISHED = "finished"  # not waiting: it ended
+    RATE_LIMITED = "rate_limited"  # rate limits (issue 37): waits for the token it reserved (`until`)
 
 
 @dataclass(frozen=True)
@@ -202,6 +205,8 @@ def explain(job: Job, now: EpochMs, waiting: Waiting | None = None) -> Explanati
 
 
 def _reason(job: Job, until: EpochMs | None, waiting: Waiting) -> WaitReason:
+    if until is not None and job.rate_reserved_at == job.not_before:  # rate limits (issue 37)
+        return WaitReason.RATE_LIMITED
     if until is not None:
         return WaitReason.BACKOFF if job.state is JobState.RETRY_WAIT else WaitReason.SCHEDULED
     cap = waiting.tenant.tenant.policy.cap
@@ -248,6 +253,12 @@ def _sentence_backoff(explanation: Explanation) -> str:
            f"{_eta_text(explanation)}"
 
 
+def _sentence_rate_limited(explanation: Explanation) -> str:
+    assert explanation.until is not None
+    return f"rate limited until {iso(explanation.until)}: it holds the token of one of its rate limits for then " \
+           f"(its key's, its type's or its tenant's); {_eta_text(explanation)}"
+
+
 def _sentence_at_cap(explanation: Explanation) -> str:
     assert explanation.waiting is not None
     tenant = explanation.waiting.tenant
@@ -276,4 +287,5 @@ _SENTENCES: dict[WaitReason, Callable[[Explanation], str]] = {
     WaitReason.NO_WORKER: _sentence_no_worker,
     WaitReason.RUNNING: lambda _: "running: a worker holds it",
     WaitReason.FINISHED: lambda _: "it has ended: it waits for nothing",
+    WaitReason.RATE_LIMITED: _sentence_rate_limited,  # rate limits (issue 37)
 }

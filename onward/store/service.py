@@ -72,11 +72,13 @@ from onward.store.held_rows import HELD_ROWS_MAX, HeldRows
 from onward.store.memory.recorder import MemoryRecorder
 from onward.store.ports.index_shards import LEASE_SHARDS
 from onward.store.ports.outcomes import CommitOutcome, RenewalAnswer
+from onward.store.ports.rate_buckets import RateTake
 from onward.store.ports.recorder import JobRecorder
 from onward.store.ports.rows import DueJob, JobHistory, JobRow
 from onward.store.ports.tenant_values import Tenant, TenantState
 from onward.store.ports.write_plans import Admission, TransitionWrite, ends_attempt
 from onward.store.progress import ProgressAnswer, record_progress
+from onward.store.rate_limits import JobDeferred, RateLimits
 from onward.store.stats import StoreStats
 from onward.store.tenants import TenantRegistry
 from onward.store.unique_keys import UniqueKeys
@@ -94,7 +96,8 @@ _DEFAULT_BACKOFF = BackoffPolicy()
 
 # The races a commit can lose, by the cause StoreStats counts them under (DynamoDB's reason codes).
 _LOST_RACES = {CommitOutcome.CONFLICT: "TransactionConflict",
-               CommitOutcome.JOB_MOVED: "ConditionalCheckFailed"}
+               CommitOutcome.JOB_MOVED: "ConditionalCheckFailed",
+               CommitOutcome.RATE_MOVED: "RateBucketMoved"}
 
 
 def _is_job_id(job_id: object) -> bool:
@@ -156,6 +159,7 @@ class JobStore:
                                      job_retention_s=self._job_retention_s,
                                      unique_keys=UniqueKeys(recorder, recorder, clock, self._transition))
         self._zombies = ZombieMarks(recorder, self.stats, self._job_retention_s)
+        self.rate_limits = RateLimits(recorder, clock)  # rate limits (issue 37): onward.store.rate_limits
 
     @classmethod
     def in_memory(
@@ -277,9 +281,12 @@ class JobStore:
     def _take(self, due: DueJob, worker_id: str, lease_ms: int, admission: Admission) -> Lease | None:
         """The claim's transaction on one job (onward.store.claims.Take), decided from the row the ready index
         showed when it has one (a stale one fails the commit's condition and the row is read)."""
-        decision, row = self._settle(
-            due.job_id, lambda job: lifecycle.claim(job, worker_id, lease_ms, self._clock()), admission=admission,
-            known=due.row)
+        try:
+            decision, row = self._settle(
+                due.job_id, lambda job: lifecycle.claim(job, worker_id, lease_ms, self._clock()),
+                admission=admission, known=due.row)
+        except JobDeferred:  # rate limited: it reserved its token to come and waits for it, holding no worker
+            return None
         if isinstance(decision, Change) and decision.after.state is JobState.RUNNING:
             self._held.remember(decision.after, row.ready_shards, admission.running_shard)
             return Lease(job=decision.after, worker_id=worker_id, lease_expires_at=decision.after.lease_expires_at or 0)
@@ -462,7 +469,7 @@ class JobStore:
                                    job_retention_s=self._policy.for_job(after.tenant_id, after.type, after.state),
                                    admission=admission,
                                    claimed_at=claimed_at, running_shard=row.running_shard,
-                                   clock=self._registry.virtual_clock())
+                                   clock=self._registry.virtual_clock(), rate=self._rate_take(change))
         fault_point("store.before_commit", write.subject)
         outcome = self._recorder.commit(write)
         if outcome is CommitOutcome.COMMITTED:
@@ -475,6 +482,12 @@ class JobStore:
         if outcome is CommitOutcome.CAP_REACHED:
             raise AdmissionRefused()
         raise FlexRefused()
+
+    def _rate_take(self, change: Change) -> RateTake | None:
+        """A claim's take from its rate limits' buckets (JobDeferred: no token now, it reserved one)."""
+        if change.before is None or change.open_run is None:
+            return None
+        return self.rate_limits.limiter.for_claim(change.before, change.open_run.claimed_at)
 
     def _claimed_at(self, job_id: str, attempt: int) -> EpochMs:
         """When an attempt was claimed, from its run record (for a transition without the worker's lease:

@@ -218,6 +218,9 @@ function reasonText(answer) {
                     `of the jobs of the last ${minutes(details)} minutes`;
       return [`Waiting for its tenant's share of the workers: ${aheadText(details)}${share}.`];
     }
+    case "rate_limited":  // rate limits (issue 37)
+      return ["Rate limited until ", timeEl(answer.until), ": it holds the token of its rate limits for then " +
+              "(its key's, its type's or its tenant's), and starts then without taking another."];
     case "no_worker":
       return [`No worker started any job of its tenant in the last ${minutes(details)} minutes: nothing is ` +
               "taking its work."];

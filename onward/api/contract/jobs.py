@@ -290,12 +290,14 @@ class JobExplanation(Answer):
                                            "attempt), tenant_at_cap (its tenant runs `cap` jobs), no_worker (no "
                                            "worker claimed a job of its tenant in the window), waiting_for_share "
                                            "(jobs of its tenant ahead, its tenant's share of the workers); "
-                                           "running, finished")
+                                           "running, finished; rate_limited (it waits for the token of its rate "
+                                           "limits it reserved for `until`)")
     detail: str = Field(description="the explanation as a sentence (times in UTC)")
     decided_at: str = Field(description="when this was decided: `until` and `eta` are from this moment's reads",
                             json_schema_extra={"format": "date-time"})
     until: str | None = Field(description="when the reason ends by itself (scheduled: the run_at; backoff: the next "
-                                          "attempt's earliest start); null otherwise",
+                                          "attempt's earliest start; rate_limited: its reserved token's moment); "
+                                          "null otherwise",
                               json_schema_extra={"format": "date-time"})
     eta: str | None = Field(description="when it is likely to start, from its tenant's claims per minute and the "
                                         "jobs ahead, never before `until` (no earlier than this when "

@@ -25,6 +25,8 @@ Jobs table (`pk` / `sk`):
   is parked instead: `parked_pk` (`PARKED#<h>`) + `parked_until` (index `parked`, KEYS_ONLY), woken back
   into `active` when they fall due, or at once by any job entering it (`entered` counts those);
 - the system virtual clock: `CLOCK#<i>` / `CLOCK` (`v`), CLOCK_SHARDS items, the clock being their maximum;
+- rate limits (issue 37): a tenant's limit definitions `RATELIMITS#t` / `<key>` (`limit`, `period_s`), and
+  each GCRA bucket `RATE#t#<key>` / `BUCKET` (`tat`, epoch microseconds: onward.domain.rate_limits);
 - TTL `expires_at` (epoch seconds; `retention_s` is the job retention) on a job's items once they may go:
   the job row and the result `retention_s` after the job ended (a job that has not ended has none, so it
   never expires), a run record `retention_s` after its attempt ended, an idempotency item `retention_s`
@@ -100,6 +102,8 @@ class Entity(StrEnum):
     TENANT_QUEUE = "tenant_queue"  # one of a tenant's queue entries (waiting jobs of a ready shard, by band)
     CLOCK = "clock"  # one shard of the system virtual clock
     UNIQUE_KEY = "unique_key"  # a tenant's unique key and the job holding it (issue 37)
+    RATE_LIMIT = "rate_limit"  # rate limits (issue 37): one of a tenant's limit definitions
+    RATE_BUCKET = "rate_bucket"  # rate limits (issue 37): one GCRA bucket (its TAT)
 
 
 class Key(NamedTuple):
@@ -165,6 +169,25 @@ def queue_key(tenant_id: str, shard: int) -> Key:
 
 def clock_key(shard: int) -> Key:
     return Key(f"{CLOCK_PREFIX}{shard}", CLOCK_SK)
+
+
+# rate limits (issue 37): a tenant's definitions in one partition (a Query lists them; claims cache them),
+# each bucket in a partition of its own (every claim of its key writes it: onward.store.dynamo.rate_items)
+RATE_LIMITS_PREFIX = "RATELIMITS#"
+RATE_BUCKET_PREFIX = "RATE#"
+RATE_BUCKET_SK = "BUCKET"
+
+
+def rate_limits_pk(tenant_id: str) -> str:
+    return f"{RATE_LIMITS_PREFIX}{tenant_id}"
+
+
+def rate_limit_key(tenant_id: str, key: str) -> Key:
+    return Key(rate_limits_pk(tenant_id), key)
+
+
+def rate_bucket_key(tenant_id: str, key: str) -> Key:
+    return Key(f"{RATE_BUCKET_PREFIX}{tenant_id}#{key}", RATE_BUCKET_SK)
 
 
 def active_partition(tenant_id: str, shard: int, active_shards: int, entering: str) -> str:

@@ -43,6 +43,7 @@ from onward.store.dynamo.keys import (
     tenant_items,
 )
 from onward.store.dynamo.progress_log import DynamoProgressLog
+from onward.store.dynamo.rate_buckets import DynamoRateBuckets
 from onward.store.dynamo.tenant_reads import tenant_item
 from onward.store.dynamo.transaction_limits import check_one_transaction
 from onward.store.dynamo.unique_keys import DynamoUniqueKeys
@@ -126,7 +127,7 @@ def _by_role(reasons: dict[Role, list[str]]) -> dict[str, list[str]]:
 ROW_MARK = "state"
 
 
-class DynamoRecorder(DynamoProgressLog, DynamoUniqueKeys, JobRecorder):
+class DynamoRecorder(DynamoProgressLog, DynamoUniqueKeys, DynamoRateBuckets, JobRecorder):
     """A JobRecorder on the jobs and outbox tables of one deployment, through one boto3 client."""
 
     def __init__(self, client: Any, jobs_table: str, outbox_table: str,

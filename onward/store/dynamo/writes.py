@@ -39,6 +39,7 @@ from onward.store.dynamo.plan_items import (
     transition_event,
 )
 from onward.store.dynamo.unique_keys import unique_actions
+from onward.store.dynamo.rate_items import bucket_move, with_reservation_read
 from onward.store.ports.index_shards import DEFAULT_ACTIVE_SHARDS
 from onward.store.ports.outcomes import Role
 from onward.store.ports.write_plans import (
@@ -129,6 +130,10 @@ class TransitionWrites:
     def transition(self, write: TransitionWrite) -> Transaction:
         transaction = Transaction()
         transaction.add(Role.JOB, self.job_update(job_row_update(write)))
+        if write.rate is not None:  # rate limits (issue 37): the claim's take, and the reservation it read
+            with_reservation_read(transaction.actions[-1], write.rate.reserved_read)
+            for move in write.rate.moves:
+                transaction.add(Role.RATE, bucket_move(self.jobs_table, write.rate.tenant_id, move))
         run = opened_run(write)
         if run is not None:
             transaction.add(Role.RUN_OPENED, self._put(self.jobs_table, run, "pk"))

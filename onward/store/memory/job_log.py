@@ -11,6 +11,7 @@ from onward.domain.documents import json_size
 from onward.domain.errors import StoreInvariantViolation
 from onward.domain.models import Job, OutboxEvent, Run
 from onward.domain.states import JobState, RunOutcome
+from onward.store.memory.rate_buckets import apply_moves, moves_hold
 from onward.store.memory.state import MemoryState, StoredRun, copied, detached_job, stored
 from onward.store.memory.unique_keys import put_unique, unique_held
 from onward.store.ports.job_log import JobLog
@@ -151,6 +152,10 @@ class MemoryJobLog(JobLog):
         elif write.lapsed_by is not None and not (row.job.lease_expires_at is not None
                                                   and row.job.lease_expires_at <= write.lapsed_by):
             failed.add(Role.JOB)  # a heartbeat renewed the lease after the reaper read the row
+        elif write.rate is not None and row.job.rate_reserved_at != write.rate.reserved_read:
+            failed.add(Role.JOB)  # rate limits (issue 37): reserved (or spent) since the claim read it
+        if write.rate is not None and not moves_hold(state, write.rate.tenant_id, write.rate.moves):
+            failed.add(Role.RATE)
         runs = state.runs.get(write.job_id, {})
         if change.open_run is not None and change.open_run.attempt in runs:
             failed.add(Role.RUN_OPENED)
@@ -193,6 +198,8 @@ class MemoryJobLog(JobLog):
             state.results[write.job_id] = result
         if write.running is not None:
             state.apply_running(write.running)
+        if write.rate is not None:
+            apply_moves(state, write.rate.tenant_id, write.rate.moves)
         for entry in queue_entry_updates([write.waiting] if write.waiting is not None else []):
             state.apply_entry(entry)
         size = json_size(change.result) if change.has_result else None

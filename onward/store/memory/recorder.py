@@ -21,6 +21,7 @@ from onward.domain.uniqueness import UniqueHold
 from onward.store.memory.indexes import MemoryLeaseIndex, MemoryParking, MemoryTenantCounters, MemoryVirtualClock
 from onward.store.memory.job_log import MemoryJobLog
 from onward.store.memory.progress_log import MemoryProgressLog
+from onward.store.memory.rate_buckets import MemoryRateBuckets
 from onward.store.memory.state import MemoryState, QueueEntryState, RunningCounter, detached_job
 from onward.store.memory.unique_keys import MemoryUniqueKeys
 from onward.store.ports.index_shards import DEFAULT_ACTIVE_SHARDS
@@ -49,7 +50,7 @@ class MemoryContents:
 
 
 class MemoryRecorder(MemoryJobLog, MemoryLeaseIndex, MemoryTenantCounters, MemoryParking, MemoryVirtualClock,
-                     MemoryProgressLog, MemoryUniqueKeys, JobRecorder):
+                     MemoryProgressLog, MemoryUniqueKeys, MemoryRateBuckets, JobRecorder):
     """A JobRecorder in this process's memory (one per simulated deployment; thread-safe)."""
 
     def __init__(self, active_shards: int = DEFAULT_ACTIVE_SHARDS) -> None:

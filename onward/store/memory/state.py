@@ -125,6 +125,9 @@ class MemoryState:
         self.leases: dict[int, dict[str, EpochMs]] = {}  # running jobs by lease shard, by lease expiry
         # unique jobs (issue 37): each tenant's unique keys' holds, by (tenant, key)
         self.unique_holds: dict[tuple[str, str], UniqueHold] = {}
+        # rate limits (issue 37): definitions and GCRA buckets' TATs by (tenant, key) (onward.store.memory.rate_buckets)
+        self.rate_limits: dict[tuple[str, str], Any] = {}
+        self.rate_tats: dict[tuple[str, str], int] = {}
 
     # --- job rows and their indexes ---------------------------------------------------------------------
 

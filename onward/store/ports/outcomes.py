@@ -26,6 +26,7 @@ class Role(StrEnum):
     TENANT = "tenant"  # a tenant's settings and registry entry (a registration only if new: absent)
     UNIQUE = "unique"  # a create's unique key (issue 37): free (UniqueClaim's condition)
     UNIQUE_HOLDER = "unique_holder"  # a unique key's takeover: the previous holder's row finished or gone
+    RATE = "rate"  # rate limits (issue 37): a GCRA bucket, still at the TAT the claim read
 
 
 class CommitOutcome(StrEnum):
@@ -37,6 +38,7 @@ class CommitOutcome(StrEnum):
     CONFLICT = "conflict"  # a concurrent transaction on one of its items (DynamoDB): nothing written, again
     CAP_REACHED = "cap_reached"  # the Admission's condition on the RUNNING counter failed
     OTHER_BELOW_CAP = "other_below_cap"  # a flexing claim's tenant in others_at_cap is below its cap now
+    RATE_MOVED = "rate_moved"  # rate limits (issue 37): a bucket the claim takes from moved: decide again
 
 
 class CreateOutcome(StrEnum):
@@ -66,6 +68,8 @@ def judge(failed: Collection[Role], *, conflict: bool, refused: str) -> CommitOu
         return CommitOutcome.CONFLICT
     if Role.JOB in failed:
         return CommitOutcome.JOB_MOVED
+    if Role.RATE in failed:
+        return CommitOutcome.RATE_MOVED
     if Role.RUNNING in failed:
         return CommitOutcome.CAP_REACHED
     if Role.STILL_AT_CAP in failed:

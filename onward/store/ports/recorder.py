@@ -7,13 +7,14 @@ from onward.store.ports.job_log import JobLog
 from onward.store.ports.lease_index import LeaseIndex
 from onward.store.ports.parking import Parking
 from onward.store.ports.progress_log import ProgressLog
+from onward.store.ports.rate_buckets import RateBuckets
 from onward.store.ports.tenant_counters import TenantCounters
 from onward.store.ports.unique_keys import UniqueKeyReads
 from onward.store.ports.virtual_clock import VirtualClock
 
 
 class JobRecorder(JobLog, LeaseIndex, TenantCounters, Parking, VirtualClock, ProgressLog,
-                  UniqueKeyReads):  # unique jobs (issue 37)
+                  UniqueKeyReads, RateBuckets):  # unique jobs, rate limits (issue 37)
     """Storage for JobStore: every role in one adapter (onward.store.dynamo.recorder, onward.store.memory.recorder).
     Reads are strongly consistent; index queries (`due`, `expired_leases`, `active_head`) may lag behind the
     rows (DynamoDB's indexes do), so the store always re-reads a row before deciding. Implementations are

@@ -35,6 +35,7 @@ from onward.domain.dispatch import UsageChange, on_claim, on_end
 from onward.domain.lifecycle import Change
 from onward.domain.models import Job
 from onward.domain.states import CLAIMABLE_STATES, JobState, RunOutcome
+from onward.store.ports.rate_buckets import RateTake
 from onward.store.ports.ready_queues import ReadyQueue, ready_queue
 from onward.store.ports.unique_keys import UniqueClaim
 
@@ -191,11 +192,12 @@ class TransitionWrite:
     running: RunningUpdate | None = None
     waiting: WaitingUpdate | None = None
     still_at_cap: tuple[tuple[str, int, int], ...] = ()
+    rate: RateTake | None = None  # rate limits (issue 37): a claim's take from its buckets (ports.rate_buckets)
 
     @classmethod
     def of(cls, change: Change, *, ready_shards: int, retention_s: int, job_retention_s: int,
            admission: Admission | None = None, claimed_at: EpochMs | None = None, running_shard: int = 0,
-           clock: float = 0.0) -> TransitionWrite:
+           clock: float = 0.0, rate: RateTake | None = None) -> TransitionWrite:
         """`retention_s`: the outbox event's TTL; `job_retention_s`: how long the job's items are kept once
         they are done (the job row and result once it ended, a run once its attempt ended). `admission`: how
         a claim takes its running slot. `claimed_at`: when the attempt this transition ends was claimed
@@ -214,6 +216,7 @@ class TransitionWrite:
             running=running,
             waiting=waiting_update(change, ready_shards, clock, admission),
             still_at_cap=checks,
+            rate=rate,
         )
 
     @property

@@ -23,6 +23,7 @@ from onward_infra.lambda_context import LocalLambdaContext
 JOBS, OPS, SCHEDULES, PAGE, ABOUT = (f"onward.api.routes.{area}" for area in
                                      ("jobs", "ops", "schedules", "page", "about"))
 WEBHOOKS = "onward.api.routes.webhooks"
+RATE_LIMITS = "onward.api.routes.rate_limits"
 # (method, path) -> the route's function ("module:name"), or the status and Allow header of no route's answer
 MATCHES: dict[tuple[str, str], str | tuple[int, str | None]] = {
     ("POST", "/jobs/batch"): f"{JOBS}:create_jobs",
@@ -72,6 +73,11 @@ MATCHES: dict[tuple[str, str], str | tuple[int, str | None]] = {
     ("GET", f"/webhooks/wh_{'a' * 24}/deliveries"): f"{WEBHOOKS}:list_deliveries",
     ("POST", f"/webhooks/wh_{'a' * 24}/deliveries/{'b' * 32}/redeliver"): f"{WEBHOOKS}:redeliver_webhook",
     ("PUT", f"/webhooks/wh_{'a' * 24}"): (405, "DELETE, GET"),
+    # rate limits (issue 37)
+    ("PUT", "/rate-limits/type:demo.echo"): f"{RATE_LIMITS}:put_rate_limit",
+    ("GET", "/rate-limits/customer-42"): f"{RATE_LIMITS}:get_rate_limit",
+    ("GET", "/rate-limits"): f"{RATE_LIMITS}:list_rate_limits",
+    ("DELETE", "/rate-limits/tenant"): f"{RATE_LIMITS}:delete_rate_limit",
 }
 
 

@@ -193,6 +193,8 @@ class Job(_Frozen):
     # trace context (issue 38): the W3C traceparent its attempts continue (onward.observability), and tracestate
     trace_parent: TraceParentHeader | None = None
     trace_state: str | None = None
+    # snooze (issue 37): the snoozes its handler took (onward.domain.lifecycle.snooze; bounded by the type's policy)
+    snoozes: int = Field(default=0, ge=0)
 
     @property
     def attempts_used(self) -> int:

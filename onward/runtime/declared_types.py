@@ -25,7 +25,7 @@ def declare_types(store: JobStore, registry: Registry) -> list[JobTypeDeclaratio
     logged, never raised: the workers run under their own policies all the same, and the API shows the previous
     declaration (or the platform's defaults) until a worker declares again."""
     try:
-        return store.job_types.declare(((name, registry.policy(name)) for name in registry.types), declarer_id())
+        return store.type_catalog.declare(((name, registry.policy(name)) for name in registry.types), declarer_id())
     except Exception:
         logger.exception("could not publish the job types' retry policies", extra={"types": sorted(registry.types)})
         return []

@@ -26,10 +26,10 @@ CACHE_S = 5.0  # how long a process keeps the declared types it read (a new decl
 
 
 class JobTypeRecorder(Protocol):
-    def put(self, declarations: list[JobTypeDeclaration]) -> None:
+    def put_declarations(self, declarations: list[JobTypeDeclaration]) -> None:
         """Store each declaration, replacing the type's earlier one (the last writer wins)."""
 
-    def all(self) -> list[JobTypeDeclaration]:
+    def declarations(self) -> list[JobTypeDeclaration]:
         """Every declared type, by name (strongly consistent)."""
 
 
@@ -40,19 +40,19 @@ class MemoryJobTypes:
         self._lock = threading.Lock()
         self._declared: dict[str, JobTypeDeclaration] = {}
 
-    def put(self, declarations: list[JobTypeDeclaration]) -> None:
+    def put_declarations(self, declarations: list[JobTypeDeclaration]) -> None:
         with self._lock:
             self._declared.update({declared.job_type: declared for declared in declarations})
 
-    def all(self) -> list[JobTypeDeclaration]:
+    def declarations(self) -> list[JobTypeDeclaration]:
         with self._lock:
             return [self._declared[name] for name in sorted(self._declared)]
 
 
 def recorder_of(job_recorder: object) -> JobTypeRecorder:
-    """The job types' recorder beside a JobRecorder (its `job_types`), or a fresh one in memory for a recorder
+    """The job types' recorder beside a JobRecorder (its `type_declarations`), or a fresh one in memory for a recorder
     without (a test's stand-in)."""
-    found: JobTypeRecorder | None = getattr(job_recorder, "job_types", None)
+    found: JobTypeRecorder | None = getattr(job_recorder, "type_declarations", None)
     return found if found is not None else MemoryJobTypes()
 
 
@@ -81,25 +81,25 @@ class JobTypes:
         declarations = [JobTypeDeclaration(job_type, policy, declared_by, running, now)
                         for job_type, policy in sorted(policies)]
         if declarations:
-            self._recorder.put(declarations)
+            self._recorder.put_declarations(declarations)
         with self._lock:
             self._cached = None
         return declarations
 
-    def all(self, *, fresh: bool = False) -> dict[str, JobTypeDeclaration]:
+    def declared_types(self, *, fresh: bool = False) -> dict[str, JobTypeDeclaration]:
         """Every declared type by name: from the cache when it is younger than CACHE_S (unless `fresh`)."""
         with self._lock:
             cached = self._cached
         if not fresh and cached is not None and self._monotonic() - cached[0] < self._cache_s:
             return cached[1]
         read_at = self._monotonic()
-        declared = {declaration.job_type: declaration for declaration in self._recorder.all()}
+        declared = {declaration.job_type: declaration for declaration in self._recorder.declarations()}
         with self._lock:
             self._cached = (read_at, declared)
         return declared
 
     def declared(self, job_type: str) -> JobTypeDeclaration | None:
-        return self.all().get(job_type)
+        return self.declared_types().get(job_type)
 
     def policy(self, job_type: str) -> RetryPolicy:
         """The policy in force for the type: its declared one, else PLATFORM_POLICY."""

@@ -156,8 +156,8 @@ class JobStore:
                                      new_job_id=_new_job_id, retention_s=self._retention_s,
                                      job_retention_s=self._job_retention_s)
         self._zombies = ZombieMarks(recorder, self.stats, self._job_retention_s)
-        self.job_types = JobTypes(recorder_of(recorder), clock)  # retry policies per type (issue 37)
-        self._creation.type_defaults = self.job_types.with_type_defaults
+        self.type_catalog = JobTypes(recorder_of(recorder), clock)  # retry policies per type (issue 37)
+        self._creation.type_defaults = self.type_catalog.with_type_defaults
 
     @classmethod
     def in_memory(

@@ -28,13 +28,13 @@ class DynamoJobTypes:
         self._db = client
         self._table = jobs_table
 
-    def put(self, declarations: list[JobTypeDeclaration]) -> None:
+    def put_declarations(self, declarations: list[JobTypeDeclaration]) -> None:
         for declaration in declarations:
             item = {**to_item({"declaration": declaration.to_document()}), **job_type_key(declaration.job_type),
                     "entity": {"S": JOB_TYPE_ENTITY}}
             self._db.put_item(TableName=self._table, Item=item)
 
-    def all(self) -> list[JobTypeDeclaration]:
+    def declarations(self) -> list[JobTypeDeclaration]:
         pages = self._db.get_paginator("query").paginate(
             TableName=self._table, ConsistentRead=True,
             KeyConditionExpression="pk = :pk AND begins_with(sk, :prefix)",

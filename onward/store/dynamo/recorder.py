@@ -133,7 +133,7 @@ class DynamoRecorder(DynamoProgressLog, JobRecorder):
         self._outbox = outbox_table
         self._active_shards = active_shards
         self._writes = TransitionWrites(jobs_table, outbox_table, active_shards)
-        self.job_types = DynamoJobTypes(client, jobs_table)  # the declared job types (issue 37)
+        self.type_declarations = DynamoJobTypes(client, jobs_table)  # the declared job types (issue 37)
 
     # --- reads ----------------------------------------------------------------------------------------------
 

@@ -51,7 +51,7 @@ class MemoryRecorder(MemoryJobLog, MemoryLeaseIndex, MemoryTenantCounters, Memor
 
     def __init__(self, active_shards: int = DEFAULT_ACTIVE_SHARDS) -> None:
         self._state = MemoryState(active_shards)
-        self.job_types = MemoryJobTypes()  # the declared job types (issue 37)
+        self.type_declarations = MemoryJobTypes()  # the declared job types (issue 37)
 
     def overlapping_jobs(self, since: EpochMs, until: EpochMs) -> list[str]:
         """Ids of the jobs with a run in the `overlaps` index keyed from `since` to `until` (inclusive), in key

@@ -72,6 +72,9 @@ MATCHES: dict[tuple[str, str], str | tuple[int, str | None]] = {
     ("GET", f"/webhooks/wh_{'a' * 24}/deliveries"): f"{WEBHOOKS}:list_deliveries",
     ("POST", f"/webhooks/wh_{'a' * 24}/deliveries/{'b' * 32}/redeliver"): f"{WEBHOOKS}:redeliver_webhook",
     ("PUT", f"/webhooks/wh_{'a' * 24}"): (405, "DELETE, GET"),
+    # retry policies per job type (issue 37)
+    ("GET", "/job-types"): "onward.api.routes.job_types:list_job_types",
+    ("POST", "/job-types"): (405, "GET"),
 }
 
 

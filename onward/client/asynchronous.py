@@ -19,6 +19,7 @@ from onward.client.models import (
     Cancelled,
     Delivery,
     JobStatus,
+    JobType,
     Schedule,
     StatusCounts,
     Submitted,
@@ -168,6 +169,9 @@ class AsyncClient:
 
     async def redeliver(self, webhook_id: str, delivery_id: str, *, tenant: str | None = None) -> Delivery:
         return calls.delivery(await self._send(calls.redeliver(webhook_id, delivery_id, tenant)))
+
+    async def job_types(self) -> builtins.list[JobType]:
+        return calls.job_types(await self._send(calls.list_job_types()))
 
 
 __all__ = ["AsyncClient"]

@@ -16,6 +16,7 @@ from onward.client.models import (
     Cancelled,
     Delivery,
     JobStatus,
+    JobType,
     Schedule,
     StatusCounts,
     Submitted,
@@ -207,3 +208,11 @@ def redeliver(webhook_id: str, delivery_id: str, tenant: str | None) -> Call:
 
 def delivery(response: httpx.Response) -> Delivery:
     return Delivery.model_validate(response.json())
+
+
+def list_job_types() -> Call:  # retry policies per job type (issue 37)
+    return Call("GET", "/job-types", idempotent=True)
+
+
+def job_types(response: httpx.Response) -> list[JobType]:
+    return [JobType.model_validate(item) for item in response.json()["types"]]

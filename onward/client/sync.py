@@ -19,6 +19,7 @@ from onward.client.models import (
     Cancelled,
     Delivery,
     JobStatus,
+    JobType,
     Schedule,
     StatusCounts,
     Submitted,
@@ -187,6 +188,10 @@ class Client:
     def redeliver(self, webhook_id: str, delivery_id: str, *, tenant: str | None = None) -> Delivery:
         """Send a delivery again (a failed one, typically): pending again, with a fresh retry time."""
         return calls.delivery(self._send(calls.redeliver(webhook_id, delivery_id, tenant)))
+
+    def job_types(self) -> builtins.list[JobType]:
+        """The job types workers declared, by name, each with its retry policy (GET /job-types)."""
+        return calls.job_types(self._send(calls.list_job_types()))
 
 
 __all__ = ["Client"]

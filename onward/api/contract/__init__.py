@@ -12,6 +12,7 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from onward.api.contract.common import Caller, Health, ProblemDetails
+from onward.api.contract.job_types import JobTypesAnswer
 from onward.api.contract.jobs import (
     Accepted,
     ArchivedJobStatus,
@@ -35,7 +36,6 @@ from onward.api.contract.operators import (
     ReplayableJobs,
     Tenants,
 )
-from onward.api.contract.job_types import JobTypesAnswer
 from onward.api.contract.schedules import ScheduleInfo, Schedules
 from onward.api.contract.webhooks import Deliveries, DeliveryInfo, WebhookInfo, Webhooks
 from onward.domain.models import ViewLag

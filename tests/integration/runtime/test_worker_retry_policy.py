@@ -8,6 +8,7 @@ snoozed job must never come back early), never with how long the machine took.
 from __future__ import annotations
 
 import time
+from itertools import pairwise
 
 import pytest
 
@@ -70,7 +71,7 @@ def test_a_type_with_a_policy_retries_with_its_delays_and_stops_at_its_max(pool)
     ended, runs = _ended(pool, job.job_id)
 
     assert ended.state is JobState.DEAD and [run.outcome for run in runs] == [RunOutcome.FAILED] * 3
-    waits = [later.claimed_at - (earlier.finished_at or 0) for earlier, later in zip(runs, runs[1:], strict=False)]
+    waits = [later.claimed_at - (earlier.finished_at or 0) for earlier, later in pairwise(runs)]
     assert waits[0] >= 400 and waits[1] >= 800, waits
 
 

@@ -60,7 +60,8 @@ def test_each_jitter_draws_within_its_range_of_the_ceiling(jitter, low, high) ->
     "full" must use the whole range below it (spread over many draws)."""
     policy = RetryPolicy(base_s=2, cap_s=600, jitter=jitter)
     rng = random.Random(7)
-    draws = [policy.delay_s(attempt, rng) / policy.backoff.ceiling(attempt) for attempt in (1, 3, 5) for _ in range(200)]
+    draws = [policy.delay_s(attempt, rng) / policy.backoff.ceiling(attempt)
+             for attempt in (1, 3, 5) for _ in range(200)]
     assert all(low <= draw <= high for draw in draws)
     assert max(draws) - min(draws) >= (high - low) * 0.9
 

@@ -3,6 +3,8 @@ JobHarness: the real Worker, store (in memory) and handler call, on a manual clo
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import pytest
 
 from onward.runtime.worker import InvalidRegistration, Registry, RetryPolicy, Snooze
@@ -24,7 +26,7 @@ def test_a_type_with_a_policy_retries_with_its_delays_and_stops_at_its_max() -> 
     record.assert_outcomes(["failed"] * 4)
     assert record.job.state.value == "dead" and record.job.max_attempts == 4
     starts = [run.claimed_at for run in record.runs]
-    assert [later - earlier for earlier, later in zip(starts, starts[1:], strict=False)] == [2_000, 4_000, 5_000]
+    assert [later - earlier for earlier, later in pairwise(starts)] == [2_000, 4_000, 5_000]
 
 
 def test_an_error_type_listed_permanent_ends_the_job_without_retry() -> None:
@@ -56,7 +58,7 @@ def test_a_snoozing_handler_comes_back_after_its_snooze_with_no_attempt_charged(
     record = harness.run("poll", max_attempts=1)
     record.assert_succeeded("ready")
     record.assert_outcomes(["snoozed", "snoozed", "succeeded"])
-    assert [later - earlier for earlier, later in zip(seen, seen[1:], strict=False)] == [20_000, 20_000]
+    assert [later - earlier for earlier, later in pairwise(seen)] == [20_000, 20_000]
     assert (record.job.snoozes, record.job.attempts_used) == (2, 1)
 
 

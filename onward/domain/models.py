@@ -110,7 +110,9 @@ class NewJob(Request):
                     "strings, no empty keys. Given back exactly as sent (to the handler and GET "
                     "/jobs/{job_id}/params), so a float must have a fraction: DynamoDB's one number type would "
                     "give 2.0, 1e20 or -0.0 back as an integer, and they are refused")
-    max_attempts: StrictInt = Field(default=3, ge=1, le=100)  # strict: "3" is a client's bug, not a 3
+    max_attempts: StrictInt = Field(  # strict: "3" is a client's bug, not a 3
+        default=3, ge=1, le=100, description="attempts at most; without it, its job type's retry policy's "
+                                             "(GET /job-types), else 3")
     priority: StrictInt = Field(default=0, ge=0, le=9)  # within the tenant: a due job of a higher priority goes first
     run_at: Moment | None = Field(
         default=None,

@@ -68,7 +68,7 @@ if TYPE_CHECKING:
     from onward.store.service import JobStore
 
 DEFAULT_JOB_TYPES = ("demo.echo", "demo.sleep", "demo.flaky", "demo.fail", "demo.crash", "demo.hang",
-                     "demo.progress")  # demo.progress: issue 38
+                     "demo.progress", "demo.snooze")  # demo.progress: issue 38; demo.snooze: issue 37
 DEFAULT_WORKER_MODULE = "onward.runtime.demo_jobs"
 DEFAULT_WORKER_LEASE_S = 60.0
 MAX_WORKER_CONCURRENCY = 64  # jobs one worker-function invocation runs at once (a thread and a process each)

@@ -10,7 +10,7 @@ import {
 import { renderProgress } from "/web/progress.js";
 import { analyse, attemptItem, drawTimeline, summary } from "/web/timeline.js";
 import { tagLinks, tagsKey } from "/web/tags.js";
-import { renderPolicy } from "/web/retry_policy.js";
+import { renderPolicy } from "/web/policy.js";
 
 // An explanation reads the last minutes' claims of every tenant: asked again only this often (or when the
 // status moves), not on every poll.

@@ -7,7 +7,8 @@ MODEL_SETTINGS, and in memory at ten times as many steps (MEMORY_MODEL_SETTINGS)
 Operations: create (three tenants, max_attempts 1..3, with and without an Idempotency-Key, the same key
 repeated with the same request or a different one), claim (two workers; every Lease is kept, so old
 ones come back later as zombies), heartbeat, complete, fail (permanent or not), acknowledge_cancel,
-release, snooze (issue 37: up to MAX_SNOOZES, then a failed attempt), reap (after moving the clock past a lease), advancing time (retry_wait becomes due), cancel
+release, snooze (issue 37: up to MAX_SNOOZES, then a failed attempt), reap (after moving the clock past a
+lease), advancing time (retry_wait becomes due), cancel
 (also as the wrong tenant), operator replay, a late report with a superseded Lease, and a *race*: one
 operation is stopped just before its commit while a second JobStore (on the same recorder's storage)
 commits another operation on the same job, then the first one goes on (it must notice, re-read and decide

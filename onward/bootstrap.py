@@ -68,7 +68,7 @@ if TYPE_CHECKING:
     from onward.store.service import JobStore
 
 DEFAULT_JOB_TYPES = ("demo.echo", "demo.sleep", "demo.flaky", "demo.fail", "demo.crash", "demo.hang",
-                     "demo.progress")  # demo.progress: issue 38
+                     "demo.progress", "demo.snooze")  # demo.progress: issue 38; demo.snooze: issue 37
 DEFAULT_WORKER_MODULE = "onward.runtime.demo_jobs"
 DEFAULT_WORKER_LEASE_S = 60.0
 MAX_WORKER_CONCURRENCY = 64  # jobs one worker-function invocation runs at once (a thread and a process each)
@@ -388,8 +388,10 @@ class Deployment:
         """The worker function's Workers: `worker_concurrency` of them, one per thread of an invocation, each with
         the handlers of `worker_registry` (and a handler process of its own), each job leased for
         `worker_lease_s`. Kept with the deployment, so a warm function reuses them and their processes."""
+        from onward.runtime.declared_types import declare_types
         from onward.runtime.worker import Worker
 
+        declare_types(self.job_store, self.worker_registry)  # retry policies per type (issue 37), once per start
         return tuple(Worker(self.job_store, self.worker_registry, lease_s=self.worker_lease_s)
                      for _ in range(self.worker_concurrency))
 

@@ -19,6 +19,7 @@ from onward.client.models import (
     Cancelled,
     Delivery,
     JobStatus,
+    JobType,
     RateLimit,
     Schedule,
     StatusCounts,
@@ -188,6 +189,8 @@ class AsyncClient:
     async def delete_rate_limit(self, key: str, *, tenant: str | None = None) -> None:
         """Remove a limit (DELETE /rate-limits/{key}); NotFound when there is none."""
         await self._send(calls.delete_rate_limit(key, tenant))
+    async def job_types(self) -> builtins.list[JobType]:
+        return calls.job_types(await self._send(calls.list_job_types()))
 
 
 __all__ = ["AsyncClient"]

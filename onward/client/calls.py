@@ -16,6 +16,7 @@ from onward.client.models import (
     Cancelled,
     Delivery,
     JobStatus,
+    JobType,
     RateLimit,
     Schedule,
     StatusCounts,
@@ -238,3 +239,9 @@ def rate_limit(response: httpx.Response) -> RateLimit:
 
 def rate_limits(response: httpx.Response) -> list[RateLimit]:
     return [RateLimit.model_validate(item) for item in response.json()["rate_limits"]]
+def list_job_types() -> Call:  # retry policies per job type (issue 37)
+    return Call("GET", "/job-types", idempotent=True)
+
+
+def job_types(response: httpx.Response) -> list[JobType]:
+    return [JobType.model_validate(item) for item in response.json()["types"]]

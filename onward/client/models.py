@@ -223,3 +223,23 @@ class RateLimit(Answer):
     period_s: float
     tenant_id: str | None = None
     updated_at: str | None = None
+# retry policies per job type (issue 37)
+class TypeRetryPolicy(Answer):
+    """A job type's retry policy, as its workers declared it (GET /job-types; docs/flow-control.md)."""
+
+    max_attempts: int
+    base_s: float
+    cap_s: float
+    jitter: str  # "equal", "full" or "none"
+    permanent: list[str] = Field(default_factory=list)
+    max_snoozes: int | None = None
+
+
+class JobType(Answer):
+    """A declared job type: its retry policy and the worker that declared it last."""
+
+    type: str
+    retry: TypeRetryPolicy
+    declared_by: str | None = None
+    worker_version: str | None = None
+    declared_at: str | None = None

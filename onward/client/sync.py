@@ -19,6 +19,7 @@ from onward.client.models import (
     Cancelled,
     Delivery,
     JobStatus,
+    JobType,
     RateLimit,
     Schedule,
     StatusCounts,
@@ -209,6 +210,9 @@ class Client:
     def delete_rate_limit(self, key: str, *, tenant: str | None = None) -> None:
         """Remove a limit (DELETE /rate-limits/{key}); NotFound when there is none."""
         self._send(calls.delete_rate_limit(key, tenant))
+    def job_types(self) -> builtins.list[JobType]:
+        """The job types workers declared, by name, each with its retry policy (GET /job-types)."""
+        return calls.job_types(self._send(calls.list_job_types()))
 
 
 __all__ = ["Client"]

@@ -1,15 +1,18 @@
-"""Retry delay: capped exponential backoff with equal jitter (pure)."""
+"""Retry delay: capped exponential backoff with jitter (pure): equal jitter by default, full or none on request."""
 
 from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from typing import Literal
 
 
 @dataclass(frozen=True)
 class BackoffPolicy:
     base_s: float = 1.0
     cap_s: float = 300.0
+    # "equal": in [ceiling/2, ceiling]; "full": in [0, ceiling]; "none": the ceiling (retry policies, issue 37)
+    jitter: Literal["full", "equal", "none"] = "equal"
 
     def ceiling(self, attempt: int) -> float:
         """The largest delay after failed attempt number `attempt` (1-based): base * 2^(attempt-1), capped."""
@@ -19,6 +22,11 @@ class BackoffPolicy:
         return min(self.cap_s, self.base_s * growth)
 
     def delay(self, attempt: int, rng: random.Random | None = None) -> float:
-        """A delay in [ceiling/2, ceiling]: never zero (no thundering retry), never past the cap."""
+        """A delay never past the cap; with equal jitter (the default) in [ceiling/2, ceiling], never zero (no
+        thundering retry)."""
         ceiling = self.ceiling(attempt)
+        if self.jitter == "none":
+            return ceiling
+        if self.jitter == "full":
+            return (rng or random).uniform(0, ceiling)
         return ceiling / 2 + (rng or random).uniform(0, ceiling / 2)

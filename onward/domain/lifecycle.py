@@ -251,6 +251,31 @@ def replay(job: Job, now: EpochMs) -> Decision:
     return Change(Transition.REPLAY, job, after)
 
 
+def snooze(job: Job, attempt: int, worker_id: str, snooze_ms: int, *, max_snoozes: int, retry_delay_ms: int,
+           now: EpochMs) -> Decision:
+    """snooze (issue 37): the handler asked to run again `snooze_ms` from now. The job goes back to the queue, due
+    then, not charged an attempt (as a release: the attempt number still rises at the next claim, the fencing
+    token, and `attempt_floor` with it); its run record's outcome is `snoozed`. Past `max_snoozes` the snooze is
+    a failed attempt (error type SnoozeLimit, charged, retried as any failure). With a cancel request pending,
+    it acknowledges it."""
+    if not _holds(job, attempt, worker_id):
+        return Refusal(RefusalReason.FENCED, job)
+    if job.cancel_requested:
+        return acknowledge_cancel(job, attempt, worker_id, now)
+    if job.snoozes >= max_snoozes:
+        error = ErrorSummary.of(SNOOZE_LIMIT_ERROR, f"the handler snoozed {job.snoozes} times, the most its type "
+                                                    f"allows ({max_snoozes}): this snooze counts as a failed attempt")
+        return fail(job, attempt, worker_id, error, permanent=False, retry_delay_ms=retry_delay_ms, now=now)
+    after = _advance(
+        job, Transition.SNOOZE, now, state=JobState.QUEUED, not_before=now + snooze_ms, snoozes=job.snoozes + 1,
+        attempt_floor=job.attempt_floor + 1, last_outcome=RunOutcome.SNOOZED, **_NO_LEASE,
+    )
+    return Change(Transition.SNOOZE, job, after, close_run=RunClosure(attempt, RunOutcome.SNOOZED, now))
+
+
+SNOOZE_LIMIT_ERROR = "SnoozeLimit"  # error type of a snooze past the job's bound (issue 37)
+
+
 class StaleReport(StrEnum):
     """What a worker's report is when its attempt no longer holds the job (decided by `stale_report`)."""
 
@@ -262,6 +287,8 @@ class StaleReport(StrEnum):
 # The run outcomes a report may write: a release while cancel was requested acknowledges it.
 _WRITES: dict[RunOutcome, frozenset[RunOutcome]] = {
     RunOutcome.RELEASED: frozenset({RunOutcome.RELEASED, RunOutcome.CANCELLED}),
+    # snooze (issue 37): a snooze past its bound fails the attempt; with cancel requested it acknowledges it
+    RunOutcome.SNOOZED: frozenset({RunOutcome.SNOOZED, RunOutcome.FAILED, RunOutcome.CANCELLED}),
 }
 _CLOSED_BY_OTHERS: frozenset[RunOutcome | None] = frozenset({None, RunOutcome.LEASE_EXPIRED})
 

@@ -113,7 +113,9 @@ class NewJob(Request):
                     "strings, no empty keys. Given back exactly as sent (to the handler and GET "
                     "/jobs/{job_id}/params), so a float must have a fraction: DynamoDB's one number type would "
                     "give 2.0, 1e20 or -0.0 back as an integer, and they are refused")
-    max_attempts: StrictInt = Field(default=3, ge=1, le=100)  # strict: "3" is a client's bug, not a 3
+    max_attempts: StrictInt = Field(  # strict: "3" is a client's bug, not a 3
+        default=3, ge=1, le=100, description="attempts at most; without it, its job type's retry policy's "
+                                             "(GET /job-types), else 3")
     priority: StrictInt = Field(default=0, ge=0, le=9)  # within the tenant: a due job of a higher priority goes first
     run_at: Moment | None = Field(
         default=None,
@@ -215,6 +217,8 @@ class Job(_Frozen):
     # rate limits (issue 37): its own rate limit key; the moment of the token it reserved (it waits until then)
     rate_limit_key: str | None = None
     rate_reserved_at: EpochMs | None = None
+    # snooze (issue 37): the snoozes its handler took (onward.domain.lifecycle.snooze; bounded by the type's policy)
+    snoozes: int = Field(default=0, ge=0)
 
     @property
     def attempts_used(self) -> int:

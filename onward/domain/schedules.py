@@ -252,7 +252,8 @@ class NewSchedule(_Timing):
     name: ScheduleName = Field(description="unique within the tenant; 1 to 64 letters, digits, `_`, `.`, `-`")
     type: JobType
     params: StorableParams = Field(default_factory=dict)
-    max_attempts: StrictInt | None = Field(None, ge=1, le=100, description="each job's (default 3)")
+    max_attempts: StrictInt | None = Field(None, ge=1, le=100, description="each job's (default: its job type's "
+                                                                         "retry policy's, else 3)")
     priority: StrictInt | None = Field(None, ge=0, le=9, description="each job's (default 0)")
 
 

@@ -24,6 +24,7 @@ class RunOutcome(StrEnum):
     RELEASED = "released"
     CANCELLED = "cancelled"
     FENCED = "fenced"
+    SNOOZED = "snoozed"  # snooze (issue 37): the handler asked to run again later, no attempt charged
 
 
 class Transition(StrEnum):
@@ -39,6 +40,7 @@ class Transition(StrEnum):
     REQUEST_CANCEL = "request_cancel"
     CANCEL = "cancel"
     REPLAY = "replay"
+    SNOOZE = "snooze"  # snooze (issue 37): back to the queue, due later, not charged an attempt
 
 
 TERMINAL_STATES: frozenset[JobState] = frozenset(
@@ -72,6 +74,7 @@ TRANSITIONS: dict[tuple[Transition, JobState], frozenset[JobState]] = {
     (Transition.CANCEL, _R): frozenset({JobState.CANCELLED}),  # the worker acknowledging a request
     (Transition.REPLAY, JobState.DEAD): frozenset({_Q}),
     (Transition.REPLAY, JobState.QUARANTINED): frozenset({_Q}),
+    (Transition.SNOOZE, _R): frozenset({_Q}),  # snooze (issue 37)
 }
 
 

@@ -9,6 +9,7 @@ first of these that holds:
   and waits for it; `until` is that moment;
 - `scheduled`: queued with a run_at (or delay_s) still to come; `until` is when it becomes due;
 - `backoff`: in retry_wait after a failed attempt; `until` is its next attempt's earliest start;
+- `snoozed`: queued again by its handler's Snooze (issue 37); `until` is when it is due again;
 - `tenant_at_cap`: due, and its tenant has `cap` jobs running: one of them must end first (caps flex: a
   tenant at its cap is served past it only when no tenant below its cap has a due job);
 - `no_worker`: due, and no worker claimed any job of its tenant in the window: nothing is taking its work;
@@ -42,7 +43,7 @@ from enum import StrEnum
 from onward.domain.clock import EpochMs, iso
 from onward.domain.dispatch import AGING_MS
 from onward.domain.models import Job
-from onward.domain.states import CLAIMABLE_STATES, JobState, is_terminal
+from onward.domain.states import CLAIMABLE_STATES, JobState, RunOutcome, is_terminal
 from onward.operator.claim_history import ClaimCounts
 from onward.store.ports import DueJob, JobRow, Tenant, TenantState
 from onward.store.ports.ready_queues import ReadyQueue, ready_queue
@@ -66,6 +67,7 @@ class WaitReason(StrEnum):
     RUNNING = "running"  # not waiting: a worker holds it
     FINISHED = "finished"  # not waiting: it ended
     RATE_LIMITED = "rate_limited"  # rate limits (issue 37): waits for the token it reserved (`until`)
+    SNOOZED = "snoozed"  # snooze (issue 37): its handler asked to run again later; `until` is when
 
 
 @dataclass(frozen=True)
@@ -207,6 +209,8 @@ def explain(job: Job, now: EpochMs, waiting: Waiting | None = None) -> Explanati
 def _reason(job: Job, until: EpochMs | None, waiting: Waiting) -> WaitReason:
     if until is not None and job.rate_reserved_at == job.not_before:  # rate limits (issue 37)
         return WaitReason.RATE_LIMITED
+    if until is not None and job.last_outcome is RunOutcome.SNOOZED and job.state is JobState.QUEUED:
+        return WaitReason.SNOOZED
     if until is not None:
         return WaitReason.BACKOFF if job.state is JobState.RETRY_WAIT else WaitReason.SCHEDULED
     cap = waiting.tenant.tenant.policy.cap
@@ -288,4 +292,6 @@ _SENTENCES: dict[WaitReason, Callable[[Explanation], str]] = {
     WaitReason.RUNNING: lambda _: "running: a worker holds it",
     WaitReason.FINISHED: lambda _: "it has ended: it waits for nothing",
     WaitReason.RATE_LIMITED: _sentence_rate_limited,  # rate limits (issue 37)
+    WaitReason.SNOOZED: lambda explanation: f"snoozed until {iso(explanation.until or 0)} (its handler asked to run "
+                                            f"again then; no attempt charged); {_eta_text(explanation)}",
 }

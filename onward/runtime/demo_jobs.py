@@ -1,12 +1,12 @@
 """Built-in job types for demos and drills: demo.echo, demo.sleep, demo.flaky, demo.fail, demo.crash, demo.hang,
-demo.progress."""
+demo.progress, demo.snooze."""
 
 from __future__ import annotations
 
 import time
 from typing import Any
 
-from onward.runtime.worker import JobContext, PermanentError, Registry, SimulatedCrash
+from onward.runtime.worker import JobContext, PermanentError, Registry, RetryPolicy, SimulatedCrash, Snooze
 
 registry = Registry()
 
@@ -69,3 +69,13 @@ def progress(context: JobContext) -> dict[str, int]:
         context.wait(step_s)
         context.progress(step / steps if steps else 1.0, f"step {step} of {steps}")
     return {"steps": steps}
+
+
+# snooze and retry policies (issue 37)
+@registry.register("demo.snooze", retry=RetryPolicy(max_attempts=2, base_s=1, cap_s=10, max_snoozes=10))
+def snooze(context: JobContext) -> dict[str, int]:
+    """Snoozes `seconds` (default 2) on each of its first `times` attempts (default 1), not charged, then
+    succeeds; its type allows 10 snoozes (past them a snooze is a failed attempt) and 2 attempts."""
+    if context.attempt <= int(context.params.get("times", 1)):
+        raise Snooze(float(context.params.get("seconds", 2)))
+    return {"succeeded_on_attempt": context.attempt}

@@ -33,6 +33,7 @@ from onward.domain.progress import checked_progress
 from onward.observability.tracing import handler_span
 from onward.runtime.child_stops import EXIT_ORPHANED, ORPHAN_CHECK_S, StopReader, StopRequest
 from onward.runtime.progress import ProgressNote, ProgressPipe
+from onward.runtime.snooze import Snooze
 
 KILL_GRACE_S = 2.0  # from SIGTERM to SIGKILL
 EXIT_GRACE_S = 1.0  # for a child whose pipe broke to exit by itself
@@ -128,6 +129,7 @@ class Ending(Enum):
     PERMANENT = "permanent"  # PermanentError: no retry
     STOPPED = "stopped"  # Stopped: it heeded a cooperative stop
     CRASHED = "crashed"  # SimulatedCrash: its worker dies as from a kill (drills)
+    SNOOZED = "snoozed"  # Snooze (issue 37): run again `Raised.snooze_s` from now, no attempt charged
 
 
 @dataclass(frozen=True)
@@ -144,6 +146,7 @@ class Raised:
     error_type: str
     message: str
     traceback: str = ""
+    snooze_s: float | None = None  # snooze (issue 37): Ending.SNOOZED's length
 
 
 @dataclass(frozen=True)
@@ -449,6 +452,8 @@ def run_handler(handlers: HandlerLookup, context: JobContext) -> Returned | Rais
             return Returned(handler(context))
     except Stopped as error:
         return _raised(Ending.STOPPED, error)
+    except Snooze as error:  # snooze (issue 37)
+        return Raised(Ending.SNOOZED, type(error).__name__, _text(error), snooze_s=error.seconds)
     except PermanentError as error:
         return _raised(Ending.PERMANENT, error)
     except SimulatedCrash as error:

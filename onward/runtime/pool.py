@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from onward.runtime.declared_types import declare_types
 from onward.runtime.task_protection import ProtectionKeeper, TaskProtection
 from onward.runtime.worker import Registry, Worker
 from onward.store.service import JobStore
@@ -42,6 +43,7 @@ class WorkerPool:
         """`stop_grace_s`: how long a handler asked to stop may take before its process is ended. `protection`:
         the ECS task's scale-in protection, held while any worker holds a job (onward.runtime.task_protection)."""
         self._stop_grace_s = stop_grace_s
+        self._declared = (store, registry)  # retry policies per type (issue 37): published at start
         # Overlaps its workers' reports and renewals find, published as they are found (AttemptOverlaps, as the
         # Lambda worker publishes them per invocation).
         self.overlaps = OverlapsPublisher(store.stats.overlaps_found)
@@ -57,6 +59,7 @@ class WorkerPool:
             self._keeper.changed()
 
     def start(self) -> None:
+        declare_types(*self._declared)
         self._threads = [threading.Thread(target=w.run, name=w.worker_id, daemon=True) for w in self._workers]
         for thread in self._threads:
             thread.start()

@@ -26,6 +26,7 @@ from onward.domain.backoff import BackoffPolicy
 from onward.domain.clock import Clock, EpochMs, system_clock
 from onward.domain.errors import InvalidRequest, PayloadTooLarge
 from onward.domain.models import DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S, ErrorSummary, Job, Lease
+from onward.domain.retry_policy import PLATFORM_POLICY, InvalidRegistration, RetryPolicy
 from onward.faults import fault_point
 from onward.runtime import job_spans
 from onward.runtime.execution import (
@@ -45,10 +46,11 @@ from onward.runtime.execution import (
     Vanished,
 )
 from onward.runtime.progress import ProgressReporter
+from onward.runtime.snooze import Snooze
 from onward.store.service import JobStore, Report
 
 __all__ = ["HandlerRunner", "InvalidRegistration", "JobContext", "JobHandler", "LeaseRenewal", "PermanentError",
-           "Registry", "RenewalFactory", "SimulatedCrash", "Stopped", "Worker"]
+           "Registry", "RenewalFactory", "RetryPolicy", "SimulatedCrash", "Snooze", "Stopped", "Worker"]
 
 logger = Logger(service="onward-worker")
 
@@ -57,21 +59,21 @@ PROCESS_DIED_ERROR = "HandlerProcessDied"  # error type of an attempt whose proc
 PAUSED_POLL_S = 0.2  # how often a worker whose claims are paused looks again
 
 
-class InvalidRegistration(ValueError):
-    """A handler registered with settings the platform refuses (a type's timeout_s out of range)."""
-
-
 class Registry:
     """Job type name -> its handler, and how long one attempt of the type may run by default."""
 
     def __init__(self) -> None:
         self._handlers: dict[str, JobHandler] = {}
         self._timeouts: dict[str, float] = {}
+        self._policies: dict[str, RetryPolicy] = {}  # retry policy per type (issue 37)
         self._version = 0
 
-    def register(self, job_type: str, *, timeout_s: float | None = None) -> Callable[[JobHandler], JobHandler]:
+    def register(self, job_type: str, *, timeout_s: float | None = None, retry: RetryPolicy | None = None
+                 ) -> Callable[[JobHandler], JobHandler]:
         """`timeout_s`: the type's default timeout per attempt (a job's own timeout_s wins), above 0 and at most
-        MAX_TIMEOUT_S; without it, DEFAULT_TIMEOUT_S."""
+        MAX_TIMEOUT_S; without it, DEFAULT_TIMEOUT_S. `retry`: the type's RetryPolicy (default PLATFORM_POLICY)."""
+        if retry is not None and not isinstance(retry, RetryPolicy):
+            raise InvalidRegistration(f"job type {job_type!r}: retry must be a RetryPolicy, not {retry!r}")
         if timeout_s is not None and (isinstance(timeout_s, bool) or not isinstance(timeout_s, int | float)
                                       or not 0 < timeout_s <= MAX_TIMEOUT_S):
             raise InvalidRegistration(f"job type {job_type!r}: timeout_s must be a number of seconds above 0 and "
@@ -80,6 +82,7 @@ class Registry:
         def add(handler: JobHandler) -> JobHandler:
             self._handlers[job_type] = handler
             self._version += 1
+            self._policies[job_type] = retry or PLATFORM_POLICY
             if timeout_s is None:
                 self._timeouts.pop(job_type, None)
             else:
@@ -108,6 +111,10 @@ class Registry:
     @property
     def types(self) -> frozenset[str]:
         return frozenset(self._handlers)
+
+    def policy(self, job_type: str) -> RetryPolicy:
+        """The type's retry policy (issue 37), PLATFORM_POLICY for a type registered without one."""
+        return self._policies.get(job_type, PLATFORM_POLICY)
 
 
 class HandlerRunner(Protocol):
@@ -283,7 +290,7 @@ class Worker:
         handler = self._registry.get(lease.job.type)
         if handler is None:
             error = ErrorSummary.of("UnknownJobType", f"no handler registered for {lease.job.type!r}")
-            return self._store.fail(lease, error, permanent=True)
+            return self._fail(lease, error, permanent=True)
         with job_spans.attempt(lease, context) as attempt:
             outcome = self._handler_process.run(context, timeout_s=self._registry.attempt_timeout_s(lease.job),
                                                 stop_grace_s=self._stop_grace_s)
@@ -298,7 +305,7 @@ class Worker:
                 try:
                     return self._store.complete(lease, result)
                 except InvalidRequest as error:  # the result cannot be stored: no retry can change that
-                    return self._store.fail(lease, _unstorable(error), permanent=True)
+                    return self._fail(lease, _unstorable(error), permanent=True)
             case Raised(ending=Ending.STOPPED):
                 return self._stopped(lease, context)
             case Killed(reasons=reasons):
@@ -307,23 +314,32 @@ class Worker:
                 return self._stopped(lease, context)
             case Raised(ending=Ending.CRASHED):
                 raise SimulatedCrash()
+            case Raised(ending=Ending.SNOOZED, snooze_s=float(seconds)):  # snooze (issue 37)
+                policy = self._registry.policy(lease.job.type)
+                return self._store.snooze(lease, seconds, max_snoozes=policy.max_snoozes, backoff=policy.backoff)
             case Raised(ending=Ending.PERMANENT, error_type=error_type, message=message):
-                return self._store.fail(lease, ErrorSummary.of(error_type, message), permanent=True)
+                return self._fail(lease, ErrorSummary.of(error_type, message), permanent=True)
             case Raised(error_type=error_type, message=message, traceback=trace):  # Ending.FAILED
                 logger.debug("handler failed", extra={**log, "traceback": trace})
-                return self._store.fail(lease, ErrorSummary.of(error_type, message))
+                return self._fail(lease, ErrorSummary.of(error_type, message))
             case Unsendable(reason=reason):
-                return self._store.fail(lease, ErrorSummary.of("UnstorableResult", f"result {reason}"),
+                return self._fail(lease, ErrorSummary.of("UnstorableResult", f"result {reason}"),
                                         permanent=True)
             case TimedOut(timeout_s=limit):
                 logger.warning("attempt timed out: its process was ended", extra={**log, "timeout_s": limit})
-                return self._store.fail(lease, ErrorSummary.of(
+                return self._fail(lease, ErrorSummary.of(
                     TIMEOUT_ERROR, f"the attempt ran past its timeout of {limit:g} s and was stopped"))
             case Vanished(exitcode=exitcode):
                 logger.warning("handler process ended without an answer", extra={**log, "exitcode": exitcode})
-                return self._store.fail(lease, ErrorSummary.of(PROCESS_DIED_ERROR, _ended(exitcode)))
+                return self._fail(lease, ErrorSummary.of(PROCESS_DIED_ERROR, _ended(exitcode)))
             case _:
                 assert_never(outcome)
+
+    def _fail(self, lease: Lease, error: ErrorSummary, *, permanent: bool = False) -> Report:
+        """A failed attempt under its type's retry policy (issue 37): its delays; its permanent error types end it."""
+        policy = self._registry.policy(lease.job.type)
+        return self._store.fail(lease, error, permanent=permanent or policy.is_permanent(error.error_type),
+                                backoff=policy.backoff)
 
     def _stopped(self, lease: Lease, context: JobContext) -> Report:
         """The handler stopped when asked (or was ended): a cancel is acknowledged, anything else hands the job

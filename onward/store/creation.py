@@ -75,6 +75,8 @@ class JobCreation:
         self._retention_s = retention_s
         self._job_retention_s = job_retention_s
         self._unique_keys = unique_keys  # unique jobs (issue 37)
+        # the job's type's defaults (issue 37: its max_attempts; the store's JobTypes), after the digest
+        self.type_defaults: Callable[[NewJob], NewJob] = lambda request: request
 
     def create(self, tenant_id: str, request: NewJob, idempotency_key: str | None = None) -> Created:
         """Enqueue a job. With an Idempotency-Key, a retry of the same request returns the same job and
@@ -110,7 +112,7 @@ class JobCreation:
 
     def _new_job_write(self, tenant: Tenant, request: NewJob, idempotency_key: str | None) -> NewJobWrite:
         now = self._clock()
-        change = lifecycle.create(self._new_job_id(), tenant.tenant_id, request, now)
+        change = lifecycle.create(self._new_job_id(), tenant.tenant_id, self.type_defaults(request), now)
         return NewJobWrite.of(
             change, ready_shards=tenant.ready_shards, retention_s=self._retention_s,
             job_retention_s=self._job_retention_s, clock=self._registry.virtual_clock(),

@@ -38,6 +38,7 @@ that `onward overlaps` reads), and counts them (StoreStats.overlaps_found): onwa
 
 from __future__ import annotations
 
+import math
 import random
 import time
 import uuid
@@ -69,6 +70,7 @@ from onward.store.claims import AdmissionRefused, Claimer, FlexRefused
 from onward.store.creation import MAX_PARAMS_BYTES, JobCreation
 from onward.store.dynamo.recorder import DynamoRecorder
 from onward.store.held_rows import HELD_ROWS_MAX, HeldRows
+from onward.store.job_types import JobTypes, recorder_of
 from onward.store.memory.recorder import MemoryRecorder
 from onward.store.ports.index_shards import LEASE_SHARDS
 from onward.store.ports.outcomes import CommitOutcome, RenewalAnswer
@@ -160,6 +162,8 @@ class JobStore:
                                      unique_keys=UniqueKeys(recorder, recorder, clock, self._transition))
         self._zombies = ZombieMarks(recorder, self.stats, self._job_retention_s)
         self.rate_limits = RateLimits(recorder, clock)  # rate limits (issue 37): onward.store.rate_limits
+        self.type_catalog = JobTypes(recorder_of(recorder), clock)  # retry policies per type (issue 37)
+        self._creation.type_defaults = self.type_catalog.with_type_defaults
 
     @classmethod
     def in_memory(
@@ -326,12 +330,21 @@ class JobStore:
         return self._report(lease, RunOutcome.SUCCEEDED, lambda job, now: lifecycle.complete(
             job, lease.attempt, lease.worker_id, result, now))
 
-    def fail(self, lease: Lease, error: ErrorSummary, *, permanent: bool = False) -> Report:
-        # The backoff grows with the attempts charged to the budget (after a replay or a release, fewer
-        # than the attempt number), as the claim counted them.
-        delay_ms = int(self._backoff.delay(lease.job.attempts_used, self._rng) * 1000)
+    def fail(self, lease: Lease, error: ErrorSummary, *, permanent: bool = False,
+             backoff: BackoffPolicy | None = None) -> Report:
+        # The backoff (the job type's retry policy's, else the store's) grows with the attempts charged to the
+        # budget (after a replay or a release, fewer than the attempt number), as the claim counted them.
+        delay_ms = int((backoff or self._backoff).delay(lease.job.attempts_used, self._rng) * 1000)
         return self._report(lease, RunOutcome.FAILED, lambda job, now: lifecycle.fail(
             job, lease.attempt, lease.worker_id, error, permanent=permanent, retry_delay_ms=delay_ms, now=now))
+
+    def snooze(self, lease: Lease, seconds: float, *, max_snoozes: int, backoff: BackoffPolicy | None = None
+               ) -> Report:
+        """snooze (issue 37): lifecycle.snooze; `backoff` for a snooze past `max_snoozes` (a failed attempt)."""
+        delay_ms = int((backoff or self._backoff).delay(lease.job.attempts_used, self._rng) * 1000)
+        return self._report(lease, RunOutcome.SNOOZED, lambda job, now: lifecycle.snooze(
+            job, lease.attempt, lease.worker_id, math.ceil(seconds * 1000), max_snoozes=max_snoozes,
+            retry_delay_ms=delay_ms, now=now))
 
     def acknowledge_cancel(self, lease: Lease) -> Report:
         return self._report(lease, RunOutcome.CANCELLED, lambda job, now: lifecycle.acknowledge_cancel(

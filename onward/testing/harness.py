@@ -12,7 +12,7 @@ from onward.domain.clock import EpochMs, ManualClock
 from onward.domain.models import Lease, NewJob
 from onward.domain.states import TERMINAL_STATES, JobState
 from onward.maintenance.reaper import reap_once
-from onward.runtime.worker import JobHandler, Registry, SimulatedCrash, Worker
+from onward.runtime.worker import JobHandler, Registry, RetryPolicy, SimulatedCrash, Worker
 from onward.store.service import CancelOutcome, CancelStatus, JobStore
 from onward.testing.records import JobRecord
 from onward.testing.timeline import InlineRunner, Timeline, ms_of
@@ -80,16 +80,17 @@ class JobHarness:
 
     # --- handlers and jobs -------------------------------------------------------------------------------
 
-    def register(self, job_type: str, *, timeout_s: float | None = None) -> Callable[[JobHandler], JobHandler]:
+    def register(self, job_type: str, *, timeout_s: float | None = None, retry: RetryPolicy | None = None
+                 ) -> Callable[[JobHandler], JobHandler]:
         """`registry.register` of the harness's registry: a decorator."""
-        return self.registry.register(job_type, timeout_s=timeout_s)
+        return self.registry.register(job_type, timeout_s=timeout_s, retry=retry)
 
     def submit(
         self,
         job_type: str,
         params: dict[str, Any] | None = None,
         *,
-        max_attempts: int = 3,
+        max_attempts: int | None = None,
         timeout_s: float | None = None,
         priority: int = 0,
         delay_s: float | None = None,
@@ -98,7 +99,10 @@ class JobHarness:
     ) -> str:
         """Creates a job as `POST /jobs` does (the same NewJob validation: a pydantic ValidationError where
         the API answers 422) and returns its id. A type with no handler is created (the API's ONWARD_JOB_TYPES
-        is not the registry) and its attempt fails permanently with UnknownJobType, as in a worker."""
+        is not the registry) and its attempt fails permanently with UnknownJobType, as in a worker. Without
+        `max_attempts`, the type's retry policy's (as the API gives a job of a type its workers declared)."""
+        if max_attempts is None:
+            max_attempts = self.registry.policy(job_type).max_attempts
         request = NewJob(type=job_type, params=params or {}, max_attempts=max_attempts, priority=priority,
                          timeout_s=_seconds(timeout_s), delay_s=_seconds(delay_s))
         created = self.store.create(tenant_id or self.tenant_id, request, idempotency_key)

@@ -10,6 +10,7 @@ import {
 import { renderProgress } from "/web/progress.js";
 import { analyse, attemptItem, drawTimeline, summary } from "/web/timeline.js";
 import { tagLinks, tagsKey } from "/web/tags.js";
+import { renderPolicy } from "/web/policy.js";
 
 // An explanation reads the last minutes' claims of every tenant: asked again only this often (or when the
 // status moves), not on every poll.
@@ -224,6 +225,8 @@ function reasonText(answer) {
     case "no_worker":
       return [`No worker started any job of its tenant in the last ${minutes(details)} minutes: nothing is ` +
               "taking its work."];
+    case "snoozed":  // snooze (issue 37)
+      return ["Snoozed by its handler: it runs again no earlier than ", timeEl(answer.until), " (no attempt charged)."];
     case "running":
       return ["A worker has just taken it: the status above will show it shortly."];
     default:
@@ -274,6 +277,7 @@ function renderParams() {
                            `priority ${params.priority} · ` +
                            (params.timeout_s ? `timeout ${params.timeout_s} s per attempt`
                                              : "its job type's timeout per attempt"));
+  renderPolicy(params);  // retry policy per job type (issue 37)
   // tags (issue 38)
   setContent($("job-tags"), tagsKey(params.tags),
              ...(Object.keys(params.tags || {}).length ? tagLinks(params.tags) : ["none"]));

@@ -12,6 +12,7 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from onward.api.contract.common import Caller, Health, ProblemDetails
+from onward.api.contract.job_types import JobTypesAnswer
 from onward.api.contract.jobs import (
     Accepted,
     ArchivedJobStatus,
@@ -49,4 +50,6 @@ ANSWERS: tuple[type[BaseModel], ...] = (Health, Accepted, CancelAccepted, JobSta
                                          # completion webhooks (issue 38)
                                          WebhookInfo, Webhooks, DeliveryInfo, Deliveries,
                                          # rate limits (issue 37)
-                                         RateLimitInfo, RateLimits)
+                                         RateLimitInfo, RateLimits,
+                                         # retry policies per job type (issue 37)
+                                         JobTypesAnswer)

@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from onward.api.contract.common import Answer, ProblemDetails
+from onward.api.contract.job_types import PolicyInForce
 from onward.api.contract.progress import JobProgress, RunProgressRecord
 from onward.domain.archive import ArchivedJob, ArchivedRun
 from onward.domain.clock import EpochMs, iso
@@ -290,8 +291,9 @@ class JobExplanation(Answer):
                                            "attempt), tenant_at_cap (its tenant runs `cap` jobs), no_worker (no "
                                            "worker claimed a job of its tenant in the window), waiting_for_share "
                                            "(jobs of its tenant ahead, its tenant's share of the workers); "
-                                           "running, finished; rate_limited (it waits for the token of its rate "
-                                           "limits it reserved for `until`)")
+                                           "rate_limited (it waits for the token of its rate limits it reserved for "
+                                           "`until`); snoozed (its handler snoozed it: due again at `until`); "
+                                           "running, finished")
     detail: str = Field(description="the explanation as a sentence (times in UTC)")
     decided_at: str = Field(description="when this was decided: `until` and `eta` are from this moment's reads",
                             json_schema_extra={"format": "date-time"})
@@ -309,6 +311,10 @@ class JobExplanation(Answer):
     freshness: Freshness = Field(description="as a status's: as_of is when the job's current status (this "
                                              "answer's) became true; the view's lag says how far GET /jobs/{job_id} "
                                              "may be behind it")
+    # retry policy per job type (issue 37)
+    retry_policy: PolicyInForce | None = Field(default=None, description="the retry policy in force for the job: its "
+                                                                 "max_attempts, its type's backoff, permanent error "
+                                                                 "types and snooze bound")
 
     @classmethod
     def of(cls, job: Job, explanation: Explanation, decided_at: EpochMs, freshness: Freshness) -> JobExplanation:

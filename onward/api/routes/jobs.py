@@ -17,6 +17,7 @@ from onward.api import conditional, cursors
 from onward.api.answers import NO_STORE, Problem, json_answer, problem_of
 from onward.api.auth import Principal
 from onward.api.contract.common import StateName
+from onward.api.contract.job_types import PolicyInForce
 from onward.api.contract.jobs import (
     Accepted,
     ArchivedJobStatus,
@@ -392,7 +393,9 @@ def explain_job(principal: Annotated[Principal, Depends(caller)], job_id: JobId)
     now = system_clock()
     waiting = _waiting(deployment, row, now, platform=scope is None) if explain.waits(row.job) else None
     freshness = freshness_of(iso(row.job.updated_at), view_lag_now(deployment, now), now)
-    return json_answer(200, JobExplanation.of(row.job, explain.explain(row.job, now, waiting), now, freshness))
+    explained = JobExplanation.of(row.job, explain.explain(row.job, now, waiting), now, freshness)
+    in_force = PolicyInForce.of(row.job, deployment.job_store.type_catalog.declared(row.job.type))  # issue 37
+    return json_answer(200, explained.model_copy(update={"retry_policy": in_force}))
 
 
 def _waiting(deployment: Deployment, row: JobRow, now: EpochMs, *, platform: bool) -> explain.Waiting:

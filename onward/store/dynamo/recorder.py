@@ -21,6 +21,7 @@ from onward.store.dynamo.batch_reads import batch_get
 from onward.store.dynamo.counter_items import tenant_from_values, tenant_state
 from onward.store.dynamo.history import DynamoJobHistory
 from onward.store.dynamo.index_queries import DUE_BY, active_query, entry_of, parked_due_query, ready_query
+from onward.store.dynamo.job_types import DynamoJobTypes
 from onward.store.dynamo.keys import (
     RUN_PREFIX,
     TENANTS_PK,
@@ -137,6 +138,7 @@ class DynamoRecorder(DynamoProgressLog, DynamoUniqueKeys, DynamoRateBuckets, Job
         self._outbox = outbox_table
         self._active_shards = active_shards
         self._writes = TransitionWrites(jobs_table, outbox_table, active_shards)
+        self.type_declarations = DynamoJobTypes(client, jobs_table)  # the declared job types (issue 37)
 
     # --- reads ----------------------------------------------------------------------------------------------
 

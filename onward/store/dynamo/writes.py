@@ -38,8 +38,8 @@ from onward.store.dynamo.plan_items import (
     run_close,
     transition_event,
 )
-from onward.store.dynamo.unique_keys import unique_actions
 from onward.store.dynamo.rate_items import bucket_move, with_reservation_read
+from onward.store.dynamo.unique_keys import unique_actions
 from onward.store.ports.index_shards import DEFAULT_ACTIVE_SHARDS
 from onward.store.ports.outcomes import Role
 from onward.store.ports.write_plans import (

@@ -18,6 +18,7 @@ from typing import Any
 from onward.domain.clock import EpochMs
 from onward.domain.models import OutboxEvent, Run
 from onward.domain.uniqueness import UniqueHold
+from onward.store.job_types import MemoryJobTypes
 from onward.store.memory.indexes import MemoryLeaseIndex, MemoryParking, MemoryTenantCounters, MemoryVirtualClock
 from onward.store.memory.job_log import MemoryJobLog
 from onward.store.memory.progress_log import MemoryProgressLog
@@ -55,6 +56,7 @@ class MemoryRecorder(MemoryJobLog, MemoryLeaseIndex, MemoryTenantCounters, Memor
 
     def __init__(self, active_shards: int = DEFAULT_ACTIVE_SHARDS) -> None:
         self._state = MemoryState(active_shards)
+        self.type_declarations = MemoryJobTypes()  # the declared job types (issue 37)
 
     def overlapping_jobs(self, since: EpochMs, until: EpochMs) -> list[str]:
         """Ids of the jobs with a run in the `overlaps` index keyed from `since` to `until` (inclusive), in key

@@ -7,7 +7,8 @@ MODEL_SETTINGS, and in memory at ten times as many steps (MEMORY_MODEL_SETTINGS)
 Operations: create (three tenants, max_attempts 1..3, with and without an Idempotency-Key, the same key
 repeated with the same request or a different one), claim (two workers; every Lease is kept, so old
 ones come back later as zombies), heartbeat, complete, fail (permanent or not), acknowledge_cancel,
-release, reap (after moving the clock past a lease), advancing time (retry_wait becomes due), cancel
+release, snooze (issue 37: up to MAX_SNOOZES, then a failed attempt), reap (after moving the clock past a
+lease), advancing time (retry_wait becomes due), cancel
 (also as the wrong tenant), operator replay, a late report with a superseded Lease, and a *race*: one
 operation is stopped just before its commit while a second JobStore (on the same recorder's storage)
 commits another operation on the same job, then the first one goes on (it must notice, re-read and decide
@@ -46,6 +47,8 @@ What breaks without which code (each of these fails this test):
 - lifecycle.stale_report: a report repeated by the attempt that made it (a retry after a lost answer) would be
   answered FENCED, and a late report contradicting the attempt's own outcome would rewrite it as fenced.
 - attempt_floor in release: a released attempt would be charged, and the next claim could end the job.
+- lifecycle.snooze: a snoozed attempt would be charged (attempt_floor), due at once (not_before), or
+  unbounded (past MAX_SNOOZES it must be a failed attempt); its repeat would be answered FENCED.
 - attempts_used in JobStore.fail: the retry delay after a replay or a release would count every attempt.
 - keys.job_expires_at and the row diff of recorder._job_row_update: a live job's row would expire (and be
   lost), or a replayed one would keep the TTL of its first end.
@@ -138,6 +141,7 @@ class JobModel:
     version: int = 1
     attempt: int = 0
     attempt_floor: int = 0
+    snoozes: int = 0
     cancel_requested: bool = False
     lease_owner: str | None = None
     lease_expires_at: int | None = None
@@ -184,7 +188,7 @@ class JobModel:
             "attempt": self.attempt, "attempt_floor": self.attempt_floor,
             "cancel_requested": self.cancel_requested, "lease_owner": self.lease_owner,
             "lease_expires_at": self.lease_expires_at, "not_before": self.not_before,
-            "last_outcome": self.last_outcome,
+            "last_outcome": self.last_outcome, "snoozes": self.snoozes,
         }
 
 
@@ -195,6 +199,7 @@ def row_view(job: Job) -> dict[str, Any]:
         "attempt_floor": job.attempt_floor, "cancel_requested": job.cancel_requested,
         "lease_owner": job.lease_owner, "lease_expires_at": job.lease_expires_at,
         "not_before": job.not_before, "last_outcome": None if job.last_outcome is None else job.last_outcome.value,
+        "snoozes": job.snoozes,
     }
 
 
@@ -213,9 +218,10 @@ def result_for(lease: Lease) -> dict[str, Any]:
 
 # What each report writes on its run record (a release while cancel was requested acknowledges the cancel).
 REPORT_WRITES = {"complete": {"succeeded"}, "fail": {"failed"}, "release": {"released", "cancelled"},
-                 "acknowledge_cancel": {"cancelled"}}
+                 "acknowledge_cancel": {"cancelled"}, "snooze": {"snoozed", "failed", "cancelled"}}
 LATE_REPORT = {"complete": "succeeded", "fail": "failed", "release": "released",
-               "acknowledge_cancel": "cancelled"}
+               "acknowledge_cancel": "cancelled", "snooze": "snoozed"}
+MAX_SNOOZES = 2  # snooze (issue 37): each job's bound here
 
 
 class Interleaving:
@@ -380,6 +386,8 @@ class StoreModel(RuleBasedStateMachine):
             return store.release(target)
         if kind == "acknowledge_cancel":
             return store.acknowledge_cancel(target)
+        if kind == "snooze":
+            return store.snooze(target, extra, max_snoozes=MAX_SNOOZES)
         if kind == "heartbeat":
             return store.renew_lease(target, extra)
         if kind == "cancel":
@@ -465,6 +473,13 @@ class StoreModel(RuleBasedStateMachine):
                 job.end_lease("failed", state="retry_wait", not_before=outcome.job.not_before)
         elif kind == "release" and not job.cancel_requested:
             job.end_lease("released", state="queued", not_before=now, attempt_floor=job.attempt_floor + 1)
+        elif kind == "snooze" and not job.cancel_requested and job.snoozes < MAX_SNOOZES:
+            job.end_lease("snoozed", state="queued", not_before=now + int(extra * 1000),
+                          attempt_floor=job.attempt_floor + 1, snoozes=job.snoozes + 1)
+        elif kind == "snooze" and not job.cancel_requested:  # past its bound: a failed attempt
+            state = "dead" if job.exhausted else "retry_wait"
+            job.end_lease("failed", state=state, not_before=outcome.job.not_before if state == "retry_wait"
+                          else job.not_before)
         else:  # acknowledge_cancel, or a release while cancel was requested
             job.end_lease("cancelled", state="cancelled")
         self.assert_job(outcome.job)
@@ -517,6 +532,11 @@ class StoreModel(RuleBasedStateMachine):
     @rule(data=st.data(), whose=WHOSE)
     def acknowledge_cancel(self, data: st.DataObject, whose: str) -> None:
         self._report(data, whose, "acknowledge_cancel")
+
+    @precondition(lambda self: self.model)
+    @rule(data=st.data(), whose=WHOSE, seconds=st.sampled_from([0.5, 1, 30]))
+    def snooze(self, data: st.DataObject, whose: str, seconds: float) -> None:
+        self._report(data, whose, "snooze", seconds)
 
     @precondition(lambda self: self.model)
     @rule(data=st.data(), whose=WHOSE, lease_s=st.sampled_from([1, 5, 30]))

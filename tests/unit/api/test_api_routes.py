@@ -78,6 +78,9 @@ MATCHES: dict[tuple[str, str], str | tuple[int, str | None]] = {
     ("GET", "/rate-limits/customer-42"): f"{RATE_LIMITS}:get_rate_limit",
     ("GET", "/rate-limits"): f"{RATE_LIMITS}:list_rate_limits",
     ("DELETE", "/rate-limits/tenant"): f"{RATE_LIMITS}:delete_rate_limit",
+    # retry policies per job type (issue 37)
+    ("GET", "/job-types"): "onward.api.routes.job_types:list_job_types",
+    ("POST", "/job-types"): (405, "GET"),
 }
 
 

@@ -62,6 +62,7 @@ from enum import StrEnum
 from onward.domain.clock import Clock, EpochMs
 from onward.domain.dispatch import Candidate, DispatchOrder, aged_ms, dispatch_order
 from onward.domain.models import Lease
+from onward.domain.pauses import FlowSwitches
 from onward.store.claim_order import ClaimOrder
 from onward.store.claim_window import WINDOW_SLACK_MS, HeadWindow, rekeyed
 from onward.store.head_life import HeadLife, NothingFound
@@ -123,7 +124,7 @@ class Claimer:
     """The claim path of one JobStore, shared by its worker threads. Thread-safe."""
 
     def __init__(self, indexes: LeaseIndex, counters: TenantCounters, parking: Parking, registry: TenantRegistry,
-                 clock: Clock, rng: random.Random, take: Take) -> None:
+                 clock: Clock, rng: random.Random, take: Take, switches: Callable[[], FlowSwitches]) -> None:
         self._indexes = indexes
         self._tenants = counters
         self._parking = parking
@@ -131,6 +132,7 @@ class Claimer:
         self._clock = clock
         self._rng = rng
         self._take = take
+        self._switches = switches  # pauses and the drain switch, cached (onward.store.pauses: the claim's part)
         self._lock = threading.Lock()
         self._wake = WakeSchedule()
         self._head: tuple[EpochMs, ActiveHead] | None = None
@@ -236,7 +238,6 @@ class Claimer:
         self._tenants.deactivate(tenant_id, shard)
         self._leave_head(tenant_id, shard)
 
-
     def _claim_once(self, worker_id: str, lease_ms: int, *, fresh_head: bool, fresh_counters: bool
                     ) -> Lease | None:
         window = HeadWindow(self._active_head(fresh=fresh_head))
@@ -292,6 +293,7 @@ class Claimer:
                  fresh_counters: bool) -> DispatchOrder:
         """Read the settings and counters of the tenants `seen` (a window of the head) into `states` (`shared`:
         those the process shared), tidy their entries, and order every tenant examined so far."""
+        seen = {tenant: entries for tenant, entries in seen.items() if not self._switches().tenant_paused(tenant)}
         settings = self._registry.settings(list(seen))
         read, read_shared = self._counters.read_through(
             self._tenants, {settings[tenant_id]: {entry.shard for entry in entries}

@@ -70,6 +70,7 @@ from onward.store.creation import MAX_PARAMS_BYTES, JobCreation
 from onward.store.dynamo.recorder import DynamoRecorder
 from onward.store.held_rows import HELD_ROWS_MAX, HeldRows
 from onward.store.memory.recorder import MemoryRecorder
+from onward.store.pauses import FlowControl, flow_book_of, paused_refusal
 from onward.store.ports.index_shards import LEASE_SHARDS
 from onward.store.ports.outcomes import CommitOutcome, RenewalAnswer
 from onward.store.ports.recorder import JobRecorder
@@ -147,7 +148,9 @@ class JobStore:
                                 settings.job_retention_days else RetentionPolicy.uniform(self._job_retention_s))
         self._policy = retention_policy
         self._registry = TenantRegistry(recorder, recorder, clock, self._rng)
-        self._claimer = Claimer(recorder, recorder, recorder, self._registry, clock, self._rng, self._take)
+        self._flow = FlowControl(flow_book_of(recorder), self._registry, recorder, clock)  # issue 37: pause
+        self._claimer = Claimer(recorder, recorder, recorder, self._registry, clock, self._rng, self._take,
+                                self._flow.switches)
         self._held = HeldRows(HELD_ROWS_MAX)
         self.stats = StoreStats()
         self._creation = JobCreation(recorder, self._registry, clock, self._rng, get_job=self.get,
@@ -179,6 +182,11 @@ class JobStore:
     @property
     def registry(self) -> TenantRegistry:
         return self._registry
+
+    @property
+    def flow(self) -> FlowControl:
+        """Pauses and the drain switch (onward.store.pauses)."""
+        return self._flow
 
     def register_tenant(self, tenant: Tenant) -> None:
         """Add or update a tenant's dispatch settings (weight, concurrency cap, ready-queue shards)."""
@@ -270,14 +278,18 @@ class JobStore:
         slot is taken under an Admission on one of the tenant's RUNNING counters (so a cap holds however
         many workers claim at once), the attempt counter is incremented inside the claim, and a job whose
         attempts are used up is ended (dead / quarantined) on the way."""
+        if self._flow.switches().draining:  # (issue 37: the drain switch) running attempts finish, none starts
+            return None
         return self._claimer.claim(worker_id, int(lease_s * 1000), polling=polling)
 
     def _take(self, due: DueJob, worker_id: str, lease_ms: int, admission: Admission) -> Lease | None:
         """The claim's transaction on one job (onward.store.claims.Take), decided from the row the ready index
         showed when it has one (a stale one fails the commit's condition and the row is read)."""
+        if due.row is not None and not self._flow.switches().may_start(due.row.job.tenant_id, due.row.job.type):
+            return None  # paused (onward.store.pauses): the claim passes to the queue's next job
         decision, row = self._settle(
-            due.job_id, lambda job: lifecycle.claim(job, worker_id, lease_ms, self._clock()), admission=admission,
-            known=due.row)
+            due.job_id, lambda job: paused_refusal(self._flow.switches(), job)
+            or lifecycle.claim(job, worker_id, lease_ms, self._clock()), admission=admission, known=due.row)
         if isinstance(decision, Change) and decision.after.state is JobState.RUNNING:
             self._held.remember(decision.after, row.ready_shards, admission.running_shard)
             return Lease(job=decision.after, worker_id=worker_id, lease_expires_at=decision.after.lease_expires_at or 0)

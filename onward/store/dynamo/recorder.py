@@ -42,6 +42,7 @@ from onward.store.dynamo.keys import (
     settings_key,
     tenant_items,
 )
+from onward.store.dynamo.pauses import DynamoFlowBook
 from onward.store.dynamo.progress_log import DynamoProgressLog
 from onward.store.dynamo.tenant_reads import tenant_item
 from onward.store.dynamo.transaction_limits import check_one_transaction
@@ -132,6 +133,7 @@ class DynamoRecorder(DynamoProgressLog, JobRecorder):
         self._outbox = outbox_table
         self._active_shards = active_shards
         self._writes = TransitionWrites(jobs_table, outbox_table, active_shards)
+        self.flow_book = DynamoFlowBook(client, jobs_table)  # pauses and the drain switch (issue 37: pause)
 
     # --- reads ----------------------------------------------------------------------------------------------
 

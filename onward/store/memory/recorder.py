@@ -21,6 +21,7 @@ from onward.store.memory.indexes import MemoryLeaseIndex, MemoryParking, MemoryT
 from onward.store.memory.job_log import MemoryJobLog
 from onward.store.memory.progress_log import MemoryProgressLog
 from onward.store.memory.state import MemoryState, QueueEntryState, RunningCounter, detached_job
+from onward.store.pauses import MemoryFlowBook
 from onward.store.ports.index_shards import DEFAULT_ACTIVE_SHARDS
 from onward.store.ports.recorder import JobRecorder
 from onward.store.ports.rows import IdempotencyRecord, JobRow
@@ -50,6 +51,7 @@ class MemoryRecorder(MemoryJobLog, MemoryLeaseIndex, MemoryTenantCounters, Memor
 
     def __init__(self, active_shards: int = DEFAULT_ACTIVE_SHARDS) -> None:
         self._state = MemoryState(active_shards)
+        self.flow_book = MemoryFlowBook()  # pauses and the drain switch (issue 37: pause)
 
     def overlapping_jobs(self, since: EpochMs, until: EpochMs) -> list[str]:
         """Ids of the jobs with a run in the `overlaps` index keyed from `since` to `until` (inclusive), in key

@@ -15,7 +15,7 @@ from onward.domain.text_patterns import JOB_TYPE, TENANT_ID
 ANY = "*"  # a pause's side that names nothing (every tenant, or every type); neither a tenant id nor a type
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True)
 class Pause:
     """A paused tenant (`job_type` None), a paused type of every tenant (`tenant_id` None), or one tenant's type."""
 
@@ -81,4 +81,4 @@ class FlowSwitches:
     def of_tenant(self, tenant_id: str) -> list[Pause]:
         """The pauses that hold any of the tenant's jobs: its own and the types paused for every tenant (what
         the tenant may see: no other tenant's)."""
-        return sorted(pause for pause in self.pauses if pause.tenant_id in (None, tenant_id))
+        return sorted((pause for pause in self.pauses if pause.tenant_id in (None, tenant_id)), key=lambda p: p.sides)

@@ -28,7 +28,7 @@ from onward.api.answers import Problem, problem_of
 from onward.api.observability import logger, metrics, tracer
 from onward.api.openapi import configure, document
 from onward.api.request import invalid_request
-from onward.api.routes import about, jobs, ops, page, schedules, webhooks
+from onward.api.routes import about, jobs, ops, page, pauses, schedules, webhooks
 from onward.api.routing import WholePathResolver
 from onward.domain.errors import (
     IdempotencyConflict,
@@ -51,6 +51,7 @@ app.include_router(jobs.router)
 app.include_router(ops.router)
 app.include_router(schedules.router)
 app.include_router(webhooks.router)  # completion webhooks (issue 38)
+app.include_router(pauses.router)  # pause, resume and the drain switch (issue 37)
 
 
 # --- error mapping ----------------------------------------------------------------------------------------------

@@ -35,6 +35,7 @@ from onward.api.contract.operators import (
     ReplayableJobs,
     Tenants,
 )
+from onward.api.contract.pauses import DrainState, PauseChange, Pauses
 from onward.api.contract.schedules import ScheduleInfo, Schedules
 from onward.api.contract.webhooks import Deliveries, DeliveryInfo, WebhookInfo, Webhooks
 from onward.domain.models import ViewLag
@@ -46,4 +47,6 @@ ANSWERS: tuple[type[BaseModel], ...] = (Health, Accepted, CancelAccepted, JobSta
                                          JobExplanation, BatchCreated, BulkActionReport, ScheduleInfo,
                                          Schedules, ArchivedJobStatus, ArchivedRuns,
                                          # completion webhooks (issue 38)
-                                         WebhookInfo, Webhooks, DeliveryInfo, Deliveries)
+                                         WebhookInfo, Webhooks, DeliveryInfo, Deliveries,
+                                         # pause, resume and the drain switch (issue 37)
+                                         PauseChange, Pauses, DrainState)

@@ -277,8 +277,9 @@ class JobExplanation(Answer):
     reason: WaitReason = Field(description="scheduled (its run_at is to come), backoff (retry_wait until its next "
                                            "attempt), tenant_at_cap (its tenant runs `cap` jobs), no_worker (no "
                                            "worker claimed a job of its tenant in the window), waiting_for_share "
-                                           "(jobs of its tenant ahead, its tenant's share of the workers); "
-                                           "running, finished")
+                                           "(jobs of its tenant ahead, its tenant's share of the workers), paused "
+                                           "(its tenant or type is paused, or the platform drains); running, "
+                                           "finished")
     detail: str = Field(description="the explanation as a sentence (times in UTC)")
     decided_at: str = Field(description="when this was decided: `until` and `eta` are from this moment's reads",
                             json_schema_extra={"format": "date-time"})

@@ -23,6 +23,7 @@ from onward_infra.lambda_context import LocalLambdaContext
 JOBS, OPS, SCHEDULES, PAGE, ABOUT = (f"onward.api.routes.{area}" for area in
                                      ("jobs", "ops", "schedules", "page", "about"))
 WEBHOOKS = "onward.api.routes.webhooks"
+PAUSES = "onward.api.routes.pauses"  # issue 37: pause
 # (method, path) -> the route's function ("module:name"), or the status and Allow header of no route's answer
 MATCHES: dict[tuple[str, str], str | tuple[int, str | None]] = {
     ("POST", "/jobs/batch"): f"{JOBS}:create_jobs",
@@ -72,6 +73,15 @@ MATCHES: dict[tuple[str, str], str | tuple[int, str | None]] = {
     ("GET", f"/webhooks/wh_{'a' * 24}/deliveries"): f"{WEBHOOKS}:list_deliveries",
     ("POST", f"/webhooks/wh_{'a' * 24}/deliveries/{'b' * 32}/redeliver"): f"{WEBHOOKS}:redeliver_webhook",
     ("PUT", f"/webhooks/wh_{'a' * 24}"): (405, "DELETE, GET"),
+    # pause, resume and the drain switch (issue 37): /ops/pause is no /ops/<something> of another area
+    ("POST", "/ops/pause"): f"{PAUSES}:operator_pause",
+    ("POST", "/ops/resume"): f"{PAUSES}:operator_resume",
+    ("GET", "/ops/pauses"): f"{PAUSES}:operator_pauses",
+    ("POST", "/ops/drain"): f"{PAUSES}:drain_switch",
+    ("POST", "/pause"): f"{PAUSES}:tenant_pause",
+    ("POST", "/resume"): f"{PAUSES}:tenant_resume",
+    ("GET", "/pauses"): f"{PAUSES}:tenant_pauses",
+    ("GET", "/ops/drain"): (405, "POST"),
 }
 
 

@@ -202,3 +202,36 @@ class Delivery(Answer):
     delivered_at: str | None = None
     last_status_code: int | None = None
     last_error: str | None = None
+
+
+# --- pause, resume and the drain switch (issue 37; docs/flow-control.md) ----------------------------------------
+
+
+class Paused(Answer):
+    """A pause: a tenant (`type` None: every job of it), a type of every tenant (`tenant` None), or both."""
+
+    tenant: str | None = None
+    type: str | None = None
+
+
+class PauseChange(Answer):
+    """A pause or resume as done: `changed` False when it already was (or was not) in force; every worker
+    process sees it within `takes_effect_within_s`."""
+
+    pause: Paused
+    in_force: bool
+    changed: bool
+    takes_effect_within_s: float
+
+
+class Pauses(Answer):
+    """The pauses in force (a tenant's: those that hold its jobs) and the platform's drain switch."""
+
+    pauses: list[Paused]
+    draining: bool
+
+
+class DrainState(Answer):
+    draining: bool
+    changed: bool
+    takes_effect_within_s: float

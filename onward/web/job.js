@@ -208,6 +208,8 @@ function reasonText(answer) {
     case "no_worker":
       return [`No worker started any job of its tenant in the last ${minutes(details)} minutes: nothing is ` +
               "taking its work."];
+    case "paused":  // pause, resume and the drain switch (issue 37)
+      return [`Paused: ${answer.detail.replace(/^paused: /, "")}`];
     case "running":
       return ["A worker has just taken it: the status above will show it shortly."];
     default:

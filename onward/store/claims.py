@@ -62,10 +62,10 @@ from enum import StrEnum
 from onward.domain.clock import Clock, EpochMs
 from onward.domain.dispatch import Candidate, DispatchOrder, aged_ms, dispatch_order
 from onward.domain.models import Lease
-from onward.domain.pauses import FlowSwitches
 from onward.store.claim_order import ClaimOrder
 from onward.store.claim_window import WINDOW_SLACK_MS, HeadWindow, rekeyed
 from onward.store.head_life import HeadLife, NothingFound
+from onward.store.pauses import Switches, paused
 from onward.store.ports.lease_index import LeaseIndex
 from onward.store.ports.parking import Parking
 from onward.store.ports.ready_queues import ReadyQueue
@@ -124,7 +124,7 @@ class Claimer:
     """The claim path of one JobStore, shared by its worker threads. Thread-safe."""
 
     def __init__(self, indexes: LeaseIndex, counters: TenantCounters, parking: Parking, registry: TenantRegistry,
-                 clock: Clock, rng: random.Random, take: Take, switches: Callable[[], FlowSwitches]) -> None:
+                 clock: Clock, rng: random.Random, take: Take, switches: Switches) -> None:
         self._indexes = indexes
         self._tenants = counters
         self._parking = parking
@@ -466,7 +466,7 @@ class Claimer:
             found = self._take_within(key, job, slots, active_vt, worker_id, lease_ms, flex_while_at_cap)
         finally:
             now = self._clock()
-            if found is None and not self._due_heads.settled_before(key, job):
+            if found is None and not self._due_heads.settled_before(key, job) and not paused(self._switches(), job):
                 self._order.contended(key, now)
             self._due_heads.settle(key, job, now, give_back=found is _Found.AT_CAP)
         return found

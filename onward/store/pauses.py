@@ -22,6 +22,7 @@ attempts are, as they run).
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Protocol
 
 from onward.domain.clock import Clock, EpochMs
@@ -29,9 +30,12 @@ from onward.domain.dispatch import candidate, pool_mean_ms
 from onward.domain.lifecycle import Refusal, RefusalReason
 from onward.domain.models import Job
 from onward.domain.pauses import FlowSwitches, Pause
+from onward.store.ports.rows import DueJob
 from onward.store.ports.tenant_counters import TenantCounters
 from onward.store.tenants import TENANT_CACHE_MS, TenantRegistry
 
+# The switches as a process's claims see them (FlowControl.switches: cached).
+Switches = Callable[[], FlowSwitches]
 FLOW_CACHE_MS = TENANT_CACHE_MS  # how late a pause, a resume or the drain switch reaches another process's claims
 MAX_PAUSES = 1_000  # pauses in force at once (one Query of a small partition reads them all)
 
@@ -159,3 +163,9 @@ def flow_book_of(recorder: object) -> FlowBook:
 def paused_refusal(switches: FlowSwitches, job: Job) -> Refusal | None:
     """A claim's refusal of `job` while it may not start (paused, or the platform drains); None when it may."""
     return None if switches.may_start(job.tenant_id, job.type) else Refusal(RefusalReason.NOT_CLAIMABLE, job)
+
+
+def paused(switches: FlowSwitches, due: DueJob) -> bool:
+    """Whether the claim passed `due` for a pause (as its row shows it): not a job another process took, so its
+    queue is not contended for it (onward.store.claim_order)."""
+    return due.row is not None and not switches.may_start(due.row.job.tenant_id, due.row.job.type)

@@ -70,7 +70,7 @@ from onward.store.creation import MAX_PARAMS_BYTES, JobCreation
 from onward.store.dynamo.recorder import DynamoRecorder
 from onward.store.held_rows import HELD_ROWS_MAX, HeldRows
 from onward.store.memory.recorder import MemoryRecorder
-from onward.store.pauses import FlowControl, flow_book_of, paused_refusal
+from onward.store.pauses import FlowControl, flow_book_of, paused, paused_refusal
 from onward.store.ports.index_shards import LEASE_SHARDS
 from onward.store.ports.outcomes import CommitOutcome, RenewalAnswer
 from onward.store.ports.recorder import JobRecorder
@@ -285,7 +285,7 @@ class JobStore:
     def _take(self, due: DueJob, worker_id: str, lease_ms: int, admission: Admission) -> Lease | None:
         """The claim's transaction on one job (onward.store.claims.Take), decided from the row the ready index
         showed when it has one (a stale one fails the commit's condition and the row is read)."""
-        if due.row is not None and not self._flow.switches().may_start(due.row.job.tenant_id, due.row.job.type):
+        if paused(self._flow.switches(), due):
             return None  # paused (onward.store.pauses): the claim passes to the queue's next job
         decision, row = self._settle(
             due.job_id, lambda job: paused_refusal(self._flow.switches(), job)

@@ -63,12 +63,15 @@ def cmd_resume(args: argparse.Namespace) -> int:
     pause = _pause_of(args)
     if pause is None:
         return 2
-    lifted = Deployment.from_environment().job_store.flow.resume(pause)
+    lifted, released = Deployment.from_environment().job_store.flow.resume_and_release(
+        pause, progress=lambda count: print(f"  {count} held jobs put back in their queues", flush=True))
+    named = pause.describe().replace(" is paused", "")
+    if released.released:
+        print(f"{released.released} held jobs of {named} put back with their due times")
     if not lifted:
-        print(f"onward resume: no such pause in force ({pause.describe().replace(' is paused', '')})",
-              file=sys.stderr)
-        return 1
-    print(f"resumed: {pause.describe().replace(' is paused', '')}; {SEEN_WITHIN}")
+        print(f"onward resume: no such pause in force ({named})", file=sys.stderr)
+        return 1 if not released.released else 0
+    print(f"resumed: {named}; {SEEN_WITHIN}")
     return 0
 
 

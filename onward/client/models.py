@@ -222,6 +222,8 @@ class PauseChange(Answer):
     in_force: bool
     changed: bool
     takes_effect_within_s: float
+    released: int = 0  # a type's resume: its held jobs put back in their queues
+    more: bool = False  # jobs still held (the resume stopped at its time budget): resume again
 
 
 class Pauses(Answer):

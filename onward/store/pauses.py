@@ -30,6 +30,7 @@ from onward.domain.dispatch import candidate, pool_mean_ms
 from onward.domain.lifecycle import Refusal, RefusalReason
 from onward.domain.models import Job
 from onward.domain.pauses import FlowSwitches, Pause
+from onward.store.held_jobs import Holding, Released, pause_hold_key
 from onward.store.ports.rows import DueJob
 from onward.store.ports.tenant_counters import TenantCounters
 from onward.store.tenants import TENANT_CACHE_MS, TenantRegistry
@@ -95,8 +96,10 @@ class FlowControl:
     """Pauses and the drain switch for one JobStore: the operator's writes, and the cached read its claims make.
     Thread-safe."""
 
-    def __init__(self, book: FlowBook, registry: TenantRegistry, counters: TenantCounters, clock: Clock) -> None:
+    def __init__(self, book: FlowBook, registry: TenantRegistry, counters: TenantCounters, clock: Clock,
+                 holding: Holding) -> None:
         self._book = book
+        self._holding = holding
         self._registry = registry
         self._counters = counters
         self._clock = clock
@@ -126,13 +129,36 @@ class FlowControl:
         return added
 
     def resume(self, pause: Pause) -> bool:
-        """Lift `pause` (False: it was not in force); a tenant's resume lifts it to the clock first (the module's
-        docstring), so its first claims after find it where a returning tenant would be."""
+        """Lift `pause` and release every job it held (False: it was not in force)."""
+        return self.resume_and_release(pause)[0]
+
+    def resume_and_release(self, pause: Pause, *, budget_s: float | None = None,
+                           progress: Callable[[int], None] | None = None) -> tuple[bool, Released]:
+        """Lift `pause` (False: it was not in force), then put back the jobs of a paused type held aside under it,
+        with their due times (onward.store.held_jobs), for at most `budget_s` (`more`: call again, the pause
+        lifted or not: the sweep goes on). A tenant's resume lifts it to the clock first (the module's
+        docstring), so its first claims after find it where a returning tenant would be. The pause goes before
+        the sweep: a hold racing it fails its condition, so the sweep misses none."""
         if pause.job_type is None and pause.tenant_id is not None and pause in self.current().pauses:
             self._lift_to_clock(pause.tenant_id)
         lifted = self._book.resume(pause)
         self.current()
-        return lifted
+        if pause.job_type is None:
+            return lifted, Released(0, more=False)
+        return lifted, self._holding.release_all(pause_hold_key(pause.job_type), pause.tenant_id,
+                                                 budget_s=budget_s, progress=progress)
+
+    def passed(self, due: DueJob) -> bool:
+        """Whether a claim must pass `due` now (paused, or the platform drains); a job of a paused type is held
+        aside as it is passed (onward.store.held_jobs), while that pause is in force."""
+        switches = self.switches()
+        if not paused(switches, due):
+            return False
+        assert due.row is not None
+        pause = None if switches.draining else switches.paused_by(due.row.job.tenant_id, due.row.job.type)
+        if pause is not None and pause.job_type is not None and due.row.held_by is None:
+            self._holding.hold(due.row, pause_hold_key(pause.job_type), pause)
+        return True
 
     def set_draining(self, on: bool) -> bool:
         """Turn the drain switch on or off (False: it already was so)."""

@@ -68,9 +68,10 @@ from onward.store.answers import CancelOutcome, CancelStatus, Created, Report, R
 from onward.store.claims import AdmissionRefused, Claimer, FlexRefused
 from onward.store.creation import MAX_PARAMS_BYTES, JobCreation
 from onward.store.dynamo.recorder import DynamoRecorder
+from onward.store.held_jobs import Holding, held_jobs_of
 from onward.store.held_rows import HELD_ROWS_MAX, HeldRows
 from onward.store.memory.recorder import MemoryRecorder
-from onward.store.pauses import FlowControl, flow_book_of, paused, paused_refusal
+from onward.store.pauses import FlowControl, flow_book_of, paused_refusal
 from onward.store.ports.index_shards import LEASE_SHARDS
 from onward.store.ports.outcomes import CommitOutcome, RenewalAnswer
 from onward.store.ports.recorder import JobRecorder
@@ -148,7 +149,8 @@ class JobStore:
                                 settings.job_retention_days else RetentionPolicy.uniform(self._job_retention_s))
         self._policy = retention_policy
         self._registry = TenantRegistry(recorder, recorder, clock, self._rng)
-        self._flow = FlowControl(flow_book_of(recorder), self._registry, recorder, clock)  # issue 37: pause
+        self._holding = Holding(held_jobs_of(recorder), self._registry.virtual_clock, clock)  # issue 37: pause
+        self._flow = FlowControl(flow_book_of(recorder), self._registry, recorder, clock, self._holding)
         self._claimer = Claimer(recorder, recorder, recorder, self._registry, clock, self._rng, self._take,
                                 self._flow.switches)
         self._held = HeldRows(HELD_ROWS_MAX)
@@ -184,8 +186,7 @@ class JobStore:
         return self._registry
 
     @property
-    def flow(self) -> FlowControl:
-        """Pauses and the drain switch (onward.store.pauses)."""
+    def flow(self) -> FlowControl:  # pauses and the drain switch (onward.store.pauses)
         return self._flow
 
     def register_tenant(self, tenant: Tenant) -> None:
@@ -285,7 +286,7 @@ class JobStore:
     def _take(self, due: DueJob, worker_id: str, lease_ms: int, admission: Admission) -> Lease | None:
         """The claim's transaction on one job (onward.store.claims.Take), decided from the row the ready index
         showed when it has one (a stale one fails the commit's condition and the row is read)."""
-        if paused(self._flow.switches(), due):
+        if self._flow.passed(due):
             return None  # paused (onward.store.pauses): the claim passes to the queue's next job
         decision, row = self._settle(
             due.job_id, lambda job: paused_refusal(self._flow.switches(), job)
@@ -438,6 +439,10 @@ class JobStore:
         about the row: the copy is tried again.)"""
         for round_ in range(MAX_ROUNDS):
             row = known if known is not None else self._read(job_id)
+            if row.held_by is not None:  # held aside (onward.store.held_jobs): a claim passes it, all else puts it back
+                if admission is not None:
+                    return Refusal(RefusalReason.NOT_CLAIMABLE, row.job), row
+                row = self._holding.put_back(row)
             decision = decide(row.job)
             if isinstance(decision, Refusal):
                 if known is None:

@@ -47,6 +47,10 @@ class PauseChange(Answer):
     in_force: bool = Field(description="whether the pause is in force now")
     changed: bool
     takes_effect_within_s: float = Field(description="every worker process sees it within this (its cache)")
+    released: int = Field(0, description="a type's resume: its jobs held aside put back in their queues, with "
+                                         "their due times (onward.store.held_jobs)")
+    more: bool = Field(False, description="jobs are still held (the resume stopped at its time budget): resume "
+                                          "again to release the rest")
 
 
 class Pauses(Answer):

@@ -37,7 +37,10 @@ from onward.api.request import caller, operator_caller, platform_operator, tenan
 from onward.api.routing import new_router
 from onward.bootstrap import ApiDeployment
 from onward.domain.pauses import Pause
+from onward.store.held_jobs import Released
 from onward.store.pauses import FlowControl, TooManyPauses
+
+RELEASE_BUDGET_S = 20.0  # a resume puts held jobs back for at most this (the function's timeout is 29 s)
 
 router = new_router()
 
@@ -74,12 +77,17 @@ def _operator_pause(principal: Principal, asked: OperatorPauseRequest) -> Pause:
 
 def _changed(pause: Pause, pausing: bool) -> Response[str]:
     flow = _flow()
+    released = Released(0, more=False)
     try:
-        changed = flow.pause(pause) if pausing else flow.resume(pause)
+        if pausing:
+            changed = flow.pause(pause)
+        else:
+            changed, released = flow.resume_and_release(pause, budget_s=RELEASE_BUDGET_S)
     except TooManyPauses as error:
         raise Problem(409, "Conflict", str(error), slug="too-many-pauses") from error
     return json_answer(200, PauseChange(pause=PauseShown.of(pause), in_force=pausing, changed=changed,
-                                        takes_effect_within_s=TAKES_EFFECT_S))
+                                        takes_effect_within_s=TAKES_EFFECT_S, released=released.released,
+                                        more=released.more))
 
 
 @router.post("/ops/pause", operation_id="operatorPause", security=SECURED, responses=_answers(
@@ -94,7 +102,8 @@ def operator_pause(principal: Annotated[Principal, Depends(operator_caller)], as
 
 @router.post("/ops/resume", operation_id="operatorResume", security=SECURED, responses=_answers(
     "the pause lifted: its jobs start again in their order (a tenant resumed is lifted to the fair-share clock: it "
-    "neither banks credit nor owes for the pause)", "not an operator, or an operator bound to another tenant"))
+    "neither banks credit nor owes for the pause; a type's jobs held aside are put back with their due times, for "
+    "at most 20 s a call: `more`, call again)", "not an operator, or an operator bound to another tenant"))
 def operator_resume(principal: Annotated[Principal, Depends(operator_caller)], asked: OperatorPauseRequest
                     ) -> Response[str]:
     """Lift a pause, named as it was paused."""

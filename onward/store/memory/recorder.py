@@ -17,6 +17,7 @@ from typing import Any
 
 from onward.domain.clock import EpochMs
 from onward.domain.models import OutboxEvent, Run
+from onward.store.memory.held_jobs import MemoryHeldJobs
 from onward.store.memory.indexes import MemoryLeaseIndex, MemoryParking, MemoryTenantCounters, MemoryVirtualClock
 from onward.store.memory.job_log import MemoryJobLog
 from onward.store.memory.progress_log import MemoryProgressLog
@@ -52,6 +53,7 @@ class MemoryRecorder(MemoryJobLog, MemoryLeaseIndex, MemoryTenantCounters, Memor
     def __init__(self, active_shards: int = DEFAULT_ACTIVE_SHARDS) -> None:
         self._state = MemoryState(active_shards)
         self.flow_book = MemoryFlowBook()  # pauses and the drain switch (issue 37: pause)
+        self.held_jobs = MemoryHeldJobs(self._state, self.flow_book)  # jobs held aside (issue 37: pause)
 
     def overlapping_jobs(self, since: EpochMs, until: EpochMs) -> list[str]:
         """Ids of the jobs with a run in the `overlaps` index keyed from `since` to `until` (inclusive), in key

@@ -105,3 +105,18 @@ def test_the_drain_switch_starts_nothing_and_says_so(client: Client, settings, d
     assert client.get(f"/jobs/{job_id}/explain", TOKENS["acme"]).body["reason"] == "paused"
     assert client.call("POST", "/ops/drain", OPERATOR, body={"on": False}).body["changed"]
     assert _started(JobStore(settings, client=dynamodb)) == [("acme", "demo.echo")]
+
+
+def test_a_types_resume_puts_its_held_jobs_back_and_says_how_many(client: Client, settings, dynamodb) -> None:
+    """Catches a resume that leaves a paused type's held jobs out of their queue (they would never run), or one
+    that does not say it released them."""
+    assert client.call("POST", "/ops/pause", OPERATOR, body={"type": "demo.sleep"}).status == 200
+    held = [_create(client, "acme", "demo.sleep") for _ in range(3)]
+    echo = _create(client, "acme")
+    worker = JobStore(settings, client=dynamodb)
+    assert _started(worker) == [("acme", "demo.echo")] and echo
+    assert {worker.row(job_id).held_by for job_id in held} == {"paused#demo.sleep"}
+    resumed = client.call("POST", "/ops/resume", OPERATOR, body={"type": "demo.sleep"})
+    assert resumed.status == 200 and resumed.body["released"] == 3 and not resumed.body["more"]
+    worker.flow.current()
+    assert _started(worker) == [("acme", "demo.sleep")] * 3

@@ -50,3 +50,18 @@ def test_a_pause_of_nothing_or_of_a_bad_name_is_refused_with_the_reason(environm
     bad = onward(environment, "pause", "--type", "Not A Type")
     assert bad.returncode == 2 and "job type" in bad.stderr
     assert json.loads(onward(environment, "pauses", "--json").stdout)["pauses"] == []
+
+
+def test_resume_of_a_type_puts_its_held_jobs_back_with_progress(environment, settings, dynamodb):
+    """Catches `onward resume` lifting a type's pause without putting its held jobs back (they would never run)."""
+    assert onward(environment, "pause", "--type", "demo.echo").returncode == 0
+    store = JobStore(settings, client=dynamodb)
+    for _ in range(3):
+        store.create("acme", ECHO)
+    assert store.claim("w", 30) is None  # each one met is held aside
+    result = onward(environment, "resume", "--type", "demo.echo")
+    assert result.returncode == 0, result.stderr
+    assert "  3 held jobs put back in their queues" in result.stdout
+    assert "3 held jobs of type demo.echo for every tenant put back with their due times" in result.stdout
+    worker = JobStore(settings, client=dynamodb)
+    assert [worker.claim("w", 30) is not None for _ in range(3)] == [True] * 3

@@ -105,6 +105,28 @@ class PauseMachine(RuleBasedStateMachine):
     def complete(self, which: int) -> None:
         self.worker.complete(self.running.pop(which % len(self.running)))
 
+    @precondition(lambda self: set(self.jobs) - set(self.claimed))
+    @rule(which=st.integers(min_value=0))
+    def cancel(self, which: int) -> None:
+        """A waiting job cancelled (held aside or not): it ends cancelled, and its queue's count stays whole
+        (checked by `queues_count_what_waits`)."""
+        waiting = sorted(set(self.jobs) - set(self.claimed))
+        job_id = waiting[which % len(waiting)]
+        self.operator.cancel(job_id)
+        assert self.operator.get(job_id).state is JobState.CANCELLED
+        self.jobs.pop(job_id)
+
+    @invariant()
+    def queues_count_what_waits(self) -> None:
+        """Each tenant's queue entries count its waiting jobs that are not held aside (a hold takes one off, a
+        release or a cancel of a held job puts the count right)."""
+        for tenant in TENANTS:
+            state = self.operator.tenant_states().get(tenant)
+            counted = sum(entry.waiting for entry in state.queues.values()) if state is not None else 0
+            in_queue = [job_id for job_id, job in self.jobs.items() if job.tenant == tenant
+                        and job_id not in self.claimed and self.operator.row(job_id).held_by is None]
+            assert counted == len(in_queue), (tenant, counted, len(in_queue))
+
     @rule(seconds=st.sampled_from([0.1, 0.5, 1.0, 2.5]))
     def advance(self, seconds: float) -> None:
         self.clock.advance(seconds)

@@ -50,3 +50,20 @@ def test_the_drain_switch_holds_every_new_start_until_it_is_off(platform: LocalP
         assert acme.pauses().draining
         assert operator.drain(False).changed
         assert acme.wait(job.job_id, timeout_s=60).status == "succeeded"
+
+
+def test_a_paused_type_is_held_aside_while_the_tenants_other_jobs_run_and_comes_back_on_resume(
+        platform: LocalPlatform) -> None:
+    """Catches the platform's workers starting a paused type's job, its jobs hiding the tenant's other type
+    behind them, or a resume that leaves them held (they would never succeed)."""
+    with Client(platform.url, TOKENS["acme"]) as acme:
+        assert acme.pause(type="demo.sleep").changed
+        time.sleep(SEEN_BY_EVERY_PROCESS_S)
+        sleeps = [acme.submit("demo.sleep", {"seconds": 0.01}) for _ in range(10)]
+        echo = acme.submit("demo.echo", {"n": 4})
+        assert acme.wait(echo.job_id, timeout_s=60).status == "succeeded"
+        assert {acme.get(job.job_id).status for job in sleeps} == {"queued"}
+        resumed = acme.resume(type="demo.sleep")
+        assert resumed.changed and not resumed.more
+        for job in sleeps:
+            assert acme.wait(job.job_id, timeout_s=60).status == "succeeded"

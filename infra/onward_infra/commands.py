@@ -280,6 +280,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         for tenant, secret in tokens.items():
             print(f"  tenant {tenant:10} token {secret}")
         print(f"  operator          token {operator_token}", flush=True)
+        _print_pauses(deployment)  # pause, resume and the drain switch (issue 37)
         if args.demo:
             _follow_demo(deployment)
         if not args.exit_when_done:
@@ -429,3 +430,15 @@ def add_local_commands(command: Callable[[str, str], argparse.ArgumentParser]) -
                     "with Retry-After); 0: none")
     up.add_argument("--exit-when-done", action="store_true", help="stop once the demo jobs have all ended")
     up.set_defaults(run=cmd_up)
+
+
+def _print_pauses(deployment: Deployment) -> None:
+    """What holds jobs from starting, when anything does (a --data-dir kept a pause or the drain switch)."""
+    from onward.cli.pauses import pauses_text
+
+    switches = deployment.job_store.flow.current()
+    if switches.draining or switches.pauses:
+        lines = pauses_text(switches).splitlines()
+        print(f"Paused ({lines[0]}; `onward drain off`, `onward resume` lift them):")
+        for line in lines[1:]:
+            print(f"  {line.strip()}", flush=True)

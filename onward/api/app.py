@@ -28,7 +28,7 @@ from onward.api.answers import Problem, problem_of
 from onward.api.observability import logger, metrics, tracer
 from onward.api.openapi import configure, document
 from onward.api.request import invalid_request
-from onward.api.routes import about, job_types, jobs, ops, page, rate_limits, schedules, webhooks
+from onward.api.routes import about, job_types, jobs, ops, page, pauses, rate_limits, schedules, webhooks
 from onward.api.routing import WholePathResolver
 from onward.domain.errors import (
     IdempotencyConflict,
@@ -54,6 +54,7 @@ app.include_router(schedules.router)
 app.include_router(webhooks.router)  # completion webhooks (issue 38)
 app.include_router(rate_limits.router)  # rate limits (issue 37)
 app.include_router(job_types.router)  # retry policies per job type (issue 37)
+app.include_router(pauses.router)  # pause, resume and the drain switch (issue 37)
 
 
 # --- error mapping ----------------------------------------------------------------------------------------------

@@ -37,6 +37,7 @@ AddCommand = Callable[[str, str], argparse.ArgumentParser]
 # The product's own commands (build_parser adds them), for which no plug-in is loaded.
 PRODUCT_COMMANDS = frozenset({"worker", "replay", "rebuild-view", "reconcile", "capacity", "lag", "tenant", "bulk",
                               "overlaps", "redrive", "history"})
+PRODUCT_COMMANDS |= {"pause", "resume", "pauses", "drain"}  # pause, resume and the drain switch (issue 37)
 # What the local stack's commands are for, said by `onward --help` and by the command where it is missing.
 LOCAL_STACK_COMMANDS = {"up": "run the platform on this machine",
                         "endpoint": "run the embedded AWS endpoint alone and print its exports"}
@@ -413,6 +414,10 @@ def build_parser(*, plugged_in: bool = True) -> argparse.ArgumentParser:
 
     add_history_command(command("history", "query the run-history archive: a job's attempts, waits, retries, the "
                                 "slowest jobs of a day, or SQL of your own"), DefaultsShown)
+
+    from onward.cli.pauses import add_pause_commands  # pause, resume and the drain switch (issue 37)
+
+    add_pause_commands(command)
 
     added: list[str] = []
 

@@ -12,15 +12,18 @@ from typing import Any, Self
 
 import httpx
 
-from onward.client import calls
+from onward.client import calls, pause_calls
 from onward.client.errors import Unreachable, WaitTimeout
 from onward.client.models import (
     BatchResult,
     Cancelled,
     Delivery,
+    DrainState,
     JobStatus,
     JobType,
     RateLimit,
+    PauseChange,
+    Pauses,
     Schedule,
     StatusCounts,
     Submitted,
@@ -191,6 +194,28 @@ class AsyncClient:
         await self._send(calls.delete_rate_limit(key, tenant))
     async def job_types(self) -> builtins.list[JobType]:
         return calls.job_types(await self._send(calls.list_job_types()))
+    # --- pause, resume and the drain switch (issue 37; docs/flow-control.md): as Client's -------------------
+
+    async def pause(self, *, type: str | None = None) -> PauseChange:
+        return pause_calls.change(await self._send(pause_calls.pause(type)))
+
+    async def resume(self, *, type: str | None = None) -> PauseChange:
+        return pause_calls.change(await self._send(pause_calls.resume(type)))
+
+    async def pauses(self) -> Pauses:
+        return pause_calls.pauses(await self._send(pause_calls.list_pauses()))
+
+    async def ops_pause(self, *, tenant: str | None = None, type: str | None = None) -> PauseChange:
+        return pause_calls.change(await self._send(pause_calls.ops_pause(tenant, type)))
+
+    async def ops_resume(self, *, tenant: str | None = None, type: str | None = None) -> PauseChange:
+        return pause_calls.change(await self._send(pause_calls.ops_resume(tenant, type)))
+
+    async def ops_pauses(self) -> Pauses:
+        return pause_calls.pauses(await self._send(pause_calls.ops_list_pauses()))
+
+    async def drain(self, on: bool = True) -> DrainState:
+        return pause_calls.drain_state(await self._send(pause_calls.drain(on)))
 
 
 __all__ = ["AsyncClient"]

@@ -243,3 +243,36 @@ class JobType(Answer):
     declared_by: str | None = None
     worker_version: str | None = None
     declared_at: str | None = None
+# --- pause, resume and the drain switch (issue 37; docs/flow-control.md) ----------------------------------------
+
+
+class Paused(Answer):
+    """A pause: a tenant (`type` None: every job of it), a type of every tenant (`tenant` None), or both."""
+
+    tenant: str | None = None
+    type: str | None = None
+
+
+class PauseChange(Answer):
+    """A pause or resume as done: `changed` False when it already was (or was not) in force; every worker
+    process sees it within `takes_effect_within_s`."""
+
+    pause: Paused
+    in_force: bool
+    changed: bool
+    takes_effect_within_s: float
+    released: int = 0  # a type's resume: its held jobs put back in their queues
+    more: bool = False  # jobs still held (the resume stopped at its time budget): resume again
+
+
+class Pauses(Answer):
+    """The pauses in force (a tenant's: those that hold its jobs) and the platform's drain switch."""
+
+    pauses: list[Paused]
+    draining: bool
+
+
+class DrainState(Answer):
+    draining: bool
+    changed: bool
+    takes_effect_within_s: float

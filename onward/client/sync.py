@@ -12,15 +12,18 @@ from typing import Any, Self
 
 import httpx
 
-from onward.client import calls
+from onward.client import calls, pause_calls
 from onward.client.errors import Unreachable, WaitTimeout
 from onward.client.models import (
     BatchResult,
     Cancelled,
     Delivery,
+    DrainState,
     JobStatus,
     JobType,
     RateLimit,
+    PauseChange,
+    Pauses,
     Schedule,
     StatusCounts,
     Submitted,
@@ -213,6 +216,35 @@ class Client:
     def job_types(self) -> builtins.list[JobType]:
         """The job types workers declared, by name, each with its retry policy (GET /job-types)."""
         return calls.job_types(self._send(calls.list_job_types()))
+    # --- pause, resume and the drain switch (issue 37; docs/flow-control.md) ----------------------------------
+
+    def pause(self, *, type: str | None = None) -> PauseChange:
+        """Pause the tenant's own jobs of `type`, or all of them (POST /pause): none starts, running ones finish."""
+        return pause_calls.change(self._send(pause_calls.pause(type)))
+
+    def resume(self, *, type: str | None = None) -> PauseChange:
+        """Lift the tenant's pause, named as it was paused (POST /resume)."""
+        return pause_calls.change(self._send(pause_calls.resume(type)))
+
+    def pauses(self) -> Pauses:
+        """What holds the tenant's jobs (GET /pauses): its pauses, types paused for everyone, the drain switch."""
+        return pause_calls.pauses(self._send(pause_calls.list_pauses()))
+
+    def ops_pause(self, *, tenant: str | None = None, type: str | None = None) -> PauseChange:
+        """An operator's pause (POST /ops/pause): a tenant, a type of every tenant, or one tenant's type."""
+        return pause_calls.change(self._send(pause_calls.ops_pause(tenant, type)))
+
+    def ops_resume(self, *, tenant: str | None = None, type: str | None = None) -> PauseChange:
+        """Lift an operator's pause, named as it was paused (POST /ops/resume)."""
+        return pause_calls.change(self._send(pause_calls.ops_resume(tenant, type)))
+
+    def ops_pauses(self) -> Pauses:
+        """Every pause in force and the drain switch (GET /ops/pauses)."""
+        return pause_calls.pauses(self._send(pause_calls.ops_list_pauses()))
+
+    def drain(self, on: bool = True) -> DrainState:
+        """Turn the platform's drain switch on or off (POST /ops/drain; an operator bound to no tenant)."""
+        return pause_calls.drain_state(self._send(pause_calls.drain(on)))
 
 
 __all__ = ["Client"]

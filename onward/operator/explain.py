@@ -43,6 +43,7 @@ from enum import StrEnum
 from onward.domain.clock import EpochMs, iso
 from onward.domain.dispatch import AGING_MS
 from onward.domain.models import Job
+from onward.domain.pauses import FlowSwitches
 from onward.domain.states import CLAIMABLE_STATES, JobState, RunOutcome, is_terminal
 from onward.operator.claim_history import ClaimCounts
 from onward.store.ports import DueJob, JobRow, Tenant, TenantState
@@ -68,6 +69,7 @@ class WaitReason(StrEnum):
     FINISHED = "finished"  # not waiting: it ended
     RATE_LIMITED = "rate_limited"  # rate limits (issue 37): waits for the token it reserved (`until`)
     SNOOZED = "snoozed"  # snooze (issue 37): its handler asked to run again later; `until` is when
+    PAUSED = "paused"  # its tenant or type is paused, or the platform drains (issue 37: pause)
 
 
 @dataclass(frozen=True)
@@ -114,6 +116,7 @@ class Waiting:
     tenant: TenantState
     throughput: Throughput
     ahead: Ahead
+    paused_by: str | None = None  # what holds it, as a sentence (`paused_by`); None: nothing (issue 37: pause)
 
 
 @dataclass(frozen=True)
@@ -202,11 +205,13 @@ def explain(job: Job, now: EpochMs, waiting: Waiting | None = None) -> Explanati
         raise ValueError(f"job {job.job_id} is {job.state.value}: explaining its wait needs its tenant's load")
     until = job.not_before if job.not_before > now else None
     reason = _reason(job, until, waiting)
-    eta = None if reason is WaitReason.NO_WORKER else _eta(waiting, until, now)
+    eta = None if reason in (WaitReason.NO_WORKER, WaitReason.PAUSED) else _eta(waiting, until, now)
     return Explanation(reason, until, eta, waiting)
 
 
 def _reason(job: Job, until: EpochMs | None, waiting: Waiting) -> WaitReason:
+    if waiting.paused_by is not None:  # (before its time too: it will not start when it comes)
+        return WaitReason.PAUSED
     if until is not None and job.rate_reserved_at == job.not_before:  # rate limits (issue 37)
         return WaitReason.RATE_LIMITED
     if until is not None and job.last_outcome is RunOutcome.SNOOZED and job.state is JobState.QUEUED:
@@ -294,4 +299,15 @@ _SENTENCES: dict[WaitReason, Callable[[Explanation], str]] = {
     WaitReason.RATE_LIMITED: _sentence_rate_limited,  # rate limits (issue 37)
     WaitReason.SNOOZED: lambda explanation: f"snoozed until {iso(explanation.until or 0)} (its handler asked to run "
                                             f"again then; no attempt charged); {_eta_text(explanation)}",
+    WaitReason.PAUSED: lambda explanation: f"paused: {explanation.waiting.paused_by if explanation.waiting else ''}; "
+                                           "it keeps its place and starts once resumed",
 }
+
+
+def paused_by(switches: FlowSwitches, job: Job) -> str | None:
+    """What holds a waiting job from starting (onward.domain.pauses), as a sentence; None when nothing does. Only
+    the job's own tenant's pauses and the types paused for every tenant are named, and the drain switch."""
+    if switches.draining:
+        return "the platform is drained for maintenance: no job starts until it is back"
+    pause = switches.paused_by(job.tenant_id, job.type)
+    return pause.describe() if pause is not None else None

@@ -65,6 +65,7 @@ from onward.domain.models import Lease
 from onward.store.claim_order import ClaimOrder
 from onward.store.claim_window import WINDOW_SLACK_MS, HeadWindow, rekeyed
 from onward.store.head_life import HeadLife, NothingFound
+from onward.store.pauses import Switches, paused
 from onward.store.ports.lease_index import LeaseIndex
 from onward.store.ports.parking import Parking
 from onward.store.ports.ready_queues import ReadyQueue
@@ -123,7 +124,7 @@ class Claimer:
     """The claim path of one JobStore, shared by its worker threads. Thread-safe."""
 
     def __init__(self, indexes: LeaseIndex, counters: TenantCounters, parking: Parking, registry: TenantRegistry,
-                 clock: Clock, rng: random.Random, take: Take) -> None:
+                 clock: Clock, rng: random.Random, take: Take, switches: Switches) -> None:
         self._indexes = indexes
         self._tenants = counters
         self._parking = parking
@@ -131,6 +132,7 @@ class Claimer:
         self._clock = clock
         self._rng = rng
         self._take = take
+        self._switches = switches  # pauses and the drain switch, cached (onward.store.pauses: the claim's part)
         self._lock = threading.Lock()
         self._wake = WakeSchedule()
         self._head: tuple[EpochMs, ActiveHead] | None = None
@@ -236,7 +238,6 @@ class Claimer:
         self._tenants.deactivate(tenant_id, shard)
         self._leave_head(tenant_id, shard)
 
-
     def _claim_once(self, worker_id: str, lease_ms: int, *, fresh_head: bool, fresh_counters: bool
                     ) -> Lease | None:
         window = HeadWindow(self._active_head(fresh=fresh_head))
@@ -292,6 +293,7 @@ class Claimer:
                  fresh_counters: bool) -> DispatchOrder:
         """Read the settings and counters of the tenants `seen` (a window of the head) into `states` (`shared`:
         those the process shared), tidy their entries, and order every tenant examined so far."""
+        seen = {tenant: entries for tenant, entries in seen.items() if not self._switches().tenant_paused(tenant)}
         settings = self._registry.settings(list(seen))
         read, read_shared = self._counters.read_through(
             self._tenants, {settings[tenant_id]: {entry.shard for entry in entries}
@@ -464,7 +466,7 @@ class Claimer:
             found = self._take_within(key, job, slots, active_vt, worker_id, lease_ms, flex_while_at_cap)
         finally:
             now = self._clock()
-            if found is None and not self._due_heads.settled_before(key, job):
+            if found is None and not self._due_heads.settled_before(key, job) and not paused(self._switches(), job):
                 self._order.contended(key, now)
             self._due_heads.settle(key, job, now, give_back=found is _Found.AT_CAP)
         return found

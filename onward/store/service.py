@@ -42,7 +42,7 @@ import math
 import random
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from onward.domain import lifecycle
@@ -50,7 +50,6 @@ from onward.domain.backoff import BackoffPolicy
 from onward.domain.clock import Clock, EpochMs, system_clock
 from onward.domain.documents import check_storable, json_size
 from onward.domain.errors import (
-    JobNotFound,
     NotReplayable,
     OnwardError,
     PayloadTooLarge,
@@ -59,24 +58,26 @@ from onward.domain.errors import (
     UnstorableValue,
 )
 from onward.domain.lifecycle import Change, Decision, Refusal, RefusalReason, StaleReport
-from onward.domain.models import ErrorSummary, Job, Lease, NewJob, OutboxEvent, Run
+from onward.domain.models import ErrorSummary, Job, Lease, NewJob
 from onward.domain.retention import RetentionPolicy
 from onward.domain.states import JobState, RunOutcome
-from onward.domain.text_patterns import JOB_ID
 from onward.faults import fault_point
 from onward.settings import DAY_S, DEFAULT_JOB_RETENTION_DAYS, DEFAULT_OUTBOX_RETENTION_DAYS, Settings
 from onward.store.answers import CancelOutcome, CancelStatus, Created, Report, ReportStatus
 from onward.store.claims import AdmissionRefused, Claimer, FlexRefused
 from onward.store.creation import MAX_PARAMS_BYTES, JobCreation
 from onward.store.dynamo.recorder import DynamoRecorder
+from onward.store.held_jobs import Holding, held_jobs_of
 from onward.store.held_rows import HELD_ROWS_MAX, HeldRows
+from onward.store.job_reads import JobReads
 from onward.store.job_types import JobTypes, recorder_of
 from onward.store.memory.recorder import MemoryRecorder
+from onward.store.pauses import FlowControl, flow_book_of, paused_refusal
 from onward.store.ports.index_shards import LEASE_SHARDS
 from onward.store.ports.outcomes import CommitOutcome, RenewalAnswer
 from onward.store.ports.rate_buckets import RateTake
 from onward.store.ports.recorder import JobRecorder
-from onward.store.ports.rows import DueJob, JobHistory, JobRow
+from onward.store.ports.rows import DueJob, JobRow
 from onward.store.ports.tenant_values import Tenant, TenantState
 from onward.store.ports.write_plans import Admission, TransitionWrite, ends_attempt
 from onward.store.progress import ProgressAnswer, record_progress
@@ -102,17 +103,11 @@ _LOST_RACES = {CommitOutcome.CONFLICT: "TransactionConflict",
                CommitOutcome.RATE_MOVED: "RateBucketMoved"}
 
 
-def _is_job_id(job_id: object) -> bool:
-    """Whether `job_id` can name a job (anything else is JobNotFound without a read)."""
-    return isinstance(job_id, str) and JOB_ID.matches(job_id)
-
-
-
 def _new_job_id() -> str:
     return uuid.uuid4().hex
 
 
-class JobStore:
+class JobStore(JobReads):
     """The job state machine over a JobRecorder (DynamoDB unless given another). Thread-safe: share one per
     process."""
 
@@ -153,7 +148,10 @@ class JobStore:
                                 settings.job_retention_days else RetentionPolicy.uniform(self._job_retention_s))
         self._policy = retention_policy
         self._registry = TenantRegistry(recorder, recorder, clock, self._rng)
-        self._claimer = Claimer(recorder, recorder, recorder, self._registry, clock, self._rng, self._take)
+        self._holding = Holding(held_jobs_of(recorder), self._registry.virtual_clock, clock)  # issue 37: pause
+        self._flow = FlowControl(flow_book_of(recorder), self._registry, recorder, clock, self._holding)
+        self._claimer = Claimer(recorder, recorder, recorder, self._registry, clock, self._rng, self._take,
+                                self._flow.switches)
         self._held = HeldRows(HELD_ROWS_MAX)
         self.stats = StoreStats()
         self._creation = JobCreation(recorder, self._registry, clock, self._rng, get_job=self.get,
@@ -190,6 +188,10 @@ class JobStore:
     def registry(self) -> TenantRegistry:
         return self._registry
 
+    @property
+    def flow(self) -> FlowControl:  # pauses and the drain switch (onward.store.pauses)
+        return self._flow
+
     def register_tenant(self, tenant: Tenant) -> None:
         """Add or update a tenant's dispatch settings (weight, concurrency cap, ready-queue shards)."""
         self._registry.register(tenant)
@@ -202,52 +204,6 @@ class JobStore:
         """Every registered tenant's settings and dispatch counters (running, used worker time, waiting jobs):
         what operators and tests watch (it reads every tenant: not for hot paths)."""
         return self._registry.states()
-
-    # --- reads --------------------------------------------------------------------------------------------
-
-    def get(self, job_id: str, tenant_id: str | None = None) -> Job:
-        """The job, strongly consistent. With `tenant_id`, another tenant's job is JobNotFound."""
-        return self.row(job_id, tenant_id).job
-
-    def row(self, job_id: str, tenant_id: str | None = None) -> JobRow:
-        """The job row with its ready shards, strongly consistent. With `tenant_id`, another tenant's job is
-        JobNotFound, found by the very read that finds none for a missing job (JobRecorder.tenant_job): no
-        caller can tell the two apart, not even by how long the answer took."""
-        if tenant_id is None:
-            return self._read(job_id)
-        row = self._recorder.tenant_job(job_id, tenant_id) if _is_job_id(job_id) else None
-        if row is None:
-            raise JobNotFound(job_id)
-        return row
-
-    def runs(self, job_id: str, tenant_id: str | None = None) -> list[Run]:
-        self.get(job_id, tenant_id)
-        return self._recorder.runs(job_id)
-
-    def result(self, job_id: str, tenant_id: str | None = None) -> Any:
-        self.get(job_id, tenant_id)
-        return self._recorder.result(job_id)
-
-    def events(self, job_id: str) -> list[OutboxEvent]:
-        """The job's outbox events in version order."""
-        return self._recorder.events(job_id)
-
-    def history(self, job_id: str) -> JobHistory | None:
-        """The job's row, run records and result (unscoped; on DynamoDB one Query of its partition), None when
-        its row is gone: what the archiver archives (onward.pipeline.archive.archiver)."""
-        return self._recorder.history(job_id) if _is_job_id(job_id) else None
-
-    def all_jobs(self) -> Iterator[Job]:
-        """Every job row (a scan: for reconciliation and audits, not for hot paths)."""
-        return self._recorder.all_jobs()
-
-    def _read(self, job_id: str) -> JobRow:
-        if not _is_job_id(job_id):
-            raise JobNotFound(job_id)
-        row = self._recorder.job(job_id)
-        if row is None:
-            raise JobNotFound(job_id)
-        return row
 
     # --- create -------------------------------------------------------------------------------------------
 
@@ -280,15 +236,19 @@ class JobStore:
         slot is taken under an Admission on one of the tenant's RUNNING counters (so a cap holds however
         many workers claim at once), the attempt counter is incremented inside the claim, and a job whose
         attempts are used up is ended (dead / quarantined) on the way."""
+        if self._flow.switches().draining:  # (issue 37: the drain switch) running attempts finish, none starts
+            return None
         return self._claimer.claim(worker_id, int(lease_s * 1000), polling=polling)
 
     def _take(self, due: DueJob, worker_id: str, lease_ms: int, admission: Admission) -> Lease | None:
         """The claim's transaction on one job (onward.store.claims.Take), decided from the row the ready index
         showed when it has one (a stale one fails the commit's condition and the row is read)."""
+        if self._flow.passed(due):
+            return None  # paused (onward.store.pauses): the claim passes to the queue's next job
         try:
             decision, row = self._settle(
-                due.job_id, lambda job: lifecycle.claim(job, worker_id, lease_ms, self._clock()),
-                admission=admission, known=due.row)
+                due.job_id, lambda job: paused_refusal(self._flow.switches(), job)
+                or lifecycle.claim(job, worker_id, lease_ms, self._clock()), admission=admission, known=due.row)
         except JobDeferred:  # rate limited: it reserved its token to come and waits for it, holding no worker
             return None
         if isinstance(decision, Change) and decision.after.state is JobState.RUNNING:
@@ -448,6 +408,10 @@ class JobStore:
         about the row: the copy is tried again.)"""
         for round_ in range(MAX_ROUNDS):
             row = known if known is not None else self._read(job_id)
+            if row.held_by is not None:  # held aside (onward.store.held_jobs): a claim passes it, all else puts it back
+                if admission is not None:
+                    return Refusal(RefusalReason.NOT_CLAIMABLE, row.job), row
+                row = self._holding.put_back(row)
             decision = decide(row.job)
             if isinstance(decision, Refusal):
                 if known is None:

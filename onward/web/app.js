@@ -10,6 +10,7 @@ import { buildJobActions, pollJob, showJob } from "/web/job.js";
 import { buildFilterForm, buildPager, focusSearch, offerTenants, pollList, showList } from "/web/list.js";
 import { buildOps, pollOps } from "/web/ops.js";
 import { pollWebhooks } from "/web/webhooks.js";  // completion webhooks (issue 38)
+import { pollPauses } from "/web/pauses.js";  // pause, resume and the drain switch (issue 37)
 
 const POLL_MS = 2000;
 const TICK_MS = 1000;
@@ -151,6 +152,7 @@ async function poll(now = false) {
       }
       view = lag.status === 200 ? lag.data : null;
     }
+    if (polls % OPS_EVERY === 0) await pollPauses();  // (issue 37: the paused banner)
     state.lastPollOk = Date.now();
     if (view) takeView(view);
     renderNotice(null);

@@ -227,6 +227,8 @@ function reasonText(answer) {
               "taking its work."];
     case "snoozed":  // snooze (issue 37)
       return ["Snoozed by its handler: it runs again no earlier than ", timeEl(answer.until), " (no attempt charged)."];
+    case "paused":  // pause, resume and the drain switch (issue 37)
+      return [`Paused: ${answer.detail.replace(/^paused: /, "")}`];
     case "running":
       return ["A worker has just taken it: the status above will show it shortly."];
     default:

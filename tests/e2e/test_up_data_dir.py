@@ -17,6 +17,7 @@ import pytest
 
 from tests.e2e.test_cli import ONWARD, free_port
 from tests.e2e.test_up_http import get, read_until
+from tests.integration.api_support import http_call
 
 pytestmark = pytest.mark.integration
 
@@ -59,5 +60,28 @@ def test_a_restart_with_the_same_data_dir_keeps_every_job_its_view_and_the_token
                  for tenant, token in tokens.items()}
         assert after == before
         assert get(f"http://127.0.0.1:{http_port}/whoami", operator.group(1))["operator"] is True
+    finally:
+        _stop(second)
+
+
+def test_a_restart_shows_the_drain_switch_and_pauses_kept_in_the_data_dir(tmp_path: Path) -> None:
+    """Catches `onward up` starting silently with the platform drained or a tenant paused (nothing would run and
+    nothing would say why): the switches are in the jobs table, kept by --data-dir."""
+    data_dir = tmp_path / "onward"
+    first, http_port = _start(data_dir)
+    try:
+        printed = "".join(read_until(first, "Serving; Ctrl-C", 120))
+        operator = re.search(r"operator\s+token (\S+)", printed)
+        assert operator is not None and "Paused" not in printed
+        url = f"http://127.0.0.1:{http_port}"
+        assert http_call(url, "POST", "/ops/drain", token=operator.group(1), body={"on": True}).status == 200
+        assert http_call(url, "POST", "/ops/pause", token=operator.group(1), body={"tenant": "acme"}).status == 200
+    finally:
+        _stop(first)
+    second, _ = _start(data_dir)
+    try:
+        printed = "".join(read_until(second, "Serving; Ctrl-C", 120))
+        assert "Paused (drain switch: ON (no job starts anywhere)" in printed
+        assert "  tenant acme is paused" in printed
     finally:
         _stop(second)

@@ -37,6 +37,7 @@ from onward.api.contract.operators import (
     Tenants,
 )
 from onward.api.contract.rate_limits import RateLimitInfo, RateLimits
+from onward.api.contract.pauses import DrainState, PauseChange, Pauses
 from onward.api.contract.schedules import ScheduleInfo, Schedules
 from onward.api.contract.webhooks import Deliveries, DeliveryInfo, WebhookInfo, Webhooks
 from onward.domain.models import ViewLag
@@ -52,4 +53,6 @@ ANSWERS: tuple[type[BaseModel], ...] = (Health, Accepted, CancelAccepted, JobSta
                                          # rate limits (issue 37)
                                          RateLimitInfo, RateLimits,
                                          # retry policies per job type (issue 37)
-                                         JobTypesAnswer)
+                                         JobTypesAnswer,
+                                         # pause, resume and the drain switch (issue 37)
+                                         PauseChange, Pauses, DrainState)

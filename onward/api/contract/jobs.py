@@ -292,8 +292,9 @@ class JobExplanation(Answer):
                                            "worker claimed a job of its tenant in the window), waiting_for_share "
                                            "(jobs of its tenant ahead, its tenant's share of the workers); "
                                            "rate_limited (it waits for the token of its rate limits it reserved for "
-                                           "`until`); snoozed (its handler snoozed it: due again at `until`); "
-                                           "running, finished")
+                                           "`until`); snoozed (its handler snoozed it: due again at `until`); paused "
+                                           "(its tenant or type is paused, or the platform drains); running, "
+                                           "finished")
     detail: str = Field(description="the explanation as a sentence (times in UTC)")
     decided_at: str = Field(description="when this was decided: `until` and `eta` are from this moment's reads",
                             json_schema_extra={"format": "date-time"})

@@ -4,6 +4,7 @@ job is answered exactly like a missing one."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Annotated, Any, Literal
 
 from aws_lambda_powertools.event_handler import Response
@@ -380,7 +381,7 @@ def job_params(principal: Annotated[Principal, Depends(caller)], job_id: JobId) 
 @router.get("/jobs/<job_id>/explain", operation_id="explainJob", security=SECURED, responses=secured({
     200: ok("why the job is not running and until when: scheduled, backoff, tenant_at_cap, no_worker or "
             "waiting_for_share with an ETA from its tenant's recent claims, rate_limited until its token's moment; "
-            "`running` or `finished` for a job that "
+            "paused (its tenant or type paused, or the platform drained); `running` or `finished` for a job that "
             "is not waiting (200 too: nothing is wrong with asking)", JobExplanation),
     404: NOT_FOUND}))
 def explain_job(principal: Annotated[Principal, Depends(caller)], job_id: JobId) -> Response[str]:
@@ -403,7 +404,8 @@ def _waiting(deployment: Deployment, row: JobRow, now: EpochMs, *, platform: boo
     tenant's only, or with `platform` (an operator bound to no tenant, who may see every tenant's) every
     tenant's."""
     claims = recent_claims(deployment, now, tenant_id=None if platform else row.job.tenant_id)
-    return explain.waiting_of(deployment.store_reads, row, claims, now, platform=platform)
+    waiting = explain.waiting_of(deployment.store_reads, row, claims, now, platform=platform)
+    return replace(waiting, paused_by=explain.paused_by(deployment.job_store.flow.current(), row.job))  # issue 37
 
 
 @router.post("/jobs/<job_id>/cancel", operation_id="cancelJob", security=SECURED, responses=secured({

@@ -19,6 +19,7 @@ from onward.pipeline.outbox import OutboxReader
 from onward.store.dynamo.attributes import Item, from_item, to_attribute
 from onward.store.dynamo.batch_reads import batch_get
 from onward.store.dynamo.counter_items import tenant_from_values, tenant_state
+from onward.store.dynamo.held_jobs import DynamoHeldJobs, held_by_of
 from onward.store.dynamo.history import DynamoJobHistory
 from onward.store.dynamo.index_queries import DUE_BY, active_query, entry_of, parked_due_query, ready_query
 from onward.store.dynamo.job_types import DynamoJobTypes
@@ -43,6 +44,7 @@ from onward.store.dynamo.keys import (
     settings_key,
     tenant_items,
 )
+from onward.store.dynamo.pauses import DynamoFlowBook
 from onward.store.dynamo.progress_log import DynamoProgressLog
 from onward.store.dynamo.rate_buckets import DynamoRateBuckets
 from onward.store.dynamo.tenant_reads import tenant_item
@@ -139,6 +141,8 @@ class DynamoRecorder(DynamoProgressLog, DynamoUniqueKeys, DynamoRateBuckets, Job
         self._active_shards = active_shards
         self._writes = TransitionWrites(jobs_table, outbox_table, active_shards)
         self.type_declarations = DynamoJobTypes(client, jobs_table)  # the declared job types (issue 37)
+        self.flow_book = DynamoFlowBook(client, jobs_table)  # pauses and the drain switch (issue 37: pause)
+        self.held_jobs = DynamoHeldJobs(client, jobs_table, self._writes)  # jobs held aside (issue 37: pause)
 
     # --- reads ----------------------------------------------------------------------------------------------
 
@@ -149,11 +153,11 @@ class DynamoRecorder(DynamoProgressLog, DynamoUniqueKeys, DynamoRateBuckets, Job
 
     def job(self, job_id: str) -> JobRow | None:
         item = self._get(wire_key(job_key(job_id)))
-        return None if item is None else JobRow(*job_from_item(item))
+        return None if item is None else JobRow(*job_from_item(item), held_by=held_by_of(item))
 
     def tenant_job(self, job_id: str, tenant_id: str) -> JobRow | None:
         item = tenant_item(self._db, self._jobs, wire_key(job_key(job_id)), tenant_id)
-        return None if item is None else JobRow(*job_from_item(item))
+        return None if item is None else JobRow(*job_from_item(item), held_by=held_by_of(item))
 
     def run(self, job_id: str, attempt: int) -> Run | None:
         item = self._get(wire_key(run_key(job_id, attempt)))

@@ -205,7 +205,9 @@ class TransitionWrites:
             ":expected_version": {"N": str(version)},
             ":expected_attempt": {"N": str(attempt)},
         }
-        condition = "#state = :expected_state AND #version = :expected_version AND #attempt = :expected_attempt"
+        # (not held aside: onward.store.held_jobs; a held row is put back before anything else moves it)
+        condition = ("#state = :expected_state AND #version = :expected_version AND #attempt = :expected_attempt"
+                     " AND attribute_not_exists(held_by)")
         if row.lapsed_by is not None:
             names["#lease"] = "lease_expires_at"
             values[":reaped_at"] = {"N": str(row.lapsed_by)}

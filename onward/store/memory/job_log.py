@@ -147,8 +147,8 @@ class MemoryJobLog(JobLog):
         change = write.change
         failed: set[Role] = set()
         row = state.rows.get(write.job_id)
-        if row is None or (row.job.state, row.job.version, row.job.attempt) != write.expected:
-            failed.add(Role.JOB)
+        if row is None or (row.job.state, row.job.version, row.job.attempt) != write.expected or row.held_by:
+            failed.add(Role.JOB)  # (a held row: put back first, onward.store.held_jobs)
         elif write.lapsed_by is not None and not (row.job.lease_expires_at is not None
                                                   and row.job.lease_expires_at <= write.lapsed_by):
             failed.add(Role.JOB)  # a heartbeat renewed the lease after the reaper read the row

@@ -19,12 +19,14 @@ from onward.domain.clock import EpochMs
 from onward.domain.models import OutboxEvent, Run
 from onward.domain.uniqueness import UniqueHold
 from onward.store.job_types import MemoryJobTypes
+from onward.store.memory.held_jobs import MemoryHeldJobs
 from onward.store.memory.indexes import MemoryLeaseIndex, MemoryParking, MemoryTenantCounters, MemoryVirtualClock
 from onward.store.memory.job_log import MemoryJobLog
 from onward.store.memory.progress_log import MemoryProgressLog
 from onward.store.memory.rate_buckets import MemoryRateBuckets
 from onward.store.memory.state import MemoryState, QueueEntryState, RunningCounter, detached_job
 from onward.store.memory.unique_keys import MemoryUniqueKeys
+from onward.store.pauses import MemoryFlowBook
 from onward.store.ports.index_shards import DEFAULT_ACTIVE_SHARDS
 from onward.store.ports.recorder import JobRecorder
 from onward.store.ports.rows import IdempotencyRecord, JobRow
@@ -57,6 +59,8 @@ class MemoryRecorder(MemoryJobLog, MemoryLeaseIndex, MemoryTenantCounters, Memor
     def __init__(self, active_shards: int = DEFAULT_ACTIVE_SHARDS) -> None:
         self._state = MemoryState(active_shards)
         self.type_declarations = MemoryJobTypes()  # the declared job types (issue 37)
+        self.flow_book = MemoryFlowBook()  # pauses and the drain switch (issue 37: pause)
+        self.held_jobs = MemoryHeldJobs(self._state, self.flow_book)  # jobs held aside (issue 37: pause)
 
     def overlapping_jobs(self, since: EpochMs, until: EpochMs) -> list[str]:
         """Ids of the jobs with a run in the `overlaps` index keyed from `since` to `until` (inclusive), in key

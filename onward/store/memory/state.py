@@ -139,7 +139,7 @@ class MemoryState:
         if old is not None:
             self.ready.get((old.job.tenant_id, ready_queue(old.job, old.ready_shards)), {}).pop(job.job_id, None)
             self.leases.get(lease_shard(job.job_id), {}).pop(job.job_id, None)
-        if job.state in CLAIMABLE_STATES:
+        if job.state in CLAIMABLE_STATES and row.held_by is None:  # (a held job is out of its queue)
             self.ready.setdefault((job.tenant_id, ready_queue(job, row.ready_shards)), {})[job.job_id] = (
                 job.not_before)
         if job.state is JobState.RUNNING and job.lease_expires_at is not None:

@@ -14,6 +14,7 @@ class JobRow(NamedTuple):
     job: Job
     ready_shards: int  # the ready shards its tenant had when it was created (its ready queue)
     running_shard: int = 0  # the RUNNING counter its running attempt is charged to
+    held_by: str | None = None  # the hold key it is held aside under, out of its ready queue (onward.store.held_jobs)
 
 
 class JobHistory(NamedTuple):

@@ -24,6 +24,7 @@ JOBS, OPS, SCHEDULES, PAGE, ABOUT = (f"onward.api.routes.{area}" for area in
                                      ("jobs", "ops", "schedules", "page", "about"))
 WEBHOOKS = "onward.api.routes.webhooks"
 RATE_LIMITS = "onward.api.routes.rate_limits"
+PAUSES = "onward.api.routes.pauses"  # issue 37: pause
 # (method, path) -> the route's function ("module:name"), or the status and Allow header of no route's answer
 MATCHES: dict[tuple[str, str], str | tuple[int, str | None]] = {
     ("POST", "/jobs/batch"): f"{JOBS}:create_jobs",
@@ -81,6 +82,15 @@ MATCHES: dict[tuple[str, str], str | tuple[int, str | None]] = {
     # retry policies per job type (issue 37)
     ("GET", "/job-types"): "onward.api.routes.job_types:list_job_types",
     ("POST", "/job-types"): (405, "GET"),
+    # pause, resume and the drain switch (issue 37): /ops/pause is no /ops/<something> of another area
+    ("POST", "/ops/pause"): f"{PAUSES}:operator_pause",
+    ("POST", "/ops/resume"): f"{PAUSES}:operator_resume",
+    ("GET", "/ops/pauses"): f"{PAUSES}:operator_pauses",
+    ("POST", "/ops/drain"): f"{PAUSES}:drain_switch",
+    ("POST", "/pause"): f"{PAUSES}:tenant_pause",
+    ("POST", "/resume"): f"{PAUSES}:tenant_resume",
+    ("GET", "/pauses"): f"{PAUSES}:tenant_pauses",
+    ("GET", "/ops/drain"): (405, "POST"),
 }
 
 

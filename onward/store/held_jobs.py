@@ -1,0 +1,123 @@
+"""Holding jobs aside: a waiting job that may not start for a while (its type is paused; next, a concurrency key
+at its limit) is moved out of its ready queue into a held index keyed by what holds it, keeping its due time,
+and put back with that due time once released, so it keeps its place.
+
+Why: the claim reads a ready queue's head without the jobs' types. A paused type's jobs at the head would be
+read, and passed, by every claim, and once CANDIDATES_PER_QUERY of them led a queue they would hide the tenant's
+other jobs behind them. Held aside, they are read once (by the claim that holds each), and the tenant's queue
+entry counts only the jobs it can run (its fair share, its place in the `active` index, a cap's flex).
+
+The rules every `HeldJobs` keeps (in memory onward.store.memory.held_jobs, on DynamoDB
+onward.store.dynamo.held_jobs; tests/contract/test_held_jobs_contract.py runs one suite on both), each hold and
+each release one atomic write:
+- hold: only while the job row is at the version and state the claim read, claimable, in its ready queue and
+  not held, and (for a pause) while the pause is in force: the row is marked `held_by`, out of the ready index,
+  its queue entry's band count and `waiting` one lower, a held entry `<hold key>` / `<tenant>#<due>#<job>` put;
+- release: only while the row is held under that key: the row back in its ready index at its due time, the
+  held entry deleted, its queue entry one higher as a job entering it (back in the `active` index, at the
+  clock if it had left it, its tenant returning: lifted to the clock, banking no credit for the hold);
+- no other transition commits on a held row (its condition: not held): a cancel puts the job back first
+  (JobStore), a claim refuses it.
+A hold that raced a resume cannot strand a job: the resume deletes the pause first, so a hold committed after
+it fails its condition, and the sweep that follows reads the held entries after it (consistently).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import NamedTuple, Protocol
+
+from onward.domain.clock import Clock, EpochMs
+from onward.domain.pauses import Pause
+from onward.store.ports.rows import JobRow
+
+RELEASE_PAGE = 100  # held entries read per page of a release sweep
+
+
+class HeldJob(NamedTuple):
+    job_id: str
+    tenant_id: str
+    due_at: EpochMs
+
+
+class HeldJobs(Protocol):
+    """Where held jobs are kept, and the atomic writes that hold and release them (the module's docstring)."""
+
+    def hold(self, row: JobRow, hold_key: str, while_paused: Pause | None) -> bool:
+        """Hold the job aside under `hold_key`: False when a condition failed (nothing written)."""
+
+    def held(self, hold_key: str, tenant_id: str | None, limit: int) -> list[HeldJob]:
+        """The first `limit` jobs held under `hold_key` (of one tenant, or every one), by tenant then due
+        time; read consistently."""
+
+    def release(self, job_id: str, hold_key: str, clock: float) -> bool:
+        """Put the job back in its ready queue at its due time (`clock`: the system virtual clock, its queue
+        entry's key if it enters the `active` index): False when it was not held under `hold_key` (a held
+        entry whose row is not held under it is stray: dropped)."""
+
+
+def pause_hold_key(job_type: str) -> str:
+    """The hold key of a paused type's jobs (every tenant's: a tenant's own pause of it releases its part)."""
+    return f"paused#{job_type}"
+
+
+class Released(NamedTuple):
+    released: int
+    more: bool  # stopped at its budget with jobs still held: sweep again
+
+
+class Holding:
+    """Holds and releases jobs through a HeldJobs, with the system virtual clock for what it releases."""
+
+    def __init__(self, book: HeldJobs, virtual_clock: Callable[[], float], clock: Clock) -> None:
+        self._book = book
+        self._virtual_clock = virtual_clock
+        self._clock = clock
+
+    def hold(self, row: JobRow, hold_key: str, while_paused: Pause | None = None) -> bool:
+        return self._book.hold(row, hold_key, while_paused)
+
+    def put_back(self, row: JobRow) -> JobRow:
+        """A held row put back in its ready queue (by this call, or by another one meanwhile): as it is now, but
+        for what a write since did (which the caller's commit, conditional on the version, finds)."""
+        if row.held_by is not None:
+            self._book.release(row.job.job_id, row.held_by, self._virtual_clock())
+        return row._replace(held_by=None)
+
+    def release_all(self, hold_key: str, tenant_id: str | None = None, *, budget_s: float | None = None,
+                    progress: Callable[[int], None] | None = None) -> Released:
+        """Release every job held under `hold_key` (of one tenant, or every one), page by page in due order
+        per tenant, until none is left or `budget_s` is spent (then `more`); `progress` hears the count so far
+        after each page."""
+        started = time.monotonic()
+        released = 0
+        while True:
+            page = self._book.held(hold_key, tenant_id, RELEASE_PAGE)
+            for job in page:
+                released += self._book.release(job.job_id, hold_key, self._virtual_clock())
+            if progress is not None and page:
+                progress(released)
+            if len(page) < RELEASE_PAGE:
+                return Released(released, more=False)
+            if budget_s is not None and time.monotonic() - started >= budget_s:
+                return Released(released, more=True)
+
+
+class _HoldingNothing:
+    """The HeldJobs of a recorder that keeps none: nothing is held (a claim passes a paused job where it is)."""
+
+    def hold(self, row: JobRow, hold_key: str, while_paused: Pause | None) -> bool:
+        return False
+
+    def held(self, hold_key: str, tenant_id: str | None, limit: int) -> list[HeldJob]:
+        return []
+
+    def release(self, job_id: str, hold_key: str, clock: float) -> bool:
+        return False
+
+
+def held_jobs_of(recorder: object) -> HeldJobs:
+    """The HeldJobs a recorder keeps beside its jobs (`held_jobs`: both recorders have one), or none."""
+    book = getattr(recorder, "held_jobs", None)
+    return book if book is not None else _HoldingNothing()

@@ -36,8 +36,8 @@ from onward.api.contract.operators import (
     ReplayableJobs,
     Tenants,
 )
-from onward.api.contract.rate_limits import RateLimitInfo, RateLimits
 from onward.api.contract.pauses import DrainState, PauseChange, Pauses
+from onward.api.contract.rate_limits import RateLimitInfo, RateLimits
 from onward.api.contract.schedules import ScheduleInfo, Schedules
 from onward.api.contract.webhooks import Deliveries, DeliveryInfo, WebhookInfo, Webhooks
 from onward.domain.models import ViewLag

@@ -108,16 +108,18 @@ class UniqueMachine(RuleBasedStateMachine):
             assert lease.job.tenant_id == self.tenant
             self.leases.append(lease)
 
-    @rule(data=st.data())
-    def complete(self, data: st.DataObject) -> None:
+    # (which lease or job a rule picks is drawn as a plain number, then taken modulo: what hypothesis draws
+    # must not depend on what the store answered, which a replay of an example may not repeat exactly: a
+    # claim's order among jobs due at one millisecond follows their random ids)
+    @rule(pick=st.integers(0, 1_000))
+    def complete(self, pick: int) -> None:
         if self.leases:
-            lease = self.leases.pop(data.draw(st.integers(0, len(self.leases) - 1)))
-            self.store.complete(lease)
+            self.store.complete(self.leases.pop(pick % len(self.leases)))
 
-    @rule(data=st.data())
-    def cancel(self, data: st.DataObject) -> None:
+    @rule(pick=st.integers(0, 1_000))
+    def cancel(self, pick: int) -> None:
         if self.jobs:
-            self.store.cancel(data.draw(st.sampled_from(self.jobs)))
+            self.store.cancel(self.jobs[pick % len(self.jobs)])
 
     @rule(seconds=st.sampled_from([1, 5, 19, 20, 40]))
     def advance(self, seconds: int) -> None:

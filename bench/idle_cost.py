@@ -20,6 +20,7 @@ import argparse
 import json
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -227,18 +228,24 @@ def markdown(lines: list[Line]) -> str:
     return "\n".join(rows)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.idle_cost", description=__doc__.split("\n")[0])
+def bill_command(prog: str, description: str, bill: Callable[[Deployment], list[Line]],
+                 argv: list[str] | None = None) -> int:
+    """A bill's command line: `--profile`, `--json` (this module's and bench.standby_cost's)."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
     parser.add_argument("--profile", choices=sorted(PROFILES), default="default")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    lines = idle_bill(Deployment(PROFILES[args.profile]))
+    lines = bill(Deployment(PROFILES[args.profile]))
     if args.json:
         print(json.dumps({"profile": args.profile, "prices_as_of": PRICES_AS_OF, "total": total(lines),
                           "lines": [asdict(line) for line in lines]}))
     else:
         print(markdown(lines))
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return bill_command("python -m bench.idle_cost", __doc__.split("\n")[0], idle_bill, argv)
 
 
 if __name__ == "__main__":

@@ -16,8 +16,6 @@ standby's own checkpoints; cross-Region transfer of those items is under a cent 
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 from dataclasses import asdict
 
@@ -36,14 +34,11 @@ from bench.idle_cost import (
     LOGS_INGESTED_GB,
     ON_DEMAND_INITIAL_SHARDS,
     OUTBOX_STREAM_SHARDS,
-    PRICES_AS_OF,
-    PROFILES,
     XRAY_PER_MILLION_TRACES,
     Deployment,
     Line,
     alarm_metrics,
-    markdown,
-    total,
+    bill_command,
 )
 
 # The alarms the design adds in a standby: ReplicationLatency of the jobs and outbox tables (home -> standby),
@@ -88,17 +83,7 @@ def standby_bill(deployment: Deployment) -> list[Line]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.standby_cost", description=__doc__.split("\n")[0])
-    parser.add_argument("--profile", choices=sorted(PROFILES), default="default")
-    parser.add_argument("--json", action="store_true")
-    args = parser.parse_args(argv)
-    lines = standby_bill(Deployment(PROFILES[args.profile]))
-    if args.json:
-        print(json.dumps({"profile": args.profile, "prices_as_of": PRICES_AS_OF, "total": total(lines),
-                          "lines": [asdict(line) for line in lines]}))
-    else:
-        print(markdown(lines))
-    return 0
+    return bill_command("python -m bench.standby_cost", (__doc__ or "").split("\n")[0], standby_bill, argv)
 
 
 if __name__ == "__main__":

@@ -6,13 +6,17 @@ last confirmed it (a 304), which is what keeps its freshness honest between poll
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 # The statuses that never change again unless an operator replays the job (the API marks them `x-terminal`
 # in its OpenAPI document; tests/unit/client checks this list against the platform's).
 FINAL_STATES = frozenset({"succeeded", "dead", "cancelled", "quarantined"})
+
+
+# a flag the API answers true, or leaves out or null (the document's `boolean | null`): False unless true
+Flag = Annotated[bool, BeforeValidator(lambda value: value is True)]
 
 
 class Answer(BaseModel):
@@ -125,7 +129,7 @@ class Submitted(Answer):
     created: bool = True
     idempotency_key: str | None = None
     # unique jobs (issue 37): the job holding `unique.key` was answered (nothing created); the job replaced
-    duplicate_of_unique: bool = False
+    duplicate_of_unique: Flag = False
     replaced_job_id: str | None = None
 
 
@@ -138,7 +142,7 @@ class BatchEntry(Answer):
     problem: dict[str, Any] | None = None
     idempotency_key: str | None = None
     # unique jobs (issue 37): as Submitted's
-    duplicate_of_unique: bool = False
+    duplicate_of_unique: Flag = False
     replaced_job_id: str | None = None
 
     @property

@@ -47,6 +47,13 @@ class CountingMemoryRecorder(MemoryRecorder):
     def __init__(self) -> None:
         super().__init__()
         self.calls: Counter[str] = Counter()
+        switches = self.flow_book.switches
+
+        def counted_switches() -> Any:  # the pauses and the drain switch: one Query on DynamoDB
+            self.calls["Query"] += 1
+            return switches()
+
+        self.flow_book.switches = counted_switches  # type: ignore[method-assign]
 
     def job(self, job_id: str) -> JobRow | None:
         self.calls["GetItem"] += 1

@@ -59,6 +59,10 @@ class CountingMemoryRecorder(MemoryRecorder):
         self.calls["GetItem"] += 1
         return super().job(job_id)
 
+    def rate_limits_of(self, tenant_id: str, keys: Collection[str]) -> dict[str, Any]:
+        self.calls["BatchGetItem"] += 1  # the limits a claimed job is subject to (cached per process)
+        return super().rate_limits_of(tenant_id, keys)
+
     def run(self, job_id: str, attempt: int) -> Run | None:
         self.calls["GetItem"] += 1
         return super().run(job_id, attempt)
@@ -169,6 +173,10 @@ class Metered:
 
     def count(self, operation: Callable[[], T]) -> tuple[T, dict[str, int]]:
         self.store.registry.virtual_clock()  # its once-a-second read is not the operation's
+        # nor are a process's reads of the pauses (once per FLOW_CACHE_MS) and of the declared job types
+        # (once per their cache's seconds): per process, not per job (test_process_reads counts them)
+        self.store.flow.switches()
+        self.store.type_catalog.declared_types()
         before = Counter(self._seen)
         answer = operation()
         made = Counter(self._seen)

@@ -16,12 +16,11 @@ from onward.store.ports.index_shards import DEFAULT_ACTIVE_SHARDS, PARKED_SHARDS
 from tests.integration.store.test_requests_per_job import ECHO, LEASE_S
 
 
-def head_reads(cost: dict[str, int], *, wakes: int = 0, switches: int = 0) -> float:
+def head_reads(cost: dict[str, int], *, wakes: int = 0) -> float:
     """Reads of the `active` index's head in a claim's requests (a Query per partition), less the parked
-    entries' reads of `wakes` passes (a Query per `parked` partition, once a second) and `switches` reads of
-    the pauses and the drain switch (one Query, once per FLOW_CACHE_MS a process: onward.store.pauses). No job
-    is due here, so no ready queue is read."""
-    return (cost.get("Query", 0) - wakes * PARKED_SHARDS - switches) / DEFAULT_ACTIVE_SHARDS
+    entries' reads of `wakes` passes (a Query per `parked` partition, once a second). No job is due here, so
+    no ready queue is read."""
+    return (cost.get("Query", 0) - wakes * PARKED_SHARDS) / DEFAULT_ACTIVE_SHARDS
 
 
 def test_polls_of_an_idle_process_share_what_its_last_claim_found_nothing_in(metered, clock):
@@ -29,7 +28,7 @@ def test_polls_of_an_idle_process_share_what_its_last_claim_found_nothing_in(met
     would be 1 for every one of them."""
     store = metered.store
     nothing, first = metered.count(lambda: store.claim("w1", LEASE_S, polling=True))
-    assert nothing is None and head_reads(first, wakes=1, switches=1) == 1, "the first poll reads the head itself"
+    assert nothing is None and head_reads(first, wakes=1) == 1, "the first poll reads the head itself"
     for worker in ("w2", "w3", "w4"):  # (polls this close together use the head the process read)
         clock.now += NOTHING_SHARE_MS // 4
         answer, cost = metered.count(lambda worker=worker: store.claim(worker, LEASE_S, polling=True))

@@ -97,7 +97,9 @@ def test_one_job_created_with_a_key_claimed_and_completed_costs_3_transactions_a
 
     assert created.created
     assert create_cost == {"TransactWriteItems": 1}
-    assert first_claim_cost == {"Query": PARKED_SHARDS + DEFAULT_ACTIVE_SHARDS + 1, "BatchGetItem": 1,
+    # (the second BatchGetItem: the rate limits its job is subject to, its tenant's and its type's, read once
+    # per RATE_LIMIT_CACHE_MS a process: onward.store.rate_limits)
+    assert first_claim_cost == {"Query": PARKED_SHARDS + DEFAULT_ACTIVE_SHARDS + 1, "BatchGetItem": 2,
                                 "TransactWriteItems": 1}
     assert claim_cost == {"TransactWriteItems": 1}
     assert complete_cost == {"TransactWriteItems": 1}

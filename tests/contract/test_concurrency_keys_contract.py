@@ -1,0 +1,127 @@
+"""Concurrency keys (issue 37, item 2) on both store backends: at most `limit` jobs of a tenant's key run at once;
+a job whose claim finds its key at its limit is held aside (out of its ready queue, its tenant's waiting count
+down) and put back by the end of an attempt of the key (complete, fail, reap, release, snooze, cancel
+acknowledgement); a cancel of a held job takes it off the key's held count."""
+
+from __future__ import annotations
+
+import threading
+
+from onward.domain.concurrency import ConcurrencyRule, KeyCount
+from onward.domain.models import ErrorSummary, NewJob
+from onward.domain.states import JobState
+from onward.store.service import JobStore
+from tests.contract.backends import StoreBackend
+
+
+def keyed(key: str, limit: int = 1, job_type: str = "demo.sync") -> NewJob:
+    return NewJob(type=job_type, params={}, concurrency=ConcurrencyRule(key=key, limit=limit))
+
+
+def waiting(store: JobStore, tenant: str = "acme") -> int:
+    return sum(entry.waiting for entry in store.tenant_states()[tenant].queues.values())
+
+
+def create(store: JobStore, clock, request: NewJob, count: int, tenant: str = "acme") -> list[str]:
+    made = []
+    for _ in range(count):
+        made.append(store.create(tenant, request).job.job_id)
+        clock.advance(0.001)  # (distinct due times)
+    return made
+
+
+def claim_all(store: JobStore, worker: str = "w") -> list:
+    leases = []
+    while (lease := store.claim(worker, 300)) is not None:
+        leases.append(lease)
+    return leases
+
+
+def test_a_key_runs_at_most_its_limit_and_the_others_wait_held_aside(store: JobStore, clock) -> None:
+    """Without the key's condition in the claim's transaction every job of the key would start; without the
+    hold, the blocked jobs would stay in the queue, counted as waiting, read by every claim."""
+    blocked = create(store, clock, keyed("customer-42", limit=2), 5)
+    free = create(store, clock, NewJob(type="demo.echo", params={}), 2)
+    started = {lease.job.job_id for lease in claim_all(store)}
+    assert started == set(blocked[:2]) | set(free)
+    assert store.recorder.key_count("acme", "customer-42") == KeyCount(running=2, held=3)
+    assert {store.row(job_id).held_by for job_id in blocked[2:]} == {"concurrency#customer-42"}
+    assert {store.get(job_id).state for job_id in blocked[2:]} == {JobState.QUEUED}
+    assert waiting(store) == 0
+
+
+def test_each_end_of_an_attempt_puts_the_oldest_held_job_back(store: JobStore, clock) -> None:
+    """Catches an end that gives the slot back without releasing a held job (they would wait forever: no
+    claim reads them) or releases them out of due order."""
+    jobs = create(store, clock, keyed("k"), 4)
+    (first,) = claim_all(store)
+    assert store.complete(first, {"ok": True}).job.state is JobState.SUCCEEDED
+    assert store.recorder.key_count("acme", "k") == KeyCount(running=0, held=2)
+    (second,) = claim_all(store)
+    assert second.job.job_id == jobs[1]
+    assert store.fail(second, ErrorSummary.of("Boom", "x"), permanent=True).job.state is JobState.DEAD
+    (third,) = claim_all(store)
+    assert third.job.job_id == jobs[2]
+    store.release(third)  # a graceful release ends the attempt too; the released job waits in its queue again
+    assert store.recorder.key_count("acme", "k") == KeyCount(running=0, held=0)
+    assert {lease.job.job_id for lease in claim_all(store)} in ({jobs[2]}, {jobs[3]})
+
+
+def test_a_dead_workers_slot_comes_back_with_its_lease_expiry(store: JobStore, clock) -> None:
+    """The reaper's reap ends the vanished attempt: without the slot given back there, a worker that died
+    holding it would block the key for good."""
+    jobs = create(store, clock, keyed("k"), 2)
+    (lease,) = claim_all(store)
+    assert claim_all(store) == []
+    clock.advance(301)
+    assert [job.job_id for job in store.reap()] == [lease.job.job_id]
+    assert store.recorder.key_count("acme", "k").running == 0
+    started = claim_all(store)
+    assert len(started) == 1 and started[0].job.job_id in jobs
+    assert store.recorder.key_count("acme", "k").running == 1
+
+
+def test_a_cancelled_held_job_leaves_the_keys_held_count(store: JobStore, clock) -> None:
+    """Catches a cancel that puts the held job back without taking it off `held`: the key's ends would then
+    look for held jobs that are not there."""
+    jobs = create(store, clock, keyed("k"), 3)
+    (running,) = claim_all(store)
+    assert store.cancel(jobs[1], "acme").job.state is JobState.CANCELLED
+    assert store.recorder.key_count("acme", "k") == KeyCount(running=1, held=1)
+    store.complete(running, None)
+    assert [lease.job.job_id for lease in claim_all(store)] == [jobs[2]]
+    assert store.recorder.key_count("acme", "k") == KeyCount(running=1, held=0)
+
+
+def test_keys_are_the_tenants_own_and_each_key_has_its_own_limit(store: JobStore, clock) -> None:
+    """Catches a key shared across tenants, or one key's jobs holding back another key's."""
+    create(store, clock, keyed("k"), 2)
+    create(store, clock, keyed("k"), 2, tenant="globex")
+    create(store, clock, keyed("other", limit=3), 3)
+    started = claim_all(store)
+    assert sorted((lease.job.tenant_id, lease.job.concurrency_key) for lease in started) == [
+        ("acme", "k"), ("acme", "other"), ("acme", "other"), ("acme", "other"), ("globex", "k")]
+
+
+def test_concurrent_claims_from_two_stores_never_pass_the_limit(backend: StoreBackend, clock) -> None:
+    """Two processes racing: the slot is taken by the claim's transaction's condition, so no interleaving
+    starts more than `limit` (a read-then-write check would let both take the last slot)."""
+    stores = [backend.store(), backend.store()]
+    create(stores[0], clock, keyed("k", limit=2), 12)
+    leases: list = []
+    lock = threading.Lock()
+
+    def work(store: JobStore) -> None:
+        for _ in range(6):
+            lease = store.claim(f"w{id(store)}", 300)
+            if lease is not None:
+                with lock:
+                    leases.append(lease)
+
+    threads = [threading.Thread(target=work, args=(store,)) for store in stores for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(leases) == 2
+    assert stores[0].recorder.key_count("acme", "k") == KeyCount(running=2, held=10)

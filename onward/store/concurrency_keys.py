@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from onward.domain.concurrency import hold_key
+from onward.domain.concurrency import hold_key, key_of_hold, limited_sentence
 from onward.domain.lifecycle import Change
 from onward.domain.models import Job
 from onward.store.held_jobs import HeldJobs
@@ -77,3 +77,10 @@ class ConcurrencySlots:
                                KeyLimit(job.tenant_id, job.concurrency_key, job.concurrency_limit))
         self.holds += held
         return held
+
+    def limited_by(self, row: JobRow) -> str | None:
+        """`explain`'s sentence for a job held on its key ("N of LIMIT running for ..."), None when it is not."""
+        key = key_of_hold(row.held_by)
+        if key is None or row.job.concurrency_limit is None:
+            return None
+        return limited_sentence(key, self._counts.key_count(row.job.tenant_id, key), row.job.concurrency_limit)

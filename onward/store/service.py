@@ -66,6 +66,7 @@ from onward.settings import DAY_S, DEFAULT_JOB_RETENTION_DAYS, DEFAULT_OUTBOX_RE
 from onward.store.answers import CancelOutcome, CancelStatus, Created, Report, ReportStatus
 from onward.store.claims import AdmissionRefused, Claimer, FlexRefused
 from onward.store.concurrency_keys import ConcurrencySlots, JobHeld
+from onward.store.concurrency_overflow import apply_overflow
 from onward.store.creation import MAX_PARAMS_BYTES, JobCreation
 from onward.store.dynamo.recorder import DynamoRecorder
 from onward.store.held_jobs import Holding, held_jobs_of
@@ -214,6 +215,8 @@ class JobStore(JobReads):
     def create(self, tenant_id: str, request: NewJob, idempotency_key: str | None = None) -> Created:
         """Enqueue a job. With an Idempotency-Key, a retry of the same request returns the same job and
         writes nothing; the same key with a different request raises IdempotencyConflict."""
+        if idempotency_key is None or self._recorder.idempotency(tenant_id, idempotency_key) is None:
+            apply_overflow(tenant_id, request, self._recorder, held_jobs_of(self._recorder), self.cancel)  # issue 37
         created = self._creation.create(tenant_id, request, idempotency_key)
         self._claimer.jobs_entered()
         return created

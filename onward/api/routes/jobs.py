@@ -405,7 +405,8 @@ def _waiting(deployment: Deployment, row: JobRow, now: EpochMs, *, platform: boo
     tenant's."""
     claims = recent_claims(deployment, now, tenant_id=None if platform else row.job.tenant_id)
     waiting = explain.waiting_of(deployment.store_reads, row, claims, now, platform=platform)
-    return replace(waiting, paused_by=explain.paused_by(deployment.job_store.flow.current(), row.job))  # issue 37
+    return replace(waiting, paused_by=explain.paused_by(deployment.job_store.flow.current(), row.job),  # issue 37
+                   concurrency_limited_by=deployment.job_store.concurrency.limited_by(row))  # concurrency keys
 
 
 @router.post("/jobs/<job_id>/cancel", operation_id="cancelJob", security=SECURED, responses=secured({

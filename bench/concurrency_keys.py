@@ -13,12 +13,12 @@ claim could have started), the most jobs of one key ever running at once, and ea
 while both had runnable work (fair share: about half each).
 
 The cost: K keys of one tenant, 2 jobs a key, claimed in rounds (claims until none is left to start, then every
-attempt ends), so each key's second job is held once and put back once. Each recorder call of the keys is priced as DynamoDB bills
-it for items under 1 KB: the end's read of the key's item 1 read unit (strongly consistent GetItem); when jobs
-are held, the held entries' Query 1 and the held row's GetItem 1; 2 write units per item a transaction writes:
-the key's item in a claim and in an end, the held row and its entry in an end that puts one back, and a hold's
-4 items (the row, its held entry, its queue entry, the key's item). The rest of a claim (the job row, the run
-record, the counters, the outbox event) is what any claim costs and is not counted here.
+attempt ends), so each key's second job is held once and put back once. Each recorder call of the keys is priced as
+DynamoDB bills it for items under 1 KB: the end's read of the key's item 1 read unit (strongly consistent GetItem);
+when jobs are held, the held entries' Query 1 and the held row's GetItem 1; 2 write units per item a transaction
+writes: the key's item in a claim and in an end, the held row and its entry in an end that puts one back, and a
+hold's 4 items (the row, its held entry, its queue entry, the key's item). The rest of a claim (the job row, the
+run record, the counters, the outbox event) is what any claim costs and is not counted here.
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ TICK_MS = 5
 RUN_MS = 20
 JOB_TYPE = "bench.keyed"
 BATCH = 100
+MAX_TICKS = 1_000_000  # a mix that has not ended by then left jobs that never run
 
 
 class MeteredRecorder(MemoryRecorder):
@@ -115,7 +116,11 @@ def mix(keys: int = 10_000, bulk: int | None = None, workers: int = 32) -> dict[
     bulk_left = bulk
     idle_ticks = most_per_key = 0
     shares: Counter[str] = Counter()  # starts while both tenants had runnable work
+    ticks = 0
     while bulk_left or left or running:
+        ticks += 1
+        if ticks > MAX_TICKS:
+            raise RuntimeError(f"jobs never ran: {len(left)} keys with jobs not started")
         for _, lease in [(ends, lease) for ends, lease in running if ends <= clock.now]:
             store.complete(lease)
             if (key := lease.job.concurrency_key) is not None:

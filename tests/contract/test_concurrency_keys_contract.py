@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
 from onward.domain.concurrency import ConcurrencyRule, KeyCount
+from onward.domain.errors import ConcurrencyLimitReached
 from onward.domain.models import ErrorSummary, NewJob
 from onward.domain.states import JobState
 from onward.store.service import JobStore
@@ -125,3 +128,42 @@ def test_concurrent_claims_from_two_stores_never_pass_the_limit(backend: StoreBa
         thread.join()
     assert len(leases) == 2
     assert stores[0].recorder.key_count("acme", "k") == KeyCount(running=2, held=10)
+
+
+def overflowing(key: str, on_overflow: str, limit: int = 1) -> NewJob:
+    return NewJob(type="demo.sync", params={},
+                  concurrency=ConcurrencyRule(key=key, limit=limit, on_overflow=on_overflow))  # type: ignore[arg-type]
+
+
+def test_cancel_newest_refuses_a_create_while_the_key_is_at_its_limit(store: JobStore, clock) -> None:
+    """Catches a `cancel_newest` create that queues anyway (or writes something before refusing)."""
+    create(store, clock, keyed("k"), 1)
+    assert store.create("acme", overflowing("k", "cancel_newest")).job.state is JobState.QUEUED  # none running yet
+    (lease,) = claim_all(store)
+    jobs_before = len(list(store.recorder.all_jobs()))
+    with pytest.raises(ConcurrencyLimitReached, match="'k' has 1 of 1 running"):
+        store.create("acme", overflowing("k", "cancel_newest"))
+    assert len(list(store.recorder.all_jobs())) == jobs_before
+    store.complete(lease, None)
+    assert store.create("acme", overflowing("k", "cancel_newest")).job.state is JobState.QUEUED
+
+
+def test_cancel_oldest_queued_cancels_the_oldest_held_job_and_queues_the_new_one(store: JobStore, clock) -> None:
+    """Catches a strategy that cancels the running job, a newer held one, or leaves the key's counts behind."""
+    first, older, newer = create(store, clock, keyed("k"), 3)
+    claim_all(store)  # first runs, older and newer held
+    made = store.create("acme", overflowing("k", "cancel_oldest_queued")).job
+    assert store.get(older).state is JobState.CANCELLED
+    assert store.get(first).state is JobState.RUNNING and store.get(newer).state is JobState.QUEUED
+    assert made.state is JobState.QUEUED
+    assert store.recorder.key_count("acme", "k") == KeyCount(running=1, held=1)
+
+
+def test_a_held_job_is_explained_by_its_key(store: JobStore, clock) -> None:
+    """The sentence `explain` shows for a job held on its key; nothing for a job not held."""
+    waiting_job, held_job = create(store, clock, keyed("customer-42", limit=1), 2)
+    assert store.concurrency.limited_by(store.row(held_job)) is None  # not claimed yet: not held
+    claim_all(store)
+    assert store.concurrency.limited_by(store.row(held_job)).startswith(
+        "1 of 1 running for concurrency key 'customer-42'")
+    assert store.concurrency.limited_by(store.row(waiting_job)) is None  # (it runs)

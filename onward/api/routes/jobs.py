@@ -134,7 +134,8 @@ TraceState = Annotated[str | None, Header(
     400: problem("malformed JSON (NaN and Infinity included, or nested too deeply) or an invalid Idempotency-Key"),
     403: CREATES_FOR_NO_TENANT,
     409: problem("the Idempotency-Key was used for a different request, or `unique.key` is held (on_conflict "
-                 "reject, or replace of a running holder: `existing_job_id` names the holder)"),
+                 "reject, or replace of a running holder: `existing_job_id` names the holder), or "
+                 "`concurrency.key` has `limit` running (on_overflow cancel_newest: concurrency-limit-reached)"),
     413: problem("the body is over 256 KiB, or params over 300,000 bytes as JSON"),
     415: NOT_JSON,
     422: problem("unknown fields, wrong types, params DynamoDB cannot store, or an unknown job type; `errors` lists "

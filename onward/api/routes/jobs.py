@@ -382,7 +382,8 @@ def job_params(principal: Annotated[Principal, Depends(caller)], job_id: JobId) 
 @router.get("/jobs/<job_id>/explain", operation_id="explainJob", security=SECURED, responses=secured({
     200: ok("why the job is not running and until when: scheduled, backoff, tenant_at_cap, no_worker or "
             "waiting_for_share with an ETA from its tenant's recent claims, rate_limited until its token's moment; "
-            "paused (its tenant or type paused, or the platform drained); `running` or `finished` for a job that "
+            "paused (its tenant or type paused, or the platform drained); concurrency_limited (held until an "
+            "attempt of its concurrency key ends); `running` or `finished` for a job that "
             "is not waiting (200 too: nothing is wrong with asking)", JobExplanation),
     404: NOT_FOUND}))
 def explain_job(principal: Annotated[Principal, Depends(caller)], job_id: JobId) -> Response[str]:

@@ -22,19 +22,22 @@ from onward.domain.errors import ConcurrencyLimitReached
 from onward.domain.models import NewJob
 from onward.store.answers import CancelOutcome, CancelStatus
 from onward.store.held_jobs import HeldJobs
-from onward.store.ports.concurrency_keys import ConcurrencyCounts
+from onward.store.ports.recorder import JobRecorder
 
 OLDEST_READ = 4  # held entries read to find the oldest still waiting (one cancelled meanwhile is passed)
 
 
-def apply_overflow(tenant_id: str, request: NewJob, counts: ConcurrencyCounts, book: HeldJobs,
-                   cancel: Callable[[str, str], CancelOutcome]) -> str | None:
+def apply_overflow(tenant_id: str, request: NewJob, idempotency_key: str | None, recorder: JobRecorder,
+                   book: HeldJobs, cancel: Callable[[str, str], CancelOutcome]) -> str | None:
     """Apply the create's overflow strategy: the id of the job it cancelled (cancel_oldest_queued), else None;
-    ConcurrencyLimitReached when a `cancel_newest` create must be refused."""
+    ConcurrencyLimitReached when a `cancel_newest` create must be refused. Reads nothing for `queue` (the
+    default) or no key: such a create costs what it did."""
     rule = request.concurrency
     if rule is None or rule.on_overflow == "queue":
         return None
-    count = counts.key_count(tenant_id, rule.key)
+    if idempotency_key is not None and recorder.idempotency(tenant_id, idempotency_key) is not None:
+        return None  # a retry: the create answers the job its first request made
+    count = recorder.key_count(tenant_id, rule.key)
     if rule.on_overflow == "cancel_newest":
         if count.running >= rule.limit:
             raise ConcurrencyLimitReached(rule.key, count.running, rule.limit)

@@ -215,8 +215,8 @@ class JobStore(JobReads):
     def create(self, tenant_id: str, request: NewJob, idempotency_key: str | None = None) -> Created:
         """Enqueue a job. With an Idempotency-Key, a retry of the same request returns the same job and
         writes nothing; the same key with a different request raises IdempotencyConflict."""
-        if idempotency_key is None or self._recorder.idempotency(tenant_id, idempotency_key) is None:
-            apply_overflow(tenant_id, request, self._recorder, held_jobs_of(self._recorder), self.cancel)  # issue 37
+        apply_overflow(tenant_id, request, idempotency_key, self._recorder, held_jobs_of(self._recorder),
+                       self.cancel)  # concurrency keys (issue 37): on_overflow, before the create
         created = self._creation.create(tenant_id, request, idempotency_key)
         self._claimer.jobs_entered()
         return created

@@ -167,3 +167,30 @@ def test_a_held_job_is_explained_by_its_key(store: JobStore, clock) -> None:
     assert store.concurrency.limited_by(store.row(held_job)).startswith(
         "1 of 1 running for concurrency key 'customer-42'")
     assert store.concurrency.limited_by(store.row(waiting_job)) is None  # (it runs)
+
+
+def test_an_end_that_raced_a_hold_puts_the_held_job_back(backend: StoreBackend, clock) -> None:
+    """The race the condition on `held` is for: store A's complete reads the key (nothing held), then store B's
+    claim finds the key at its limit and holds its job, then A commits. Without the condition A would give the last
+    slot back with nothing released, and B's job would wait for ever (no claim reads it, no end is left); with it,
+    A's commit is refused, A reads again and puts the job back."""
+    ending, racing = backend.store(), backend.store()
+    running_id, blocked_id = create(ending, clock, keyed("k"), 2)
+    lease = ending.claim("a", 300)
+    assert lease is not None and lease.job.job_id == running_id
+    counts = ending.concurrency._counts
+    interloped: list[object] = []
+
+    class Interloping:
+        def key_count(self, tenant_id: str, key: str) -> KeyCount:
+            count = counts.key_count(tenant_id, key)
+            if not interloped:
+                interloped.append(racing.claim("b", 300))  # (the key is at its limit: the claim holds the job)
+            return count
+
+    ending.concurrency._counts = Interloping()  # type: ignore[assignment]
+    ending.complete(lease, None)
+    assert interloped == [None] and racing.concurrency.holds == 1
+    assert ending.stats.lost_races().get("ConcurrencyKeyMoved", 0) >= 1
+    assert ending.row(blocked_id).held_by is None
+    assert [started.job.job_id for started in claim_all(racing)] == [blocked_id]

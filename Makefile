@@ -84,6 +84,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.archive_queries
 	$(BIN)/python -m bench.memory
 	$(BIN)/python -m bench.webhooks
+	$(BIN)/python -m bench.concurrency_keys
 
 endpoint: $(STAMP)
 	$(BIN)/onward endpoint

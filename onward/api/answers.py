@@ -13,6 +13,7 @@ from pydantic import BaseModel
 from onward.api.contract.common import ProblemDetails
 from onward.api.observability import logger
 from onward.domain.errors import (
+    ConcurrencyLimitReached,
     IdempotencyConflict,
     InvalidRequest,
     JobNotFound,
@@ -75,6 +76,8 @@ def problem_of(error: OnwardError) -> Problem:
     if isinstance(error, UniqueKeyHeld):  # unique jobs (issue 37)
         return Problem(409, "Unique key held", str(error), slug="unique-key-held",
                        extra={"existing_job_id": error.job_id})
+    if isinstance(error, ConcurrencyLimitReached):  # concurrency keys (issue 37)
+        return Problem(409, "Concurrency limit reached", str(error), slug="concurrency-limit-reached")
     if isinstance(error, NotReplayable):
         return Problem(409, "Not replayable", str(error), slug="not-replayable")
     if isinstance(error, PayloadTooLarge):

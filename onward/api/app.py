@@ -31,6 +31,7 @@ from onward.api.request import invalid_request
 from onward.api.routes import about, job_types, jobs, ops, page, pauses, rate_limits, schedules, webhooks
 from onward.api.routing import WholePathResolver
 from onward.domain.errors import (
+    ConcurrencyLimitReached,
     IdempotencyConflict,
     InvalidRequest,
     JobNotFound,
@@ -80,9 +81,9 @@ def _invalid_request(error: RequestValidationError) -> Response[str]:
 
 
 @_handles(JobNotFound, IdempotencyConflict, NotReplayable, PayloadTooLarge, InvalidRequest, StoreContention,
-          UniqueKeyHeld)
+          UniqueKeyHeld, ConcurrencyLimitReached)
 def _core_error(error: JobNotFound | IdempotencyConflict | NotReplayable | PayloadTooLarge | InvalidRequest
-                | StoreContention | UniqueKeyHeld) -> Response[str]:
+                | StoreContention | UniqueKeyHeld | ConcurrencyLimitReached) -> Response[str]:
     return problem_of(error).response()
 
 

@@ -90,8 +90,9 @@ class Client:
                **fields: Any) -> Submitted:
         """Create a job (POST /jobs). Every retry sends the same Idempotency-Key (`idempotency_key`, or one made
         for this call), so however many tries it takes, one job is created. `fields` are passed through as body
-        fields (`tags={"k": "v"}`, `unique={"key": "k", "window_s": 60}`...). `created` is False when an earlier
-        request with the key created it, or the job holding the unique key was answered (`duplicate_of_unique`)."""
+        fields (`tags={"k": "v"}`, `unique={"key": "k", "window_s": 60}`, `concurrency={"key": "k", "limit": 1}`...).
+        `created` is False when an earlier request with the key created it, or the job holding the unique key was
+        answered (`duplicate_of_unique`)."""
         call, key = calls.submit(type, params, {"max_attempts": max_attempts, "priority": priority,
                                                 "run_at": run_at, "delay_s": delay_s, "timeout_s": timeout_s,
                                                 **fields}, idempotency_key, traceparent)

@@ -50,3 +50,12 @@ class UniqueKeyHeld(OnwardError):
         super().__init__(f"unique.key {key!r} is held: job {job_id} {why}")
         self.key = key
         self.job_id = job_id
+
+
+class ConcurrencyLimitReached(OnwardError):
+    """Concurrency keys (issue 37): a create with `on_overflow: cancel_newest` found its key with `limit` jobs
+    running. Nothing was written."""
+
+    def __init__(self, key: str, running: int, limit: int) -> None:
+        super().__init__(f"concurrency.key {key!r} has {running} of {limit} running (on_overflow: cancel_newest)")
+        self.key = key

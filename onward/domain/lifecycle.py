@@ -104,6 +104,9 @@ def create(job_id: str, tenant_id: str, request: NewJob, now: EpochMs) -> Change
         trace_parent=request.trace_parent,  # trace context (issue 38)
         trace_state=request.trace_state,
         rate_limit_key=request.rate_limit_key,  # rate limits (issue 37)
+        # concurrency keys (issue 37)
+        concurrency_key=request.concurrency.key if request.concurrency is not None else None,
+        concurrency_limit=request.concurrency.limit if request.concurrency is not None else None,
     )
     return Change(Transition.CREATE, None, job)
 

@@ -23,6 +23,7 @@ from pydantic import (
 from pydantic.json_schema import SkipJsonSchema
 
 from onward.domain.clock import EpochMs, iso, system_clock
+from onward.domain.concurrency import ConcurrencyRule
 from onward.domain.documents import check_exact
 from onward.domain.progress import RunProgress, ShownProgress
 from onward.domain.rate_limits import is_reserved_key
@@ -145,6 +146,11 @@ class NewJob(Request):
                                   "/rate-limits/{key}), beside its type's (type:<type>) and its tenant's (tenant); "
                                   "not one of those reserved names")
 
+    # concurrency keys (issue 37): at most `limit` jobs of the tenant with this key run at once
+    concurrency: ConcurrencyRule | None = Field(
+        default=None, description="at most `concurrency.limit` jobs of the tenant naming `concurrency.key` run at "
+                                  "once; the others wait, holding no worker (docs/flow-control.md#concurrency-keys)")
+
     @field_validator("rate_limit_key")
     @classmethod
     def _own_rate_limit_key(cls, key: str | None) -> str | None:
@@ -219,6 +225,9 @@ class Job(_Frozen):
     rate_reserved_at: EpochMs | None = None
     # snooze (issue 37): the snoozes its handler took (onward.domain.lifecycle.snooze; bounded by the type's policy)
     snoozes: int = Field(default=0, ge=0)
+    # concurrency keys (issue 37): its key and limit (onward.domain.concurrency); never changed
+    concurrency_key: str | None = None
+    concurrency_limit: int | None = Field(default=None, ge=1)
 
     @property
     def attempts_used(self) -> int:

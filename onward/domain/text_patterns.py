@@ -70,3 +70,5 @@ DELIVERY_ID = TextPattern(r"[0-9a-f]{32}")
 UNIQUE_KEY = TextPattern(r"[ -~]{1,200}")
 # rate limits (issue 37): a limit's key and a job's rate_limit_key; no `/` (a path segment of /rate-limits/{key})
 RATE_LIMIT_KEY = TextPattern(r"[A-Za-z0-9][A-Za-z0-9_.:@+-]{0,127}")
+# concurrency keys (issue 37): a tenant's concurrency key, printable ASCII as a unique key
+CONCURRENCY_KEY = TextPattern(r"[ -~]{1,200}")

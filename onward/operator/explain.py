@@ -70,6 +70,7 @@ class WaitReason(StrEnum):
     RATE_LIMITED = "rate_limited"  # rate limits (issue 37): waits for the token it reserved (`until`)
     SNOOZED = "snoozed"  # snooze (issue 37): its handler asked to run again later; `until` is when
     PAUSED = "paused"  # its tenant or type is paused, or the platform drains (issue 37: pause)
+    CONCURRENCY_LIMITED = "concurrency_limited"  # held aside: its concurrency key is at its limit (issue 37)
 
 
 @dataclass(frozen=True)
@@ -117,6 +118,8 @@ class Waiting:
     throughput: Throughput
     ahead: Ahead
     paused_by: str | None = None  # what holds it, as a sentence (`paused_by`); None: nothing (issue 37: pause)
+    # concurrency keys (issue 37): "N of LIMIT running for key K" when it is held on its key; None: it is not
+    concurrency_limited_by: str | None = None
 
 
 @dataclass(frozen=True)
@@ -205,13 +208,16 @@ def explain(job: Job, now: EpochMs, waiting: Waiting | None = None) -> Explanati
         raise ValueError(f"job {job.job_id} is {job.state.value}: explaining its wait needs its tenant's load")
     until = job.not_before if job.not_before > now else None
     reason = _reason(job, until, waiting)
-    eta = None if reason in (WaitReason.NO_WORKER, WaitReason.PAUSED) else _eta(waiting, until, now)
+    eta = None if reason in (WaitReason.NO_WORKER, WaitReason.PAUSED, WaitReason.CONCURRENCY_LIMITED) else _eta(
+        waiting, until, now)
     return Explanation(reason, until, eta, waiting)
 
 
 def _reason(job: Job, until: EpochMs | None, waiting: Waiting) -> WaitReason:
     if waiting.paused_by is not None:  # (before its time too: it will not start when it comes)
         return WaitReason.PAUSED
+    if waiting.concurrency_limited_by is not None:  # (issue 37) it starts once an attempt of its key ends
+        return WaitReason.CONCURRENCY_LIMITED
     if until is not None and job.rate_reserved_at == job.not_before:  # rate limits (issue 37)
         return WaitReason.RATE_LIMITED
     if until is not None and job.last_outcome is RunOutcome.SNOOZED and job.state is JobState.QUEUED:
@@ -301,6 +307,8 @@ _SENTENCES: dict[WaitReason, Callable[[Explanation], str]] = {
                                             f"again then; no attempt charged); {_eta_text(explanation)}",
     WaitReason.PAUSED: lambda explanation: f"paused: {explanation.waiting.paused_by if explanation.waiting else ''}; "
                                            "it keeps its place and starts once resumed",
+    WaitReason.CONCURRENCY_LIMITED: lambda explanation: "concurrency limited: " + (  # concurrency keys (issue 37)
+        (explanation.waiting.concurrency_limited_by or "") if explanation.waiting else ""),
 }
 
 

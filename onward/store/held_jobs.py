@@ -1,4 +1,4 @@
-"""Holding jobs aside: a waiting job that may not start for a while (its type is paused; next, a concurrency key
+"""Holding jobs aside: a waiting job that may not start for a while (its type is paused, its concurrency key
 at its limit) is moved out of its ready queue into a held index keyed by what holds it, keeping its due time,
 and put back with that due time once released, so it keeps its place.
 
@@ -30,6 +30,7 @@ from typing import NamedTuple, Protocol
 
 from onward.domain.clock import Clock, EpochMs
 from onward.domain.pauses import Pause
+from onward.store.ports.concurrency_keys import KeyLimit
 from onward.store.ports.rows import JobRow
 
 RELEASE_PAGE = 100  # held entries read per page of a release sweep
@@ -44,8 +45,11 @@ class HeldJob(NamedTuple):
 class HeldJobs(Protocol):
     """Where held jobs are kept, and the atomic writes that hold and release them (the module's docstring)."""
 
-    def hold(self, row: JobRow, hold_key: str, while_paused: Pause | None) -> bool:
-        """Hold the job aside under `hold_key`: False when a condition failed (nothing written)."""
+    def hold(self, row: JobRow, hold_key: str, while_paused: Pause | None,
+             while_at_limit: KeyLimit | None = None) -> bool:
+        """Hold the job aside under `hold_key`: False when a condition failed (nothing written). With
+        `while_at_limit` (concurrency keys): only while the key's item has `limit` running, adding 1 to its
+        `held`; its release takes 1 off."""
 
     def held(self, hold_key: str, tenant_id: str | None, limit: int) -> list[HeldJob]:
         """The first `limit` jobs held under `hold_key` (of one tenant, or every one), by tenant then due
@@ -75,8 +79,9 @@ class Holding:
         self._virtual_clock = virtual_clock
         self._clock = clock
 
-    def hold(self, row: JobRow, hold_key: str, while_paused: Pause | None = None) -> bool:
-        return self._book.hold(row, hold_key, while_paused)
+    def hold(self, row: JobRow, hold_key: str, while_paused: Pause | None = None,
+             while_at_limit: KeyLimit | None = None) -> bool:
+        return self._book.hold(row, hold_key, while_paused, while_at_limit)
 
     def put_back(self, row: JobRow) -> JobRow:
         """A held row put back in its ready queue (by this call, or by another one meanwhile): as it is now, but
@@ -107,7 +112,8 @@ class Holding:
 class _HoldingNothing:
     """The HeldJobs of a recorder that keeps none: nothing is held (a claim passes a paused job where it is)."""
 
-    def hold(self, row: JobRow, hold_key: str, while_paused: Pause | None) -> bool:
+    def hold(self, row: JobRow, hold_key: str, while_paused: Pause | None,
+             while_at_limit: KeyLimit | None = None) -> bool:
         return False
 
     def held(self, hold_key: str, tenant_id: str | None, limit: int) -> list[HeldJob]:

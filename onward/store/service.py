@@ -65,6 +65,8 @@ from onward.faults import fault_point
 from onward.settings import DAY_S, DEFAULT_JOB_RETENTION_DAYS, DEFAULT_OUTBOX_RETENTION_DAYS, Settings
 from onward.store.answers import CancelOutcome, CancelStatus, Created, Report, ReportStatus
 from onward.store.claims import AdmissionRefused, Claimer, FlexRefused
+from onward.store.concurrency_keys import ConcurrencySlots, JobHeld
+from onward.store.concurrency_overflow import apply_overflow
 from onward.store.creation import MAX_PARAMS_BYTES, JobCreation
 from onward.store.dynamo.recorder import DynamoRecorder
 from onward.store.held_jobs import Holding, held_jobs_of
@@ -73,6 +75,7 @@ from onward.store.job_reads import JobReads
 from onward.store.job_types import JobTypes, recorder_of
 from onward.store.memory.recorder import MemoryRecorder
 from onward.store.pauses import FlowControl, flow_book_of, paused_refusal
+from onward.store.ports.concurrency_keys import SlotReturn
 from onward.store.ports.index_shards import LEASE_SHARDS
 from onward.store.ports.outcomes import CommitOutcome, RenewalAnswer
 from onward.store.ports.rate_buckets import RateTake
@@ -100,7 +103,7 @@ _DEFAULT_BACKOFF = BackoffPolicy()
 # The races a commit can lose, by the cause StoreStats counts them under (DynamoDB's reason codes).
 _LOST_RACES = {CommitOutcome.CONFLICT: "TransactionConflict",
                CommitOutcome.JOB_MOVED: "ConditionalCheckFailed",
-               CommitOutcome.RATE_MOVED: "RateBucketMoved"}
+               CommitOutcome.RATE_MOVED: "RateBucketMoved", CommitOutcome.KEY_MOVED: "ConcurrencyKeyMoved"}
 
 
 def _new_job_id() -> str:
@@ -150,6 +153,8 @@ class JobStore(JobReads):
         self._registry = TenantRegistry(recorder, recorder, clock, self._rng)
         self._holding = Holding(held_jobs_of(recorder), self._registry.virtual_clock, clock)  # issue 37: pause
         self._flow = FlowControl(flow_book_of(recorder), self._registry, recorder, clock, self._holding)
+        self.concurrency = ConcurrencySlots(recorder, held_jobs_of(recorder), recorder.job,  # concurrency keys
+                                            self._registry.virtual_clock)
         self._claimer = Claimer(recorder, recorder, recorder, self._registry, clock, self._rng, self._take,
                                 self._flow.switches)
         self._held = HeldRows(HELD_ROWS_MAX)
@@ -210,6 +215,8 @@ class JobStore(JobReads):
     def create(self, tenant_id: str, request: NewJob, idempotency_key: str | None = None) -> Created:
         """Enqueue a job. With an Idempotency-Key, a retry of the same request returns the same job and
         writes nothing; the same key with a different request raises IdempotencyConflict."""
+        apply_overflow(tenant_id, request, idempotency_key, self._recorder, held_jobs_of(self._recorder),
+                       self.cancel)  # concurrency keys (issue 37): on_overflow, before the create
         created = self._creation.create(tenant_id, request, idempotency_key)
         self._claimer.jobs_entered()
         return created
@@ -249,7 +256,7 @@ class JobStore(JobReads):
             decision, row = self._settle(
                 due.job_id, lambda job: paused_refusal(self._flow.switches(), job)
                 or lifecycle.claim(job, worker_id, lease_ms, self._clock()), admission=admission, known=due.row)
-        except JobDeferred:  # rate limited: it reserved its token to come and waits for it, holding no worker
+        except (JobDeferred, JobHeld):  # rate limited (a token reserved) or its concurrency key at its limit (held)
             return None
         if isinstance(decision, Change) and decision.after.state is JobState.RUNNING:
             self._held.remember(decision.after, row.ready_shards, admission.running_shard)
@@ -421,6 +428,8 @@ class JobStore(JobReads):
             outcome = self._commit(decision, row, admission=admission, claimed_at=claimed_at)
             if outcome is CommitOutcome.COMMITTED:
                 return decision, row
+            if outcome is CommitOutcome.KEY_AT_LIMIT and self.concurrency.hold(row):
+                raise JobHeld(job_id)  # (concurrency keys, issue 37: not held: a slot came free, decide again)
             if outcome is CommitOutcome.JOB_MOVED and known is not None:
                 known = None  # the copy is stale: read the row now (no wait: nothing contended)
                 continue
@@ -446,15 +455,20 @@ class JobStore(JobReads):
                                    job_retention_s=self._policy.for_job(after.tenant_id, after.type, after.state),
                                    admission=admission,
                                    claimed_at=claimed_at, running_shard=row.running_shard,
-                                   clock=self._registry.virtual_clock(), rate=self._rate_take(change))
+                                   clock=self._registry.virtual_clock(), rate=self._rate_take(change),
+                                   concurrency=self.concurrency.for_commit(change))
         fault_point("store.before_commit", write.subject)
         outcome = self._recorder.commit(write)
         if outcome is CommitOutcome.COMMITTED:
             self._claimer.committed(write.running, write.waiting)  # counted into the claims' shared counters
+            if isinstance(write.concurrency, SlotReturn) and write.concurrency.release is not None:
+                self._claimer.jobs_entered()  # (a held job put back in its queue)
             fault_point("store.after_commit", write.subject)  # committed; the caller never hears of it
             return outcome
         if outcome in _LOST_RACES:
             self.stats.lost_race(_LOST_RACES[outcome])
+            return outcome
+        if outcome is CommitOutcome.KEY_AT_LIMIT:  # (concurrency keys: the claim holds the job aside)
             return outcome
         if outcome is CommitOutcome.CAP_REACHED:
             raise AdmissionRefused()

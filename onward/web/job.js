@@ -229,6 +229,8 @@ function reasonText(answer) {
       return ["Snoozed by its handler: it runs again no earlier than ", timeEl(answer.until), " (no attempt charged)."];
     case "paused":  // pause, resume and the drain switch (issue 37)
       return [`Paused: ${answer.detail.replace(/^paused: /, "")}`];
+    case "concurrency_limited":  // concurrency keys (issue 37): held until an attempt of its key ends
+      return [`Concurrency limited: ${answer.detail.replace(/^concurrency limited: /, "")}`];
     case "running":
       return ["A worker has just taken it: the status above will show it shortly."];
     default:

@@ -6,13 +6,14 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from onward.api.contract.common import Answer, ProblemDetails
 from onward.api.contract.job_types import PolicyInForce
 from onward.api.contract.progress import JobProgress, RunProgressRecord
 from onward.domain.archive import ArchivedJob, ArchivedRun
 from onward.domain.clock import EpochMs, iso
+from onward.domain.concurrency import ConcurrencyRule
 from onward.domain.models import (
     ErrorSummary,
     Freshness,
@@ -353,6 +354,15 @@ class BatchJob(NewJob):
     idempotency_key: Annotated[str, IDEMPOTENCY_KEY.constraints()] | None = Field(
         None, description="as POST /jobs's Idempotency-Key header: a retry with the same key and job answers the "
                           "job it created (200)")
+
+    # concurrency keys (issue 37): an overflow strategy reads the key before the create: POST /jobs alone has one
+    @field_validator("concurrency")
+    @classmethod
+    def _queue_overflow_only(cls, rule: ConcurrencyRule | None) -> ConcurrencyRule | None:
+        if rule is not None and rule.on_overflow != "queue":
+            raise ValueError("a batch's jobs take on_overflow `queue` only: send cancel_newest or "
+                             "cancel_oldest_queued with POST /jobs")
+        return rule
 
     def new_job(self) -> NewJob:
         """The job itself, as POST /jobs would have validated it (its Idempotency-Key apart)."""

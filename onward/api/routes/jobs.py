@@ -134,7 +134,8 @@ TraceState = Annotated[str | None, Header(
     400: problem("malformed JSON (NaN and Infinity included, or nested too deeply) or an invalid Idempotency-Key"),
     403: CREATES_FOR_NO_TENANT,
     409: problem("the Idempotency-Key was used for a different request, or `unique.key` is held (on_conflict "
-                 "reject, or replace of a running holder: `existing_job_id` names the holder)"),
+                 "reject, or replace of a running holder: `existing_job_id` names the holder), or "
+                 "`concurrency.key` has `limit` running (on_overflow cancel_newest: concurrency-limit-reached)"),
     413: problem("the body is over 256 KiB, or params over 300,000 bytes as JSON"),
     415: NOT_JSON,
     422: problem("unknown fields, wrong types, params DynamoDB cannot store, or an unknown job type; `errors` lists "
@@ -381,7 +382,8 @@ def job_params(principal: Annotated[Principal, Depends(caller)], job_id: JobId) 
 @router.get("/jobs/<job_id>/explain", operation_id="explainJob", security=SECURED, responses=secured({
     200: ok("why the job is not running and until when: scheduled, backoff, tenant_at_cap, no_worker or "
             "waiting_for_share with an ETA from its tenant's recent claims, rate_limited until its token's moment; "
-            "paused (its tenant or type paused, or the platform drained); `running` or `finished` for a job that "
+            "paused (its tenant or type paused, or the platform drained); concurrency_limited (held until an "
+            "attempt of its concurrency key ends); `running` or `finished` for a job that "
             "is not waiting (200 too: nothing is wrong with asking)", JobExplanation),
     404: NOT_FOUND}))
 def explain_job(principal: Annotated[Principal, Depends(caller)], job_id: JobId) -> Response[str]:
@@ -405,7 +407,8 @@ def _waiting(deployment: Deployment, row: JobRow, now: EpochMs, *, platform: boo
     tenant's."""
     claims = recent_claims(deployment, now, tenant_id=None if platform else row.job.tenant_id)
     waiting = explain.waiting_of(deployment.store_reads, row, claims, now, platform=platform)
-    return replace(waiting, paused_by=explain.paused_by(deployment.job_store.flow.current(), row.job))  # issue 37
+    return replace(waiting, paused_by=explain.paused_by(deployment.job_store.flow.current(), row.job),  # issue 37
+                   concurrency_limited_by=deployment.job_store.concurrency.limited_by(row))  # concurrency keys
 
 
 @router.post("/jobs/<job_id>/cancel", operation_id="cancelJob", security=SECURED, responses=secured({

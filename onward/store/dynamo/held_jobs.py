@@ -17,26 +17,19 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from onward.domain.pauses import Pause
-from onward.store.dynamo.keys import job_key, ready_partition
+from onward.store.dynamo.concurrency_keys import DynamoConcurrencyCounts, hold_action, release_held_action
+from onward.store.dynamo.held_items import HELD_BY, HELD_PK_PREFIX, held_by_of, held_key, release_actions
+from onward.store.dynamo.keys import job_key
 from onward.store.dynamo.pauses import pause_key
 from onward.store.dynamo.writes import TransitionWrites, job_from_item, wire_key
 from onward.store.held_jobs import HeldJob
+from onward.store.ports.concurrency_keys import KeyLimit
 from onward.store.ports.ready_queues import ready_queue
 from onward.store.ports.rows import JobRow
 from onward.store.ports.write_plans import WaitingUpdate, queue_entry_updates
 
-HELD_PK_PREFIX = "HELD#"
-HELD_BY = "held_by"
-
-
-def held_by_of(item: dict[str, Any]) -> str | None:
-    """The hold key a job row (wire format) is held under, None when it is not held."""
-    held = item.get(HELD_BY)
-    return str(held["S"]) if held else None
-
-
-def held_key(hold_key: str, tenant_id: str, due_at: int, job_id: str) -> dict[str, Any]:
-    return {"pk": {"S": f"{HELD_PK_PREFIX}{hold_key}"}, "sk": {"S": f"{tenant_id}#{due_at:015d}#{job_id}"}}
+# (the recorder takes its concurrency keys' reads from here, beside the holds they go with)
+__all__ = ["DynamoConcurrencyCounts", "DynamoHeldJobs", "held_by_of"]
 
 
 class DynamoHeldJobs:
@@ -58,7 +51,8 @@ class DynamoHeldJobs:
         (entry,) = queue_entry_updates([update])
         return self._writes.queue_entry_update(entry)
 
-    def hold(self, row: JobRow, hold_key: str, while_paused: Pause | None) -> bool:
+    def hold(self, row: JobRow, hold_key: str, while_paused: Pause | None,
+             while_at_limit: KeyLimit | None = None) -> bool:
         job = row.job
         actions: list[dict[str, Any]] = [
             {"Update": {
@@ -79,6 +73,8 @@ class DynamoHeldJobs:
         if while_paused is not None:
             actions.append({"ConditionCheck": {"TableName": self._table, "Key": pause_key(while_paused),
                                                "ConditionExpression": "attribute_exists(pk)"}})
+        if while_at_limit is not None:  # concurrency keys (issue 37): `held + 1` while the key is at its limit
+            actions.append(hold_action(self._table, while_at_limit))
         return self._send(actions)
 
     def held(self, hold_key: str, tenant_id: str | None, limit: int) -> list[HeldJob]:
@@ -97,17 +93,10 @@ class DynamoHeldJobs:
             self._drop_stray(hold_key, job_id)
             return False
         queue = ready_queue(job, shards)
-        return self._send([
-            {"Update": {
-                "TableName": self._table, "Key": wire_key(job_key(job_id)),
-                "UpdateExpression": "SET ready_pk = :ready, ready_due = :due REMOVE #held",
-                "ConditionExpression": "#held = :key",
-                "ExpressionAttributeNames": {"#held": HELD_BY},
-                "ExpressionAttributeValues": {":key": {"S": hold_key}, ":ready": {"S": ready_partition(
-                    job.tenant_id, queue)}, ":due": {"N": str(job.not_before)}}}},
-            {"Delete": {"TableName": self._table, "Key": entry}},
-            self._entry_update(WaitingUpdate(job.tenant_id, queue, 1, clock, job_id=job_id)),
-        ])
+        key_update = release_held_action(self._table, job.tenant_id, hold_key)  # (a concurrency key's `held - 1`)
+        return self._send([*release_actions(self._table, job, shards, hold_key),
+                           self._entry_update(WaitingUpdate(job.tenant_id, queue, 1, clock, job_id=job_id)),
+                           *([key_update] if key_update is not None else [])])
 
     def _drop_stray(self, hold_key: str, job_id: str) -> None:
         """Delete the held entries of `job_id` under `hold_key` whose row is not held under it (found by the

@@ -19,7 +19,7 @@ from onward.pipeline.outbox import OutboxReader
 from onward.store.dynamo.attributes import Item, from_item, to_attribute
 from onward.store.dynamo.batch_reads import batch_get
 from onward.store.dynamo.counter_items import tenant_from_values, tenant_state
-from onward.store.dynamo.held_jobs import DynamoHeldJobs, held_by_of
+from onward.store.dynamo.held_jobs import DynamoConcurrencyCounts, DynamoHeldJobs, held_by_of
 from onward.store.dynamo.history import DynamoJobHistory
 from onward.store.dynamo.index_queries import DUE_BY, active_query, entry_of, parked_due_query, ready_query
 from onward.store.dynamo.job_types import DynamoJobTypes
@@ -130,7 +130,7 @@ def _by_role(reasons: dict[Role, list[str]]) -> dict[str, list[str]]:
 ROW_MARK = "state"
 
 
-class DynamoRecorder(DynamoProgressLog, DynamoUniqueKeys, DynamoRateBuckets, JobRecorder):
+class DynamoRecorder(DynamoProgressLog, DynamoUniqueKeys, DynamoRateBuckets, DynamoConcurrencyCounts, JobRecorder):
     """A JobRecorder on the jobs and outbox tables of one deployment, through one boto3 client."""
 
     def __init__(self, client: Any, jobs_table: str, outbox_table: str,
@@ -267,7 +267,7 @@ class DynamoRecorder(DynamoProgressLog, DynamoUniqueKeys, DynamoRateBuckets, Job
         change = write.change
         return judge(
             {role for role, codes in reasons.items() if CONDITIONAL_CHECK_FAILED in codes},
-            conflict=any(TRANSACTION_CONFLICT in codes for codes in reasons.values()),
+            conflict=any(TRANSACTION_CONFLICT in codes for codes in reasons.values()), claim=write.claims_slot,
             refused=f"{change.transition.value} of job {change.after.job_id} v{change.after.version} "
                     f"refused: {_by_role(reasons)}",
         )

@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 from onward.domain.dispatch import UsageChange
 from onward.domain.models import Job, Run
 from onward.store.dynamo.attributes import Item, from_item, to_attribute
+from onward.store.dynamo.concurrency_keys import slot_actions
 from onward.store.dynamo.keys import (
     SERVED_SINCE_RETURN,
     Entity,
@@ -40,6 +41,7 @@ from onward.store.dynamo.plan_items import (
 )
 from onward.store.dynamo.rate_items import bucket_move, with_reservation_read
 from onward.store.dynamo.unique_keys import unique_actions
+from onward.store.ports.concurrency_keys import SlotReturn
 from onward.store.ports.index_shards import DEFAULT_ACTIVE_SHARDS
 from onward.store.ports.outcomes import Role
 from onward.store.ports.write_plans import (
@@ -145,8 +147,14 @@ class TransitionWrites:
             transaction.add(Role.RESULT, self._put(self.jobs_table, result_item, "pk"))
         if write.running is not None:
             transaction.add(Role.RUNNING, self.running_update(write.running))
-        if write.waiting is not None:
-            transaction.add(Role.WAITING, self.waiting_update(write.waiting))
+        entering = [write.waiting] if write.waiting is not None else []
+        if write.concurrency is not None:  # concurrency keys (issue 37): the key's item, a held job put back
+            for role, action in slot_actions(self.jobs_table, write.concurrency):
+                transaction.add(role, action)
+            if isinstance(write.concurrency, SlotReturn) and write.concurrency.release is not None:
+                entering.append(write.concurrency.release.waiting)  # (summed with the job's own: one item)
+        for entry in queue_entry_updates(entering):
+            transaction.add(Role.WAITING, self.queue_entry_update(entry))
         transaction.add(Role.OUTBOX, self._put(self.outbox_table, transition_event(write), "job_id"))
         for tenant_id, shard, cap in write.still_at_cap:
             transaction.add(Role.STILL_AT_CAP, self.still_at_cap(tenant_id, shard, cap))

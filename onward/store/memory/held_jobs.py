@@ -3,51 +3,77 @@ state's lock, with the conditions of the DynamoDB ones."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from onward.domain.concurrency import KeyCount, key_of_hold
 from onward.domain.pauses import Pause
 from onward.domain.states import CLAIMABLE_STATES
 from onward.store.held_jobs import HeldJob
 from onward.store.memory.state import MemoryState
 from onward.store.pauses import MemoryFlowBook
+from onward.store.ports.concurrency_keys import KeyLimit
 from onward.store.ports.ready_queues import ready_queue
 from onward.store.ports.rows import JobRow
 from onward.store.ports.write_plans import WaitingUpdate, queue_entry_updates
+
+
+def add_held(state: MemoryState, tenant_id: str, hold_key: str, delta: int) -> None:
+    """A concurrency key's `held` count, when `hold_key` is a key's (concurrency keys, issue 37)."""
+    key = key_of_hold(hold_key)
+    if key is not None:
+        count = state.key_counts.get((tenant_id, key), KeyCount())
+        state.key_counts[(tenant_id, key)] = replace(count, held=count.held + delta)
+
+
+def release_row(state: MemoryState, job_id: str, hold_key: str) -> JobRow | None:
+    """Take a held row out of its hold (row, held index, key count): the row as it was, None when it was not
+    held under `hold_key`. The caller puts it in its queue entry. Under the state's lock."""
+    state.held.get(hold_key, {}).pop(job_id, None)
+    stored = state.rows.get(job_id)
+    if stored is None or stored.held_by != hold_key:
+        return None
+    state.put_row(stored._replace(held_by=None))
+    add_held(state, stored.job.tenant_id, hold_key, -1)
+    return stored
 
 
 class MemoryHeldJobs:
     def __init__(self, state: MemoryState, flow_book: MemoryFlowBook) -> None:
         self._state = state
         self._flow_book = flow_book
-        self._held: dict[str, dict[str, HeldJob]] = {}  # hold key -> job id -> the job as held
 
-    def hold(self, row: JobRow, hold_key: str, while_paused: Pause | None) -> bool:
+    def hold(self, row: JobRow, hold_key: str, while_paused: Pause | None,
+             while_at_limit: KeyLimit | None = None) -> bool:
         state = self._state
         job = row.job
         with state.lock:
             stored = state.rows.get(job.job_id)
+            at_limit = while_at_limit is None or state.key_counts.get(
+                (while_at_limit.tenant_id, while_at_limit.key), KeyCount()).running >= while_at_limit.limit
             if (stored is None or stored.held_by is not None or stored.job.state not in CLAIMABLE_STATES
                     or (stored.job.state, stored.job.version) != (job.state, job.version)
-                    or (while_paused is not None and while_paused not in self._flow_book.switches().pauses)):
+                    or (while_paused is not None and while_paused not in self._flow_book.switches().pauses)
+                    or not at_limit):
                 return False
             state.put_row(stored._replace(held_by=hold_key))
             queue = ready_queue(stored.job, stored.ready_shards)
             for entry in queue_entry_updates([WaitingUpdate(job.tenant_id, queue, -1)]):
                 state.apply_entry(entry)
-            self._held.setdefault(hold_key, {})[job.job_id] = HeldJob(job.job_id, job.tenant_id, job.not_before)
+            state.held.setdefault(hold_key, {})[job.job_id] = HeldJob(job.job_id, job.tenant_id, job.not_before)
+            add_held(state, job.tenant_id, hold_key, 1)
             return True
 
     def held(self, hold_key: str, tenant_id: str | None, limit: int) -> list[HeldJob]:
         with self._state.lock:
-            jobs = [job for job in self._held.get(hold_key, {}).values() if tenant_id in (None, job.tenant_id)]
+            jobs = [job for job in self._state.held.get(hold_key, {}).values() if tenant_id in (None, job.tenant_id)]
         return sorted(jobs, key=lambda job: (job.tenant_id, job.due_at, job.job_id))[:limit]
 
     def release(self, job_id: str, hold_key: str, clock: float) -> bool:
         state = self._state
         with state.lock:
-            self._held.get(hold_key, {}).pop(job_id, None)
-            stored = state.rows.get(job_id)
-            if stored is None or stored.held_by != hold_key:
+            stored = release_row(state, job_id, hold_key)
+            if stored is None:
                 return False
-            state.put_row(stored._replace(held_by=None))
             queue = ready_queue(stored.job, stored.ready_shards)
             for entry in queue_entry_updates([WaitingUpdate(stored.job.tenant_id, queue, 1, clock, job_id=job_id)]):
                 state.apply_entry(entry)

@@ -11,6 +11,7 @@ from onward.domain.documents import json_size
 from onward.domain.errors import StoreInvariantViolation
 from onward.domain.models import Job, OutboxEvent, Run
 from onward.domain.states import JobState, RunOutcome
+from onward.store.memory.concurrency_keys import apply_slot, slot_failures
 from onward.store.memory.rate_buckets import apply_moves, moves_hold
 from onward.store.memory.state import MemoryState, StoredRun, copied, detached_job, stored
 from onward.store.memory.unique_keys import put_unique, unique_held
@@ -135,7 +136,7 @@ class MemoryJobLog(JobLog):
             failed = self._failed_conditions(write)
             if failed:
                 change = write.change
-                return judge(failed, conflict=False, refused=(
+                return judge(failed, conflict=False, claim=write.claims_slot, refused=(
                     f"{change.transition.value} of job {change.after.job_id} v{change.after.version} "
                     f"refused: {sorted(role.value for role in failed)}"))
             self._apply(write)
@@ -156,6 +157,7 @@ class MemoryJobLog(JobLog):
             failed.add(Role.JOB)  # rate limits (issue 37): reserved (or spent) since the claim read it
         if write.rate is not None and not moves_hold(state, write.rate.tenant_id, write.rate.moves):
             failed.add(Role.RATE)
+        failed |= slot_failures(state, write.concurrency)  # concurrency keys (issue 37)
         runs = state.runs.get(write.job_id, {})
         if change.open_run is not None and change.open_run.attempt in runs:
             failed.add(Role.RUN_OPENED)
@@ -200,7 +202,8 @@ class MemoryJobLog(JobLog):
             state.apply_running(write.running)
         if write.rate is not None:
             apply_moves(state, write.rate.tenant_id, write.rate.moves)
-        for entry in queue_entry_updates([write.waiting] if write.waiting is not None else []):
+        released = apply_slot(state, write.concurrency)  # concurrency keys (issue 37): a held job put back
+        for entry in queue_entry_updates([*([write.waiting] if write.waiting is not None else []), *released]):
             state.apply_entry(entry)
         size = json_size(change.result) if change.has_result else None
         state.events.setdefault(write.job_id, {})[after.version] = _event(after, result, size)

@@ -19,6 +19,7 @@ from onward.domain.clock import EpochMs
 from onward.domain.models import OutboxEvent, Run
 from onward.domain.uniqueness import UniqueHold
 from onward.store.job_types import MemoryJobTypes
+from onward.store.memory.concurrency_keys import MemoryConcurrencyCounts
 from onward.store.memory.held_jobs import MemoryHeldJobs
 from onward.store.memory.indexes import MemoryLeaseIndex, MemoryParking, MemoryTenantCounters, MemoryVirtualClock
 from onward.store.memory.job_log import MemoryJobLog
@@ -53,7 +54,7 @@ class MemoryContents:
 
 
 class MemoryRecorder(MemoryJobLog, MemoryLeaseIndex, MemoryTenantCounters, MemoryParking, MemoryVirtualClock,
-                     MemoryProgressLog, MemoryUniqueKeys, MemoryRateBuckets, JobRecorder):
+                     MemoryProgressLog, MemoryUniqueKeys, MemoryRateBuckets, MemoryConcurrencyCounts, JobRecorder):
     """A JobRecorder in this process's memory (one per simulated deployment; thread-safe)."""
 
     def __init__(self, active_shards: int = DEFAULT_ACTIVE_SHARDS) -> None:

@@ -14,11 +14,13 @@ from decimal import Decimal
 from typing import Any
 
 from onward.domain.clock import EpochMs
+from onward.domain.concurrency import KeyCount
 from onward.domain.dispatch import Usage
 from onward.domain.models import Job, OutboxEvent, Run
 from onward.domain.progress import ProgressEvent
 from onward.domain.states import CLAIMABLE_STATES, JobState
 from onward.domain.uniqueness import UniqueHold
+from onward.store.held_jobs import HeldJob
 from onward.store.ports.index_shards import active_shard, lease_shard
 from onward.store.ports.ready_queues import ReadyQueue, ready_queue
 from onward.store.ports.rows import IdempotencyRecord, JobRow
@@ -128,6 +130,10 @@ class MemoryState:
         # rate limits (issue 37): definitions and GCRA buckets' TATs by (tenant, key) (onward.store.memory.rate_buckets)
         self.rate_limits: dict[tuple[str, str], Any] = {}
         self.rate_tats: dict[tuple[str, str], int] = {}
+        # concurrency keys (issue 37): each key's counts by (tenant, key), and the jobs held aside by hold key
+        # (onward.store.memory.held_jobs, onward.store.memory.concurrency_keys)
+        self.key_counts: dict[tuple[str, str], KeyCount] = {}
+        self.held: dict[str, dict[str, HeldJob]] = {}
 
     # --- job rows and their indexes ---------------------------------------------------------------------
 

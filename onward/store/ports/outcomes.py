@@ -27,6 +27,10 @@ class Role(StrEnum):
     UNIQUE = "unique"  # a create's unique key (issue 37): free (UniqueClaim's condition)
     UNIQUE_HOLDER = "unique_holder"  # a unique key's takeover: the previous holder's row finished or gone
     RATE = "rate"  # rate limits (issue 37): a GCRA bucket, still at the TAT the claim read
+    # concurrency keys (issue 37): the key's item (a claim: below its limit; an end: `held` as read), and
+    # the held job an end puts back (still held under the key)
+    CONCURRENCY = "concurrency"
+    HELD_RELEASE = "held_release"
 
 
 class CommitOutcome(StrEnum):
@@ -39,6 +43,8 @@ class CommitOutcome(StrEnum):
     CAP_REACHED = "cap_reached"  # the Admission's condition on the RUNNING counter failed
     OTHER_BELOW_CAP = "other_below_cap"  # a flexing claim's tenant in others_at_cap is below its cap now
     RATE_MOVED = "rate_moved"  # rate limits (issue 37): a bucket the claim takes from moved: decide again
+    KEY_AT_LIMIT = "key_at_limit"  # concurrency keys (issue 37): a claim's key has `limit` running
+    KEY_MOVED = "key_moved"  # concurrency keys: an end's key item or held job changed since read: decide again
 
 
 class CreateOutcome(StrEnum):
@@ -60,7 +66,7 @@ class ManyCreated:
     unique_held: frozenset[int] = frozenset()
 
 
-def judge(failed: Collection[Role], *, conflict: bool, refused: str) -> CommitOutcome:
+def judge(failed: Collection[Role], *, conflict: bool, refused: str, claim: bool = False) -> CommitOutcome:
     """What a refused transition write means, the same for every recorder: a conflict or a moved job row
     are lost races; else the Admission or the flex checks refused; anything else cannot happen
     (`refused` describes it)."""
@@ -70,6 +76,10 @@ def judge(failed: Collection[Role], *, conflict: bool, refused: str) -> CommitOu
         return CommitOutcome.JOB_MOVED
     if Role.RATE in failed:
         return CommitOutcome.RATE_MOVED
+    if Role.HELD_RELEASE in failed:
+        return CommitOutcome.KEY_MOVED
+    if Role.CONCURRENCY in failed:  # (a claim's: at its limit; an end's: `held` changed)
+        return CommitOutcome.KEY_AT_LIMIT if claim else CommitOutcome.KEY_MOVED
     if Role.RUNNING in failed:
         return CommitOutcome.CAP_REACHED
     if Role.STILL_AT_CAP in failed:

@@ -3,6 +3,7 @@ virtual clock, progress), as the adapters implement it; each consumer in the sto
 
 from __future__ import annotations
 
+from onward.store.ports.concurrency_keys import ConcurrencyCounts
 from onward.store.ports.job_log import JobLog
 from onward.store.ports.lease_index import LeaseIndex
 from onward.store.ports.parking import Parking
@@ -14,7 +15,7 @@ from onward.store.ports.virtual_clock import VirtualClock
 
 
 class JobRecorder(JobLog, LeaseIndex, TenantCounters, Parking, VirtualClock, ProgressLog,
-                  UniqueKeyReads, RateBuckets):  # unique jobs, rate limits (issue 37)
+                  UniqueKeyReads, RateBuckets, ConcurrencyCounts):  # unique, rate limits, concurrency (issue 37)
     """Storage for JobStore: every role in one adapter (onward.store.dynamo.recorder, onward.store.memory.recorder).
     Reads are strongly consistent; index queries (`due`, `expired_leases`, `active_head`) may lag behind the
     rows (DynamoDB's indexes do), so the store always re-reads a row before deciding. Implementations are

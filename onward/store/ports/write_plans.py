@@ -35,6 +35,7 @@ from onward.domain.dispatch import UsageChange, on_claim, on_end
 from onward.domain.lifecycle import Change
 from onward.domain.models import Job
 from onward.domain.states import CLAIMABLE_STATES, JobState, RunOutcome
+from onward.store.ports.concurrency_keys import SlotReturn, SlotTake
 from onward.store.ports.rate_buckets import RateTake
 from onward.store.ports.ready_queues import ReadyQueue, ready_queue
 from onward.store.ports.unique_keys import UniqueClaim
@@ -193,11 +194,14 @@ class TransitionWrite:
     waiting: WaitingUpdate | None = None
     still_at_cap: tuple[tuple[str, int, int], ...] = ()
     rate: RateTake | None = None  # rate limits (issue 37): a claim's take from its buckets (ports.rate_buckets)
+    # concurrency keys (issue 37): a claim's slot, or an ending attempt's slot given back (ports.concurrency_keys)
+    concurrency: SlotTake | SlotReturn | None = None
 
     @classmethod
     def of(cls, change: Change, *, ready_shards: int, retention_s: int, job_retention_s: int,
            admission: Admission | None = None, claimed_at: EpochMs | None = None, running_shard: int = 0,
-           clock: float = 0.0, rate: RateTake | None = None) -> TransitionWrite:
+           clock: float = 0.0, rate: RateTake | None = None,
+           concurrency: SlotTake | SlotReturn | None = None) -> TransitionWrite:
         """`retention_s`: the outbox event's TTL; `job_retention_s`: how long the job's items are kept once
         they are done (the job row and result once it ended, a run once its attempt ended). `admission`: how
         a claim takes its running slot. `claimed_at`: when the attempt this transition ends was claimed
@@ -217,11 +221,17 @@ class TransitionWrite:
             waiting=waiting_update(change, ready_shards, clock, admission),
             still_at_cap=checks,
             rate=rate,
+            concurrency=concurrency,
         )
 
     @property
     def job_id(self) -> str:
         return self.change.after.job_id
+
+    @property
+    def claims_slot(self) -> bool:
+        """Whether it takes a concurrency key's slot (a refusal of its key then means KEY_AT_LIMIT)."""
+        return isinstance(self.concurrency, SlotTake)
 
     @property
     def expected(self) -> tuple[JobState, int, int]:

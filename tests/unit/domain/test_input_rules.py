@@ -36,7 +36,7 @@ SAMPLES = {"TENANT_ID": "acme", "SCHEDULE_NAME": "nightly.v2", "JOB_ID": "012345
            "TRACE_PARENT": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
            "WEBHOOK_ID": "wh_0123456789abcdef01234567", "DELIVERY_ID": "0123456789abcdef0123456789abcdef",
            # unique jobs (issue 37)
-           "UNIQUE_KEY": "report:42 (daily)",
+           "UNIQUE_KEY": "report:42 (daily)", "CONCURRENCY_KEY": "customer 42",
            "RATE_LIMIT_KEY": "type:email.send"}  # rate limits (issue 37)
 
 

@@ -72,18 +72,29 @@ def creation_span(tenant_id: str, job_type: str, traceparent: str | None,
                   tracestate: str | None) -> Iterator[CreationTrace]:
     """Around one POST /jobs: the request's `traceparent` and `tracestate` headers (an invalid one ignored),
     and what to store on the job."""
+    with _request_span("onward.create", {TENANT_ID: tenant_id, JOB_TYPE: job_type}, traceparent,
+                       tracestate) as (header, state, span):
+        yield CreationTrace(header, state, span)
+
+
+@contextlib.contextmanager
+def _request_span(name: str, attributes: dict[str, Any], traceparent: str | None, tracestate: str | None
+                  ) -> Iterator[tuple[str | None, str | None, Any]]:
+    """A SERVER span `name`, a child of the request's `traceparent` (an invalid one ignored): the trace context
+    a create stores (the span's when spans are exported, else the request's own), the request's tracestate,
+    and the span (None when not exported)."""
     incoming: TraceParent | None = parse_traceparent(traceparent)
     state = parse_tracestate(tracestate) if incoming is not None else None
     recorder = providers()
     if recorder is None:
-        yield CreationTrace(None if incoming is None else incoming.header(), state)
+        yield (None if incoming is None else incoming.header()), state, None
         return
     parent = _context_of(None if incoming is None else incoming.header(), state)
     from opentelemetry.trace import SpanKind
 
-    with recorder.tracer.start_as_current_span("onward.create", context=parent, kind=SpanKind.SERVER,
-                                               attributes={TENANT_ID: tenant_id, JOB_TYPE: job_type}) as span:
-        yield CreationTrace(_header_of(span), state, span)
+    with recorder.tracer.start_as_current_span(name, context=parent, kind=SpanKind.SERVER,
+                                               attributes=attributes) as span:
+        yield _header_of(span), state, span
 
 
 BATCH_SIZE = "onward.batch.size"
@@ -109,18 +120,9 @@ def batch_creation_span(tenant_id: str, size: int, traceparent: str | None,
                         tracestate: str | None) -> Iterator[BatchCreationTrace]:
     """Around one POST /jobs/batch: `onward.create_batch` (SERVER), a child of the request's `traceparent` (an
     invalid one ignored, as POST /jobs ignores it); its context is what each job of the batch stores."""
-    incoming: TraceParent | None = parse_traceparent(traceparent)
-    state = parse_tracestate(tracestate) if incoming is not None else None
-    recorder = providers()
-    if recorder is None:
-        yield BatchCreationTrace(None if incoming is None else incoming.header(), state)
-        return
-    parent = _context_of(None if incoming is None else incoming.header(), state)
-    from opentelemetry.trace import SpanKind
-
-    with recorder.tracer.start_as_current_span("onward.create_batch", context=parent, kind=SpanKind.SERVER,
-                                               attributes={TENANT_ID: tenant_id, BATCH_SIZE: size}) as span:
-        yield BatchCreationTrace(_header_of(span), state, span)
+    with _request_span("onward.create_batch", {TENANT_ID: tenant_id, BATCH_SIZE: size}, traceparent,
+                       tracestate) as (header, state, span):
+        yield BatchCreationTrace(header, state, span)
 
 
 def claim_started() -> int:

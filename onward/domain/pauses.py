@@ -60,6 +60,9 @@ class FlowSwitches:
 
     pauses: frozenset[Pause] = field(default_factory=frozenset)
     draining: bool = False
+    # resumed type pauses whose held jobs are not all back yet (a resume stopped at its budget, or crashed):
+    # the reaper's pass finishes them (FlowControl.sweep_unswept)
+    unswept: frozenset[Pause] = field(default_factory=frozenset)
 
     def tenant_paused(self, tenant_id: str) -> bool:
         """Whether every job of the tenant is paused (a pause of the tenant as a whole)."""

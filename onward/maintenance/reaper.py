@@ -9,10 +9,17 @@ from onward.store.service import JobStore
 logger = Logger(service="onward-reaper")
 
 
+SWEEP_BUDGET_S = 5.0  # a pass's time for putting back jobs a resumed pause still holds
+
+
 def reap_once(store: JobStore) -> int:
-    """One pass; the number of jobs moved. The Lambda handler and the local platform both call this."""
+    """One pass; the number of jobs moved. The Lambda handler and the local platform both call this. It also
+    finishes the sweeps of resumed pauses that stopped early (onward.store.pauses.FlowControl.sweep_unswept)."""
     moved = store.reap()
     for job in moved:
         logger.info("lease expired", extra={"job_id": job.job_id, "attempt": job.attempt,
                                             "state": job.state.value, "version": job.version})
+    swept = store.flow.sweep_unswept(budget_s=SWEEP_BUDGET_S)
+    if swept.released:
+        logger.info("held jobs of resumed pauses put back", extra={"released": swept.released, "more": swept.more})
     return len(moved)

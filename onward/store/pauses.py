@@ -22,6 +22,7 @@ attempts are, as they run).
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from typing import Protocol
 
@@ -60,6 +61,13 @@ class FlowBook(Protocol):
     def set_draining(self, on: bool, at: EpochMs) -> bool:
         """Turn the drain switch on or off: False when it already was so."""
 
+    def mark_unswept(self, pause: Pause, at: EpochMs) -> None:
+        """Note that `pause`'s held jobs are being put back (idempotent): until `mark_swept`, the switches name it
+        in `unswept`, so a sweep cut short is finished by the reaper."""
+
+    def mark_swept(self, pause: Pause) -> None:
+        """Every job `pause` held is back (idempotent)."""
+
 
 class MemoryFlowBook:
     """A FlowBook in this process's memory (thread-safe)."""
@@ -68,10 +76,11 @@ class MemoryFlowBook:
         self._lock = threading.Lock()
         self._pauses: dict[Pause, EpochMs] = {}
         self._draining = False
+        self._unswept: set[Pause] = set()
 
     def switches(self) -> FlowSwitches:
         with self._lock:
-            return FlowSwitches(frozenset(self._pauses), self._draining)
+            return FlowSwitches(frozenset(self._pauses), self._draining, frozenset(self._unswept))
 
     def pause(self, pause: Pause, at: EpochMs) -> bool:
         with self._lock:
@@ -90,6 +99,14 @@ class MemoryFlowBook:
         with self._lock:
             changed, self._draining = self._draining != on, on
             return changed
+
+    def mark_unswept(self, pause: Pause, at: EpochMs) -> None:
+        with self._lock:
+            self._unswept.add(pause)
+
+    def mark_swept(self, pause: Pause) -> None:
+        with self._lock:
+            self._unswept.discard(pause)
 
 
 class FlowControl:
@@ -141,12 +158,39 @@ class FlowControl:
         the sweep: a hold racing it fails its condition, so the sweep misses none."""
         if pause.job_type is None and pause.tenant_id is not None and pause in self.current().pauses:
             self._lift_to_clock(pause.tenant_id)
+        if pause.job_type is not None:  # before the lift: a resume that stops anywhere after it leaves the mark
+            self._book.mark_unswept(pause, self._clock())
         lifted = self._book.resume(pause)
         self.current()
         if pause.job_type is None:
             return lifted, Released(0, more=False)
-        return lifted, self._holding.release_all(pause_hold_key(pause.job_type), pause.tenant_id,
-                                                 budget_s=budget_s, progress=progress)
+        return lifted, self._sweep(pause, budget_s, progress)
+
+    def sweep_unswept(self, *, budget_s: float) -> Released:
+        """Finish the sweeps of resumed type pauses that stopped before every held job was back (an HTTP resume
+        answered `more` and was not called again, or a process died): the reaper calls this on every pass. A
+        pause put in force again since keeps its jobs held (its own resume sweeps them)."""
+        started = time.monotonic()
+        released, more = 0, False
+        switches = self.current()
+        for pause in sorted(switches.unswept, key=lambda unswept: unswept.sides):
+            if pause in switches.pauses:
+                self._book.mark_swept(pause)
+                continue
+            left_s = budget_s - (time.monotonic() - started)
+            if left_s <= 0:
+                return Released(released, more=True)
+            swept = self._sweep(pause, left_s, None)
+            released, more = released + swept.released, more or swept.more
+        return Released(released, more)
+
+    def _sweep(self, pause: Pause, budget_s: float | None, progress: Callable[[int], None] | None) -> Released:
+        assert pause.job_type is not None
+        swept = self._holding.release_all(pause_hold_key(pause.job_type), pause.tenant_id, budget_s=budget_s,
+                                          progress=progress)
+        if not swept.more:
+            self._book.mark_swept(pause)
+        return swept
 
     def passed(self, due: DueJob) -> bool:
         """Whether a claim must pass `due` now (paused, or the platform drains); a job of a paused type is held

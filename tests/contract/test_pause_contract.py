@@ -9,6 +9,7 @@ from __future__ import annotations
 from onward.domain.models import NewJob
 from onward.domain.pauses import FlowSwitches, Pause
 from onward.domain.states import JobState
+from onward.maintenance.reaper import reap_once
 from onward.store.pauses import FLOW_CACHE_MS
 from onward.store.service import JobStore
 from tests.contract.backends import StoreBackend
@@ -67,6 +68,32 @@ def test_a_paused_type_waits_while_its_tenants_other_types_run(store: JobStore) 
     assert drain_claims(store) == []
     store.flow.resume(Pause(job_type="demo.mail"))
     assert drain_claims(store) == [("acme", "demo.mail")] * 2
+
+
+def test_a_resume_cut_short_is_finished_by_the_reapers_pass(store: JobStore) -> None:
+    """A resume that lifted its pause and stopped before putting every held job back (an HTTP resume answered
+    `more` and never called again, or its process died) leaves a mark the reaper's pass finishes. Catches held
+    jobs stranded for good once no one resumes again (without the mark nothing names their hold key), and a
+    re-paused type's jobs let go by a mark left from before."""
+    for _ in range(3):
+        store.create("acme", MAIL)
+    store.flow.pause(Pause(job_type="demo.mail"))
+    assert drain_claims(store) == []  # the claims held the three aside
+    book = store.recorder.flow_book  # a resume that died right after lifting the pause:
+    book.mark_unswept(Pause(job_type="demo.mail"), 0)
+    book.resume(Pause(job_type="demo.mail"))
+    assert drain_claims(store) == []  # held aside: no claim finds them
+    assert store.flow.current().unswept == frozenset({Pause(job_type="demo.mail")})
+    assert reap_once(store) == 0 and store.flow.current().unswept == frozenset()
+    assert drain_claims(store) == [("acme", "demo.mail")] * 3
+    store.create("acme", MAIL)
+    store.flow.pause(Pause(job_type="demo.mail"))
+    assert drain_claims(store) == []
+    book.mark_unswept(Pause(job_type="demo.mail"), 0)  # a mark from before, the type paused again since
+    assert store.flow.sweep_unswept(budget_s=5).released == 0
+    assert store.flow.current().unswept == frozenset() and drain_claims(store) == []
+    store.flow.resume(Pause(job_type="demo.mail"))
+    assert drain_claims(store) == [("acme", "demo.mail")]
 
 
 def test_the_drain_switch_starts_nothing_and_lets_running_attempts_finish(store: JobStore) -> None:

@@ -2,7 +2,9 @@
 
 - a pause: `FLOW` / `PAUSE#<tenant or *>#<type or *>` (entity `pause`, `paused_at`), put by a pause (kept as
   it is when there: `attribute_not_exists`), deleted by its resume;
-- the drain switch: `FLOW` / `DRAIN` (entity `drain`, `on`, `changed_at`).
+- the drain switch: `FLOW` / `DRAIN` (entity `drain`, `on`, `changed_at`);
+- a resumed type pause whose held jobs are not all back yet: `FLOW` / `SWEEP#<tenant or *>#<type>` (entity
+  `sweep`, `resumed_at`), put before the pause is deleted and deleted when its sweep ends.
 The partition holds at most MAX_PAUSES + 1 small items: every process reads it whole, consistently, once per
 FLOW_CACHE_MS (one Query; 0.5 read units per 4 KB), and no claim reads it.
 """
@@ -20,11 +22,17 @@ from onward.store.pauses import MAX_PAUSES, TooManyPauses
 FLOW_PK = "FLOW"
 PAUSE_SK_PREFIX = "PAUSE#"
 DRAIN_SK = "DRAIN"
+SWEEP_SK_PREFIX = "SWEEP#"
 
 
 def pause_key(pause: Pause) -> dict[str, Any]:
     tenant, job_type = pause.sides
     return {"pk": {"S": FLOW_PK}, "sk": {"S": f"{PAUSE_SK_PREFIX}{tenant}#{job_type}"}}
+
+
+def _sweep_key(pause: Pause) -> dict[str, Any]:
+    tenant, job_type = pause.sides
+    return {"pk": {"S": FLOW_PK}, "sk": {"S": f"{SWEEP_SK_PREFIX}{tenant}#{job_type}"}}
 
 
 def _drain_key() -> dict[str, Any]:
@@ -47,6 +55,7 @@ class DynamoFlowBook:
             TableName=self._table, ConsistentRead=True, KeyConditionExpression="pk = :pk",
             ExpressionAttributeValues={":pk": {"S": FLOW_PK}})
         pauses: set[Pause] = set()
+        unswept: set[Pause] = set()
         draining = False
         for page in pages:
             for item in page["Items"]:
@@ -56,7 +65,10 @@ class DynamoFlowBook:
                 elif sort_key.startswith(PAUSE_SK_PREFIX):
                     tenant, _, job_type = sort_key.removeprefix(PAUSE_SK_PREFIX).partition("#")
                     pauses.add(Pause.of_sides(tenant, job_type))
-        return FlowSwitches(frozenset(pauses), draining)
+                elif sort_key.startswith(SWEEP_SK_PREFIX):
+                    tenant, _, job_type = sort_key.removeprefix(SWEEP_SK_PREFIX).partition("#")
+                    unswept.add(Pause.of_sides(tenant, job_type))
+        return FlowSwitches(frozenset(pauses), draining, frozenset(unswept))
 
     def pause(self, pause: Pause, at: EpochMs) -> bool:
         if len(self.switches().pauses) >= MAX_PAUSES:  # (two pauses racing at the cap may both pass: harmless)
@@ -94,3 +106,10 @@ class DynamoFlowBook:
                 return False
             raise
         return True
+
+    def mark_unswept(self, pause: Pause, at: EpochMs) -> None:
+        self._db.put_item(TableName=self._table, Item={**_sweep_key(pause), "entity": {"S": "sweep"},
+                                                       "resumed_at": {"N": str(at)}})
+
+    def mark_swept(self, pause: Pause) -> None:
+        self._db.delete_item(TableName=self._table, Key=_sweep_key(pause))

@@ -76,11 +76,11 @@ def for_region_role(template: dict[str, Any], role: str = "single", **parameters
             kept = {}
             for name, entry in content.items():
                 condition = entry.get("Condition")
-                if condition in decided:
-                    if not decided[condition]:
-                        continue
-                    entry = {key: value for key, value in entry.items() if key != "Condition"}
-                kept[name] = _resolve(entry, decided)
+                if condition in decided and not decided[condition]:
+                    continue
+                kept_entry = ({key: value for key, value in entry.items() if key != "Condition"}
+                              if condition in decided else entry)
+                kept[name] = _resolve(kept_entry, decided)
             specialised[section] = kept
         elif section == "Globals":
             specialised[section] = _resolve(content, decided)

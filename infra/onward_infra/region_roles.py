@@ -16,7 +16,7 @@ ROLES = ("single", "home", "standby")
 # The conditions regional recovery adds (template.yaml's Conditions, "regional recovery (issue 39)").
 REGIONAL_CONDITIONS = frozenset(
     {"SingleRegion", "ReplicatedRegions", "StandbyRegion", "OwnsGlobalTables", "DefaultWitnessName",
-     "ChecksHomeApi"}
+     "ChecksHomeApi", "JobsStreamLabelGiven", "OutboxStreamLabelGiven"}
 )
 _NO_VALUE = object()
 

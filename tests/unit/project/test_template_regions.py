@@ -329,3 +329,14 @@ def test_the_route_53_health_check_of_the_home_api_is_the_standbys_when_given_a_
 def test_cfn_lint_finds_nothing_in_the_translation_of_every_role(tmp_path: Path) -> None:
     """The template as written (every role's conditions) through the SAM transform: what CloudFormation deploys."""
     assert cfn_lint(write_json(translate(RAW), tmp_path / "translated.json")) == []
+
+
+def test_an_imported_home_given_the_labels_keeps_its_mappings_sources() -> None:
+    """The import's change set may only add the imported tables: with the stream labels given, the mappings and
+    roles of an owning home name the streams as the detached stack did, so the import changes nothing else. A
+    fresh home (no label) names its own global tables' streams."""
+    labels = {"JobsStreamLabel": "2026-12-04T14:15:03.123", "OutboxStreamLabel": "2026-11-01T09:00:00.000"}
+    detached = resources("home", ReplicatedTables="detached", **labels)
+    imported = resources("home", ReplicatedTables="owned", **labels)
+    assert set(imported) - set(detached) == {"JobsGlobalTable", "OutboxGlobalTable"}
+    assert {name: imported[name] for name in detached} == detached

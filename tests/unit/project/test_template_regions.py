@@ -340,3 +340,19 @@ def test_an_imported_home_given_the_labels_keeps_its_mappings_sources() -> None:
     imported = resources("home", ReplicatedTables="owned", **labels)
     assert set(imported) - set(detached) == {"JobsGlobalTable", "OutboxGlobalTable"}
     assert {name: imported[name] for name in detached} == detached
+
+
+def test_the_standby_bill_counts_the_standby_templates_own_alarms() -> None:
+    """bench.standby_cost prices the standby as the template deploys it (RegionRole=standby): its alarm line is
+    the standby's alarm metrics, HomeRegionLost, ReplicatedHeartbeatAge and ReplicationLagHigh among them. A
+    constant in the bench instead would drift from the template the first time an alarm is added."""
+    from bench.idle_cost import PROFILES, Deployment, alarm_metrics
+    from bench.standby_cost import standby_bill
+
+    for profile in PROFILES.values():
+        deployment = Deployment(profile)
+        (line,) = [line for line in standby_bill(deployment) if line.resource_types == "AWS::CloudWatch::Alarm"]
+        standby = Deployment({**deployment.parameters, "RegionRole": "standby"}, RAW)
+        alarms = standby.of_type("AWS::CloudWatch::Alarm")
+        assert {"HomeRegionLostAlarm", "ReplicatedHeartbeatAgeAlarm", "ReplicationLagHighAlarm"} <= set(alarms)
+        assert line.quantity == sum(alarm_metrics(alarm) for alarm in alarms.values())

@@ -93,7 +93,25 @@ def for_region_role(template: dict[str, Any], role: str = "single", **parameters
     used = _referenced({key: value for key, value in specialised.items() if key != "Parameters"})
     specialised["Parameters"] = {name: value for name, value in specialised.get("Parameters", {}).items()
                                  if name in used}
+    if "Mappings" in specialised:  # likewise a mapping only the standby's alarms read (HeartbeatLostMinutes)
+        maps = _maps_used({key: value for key, value in specialised.items() if key != "Mappings"})
+        specialised["Mappings"] = {name: value for name, value in specialised["Mappings"].items() if name in maps}
     return specialised
+
+
+def _maps_used(node: Any) -> set[str]:
+    names: set[str] = set()
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            found = item.get("Fn::FindInMap")
+            if isinstance(found, list) and found and isinstance(found[0], str):
+                names.add(found[0])
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return names
 
 
 def _referenced(node: Any) -> set[str]:

@@ -91,3 +91,10 @@ endpoint: $(STAMP)
 
 clean:
 	rm -rf $(VENV) $(SAM_VENV) .aws-sam .pytest_cache .hypothesis .cache
+
+# regional recovery (issue 39): the fence reconciler's function (template.yaml, RegionRole home/standby)
+build-ReconcilerFunction: FUNCTION_FOLDER = reconciler
+build-ReconcilerFunction:
+	cp -R onward $(FUNCTION_FOLDER) "$(ARTIFACTS_DIR)/"
+	rm -rf "$(ARTIFACTS_DIR)/onward/cli" "$(ARTIFACTS_DIR)/onward/client" "$(ARTIFACTS_DIR)/onward/template.yaml"
+	find "$(ARTIFACTS_DIR)" -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -11,7 +11,9 @@ job would be archived and delivered twice), and no API traffic reaches it. What 
 every heartbeat slot item the home writes is written again in the standby, one replicated write unit each,
 priced as a write unit ("Replicated write units (rWCUs and rWRUs) are priced the same as single-Region write
 units", https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/global-tables-billing.html), and the
-standby's own checkpoints; cross-Region transfer of those items is under a cent a month and left out.
+standby's own checkpoints; cross-Region transfer of those items is under a cent a month and left out. The fence
+reconciler reads the jobs table's stream, which an idle home does not write (heartbeats go to the outbox): no
+invocation while idle, and Lambda's reads of a DynamoDB stream it is triggered by are not billed.
 """
 
 from __future__ import annotations
@@ -40,14 +42,19 @@ from bench.idle_cost import (
     alarm_metrics,
     bill_command,
 )
+from onward_infra.template import load_template
 
-# The alarms the design adds in a standby: ReplicationLatency of the jobs and outbox tables (home -> standby),
-# and the age of the newest home heartbeat replicated into the standby (the home's loss, seen from outside it).
-REPLICATION_ALARM_METRICS = 3
 STANDBY_METRICS = ("ReplicatedHeartbeatAgeSeconds",)  # published by the standby's projector on each beat
 
 
+def as_standby(deployment: Deployment) -> Deployment:
+    """The same parameters deployed as template.yaml's standby (RegionRole=standby): its own alarms
+    (HomeRegionLost, ReplicatedHeartbeatAge, ReplicationLagHigh) are among its resources, counted, not assumed."""
+    return Deployment({**deployment.parameters, "RegionRole": "standby"}, load_template(role=None))
+
+
 def standby_bill(deployment: Deployment) -> list[Line]:
+    deployment = as_standby(deployment)
     on_demand = deployment.parameters["EventsStreamMode"] == "ON_DEMAND"
     shards = ON_DEMAND_INITIAL_SHARDS if on_demand else deployment.sizing("Shards")
     beats = deployment.runs_per_month("ReaperSchedule")  # the home's reaper beats; the standby carries them
@@ -64,7 +71,7 @@ def standby_bill(deployment: Deployment) -> list[Line]:
              HOURS_PER_MONTH if on_demand else shards * HOURS_PER_MONTH,
              "stream-hours" if on_demand else "shard-hours",
              KINESIS_ON_DEMAND_STREAM_HOUR if on_demand else KINESIS_SHARD_HOUR, 0.0),
-        Line("alarms (the home's, and replication's)", "AWS::CloudWatch::Alarm", alarms + REPLICATION_ALARM_METRICS,
+        Line("alarms (the home's, and replication's)", "AWS::CloudWatch::Alarm", alarms,
              "alarm metrics", ALARM_METRIC_MONTH, 0.0),
         Line("custom metrics published while idle", functions, 1 + len(STANDBY_METRICS), "metrics",
              CUSTOM_METRIC_MONTH, 0.0),

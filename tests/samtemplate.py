@@ -106,6 +106,8 @@ def dashboard_body(template: dict[str, Any], conditions: dict[str, bool] | None 
             return str(separator).join(render(part) for part in parts)
         if "Ref" in value and value["Ref"] in parameters:
             return str(parameters[value["Ref"]]["Default"])
+        if "Ref" in value and value["Ref"] in template["Resources"]:  # what only AWS knows, as in the body
+            return "${" + value["Ref"] + "}"
         raise ValueError(f"cannot render {value!r} offline")
 
     def substitute(match: re.Match[str]) -> str:

@@ -11,6 +11,8 @@ from typing import Any
 
 import yaml
 
+from onward_infra.region_roles import for_region_role
+
 # The template the product ships (onward/template.yaml, in a checkout a link to the repository's template.yaml).
 TEMPLATE_PATH = Path(str(resources.files("onward").joinpath("template.yaml"))).resolve()
 
@@ -41,10 +43,11 @@ def _construct_intrinsic(loader: yaml.Loader, suffix: str, node: yaml.Node) -> d
 _CloudFormationLoader.add_multi_constructor("!", _construct_intrinsic)
 
 
-def load_template(path: Path = TEMPLATE_PATH) -> dict[str, Any]:
-    """The template as a plain dict, intrinsics in long form."""
+def load_template(path: Path = TEMPLATE_PATH, role: str | None = "single") -> dict[str, Any]:
+    """The template as a plain dict, intrinsics in long form: as a stack with RegionRole=`role` deploys it
+    (regional recovery's conditions decided: onward_infra.region_roles), or as written when `role` is None."""
     template: dict[str, Any] = yaml.load(path.read_text(), Loader=_CloudFormationLoader)
-    return template
+    return template if role is None else for_region_role(template, role)
 
 
 def data_resources_template(template: dict[str, Any]) -> dict[str, Any]:

@@ -16,9 +16,11 @@ from typing import Any
 import pytest
 from cfnlint.schema import PROVIDER_SCHEMA_MANAGER
 
+from onward_infra.region_roles import ROLES, for_region_role
 from onward_infra.template import TEMPLATE_PATH, load_template
 
-TEMPLATE = load_template()
+# As written: the data resources of every RegionRole (regional recovery's global tables and reconciler queue too).
+TEMPLATE = load_template(role=None)
 RESOURCES: dict[str, Any] = TEMPLATE["Resources"]
 STACK_POLICY_PATH = TEMPLATE_PATH.parent / "stack-policy.json"
 RECORD_PATH = Path(__file__).with_name("replacement_properties.json")
@@ -27,11 +29,14 @@ RECORD_PATH = Path(__file__).with_name("replacement_properties.json")
 # create-only properties in CloudFormation's schemas are among them (test_the_record_covers_every_create_only_
 # property); a table also by its key (KeySchema, the key attributes' types: a new key is a new table), and a
 # user pool by what AWS documents as "Update requires: Replacement" (its schema has no create-only list).
-NAME_PROPERTY = {"AWS::DynamoDB::Table": "TableName", "AWS::Kinesis::Stream": "Name",
+NAME_PROPERTY = {"AWS::DynamoDB::Table": "TableName", "AWS::DynamoDB::GlobalTable": "TableName",
+                 "AWS::Kinesis::Stream": "Name",
                  "AWS::SQS::Queue": "QueueName", "AWS::Cognito::UserPool": "UserPoolName",
                  "AWS::S3::Bucket": "BucketName"}
 REPLACED_BY = {
     "AWS::DynamoDB::Table": ("TableName", "ImportSourceSpecification", "KeySchema", "LocalSecondaryIndexes"),
+    # regional recovery (issue 39): its schema's create-only property is TableName; its key, as a table's
+    "AWS::DynamoDB::GlobalTable": ("TableName", "KeySchema", "LocalSecondaryIndexes"),
     "AWS::Kinesis::Stream": ("Name",),
     "AWS::SQS::Queue": ("QueueName", "FifoQueue"),
     "AWS::Cognito::UserPool": ("UserPoolName", "AliasAttributes", "UsernameAttributes", "Schema"),
@@ -56,7 +61,7 @@ def replacing_properties(resource: dict[str, Any]) -> dict[str, Any]:
     types of its key attributes (of the table and of its local secondary indexes)."""
     properties = resource.get("Properties", {})
     found: dict[str, Any] = {name: properties.get(name) for name in REPLACED_BY[resource["Type"]]}
-    if resource["Type"] == "AWS::DynamoDB::Table":
+    if resource["Type"] in ("AWS::DynamoDB::Table", "AWS::DynamoDB::GlobalTable"):
         local_indexes = properties.get("LocalSecondaryIndexes", [])
         schemas = [properties["KeySchema"], *(index["KeySchema"] for index in local_indexes)]
         keys = {key["AttributeName"] for schema in schemas for key in schema}
@@ -136,8 +141,11 @@ def test_a_data_resource_has_a_fixed_name_under_the_stacks_and_is_retained(name:
     assert fixed_name(resource).startswith("${AWS::StackName}-"), name
 
 
-def test_data_resource_names_differ_within_a_stack() -> None:
-    names = [fixed_name(RESOURCES[name]) for name in DATA_RESOURCES]
+@pytest.mark.parametrize("role", ROLES)
+def test_data_resource_names_differ_within_a_stack(role: str) -> None:
+    """Per RegionRole: JobsTable (single) and JobsGlobalTable (home/standby) share a name, never a stack."""
+    resources = for_region_role(TEMPLATE, role)["Resources"]
+    names = [fixed_name(resources[name]) for name in DATA_RESOURCES if name in resources]
     assert len(set(names)) == len(names), names
 
 

@@ -86,7 +86,7 @@ from onward.store.ports.tenant_values import Tenant, TenantState
 from onward.store.ports.write_plans import Admission, TransitionWrite, ends_attempt
 from onward.store.progress import ProgressAnswer, record_progress
 from onward.store.rate_limits import JobDeferred, RateLimits
-from onward.store.region_fence import RegionFence
+from onward.store.region_fence import RegionFence, of_epoch
 from onward.store.stats import StoreStats
 from onward.store.tenants import TenantRegistry
 from onward.store.unique_keys import UniqueKeys
@@ -423,7 +423,7 @@ class JobStore(JobReads, RegionFence):
         moved, drops the copy and the row is read and decided again. (A TransactionConflict says nothing
         about the row: the copy is tried again.)"""
         for round_ in range(MAX_ROUNDS):
-            row = known if known is not None else self._read(job_id)
+            row = known if known is not None else of_epoch(self._read(job_id), self._writer_epoch.value)
             if row.held_by is not None:  # held aside (onward.store.held_jobs): a claim passes it, all else puts it back
                 if admission is not None:
                     return Refusal(RefusalReason.NOT_CLAIMABLE, row.job), row

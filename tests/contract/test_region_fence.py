@@ -355,3 +355,23 @@ def test_every_item_a_write_of_the_new_epoch_puts_or_updates_carries_it(backend:
     assert {item.get("region_epoch") for item in written} == {1}
     events = [item for item in backend.outbox_table() if item["version"] >= first_version_of(1)]
     assert len(events) == 4 and {item.get("region_epoch") for item in events} == {1}
+
+
+def test_an_ended_row_of_the_old_epoch_is_answered_but_replayed_only_once_adopted(backend: StoreBackend,
+                                                                                  store: JobStore, clock) -> None:
+    """Ended rows are not adopted by the failover's pages: a read that refused them would answer a cancel of
+    a finished job with an error; a replay that committed on one would write versions the old home may have
+    written too."""
+    (dead,) = create(store, clock, NewJob(type="demo.echo", params={}, max_attempts=1))
+    lease = store.claim("old-w", 300)
+    assert lease is not None
+    store.fail(lease, ErrorSummary.of("Boom", "permanent"), permanent=True)
+    home = fail_over(backend)
+    assert home.cancel(dead).job.state is JobState.DEAD
+    before = backend.snapshot()
+    with pytest.raises(RowNotAdopted):
+        home.replay(dead)
+    assert backend.snapshot() == before
+    assert home.adopt(dead, 1) is not None
+    replayed = home.replay(dead)
+    assert replayed.state is JobState.QUEUED and replayed.version == first_version_of(1) + 1

@@ -4,17 +4,19 @@ from __future__ import annotations
 
 from aws_lambda_powertools import Logger
 
+from onward.runtime import authority
 from onward.store.service import JobStore
 
 logger = Logger(service="onward-reaper")
-
-
 SWEEP_BUDGET_S = 5.0  # a pass's time for putting back jobs a resumed pause still holds
 
 
 def reap_once(store: JobStore) -> int:
     """One pass; the number of jobs moved. The Lambda handler and the local platform both call this. It also
-    finishes the sweeps of resumed pauses that stopped early (onward.store.pauses.FlowControl.sweep_unswept)."""
+    finishes the sweeps of resumed pauses that stopped early (onward.store.pauses.FlowControl.sweep_unswept).
+    Nothing while this Region is not confirmed home (issue 39, onward.runtime.authority)."""
+    if not authority.is_home(store):
+        return 0
     moved = store.reap()
     for job in moved:
         logger.info("lease expired", extra={"job_id": job.job_id, "attempt": job.attempt,

@@ -53,8 +53,8 @@ from onward.domain.errors import (
     NotReplayable,
     OnwardError,
     PayloadTooLarge,
+    RowNotAdopted,
     StoreContention,
-    StoreInvariantViolation,
     UnstorableValue,
 )
 from onward.domain.lifecycle import Change, Decision, Refusal, RefusalReason, StaleReport
@@ -65,6 +65,7 @@ from onward.faults import fault_point
 from onward.settings import DAY_S, DEFAULT_JOB_RETENTION_DAYS, DEFAULT_OUTBOX_RETENTION_DAYS, Settings
 from onward.store.answers import CancelOutcome, CancelStatus, Created, Report, ReportStatus
 from onward.store.claims import AdmissionRefused, Claimer, FlexRefused
+from onward.store.commit_inputs import claimed_at_of, rate_take_of
 from onward.store.concurrency_keys import ConcurrencySlots, JobHeld
 from onward.store.concurrency_overflow import apply_overflow
 from onward.store.creation import MAX_PARAMS_BYTES, JobCreation
@@ -78,13 +79,14 @@ from onward.store.pauses import FlowControl, flow_book_of, paused_refusal
 from onward.store.ports.concurrency_keys import SlotReturn
 from onward.store.ports.index_shards import LEASE_SHARDS
 from onward.store.ports.outcomes import CommitOutcome, RenewalAnswer
-from onward.store.ports.rate_buckets import RateTake
 from onward.store.ports.recorder import JobRecorder
+from onward.store.ports.region_epochs import WriterEpoch
 from onward.store.ports.rows import DueJob, JobRow
 from onward.store.ports.tenant_values import Tenant, TenantState
 from onward.store.ports.write_plans import Admission, TransitionWrite, ends_attempt
 from onward.store.progress import ProgressAnswer, record_progress
 from onward.store.rate_limits import JobDeferred, RateLimits
+from onward.store.region_fence import RegionFence, of_epoch
 from onward.store.stats import StoreStats
 from onward.store.tenants import TenantRegistry
 from onward.store.unique_keys import UniqueKeys
@@ -110,7 +112,7 @@ def _new_job_id() -> str:
     return uuid.uuid4().hex
 
 
-class JobStore(JobReads):
+class JobStore(JobReads, RegionFence):
     """The job state machine over a JobRecorder (DynamoDB unless given another). Thread-safe: share one per
     process."""
 
@@ -126,6 +128,7 @@ class JobStore(JobReads):
         job_retention_days: int | None = None,  # default: the deployment's (settings.job_retention_days)
         retention_policy: RetentionPolicy | None = None,  # default: the deployment's, else job_retention_days
         recorder: JobRecorder | None = None,  # default: DynamoDB, the deployment's tables through `client`
+        region_epoch: int = 0,  # the epoch it writes under (issue 39: onward.store.region_fence)
     ) -> None:
         if recorder is None:
             if settings is None:
@@ -137,7 +140,7 @@ class JobStore(JobReads):
                                      else settings.outbox_retention_days)
         if job_retention_days is None:
             job_retention_days = DEFAULT_JOB_RETENTION_DAYS if settings is None else settings.job_retention_days
-        self._recorder = recorder
+        self._recorder, self._writer_epoch = recorder, WriterEpoch(region_epoch)
         self._clock = clock
         self._backoff = backoff
         self._rng = rng or random.Random()
@@ -167,6 +170,7 @@ class JobStore(JobReads):
         self.rate_limits = RateLimits(recorder, clock)  # rate limits (issue 37): onward.store.rate_limits
         self.type_catalog = JobTypes(recorder_of(recorder), clock)  # retry policies per type (issue 37)
         self._creation.type_defaults = self.type_catalog.with_type_defaults
+        self._creation.writer_epoch = self._writer_epoch  # (the region fence, issue 39)
 
     @classmethod
     def in_memory(
@@ -177,11 +181,12 @@ class JobStore(JobReads):
         rng: random.Random | None = None,
         recorder: MemoryRecorder | None = None,  # another store's, to share its state
         retention_policy: RetentionPolicy | None = None,
+        region_epoch: int = 0,  # the epoch it writes under (issue 39)
     ) -> JobStore:
         """A store over a fresh in-memory recorder (onward.store.memory.recorder): no AWS, for tests and
         simulations."""
         return cls(recorder=recorder or MemoryRecorder(), clock=clock, backoff=backoff, rng=rng,
-                   retention_policy=retention_policy)
+                   retention_policy=retention_policy, region_epoch=region_epoch)
 
     @property
     def recorder(self) -> JobRecorder:
@@ -256,8 +261,8 @@ class JobStore(JobReads):
             decision, row = self._settle(
                 due.job_id, lambda job: paused_refusal(self._flow.switches(), job)
                 or lifecycle.claim(job, worker_id, lease_ms, self._clock()), admission=admission, known=due.row)
-        except (JobDeferred, JobHeld):  # rate limited (a token reserved) or its concurrency key at its limit (held)
-            return None
+        except (JobDeferred, JobHeld, RowNotAdopted):  # rate limited (a token reserved), its concurrency key at its
+            return None  # limit (held), or a row of an earlier region epoch, not yet adopted (issue 39)
         if isinstance(decision, Change) and decision.after.state is JobState.RUNNING:
             self._held.remember(decision.after, row.ready_shards, admission.running_shard)
             return Lease(job=decision.after, worker_id=worker_id, lease_expires_at=decision.after.lease_expires_at or 0)
@@ -269,7 +274,8 @@ class JobStore(JobReads):
         is marked on its run record (`lease_lost_at`) with the overlaps it reveals (best effort: the refusal
         is answered whatever happens to that bookkeeping)."""
         now = self._clock()
-        answer = self._recorder.renew_lease(lease.job_id, lease.attempt, lease.worker_id, now + int(lease_s * 1000))
+        answer = self._recorder.renew_lease(lease.job_id, lease.attempt, lease.worker_id, now + int(lease_s * 1000),
+                                            region_epoch=self._writer_epoch.value)
         if not answer.held:
             try:
                 self._zombies.lease_lost(lease, now)
@@ -363,7 +369,10 @@ class JobStore(JobReads):
         for shard in range(LEASE_SHARDS):
             for job_id in self._recorder.expired_leases(shard, reaped_at, limit):
                 fault_point("store.reap.before_transition", job_id)
-                decision = self._transition(job_id, lambda job: lifecycle.reap(job, reaped_at))
+                try:
+                    decision = self._transition(job_id, lambda job: lifecycle.reap(job, reaped_at))
+                except RowNotAdopted:  # (of an earlier region epoch: the fence reconciler adopts it, issue 39)
+                    continue
                 if isinstance(decision, Change):
                     moved.append(decision.after)
         return moved
@@ -414,7 +423,7 @@ class JobStore(JobReads):
         moved, drops the copy and the row is read and decided again. (A TransactionConflict says nothing
         about the row: the copy is tried again.)"""
         for round_ in range(MAX_ROUNDS):
-            row = known if known is not None else self._read(job_id)
+            row = known if known is not None else of_epoch(self._read(job_id), self._writer_epoch.value)
             if row.held_by is not None:  # held aside (onward.store.held_jobs): a claim passes it, all else puts it back
                 if admission is not None:
                     return Refusal(RefusalReason.NOT_CLAIMABLE, row.job), row
@@ -449,14 +458,15 @@ class JobStore(JobReads):
         assert change.before is not None
         if ends_attempt(change) and claimed_at is None:
             assert change.close_run is not None
-            claimed_at = self._claimed_at(change.after.job_id, change.close_run.attempt)
+            claimed_at = claimed_at_of(self._recorder, change.after.job_id, change.close_run.attempt)
         after = change.after
         write = TransitionWrite.of(change, ready_shards=row.ready_shards, retention_s=self._retention_s,
                                    job_retention_s=self._policy.for_job(after.tenant_id, after.type, after.state),
                                    admission=admission,
                                    claimed_at=claimed_at, running_shard=row.running_shard,
-                                   clock=self._registry.virtual_clock(), rate=self._rate_take(change),
-                                   concurrency=self.concurrency.for_commit(change))
+                                   clock=self._registry.virtual_clock(), rate=rate_take_of(self.rate_limits, change),
+                                   concurrency=self.concurrency.for_commit(change),
+                                   region_epoch=self._writer_epoch.value)
         fault_point("store.before_commit", write.subject)
         outcome = self._recorder.commit(write)
         if outcome is CommitOutcome.COMMITTED:
@@ -473,17 +483,3 @@ class JobStore(JobReads):
         if outcome is CommitOutcome.CAP_REACHED:
             raise AdmissionRefused()
         raise FlexRefused()
-
-    def _rate_take(self, change: Change) -> RateTake | None:
-        """A claim's take from its rate limits' buckets (JobDeferred: no token now, it reserved one)."""
-        if change.before is None or change.open_run is None:
-            return None
-        return self.rate_limits.limiter.for_claim(change.before, change.open_run.claimed_at)
-
-    def _claimed_at(self, job_id: str, attempt: int) -> EpochMs:
-        """When an attempt was claimed, from its run record (for a transition without the worker's lease:
-        the reaper's)."""
-        run = self._recorder.run(job_id, attempt)
-        if run is None:
-            raise StoreInvariantViolation(f"job {job_id} attempt {attempt} is running without a run record")
-        return run.claimed_at

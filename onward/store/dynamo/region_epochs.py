@@ -71,19 +71,19 @@ class DynamoRegionEpochs(RegionEpochBook):
 
     def unadopted(self, epoch: int, cursor: str | None, limit: int) -> tuple[list[str], str | None]:
         phase, start = (_PHASES[0], None) if cursor is None else json.loads(cursor)
-        request: dict[str, Any] = {"TableName": self._jobs, "Limit": limit, "ProjectionExpression": "pk"}
+        older = {"ExpressionAttributeNames": {"#re": REGION_EPOCH_ATTRIBUTE},
+                 "ExpressionAttributeValues": {":e": {"N": str(epoch)}}}
+        resume_at = {} if start is None else {"ExclusiveStartKey": start}
+        # (each phase's request written out whole: the template's code scan reads the index each one names)
         if phase == "ready":
-            request |= {"IndexName": "ready", "FilterExpression": _OLDER}
+            page = self._db.scan(TableName=self._jobs, IndexName="ready", Limit=limit, ProjectionExpression="pk",
+                                 FilterExpression=_OLDER, **older, **resume_at)
         elif phase == "leases":
-            request |= {"IndexName": "leases"}
+            page = self._db.scan(TableName=self._jobs, IndexName="leases", Limit=limit, ProjectionExpression="pk",
+                                 **resume_at)
         else:  # (few rows of the table are held: its pages read more, as the filter keeps few)
-            request |= {"FilterExpression": f"attribute_exists(held_by) AND {_OLDER}", "Limit": limit * 10}
-        if "FilterExpression" in request:
-            request |= {"ExpressionAttributeNames": {"#re": REGION_EPOCH_ATTRIBUTE},
-                        "ExpressionAttributeValues": {":e": {"N": str(epoch)}}}
-        if start is not None:
-            request["ExclusiveStartKey"] = start
-        page = self._db.scan(**request)
+            page = self._db.scan(TableName=self._jobs, Limit=limit * 10, ProjectionExpression="pk",
+                                 FilterExpression=f"attribute_exists(held_by) AND {_OLDER}", **older, **resume_at)
         job_ids = [job_id_of(item["pk"]["S"]) for item in page.get("Items", [])]
         following = page.get("LastEvaluatedKey")
         if following is not None:

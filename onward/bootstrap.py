@@ -59,6 +59,7 @@ if TYPE_CHECKING:
     from onward.pipeline.projector.projector import StatusProjector
     from onward.pipeline.relay.publisher import KinesisPublisher
     from onward.pipeline.relay.relay import Relay
+    from onward.pipeline.replication_status import ReplicationStatus  # fence reconciler (issue 39)
     from onward.pipeline.shards import ShardCatalog
     from onward.pipeline.view import StatusViewReader
     from onward.pipeline.webhooks.wiring import WebhookParts
@@ -454,6 +455,14 @@ class Deployment:
                             DynamoWebhooks(self.client("dynamodb"), self.settings.require("jobs_table")),
                             lambda: SqsDeliveryQueue(self.client("sqs"),
                                                      self.settings.require("webhook_deliveries_queue")))
+
+    # fence reconciler (issue 39): the replication block of the statuses' freshness after a failover
+    @Component
+    def replication_status(self) -> ReplicationStatus:
+        from onward.pipeline.replication_status import ReplicationStatus
+
+        return ReplicationStatus(self.client("dynamodb"), self.settings.require("jobs_table"),
+                                 self.settings.require("outbox_table"), self.job_store.region_epoch)
 
 
 class ApiDeployment(Deployment):

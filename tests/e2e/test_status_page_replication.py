@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from onward.bootstrap import ApiDeployment, Deployment
-from onward.pipeline.replication_status import declare_reconciled
+from onward.pipeline.replication_status import declare_reconciled, record_home_seen
 from tests.e2e.page_support import TOKENS, screenshot, sign_in, submit, submitted_job_id
 
 pytestmark = [pytest.mark.integration, pytest.mark.own_stack]
@@ -30,8 +30,11 @@ def test_the_page_says_what_the_lost_home_may_not_have_sent(page, platform) -> N
     expect(page.locator("#replication-notice")).to_be_hidden()
 
     deployment = Deployment.from_environment()  # the one the platform and its API handler share
-    deployment.job_store.raise_region_epoch(1, home="us-west-2", previous_home="us-east-1", reason="drill",
-                                            decided_by="test")
+    raised = deployment.job_store.raise_region_epoch(1, home="us-west-2", previous_home="us-east-1",
+                                                     reason="drill", decided_by="test")
+    # the failover's operator records the newest heartbeat of the old home this Region holds
+    assert record_home_seen(deployment.client("dynamodb"), deployment.settings.require("jobs_table"),
+                            deployment.settings.require("outbox_table"), 1, raised.fenced_at) is not None
     ApiDeployment.from_environment().replication_status.forget()  # the API's own components (30 s cache)
     status = httpx.get(f"{platform.url}/jobs/{job_id}", headers={"Authorization": f"Bearer {TOKENS['acme']}"},
                        timeout=30).json()
@@ -46,7 +49,6 @@ def test_the_page_says_what_the_lost_home_may_not_have_sent(page, platform) -> N
     screenshot(page, "replication-unreconciled")
 
     declare_reconciled(deployment.client("dynamodb"), deployment.settings.require("jobs_table"), 1,
-                       by="test", reason="old home's backlog reconciled", at=deployment.job_store.region_epoch()
-                       .fenced_at or 0)
+                       by="test", reason="old home's backlog reconciled", at=raised.fenced_at or 0)
     ApiDeployment.from_environment().replication_status.forget()  # the API's own components (30 s cache)
     expect(notice).to_contain_text("may have been lost: they did not reach this Region.")

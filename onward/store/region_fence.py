@@ -21,7 +21,7 @@ import time
 from typing import TYPE_CHECKING, NamedTuple
 
 from onward.domain.clock import Clock, EpochMs
-from onward.domain.errors import EpochRaceLost, RegionFenced, StoreContention
+from onward.domain.errors import EpochRaceLost, RegionFenced, RowNotAdopted, StoreContention
 from onward.domain.lifecycle import Change
 from onward.domain.models import Job
 from onward.domain.regions import RegionEpoch, adoption
@@ -58,6 +58,24 @@ def region_epochs_of(recorder: object) -> RegionEpochBook:
     if book is None:
         raise TypeError(f"{type(recorder).__name__} keeps no region epoch item")
     return book  # type: ignore[no-any-return]
+
+
+def of_epoch(row: JobRow, epoch: int) -> JobRow:
+    """`row`, read to decide a transition of a writer of `epoch`: RowNotAdopted when it is of an earlier epoch,
+    RegionFenced when of a later one (the writer is stale), before any write is tried. (The commit's condition
+    refuses it too; this read tells the refusal apart even where the refusal returns no row.) An ended row
+    is let through: it is adopted only when something changes it (the reconciler's), and a transition of
+    one that writes (a replay) is refused by its commit's condition; the others write nothing (a cancel of a
+    finished job is answered from the row, as it always was)."""
+    if is_terminal(row.job.state):
+        return row
+    if row.region_epoch < epoch:
+        raise RowNotAdopted(f"job {row.job.job_id}: its row is of region epoch {row.region_epoch}, not yet adopted "
+                            f"into {epoch}")
+    if row.region_epoch > epoch:
+        raise RegionFenced(f"job {row.job.job_id}: its row is of region epoch {row.region_epoch}; this writer's is "
+                           f"{epoch}")
+    return row
 
 
 class RegionFence:
@@ -119,7 +137,8 @@ class RegionFence:
 
     def adopt(self, job_id: str, epoch: int) -> Job | None:
         """Adopt one job into `epoch`, whatever its state (an ended row is restamped as it is): the job as
-        adopted, or None when its row is at `epoch` or above already, or gone."""
+        adopted, or None when its row is at `epoch` already, or gone; RegionFenced when it is of a later epoch
+        (this adopter is stale)."""
         change = self._adopt(job_id, epoch)
         return None if change is None else change.after
 
@@ -127,7 +146,10 @@ class RegionFence:
         store: JobStore = self  # type: ignore[assignment]
         for round_ in range(ADOPT_ROUNDS):
             row = self._recorder.job(job_id)
-            if row is None or row.region_epoch >= epoch:
+            if row is not None and row.region_epoch > epoch:
+                raise RegionFenced(f"job {job_id} is of region epoch {row.region_epoch}: it cannot be adopted into "
+                                   f"{epoch}")
+            if row is None or row.region_epoch == epoch:
                 return None
             if row.held_by is not None:  # held aside (onward.store.held_jobs): back in its queue, then adopted
                 row = store._holding.put_back(row)

@@ -60,6 +60,7 @@ if TYPE_CHECKING:
     from onward.pipeline.projector.projector import StatusProjector
     from onward.pipeline.relay.publisher import KinesisPublisher
     from onward.pipeline.relay.relay import Relay
+    from onward.pipeline.replication_status import ReplicationStatus  # fence reconciler (issue 39)
     from onward.pipeline.shards import ShardCatalog
     from onward.pipeline.view import StatusViewReader
     from onward.pipeline.webhooks.wiring import WebhookParts
@@ -161,7 +162,9 @@ class Deployment:
         from onward.store.service import JobStore
 
         store = JobStore(self.settings, client=self.client("dynamodb"))
-        self._attach_authority(store)  # issue 39: the authority lease, when ONWARD_WITNESS names a witness
+        from onward.runtime.authority import attach_from_environment
+
+        attach_from_environment(store, AuthoritySettings.from_environment(self.environ), self.settings)  # issue 39
         return store
 
     @Component
@@ -467,15 +470,13 @@ class Deployment:
 
         return lease_of(self.job_store)
 
-    def _attach_authority(self, store: JobStore) -> None:
-        from onward.runtime.authority import attach, lease_from_settings
+    # fence reconciler (issue 39): the replication block of the statuses' freshness after a failover
+    @Component
+    def replication_status(self) -> ReplicationStatus:
+        from onward.pipeline.replication_status import ReplicationStatus
 
-        """With a witness (several Regions): the store writes under the epoch item's epoch from the start (the
-        lease keeps it current), and the lease decides whether its processes act. Without one: epoch 0, home."""
-        lease = lease_from_settings(AuthoritySettings.from_environment(self.environ), self.settings, store)
-        if lease is not None:
-            store.set_region_epoch(store.region_epoch().epoch)
-            attach(store, lease)
+        return ReplicationStatus(self.client("dynamodb"), self.settings.require("jobs_table"),
+                                 self.job_store.region_epoch)
 
 
 class ApiDeployment(Deployment):

@@ -216,6 +216,15 @@ def lease_from_settings(authority: AuthoritySettings, settings: Settings, store:
                           home_region=authority.home_region, store=store)
 
 
+def attach_from_environment(store: JobStore, authority: AuthoritySettings, settings: Settings) -> None:
+    """With a witness (several Regions): the store writes under the epoch item's epoch from the start (the
+    lease keeps it current), and the lease decides whether its processes act. Without one: epoch 0, home."""
+    lease = lease_from_settings(authority, settings, store)
+    if lease is not None:
+        store.set_region_epoch(store.region_epoch().epoch)
+        attach(store, lease)
+
+
 def authority_now(lease: AuthorityLease | None) -> AuthorityState:
     """What `GET /health` says: the lease's state after a check if one is due; home without a lease."""
     if lease is None:

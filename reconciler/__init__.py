@@ -1,0 +1,2 @@
+"""The fence reconciler's SAM function folder: template.yaml's ReconcilerFunction Handler is
+reconciler.app.handler."""

@@ -1,0 +1,68 @@
+"""The parts of issue 39 the drill drives, each through its interface (docs/briefs' shared interface): the
+store's region fence, `onward failover`, the authority lease and the fence reconciler. A part that is not in
+this tree is answered as `Missing` with the reason, and the audit reports its row failed for it: the drill
+never stands in for a part with code of its own (a stand-in would audit the stand-in)."""
+
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from onward.bootstrap import Deployment
+from tests.drill.history import Missing
+
+ONWARD = str(Path(sys.executable).with_name("onward"))
+
+
+def fence_missing() -> Missing | None:
+    """The store's fence (fence39): onward.domain.regions and JobStore.region_epoch."""
+    try:
+        importlib.import_module("onward.domain.regions")
+    except ImportError as error:
+        return Missing("region fence (onward.domain.regions, JobStore.region_epoch)", f"not in this tree: {error}")
+    from onward.store.service import JobStore
+
+    if not hasattr(JobStore, "region_epoch"):
+        return Missing("region fence (JobStore.region_epoch)", "JobStore has no region_epoch")
+    return None
+
+
+def region_epoch_of(deployment: Deployment) -> int:
+    """The Region's epoch item (0 when the fence is not there or the item is absent)."""
+    store = deployment.job_store
+    reader = getattr(store, "region_epoch", None)
+    if not callable(reader):
+        return 0
+    return int(reader().epoch)
+
+
+@dataclass(frozen=True)
+class Failover:
+    ok: bool
+    seconds: float
+    output: str
+
+
+def run_failover(environment: dict[str, str], to: str, fence_window_s: float) -> Failover:
+    """`onward failover --to REGION --fence-window-s N` as an operator runs it (a command of its own)."""
+    started = time.monotonic()
+    result = subprocess.run([ONWARD, "failover", "--to", to, "--fence-window-s", str(fence_window_s),
+                             "--reason", "drill: home partitioned"],
+                            env=environment, capture_output=True, text=True, timeout=300, check=False)
+    return Failover(result.returncode == 0, time.monotonic() - started,
+                    (result.stdout + result.stderr).strip()[-2000:])
+
+
+def authority_lease(deployment: Deployment) -> Any | None:
+    """The old home's authority lease (auth39), None when it is not in this tree."""
+    return None
+
+
+def reconcile(deployment: Deployment) -> int | Missing:
+    """The fence reconciler (recon39) run once over B: how many late writes it undid or adopted."""
+    return Missing("fence reconciler", "not in this tree")

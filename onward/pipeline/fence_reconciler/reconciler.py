@@ -1,0 +1,243 @@
+"""Applies the fence reconciler's decisions (onward.domain.fence_reconciliation) to the jobs table of the Region
+that is home, one stream record at a time, in stream order, with conditional writes, so that a redelivered
+record changes nothing twice:
+
+- RESTORE: the old image put back exactly as the stream record carried it, on the condition that the item
+  still has an epoch below the restored image's (a later write of the new home, or the restore delivered
+  before, fails the condition: nothing is written and it is counted `superseded`); then the late write's
+  attempt's run record is marked (once: `fenced_by` is its mark) and the overlap recorded on both runs;
+- ADOPT: JobStore.adopt (conditioned on the row's epoch being below e: None when adopted already).
+
+Records committed in this Region before the fence (`fenced_at`) are skipped: the adoption pass that follows
+the fence takes what they wrote, so a mapping started at the stream's trim horizon costs no write for them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple, Protocol
+
+from boto3.dynamodb.types import TypeDeserializer
+from botocore.exceptions import ClientError
+
+from onward.domain.clock import EpochMs, system_clock
+from onward.domain.fence_reconciliation import (
+    FENCED_BY,
+    FENCED_BY_REGION_EPOCH,
+    REGION_EPOCH,
+    REGION_FAILOVER,
+    RUN_PREFIX,
+    Action,
+    LateWrite,
+    decide,
+    epoch_of,
+    new_home_attempts,
+)
+from onward.domain.states import RunOutcome
+from onward.store.dynamo.keys import job_pk, run_key
+from onward.store.dynamo.writes import overlap_clauses
+from onward.store.ports.write_plans import OverlapMark
+
+Item = dict[str, Any]  # DynamoDB's wire format
+
+_deserializer = TypeDeserializer()
+STREAM_TIME_SLACK_MS = 1000
+
+
+class BatchFailure(NamedTuple):
+    """The first record of a batch that failed (its index) and why."""
+
+    at: int
+    error: Exception
+
+
+def plain(image: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """A stream image as plain values (numbers as Decimal, number sets as sets), or None."""
+    if image is None:
+        return None
+    return {name: _deserializer.deserialize(value) for name, value in image.items()}
+
+
+@dataclass(frozen=True)
+class JobsStreamRecord:
+    """One record of the jobs table's stream: its images in wire form (None when absent) and when it was
+    committed in this Region (epoch ms; DynamoDB Streams' ApproximateCreationDateTime)."""
+
+    sequence_number: str
+    old_image: Item | None
+    new_image: Item | None
+    committed_at: EpochMs
+
+
+class RegionEpochView(Protocol):
+    @property
+    def epoch(self) -> int: ...
+    @property
+    def fenced_at(self) -> EpochMs | None: ...
+
+
+class RegionAuthority(Protocol):
+    """What the reconciler needs of the job store (onward.store.service.JobStore, issue 39's shared interface)."""
+
+    def region_epoch(self) -> Any: ...  # RegionEpoch (onward.domain.regions)
+
+    def adopt(self, job_id: str, epoch: int) -> Any: ...  # Job | None (None: adopted already)
+
+
+@dataclass
+class ReconcileTally:
+    """What a batch did: restored late writes, adopted jobs (`restamped` of them terminal), run records marked
+    late, overlaps recorded (pairs), restores and marks found done already (`superseded`: redelivered, or
+    the new home wrote since), records skipped (nothing to do, or committed before the fence)."""
+
+    restored: int = 0
+    adopted: int = 0
+    restamped: int = 0
+    marked: int = 0
+    overlaps: int = 0
+    superseded: int = 0
+    skipped: int = 0
+    reasons: dict[str, int] = field(default_factory=dict)
+
+    def add(self, other: ReconcileTally) -> None:
+        for name in ("restored", "adopted", "restamped", "marked", "overlaps", "superseded", "skipped"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        for reason, count in other.reasons.items():
+            self.reasons[reason] = self.reasons.get(reason, 0) + count
+
+
+def _condition_failed(error: ClientError) -> bool:
+    code: str | None = error.response.get("Error", {}).get("Code")
+    return code == "ConditionalCheckFailedException"
+
+
+class FenceReconciler:
+    """The jobs table's stream -> restores and adoptions in the home Region (see the module's docstring)."""
+
+    def __init__(self, client: Any, jobs_table: str, authority: RegionAuthority,
+                 clock: Callable[[], EpochMs] = system_clock) -> None:
+        self._db = client
+        self._jobs = jobs_table
+        self._authority = authority
+        self._clock = clock
+
+    def reconcile(self, records: list[JobsStreamRecord], tally: ReconcileTally) -> BatchFailure | None:
+        """Reconcile `records` in order, stopping at the first that fails: it and every one after it are to be
+        delivered again (a later record of an item must not be applied before an earlier one: a late write's
+        restore before the adoption its next record asks for). The epoch item is read once per batch."""
+        current: RegionEpochView = self._authority.region_epoch()
+        for index, record in enumerate(records):
+            try:
+                self.reconcile_one(record, current, tally)
+            except Exception as error:  # noqa: BLE001 - reported as the batch's partial failure, then redelivered
+                return BatchFailure(index, error)
+        return None
+
+    def reconcile_one(self, record: JobsStreamRecord, current: RegionEpochView, tally: ReconcileTally) -> None:
+        """One record (see the module's docstring). Records committed before the fence are skipped (a second
+        of slack: DynamoDB Streams' creation time is rounded down to the second)."""
+        if current.epoch == 0 or (current.fenced_at is not None
+                                  and record.committed_at + STREAM_TIME_SLACK_MS < current.fenced_at):
+            tally.skipped += 1
+            return
+        decision = decide(plain(record.old_image), plain(record.new_image), current.epoch)
+        tally.reasons[decision.reason] = tally.reasons.get(decision.reason, 0) + 1
+        if decision.action is Action.NOTHING:
+            tally.skipped += 1
+        elif decision.action is Action.ADOPT:
+            assert decision.job_id is not None
+            if self._authority.adopt(decision.job_id, current.epoch) is not None:
+                tally.adopted += 1
+                tally.restamped += decision.terminal
+            else:
+                tally.superseded += 1
+        else:
+            assert record.old_image is not None and decision.image is not None
+            self._restore(record.old_image, epoch_of(decision.image), tally)
+            if decision.late is not None:
+                self._mark_late(decision.late, current.epoch, tally)
+
+    def _restore(self, image: Item, restored_epoch: int, tally: ReconcileTally) -> None:
+        try:
+            self._db.put_item(
+                TableName=self._jobs, Item=image,
+                ConditionExpression="attribute_exists(pk) AND (attribute_not_exists(#re) OR #re < :re)",
+                ExpressionAttributeNames={"#re": REGION_EPOCH},
+                ExpressionAttributeValues={":re": {"N": str(restored_epoch)}})
+        except ClientError as error:
+            if not _condition_failed(error):
+                raise
+            tally.superseded += 1
+            return
+        tally.restored += 1
+
+    def _mark_late(self, late: LateWrite, epoch: int, tally: ReconcileTally) -> None:
+        """Mark the late write's attempt's run record (once) and the overlap with every attempt that ran in
+        the new home, on both run records (`onward overlaps` lists them)."""
+        runs = self._runs(late.job_id)
+        run = next((run for run in runs if int(run["attempt"]) == late.attempt), None)
+        if run is None or epoch_of(run) < epoch:
+            return  # no such run here, or still a late image: its own record restores and marks it
+        at = late.at if late.at is not None else self._clock()
+        if run.get(FENCED_BY) is None and self._mark_fenced(late, run, at):
+            tally.marked += 1
+        partners = [other for other in runs
+                    if int(other["attempt"]) in new_home_attempts(runs, epoch, late.attempt)]
+        for partner in partners:
+            began = max(int(partner["claimed_at"]), int(run["claimed_at"]))
+            fresh = late.attempt not in set(map(int, partner.get("overlapped_with", set())))
+            self._mark_overlap(late.job_id, int(partner["attempt"]), OverlapMark((late.attempt,), began))
+            self._mark_overlap(late.job_id, late.attempt, OverlapMark((int(partner["attempt"]),), began))
+            tally.overlaps += fresh
+
+    def _runs(self, job_id: str) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = []
+        request: dict[str, Any] = {
+            "TableName": self._jobs, "ConsistentRead": True,
+            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :run)",
+            "ExpressionAttributeValues": {":pk": {"S": job_pk(job_id)}, ":run": {"S": RUN_PREFIX}}}
+        while True:
+            page = self._db.query(**request)
+            items += [plain(item) or {} for item in page["Items"]]
+            if "LastEvaluatedKey" not in page:
+                return items
+            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def _mark_fenced(self, late: LateWrite, run: Mapping[str, Any], at: EpochMs) -> bool:
+        """The late report on the run record, once (`fenced_by` absent), only on the run as it was read. A
+        run the adoption closed `region_failover` becomes `fenced` (its outcome kept as `reclaimed_as`, as
+        a zombie's: onward.store.zombie_marks); a run of the new home that shares the late attempt's number
+        keeps its outcome and only records the late report."""
+        names = {"#fb": FENCED_BY, "#re": REGION_EPOCH}
+        values: dict[str, Any] = {":fb": {"S": FENCED_BY_REGION_EPOCH}, ":at": {"N": str(at)},
+                                  ":re": {"N": str(epoch_of(run))}}
+        sets = ["#fb = :fb", "late_report_at = :at"]
+        if late.reported is not None:
+            sets.append("late_report = :late")
+            values[":late"] = {"S": late.reported.value}
+        condition = "attribute_exists(pk) AND attribute_not_exists(#fb) AND #re = :re"
+        if run.get("outcome") == REGION_FAILOVER:
+            sets += ["outcome = :fenced", "reclaimed_as = :prior"]
+            values |= {":fenced": {"S": RunOutcome.FENCED.value}, ":prior": {"S": REGION_FAILOVER}}
+            condition += " AND outcome = :prior"
+        try:
+            self._db.update_item(
+                TableName=self._jobs, Key={"pk": {"S": job_pk(late.job_id)},
+                                           "sk": {"S": run_key(late.job_id, late.attempt).sk}},
+                UpdateExpression="SET " + ", ".join(sets), ConditionExpression=condition,
+                ExpressionAttributeNames=names, ExpressionAttributeValues=values)
+        except ClientError as error:
+            if not _condition_failed(error):
+                raise
+            return False
+        return True
+
+    def _mark_overlap(self, job_id: str, attempt: int, mark: OverlapMark) -> None:
+        names: dict[str, str] = {}
+        values: dict[str, Any] = {}
+        sets, add = overlap_clauses(mark, names, values)
+        self._db.update_item(
+            TableName=self._jobs, Key={"pk": {"S": job_pk(job_id)}, "sk": {"S": run_key(job_id, attempt).sk}},
+            UpdateExpression=f"SET {', '.join(sets)} ADD {add}", ConditionExpression="attribute_exists(pk)",
+            ExpressionAttributeNames=names, ExpressionAttributeValues=values)

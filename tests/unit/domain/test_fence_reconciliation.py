@@ -1,0 +1,143 @@
+"""The fence reconciler's decision for one record of the jobs table's stream (onward.domain.fence_reconciliation)."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from onward.domain.fence_reconciliation import (
+    Action,
+    LateWrite,
+    decide,
+    epoch_of,
+    late_write,
+    new_home_attempts,
+)
+from onward.domain.states import RunOutcome
+
+EPOCH = 1
+
+
+def row(state: str = "queued", epoch: int | None = 0, attempt: int = 1, **more: Any) -> dict[str, Any]:
+    image: dict[str, Any] = {"pk": "JOB#j1", "sk": "JOB", "state": state, "attempt": Decimal(attempt),
+                             "version": Decimal(5), "updated_at": Decimal(1_000), **more}
+    if epoch is not None:
+        image["region_epoch"] = Decimal(epoch)
+    return image
+
+
+def run(attempt: int, epoch: int, outcome: str | None = None, **more: Any) -> dict[str, Any]:
+    image: dict[str, Any] = {"pk": "JOB#j1", "sk": f"RUN#{attempt:06d}", "attempt": Decimal(attempt),
+                             "claimed_at": Decimal(100), "region_epoch": Decimal(epoch), **more}
+    if outcome is not None:
+        image["outcome"] = outcome
+    return image
+
+
+def test_an_item_without_the_attribute_is_epoch_0() -> None:
+    """Items written before any failover carry no `region_epoch`: reading them as anything but 0 would
+    treat every old row as adopted and never adopt it."""
+    assert epoch_of({"pk": "JOB#j1"}) == 0
+    assert epoch_of(row(epoch=3)) == 3
+
+
+def test_a_write_at_the_current_epoch_is_left_alone() -> None:
+    """The new home's own writes (epoch e) and the restores themselves must not be reconciled again, or the
+    reconciler would fight the home it serves."""
+    assert decide(row(epoch=0), row(epoch=EPOCH), EPOCH).action is Action.NOTHING
+    assert decide(None, row(epoch=EPOCH + 1), EPOCH).action is Action.NOTHING
+
+
+def test_removals_and_items_outside_a_job_are_left_alone() -> None:
+    """TTL deletions have no new image; tenant counters and idempotency items are rebuilt or kept by the
+    adoption pass, not restored item by item."""
+    assert decide(row(epoch=EPOCH), None, EPOCH).action is Action.NOTHING
+    counter = {"pk": "TENANT#t#RUNNING#0", "sk": "RUNNING", "region_epoch": Decimal(0)}
+    assert decide({**counter, "region_epoch": Decimal(EPOCH)}, counter, EPOCH).action is Action.NOTHING
+
+
+def test_a_late_write_over_an_adopted_row_restores_the_adopted_row() -> None:
+    """Last writer wins let the old home's completion overwrite the row the new home adopted: without the
+    restore the new home's queued job would show the old home's `succeeded`, and its next transition (conditioned
+    on region_epoch = e) would be refused forever."""
+    adopted = row("queued", epoch=EPOCH, attempt=2)
+    late = row("succeeded", epoch=0, attempt=2, updated_at=Decimal(2_000))
+    decision = decide(adopted, late, EPOCH)
+    assert decision.action is Action.RESTORE
+    assert decision.image == adopted
+    assert decision.late_epoch == 0
+    assert decision.late == LateWrite("j1", 2, RunOutcome.SUCCEEDED, 2_000)
+
+
+def test_a_late_run_record_is_restored_and_names_what_it_reported() -> None:
+    """The adoption closed the run `region_failover`; the old home's report of that attempt replicates in:
+    the run record goes back to the adoption's close, and the report is kept as the late report."""
+    closed = run(3, EPOCH, "region_failover", finished_at=Decimal(500))
+    late = run(3, 0, "failed", finished_at=Decimal(900))
+    decision = decide(closed, late, EPOCH)
+    assert decision.action is Action.RESTORE
+    assert decision.late == LateWrite("j1", 3, RunOutcome.FAILED, 900)
+
+
+def test_a_never_adopted_job_is_adopted() -> None:
+    """A job the old home created (or finished) during the partition reaches the new home after the fence:
+    without adoption its row stays at epoch e - 1 and no transition of the new home could move it."""
+    created = decide(None, row("queued", epoch=0), EPOCH)
+    assert (created.action, created.job_id, created.terminal) == (Action.ADOPT, "j1", False)
+    finished = decide(row("running", epoch=0), row("succeeded", epoch=0), EPOCH)
+    assert (finished.action, finished.terminal) == (Action.ADOPT, True)
+
+
+def test_other_items_of_a_never_adopted_job_wait_for_their_row() -> None:
+    """A run record or result of a job not adopted is the row's adoption's business: restoring or adopting
+    it on its own would write an item the adoption then contradicts."""
+    assert decide(None, run(1, 0), EPOCH).action is Action.NOTHING
+    result = {"pk": "JOB#j1", "sk": "RESULT", "attempt": Decimal(1), "region_epoch": Decimal(0)}
+    assert decide(None, result, EPOCH).action is Action.NOTHING
+
+
+def test_a_restore_of_an_intermediate_epoch_then_asks_for_adoption() -> None:
+    """Epoch 2 in a Region where a row adopted at epoch 1 was overwritten by an epoch-0 write: the epoch-1 image
+    comes back (it is newer than the late write), and its own record then says adopt (it is still below 2)."""
+    at_one = row("queued", epoch=1)
+    late = row("running", epoch=0)
+    assert decide(at_one, late, 2).action is Action.RESTORE
+    assert decide(late, at_one, 2).action is Action.ADOPT
+
+
+def test_a_late_row_of_an_unclaimed_job_names_no_attempt() -> None:
+    """Attempt 0 never ran: marking RUN#000000 would create a run record for nothing."""
+    assert late_write("j1", row("queued", epoch=0, attempt=0)) is None
+
+
+def test_new_home_attempts_are_those_written_at_the_epoch_but_the_adoptions_closes() -> None:
+    """The run the adoption closed ran in the old home: naming it as an overlap partner would say the late
+    attempt overlapped itself in the old home."""
+    runs = [run(1, 0, "failed"), run(2, EPOCH, "region_failover"), run(3, EPOCH, "succeeded"), run(4, EPOCH)]
+    assert new_home_attempts(runs, EPOCH, late_attempt=2) == [3, 4]
+    assert new_home_attempts(runs, EPOCH, late_attempt=3) == [4]
+
+
+states = st.sampled_from(["queued", "running", "retry_wait", "succeeded", "dead", "cancelled", "quarantined"])
+epochs = st.integers(min_value=0, max_value=5)
+images = st.builds(lambda state, epoch, attempt: row(state, epoch=epoch, attempt=attempt),
+                   states, epochs, st.integers(min_value=0, max_value=4))
+
+
+@given(old=st.none() | images, new=st.none() | images, epoch=st.integers(min_value=0, max_value=5))
+def test_never_restores_an_image_over_one_of_its_own_or_a_newer_epoch(
+        old: dict[str, Any] | None, new: dict[str, Any] | None, epoch: int) -> None:
+    """The reconciler must only ever undo a write by an older epoch: restoring over an equal or newer epoch's
+    image would undo the new home's own work (or a later failover's)."""
+    decision = decide(old, new, epoch)
+    if decision.action is Action.RESTORE:
+        assert old is not None and new is not None and decision.image is old
+        assert epoch_of(old) > epoch_of(new)
+        assert epoch_of(new) < epoch
+        # the restore's own record never asks for a restore again: no ping-pong between two images
+        assert decide(new, old, epoch).action is not Action.RESTORE
+    if new is not None and epoch_of(new) >= epoch:
+        assert decision.action is Action.NOTHING

@@ -270,6 +270,11 @@ def run_drill(config: DrillConfig) -> DrillResult:
              "start, clients switch to B", started)
         store_b = b.start_workers()
         b.start_heartbeats()
+        reconciler = parts.reconciler(b.deployment)
+        if isinstance(reconciler, Missing):
+            missing.append(reconciler)
+        else:
+            b.loop("fence-reconciler", reconciler.poll_once, 0.2)
         clients.switch(store_b, "B")
         reader.failed_over = True
         time.sleep(config.a_after_fence_s)
@@ -284,10 +289,15 @@ def run_drill(config: DrillConfig) -> DrillResult:
         _log(config, "the broken worker reported late; A's processes stopped; the link heals", started)
         regions.links.heal()
         regions.links.wait_idle(30)
-        reconciled = parts.reconcile(b.deployment)
-        if isinstance(reconciled, Missing):
-            missing.append(reconciled)
-            reconciled = 0
+        reconciled = 0
+        if not isinstance(reconciler, Missing):
+            # what the healed link brought: read to the end of the stream, then the loop goes on for B's writes
+            b.loops.pop("fence-reconciler").stop(10.0)
+            caught_up = time.monotonic() + 30
+            while reconciler.poll_once() and time.monotonic() < caught_up:
+                pass
+            reconciled = reconciler.reconciled
+            b.loop("fence-reconciler", reconciler.poll_once, 0.2)
         reader.reconciled = True
         time.sleep(max(0.0, config.clients_after_s - config.a_after_fence_s))
         clients.stop()

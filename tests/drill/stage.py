@@ -65,6 +65,8 @@ class Regions:
                          for region in (HOME, STANDBY, WITNESS)}
             self.environments = {region: dict(endpoint.deploy().environment)
                                  for region, endpoint in endpoints.items()}
+            for region in (HOME, STANDBY):
+                enable_jobs_stream(endpoints[region], self.environments[region]["JOBS_TABLE"])
             replicated = {region: self.environments[region] for region in (HOME, STANDBY)}
             self.replicator = self._stack.enter_context(
                 Replicator([endpoints[HOME], endpoints[STANDBY]], tables_of(replicated)))
@@ -87,6 +89,16 @@ class Regions:
         witness = self.environments[WITNESS]
         return {**self.environments[region], "ONWARD_WITNESS": f"table:{WITNESS}",
                 "ONWARD_WITNESS_ENDPOINT_URL": witness["AWS_ENDPOINT_URL"], "ONWARD_HOME_REGION": HOME}
+
+
+def enable_jobs_stream(endpoint: EmbeddedEndpoint, table: str) -> None:
+    """The jobs table's stream with both images, which the fence reconciler reads (the design's template
+    enables it in both Regions: docs/regional-recovery.md, "How it is fenced"); kept when the stack has it."""
+    client = endpoint.client("dynamodb")
+    if client.describe_table(TableName=table)["Table"].get("StreamSpecification", {}).get("StreamEnabled"):
+        return
+    client.update_table(TableName=table, StreamSpecification={"StreamEnabled": True,
+                                                              "StreamViewType": "NEW_AND_OLD_IMAGES"})
 
 
 def relay_handler(deployment: Deployment) -> Callable[[dict[str, Any], Any], dict[str, Any]]:
@@ -165,8 +177,8 @@ class RegionSide:
                                    deployment.checkpoint_store, batch_size=100)
         projector = EventsStreamPoller(deployment.client("kinesis"), deployment.settings.require("events_stream"),
                                        projector_handler(deployment), deployment.checkpoint_store, batch_size=100)
-        self._loop("relay", relay.poll_once, 0.1)
-        self._loop("projector", projector.poll_once, 0.1)
+        self.loop("relay", relay.poll_once, 0.1)
+        self.loop("projector", projector.poll_once, 0.1)
         if heartbeats:
             self.start_heartbeats()
 
@@ -176,17 +188,17 @@ class RegionSide:
         def beat() -> bool:
             emitter.emit()
             return False
-        self._loop("heartbeat", beat, 0.5)
+        self.loop("heartbeat", beat, 0.5)
 
     def start_workers(self, store: JobStore | None = None) -> JobStore:
         """The worker pool and the reaper on `store` (default: a new one of this Region as it now is)."""
         store = store or self.store()
         self.pool = WorkerPool(store, self.registry(), self._workers, self._lease_s, stop_grace_s=1.0)
         self.pool.start()
-        self._loop("reaper", lambda: reap_once(store), 0.5)
+        self.loop("reaper", lambda: reap_once(store), 0.5)
         return store
 
-    def _loop(self, name: str, tick: Callable[[], Any], idle_s: float) -> None:
+    def loop(self, name: str, tick: Callable[[], Any], idle_s: float) -> None:
         loop = BackgroundLoop(f"{self.role}-{name}", tick, idle_s)
         self.loops[name] = loop
         loop.start()

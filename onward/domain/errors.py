@@ -59,3 +59,17 @@ class ConcurrencyLimitReached(OnwardError):
     def __init__(self, key: str, running: int, limit: int) -> None:
         super().__init__(f"concurrency.key {key!r} has {running} of {limit} running (on_overflow: cancel_newest)")
         self.key = key
+
+
+# --- the region fence (issue 39: onward.store.region_fence) ---
+
+
+class EpochRaceLost(OnwardError):
+    """Raising the region epoch found it no longer at the epoch below the one asked for: another failover
+    raised it first (or the epoch asked for skips one). Nothing was written."""
+
+
+class RegionFenced(OnwardError):
+    """A write refused because of the region epoch: the writer's epoch is not the one the row carries (a
+    stale Region writing after a failover, or a row the new home has not adopted yet). Nothing was written;
+    a worker treats it as a lost lease (stops reporting the attempt, never retries it)."""

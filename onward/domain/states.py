@@ -25,6 +25,8 @@ class RunOutcome(StrEnum):
     CANCELLED = "cancelled"
     FENCED = "fenced"
     SNOOZED = "snoozed"  # snooze (issue 37): the handler asked to run again later, no attempt charged
+    # region fence (issue 39): the attempt's Region was failed over; closed by the new home, not charged
+    REGION_FAILOVER = "region_failover"
 
 
 class Transition(StrEnum):
@@ -41,6 +43,7 @@ class Transition(StrEnum):
     CANCEL = "cancel"
     REPLAY = "replay"
     SNOOZE = "snooze"  # snooze (issue 37): back to the queue, due later, not charged an attempt
+    ADOPT = "adopt"  # region fence (issue 39): the new home restamps a row of an older epoch (a running one requeued)
 
 
 TERMINAL_STATES: frozenset[JobState] = frozenset(
@@ -95,3 +98,9 @@ def check_transition(transition: Transition, source: JobState, target: JobState)
     """Raise IllegalTransition unless `transition` may move a job from `source` to `target`."""
     if target not in TRANSITIONS.get((transition, source), frozenset()):
         raise IllegalTransition(f"{transition.value}: {source.value} -> {target.value} is not allowed")
+
+
+# region fence (issue 39): an adoption keeps a waiting or ended job's state; a running one is queued again (or
+# cancelled, when its cancel was requested: its worker, in the lost Region, never acknowledges)
+TRANSITIONS.update({(Transition.ADOPT, state): frozenset({state}) for state in (_Q, _W, *TERMINAL_STATES)})
+TRANSITIONS[(Transition.ADOPT, _R)] = frozenset({_Q, JobState.CANCELLED})

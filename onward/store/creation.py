@@ -22,10 +22,12 @@ from onward.domain.errors import (
     StoreContention,
 )
 from onward.domain.models import Job, NewJob
+from onward.domain.regions import first_version_of
 from onward.store.answers import Created
 from onward.store.dynamo.transaction_limits import transaction_cuts
 from onward.store.ports.job_log import JobLog
 from onward.store.ports.outcomes import CreateOutcome
+from onward.store.ports.region_epochs import WriterEpoch
 from onward.store.ports.tenant_values import Tenant
 from onward.store.ports.write_plans import NewJobWrite
 from onward.store.tenants import TenantRegistry, check_tenant_id
@@ -77,6 +79,7 @@ class JobCreation:
         self._unique_keys = unique_keys  # unique jobs (issue 37)
         # the job's type's defaults (issue 37: its max_attempts; the store's JobTypes), after the digest
         self.type_defaults: Callable[[NewJob], NewJob] = lambda request: request
+        self.writer_epoch = WriterEpoch()  # the store's (region fence, issue 39): a create starts at its versions
 
     def create(self, tenant_id: str, request: NewJob, idempotency_key: str | None = None) -> Created:
         """Enqueue a job. With an Idempotency-Key, a retry of the same request returns the same job and
@@ -113,11 +116,15 @@ class JobCreation:
     def _new_job_write(self, tenant: Tenant, request: NewJob, idempotency_key: str | None) -> NewJobWrite:
         now = self._clock()
         change = lifecycle.create(self._new_job_id(), tenant.tenant_id, self.type_defaults(request), now)
+        epoch = self.writer_epoch.value
+        if epoch:  # (region fence, issue 39)
+            change = dataclasses.replace(change, after=change.after.model_copy(
+                update={"version": first_version_of(epoch)}))
         return NewJobWrite.of(
             change, ready_shards=tenant.ready_shards, retention_s=self._retention_s,
             job_retention_s=self._job_retention_s, clock=self._registry.virtual_clock(),
             idempotency=None if idempotency_key is None else (idempotency_key, request_digest(request)),
-            unique=unique_claim(change.after, request, now))
+            unique=unique_claim(change.after, request, now), region_epoch=epoch)
 
     def _unique_step(self, tenant_id: str, request: NewJob, write: NewJobWrite) -> Created | TryAgain:
         """What a create whose unique key was found held does next (onward.store.unique_keys)."""

@@ -54,7 +54,6 @@ from onward.domain.errors import (
     OnwardError,
     PayloadTooLarge,
     StoreContention,
-    StoreInvariantViolation,
     UnstorableValue,
 )
 from onward.domain.lifecycle import Change, Decision, Refusal, RefusalReason, StaleReport
@@ -65,6 +64,7 @@ from onward.faults import fault_point
 from onward.settings import DAY_S, DEFAULT_JOB_RETENTION_DAYS, DEFAULT_OUTBOX_RETENTION_DAYS, Settings
 from onward.store.answers import CancelOutcome, CancelStatus, Created, Report, ReportStatus
 from onward.store.claims import AdmissionRefused, Claimer, FlexRefused
+from onward.store.commit_inputs import claimed_at_of, rate_take_of
 from onward.store.concurrency_keys import ConcurrencySlots, JobHeld
 from onward.store.concurrency_overflow import apply_overflow
 from onward.store.creation import MAX_PARAMS_BYTES, JobCreation
@@ -78,13 +78,14 @@ from onward.store.pauses import FlowControl, flow_book_of, paused_refusal
 from onward.store.ports.concurrency_keys import SlotReturn
 from onward.store.ports.index_shards import LEASE_SHARDS
 from onward.store.ports.outcomes import CommitOutcome, RenewalAnswer
-from onward.store.ports.rate_buckets import RateTake
 from onward.store.ports.recorder import JobRecorder
+from onward.store.ports.region_epochs import WriterEpoch
 from onward.store.ports.rows import DueJob, JobRow
 from onward.store.ports.tenant_values import Tenant, TenantState
 from onward.store.ports.write_plans import Admission, TransitionWrite, ends_attempt
 from onward.store.progress import ProgressAnswer, record_progress
 from onward.store.rate_limits import JobDeferred, RateLimits
+from onward.store.region_fence import RegionFence
 from onward.store.stats import StoreStats
 from onward.store.tenants import TenantRegistry
 from onward.store.unique_keys import UniqueKeys
@@ -110,7 +111,7 @@ def _new_job_id() -> str:
     return uuid.uuid4().hex
 
 
-class JobStore(JobReads):
+class JobStore(JobReads, RegionFence):
     """The job state machine over a JobRecorder (DynamoDB unless given another). Thread-safe: share one per
     process."""
 
@@ -126,6 +127,7 @@ class JobStore(JobReads):
         job_retention_days: int | None = None,  # default: the deployment's (settings.job_retention_days)
         retention_policy: RetentionPolicy | None = None,  # default: the deployment's, else job_retention_days
         recorder: JobRecorder | None = None,  # default: DynamoDB, the deployment's tables through `client`
+        region_epoch: int = 0,  # the epoch it writes under (issue 39: onward.store.region_fence)
     ) -> None:
         if recorder is None:
             if settings is None:
@@ -137,7 +139,7 @@ class JobStore(JobReads):
                                      else settings.outbox_retention_days)
         if job_retention_days is None:
             job_retention_days = DEFAULT_JOB_RETENTION_DAYS if settings is None else settings.job_retention_days
-        self._recorder = recorder
+        self._recorder, self._writer_epoch = recorder, WriterEpoch(region_epoch)
         self._clock = clock
         self._backoff = backoff
         self._rng = rng or random.Random()
@@ -167,6 +169,7 @@ class JobStore(JobReads):
         self.rate_limits = RateLimits(recorder, clock)  # rate limits (issue 37): onward.store.rate_limits
         self.type_catalog = JobTypes(recorder_of(recorder), clock)  # retry policies per type (issue 37)
         self._creation.type_defaults = self.type_catalog.with_type_defaults
+        self._creation.writer_epoch = self._writer_epoch  # (the region fence, issue 39)
 
     @classmethod
     def in_memory(
@@ -177,11 +180,12 @@ class JobStore(JobReads):
         rng: random.Random | None = None,
         recorder: MemoryRecorder | None = None,  # another store's, to share its state
         retention_policy: RetentionPolicy | None = None,
+        region_epoch: int = 0,  # the epoch it writes under (issue 39)
     ) -> JobStore:
         """A store over a fresh in-memory recorder (onward.store.memory.recorder): no AWS, for tests and
         simulations."""
         return cls(recorder=recorder or MemoryRecorder(), clock=clock, backoff=backoff, rng=rng,
-                   retention_policy=retention_policy)
+                   retention_policy=retention_policy, region_epoch=region_epoch)
 
     @property
     def recorder(self) -> JobRecorder:
@@ -269,7 +273,8 @@ class JobStore(JobReads):
         is marked on its run record (`lease_lost_at`) with the overlaps it reveals (best effort: the refusal
         is answered whatever happens to that bookkeeping)."""
         now = self._clock()
-        answer = self._recorder.renew_lease(lease.job_id, lease.attempt, lease.worker_id, now + int(lease_s * 1000))
+        answer = self._recorder.renew_lease(lease.job_id, lease.attempt, lease.worker_id, now + int(lease_s * 1000),
+                                            region_epoch=self._writer_epoch.value)
         if not answer.held:
             try:
                 self._zombies.lease_lost(lease, now)
@@ -449,14 +454,15 @@ class JobStore(JobReads):
         assert change.before is not None
         if ends_attempt(change) and claimed_at is None:
             assert change.close_run is not None
-            claimed_at = self._claimed_at(change.after.job_id, change.close_run.attempt)
+            claimed_at = claimed_at_of(self._recorder, change.after.job_id, change.close_run.attempt)
         after = change.after
         write = TransitionWrite.of(change, ready_shards=row.ready_shards, retention_s=self._retention_s,
                                    job_retention_s=self._policy.for_job(after.tenant_id, after.type, after.state),
                                    admission=admission,
                                    claimed_at=claimed_at, running_shard=row.running_shard,
-                                   clock=self._registry.virtual_clock(), rate=self._rate_take(change),
-                                   concurrency=self.concurrency.for_commit(change))
+                                   clock=self._registry.virtual_clock(), rate=rate_take_of(self.rate_limits, change),
+                                   concurrency=self.concurrency.for_commit(change),
+                                   region_epoch=self._writer_epoch.value)
         fault_point("store.before_commit", write.subject)
         outcome = self._recorder.commit(write)
         if outcome is CommitOutcome.COMMITTED:
@@ -473,17 +479,3 @@ class JobStore(JobReads):
         if outcome is CommitOutcome.CAP_REACHED:
             raise AdmissionRefused()
         raise FlexRefused()
-
-    def _rate_take(self, change: Change) -> RateTake | None:
-        """A claim's take from its rate limits' buckets (JobDeferred: no token now, it reserved one)."""
-        if change.before is None or change.open_run is None:
-            return None
-        return self.rate_limits.limiter.for_claim(change.before, change.open_run.claimed_at)
-
-    def _claimed_at(self, job_id: str, attempt: int) -> EpochMs:
-        """When an attempt was claimed, from its run record (for a transition without the worker's lease:
-        the reaper's)."""
-        run = self._recorder.run(job_id, attempt)
-        if run is None:
-            raise StoreInvariantViolation(f"job {job_id} attempt {attempt} is running without a run record")
-        return run.claimed_at

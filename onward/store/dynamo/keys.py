@@ -82,11 +82,11 @@ TIME_SHARDS = 64  # `by_time`: 3 events per job, each version its own shard: abo
 
 # Attributes of a job row that only place it (keys, indexes and TTL), not part of the Job.
 JOB_STORAGE_ONLY = ("pk", "sk", "entity", "ready_pk", "ready_due", "lease_pk", "ready_shards", "running_shard",
-                    "expires_at")
+                    "expires_at", "region_epoch")
 # Attributes of a run item that only place it (keys, the `overlaps` index and TTL), not part of the Run.
-RUN_STORAGE_ONLY = ("pk", "sk", "entity", "expires_at", "overlap_pk", "overlap_at")
+RUN_STORAGE_ONLY = ("pk", "sk", "entity", "expires_at", "overlap_pk", "overlap_at", "region_epoch")
 # Attributes of an outbox item that only place it (index and TTL), not part of the event.
-OUTBOX_STORAGE_ONLY = ("time_bucket", "expires_at")
+OUTBOX_STORAGE_ONLY = ("time_bucket", "expires_at", "region_epoch")
 # A queue entry's `returned_vt` once a claim served it since jobs entered it (virtual times are >= 0).
 SERVED_SINCE_RETURN = -1
 
@@ -394,3 +394,14 @@ def outbox_item(change: Change, retention_s: int) -> dict[str, Any]:
 def event_from_values(values: dict[str, Any]) -> OutboxEvent:
     check_major("outbox event", values.get("schema"), EVENT_SCHEMA)
     return OutboxEvent.model_validate({n: v for n, v in values.items() if n not in OUTBOX_STORAGE_ONLY})
+
+
+# region fence (issue 39): the epoch item `REGION` / `EPOCH` (onward.store.dynamo.region_epochs), and the
+# attribute every item a write plan puts or updates carries (the epoch it was written under)
+REGION_PK = "REGION"
+EPOCH_SK = "EPOCH"
+REGION_EPOCH_ATTRIBUTE = "region_epoch"
+
+
+def region_epoch_key() -> Key:
+    return Key(REGION_PK, EPOCH_SK)

@@ -14,12 +14,13 @@ from botocore.exceptions import ClientError
 from onward.domain.clock import EpochMs
 from onward.domain.errors import StoreContention, StoreInvariantViolation
 from onward.domain.models import Job, OutboxEvent, Run
-from onward.domain.states import JobState, RunOutcome
+from onward.domain.states import RunOutcome
 from onward.pipeline.outbox import OutboxReader
 from onward.store.dynamo.attributes import Item, from_item, to_attribute
 from onward.store.dynamo.batch_reads import batch_get
 from onward.store.dynamo.counter_items import tenant_from_values, tenant_state
-from onward.store.dynamo.held_jobs import DynamoConcurrencyCounts, DynamoHeldJobs, held_by_of
+from onward.store.dynamo.epoch_stamps import row_of
+from onward.store.dynamo.held_jobs import DynamoConcurrencyCounts, DynamoHeldJobs
 from onward.store.dynamo.history import DynamoJobHistory
 from onward.store.dynamo.index_queries import DUE_BY, active_query, entry_of, parked_due_query, ready_query
 from onward.store.dynamo.job_types import DynamoJobTypes
@@ -47,6 +48,8 @@ from onward.store.dynamo.keys import (
 from onward.store.dynamo.pauses import DynamoFlowBook
 from onward.store.dynamo.progress_log import DynamoProgressLog
 from onward.store.dynamo.rate_buckets import DynamoRateBuckets
+from onward.store.dynamo.region_epochs import DynamoRegionEpochs
+from onward.store.dynamo.region_fence import renew_lease
 from onward.store.dynamo.tenant_reads import tenant_item
 from onward.store.dynamo.transaction_limits import check_one_transaction
 from onward.store.dynamo.unique_keys import DynamoUniqueKeys
@@ -143,6 +146,7 @@ class DynamoRecorder(DynamoProgressLog, DynamoUniqueKeys, DynamoRateBuckets, Dyn
         self.type_declarations = DynamoJobTypes(client, jobs_table)  # the declared job types (issue 37)
         self.flow_book = DynamoFlowBook(client, jobs_table)  # pauses and the drain switch (issue 37: pause)
         self.held_jobs = DynamoHeldJobs(client, jobs_table, self._writes)  # jobs held aside (issue 37: pause)
+        self.region_epochs = DynamoRegionEpochs(client, jobs_table, active_shards)  # the epoch item (issue 39)
 
     # --- reads ----------------------------------------------------------------------------------------------
 
@@ -153,11 +157,11 @@ class DynamoRecorder(DynamoProgressLog, DynamoUniqueKeys, DynamoRateBuckets, Dyn
 
     def job(self, job_id: str) -> JobRow | None:
         item = self._get(wire_key(job_key(job_id)))
-        return None if item is None else JobRow(*job_from_item(item), held_by=held_by_of(item))
+        return None if item is None else row_of(item)
 
     def tenant_job(self, job_id: str, tenant_id: str) -> JobRow | None:
         item = tenant_item(self._db, self._jobs, wire_key(job_key(job_id)), tenant_id)
-        return None if item is None else JobRow(*job_from_item(item), held_by=held_by_of(item))
+        return None if item is None else row_of(item)
 
     def run(self, job_id: str, attempt: int) -> Run | None:
         item = self._get(wire_key(run_key(job_id, attempt)))
@@ -272,26 +276,9 @@ class DynamoRecorder(DynamoProgressLog, DynamoUniqueKeys, DynamoRateBuckets, Dyn
                     f"refused: {_by_role(reasons)}",
         )
 
-    def renew_lease(self, job_id: str, attempt: int, worker_id: str, expires_at: EpochMs) -> RenewalAnswer:
-        try:
-            attributes = self._db.update_item(
-                TableName=self._jobs,
-                Key=wire_key(job_key(job_id)),
-                UpdateExpression="SET lease_expires_at = :e",
-                ConditionExpression="#s = :running AND attempt = :a AND lease_owner = :w",
-                ExpressionAttributeNames={"#s": "state"},
-                ExpressionAttributeValues={
-                    ":e": {"N": str(expires_at)}, ":running": {"S": JobState.RUNNING.value},
-                    ":a": {"N": str(attempt)}, ":w": {"S": worker_id},
-                },
-                ReturnValues="ALL_NEW",
-            )["Attributes"]
-        except ClientError as error:
-            if _error_code(error) != "ConditionalCheckFailedException":
-                raise
-            return RenewalAnswer(held=False, cancel_requested=False, lease_expires_at=None)
-        cancel_requested = attributes.get("cancel_requested", {}).get("BOOL", False)
-        return RenewalAnswer(held=True, cancel_requested=cancel_requested, lease_expires_at=expires_at)
+    def renew_lease(self, job_id: str, attempt: int, worker_id: str, expires_at: EpochMs, *,
+                    region_epoch: int = 0) -> RenewalAnswer:  # (conditioned on the epoch: issue 39)
+        return renew_lease(self._db, self._jobs, job_id, attempt, worker_id, expires_at, region_epoch)
 
     def mark_fenced(self, job_id: str, attempt: int, worker_id: str, late_report: RunOutcome,
                     at: EpochMs, *, expires_at: int, overlap: OverlapMark | None = None) -> bool:
@@ -345,7 +332,7 @@ class DynamoRecorder(DynamoProgressLog, DynamoUniqueKeys, DynamoRateBuckets, Dyn
     def due(self, tenant_id: str, queue: ReadyQueue, now: EpochMs, limit: int) -> list[DueJob]:
         items = self._db.query(**ready_query(self._jobs, tenant_id, queue, DUE_BY, now), Limit=limit)["Items"]
         return [DueJob(job_id_of(item["pk"]["S"]), int(item["ready_due"]["N"]),
-                       JobRow(*job_from_item(item)) if ROW_MARK in item else None) for item in items]
+                       row_of(item) if ROW_MARK in item else None) for item in items]
 
     def expired_leases(self, shard: int, now: EpochMs, limit: int) -> list[str]:
         items = self._db.query(

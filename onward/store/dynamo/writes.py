@@ -15,6 +15,7 @@ from onward.domain.dispatch import UsageChange
 from onward.domain.models import Job, Run
 from onward.store.dynamo.attributes import Item, from_item, to_attribute
 from onward.store.dynamo.concurrency_keys import slot_actions
+from onward.store.dynamo.epoch_stamps import fence_row_update, fenced, stamp
 from onward.store.dynamo.keys import (
     SERVED_SINCE_RETURN,
     Entity,
@@ -96,6 +97,8 @@ class Transaction:
     actions: list[dict[str, Any]] = field(default_factory=list)
     roles: list[Role] = field(default_factory=list)
     subjects: list[int | None] = field(default_factory=list)
+    # region fence (issue 39): the epoch its job row's action is conditioned on (None: no such action)
+    fence: tuple[int, bool] | None = None
 
     def add(self, role: Role, action: dict[str, Any], subject: int | None = None) -> None:
         self.actions.append(action)
@@ -105,10 +108,22 @@ class Transaction:
     def refused(self, response: Mapping[str, Any]) -> list[Refused]:
         """The reasons of a TransactionCanceledException (`response`: the error's) with the role and write of
         each action they name; actions with no reason ("None") are left out."""
-        return [Refused(role, subject, reason["Code"])
+        return [Refused(self._fenced_role(role, reason), subject, reason["Code"])
                 for role, subject, reason in zip(self.roles, self.subjects, response.get("CancellationReasons", []),
                                                  strict=False)
                 if reason.get("Code") and reason.get("Code") != "None"]
+
+    def _fenced_role(self, role: Role, reason: Mapping[str, Any]) -> Role:
+        """The job row's refusal is the epoch's (Role.REGION) when the row it returned is of another epoch."""
+        if role is not Role.JOB or self.fence is None:
+            return role
+        return Role.REGION if fenced(reason, self.fence[0], adopts=self.fence[1]) else role
+
+    def stamped(self, epoch: int) -> Transaction:
+        """Every item it puts or updates stamped with the writer's epoch (region fence, issue 39)."""
+        for action in self.actions:
+            stamp(action, epoch)
+        return self
 
     def reasons(self, response: Mapping[str, Any]) -> dict[Role, list[str]]:
         """The codes of a TransactionCanceledException's reasons (`response`: the error's), by role;
@@ -158,7 +173,9 @@ class TransitionWrites:
         transaction.add(Role.OUTBOX, self._put(self.outbox_table, transition_event(write), "job_id"))
         for tenant_id, shard, cap in write.still_at_cap:
             transaction.add(Role.STILL_AT_CAP, self.still_at_cap(tenant_id, shard, cap))
-        return transaction
+        fence_row_update(transaction.actions[0], write.region_epoch, adopts=write.adopts)  # (issue 39)
+        transaction.fence = (write.region_epoch, write.adopts)
+        return transaction.stamped(write.region_epoch)
 
     def new_job(self, write: NewJobWrite) -> Transaction:
         items = new_job_items(write)
@@ -172,7 +189,7 @@ class TransitionWrites:
         if write.unique is not None:  # unique jobs (issue 37)
             for role, action in unique_actions(self.jobs_table, write.job.tenant_id, write.unique):
                 transaction.add(role, action)
-        return transaction
+        return transaction.stamped(write.region_epoch)
 
     def new_jobs(self, writes: Sequence[NewJobWrite]) -> Transaction:
         """Creates in one transaction: each job's puts (its position in `writes` as their subject), then one
@@ -189,7 +206,7 @@ class TransitionWrites:
                     transaction.add(role, action, position)
         for entry in queue_entry_updates(write.waiting for write in writes if write.waiting is not None):
             transaction.add(Role.WAITING, self.queue_entry_update(entry))
-        return transaction
+        return transaction.stamped(max((write.region_epoch for write in writes), default=0))
 
     @staticmethod
     def _put(table: str, item: Mapping[str, Any], key_attribute: str) -> dict[str, Any]:

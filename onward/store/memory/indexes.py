@@ -10,6 +10,7 @@ from dataclasses import replace
 
 from onward.domain.clock import EpochMs
 from onward.domain.dispatch import Usage
+from onward.domain.errors import RegionFenced
 from onward.domain.states import JobState
 from onward.store.memory.state import MemoryState, first, stored
 from onward.store.ports.index_shards import CLOCK_SHARDS, PARKED_SHARDS, active_shard, parked_shard, waking
@@ -38,9 +39,13 @@ class MemoryLeaseIndex(LeaseIndex):
             index = self._state.leases.get(shard, {})
             return first((((expires, job_id), job_id) for job_id, expires in index.items() if expires < now), limit)
 
-    def renew_lease(self, job_id: str, attempt: int, worker_id: str, expires_at: EpochMs) -> RenewalAnswer:
+    def renew_lease(self, job_id: str, attempt: int, worker_id: str, expires_at: EpochMs, *,
+                    region_epoch: int = 0) -> RenewalAnswer:
         with self._state.lock:
             row = self._state.rows.get(job_id)
+            if row is not None and row.region_epoch != region_epoch:  # (region fence, issue 39)
+                raise RegionFenced(f"renewal of job {job_id} attempt {attempt}: the row is of region epoch "
+                                   f"{row.region_epoch}, the writer's {region_epoch}")
             if row is None or (row.job.state, row.job.attempt, row.job.lease_owner) != (
                     JobState.RUNNING, attempt, worker_id):
                 return RenewalAnswer(held=False, cancel_requested=False, lease_expires_at=None)

@@ -19,7 +19,13 @@ from onward.store.ports.job_log import JobLog
 from onward.store.ports.outcomes import CommitOutcome, CreateOutcome, ManyCreated, Role, judge
 from onward.store.ports.rows import IdempotencyRecord, JobRow
 from onward.store.ports.transaction_limits import check_one_transaction
-from onward.store.ports.write_plans import NewJobWrite, OverlapMark, TransitionWrite, queue_entry_updates
+from onward.store.ports.write_plans import (
+    NewJobWrite,
+    OverlapMark,
+    TransitionWrite,
+    epoch_holds,
+    queue_entry_updates,
+)
 
 
 def _detached_run(run: Run) -> Run:
@@ -88,7 +94,7 @@ class MemoryJobLog(JobLog):
 
     def _put_new(self, write: NewJobWrite) -> None:
         job = write.job.model_copy(update={"params": stored(write.job.params)})
-        self._state.put_row(JobRow(job, write.ready_shards))
+        self._state.put_row(JobRow(job, write.ready_shards, region_epoch=write.region_epoch))
         self._state.events.setdefault(job.job_id, {})[job.version] = _event(job, None, None)
         if write.idempotency is not None:
             key, digest = write.idempotency
@@ -148,6 +154,8 @@ class MemoryJobLog(JobLog):
         change = write.change
         failed: set[Role] = set()
         row = state.rows.get(write.job_id)
+        if row is not None and not epoch_holds(row.region_epoch, write):
+            failed.add(Role.REGION)  # (region fence, issue 39)
         if row is None or (row.job.state, row.job.version, row.job.attempt) != write.expected or row.held_by:
             failed.add(Role.JOB)  # (a held row: put back first, onward.store.held_jobs)
         elif write.lapsed_by is not None and not (row.job.lease_expires_at is not None
@@ -186,7 +194,8 @@ class MemoryJobLog(JobLog):
         changed = {name: getattr(after, name) for name in type(after).model_fields
                    if getattr(before, name) != getattr(after, name)}
         running_shard = write.charged_shard if after.state is JobState.RUNNING else 0
-        state.put_row(JobRow(row.job.model_copy(update=changed), write.ready_shards, running_shard))
+        state.put_row(JobRow(row.job.model_copy(update=changed), write.ready_shards, running_shard,
+                             region_epoch=write.region_epoch))
         runs = state.runs.setdefault(write.job_id, {})
         if change.open_run is not None:
             runs[change.open_run.attempt] = StoredRun(_detached_run(change.open_run))

@@ -25,6 +25,7 @@ from onward.store.memory.indexes import MemoryLeaseIndex, MemoryParking, MemoryT
 from onward.store.memory.job_log import MemoryJobLog
 from onward.store.memory.progress_log import MemoryProgressLog
 from onward.store.memory.rate_buckets import MemoryRateBuckets
+from onward.store.memory.region_epochs import MemoryRegionEpochs
 from onward.store.memory.state import MemoryState, QueueEntryState, RunningCounter, detached_job
 from onward.store.memory.unique_keys import MemoryUniqueKeys
 from onward.store.pauses import MemoryFlowBook
@@ -62,6 +63,7 @@ class MemoryRecorder(MemoryJobLog, MemoryLeaseIndex, MemoryTenantCounters, Memor
         self.type_declarations = MemoryJobTypes()  # the declared job types (issue 37)
         self.flow_book = MemoryFlowBook()  # pauses and the drain switch (issue 37: pause)
         self.held_jobs = MemoryHeldJobs(self._state, self.flow_book)  # jobs held aside (issue 37: pause)
+        self.region_epochs = MemoryRegionEpochs(self._state)  # the epoch item (issue 39: region fence)
 
     def overlapping_jobs(self, since: EpochMs, until: EpochMs) -> list[str]:
         """Ids of the jobs with a run in the `overlaps` index keyed from `since` to `until` (inclusive), in key

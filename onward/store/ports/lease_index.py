@@ -30,5 +30,7 @@ class LeaseIndex(ABC):
         first."""
 
     @abstractmethod
-    def renew_lease(self, job_id: str, attempt: int, worker_id: str, expires_at: EpochMs) -> RenewalAnswer:
-        """Set the lease's expiry, only while the job is running under this attempt and owner."""
+    def renew_lease(self, job_id: str, attempt: int, worker_id: str, expires_at: EpochMs, *,
+                    region_epoch: int = 0) -> RenewalAnswer:
+        """Set the lease's expiry, only while the job is running under this attempt and owner, in a row of
+        the writer's `region_epoch` (RegionFenced when the row is of another: issue 39)."""

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from onward.domain.clock import EpochMs
-from onward.domain.errors import StoreInvariantViolation
+from onward.domain.errors import RegionFenced, StoreInvariantViolation
 
 
 class Role(StrEnum):
@@ -31,6 +31,8 @@ class Role(StrEnum):
     # the held job an end puts back (still held under the key)
     CONCURRENCY = "concurrency"
     HELD_RELEASE = "held_release"
+    # region fence (issue 39): the job row's epoch is not the writer's (an adoption's: not below it)
+    REGION = "region"
 
 
 class CommitOutcome(StrEnum):
@@ -69,9 +71,11 @@ class ManyCreated:
 def judge(failed: Collection[Role], *, conflict: bool, refused: str, claim: bool = False) -> CommitOutcome:
     """What a refused transition write means, the same for every recorder: a conflict or a moved job row
     are lost races; else the Admission or the flex checks refused; anything else cannot happen
-    (`refused` describes it)."""
+    (`refused` describes it). A job row of another region epoch raises RegionFenced (issue 39)."""
     if conflict:
         return CommitOutcome.CONFLICT
+    if Role.REGION in failed:  # (region fence, issue 39: never tried again by this writer)
+        raise RegionFenced(refused)
     if Role.JOB in failed:
         return CommitOutcome.JOB_MOVED
     if Role.RATE in failed:

@@ -15,6 +15,7 @@ class JobRow(NamedTuple):
     ready_shards: int  # the ready shards its tenant had when it was created (its ready queue)
     running_shard: int = 0  # the RUNNING counter its running attempt is charged to
     held_by: str | None = None  # the hold key it is held aside under, out of its ready queue (onward.store.held_jobs)
+    region_epoch: int = 0  # the region epoch it was last written under (issue 39: onward.store.region_fence)
 
 
 class JobHistory(NamedTuple):

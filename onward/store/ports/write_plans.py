@@ -196,12 +196,17 @@ class TransitionWrite:
     rate: RateTake | None = None  # rate limits (issue 37): a claim's take from its buckets (ports.rate_buckets)
     # concurrency keys (issue 37): a claim's slot, or an ending attempt's slot given back (ports.concurrency_keys)
     concurrency: SlotTake | SlotReturn | None = None
+    # region fence (issue 39): the writer's epoch, stamped on every item; the job row's condition: its epoch is
+    # this one (absent counts as 0), or, for an adoption (`adopts`), below it
+    region_epoch: int = 0
+    adopts: bool = False
 
     @classmethod
     def of(cls, change: Change, *, ready_shards: int, retention_s: int, job_retention_s: int,
            admission: Admission | None = None, claimed_at: EpochMs | None = None, running_shard: int = 0,
            clock: float = 0.0, rate: RateTake | None = None,
-           concurrency: SlotTake | SlotReturn | None = None) -> TransitionWrite:
+           concurrency: SlotTake | SlotReturn | None = None, region_epoch: int = 0,
+           adopts: bool = False) -> TransitionWrite:
         """`retention_s`: the outbox event's TTL; `job_retention_s`: how long the job's items are kept once
         they are done (the job row and result once it ended, a run once its attempt ended). `admission`: how
         a claim takes its running slot. `claimed_at`: when the attempt this transition ends was claimed
@@ -222,6 +227,8 @@ class TransitionWrite:
             still_at_cap=checks,
             rate=rate,
             concurrency=concurrency,
+            region_epoch=region_epoch,
+            adopts=adopts,
         )
 
     @property
@@ -268,18 +275,25 @@ class NewJobWrite:
     idempotency: tuple[str, str] | None  # (Idempotency-Key, digest of the request)
     # unique jobs (issue 37): the tenant's unique key the job takes, on its condition
     unique: UniqueClaim | None = None
+    region_epoch: int = 0  # region fence (issue 39): the writer's epoch, stamped on every item it puts
 
     @classmethod
     def of(cls, change: Change, *, ready_shards: int, retention_s: int, job_retention_s: int,
            idempotency: tuple[str, str] | None = None, clock: float = 0.0,
-           unique: UniqueClaim | None = None) -> NewJobWrite:
+           unique: UniqueClaim | None = None, region_epoch: int = 0) -> NewJobWrite:
         """`retention_s`: the outbox event's TTL; `job_retention_s`: the job retention (the Idempotency-Key's
         window). `idempotency`: (Idempotency-Key, digest of the request). `clock`: the system virtual
         clock (the key of the job's queue entry if it enters the `active` index)."""
         return cls(change=change, ready_shards=ready_shards, retention_s=retention_s,
                    job_retention_s=job_retention_s, waiting=waiting_update(change, ready_shards, clock),
-                   idempotency=idempotency, unique=unique)
+                   idempotency=idempotency, unique=unique, region_epoch=region_epoch)
 
     @property
     def job(self) -> Job:
         return self.change.after
+
+
+def epoch_holds(row_epoch: int, write: TransitionWrite) -> bool:
+    """The region fence's condition on the job row (issue 39): its epoch is the writer's, or, for an adoption,
+    below it (a row without the attribute is epoch 0)."""
+    return row_epoch < write.region_epoch if write.adopts else row_epoch == write.region_epoch

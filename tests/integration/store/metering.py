@@ -87,9 +87,10 @@ class CountingMemoryRecorder(MemoryRecorder):
         self.calls["TransactWriteItems"] += 1
         return super().commit(write)
 
-    def renew_lease(self, job_id: str, attempt: int, worker_id: str, expires_at: EpochMs) -> RenewalAnswer:
+    def renew_lease(self, job_id: str, attempt: int, worker_id: str, expires_at: EpochMs, *,
+                    region_epoch: int = 0) -> RenewalAnswer:
         self.calls["UpdateItem"] += 1
-        return super().renew_lease(job_id, attempt, worker_id, expires_at)
+        return super().renew_lease(job_id, attempt, worker_id, expires_at, region_epoch=region_epoch)
 
     def mark_fenced(self, job_id: str, attempt: int, worker_id: str, late_report: RunOutcome,
                     at: EpochMs, *, expires_at: int, overlap: OverlapMark | None = None) -> bool:

@@ -336,7 +336,7 @@ def test_a_returning_tenant_is_lifted_to_the_floor(store, clock):
 
 
 def test_a_reaped_attempt_is_charged_from_its_run_record(store, clock):
-    """The reaper has no lease: JobStore._claimed_at reads the attempt's claim time from its run record, so
+    """The reaper has no lease: onward.store.commit_inputs.claimed_at_of reads the claim time from its run record, so
     the tenant is charged for the time until the reap (here 31 s) and its running count goes back down."""
     enqueue(store, "acme", 1, 0)
     store.claim("w1", 30)

@@ -1,0 +1,95 @@
+"""The region epoch (issue 39, docs/regional-recovery.md): which Region is home, and what a failover does to a
+job's row (pure).
+
+The home is named by an epoch `e` (0: the deployment never failed over). Every item the store writes carries
+the epoch it was written under (`region_epoch`), every transition is conditioned on the row's epoch being the
+writer's, and a job's versions under epoch `e` start at `first_version_of(e)` = e x 2^32 + 1, above any
+version of an earlier epoch: a version compared anywhere (the view's guard, webhooks, `wait`) stays monotonic
+across a failover, whatever the old home wrote that never replicated.
+
+`adoption` decides what the new home does to a row of an older epoch: a running job's attempt is closed
+`region_failover` (not charged: the platform failed, not the job) and the job queued again, due now; any
+other row keeps its state and takes the new epoch's version.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from onward.domain.clock import EpochMs
+from onward.domain.lifecycle import Change, RunClosure
+from onward.domain.models import Job
+from onward.domain.states import JobState, RunOutcome, Transition, check_transition
+
+EPOCH_VERSION_BASE = 2**32
+
+
+def first_version_of(epoch: int) -> int:
+    """A job's first version under `epoch` (epoch 0: 1, today's versions)."""
+    if epoch < 0:
+        raise ValueError(f"a region epoch is never negative: {epoch}")
+    return epoch * EPOCH_VERSION_BASE + 1
+
+
+def epoch_of_version(version: int) -> int:
+    """The epoch a version was first written under (the inverse of first_version_of for its range)."""
+    if version < 1:
+        raise ValueError(f"versions start at 1: {version}")
+    return (version - 1) // EPOCH_VERSION_BASE
+
+
+def version_under(version: int, epoch: int) -> int:
+    """The version a row at `version` takes at its next transition written under `epoch`: the next one, and
+    never below the epoch's first (so above every version an earlier epoch may have written)."""
+    return max(version + 1, first_version_of(epoch))
+
+
+@dataclass(frozen=True)
+class RegionEpoch:
+    """The epoch item (`REGION` / `EPOCH` in the jobs table): which Region is home since when and why. Epoch
+    0 with home None: the deployment never failed over."""
+
+    epoch: int
+    home: str | None
+    previous_home: str | None
+    fenced_at: EpochMs | None
+    decided_by: str | None
+    reason: str | None
+
+    @classmethod
+    def never_failed_over(cls) -> RegionEpoch:
+        return cls(epoch=0, home=None, previous_home=None, fenced_at=None, decided_by=None, reason=None)
+
+
+class Witness(NamedTuple):
+    """The witness record in a third Region (`/onward/<stack>/home`): the home and its epoch."""
+
+    home: str
+    epoch: int
+
+
+def adoption(job: Job, epoch: int, now: EpochMs) -> Change:
+    """What the home of `epoch` writes to adopt `job`, a row of an earlier epoch (the store conditions the
+    write on the row's epoch being below `epoch` and its version as read).
+
+    Running: its run record is closed `region_failover` and the job queued again, due now, not charged the
+    attempt (`attempt_floor` rises with it, as a release's: the next claim's attempt is the next number, the
+    fencing token, but the budget counts it unused); cancelled instead when its cancel was requested (its
+    worker, in the old home, will never acknowledge). Anything else keeps its state and takes the epoch's
+    version (an ended row too: a replay in the new home then writes above the old home's versions)."""
+    if job.version >= first_version_of(epoch) and epoch > 0:
+        raise ValueError(f"job {job.job_id} v{job.version} is already at epoch {epoch_of_version(job.version)}'s "
+                         f"versions; it cannot be adopted into epoch {epoch}")
+    version = version_under(job.version, epoch)
+    if job.state is not JobState.RUNNING:
+        check_transition(Transition.ADOPT, job.state, job.state)
+        return Change(Transition.ADOPT, job, job.model_copy(update={"version": version}))
+    state = JobState.CANCELLED if job.cancel_requested else JobState.QUEUED
+    check_transition(Transition.ADOPT, job.state, state)
+    after = job.model_copy(update={
+        "version": version, "updated_at": now, "state": state, "not_before": now,
+        "attempt_floor": job.attempt_floor + 1, "last_outcome": RunOutcome.REGION_FAILOVER,
+        "lease_owner": None, "lease_expires_at": None,
+    })
+    return Change(Transition.ADOPT, job, after, close_run=RunClosure(job.attempt, RunOutcome.REGION_FAILOVER, now))

@@ -1,0 +1,65 @@
+"""The region fence in memory (onward.store.ports.region_epochs): the epoch item under its own lock, and the
+adoption's reads and the counters' rebuild over the recorder's MemoryState."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+
+from onward.domain.regions import RegionEpoch
+from onward.domain.states import CLAIMABLE_STATES, is_terminal
+from onward.store.memory.state import MemoryState, QueueEntryState, stored
+from onward.store.ports.index_shards import active_shard
+from onward.store.ports.ready_queues import ready_queue
+from onward.store.ports.region_epochs import RegionEpochBook
+from onward.store.ports.tenant_values import Tenant
+
+
+class MemoryRegionEpochs(RegionEpochBook):
+    def __init__(self, state: MemoryState) -> None:
+        self._lock = threading.Lock()
+        self._item = RegionEpoch.never_failed_over()
+        self._state = state
+
+    def read(self) -> RegionEpoch:
+        with self._lock:
+            return self._item
+
+    def raise_to(self, epoch: RegionEpoch) -> bool:
+        with self._lock:
+            if self._item.epoch != epoch.epoch - 1:
+                return False
+            self._item = epoch
+            return True
+
+    def unadopted(self, epoch: int, cursor: str | None, limit: int) -> tuple[list[str], str | None]:
+        with self._state.lock:
+            found = sorted(job_id for job_id, row in self._state.rows.items()
+                           if not is_terminal(row.job.state) and row.region_epoch < epoch
+                           and (cursor is None or job_id > cursor))
+        page = found[:limit]
+        return page, (page[-1] if len(found) > limit else None)
+
+    def rebuild_counters(self, epoch: int, tenants: Sequence[Tenant], clock: float) -> int:
+        state = self._state
+        with state.lock:
+            bands: dict[tuple[str, int], dict[int, int]] = {}
+            for row in state.rows.values():
+                if row.job.state in CLAIMABLE_STATES and row.held_by is None:
+                    queue = ready_queue(row.job, row.ready_shards)
+                    counts = bands.setdefault((row.job.tenant_id, queue.shard), {})
+                    counts[queue.priority] = counts.get(queue.priority, 0) + 1
+            for counter in state.running.values():
+                counter.usage = counter.usage._replace(running=0, started_ms_sum=0)
+            for key in bands.keys() - state.queues.keys():
+                state.queues[key] = QueueEntryState(*key)
+            for (tenant_id, shard), entry in state.queues.items():
+                entry.bands = dict(bands.get((tenant_id, shard), {}))
+                entry.waiting = sum(entry.bands.values())
+                if entry.waiting and not entry.in_active:
+                    entry.partition = active_shard(tenant_id, shard, state.active_shards, "")
+                    entry.active = True
+                    entry.parked_until = None
+                    if entry.active_vt is None:
+                        entry.active_vt = stored(clock)
+            return len(state.running) + len(state.queues)

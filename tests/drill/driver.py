@@ -270,7 +270,7 @@ def run_drill(config: DrillConfig) -> DrillResult:
              "start, clients switch to B", started)
         store_b = b.start_workers()
         b.start_heartbeats()
-        reconciler = parts.reconciler(b.deployment)
+        reconciler = parts.reconciler(b.deployment, b.store())
         if isinstance(reconciler, Missing):
             missing.append(reconciler)
         else:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from onward.bootstrap import Deployment
+from onward.store.service import JobStore
 from tests.drill.history import Missing
 
 ONWARD = str(Path(sys.executable).with_name("onward"))
@@ -25,8 +26,6 @@ def fence_missing() -> Missing | None:
         importlib.import_module("onward.domain.regions")
     except ImportError as error:
         return Missing("region fence (onward.domain.regions, JobStore.region_epoch)", f"not in this tree: {error}")
-    from onward.store.service import JobStore
-
     if not hasattr(JobStore, "region_epoch"):
         return Missing("region fence (JobStore.region_epoch)", "JobStore has no region_epoch")
     return None
@@ -68,14 +67,14 @@ class ReconcilerLoop:
     runs it: each shard read from its trim horizon in order, a failed batch read again from its failed record.
     `poll_once` answers the records it handled (0: caught up)."""
 
-    def __init__(self, deployment: Deployment) -> None:
+    def __init__(self, deployment: Deployment, store: JobStore) -> None:
         from onward.pipeline.fence_reconciler.reconciler import FenceReconciler, ReconcileTally
 
         table = deployment.settings.require("jobs_table")
         self._db = deployment.client("dynamodb")
         self._streams = deployment.client("dynamodbstreams")
         self._arn = self._db.describe_table(TableName=table)["Table"]["LatestStreamArn"]
-        self._reconciler = FenceReconciler(self._db, table, deployment.job_store)
+        self._reconciler = FenceReconciler(self._db, table, store)
         self.tally = ReconcileTally()
         self.failures = 0
         self._iterators: dict[str, str | None] = {}
@@ -116,7 +115,7 @@ class ReconcilerLoop:
         return handled
 
 
-def reconciler(deployment: Deployment) -> ReconcilerLoop | Missing:
+def reconciler(deployment: Deployment, store: JobStore) -> ReconcilerLoop | Missing:
     """B's fence reconciler (recon39), or why it cannot run: it is not in this tree, or the store's fence it
     reads the epoch through (fence39) is not."""
     try:
@@ -125,4 +124,4 @@ def reconciler(deployment: Deployment) -> ReconcilerLoop | Missing:
         return Missing("fence reconciler", f"not in this tree: {error}")
     if fence_missing() is not None:
         return Missing("fence reconciler", "cannot run: the store's region fence (region_epoch, adopt) is missing")
-    return ReconcilerLoop(deployment)
+    return ReconcilerLoop(deployment, store)

@@ -149,8 +149,11 @@ class RegionSide:
 
     def store(self) -> JobStore:
         """The store of a process of this Region started now: a Deployment of its own, so its writer's epoch is
-        the Region's epoch item as it now is (bootstrap reads it at a process's start)."""
-        return Deployment(Settings.from_environment(self.environment), environ=dict(self.environment)).job_store
+        the Region's epoch item as it now is, as a process reads it at its start (the shared interface)."""
+        store = Deployment(Settings.from_environment(self.environment), environ=dict(self.environment)).job_store
+        if hasattr(store, "region_epoch") and store.writer_epoch != (epoch := store.region_epoch().epoch):
+            store.set_region_epoch(epoch)
+        return store
 
     def registry(self) -> Registry:
         registry = Registry()

@@ -28,10 +28,11 @@ from onward.store.ports.tenant_values import Tenant
 
 _FIELDS = ("home", "previous_home", "fenced_at", "decided_by", "reason")
 PRIORITIES = range(10)  # the priority bands (NewJob.priority 0-9)
-# Where the rows of an earlier epoch are looked for, in order: the `ready` index (queued, retry_wait), the
-# `leases` index (running; it projects no epoch, so every running row is read and the store passes those
-# adopted), and rows held aside (out of both: a scan of the table for `held_by`, the one costly phase)
-_PHASES = ("ready", "leases", "held")
+# Where the rows of an earlier epoch are looked for, in order: rows held aside (out of both indexes: a scan of
+# the table for `held_by`, the one costly phase; first, so that no adopted end of an attempt puts a held row
+# of the old epoch back unadopted), the `ready` index (queued, retry_wait), the `leases` index (running; it
+# projects no epoch, so every running row is read and the store passes those adopted)
+_PHASES = ("held", "ready", "leases")
 _OLDER = "(attribute_not_exists(#re) OR #re < :e)"
 
 
@@ -69,7 +70,7 @@ class DynamoRegionEpochs(RegionEpochBook):
     # --- adoption's reads and the counters' rebuild -----------------------------------------------------------
 
     def unadopted(self, epoch: int, cursor: str | None, limit: int) -> tuple[list[str], str | None]:
-        phase, start = ("ready", None) if cursor is None else json.loads(cursor)
+        phase, start = (_PHASES[0], None) if cursor is None else json.loads(cursor)
         request: dict[str, Any] = {"TableName": self._jobs, "Limit": limit, "ProjectionExpression": "pk"}
         if phase == "ready":
             request |= {"IndexName": "ready", "FilterExpression": _OLDER}

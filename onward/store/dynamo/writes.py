@@ -120,8 +120,9 @@ class Transaction:
         return Role.REGION if fenced(reason, self.fence[0], adopts=self.fence[1]) else role
 
     def stamped(self, epoch: int) -> Transaction:
-        """Every item it puts or updates stamped with the writer's epoch (region fence, issue 39)."""
-        for action in self.actions:
+        """Every item it puts or updates stamped with the writer's epoch (region fence, issue 39); epoch 0 is
+        the attribute's absence, so a deployment that never failed over writes what it always wrote."""
+        for action in self.actions if epoch else ():
             stamp(action, epoch)
         return self
 

@@ -3,6 +3,7 @@ adoption's reads and the counters' rebuild over the recorder's MemoryState."""
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Sequence
 
@@ -12,7 +13,12 @@ from onward.store.memory.state import MemoryState, QueueEntryState, stored
 from onward.store.ports.index_shards import active_shard
 from onward.store.ports.ready_queues import ready_queue
 from onward.store.ports.region_epochs import RegionEpochBook
+from onward.store.ports.rows import JobRow
 from onward.store.ports.tenant_values import Tenant
+
+
+def _phase(row: JobRow) -> int:
+    return 0 if row.held_by is not None else 1 if row.job.state in CLAIMABLE_STATES else 2
 
 
 class MemoryRegionEpochs(RegionEpochBook):
@@ -33,12 +39,14 @@ class MemoryRegionEpochs(RegionEpochBook):
             return True
 
     def unadopted(self, epoch: int, cursor: str | None, limit: int) -> tuple[list[str], str | None]:
+        # held rows first, then waiting, then running (as on DynamoDB: onward.store.dynamo.region_epochs)
         with self._state.lock:
-            found = sorted(job_id for job_id, row in self._state.rows.items()
-                           if not is_terminal(row.job.state) and row.region_epoch < epoch
-                           and (cursor is None or job_id > cursor))
-        page = found[:limit]
-        return page, (page[-1] if len(found) > limit else None)
+            found = sorted((_phase(row), job_id) for job_id, row in self._state.rows.items()
+                           if not is_terminal(row.job.state) and row.region_epoch < epoch)
+        start = None if cursor is None else tuple(json.loads(cursor))
+        page = [key for key in found if start is None or key > start][:limit]
+        more = len(page) == limit and page[-1] != found[-1]
+        return [job_id for _, job_id in page], (json.dumps(page[-1]) if more else None)
 
     def rebuild_counters(self, epoch: int, tenants: Sequence[Tenant], clock: float) -> int:
         state = self._state

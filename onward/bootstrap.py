@@ -33,6 +33,7 @@ from onward.settings import (
     DAY_S,
     WORKER_CLIENT_CONFIG,
     ArchiveSettings,
+    AuthoritySettings,
     InvalidSetting,
     Settings,
     number_setting,
@@ -62,6 +63,7 @@ if TYPE_CHECKING:
     from onward.pipeline.shards import ShardCatalog
     from onward.pipeline.view import StatusViewReader
     from onward.pipeline.webhooks.wiring import WebhookParts
+    from onward.runtime.authority import AuthorityLease
     from onward.runtime.worker import Registry, Worker
     from onward.store.reads import StoreReads
     from onward.store.schedules import DynamoSchedules
@@ -158,7 +160,9 @@ class Deployment:
         TTLs of ended jobs' items from ONWARD_JOB_RETENTION_DAYS)."""
         from onward.store.service import JobStore
 
-        return JobStore(self.settings, client=self.client("dynamodb"))
+        store = JobStore(self.settings, client=self.client("dynamodb"))
+        self._attach_authority(store)  # issue 39: the authority lease, when ONWARD_WITNESS names a witness
+        return store
 
     @Component
     def status_view(self) -> StatusViewReader:
@@ -454,6 +458,25 @@ class Deployment:
                             DynamoWebhooks(self.client("dynamodb"), self.settings.require("jobs_table")),
                             lambda: SqsDeliveryQueue(self.client("sqs"),
                                                      self.settings.require("webhook_deliveries_queue")))
+
+    # --- the regional authority (issue 39: the authority lease and `onward failover`) ---------------------
+    @property
+    def authority(self) -> AuthorityLease | None:
+        """The authority lease of this deployment's job store (onward.runtime.authority): None without
+        ONWARD_WITNESS (one Region: always home)."""
+        from onward.runtime.authority import lease_of
+
+        return lease_of(self.job_store)
+
+    def _attach_authority(self, store: JobStore) -> None:
+        from onward.runtime.authority import attach, lease_from_settings
+
+        """With a witness (several Regions): the store writes under the epoch item's epoch from the start (the
+        lease keeps it current), and the lease decides whether its processes act. Without one: epoch 0, home."""
+        lease = lease_from_settings(AuthoritySettings.from_environment(self.environ), self.settings, store)
+        if lease is not None:
+            store.set_region_epoch(store.region_epoch().epoch)
+            attach(store, lease)
 
 
 class ApiDeployment(Deployment):

@@ -288,3 +288,39 @@ def trace_url_setting(source: Mapping[str, str]) -> str | None:
         return trace_url_template(source)
     except ValueError as error:
         raise InvalidSetting(str(error)) from error
+
+
+# --- the regional authority (issue 39: the authority lease and `onward failover`) --------------------------------
+DEFAULT_AUTHORITY_LEASE_S = 30.0
+DEFAULT_AUTHORITY_CHECK_S = 10.0
+
+
+@dataclass(frozen=True)
+class AuthoritySettings:
+    """Whether this process's Region is home (onward.runtime.authority): the witness record ONWARD_WITNESS
+    (`ssm:<region>:<name>` or `table:<region>`; unset: one Region, always home), read every
+    ONWARD_AUTHORITY_CHECK_S, a confirmation trusted ONWARD_AUTHORITY_LEASE_S; ONWARD_HOME_REGION: the home while
+    the witness was never written; ONWARD_WITNESS_ENDPOINT_URL: the witness's endpoint (local drills only)."""
+
+    witness: str | None = None
+    witness_endpoint_url: str | None = None
+    home_region: str | None = None
+    lease_s: float = DEFAULT_AUTHORITY_LEASE_S
+    check_s: float = DEFAULT_AUTHORITY_CHECK_S
+
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str] | None = None) -> AuthoritySettings:
+        source = os.environ if environ is None else environ
+        lease_s = number_setting(source, "ONWARD_AUTHORITY_LEASE_S", DEFAULT_AUTHORITY_LEASE_S, positive=True)
+        check_s = number_setting(source, "ONWARD_AUTHORITY_CHECK_S", DEFAULT_AUTHORITY_CHECK_S, positive=True)
+        if check_s >= lease_s:  # the lease would lapse between two checks of a healthy witness
+            raise InvalidSetting(f"ONWARD_AUTHORITY_CHECK_S ({check_s:g}) must be below ONWARD_AUTHORITY_LEASE_S "
+                                 f"({lease_s:g})")
+        return cls(witness=source.get("ONWARD_WITNESS", "").strip() or None,
+                   witness_endpoint_url=source.get("ONWARD_WITNESS_ENDPOINT_URL") or None,
+                   home_region=source.get("ONWARD_HOME_REGION") or None, lease_s=lease_s, check_s=check_s)
+
+    @property
+    def fence_window_s(self) -> float:
+        """W of the design: how long after the epoch is raised every old-home process has stopped."""
+        return self.lease_s + self.check_s + 5.0

@@ -38,6 +38,7 @@ AddCommand = Callable[[str, str], argparse.ArgumentParser]
 PRODUCT_COMMANDS = frozenset({"worker", "replay", "rebuild-view", "reconcile", "capacity", "lag", "tenant", "bulk",
                               "overlaps", "redrive", "history"})
 PRODUCT_COMMANDS |= {"pause", "resume", "pauses", "drain"}  # pause, resume and the drain switch (issue 37)
+PRODUCT_COMMANDS |= {"failover", "region-status"}  # the fenced failover and its status (issue 39)
 # What the local stack's commands are for, said by `onward --help` and by the command where it is missing.
 LOCAL_STACK_COMMANDS = {"up": "run the platform on this machine",
                         "endpoint": "run the embedded AWS endpoint alone and print its exports"}
@@ -418,6 +419,7 @@ def build_parser(*, plugged_in: bool = True) -> argparse.ArgumentParser:
     from onward.cli.pauses import add_pause_commands  # pause, resume and the drain switch (issue 37)
 
     add_pause_commands(command)
+    importlib.import_module("onward.cli.failover").add_failover_commands(command)  # issue 39: failover
 
     added: list[str] = []
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from onward.domain.clock import Clock, EpochMs, iso, system_clock
 from onward.domain.errors import OnwardError
 from onward.domain.schedules import due_fire, next_fire
+from onward.runtime import authority
 from onward.store.schedules import ScheduleRecorder
 from onward.store.service import JobStore
 
@@ -53,6 +54,8 @@ class Scheduler:
     def tick(self, now: EpochMs | None = None) -> FireReport:
         at = self._clock() if now is None else now
         report = FireReport()
+        if not authority.is_home(self._store):  # issue 39: only the home Region fires schedules
+            return report
         for schedule in self._schedules.due(at, self._limit):
             due = due_fire(schedule, at)
             if due is None:

@@ -28,7 +28,7 @@ from onward.domain.errors import InvalidRequest, PayloadTooLarge
 from onward.domain.models import DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S, ErrorSummary, Job, Lease
 from onward.domain.retry_policy import PLATFORM_POLICY, InvalidRegistration, RetryPolicy
 from onward.faults import fault_point
-from onward.runtime import job_spans
+from onward.runtime import authority, job_spans
 from onward.runtime.execution import (
     Ending,
     HandlerProcess,
@@ -218,7 +218,7 @@ class Worker:
                     continue
                 try:
                     worked = self.run_once(polling=True)
-                except SimulatedCrash:
+                except (SimulatedCrash, authority.NotHome):  # NotHome: issue 39, logged by the lease
                     continue
                 except Exception:
                     logger.exception("worker loop error", extra={"worker_id": self.worker_id})
@@ -233,8 +233,8 @@ class Worker:
         """Claim one job and run it to its end. False when nothing was due (`polling`: a poll of the worker's
         loop, JobStore.claim's)."""
         claim_started = job_spans.claim_started()
-        lease = self._store.claim(self.worker_id, self._lease_s, polling=polling)
-        if lease is None:
+        if not authority.is_home(self._store) or (lease := self._store.claim(self.worker_id, self._lease_s,
+                                                                              polling=polling)) is None:
             return False
         job_spans.claimed(lease, claim_started)
         self._execute(lease)
@@ -295,7 +295,7 @@ class Worker:
             outcome = self._handler_process.run(context, timeout_s=self._registry.attempt_timeout_s(lease.job),
                                                 stop_grace_s=self._stop_grace_s)
             progress.close()
-            return attempt.reported(self._report, lease, context, outcome)
+            return attempt.reported(authority.when_home(self._store, self._report), lease, context, outcome)
 
     def _report(self, lease: Lease, context: JobContext, outcome: Outcome) -> Report:
         log = {"job_id": lease.job_id, "attempt": lease.attempt, "worker_id": self.worker_id}
@@ -446,7 +446,7 @@ class LeaseRenewal:
         one); None when there is none to make (the lease is gone, or expired unrenewed: the watch says so)."""
         fault_point("worker.heartbeat", self._lease.fencing_token)  # a crash here stops only the renewals
         try:
-            answer = self._store.renew_lease(self._lease, self._lease_s)
+            answer = authority.renew_when_home(self._store, self._lease, self._lease_s)
         except Exception:
             self._failures += 1
             left_s = self._left_s()

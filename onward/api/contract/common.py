@@ -39,6 +39,8 @@ class ProblemDetails(Answer):
 
 class Health(Answer):
     status: Literal["ok"] = "ok"
+    # issue 39: whether this Region is home (onward.runtime.authority); always home without a witness
+    authority: str = "home"  # home | standby | unconfirmed
 
 class Caller(Answer):
     """Who the credential is: a tenant's (tenant_id), an operator's (operator), or an operator's bound to a

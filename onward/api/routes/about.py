@@ -18,13 +18,17 @@ from onward.api.routing import new_router
 from onward.bootstrap import ApiDeployment
 from onward.domain.clock import system_clock
 from onward.domain.models import ViewLag
+from onward.runtime.authority import authority_now
 
 router = new_router()
 
 
 @router.get("/health", operation_id="health", responses={200: ok("the API answers", Health)})
 def health() -> Response[str]:
-    return json_answer(200, Health())
+    """200 while the API answers; `authority` says whether this Region is home (issue 39)."""
+    deployment = ApiDeployment.from_environment()
+    lease = deployment.authority if deployment.environ.get("ONWARD_WITNESS") else None
+    return json_answer(200, Health(authority=authority_now(lease).value))
 
 
 @router.get("/openapi.json", operation_id="openapi", responses={200: {

@@ -60,6 +60,7 @@ if TYPE_CHECKING:
     from onward.pipeline.projector.projector import StatusProjector
     from onward.pipeline.relay.publisher import KinesisPublisher
     from onward.pipeline.relay.relay import Relay
+    from onward.pipeline.replication_status import ReplicationStatus  # fence reconciler (issue 39)
     from onward.pipeline.shards import ShardCatalog
     from onward.pipeline.view import StatusViewReader
     from onward.pipeline.webhooks.wiring import WebhookParts
@@ -477,6 +478,14 @@ class Deployment:
         if lease is not None:
             store.set_region_epoch(store.region_epoch().epoch)
             attach(store, lease)
+
+    # fence reconciler (issue 39): the replication block of the statuses' freshness after a failover
+    @Component
+    def replication_status(self) -> ReplicationStatus:
+        from onward.pipeline.replication_status import ReplicationStatus
+
+        return ReplicationStatus(self.client("dynamodb"), self.settings.require("jobs_table"),
+                                 self.settings.require("outbox_table"), self.job_store.region_epoch)
 
 
 class ApiDeployment(Deployment):

@@ -306,14 +306,16 @@ class EmbeddedEndpoint:
     def client(self, service: str) -> Any:
         return client_for(self.url, service)
 
-    def deploy(self, stack_name: str = STACK_NAME, parameters: Mapping[str, str] = LOCAL_PARAMETERS) -> DeployedStack:
+    def deploy(self, stack_name: str = STACK_NAME, parameters: Mapping[str, str] = LOCAL_PARAMETERS, *,
+               jobs_stream: bool = False) -> DeployedStack:
         """Create template.yaml's data resources through CloudFormation (unless the restored state holds
         the stack already), with `parameters` (sized for one machine unless told: {} deploys the template's
-        defaults, the AWS topology); return the environment for them."""
+        defaults, the AWS topology) and, with `jobs_stream`, the jobs table's stream for the fence reconciler;
+        return the environment for them."""
         cloudformation = self.client("cloudformation")
         stacks = cloudformation.describe_stacks()["Stacks"] if self.restored else []
         if stack_name not in {stack["StackName"] for stack in stacks}:
-            deploy_data_resources(cloudformation, stack_name, parameters)
+            deploy_data_resources(cloudformation, stack_name, parameters, jobs_stream=jobs_stream)
         environment = {
             "AWS_ENDPOINT_URL": self.url,
             "AWS_DEFAULT_REGION": self.region,

@@ -10,13 +10,14 @@ from typing import Any
 
 from onward.bootstrap import Deployment
 from onward.entrypoints import archiver as archiver_handler
+from onward.entrypoints import fence_reconciler as fence_reconciler_handler
 from onward.entrypoints import projector as projector_handler
 from onward.entrypoints import relay as relay_handler
 from onward.entrypoints import webhook_matcher
 from onward.pipeline.heartbeat_writer import HeartbeatEmitter
 from onward.pipeline.relay.relay import Relay
 from onward.settings import Settings
-from onward_infra.pollers import EventsStreamPoller, FailureHandling, OutboxStreamPoller
+from onward_infra.pollers import EventsStreamPoller, FailureHandling, JobsStreamPoller, OutboxStreamPoller
 from onward_infra.pollers.failures import QueueDestination
 from onward_infra.template import stream_error_handling
 
@@ -30,11 +31,14 @@ class LocalPipeline:
     archiver_poller: EventsStreamPoller | None = None
     # The webhook matcher's own mapping on the events stream; None when the deployment has no webhook queue.
     webhooks_poller: EventsStreamPoller | None = None
+    # The fence reconciler's mapping on the jobs table's stream (issue 39); None when the table has no stream.
+    reconciler_poller: JobsStreamPoller | None = None
 
     @property
     def pollers(self) -> list[OutboxStreamPoller | EventsStreamPoller]:
         return [self.relay_poller, self.projector_poller,
-                *[poller for poller in (self.archiver_poller, self.webhooks_poller) if poller is not None]]
+                *[poller for poller in (self.archiver_poller, self.webhooks_poller, self.reconciler_poller)
+                  if poller is not None]]
 
     @classmethod
     def of(cls, deployment: Deployment, batch_size: int = 100) -> LocalPipeline:
@@ -94,7 +98,8 @@ class LocalPipeline:
                                                      "KinesisBatchInfo", "onward-webhook-matcher")
                                                  if matcher_queue else None,
                                                  function_name="onward-webhook-matcher")
-        return cls(relay_poller, projector_poller, deployment.heartbeat_emitter, archiver_poller, webhooks_poller)
+        return cls(relay_poller, projector_poller, deployment.heartbeat_emitter, archiver_poller, webhooks_poller,
+                   reconciler_poller_of(deployment, batch_size))
 
     @classmethod
     def build(cls, settings: Settings, clients: dict[str, Any], batch_size: int = 100) -> LocalPipeline:
@@ -125,3 +130,14 @@ class LocalPipeline:
                     raise RuntimeError(f"shards failing, not drained: {sorted(failing)}")
                 return total
         raise RuntimeError(f"still delivering after {max_rounds} rounds")
+
+
+def reconciler_poller_of(deployment: Deployment, batch_size: int = 100) -> JobsStreamPoller | None:
+    """The fence reconciler's poller on the deployment's jobs table's stream (issue 39), or None when the table
+    has no stream (a stack deployed without `jobs_stream`, before template.yaml turns it on)."""
+    jobs = deployment.client("dynamodb").describe_table(TableName=deployment.settings.require("jobs_table"))["Table"]
+    if "LatestStreamArn" not in jobs:
+        return None
+    return JobsStreamPoller(deployment.client("dynamodbstreams"), jobs["LatestStreamArn"],
+                            fence_reconciler_handler.handler, None, deployment.checkpoint_store,
+                            batch_size=batch_size, consumer="local-mapping:fence-reconciler")

@@ -79,6 +79,32 @@ class BackgroundLoop:
                 stop.wait(self._idle_s)
 
 
+class AfterFailover:
+    """A tick that runs only once the Region's epoch item says a failover happened (epoch > 0): the fence
+    reconciler's mapping is enabled then (issue 39). The epoch is read at most every `check_every_s` until then,
+    and never again after (an epoch only rises)."""
+
+    def __init__(self, epoch: Callable[[], int], tick: Tick, check_every_s: float = 5.0,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
+        self._epoch = epoch
+        self._tick = tick
+        self._check_every_s = check_every_s
+        self._monotonic = monotonic
+        self._checked_at: float | None = None
+        self.enabled = False
+
+    def __call__(self) -> Any:
+        if not self.enabled:
+            now = self._monotonic()
+            if self._checked_at is not None and now - self._checked_at < self._check_every_s:
+                return False
+            self._checked_at = now
+            self.enabled = self._epoch() > 0
+            if not self.enabled:
+                return False
+        return self._tick()
+
+
 REAPER_MIN_S = 1.0
 REAPER_MAX_S = 10.0
 
@@ -162,6 +188,11 @@ class LocalPlatform:
                                                options.webhook_threads, wait_s=0.0,
                                                idle_s=max(options.poll_idle_s, 0.1))
                                   if pipeline.webhooks_poller is not None else None)
+        # the fence reconciler (issue 39): on the jobs table's stream, once this Region's epoch says it failed over
+        reconciler = pipeline.reconciler_poller
+        self.fence_reconciler = (BackgroundLoop("fence-reconciler", AfterFailover(
+            lambda: int(self.store.region_epoch().epoch), reconciler.poll_once), options.poll_idle_s)
+            if reconciler is not None else None)
         self.environments = ExecutionEnvironments(options.api_environments) if options.api_environments else None
         self.gateway = LocalGateway(self.environments, port=options.http_port)
 
@@ -172,8 +203,8 @@ class LocalPlatform:
     def start(self) -> Self:
         if self.webhook_deliverer is not None:
             self.webhook_deliverer.start()
-        for loop in (self.webhook_matcher, self.archiver, self.projector, self.relay, self.heartbeat, self.reaper,
-                     self.scheduler):
+        for loop in (self.fence_reconciler, self.webhook_matcher, self.archiver, self.projector, self.relay,
+                     self.heartbeat, self.reaper, self.scheduler):
             if loop is not None:
                 loop.start()
         self.workers.start()
@@ -192,7 +223,7 @@ class LocalPlatform:
         if self.worker_process is not None:
             self.worker_process.stop()
         for loop in (self.scheduler, self.reaper, self.heartbeat, self.relay, self.projector, self.archiver,
-                     self.webhook_matcher):
+                     self.webhook_matcher, self.fence_reconciler):
             if loop is not None:
                 loop.stop()
         if self.webhook_deliverer is not None:

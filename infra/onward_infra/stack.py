@@ -14,13 +14,25 @@ STACK_NAME = "onward"
 # that more than one shard is always exercised), not template.yaml's default sized for AWS at 10,000 jobs/s (40
 # shards a local projector would poll for nothing).
 LOCAL_PARAMETERS = {"TargetJobsPerSecond": "500"}
+# The fence reconciler (issue 39) reads the jobs table's stream with both images (docs/regional-recovery.md, "How it
+# is fenced"); a stack deployed for the two-Region drill has it whatever template.yaml says.
+JOBS_STREAM = {"StreamViewType": "NEW_AND_OLD_IMAGES"}
+
+
+def with_jobs_stream(template: dict[str, Any]) -> dict[str, Any]:
+    """`template` (data resources) with the jobs table's stream on, NEW_AND_OLD_IMAGES, unless it has one."""
+    template["Resources"]["JobsTable"]["Properties"].setdefault("StreamSpecification", dict(JOBS_STREAM))
+    return template
 
 
 def deploy_data_resources(cloudformation: Any, stack_name: str = STACK_NAME,
-                          parameters: Mapping[str, str] = LOCAL_PARAMETERS) -> None:
+                          parameters: Mapping[str, str] = LOCAL_PARAMETERS, *, jobs_stream: bool = False) -> None:
     """Create template.yaml's data resources (tables, stream) as a CloudFormation stack, through any
-    endpoint's CloudFormation (this one, another emulator), with `parameters` (the rest at their defaults)."""
+    endpoint's CloudFormation (this one, another emulator), with `parameters` (the rest at their defaults);
+    `jobs_stream`: the jobs table's stream on (with_jobs_stream)."""
     template = data_resources_template(load_template())
+    if jobs_stream:
+        template = with_jobs_stream(template)
     cloudformation.create_stack(StackName=stack_name, TemplateBody=as_json(template),
                                 Parameters=[{"ParameterKey": key, "ParameterValue": value}
                                             for key, value in parameters.items()])

@@ -21,7 +21,8 @@ def view_lag_now(deployment: Deployment, now: EpochMs) -> ViewLag:
     """How far behind the view may be now: one Query of the projector's watermarks, over every open shard
     of the events stream (listed at most every 30 s)."""
     return view_lag(deployment.checkpoint_store.watermarks(PROJECTOR_CONSUMER), now,
-                    deployment.settings.stale_after_s, shards=deployment.events_shards.open_shards())
+                    deployment.settings.stale_after_s, shards=deployment.events_shards.open_shards(),
+                    replication=deployment.replication_status.current())  # after a failover (issue 39)
 
 
 def recent_claims(deployment: Deployment, now: EpochMs, tenant_id: str | None = None) -> ClaimCounts:

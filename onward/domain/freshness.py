@@ -25,7 +25,8 @@ from collections.abc import Iterable
 from typing import Protocol, TypeVar
 
 from onward.domain.clock import EpochMs, epoch_ms, iso
-from onward.domain.models import Freshness, ViewLag
+from onward.domain.models import Freshness, ReplicationState, ViewLag
+from onward.domain.replication_status import still_unreconciled
 
 STALE_AFTER_S = 30.0
 
@@ -83,17 +84,19 @@ def shard_bounds(watermarks: Iterable[ShardWatermark],
 
 
 def view_lag(watermarks: Iterable[ShardWatermark], now_ms: EpochMs, stale_after_s: float = STALE_AFTER_S,
-             shards: Iterable[ShardLineage] | None = None) -> ViewLag:
+             shards: Iterable[ShardLineage] | None = None, replication: ReplicationState | None = None) -> ViewLag:
     """The whole view's lag bound: from the oldest shard's watermark (onward.domain.freshness), over every open
-    shard of `shards` when the caller lists them (a shard never projected then makes it unknown)."""
+    shard of `shards` when the caller lists them (a shard never projected then makes it unknown). After a
+    failover, `replication` (onward.domain.replication_status) rides along and keeps it stale until reconciled."""
     bounds = shard_bounds(watermarks, shards)
     if not bounds or None in bounds.values():
         return ViewLag(measured_at=iso(now_ms), view_lag_s=None, watermark=None, stale=True,
-                       stale_after_s=stale_after_s, shards=len(bounds))
+                       stale_after_s=stale_after_s, shards=len(bounds), replication=replication)
     confirmed = min(at for at in bounds.values() if at is not None)
     lag_s = round(max(0.0, (now_ms - confirmed) / 1000), 3)
-    return ViewLag(measured_at=iso(now_ms), view_lag_s=lag_s, watermark=iso(confirmed), stale=lag_s > stale_after_s,
-                   stale_after_s=stale_after_s, shards=len(bounds))
+    return ViewLag(measured_at=iso(now_ms), view_lag_s=lag_s, watermark=iso(confirmed),
+                   stale=lag_s > stale_after_s or still_unreconciled(replication),
+                   stale_after_s=stale_after_s, shards=len(bounds), replication=replication)
 
 
 def freshness(
@@ -110,4 +113,4 @@ def freshness_of(occurred_at: str, lag: ViewLag, now_ms: EpochMs) -> Freshness:
     """One shown status, with the view's lag already measured (one measure serves a whole page)."""
     age_s = round(max(0.0, (now_ms - epoch_ms(occurred_at)) / 1000), 3)
     return Freshness(as_of=occurred_at, age_s=age_s, view_lag_s=lag.view_lag_s, watermark=lag.watermark,
-                     stale=lag.stale)
+                     stale=lag.stale or still_unreconciled(lag.replication), replication=lag.replication)

@@ -260,6 +260,9 @@ class Run(_Frozen):
     overlapped_with: list[int] = Field(default_factory=list)
     # progress (issue 38): the attempt's latest progress update written (onward.domain.progress)
     progress: RunProgress | None = None
+    # fence reconciler (issue 39): what fenced its late report (`region_epoch`: it came from the old home after a
+    # failover, marked by the reconciler, onward.domain.fence_reconciliation)
+    fenced_by: str | None = None
 
 
 class OutboxEvent(_Frozen):
@@ -379,6 +382,8 @@ class Freshness(_Frozen):
     view_lag_s: float | None  # upper bound of how far behind the view is; None when unknown
     watermark: str | None  # the view holds every transition committed strictly before this time
     stale: bool
+    # fence reconciler (issue 39): after a failover, what this Region's view may not have seen of the lost home
+    replication: ReplicationState | None = None
 
 
 class ViewLag(_Frozen):
@@ -390,3 +395,22 @@ class ViewLag(_Frozen):
     stale: bool
     stale_after_s: float  # the threshold `stale` was judged by
     shards: int  # shards with a watermark
+    # fence reconciler (issue 39): after a failover, what this Region's view may not have seen of the lost home
+    replication: ReplicationState | None = None
+
+
+# fence reconciler (issue 39): the replication block of a status's freshness after a failover
+class ReplicationState(_Frozen):
+    """What the view of the Region that became home cannot vouch for (docs/regional-recovery.md, "The status
+    page in the new Region"; onward.domain.replication_status computes it): statuses the lost home decided after
+    `may_miss_after` may be missing until `reconciled`."""
+
+    home_lost: str | None  # the Region that was home before the failover
+    epoch: int
+    fenced_at: str | None
+    may_miss_after: str | None  # the newest home heartbeat received, less the RPO objective; None: none received
+    reconciled: bool
+
+
+Freshness.model_rebuild()
+ViewLag.model_rebuild()

@@ -3,7 +3,7 @@ what they share shard by shard (shards.py), Lambda's error handling (failures.py
 as the service wrote them (records.py)."""
 
 from onward_infra.pollers.failures import DiscardedRecords, FailureHandling
-from onward_infra.pollers.mappings import EventsStreamPoller, OutboxStreamPoller
+from onward_infra.pollers.mappings import EventsStreamPoller, JobsStreamPoller, OutboxStreamPoller
 from onward_infra.pollers.records import (
     RecordBatch,
     RecordReader,
@@ -20,6 +20,7 @@ __all__ = [
     "DiscardedRecords",
     "EventsStreamPoller",
     "FailureHandling",
+    "JobsStreamPoller",
     "OutboxStreamPoller",
     "RecordBatch",
     "RecordReader",

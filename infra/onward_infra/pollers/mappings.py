@@ -79,20 +79,25 @@ class OutboxStreamPoller(ShardPoller):
     read), and before a poll answers that it found nothing: a poll that takes no record has read every
     shard of a listing made during it, so polling until idle still means the whole stream is read."""
 
-    def __init__(self, streams: Any, stream_arn: str, handler: Handler, relay: Relay, positions: CheckpointStore,
-                 batch_size: int = 100, consumer: str = "local-mapping:relay", *,
+    # The records the mapping's filter lets through (template.yaml: INSERT), what they are for, and the function.
+    EVENT_NAMES: frozenset[str] = frozenset({INSERT})
+    SOURCE = RELAY_CONSUMER
+    FUNCTION_NAME = "onward-relay"
+
+    def __init__(self, streams: Any, stream_arn: str, handler: Handler, relay: Relay | None,
+                 positions: CheckpointStore, batch_size: int = 100, consumer: str = "local-mapping:relay", *,
                  parked: ParkedRecords | None = None, backoff: ShardBackoff = DEFAULT_BACKOFF,
                  monotonic: Monotonic = time.monotonic, relist_every_s: float = RELIST_EVERY_S,
                  position_every_s: float = POSITION_EVERY_S, concurrency: int = 1,
                  handling: FailureHandling = NO_FAILURE_HANDLING, on_failure: OnFailure | None = None,
                  wall: Callable[[], float] = time.time) -> None:
-        super().__init__(RecordReader(streams, stream_record_sequence, dynamodb_record_fault), RELAY_CONSUMER,
+        super().__init__(RecordReader(streams, stream_record_sequence, dynamodb_record_fault), self.SOURCE,
                          stream_arn, batch_size, parked, backoff, monotonic, positions, consumer, position_every_s,
                          concurrency, relist_every_s, handling, on_failure, wall)
         self._streams = streams
         self._arn = stream_arn
         self._handler = handler
-        self._relay = relay
+        self._relay = relay  # None: nothing to recover when the stream was trimmed past the position
 
     def _iterator(self, shard_id: str, kind: str, sequence_number: str | None = None) -> str:
         request = {"StreamArn": self._arn, "ShardId": shard_id, "ShardIteratorType": kind}
@@ -112,7 +117,8 @@ class OutboxStreamPoller(ShardPoller):
         except ClientError as error:
             if error_code(error) != "TrimmedDataAccessException":
                 raise
-            self._relay.recover()
+            if self._relay is not None:
+                self._relay.recover()
             return self._iterator(shard_id, TRIM_HORIZON)
 
     def _list_shards(self) -> list[dict[str, Any]]:
@@ -129,18 +135,18 @@ class OutboxStreamPoller(ShardPoller):
 
     def _poll_shard(self, shard_id: str, cursor: ShardCursor) -> int:
         batch = self._read(shard_id, cursor)
-        inserts = [r for r in batch.records if r["eventName"] == INSERT]
+        inserts = [r for r in batch.records if r["eventName"] in self.EVENT_NAMES]
         if inserts:
             def invoke(records: list[dict[str, Any]]) -> str | None:
                 return failed_sequence(self._handler(
                     {"Records": [dynamodb_lambda_record(r, self._arn) for r in records]},
-                    LocalLambdaContext("onward-relay")))
+                    LocalLambdaContext(self.FUNCTION_NAME)))
 
             if not self._deliver(shard_id, cursor, inserts, stream_record_sequence, stream_record_arrival, invoke):
                 return len(inserts)
         taken = len(inserts)
         if batch.unreadable is not None:
-            if batch.unreadable.event_name == INSERT:  # the mapping's filter drops the others unread
+            if batch.unreadable.event_name in self.EVENT_NAMES:  # the mapping's filter drops the others unread
                 self._park(shard_id, batch.unreadable)
                 taken += 1
             self._remember(shard_id, cursor, batch.unreadable.sequence_number)
@@ -161,6 +167,17 @@ class OutboxStreamPoller(ShardPoller):
             self._relist = True
         return taken
 
+
+
+class JobsStreamPoller(OutboxStreamPoller):
+    """The fence reconciler's event source (issue 39): the jobs table's DynamoDB stream (NEW_AND_OLD_IMAGES),
+    its INSERT and MODIFY records (removals are TTL's or the store's own: nothing to reconcile), read as the
+    outbox's is; no relay to recover when trimmed (the reconciler starts again at the trim horizon, and the
+    adoption pass holds what it missed)."""
+
+    EVENT_NAMES = frozenset({INSERT, "MODIFY"})
+    SOURCE = "fence-reconciler"
+    FUNCTION_NAME = "onward-fence-reconciler"
 
 
 class EventsStreamPoller(ShardPoller):

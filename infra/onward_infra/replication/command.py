@@ -35,7 +35,8 @@ def cmd_regions(args: argparse.Namespace) -> int:
             endpoints = [stack.enter_context(EmbeddedEndpoint(port=port, region=region,
                                                               stream_shards=args.stream_shards))
                          for region, port in zip(regions, ports, strict=True)]
-            environments = {endpoint.region: endpoint.deploy().environment for endpoint in endpoints}
+            # the jobs table's stream on in every Region: the fence reconciler reads it after a failover (issue 39)
+            environments = {endpoint.region: endpoint.deploy(jobs_stream=True).environment for endpoint in endpoints}
             replicator = stack.enter_context(Replicator(endpoints, tables_of(environments)))
             replicator.set_lag(args.lag_s)
             control = stack.enter_context(ControlServer(replicator, args.control_port))

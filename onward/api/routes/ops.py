@@ -208,7 +208,7 @@ def pipeline_lag(_: Annotated[Principal, Depends(operator_caller)]) -> Response[
         confirmed_through=relay_mark.newest_event_at, processed_at=relay_mark.processed_at,
         lag_s=None if relay_mark.newest_event_at is None
         else round(max(0.0, (now - epoch_ms(relay_mark.newest_event_at)) / 1000), 3))
-    lag = view_lag(watermarks, now, stale_after_s, shards=shards)
+    lag = view_lag(watermarks, now, stale_after_s, shards=shards, replication=deployment.replication_status.current())
     return json_answer(200, PipelineLag(view=lag, shards=rows, relay=relay))
 
 

@@ -51,6 +51,7 @@ def audit_drill(history: DrillHistory) -> Audit:
     lines.append(_line("every job whose attempts ran at once is in the overlap report", [
         job_id for job_id, executions in ran_twice.items()
         if _ran_at_once(executions) and job_id not in history.overlap_jobs]))
+    lines.append(_old_home_line(history))
     lines.append(_page_line(history))
     lines.append(_line("every job in B finally terminal",
                        [j for j, job in jobs.items() if job.state.value not in TERMINAL]))
@@ -153,6 +154,16 @@ def _recorded(history: DrillHistory, job_id: str, executions: list[Execution]) -
 def _ran_at_once(executions: list[Execution]) -> bool:
     ordered = sorted(executions, key=lambda e: e.started_ms)
     return any(later.started_ms < earlier.ended_ms for earlier, later in pairwise(ordered))
+
+
+def _old_home_line(history: DrillHistory) -> Line:
+    """The old home's processes stop by the authority lease: none of its workers starts an attempt after the
+    fence window (the broken worker claimed before T: it is the reconciler's case, not this one's)."""
+    check = "the old home started no attempt after the fence window (authority lease)"
+    if history.fence_ends_ms is None:
+        return Line(check, 1, "no fence: the epoch was not raised")
+    return _line(check, [f"{e.job_id}:{e.attempt}" for e in history.executions
+                         if e.region_role == "A" and e.started_ms > history.fence_ends_ms])
 
 
 def _page_line(history: DrillHistory) -> Line:

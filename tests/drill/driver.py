@@ -69,7 +69,9 @@ class DrillConfig:
     rate_per_s: float = 20.0  # jobs the clients create a second
     warmup_s: float = 6.0  # from the start to T
     lag_s: float = 0.2  # replication lag, each way
-    fence_window_s: float = 2.0  # `onward failover --fence-window-s`
+    authority_lease_s: float = 1.5  # ONWARD_AUTHORITY_LEASE_S of both Regions' processes
+    authority_check_s: float = 0.5  # ONWARD_AUTHORITY_CHECK_S
+    fence_window_s: float = 2.5  # `onward failover --fence-window-s`: the lease + a check + 0.5 s
     a_after_fence_s: float = 3.0  # how long A keeps running after the failover returned
     clients_after_s: float = 4.0  # how long the clients go on creating in B after the switch
     workers: int = 3  # per Region
@@ -237,7 +239,8 @@ def run_drill(config: DrillConfig) -> DrillResult:
     started = time.monotonic()
     lock = threading.Lock()
     missing: list[Missing] = [m for m in (parts.fence_missing(),) if m is not None]
-    with Regions(config.lag_s) as regions, tempfile.TemporaryDirectory(prefix="onward-drill-") as scratch:
+    with (Regions(config.lag_s, config.authority_lease_s, config.authority_check_s) as regions,
+          tempfile.TemporaryDirectory(prefix="onward-drill-") as scratch):
         executions_path = os.path.join(scratch, "executions.jsonl")
         a = RegionSide("A", regions.environments[HOME], workers=config.workers, lease_s=config.lease_s,
                        executions_path=executions_path)
@@ -246,7 +249,7 @@ def run_drill(config: DrillConfig) -> DrillResult:
         a.start_pipeline(heartbeats=True)
         store_a = a.start_workers()
         b.start_pipeline(heartbeats=False)  # the warm standby: its relay and projector only
-        if parts.authority_lease(a.deployment) is None:
+        if parts.authority_lease(store_a) is None:
             missing.append(Missing("authority lease (the old home's processes stop by it)", "not in this tree"))
         clients = Clients(store_a, "A", config.rate_per_s, config.job_ms, lock).start()
         reader = Reader(a, b, clients, lock, config.seed).start()
@@ -255,33 +258,38 @@ def run_drill(config: DrillConfig) -> DrillResult:
 
         # The broken worker: claims a job in A just before T with a long lease, ignores the authority lease,
         # reports after the fence.
-        broken = store_a.claim("w-broken", lease_s=120.0)
+        broken_store = a.unleased_store()
+        broken = broken_store.claim("w-broken", lease_s=120.0)
         broken_started = now_ms()
         partitioned_at = now_ms()
         regions.links.partition(HOME)
         rpo_s = rpo_of(config.lag_s, regions.links.link(HOME, STANDBY).latency_max_s)
         _log(config, f"T: A partitioned from B (RPO {rpo_s:.3f} s); onward failover --to {STANDBY}", started)
-        failover = parts.run_failover(export(regions.command_environment(STANDBY)), STANDBY,
+        failover = parts.run_failover(export(regions.environments[STANDBY]), STANDBY,
                                       config.fence_window_s)
         if not failover.ok:
             missing.append(Missing("onward failover", failover.output.splitlines()[-1] if failover.output
                                    else "failed"))
         _log(config, f"failover {'done' if failover.ok else 'FAILED'} in {failover.seconds:.1f} s; B's workers "
              "start, clients switch to B", started)
-        store_b = b.start_workers()
+        store_b = b.store()  # a process started now: it writes under the raised epoch
+        fence_ends_ms = _fence_end(store_b, config.fence_window_s)
+        b.start_workers(store_b)
         b.start_heartbeats()
-        reconciler = parts.reconciler(b.deployment, b.store())
-        if isinstance(reconciler, Missing):
-            missing.append(reconciler)
+        b.deployment.replication_status.forget()
+        reconciler_missing = parts.reconciler_missing()
+        tally = None
+        if reconciler_missing is not None:
+            missing.append(reconciler_missing)
         else:
-            b.loop("fence-reconciler", reconciler.poll_once, 0.2)
+            tally = b.start_reconciler(store_b)
         clients.switch(store_b, "B")
         reader.failed_over = True
         time.sleep(config.a_after_fence_s)
 
         if broken is not None:
             try:
-                store_a.complete(broken, {"attempt": broken.attempt, "region": "A", "broken": True})
+                broken_store.complete(broken, {"attempt": broken.attempt, "region": "A", "broken": True})
             except Exception as error:  # noqa: BLE001 - a refused late report is the fence working: noted
                 print(f"drill: the broken worker's late report was refused in A: {error!r}", file=sys.stderr)
             record_execution(executions_path, Execution("A", broken.job_id, broken.attempt, broken_started, now_ms()))
@@ -290,14 +298,18 @@ def run_drill(config: DrillConfig) -> DrillResult:
         regions.links.heal()
         regions.links.wait_idle(30)
         reconciled = 0
-        if not isinstance(reconciler, Missing):
-            # what the healed link brought: read to the end of the stream, then the loop goes on for B's writes
+        if tally is not None and b.reconciler_poller is not None:
+            # what the healed link brought, read to the stream's end; then the old home's writes are all in:
+            # the drill declares them reconciled (onward.pipeline.replication_status), and the page stops saying
+            # it may miss some
+            poller = b.reconciler_poller
             b.loops.pop("fence-reconciler").stop(10.0)
             caught_up = time.monotonic() + 30
-            while reconciler.poll_once() and time.monotonic() < caught_up:
+            while poller.poll_once() and time.monotonic() < caught_up:
                 pass
-            reconciled = reconciler.reconciled
-            b.loop("fence-reconciler", reconciler.poll_once, 0.2)
+            reconciled = tally.restored + tally.adopted
+            _declare_reconciled(b, store_b)
+            b.loop("fence-reconciler", poller.poll_once, 0.2)
         reader.reconciled = True
         time.sleep(max(0.0, config.clients_after_s - config.a_after_fence_s))
         clients.stop()
@@ -307,8 +319,25 @@ def run_drill(config: DrillConfig) -> DrillResult:
         b.stop()
         _log(config, f"B {'settled' if settled else 'did NOT settle'}; reading B back", started)
         history = _history(config, a, b, clients, reader, read_executions(executions_path), missing,
-                           partitioned_at, rpo_s, int(reconciled), lock)
+                           partitioned_at, rpo_s, int(reconciled), lock, fence_ends_ms)
     return DrillResult(audit_drill(history), time.monotonic() - started, failover)
+
+
+def _fence_end(store: JobStore, fence_window_s: float) -> int | None:
+    """When the fence window ended (the epoch item's `fenced_at` + the window), None without a raised epoch."""
+    fenced_at = store.region_epoch().fenced_at if hasattr(store, "region_epoch") else None
+    return None if fenced_at is None else int(fenced_at + fence_window_s * 1000)
+
+
+def _declare_reconciled(b: RegionSide, store: JobStore) -> None:
+    from onward.pipeline.replication_status import declare_reconciled
+
+    epoch = store.region_epoch().epoch
+    if epoch > 0:
+        declare_reconciled(b.deployment.client("dynamodb"), b.deployment.settings.require("jobs_table"), epoch,
+                           by="drill", reason="the healed link delivered the old home's writes; reconciled",
+                           at=now_ms())
+    b.deployment.replication_status.forget()
 
 
 def _settle(b: RegionSide, clients: Clients, lock: threading.Lock, deadline: float) -> bool:
@@ -330,7 +359,7 @@ def _settle(b: RegionSide, clients: Clients, lock: threading.Lock, deadline: flo
 
 def _history(config: DrillConfig, a: RegionSide, b: RegionSide, clients: Clients, reader: Reader,
              executions: list[Execution], missing: list[Missing], partitioned_at: int, rpo_s: float,
-             reconciled: int, lock: threading.Lock) -> DrillHistory:
+             reconciled: int, lock: threading.Lock, fence_ends_ms: int | None) -> DrillHistory:
     jobs_b: dict[str, Job] = {}
     epochs_b: dict[str, int] = {}
     runs_b: dict[str, list[Run]] = {}
@@ -361,7 +390,8 @@ def _history(config: DrillConfig, a: RegionSide, b: RegionSide, clients: Clients
             runs_b={j: sorted(rs, key=lambda r: r.attempt) for j, rs in runs_b.items()}, versions_a=versions_a,
             overlap_jobs=frozenset(o.job_id for o in overlaps),
             first_claim_b_ms=min((e.started_ms for e in executions if e.region_role == "B"), default=None),
-            reconciled=reconciled, missing=tuple(missing), submitted=clients.submitted)
+            reconciled=reconciled, missing=tuple(missing), submitted=clients.submitted,
+            fence_ends_ms=fence_ends_ms)
 
 
 def main(argv: list[str] | None = None) -> int:

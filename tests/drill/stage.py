@@ -17,27 +17,31 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import sys
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
 from typing import Any, Self
 
 from aws_lambda_powertools.utilities.data_classes import DynamoDBStreamEvent
+from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 from aws_lambda_powertools.utilities.data_classes.kinesis_stream_event import KinesisStreamRecord
 
 from onward.bootstrap import Deployment
+from onward.entrypoints.fence_reconciler import stream_record
 from onward.entrypoints.projector import _metadata, shard_of
 from onward.entrypoints.relay import _stream_record
 from onward.maintenance.reaper import reap_once
+from onward.pipeline.fence_reconciler.reconciler import FenceReconciler, ReconcileTally
 from onward.pipeline.projector.projector import BatchTally, ShardRecord
 from onward.pipeline.relay.relay import Relay
 from onward.runtime.pool import WorkerPool
 from onward.runtime.worker import JobContext, Registry
 from onward.settings import Settings
 from onward.store.service import JobStore
-from onward_infra.endpoint import EmbeddedEndpoint
+from onward_infra.endpoint import DUMMY_CREDENTIALS, EmbeddedEndpoint
 from onward_infra.platform import BackgroundLoop
-from onward_infra.pollers import EventsStreamPoller, OutboxStreamPoller
+from onward_infra.pollers import EventsStreamPoller, JobsStreamPoller, OutboxStreamPoller
 from onward_infra.replication.replicator import Replicator, tables_of
 from tests.drill.history import Execution
 
@@ -51,22 +55,29 @@ def now_ms() -> int:
 
 
 class Regions:
-    """A, B and W as three Regions, the replicator between A and B (lag `lag_s` each way)."""
+    """A, B and W as three Regions, the replicator between A and B (lag `lag_s` each way); each of A's and B's
+    environments names the witness and the authority lease (`lease_s`, checked every `check_s`)."""
 
-    def __init__(self, lag_s: float) -> None:
-        self.lag_s = lag_s
+    def __init__(self, lag_s: float, lease_s: float, check_s: float) -> None:
+        self.lag_s, self.lease_s, self.check_s = lag_s, lease_s, check_s
         self._stack = ExitStack()
         self.environments: dict[str, dict[str, str]] = {}
         self.replicator: Replicator | None = None
 
     def __enter__(self) -> Self:
+        # The witness's clients are signed (onward.operator.witness): this process has credentials as an
+        # operator's shell and a Region's processes do; the embedded endpoints accept any.
+        for name, value in DUMMY_CREDENTIALS.items():
+            os.environ.setdefault(name, value)
         try:
             endpoints = {region: self._stack.enter_context(EmbeddedEndpoint(region=region))
                          for region in (HOME, STANDBY, WITNESS)}
-            self.environments = {region: dict(endpoint.deploy().environment)
+            self.environments = {region: dict(endpoint.deploy(jobs_stream=region != WITNESS).environment)
                                  for region, endpoint in endpoints.items()}
+            witness_url = self.environments[WITNESS]["AWS_ENDPOINT_URL"]
             for region in (HOME, STANDBY):
-                enable_jobs_stream(endpoints[region], self.environments[region]["JOBS_TABLE"])
+                self.environments[region].update(authority_environment(region, witness_url, self.lease_s,
+                                                                       self.check_s))
             replicated = {region: self.environments[region] for region in (HOME, STANDBY)}
             self.replicator = self._stack.enter_context(
                 Replicator([endpoints[HOME], endpoints[STANDBY]], tables_of(replicated)))
@@ -84,21 +95,14 @@ class Regions:
         assert self.replicator is not None
         return self.replicator
 
-    def command_environment(self, region: str) -> dict[str, str]:
-        """What an operator's shell exports to run `onward` against `region` (the witness named too)."""
-        witness = self.environments[WITNESS]
-        return {**self.environments[region], "ONWARD_WITNESS": f"table:{WITNESS}",
-                "ONWARD_WITNESS_ENDPOINT_URL": witness["AWS_ENDPOINT_URL"], "ONWARD_HOME_REGION": HOME}
 
 
-def enable_jobs_stream(endpoint: EmbeddedEndpoint, table: str) -> None:
-    """The jobs table's stream with both images, which the fence reconciler reads (the design's template
-    enables it in both Regions: docs/regional-recovery.md, "How it is fenced"); kept when the stack has it."""
-    client = endpoint.client("dynamodb")
-    if client.describe_table(TableName=table)["Table"].get("StreamSpecification", {}).get("StreamEnabled"):
-        return
-    client.update_table(TableName=table, StreamSpecification={"StreamEnabled": True,
-                                                              "StreamViewType": "NEW_AND_OLD_IMAGES"})
+def authority_environment(region: str, witness_url: str, lease_s: float, check_s: float) -> dict[str, str]:
+    """What a process of `region` is configured with to act only while the witness names it home
+    (onward.runtime.authority: ONWARD_WITNESS `table:<W>`, on W's endpoint; A home until a failover)."""
+    return {"AWS_REGION": region, "ONWARD_WITNESS": f"table:{WITNESS}", "ONWARD_WITNESS_ENDPOINT_URL": witness_url,
+            "ONWARD_HOME_REGION": HOME, "ONWARD_AUTHORITY_LEASE_S": str(lease_s),
+            "ONWARD_AUTHORITY_CHECK_S": str(check_s)}
 
 
 def relay_handler(deployment: Deployment) -> Callable[[dict[str, Any], Any], dict[str, Any]]:
@@ -108,6 +112,9 @@ def relay_handler(deployment: Deployment) -> Callable[[dict[str, Any], Any], dic
         records = [_stream_record(record) for record in DynamoDBStreamEvent(event).records]
         if not records:
             return {"batchItemFailures": []}
+        lease = deployment.authority if deployment.environ.get("ONWARD_WITNESS") else None
+        if lease is not None and not lease.is_home():  # as the entry point: only home relays (auth39)
+            return {"batchItemFailures": [{"itemIdentifier": records[0].sequence_number}]}
         outcome = deployment.relay.relay(records)
         failed = outcome.first_unpublished
         return {"batchItemFailures": [] if failed is None else [{"itemIdentifier": failed}]}
@@ -133,6 +140,21 @@ def projector_handler(deployment: Deployment) -> Callable[[dict[str, Any], Any],
     return handler
 
 
+def reconciler_handler(reconciler: FenceReconciler, tally: ReconcileTally
+                       ) -> Callable[[dict[str, Any], Any], dict[str, Any]]:
+    """onward.entrypoints.fence_reconciler.handler's work, with `reconciler` (B's): in order, stopping at the
+    first record that fails."""
+
+    def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        records = [stream_record(DynamoDBRecord(raw)) for raw in event.get("Records", [])]
+        failure = reconciler.reconcile(records, tally) if records else None
+        if failure is None:
+            return {"batchItemFailures": []}
+        print(f"drill: the fence reconciler failed at a record: {failure.error!r}", file=sys.stderr)
+        return {"batchItemFailures": [{"itemIdentifier": records[failure.at].sequence_number}]}
+    return handler
+
+
 class RegionSide:
     """One Region's platform (see the module's docstring). `role` is "A" or "B". Every attempt its workers ran
     is a line of `executions_path` (the workers run handlers in forked children: a file is what they share)."""
@@ -146,14 +168,16 @@ class RegionSide:
         self._executions_path = executions_path
         self.loops: dict[str, BackgroundLoop] = {}
         self.pool: WorkerPool | None = None
+        self.reconciler_poller: JobsStreamPoller | None = None
 
     def store(self) -> JobStore:
         """The store of a process of this Region started now: a Deployment of its own, so its writer's epoch is
         the Region's epoch item as it now is, as a process reads it at its start (the shared interface)."""
-        store = Deployment(Settings.from_environment(self.environment), environ=dict(self.environment)).job_store
-        if hasattr(store, "region_epoch") and store.writer_epoch != (epoch := store.region_epoch().epoch):
-            store.set_region_epoch(epoch)
-        return store
+        return Deployment(Settings.from_environment(self.environment), environ=dict(self.environment)).job_store
+
+    def unleased_store(self) -> JobStore:
+        """A store of this Region with no authority lease, writing under epoch 0: the broken worker's."""
+        return JobStore(self.deployment.settings, client=self.deployment.client("dynamodb"))
 
     def registry(self) -> Registry:
         registry = Registry()
@@ -184,6 +208,21 @@ class RegionSide:
         self.loop("projector", projector.poll_once, 0.1)
         if heartbeats:
             self.start_heartbeats()
+
+    def start_reconciler(self, store: JobStore) -> ReconcileTally:
+        """The fence reconciler on this Region's jobs-table stream (its mapping's poller, recon39's), from the
+        stream's trim horizon; its tally."""
+        deployment = self.deployment
+        jobs = deployment.client("dynamodb").describe_table(
+            TableName=deployment.settings.require("jobs_table"))["Table"]
+        tally = ReconcileTally()
+        handler = reconciler_handler(FenceReconciler(deployment.client("dynamodb"),
+                                                     deployment.settings.require("jobs_table"), store), tally)
+        self.reconciler_poller = JobsStreamPoller(deployment.client("dynamodbstreams"), jobs["LatestStreamArn"],
+                                                  handler, None, deployment.checkpoint_store, batch_size=100,
+                                                  consumer="local-mapping:fence-reconciler")
+        self.loop("fence-reconciler", self.reconciler_poller.poll_once, 0.2)
+        return tally
 
     def start_heartbeats(self) -> None:
         emitter = self.deployment.heartbeat_emitter

@@ -7,7 +7,7 @@ break; tests/drill/test_checks.py builds a bad history for each and shows the ro
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from itertools import pairwise
 
@@ -77,6 +77,9 @@ def audit_drill(history: DrillHistory) -> Audit:
         ("  of them at once (overlapping attempts)", sum(1 for ex in ran_twice.values() if _ran_at_once(ex))),
         ("in the overlap report", len(history.overlap_jobs)),
         ("reconciled (late writes undone or adopted)", history.reconciled),
+        *((f"  B unfinished: {state} at epoch {epoch}", count) for (state, epoch), count in sorted(Counter(
+            (job.state.value, history.epochs_b.get(j, 0)) for j, job in jobs.items()
+            if job.state.value not in TERMINAL).items())),
         ("RTO measured (T to B's first claim)", rto),
         ("status reads recorded", len(history.reads)),
         ("page reads in B after the failover", len(history.pages)),

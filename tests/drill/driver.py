@@ -28,6 +28,7 @@ os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "ERROR")  # before the loggers are
 os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
 
 import argparse
+import pickle
 import random
 import sys
 import tempfile
@@ -80,6 +81,7 @@ class DrillConfig:
     settle_timeout_s: float = 90.0
     seed: int = 7
     progress: bool = False
+    dump_path: str | None = None  # the history, pickled, for a person to look into a failed row
 
 
 @dataclass(frozen=True)
@@ -318,8 +320,14 @@ def run_drill(config: DrillConfig) -> DrillResult:
         reader.stop()
         b.stop()
         _log(config, f"B {'settled' if settled else 'did NOT settle'}; reading B back", started)
+        if config.dump_path:
+            with open(config.dump_path + ".b-items", "wb") as dump:
+                pickle.dump([item for item in scan(b) if not item["pk"]["S"].startswith("JOB#")], dump)
         history = _history(config, a, b, clients, reader, read_executions(executions_path), missing,
                            partitioned_at, rpo_s, int(reconciled), lock, fence_ends_ms)
+    if config.dump_path:
+        with open(config.dump_path, "wb") as dump:
+            pickle.dump(history, dump)
     return DrillResult(audit_drill(history), time.monotonic() - started, failover)
 
 
@@ -407,12 +415,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=defaults.workers, help="workers per Region")
     parser.add_argument("--settle-timeout-s", type=float, default=300.0)
     parser.add_argument("--seed", type=int, default=defaults.seed)
+    parser.add_argument("--dump", metavar="PATH", help="write the run's history there (pickle) to look into it")
     args = parser.parse_args(argv)
     os.environ.setdefault("ONWARD_PARAMETER_VALIDATION", "false")
     config = DrillConfig(rate_per_s=args.rate, warmup_s=args.warmup_s, lag_s=args.lag_s,
                          fence_window_s=args.fence_window_s, a_after_fence_s=args.a_after_fence_s,
                          clients_after_s=args.clients_after_s, workers=args.workers,
-                         settle_timeout_s=args.settle_timeout_s, seed=args.seed, progress=True)
+                         settle_timeout_s=args.settle_timeout_s, seed=args.seed, progress=True,
+                         dump_path=args.dump)
     result = run_drill(config)
     print(f"drill: {HOME} -> {STANDBY}, lag {config.lag_s} s, fence window {config.fence_window_s} s, "
           f"{config.rate_per_s:g} jobs/s: {result.seconds:.1f} s")

@@ -12,7 +12,6 @@ and reconciled, then the audit. Two tests read the one run:
 
 from __future__ import annotations
 
-
 import pytest
 
 from tests.drill.driver import DrillConfig, DrillResult, run_drill

@@ -413,7 +413,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clients-after-s", type=float, default=10.0,
                         help="how long the clients go on creating in B after the switch")
     parser.add_argument("--workers", type=int, default=defaults.workers, help="workers per Region")
-    parser.add_argument("--settle-timeout-s", type=float, default=300.0)
+    parser.add_argument("--settle-timeout-s", type=float, default=120.0)
     parser.add_argument("--seed", type=int, default=defaults.seed)
     parser.add_argument("--dump", metavar="PATH", help="write the run's history there (pickle) to look into it")
     args = parser.parse_args(argv)

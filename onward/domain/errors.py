@@ -73,3 +73,9 @@ class RegionFenced(OnwardError):
     """A write refused because of the region epoch: the writer's epoch is not the one the row carries (a
     stale Region writing after a failover, or a row the new home has not adopted yet). Nothing was written;
     a worker treats it as a lost lease (stops reporting the attempt, never retries it)."""
+
+
+class RowNotAdopted(RegionFenced):
+    """A RegionFenced whose row is of an earlier epoch than the writer's: the new home has not adopted it yet
+    (the store's adoption, or the fence reconciler's for a row replicated in late). A claim passes such a row;
+    the reaper leaves it; anything else is refused until it is adopted."""

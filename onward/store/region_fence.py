@@ -21,7 +21,7 @@ import time
 from typing import TYPE_CHECKING, NamedTuple
 
 from onward.domain.clock import Clock, EpochMs
-from onward.domain.errors import EpochRaceLost, RegionFenced, StoreContention
+from onward.domain.errors import EpochRaceLost, RegionFenced, RowNotAdopted, StoreContention
 from onward.domain.lifecycle import Change
 from onward.domain.models import Job
 from onward.domain.regions import RegionEpoch, adoption
@@ -58,6 +58,24 @@ def region_epochs_of(recorder: object) -> RegionEpochBook:
     if book is None:
         raise TypeError(f"{type(recorder).__name__} keeps no region epoch item")
     return book  # type: ignore[no-any-return]
+
+
+def of_epoch(row: JobRow, epoch: int) -> JobRow:
+    """`row`, read to decide a transition of a writer of `epoch`: RowNotAdopted when it is of an earlier epoch,
+    RegionFenced when of a later one (the writer is stale), before any write is tried. (The commit's condition
+    refuses it too; this read tells the refusal apart even where the refusal returns no row.) An ended row
+    is let through: it is adopted only when something changes it (the reconciler's), and a transition of
+    one that writes (a replay) is refused by its commit's condition; the others write nothing (a cancel of a
+    finished job is answered from the row, as it always was)."""
+    if is_terminal(row.job.state):
+        return row
+    if row.region_epoch < epoch:
+        raise RowNotAdopted(f"job {row.job.job_id}: its row is of region epoch {row.region_epoch}, not yet adopted "
+                            f"into {epoch}")
+    if row.region_epoch > epoch:
+        raise RegionFenced(f"job {row.job.job_id}: its row is of region epoch {row.region_epoch}; this writer's is "
+                           f"{epoch}")
+    return row
 
 
 class RegionFence:

@@ -53,6 +53,7 @@ from onward.domain.errors import (
     NotReplayable,
     OnwardError,
     PayloadTooLarge,
+    RowNotAdopted,
     StoreContention,
     UnstorableValue,
 )
@@ -85,7 +86,7 @@ from onward.store.ports.tenant_values import Tenant, TenantState
 from onward.store.ports.write_plans import Admission, TransitionWrite, ends_attempt
 from onward.store.progress import ProgressAnswer, record_progress
 from onward.store.rate_limits import JobDeferred, RateLimits
-from onward.store.region_fence import RegionFence
+from onward.store.region_fence import RegionFence, of_epoch
 from onward.store.stats import StoreStats
 from onward.store.tenants import TenantRegistry
 from onward.store.unique_keys import UniqueKeys
@@ -260,8 +261,8 @@ class JobStore(JobReads, RegionFence):
             decision, row = self._settle(
                 due.job_id, lambda job: paused_refusal(self._flow.switches(), job)
                 or lifecycle.claim(job, worker_id, lease_ms, self._clock()), admission=admission, known=due.row)
-        except (JobDeferred, JobHeld):  # rate limited (a token reserved) or its concurrency key at its limit (held)
-            return None
+        except (JobDeferred, JobHeld, RowNotAdopted):  # rate limited (a token reserved), its concurrency key at its
+            return None  # limit (held), or a row of an earlier region epoch, not yet adopted (issue 39)
         if isinstance(decision, Change) and decision.after.state is JobState.RUNNING:
             self._held.remember(decision.after, row.ready_shards, admission.running_shard)
             return Lease(job=decision.after, worker_id=worker_id, lease_expires_at=decision.after.lease_expires_at or 0)
@@ -368,7 +369,10 @@ class JobStore(JobReads, RegionFence):
         for shard in range(LEASE_SHARDS):
             for job_id in self._recorder.expired_leases(shard, reaped_at, limit):
                 fault_point("store.reap.before_transition", job_id)
-                decision = self._transition(job_id, lambda job: lifecycle.reap(job, reaped_at))
+                try:
+                    decision = self._transition(job_id, lambda job: lifecycle.reap(job, reaped_at))
+                except RowNotAdopted:  # (of an earlier region epoch: the fence reconciler adopts it, issue 39)
+                    continue
                 if isinstance(decision, Change):
                     moved.append(decision.after)
         return moved
@@ -419,7 +423,7 @@ class JobStore(JobReads, RegionFence):
         moved, drops the copy and the row is read and decided again. (A TransactionConflict says nothing
         about the row: the copy is tried again.)"""
         for round_ in range(MAX_ROUNDS):
-            row = known if known is not None else self._read(job_id)
+            row = known if known is not None else of_epoch(self._read(job_id), self._writer_epoch.value)
             if row.held_by is not None:  # held aside (onward.store.held_jobs): a claim passes it, all else puts it back
                 if admission is not None:
                     return Refusal(RefusalReason.NOT_CLAIMABLE, row.job), row

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from onward.domain.errors import EpochRaceLost, RegionFenced
+from onward.domain.errors import EpochRaceLost, RegionFenced, RowNotAdopted
 from onward.domain.models import ConcurrencyRule, ErrorSummary, NewJob
 from onward.domain.pauses import Pause
 from onward.domain.regions import first_version_of
@@ -136,16 +136,36 @@ def test_the_new_epoch_refuses_a_row_it_has_not_adopted_until_it_adopts_it(backe
     (job_id,) = create(store, clock)
     home = backend.store(region_epoch=1)
     home.raise_region_epoch(1, home="us-west-2", previous_home="us-east-1", reason="drill", decided_by="test")
+    lease = store.claim("old-w", 300)
+    assert lease is not None
+    clock.advance(600)
     before = backend.snapshot()
-    with pytest.raises(RegionFenced):
+    with pytest.raises(RowNotAdopted):
         home.cancel(job_id)
-    with pytest.raises(RegionFenced):
-        home.claim("new-w", 300)
+    assert home.reap() == []  # (its lease lapsed: but the row is the old home's until adopted)
+    assert home.claim("new-w", 300) is None
     assert backend.snapshot() == before
     adopted = home.adopt(job_id, 1)
     assert adopted is not None and adopted.version == first_version_of(1)
     assert home.adopt(job_id, 1) is None  # adopted once
+    assert adopted.state is JobState.QUEUED and adopted.attempt_floor == 1
     assert home.cancel(job_id).job.state is JobState.CANCELLED
+
+
+def test_a_claim_of_the_new_home_passes_an_unadopted_row_to_the_jobs_behind_it(backend: StoreBackend,
+                                                                              store: JobStore, clock) -> None:
+    """A row the old home created late (replicated in after the adoption) sits at the head of its queue until
+    the reconciler adopts it: a claim that stopped at it would starve the tenant's adopted jobs meanwhile."""
+    home = fail_over(backend)
+    (late,) = create(store, clock)  # the old home's create (a create conditions nothing on the epoch)
+    (adopted,) = create(home, clock)
+    assert home.row(late).region_epoch == 0
+    lease = home.claim("new-w", 300)
+    assert lease is not None and lease.job_id == adopted
+    assert home.claim("new-w", 300) is None
+    assert home.adopt(late, 1) is not None
+    lease = home.claim("new-w", 300)
+    assert lease is not None and lease.job_id == late
 
 
 # --- adoption per state ---------------------------------------------------------------------------------------
@@ -335,3 +355,23 @@ def test_every_item_a_write_of_the_new_epoch_puts_or_updates_carries_it(backend:
     assert {item.get("region_epoch") for item in written} == {1}
     events = [item for item in backend.outbox_table() if item["version"] >= first_version_of(1)]
     assert len(events) == 4 and {item.get("region_epoch") for item in events} == {1}
+
+
+def test_an_ended_row_of_the_old_epoch_is_answered_but_replayed_only_once_adopted(backend: StoreBackend,
+                                                                                  store: JobStore, clock) -> None:
+    """Ended rows are not adopted by the failover's pages: a read that refused them would answer a cancel of
+    a finished job with an error; a replay that committed on one would write versions the old home may have
+    written too."""
+    (dead,) = create(store, clock, NewJob(type="demo.echo", params={}, max_attempts=1))
+    lease = store.claim("old-w", 300)
+    assert lease is not None
+    store.fail(lease, ErrorSummary.of("Boom", "permanent"), permanent=True)
+    home = fail_over(backend)
+    assert home.cancel(dead).job.state is JobState.DEAD
+    before = backend.snapshot()
+    with pytest.raises(RowNotAdopted):
+        home.replay(dead)
+    assert backend.snapshot() == before
+    assert home.adopt(dead, 1) is not None
+    replayed = home.replay(dead)
+    assert replayed.state is JobState.QUEUED and replayed.version == first_version_of(1) + 1

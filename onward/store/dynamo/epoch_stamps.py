@@ -16,7 +16,9 @@ from typing import Any
 from onward.store.dynamo.attributes import Item, from_item
 from onward.store.dynamo.held_items import held_by_of
 from onward.store.dynamo.keys import REGION_EPOCH_ATTRIBUTE, job_from_values
+from onward.store.ports.outcomes import Role
 from onward.store.ports.rows import JobRow
+from onward.store.ports.write_plans import TransitionWrite, epoch_refusal
 
 EPOCH_NAME = "#region_epoch"
 EPOCH_VALUE = ":region_epoch"
@@ -70,13 +72,12 @@ def stamp(action: dict[str, Any], epoch: int) -> None:
         update["UpdateExpression"] = f"SET {EPOCH_NAME} = {EPOCH_VALUE} {expression}"
 
 
-def fenced(reason: Mapping[str, Any], epoch: int, *, adopts: bool) -> bool:
-    """Whether a cancellation reason of the job row's action was the epoch's: the row it returned is of
-    another epoch (an adoption's: not below it)."""
+def fenced(reason: Mapping[str, Any], write: TransitionWrite) -> Role | None:
+    """Whether a cancellation reason of the job row's action was the epoch's, judged on the row it returned
+    (write_plans.epoch_refusal); None when the row returned holds the epoch (or none was returned)."""
     item = reason.get("Item")
     if reason.get("Code") != "ConditionalCheckFailed" or item is None:
-        return False
-    found = epoch_of(item)
-    return found >= epoch if adopts else found != epoch
+        return None
+    return epoch_refusal(epoch_of(item), write)
 
 

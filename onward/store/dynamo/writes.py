@@ -97,8 +97,8 @@ class Transaction:
     actions: list[dict[str, Any]] = field(default_factory=list)
     roles: list[Role] = field(default_factory=list)
     subjects: list[int | None] = field(default_factory=list)
-    # region fence (issue 39): the epoch its job row's action is conditioned on (None: no such action)
-    fence: tuple[int, bool] | None = None
+    # region fence (issue 39): the write whose job row's action is conditioned on its epoch (None: no such action)
+    fence: TransitionWrite | None = None
 
     def add(self, role: Role, action: dict[str, Any], subject: int | None = None) -> None:
         self.actions.append(action)
@@ -114,10 +114,11 @@ class Transaction:
                 if reason.get("Code") and reason.get("Code") != "None"]
 
     def _fenced_role(self, role: Role, reason: Mapping[str, Any]) -> Role:
-        """The job row's refusal is the epoch's (Role.REGION) when the row it returned is of another epoch."""
+        """The job row's refusal is the epoch's (Role.REGION, Role.UNADOPTED) when the row it returned is of
+        another epoch."""
         if role is not Role.JOB or self.fence is None:
             return role
-        return Role.REGION if fenced(reason, self.fence[0], adopts=self.fence[1]) else role
+        return fenced(reason, self.fence) or role
 
     def stamped(self, epoch: int) -> Transaction:
         """Every item it puts or updates stamped with the writer's epoch (region fence, issue 39); epoch 0 is
@@ -175,7 +176,7 @@ class TransitionWrites:
         for tenant_id, shard, cap in write.still_at_cap:
             transaction.add(Role.STILL_AT_CAP, self.still_at_cap(tenant_id, shard, cap))
         fence_row_update(transaction.actions[0], write.region_epoch, adopts=write.adopts)  # (issue 39)
-        transaction.fence = (write.region_epoch, write.adopts)
+        transaction.fence = write
         return transaction.stamped(write.region_epoch)
 
     def new_job(self, write: NewJobWrite) -> Transaction:

@@ -23,7 +23,7 @@ from onward.store.ports.write_plans import (
     NewJobWrite,
     OverlapMark,
     TransitionWrite,
-    epoch_holds,
+    epoch_refusal,
     queue_entry_updates,
 )
 
@@ -154,8 +154,9 @@ class MemoryJobLog(JobLog):
         change = write.change
         failed: set[Role] = set()
         row = state.rows.get(write.job_id)
-        if row is not None and not epoch_holds(row.region_epoch, write):
-            failed.add(Role.REGION)  # (region fence, issue 39)
+        refusal = None if row is None else epoch_refusal(row.region_epoch, write)
+        if refusal is not None:
+            failed.add(refusal)  # (region fence, issue 39)
         if row is None or (row.job.state, row.job.version, row.job.attempt) != write.expected or row.held_by:
             failed.add(Role.JOB)  # (a held row: put back first, onward.store.held_jobs)
         elif write.lapsed_by is not None and not (row.job.lease_expires_at is not None

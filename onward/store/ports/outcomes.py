@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from onward.domain.clock import EpochMs
-from onward.domain.errors import RegionFenced, StoreInvariantViolation
+from onward.domain.errors import RegionFenced, RowNotAdopted, StoreInvariantViolation
 
 
 class Role(StrEnum):
@@ -31,8 +31,10 @@ class Role(StrEnum):
     # the held job an end puts back (still held under the key)
     CONCURRENCY = "concurrency"
     HELD_RELEASE = "held_release"
-    # region fence (issue 39): the job row's epoch is not the writer's (an adoption's: not below it)
+    # region fence (issue 39): the job row's epoch is above the writer's (an adoption's: not below it), or
+    # below it (a row the writer's home has not adopted)
     REGION = "region"
+    UNADOPTED = "unadopted"
 
 
 class CommitOutcome(StrEnum):
@@ -76,6 +78,8 @@ def judge(failed: Collection[Role], *, conflict: bool, refused: str, claim: bool
         return CommitOutcome.CONFLICT
     if Role.REGION in failed:  # (region fence, issue 39: never tried again by this writer)
         raise RegionFenced(refused)
+    if Role.UNADOPTED in failed:
+        raise RowNotAdopted(refused)
     if Role.JOB in failed:
         return CommitOutcome.JOB_MOVED
     if Role.RATE in failed:

@@ -36,6 +36,7 @@ from onward.domain.lifecycle import Change
 from onward.domain.models import Job
 from onward.domain.states import CLAIMABLE_STATES, JobState, RunOutcome
 from onward.store.ports.concurrency_keys import SlotReturn, SlotTake
+from onward.store.ports.outcomes import Role
 from onward.store.ports.rate_buckets import RateTake
 from onward.store.ports.ready_queues import ReadyQueue, ready_queue
 from onward.store.ports.unique_keys import UniqueClaim
@@ -293,7 +294,12 @@ class NewJobWrite:
         return self.change.after
 
 
-def epoch_holds(row_epoch: int, write: TransitionWrite) -> bool:
+def epoch_refusal(row_epoch: int, write: TransitionWrite) -> Role | None:
     """The region fence's condition on the job row (issue 39): its epoch is the writer's, or, for an adoption,
-    below it (a row without the attribute is epoch 0)."""
-    return row_epoch < write.region_epoch if write.adopts else row_epoch == write.region_epoch
+    below it (a row without the attribute is epoch 0). None when it holds; else Role.UNADOPTED for a row of
+    an earlier epoch than the writer's, Role.REGION for one of a later (the writer is stale)."""
+    if write.adopts:
+        return None if row_epoch < write.region_epoch else Role.REGION
+    if row_epoch == write.region_epoch:
+        return None
+    return Role.UNADOPTED if row_epoch < write.region_epoch else Role.REGION

@@ -28,6 +28,7 @@ from typing import Any, Protocol, TypeVar
 
 from aws_lambda_powertools import Logger
 
+from onward.domain.errors import RegionFenced
 from onward.domain.models import Lease
 from onward.domain.regions import Witness
 from onward.operator.witness import (
@@ -53,9 +54,9 @@ class AuthorityState(StrEnum):
     UNCONFIRMED = "unconfirmed"  # not confirmed within the lease (witness unreachable), or never yet
 
 
-class NotHome(RuntimeError):
+class NotHome(RegionFenced):
     """This process's Region is not (confirmed) home: what it was about to write is not written. A worker
-    treats it as a lost lease: the attempt's report is dropped, never retried."""
+    treats it as the store's RegionFenced, a lost lease: the attempt's report is dropped, never retried."""
 
 
 class EpochHolder(Protocol):
@@ -191,7 +192,10 @@ def renew_when_home(store: JobStore, lease: Lease, lease_s: float) -> RenewalAns
     lost (its handler is asked to stop; its report is then dropped by `when_home`)."""
     if not is_home(store):
         return RenewalAnswer(held=False, cancel_requested=False, lease_expires_at=None)
-    return store.renew_lease(lease, lease_s)
+    try:
+        return store.renew_lease(lease, lease_s)
+    except RegionFenced:  # the row is of another epoch now: the lease is gone, not a renewal to retry
+        return RenewalAnswer(held=False, cancel_requested=False, lease_expires_at=None)
 
 
 def lease_from_settings(authority: AuthoritySettings, settings: Settings, store: EpochHolder | None

@@ -31,6 +31,7 @@ from typing import Protocol
 from aws_lambda_powertools import Logger
 
 from onward.domain.backoff import BackoffPolicy
+from onward.domain.errors import RegionFenced
 from onward.runtime.execution import SimulatedCrash
 
 logger = Logger(service="onward-worker")
@@ -127,6 +128,9 @@ class Drain:
             worked = worker.run_once()
         except SimulatedCrash:  # a demo/drill crash: the job's lease is left to lapse, the reaper hands it back
             logger.warning("worker crashed mid-job (simulated): lease left to expire")
+            worked = True
+        except RegionFenced as fenced:  # not home, or fenced by the region epoch (issue 39): not a failure
+            logger.warning("the attempt's report was dropped: this Region is not home", extra={"error": str(fenced)})
             worked = True
         except Exception:
             logger.exception("claiming or running a job failed")

@@ -24,7 +24,7 @@ from aws_lambda_powertools import Logger
 
 from onward.domain.backoff import BackoffPolicy
 from onward.domain.clock import Clock, EpochMs, system_clock
-from onward.domain.errors import InvalidRequest, PayloadTooLarge
+from onward.domain.errors import InvalidRequest, PayloadTooLarge, RegionFenced
 from onward.domain.models import DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S, ErrorSummary, Job, Lease
 from onward.domain.retry_policy import PLATFORM_POLICY, InvalidRegistration, RetryPolicy
 from onward.faults import fault_point
@@ -218,7 +218,7 @@ class Worker:
                     continue
                 try:
                     worked = self.run_once(polling=True)
-                except (SimulatedCrash, authority.NotHome):  # NotHome: issue 39, logged by the lease
+                except (SimulatedCrash, RegionFenced):  # RegionFenced (issue 39): not home, or an older epoch
                     continue
                 except Exception:
                     logger.exception("worker loop error", extra={"worker_id": self.worker_id})

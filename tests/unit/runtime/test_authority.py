@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pytest
 
+from onward.domain.errors import RegionFenced
 from onward.domain.models import NewJob
 from onward.domain.regions import Witness
 from onward.operator.witness import FakeWitness
@@ -185,3 +186,16 @@ class _Inline:
 
     def close(self) -> None:
         pass
+
+
+def test_a_renewal_refused_by_the_region_fence_is_a_lost_lease_not_a_failure_to_retry(memory_store: JobStore) -> None:
+    """Without it the renewal thread would retry a write the epoch refuses until the lease ran out."""
+    memory_store.create("acme", NewJob(type="demo.echo"))
+    claimed = memory_store.claim("w-1", 30.0)
+    assert claimed is not None
+
+    class Fenced:
+        def renew_lease(self, lease: object, lease_s: float) -> object:
+            raise RegionFenced("the row is of epoch 1")
+
+    assert not authority.renew_when_home(Fenced(), claimed, 30.0).held  # type: ignore[arg-type]

@@ -1,0 +1,129 @@
+"""The fenced failover's steps (onward.operator.failover) over the in-memory store's region fence and a fake
+witness, with a manual clock: the order of the steps, the fence window waited from the fence, the adoption,
+and every refusal changing nothing.
+
+How it would break without the code: a failover that raised the epoch before writing the witness would leave
+the old home acting on a witness that still names it; one that adopted before the fence window would let the
+old home's late writes win by timestamp; one that wrote anything on bad input (the same Region, a typo, an
+unreachable witness) would leave two Regions disagreeing about the home."""
+
+from __future__ import annotations
+
+import pytest
+
+from onward.domain.clock import ManualClock
+from onward.domain.models import NewJob
+from onward.domain.regions import Witness
+from onward.domain.states import RunOutcome
+from onward.operator.failover import FailoverFailed, FailoverPlan, FailoverRefused, fail_over, prepare
+from onward.operator.witness import FakeWitness
+from onward.store.service import JobStore
+
+HOME, STANDBY = "eu-west-1", "eu-central-1"
+REGIONS = frozenset({HOME, STANDBY, "us-east-1"})
+
+
+def _plan(to: str = STANDBY, **changes: object) -> FailoverPlan:
+    fields: dict[str, object] = {"to": to, "reason": "drill", "decided_by": "tester", "fence_window_s": 45.0,
+                                 "on_aws": False, "known_regions": REGIONS, **changes}
+    return FailoverPlan(**fields)  # type: ignore[arg-type]
+
+
+class Sleeps:
+    def __init__(self, clock: ManualClock) -> None:
+        self.clock = clock
+        self.slept: list[float] = []
+
+    def __call__(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.clock.advance(seconds)
+
+
+def test_a_failover_writes_the_witness_raises_the_epoch_waits_the_window_then_adopts(
+        memory_store: JobStore, clock: ManualClock) -> None:
+    queued = memory_store.create("acme", NewJob(type="demo.echo")).job
+    running = memory_store.create("acme", NewJob(type="demo.echo")).job
+    lease = memory_store.claim("w-1", 30.0)
+    assert lease is not None
+    witness = FakeWitness(Witness(HOME, 0))
+    lines: list[str] = []
+    sleeps = Sleeps(clock)
+    prepared = prepare(_plan(), witness, memory_store)
+    report = fail_over(_plan(), prepared, witness=witness, store=memory_store, say=lines.append, clock=clock,
+                       sleep=sleeps)
+
+    assert [step["step"] for step in report.steps] == [1, 2, 3, 4, 5, 6]
+    assert witness.record == Witness(STANDBY, 1)
+    epoch = memory_store.region_epoch()
+    assert (epoch.epoch, epoch.home, epoch.previous_home, epoch.reason) == (1, STANDBY, HOME, "drill")
+    assert epoch.fenced_at is not None and clock() - epoch.fenced_at >= 45_000  # adoption after the window
+    assert sum(sleeps.slept) == pytest.approx(45.0, abs=0.01)
+    assert (report.adopted, report.requeued, report.runs_closed) == (2, 1, 1)
+    claimed_id = lease.job_id
+    assert {queued.job_id, running.job_id} >= {claimed_id}
+    runs = memory_store.runs(claimed_id, "acme")
+    assert runs[-1].outcome is RunOutcome.REGION_FAILOVER
+    assert memory_store.get(claimed_id, "acme").state.value == "queued"
+    assert any(line.startswith("4. fence window") for line in lines)
+    assert any("adoption page 1" in line for line in lines)
+
+
+def test_the_same_region_as_home_is_refused_and_nothing_changes(memory_store: JobStore) -> None:
+    witness = FakeWitness(Witness(HOME, 0))
+    with pytest.raises(FailoverRefused, match="home already"):
+        prepare(_plan(HOME), witness, memory_store)
+    assert witness.record == Witness(HOME, 0) and memory_store.region_epoch().epoch == 0
+
+
+def test_an_unknown_region_is_refused(memory_store: JobStore) -> None:
+    witness = FakeWitness(Witness(HOME, 0))
+    with pytest.raises(FailoverRefused, match="no such Region"):
+        prepare(_plan("eu-wset-1"), witness, memory_store)
+    assert witness.record == Witness(HOME, 0)
+
+
+def test_an_unreachable_witness_is_refused_and_nothing_changes(memory_store: JobStore) -> None:
+    witness = FakeWitness(Witness(HOME, 0))
+    witness.unreachable = True
+    with pytest.raises(FailoverRefused, match="witness cannot be read"):
+        prepare(_plan(), witness, memory_store)
+    assert memory_store.region_epoch().epoch == 0
+
+
+def test_a_witness_never_written_takes_the_configured_home(memory_store: JobStore, clock: ManualClock) -> None:
+    witness = FakeWitness(None)
+    with pytest.raises(FailoverRefused, match="ONWARD_HOME_REGION"):
+        prepare(_plan(), witness, memory_store)
+    prepared = prepare(_plan(home_region=HOME), witness, memory_store)
+    assert (prepared.previous_home, prepared.epoch) == (HOME, 1)
+
+
+def test_an_epoch_raised_by_another_failover_between_the_checks_and_the_raise_fails_clearly(
+        memory_store: JobStore, clock: ManualClock) -> None:
+    witness = FakeWitness(Witness(HOME, 0))
+    prepared = prepare(_plan(), witness, memory_store)
+    memory_store.raise_region_epoch(1, home="us-east-1", previous_home=HOME, reason="other", decided_by="other")
+    with pytest.raises(FailoverFailed, match="another failover raised it first"):
+        fail_over(_plan(), prepared, witness=witness, store=memory_store, say=lambda _: None, clock=clock,
+                  sleep=Sleeps(clock))
+    assert memory_store.region_epoch().home == "us-east-1"
+
+
+def test_a_failover_stopped_after_the_witness_resumes_at_the_epoch(memory_store: JobStore,
+                                                                  clock: ManualClock) -> None:
+    witness = FakeWitness(Witness(STANDBY, 1))  # an earlier run wrote the witness, then stopped
+    prepared = prepare(_plan(home_region=HOME), witness, memory_store)
+    assert prepared.resume and prepared.epoch == 1
+    report = fail_over(_plan(), prepared, witness=witness, store=memory_store, say=lambda _: None, clock=clock,
+                       sleep=Sleeps(clock))
+    assert report.steps[0]["done"] is False and memory_store.region_epoch().epoch == 1
+
+
+def test_a_second_writer_of_the_witness_loses_the_race(memory_store: JobStore, clock: ManualClock) -> None:
+    witness = FakeWitness(Witness(HOME, 0))
+    prepared = prepare(_plan(), witness, memory_store)
+    witness.record = Witness("us-east-1", 1)  # another operator's failover wrote first
+    with pytest.raises(FailoverFailed, match="wrote the witness first"):
+        fail_over(_plan(), prepared, witness=witness, store=memory_store, say=lambda _: None, clock=clock,
+                  sleep=Sleeps(clock))
+    assert memory_store.region_epoch().epoch == 0  # the epoch was never raised

@@ -43,7 +43,7 @@ def audit_drill(history: DrillHistory) -> Audit:
                        [ack.job_id for ack in acked_before_rpo if ack.job_id not in jobs]))
     lines.append(_line("every acknowledged job is in B after the heal (a partition loses nothing)",
                        [ack.job_id for ack in history.acks if ack.job_id not in jobs]))
-    lines.append(_line("no terminal state reopened in B", _reopened(history.reads, history.partitioned_at_ms)))
+    lines.append(_line("no terminal state reopened in B", _reopened(history.reads, history.healed_at_ms)))
     lines.append(_line("no status going backwards in either Region's view", _backwards(history.reads)))
     ran_twice = _ran_twice(history.executions)
     lines.append(_line("every job that ran twice says so on its run records", [
@@ -87,10 +87,11 @@ def audit_drill(history: DrillHistory) -> Audit:
     return Audit(tuple(lines), tuple(figures))
 
 
-def _reopened(reads: Sequence[Read], partitioned_at_ms: int) -> list[str]:
-    """B's job rows read terminal, then read not terminal. A terminal row of an older epoch read after T may be a
-    late write of the old home that the reconciler undoes (its adopted image comes back, at a higher epoch):
-    that is not a reopening; every other is (a terminal state replicated before T, or decided by B)."""
+def _reopened(reads: Sequence[Read], healed_at_ms: int | None) -> list[str]:
+    """B's job rows read terminal, then read not terminal. A terminal row of an older epoch first read after the
+    heal may be a late write of the old home that the reconciler undoes (its adopted image comes back, at a
+    higher epoch): that is not a reopening; every other is (a terminal state replicated before T, or decided
+    by B)."""
     bad: list[str] = []
     by_job: dict[str, list[Read]] = defaultdict(list)
     for read in reads:
@@ -102,7 +103,7 @@ def _reopened(reads: Sequence[Read], partitioned_at_ms: int) -> list[str]:
             if read.status in TERMINAL:
                 terminal_seen.append(read)
                 continue
-            if any(t.at_ms < partitioned_at_ms or epoch_of(t.version) >= epoch_of(read.version)
+            if any(healed_at_ms is None or t.at_ms < healed_at_ms or epoch_of(t.version) >= epoch_of(read.version)
                    for t in terminal_seen):
                 bad.append(job_id)
                 break

@@ -297,6 +297,7 @@ def run_drill(config: DrillConfig) -> DrillResult:
             record_execution(executions_path, Execution("A", broken.job_id, broken.attempt, broken_started, now_ms()))
         a.stop()
         _log(config, "the broken worker reported late; A's processes stopped; the link heals", started)
+        healed_at = now_ms()
         regions.links.heal()
         regions.links.wait_idle(30)
         reconciled = 0
@@ -324,7 +325,7 @@ def run_drill(config: DrillConfig) -> DrillResult:
             with open(config.dump_path + ".b-items", "wb") as dump:
                 pickle.dump([item for item in scan(b) if not item["pk"]["S"].startswith("JOB#")], dump)
         history = _history(config, a, b, clients, reader, read_executions(executions_path), missing,
-                           partitioned_at, rpo_s, int(reconciled), lock, fence_ends_ms)
+                           partitioned_at, rpo_s, int(reconciled), lock, fence_ends_ms, healed_at)
     if config.dump_path:
         with open(config.dump_path, "wb") as dump:
             pickle.dump(history, dump)
@@ -367,7 +368,7 @@ def _settle(b: RegionSide, clients: Clients, lock: threading.Lock, deadline: flo
 
 def _history(config: DrillConfig, a: RegionSide, b: RegionSide, clients: Clients, reader: Reader,
              executions: list[Execution], missing: list[Missing], partitioned_at: int, rpo_s: float,
-             reconciled: int, lock: threading.Lock, fence_ends_ms: int | None) -> DrillHistory:
+             reconciled: int, lock: threading.Lock, fence_ends_ms: int | None, healed_at: int) -> DrillHistory:
     jobs_b: dict[str, Job] = {}
     epochs_b: dict[str, int] = {}
     runs_b: dict[str, list[Run]] = {}
@@ -399,7 +400,7 @@ def _history(config: DrillConfig, a: RegionSide, b: RegionSide, clients: Clients
             overlap_jobs=frozenset(o.job_id for o in overlaps),
             first_claim_b_ms=min((e.started_ms for e in executions if e.region_role == "B"), default=None),
             reconciled=reconciled, missing=tuple(missing), submitted=clients.submitted,
-            fence_ends_ms=fence_ends_ms)
+            fence_ends_ms=fence_ends_ms, healed_at_ms=healed_at)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -83,4 +83,5 @@ class DrillHistory:
     reconciled: int  # late writes the reconciler undid or adopted
     missing: Sequence[Missing] = field(default=())  # the parts of issue 39 that were not there
     submitted: int = 0  # jobs the clients tried to create (acknowledged or not)
+    healed_at_ms: int | None = None  # when the link healed (None: it did not)
     fence_ends_ms: int | None = None  # the epoch item's fenced_at + the fence window (None: no failover happened)

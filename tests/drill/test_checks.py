@@ -55,7 +55,8 @@ def good() -> DrillHistory:
                        run(J2, 2, "succeeded", overlapped_with=[1])],
                 J3: [run(J3, 1, "succeeded")]},
         versions_a={J1: 4, J2: 5},
-        overlap_jobs=frozenset({J2}), first_claim_b_ms=T + 4000, reconciled=1, submitted=3)
+        overlap_jobs=frozenset({J2}), first_claim_b_ms=T + 4000, reconciled=1, submitted=3,
+        healed_at_ms=T + 4100, fence_ends_ms=T + 3000)
 
 
 def failed(history: DrillHistory) -> list[str]:
@@ -99,6 +100,21 @@ def test_a_late_old_epoch_terminal_undone_by_the_reconciler_is_not_a_reopening()
              Read("B", "row", J2, "running", E1 + 1, 9, T + 4300))
     reads = tuple(r for r in reads if not (r.job_id == J2 and r.seq == 4))
     assert failed(dataclasses.replace(good(), reads=reads)) == []
+
+
+def test_an_old_epoch_terminal_read_before_the_heal_then_requeued_is_a_reopening() -> None:
+    """Between T and the heal nothing of the old home arrives: a terminal row read then was replicated before
+    T, and the adoption queuing it again reopens it, whatever the epochs say."""
+    reads = (*good().reads, Read("B", "row", J1, "succeeded", 4, 8, T + 2000),
+             Read("B", "row", J1, "queued", E1, 9, T + 3000))
+    assert failed(dataclasses.replace(good(), reads=reads)) == ["no terminal state reopened in B"]
+
+
+def test_an_old_home_attempt_started_after_the_fence_window_fails() -> None:
+    """Without the authority lease the old home's workers go on claiming after the window."""
+    executions = (*good().executions, Execution("A", J3, 2, T + 3500, T + 3600))
+    assert "the old home started no attempt after the fence window (authority lease)" in failed(
+        dataclasses.replace(good(), executions=executions))
 
 
 def test_a_status_going_backwards_in_a_view_fails() -> None:

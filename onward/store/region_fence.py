@@ -137,7 +137,8 @@ class RegionFence:
 
     def adopt(self, job_id: str, epoch: int) -> Job | None:
         """Adopt one job into `epoch`, whatever its state (an ended row is restamped as it is): the job as
-        adopted, or None when its row is at `epoch` or above already, or gone."""
+        adopted, or None when its row is at `epoch` already, or gone; RegionFenced when it is of a later epoch
+        (this adopter is stale)."""
         change = self._adopt(job_id, epoch)
         return None if change is None else change.after
 
@@ -145,7 +146,10 @@ class RegionFence:
         store: JobStore = self  # type: ignore[assignment]
         for round_ in range(ADOPT_ROUNDS):
             row = self._recorder.job(job_id)
-            if row is None or row.region_epoch >= epoch:
+            if row is not None and row.region_epoch > epoch:
+                raise RegionFenced(f"job {job_id} is of region epoch {row.region_epoch}: it cannot be adopted into "
+                                   f"{epoch}")
+            if row is None or row.region_epoch == epoch:
                 return None
             if row.held_by is not None:  # held aside (onward.store.held_jobs): back in its queue, then adopted
                 row = store._holding.put_back(row)

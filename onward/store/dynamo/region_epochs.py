@@ -76,8 +76,8 @@ class DynamoRegionEpochs(RegionEpochBook):
             request |= {"IndexName": "ready", "FilterExpression": _OLDER}
         elif phase == "leases":
             request |= {"IndexName": "leases"}
-        else:
-            request |= {"FilterExpression": f"attribute_exists(held_by) AND {_OLDER}"}
+        else:  # (few rows of the table are held: its pages read more, as the filter keeps few)
+            request |= {"FilterExpression": f"attribute_exists(held_by) AND {_OLDER}", "Limit": limit * 10}
         if "FilterExpression" in request:
             request |= {"ExpressionAttributeNames": {"#re": REGION_EPOCH_ATTRIBUTE},
                         "ExpressionAttributeValues": {":e": {"N": str(epoch)}}}

@@ -1,0 +1,80 @@
+"""The region epoch's pure rules (onward.domain.regions): versions per epoch, and what an adoption decides."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from onward.domain import lifecycle
+from onward.domain.models import Job, NewJob
+from onward.domain.regions import (
+    EPOCH_VERSION_BASE,
+    RegionEpoch,
+    adoption,
+    epoch_of_version,
+    first_version_of,
+    version_under,
+)
+from onward.domain.states import IllegalTransition, JobState, RunOutcome, Transition
+
+NOW = 1_800_000_000_000
+
+
+def running_job(**request: Any) -> Job:
+    created = lifecycle.create("0" * 32, "acme", NewJob(type="demo.echo", params={}, **request), NOW).after
+    claimed = lifecycle.claim(created, "w", 30_000, NOW + 1)
+    assert isinstance(claimed, lifecycle.Change)
+    return claimed.after
+
+
+def test_each_epochs_versions_start_above_every_version_of_the_epochs_before() -> None:
+    """Breaks if an epoch's first version were reachable by an earlier epoch's counting (2^32 transitions of
+    one job: never), or if epoch 0 changed today's versions (1, 2, ...)."""
+    assert first_version_of(0) == 1
+    assert first_version_of(1) == EPOCH_VERSION_BASE + 1
+    assert [epoch_of_version(version) for version in (1, EPOCH_VERSION_BASE, EPOCH_VERSION_BASE + 1)] == [0, 0, 1]
+    assert version_under(7, 0) == 8
+    assert version_under(7, 2) == first_version_of(2)
+    assert version_under(first_version_of(2) + 4, 2) == first_version_of(2) + 5
+    with pytest.raises(ValueError, match="never negative"):
+        first_version_of(-1)
+    assert RegionEpoch.never_failed_over().epoch == 0
+
+
+def test_a_running_job_is_adopted_queued_not_charged_its_run_closed() -> None:
+    """Without attempt_floor + 1 a job with max_attempts 1 would be exhausted by a platform failure; without
+    the closure its run would stay open; with a lease left on the row the reaper would close it again."""
+    job = running_job(max_attempts=1)
+    change = adoption(job, 1, NOW + 5)
+    assert change.transition is Transition.ADOPT
+    after = change.after
+    assert (after.state, after.version, after.not_before, after.lease_owner) == (
+        JobState.QUEUED, first_version_of(1), NOW + 5, None)
+    assert after.attempts_used == 0 and not after.attempts_exhausted
+    assert change.close_run == lifecycle.RunClosure(job.attempt, RunOutcome.REGION_FAILOVER, NOW + 5)
+
+
+def test_a_running_job_whose_cancel_was_requested_is_adopted_cancelled() -> None:
+    """Its worker is in the lost Region and will never acknowledge: queued again, it would run once more."""
+    job = running_job().model_copy(update={"cancel_requested": True})
+    assert adoption(job, 1, NOW).after.state is JobState.CANCELLED
+
+
+def test_a_waiting_job_keeps_its_state_and_due_time() -> None:
+    """A restamp that touched the due time would run a retry early."""
+    job = running_job()
+    waiting = job.model_copy(update={"state": JobState.RETRY_WAIT, "not_before": NOW + 60_000, "lease_owner": None,
+                                     "lease_expires_at": None})
+    change = adoption(waiting, 3, NOW)
+    assert change.close_run is None
+    assert change.after == waiting.model_copy(update={"version": first_version_of(3)})
+
+
+def test_a_row_already_of_the_epochs_versions_is_not_adopted_again() -> None:
+    """The store only adopts rows of earlier epochs; a second adoption would skip versions for nothing."""
+    job = running_job().model_copy(update={"version": first_version_of(1) + 3})
+    with pytest.raises(ValueError, match="already at epoch 1"):
+        adoption(job, 1, NOW)
+    with pytest.raises(IllegalTransition):
+        lifecycle.check_transition(Transition.ADOPT, JobState.QUEUED, JobState.RUNNING)

@@ -92,3 +92,9 @@ endpoint: $(STAMP)
 
 clean:
 	rm -rf $(VENV) $(SAM_VENV) .aws-sam .pytest_cache .hypothesis .cache
+
+# The regional failover drill (issue 39, the drill): two Regions on one machine, the home partitioned while it
+# works, `onward failover`, the heal and the reconciler, then its audit table (the short one runs in `make test`).
+.PHONY: drill
+drill: $(STAMP)
+	$(BIN)/python -m tests.drill.driver $(DRILL_ARGS)

@@ -20,14 +20,17 @@ from typing import Any
 import botocore.session
 
 from onward.bootstrap import Deployment
+from onward.domain.clock import EpochMs, system_clock
 from onward.operator.failover import (
     FailoverFailed,
     FailoverPlan,
     FailoverRefused,
     FenceStore,
+    HomeSeen,
     fail_over,
     prepare,
 )
+from onward.operator.replication import declare_reconciled, record_home_seen
 from onward.operator.witness import (
     InvalidWitness,
     WitnessError,
@@ -108,7 +111,11 @@ def cmd_failover(args: argparse.Namespace) -> int:
             print("onward failover: not confirmed: nothing changed", file=sys.stderr)
             return 2
         traffic = _Route53() if plan.health_check_id and plan.on_aws else None
-        report = fail_over(plan, prepared, witness=witness, store=store, say=say, traffic=traffic)
+        report = fail_over(plan, prepared, witness=witness, store=store, say=say, traffic=traffic,
+                           record_home=_home_seen_recorder(deployment))
+        if args.declare_lost:
+            declare_reconciled(deployment.client("dynamodb"), settings.require("jobs_table"), report.epoch,
+                               by=plan.decided_by, reason=f"declared lost: {plan.reason}", at=system_clock())
     except FailoverRefused as error:
         print(f"onward failover: refused: {error}", file=sys.stderr)
         return 2
@@ -122,6 +129,15 @@ def cmd_failover(args: argparse.Namespace) -> int:
         say(f"onward failover: {plan.to} is home at epoch {report.epoch}"
             + (f"; {report.previous_home} declared lost" if args.declare_lost else ""))
     return 0
+
+
+def _home_seen_recorder(deployment: Deployment) -> HomeSeen:
+    settings = deployment.settings
+
+    def record(epoch: int, fenced_at: EpochMs) -> EpochMs | None:
+        return record_home_seen(deployment.client("dynamodb"), settings.require("jobs_table"),
+                                settings.require("outbox_table"), epoch, fenced_at)
+    return record
 
 
 def _confirmed(plan: FailoverPlan, previous_home: str | None) -> bool:

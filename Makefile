@@ -51,15 +51,16 @@ sam-build: $(SAM_STAMP)
 # ARTIFACTS_DIR set: the function's code is the package and its status page, without the command line (the
 # local stand-in for AWS is not in the package: it lives in infra/). Powertools, pydantic and the X-Ray SDK
 # come from the Powertools layer, boto3 from the Lambda runtime.
-# Beside it, the function's folder, whose module its Handler names (handlers/, relay/, projector/, archiver/).
+# Beside it, the function's folder, whose module its Handler names (handlers/, relay/, projector/, archiver/, reconciler/).
 FUNCTIONS := build-ApiFunction build-RelayFunction build-ProjectorFunction build-ReaperFunction \
              build-WorkerFunction build-SchedulerFunction build-ArchiverFunction \
-             build-WebhookMatcherFunction build-WebhookDelivererFunction
+             build-WebhookMatcherFunction build-WebhookDelivererFunction build-FenceReconcilerFunction
 build-ApiFunction build-ReaperFunction build-WorkerFunction build-SchedulerFunction: FUNCTION_FOLDER = handlers
 build-RelayFunction: FUNCTION_FOLDER = relay
 build-ProjectorFunction: FUNCTION_FOLDER = projector
 build-ArchiverFunction: FUNCTION_FOLDER = archiver
 build-WebhookMatcherFunction build-WebhookDelivererFunction: FUNCTION_FOLDER = webhooks
+build-FenceReconcilerFunction: FUNCTION_FOLDER = reconciler  # fence reconciler (issue 39)
 $(FUNCTIONS):
 	cp -R onward $(FUNCTION_FOLDER) "$(ARTIFACTS_DIR)/"
 	rm -rf "$(ARTIFACTS_DIR)/onward/cli" "$(ARTIFACTS_DIR)/onward/client" "$(ARTIFACTS_DIR)/onward/template.yaml"

@@ -485,7 +485,7 @@ class Deployment:
         from onward.pipeline.replication_status import ReplicationStatus
 
         return ReplicationStatus(self.client("dynamodb"), self.settings.require("jobs_table"),
-                                 self.settings.require("outbox_table"), self.job_store.region_epoch)
+                                 self.job_store.region_epoch)
 
 
 class ApiDeployment(Deployment):

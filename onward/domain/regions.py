@@ -20,7 +20,7 @@ from typing import NamedTuple
 from onward.domain.clock import EpochMs
 from onward.domain.lifecycle import Change, RunClosure
 from onward.domain.models import Job
-from onward.domain.states import JobState, RunOutcome, Transition, check_transition
+from onward.domain.states import JobState, RunOutcome, Transition, check_transition, is_terminal
 
 EPOCH_VERSION_BASE = 2**32
 
@@ -83,7 +83,8 @@ def adoption(job: Job, epoch: int, now: EpochMs) -> Change:
                          f"versions; it cannot be adopted into epoch {epoch}")
     version = version_under(job.version, epoch)
     if job.state is not JobState.RUNNING:
-        check_transition(Transition.ADOPT, job.state, job.state)
+        if not is_terminal(job.state):  # (an ended row's is a restamp, no transition: it stays what it is)
+            check_transition(Transition.ADOPT, job.state, job.state)
         return Change(Transition.ADOPT, job, job.model_copy(update={"version": version}))
     state = JobState.CANCELLED if job.cancel_requested else JobState.QUEUED
     check_transition(Transition.ADOPT, job.state, state)

@@ -100,7 +100,8 @@ def check_transition(transition: Transition, source: JobState, target: JobState)
         raise IllegalTransition(f"{transition.value}: {source.value} -> {target.value} is not allowed")
 
 
-# region fence (issue 39): an adoption keeps a waiting or ended job's state; a running one is queued again (or
-# cancelled, when its cancel was requested: its worker, in the lost Region, never acknowledges)
-TRANSITIONS.update({(Transition.ADOPT, state): frozenset({state}) for state in (_Q, _W, *TERMINAL_STATES)})
+# region fence (issue 39): an adoption keeps a waiting job's state; a running one is queued again (or cancelled,
+# when its cancel was requested: its worker, in the lost Region, never acknowledges). An ended row's adoption is a
+# restamp of its epoch and version, not a transition: terminal states stay absorbing (onward.domain.regions)
+TRANSITIONS.update({(Transition.ADOPT, state): frozenset({state}) for state in (_Q, _W)})
 TRANSITIONS[(Transition.ADOPT, _R)] = frozenset({_Q, JobState.CANCELLED})

@@ -86,13 +86,9 @@ def reconciler_of(deployment: Deployment) -> FenceReconciler:
     return found
 
 
-@discard_unflushed(metrics)
-@metrics.log_metrics
-@tracer.capture_lambda_handler(capture_response=False)
-@logger.inject_lambda_context
-def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
-    reconciler = reconciler_of(Deployment.from_environment())
-    tally = ReconcileTally()
+def reconcile_event(event: dict[str, Any], context: LambdaContext, reconciler: FenceReconciler,
+                    tally: ReconcileTally) -> PartialItemFailureResponse:
+    """One Lambda event of the jobs table's stream through `reconciler`, its partial failures answered."""
 
     def reconcile_batch(batch: list[DynamoDBRecord]) -> BatchFailure | None:
         records: list[JobsStreamRecord] = []
@@ -105,10 +101,19 @@ def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailure
         return reconciler.reconcile(records, tally) if records else None
 
     try:
-        response = process_partial_response(event=event, record_handler=reconcile_batch,
-                                            processor=InOrderBatchProcessor(), context=context)
+        return process_partial_response(event=event, record_handler=reconcile_batch,
+                                        processor=InOrderBatchProcessor(), context=context)
     finally:
         totals.add(tally)
+
+
+@discard_unflushed(metrics)
+@metrics.log_metrics
+@tracer.capture_lambda_handler(capture_response=False)
+@logger.inject_lambda_context
+def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
+    tally = ReconcileTally()
+    response = reconcile_event(event, context, reconciler_of(Deployment.from_environment()), tally)
     add_count(metrics, "FenceRestored", tally.restored)
     add_count(metrics, "FenceAdopted", tally.adopted)
     add_count(metrics, "FenceMarked", tally.marked)

@@ -165,6 +165,7 @@ async function poll(now = false) {
 
 function takeView(view) {
   state.view = view;
+  renderReplication(view.replication || null);
   state.skewMs = Date.parse(view.measured_at) - Date.now();
   if (view.view_lag_s !== null) page.lagSamples.push({ at: Date.parse(view.measured_at), lag: view.view_lag_s });
   const oldest = serverNow() - CHART_WINDOW_S * 1000;
@@ -179,7 +180,7 @@ function renderNotice(unreachable) {
   if (unreachable) {
     const since = state.lastPollOk ? ` Last answer at ${localTime(new Date(state.lastPollOk).toISOString(), { date: false })}.` : "";
     text = `${unreachable}${since} Statuses below may be out of date.`;
-  } else if (view && view.stale) {
+  } else if (view && view.stale && !onlyUnreconciled(view)) {
     text = view.watermark
       ? `Updates delayed: last confirmed at ${localTime(view.watermark, { date: false })} (expected within ` +
         `${view.stale_after_s} s). Statuses below may be out of date.`
@@ -289,3 +290,31 @@ document.addEventListener("DOMContentLoaded", async () => {
   if (!state.token) say("list-status", "Paste a token to see your jobs.");
   start();
 });
+
+// After a failover (issue 39): what this Region's view may not have seen of the home it lost
+// (docs/regional-recovery.md, "The status page in the new Region").
+function onlyUnreconciled(view) {
+  // stale only because the lost home's writes are not reconciled: the replication banner says so, not "delayed"
+  return Boolean(view.replication) && !view.replication.reconciled && view.view_lag_s !== null &&
+    view.view_lag_s <= view.stale_after_s;
+}
+
+function replicationText(replication) {
+  if (!replication) return null;
+  const home = replication.home_lost || "the previous home Region";
+  const since = replication.may_miss_after
+    ? ` after ${localTime(replication.may_miss_after, { date: false })}` : "";
+  const fenced = replication.fenced_at ? ` at ${localTime(replication.fenced_at, { date: false })}` : "";
+  return replication.reconciled
+    ? `Failed over from ${home}${fenced} (epoch ${replication.epoch}). Updates from ${home}${since} may have ` +
+      "been lost: they did not reach this Region."
+    : `Failed over from ${home}${fenced} (epoch ${replication.epoch}). Updates from ${home}${since} may be ` +
+      "missing; reconciling.";
+}
+
+function renderReplication(replication) {
+  const notice = $("replication-notice");
+  const text = replicationText(replication);
+  notice.hidden = text === null;
+  setText(notice, text || "");
+}

@@ -6,7 +6,9 @@ record changes nothing twice:
   still has an epoch below the restored image's (a later write of the new home, or the restore delivered
   before, fails the condition: nothing is written and it is counted `superseded`); then the late write's
   attempt's run record is marked (once: `fenced_by` is its mark) and the overlap recorded on both runs;
-- ADOPT: JobStore.adopt (conditioned on the row's epoch being below e: None when adopted already).
+- ADOPT: JobStore.adopt (conditioned on the row's epoch being below e: None when adopted already), only while
+  the row is still the record's new image: a row written over since is the later record's to decide (it may be
+  a late write over an adopted row, which that record restores: adopting it would write over the adoption).
 
 Records committed in this Region before the fence (`fenced_at`) are skipped: the adoption pass that follows
 the fence takes what they wrote, so a mapping started at the stream's trim horizon costs no write for them.
@@ -146,8 +148,10 @@ class FenceReconciler:
         if decision.action is Action.NOTHING:
             tally.skipped += 1
         elif decision.action is Action.ADOPT:
-            assert decision.job_id is not None
-            if self._authority.adopt(decision.job_id, current.epoch) is not None:
+            assert decision.job_id is not None and record.new_image is not None
+            if not self._still_current(record.new_image):
+                tally.superseded += 1  # written over since: the item's later record decides
+            elif self._authority.adopt(decision.job_id, current.epoch) is not None:
                 tally.adopted += 1
                 tally.restamped += decision.terminal
             else:
@@ -157,6 +161,14 @@ class FenceReconciler:
             self._restore(record.old_image, epoch_of(decision.image), tally)
             if decision.late is not None:
                 self._mark_late(decision.late, current.epoch, tally)
+
+    def _still_current(self, image: Item) -> bool:
+        """Whether the row is still the record's new image (its version and epoch): a row written over since
+        may be a late write over an adopted row, which the later record restores, never adopts."""
+        found = self._db.get_item(TableName=self._jobs, Key={"pk": image["pk"], "sk": image["sk"]},
+                                  ConsistentRead=True, ProjectionExpression="version, #re",
+                                  ExpressionAttributeNames={"#re": REGION_EPOCH}).get("Item")
+        return found is not None and all(found.get(name) == image.get(name) for name in ("version", REGION_EPOCH))
 
     def _restore(self, image: Item, restored_epoch: int, tally: ReconcileTally) -> None:
         try:

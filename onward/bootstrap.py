@@ -461,8 +461,7 @@ class Deployment:
                                                      self.settings.require("webhook_deliveries_queue")))
 
     # --- the regional authority (issue 39: the authority lease and `onward failover`) ---------------------
-    @property
-    def authority(self) -> AuthorityLease | None:
+    def authority_lease(self) -> AuthorityLease | None:
         """The authority lease of this deployment's job store (onward.runtime.authority): None without
         ONWARD_WITNESS (one Region: always home)."""
         from onward.runtime.authority import lease_of

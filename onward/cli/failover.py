@@ -17,7 +17,6 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-import boto3
 import botocore.session
 
 from onward.bootstrap import Deployment
@@ -85,7 +84,7 @@ def _witness(authority: AuthoritySettings, settings: Settings) -> WitnessRecord:
     except InvalidWitness as error:
         raise InvalidSetting(str(error)) from None
     return witness_record(spec, client_factory(authority.witness_endpoint_url or settings.endpoint_url),
-                          jobs_table=settings.jobs_table)
+                          jobs_table=settings.require("jobs_table") if spec.kind == "table" else None)
 
 
 def cmd_failover(args: argparse.Namespace) -> int:
@@ -134,8 +133,11 @@ def _confirmed(plan: FailoverPlan, previous_home: str | None) -> bool:
 
 
 class _Route53:
+    """Route 53's API is global, served from us-east-1; the witness's client settings (signed, fail fast)."""
+
     def invert_health_check(self, health_check_id: str) -> None:
-        boto3.client("route53").update_health_check(HealthCheckId=health_check_id, Inverted=True)
+        client_factory(None)("route53", "us-east-1").update_health_check(HealthCheckId=health_check_id,
+                                                                          Inverted=True)
 
 
 def cmd_region_status(args: argparse.Namespace) -> int:

@@ -4,10 +4,10 @@ home's writes are reconciled or declared lost):
 
 - the epoch item (`REGION` / `EPOCH`, through the job store): the epoch, the home lost, when it was fenced;
 - the item `REGION` / `REPLICATION` of that epoch: `home_seen_through`, the commit time of the newest heartbeat
-  of the old home this Region received before the fence (`record_home_seen`: the outbox's heartbeat slot 0,
-  newest first, read by the failover's operator, as only operators read the outbox), and `reconciled_epoch`, set by
-  `declare_reconciled` (the operator's `onward failover --declare-lost`, or a drill once the old home's backlog
-  replicated and the fence reconciler drained it).
+  of the old home this Region received before the fence (onward.operator.replication.record_home_seen: the
+  outbox's heartbeat slot 0, newest first, read by the failover's operator, as only operators read the outbox),
+  and `reconciled_epoch`, set by onward.operator.replication.declare_reconciled (the operator's `onward failover
+  --declare-lost`, or a drill once the old home's backlog replicated and the fence reconciler drained it).
 
 The API reads both items with GetItem only (its role reads the jobs table, never the outbox).
 """
@@ -21,7 +21,6 @@ from typing import Any, Protocol
 from onward.domain.clock import EpochMs, system_clock
 from onward.domain.models import ReplicationState
 from onward.domain.replication_status import replication_state
-from onward.pipeline.heartbeats import HEARTBEAT_PARTITION
 
 REGION_PK = "REGION"
 REPLICATION_SK = "REPLICATION"
@@ -69,7 +68,7 @@ class ReplicationStatus:
         item = self._region_epoch()
         if item.epoch <= 0:
             return None
-        found = self._db.get_item(TableName=self._jobs, Key=_replication_key(), ConsistentRead=True).get("Item")
+        found = self._db.get_item(TableName=self._jobs, Key=replication_key(), ConsistentRead=True).get("Item")
         if found is None or int(found["epoch"]["N"]) != item.epoch:
             return replication_state(item.epoch, item.previous_home, item.fenced_at, None, reconciled=False)
         seen = found.get("home_seen_through", {}).get("N")
@@ -77,54 +76,5 @@ class ReplicationStatus:
                                  reconciled=int(found.get("reconciled_epoch", {}).get("N", "0")) == item.epoch)
 
 
-def _replication_key() -> dict[str, Any]:
+def replication_key() -> dict[str, Any]:
     return {"pk": {"S": REGION_PK}, "sk": {"S": REPLICATION_SK}}
-
-
-def newest_home_beat(client: Any, outbox_table: str, fenced_at: EpochMs | None) -> EpochMs | None:
-    """The commit time of the newest heartbeat committed before the fence that this Region's outbox holds (the
-    standby beats only once it is home, so every earlier beat is the old home's). One Query (operators only)."""
-    values: dict[str, Any] = {":p": {"S": f"{HEARTBEAT_PARTITION}#0"}}
-    condition = "job_id = :p"
-    if fenced_at is not None:
-        condition += " AND version <= :fenced"
-        values[":fenced"] = {"N": str(fenced_at)}
-    items = client.query(TableName=outbox_table, KeyConditionExpression=condition, ExpressionAttributeValues=values,
-                         ScanIndexForward=False, Limit=1, ConsistentRead=True)["Items"]
-    return int(items[0]["version"]["N"]) if items else None
-
-
-def record_home_seen(client: Any, jobs_table: str, outbox_table: str, epoch: int, fenced_at: EpochMs | None,
-                     region_epoch: int | None = None) -> EpochMs | None:
-    """Record, for `epoch`'s failover, the newest heartbeat of the old home this Region received (what the page's
-    `may_miss_after` is computed from); returns it. Run by the failover, after the fence window. A later epoch's
-    item is never written over."""
-    seen = newest_home_beat(client, outbox_table, fenced_at)
-    names = {"#e": "epoch", "#h": "home_seen_through", "#re": "region_epoch"}
-    values: dict[str, Any] = {":e": {"N": str(epoch)}, ":re": {"N": str(region_epoch if region_epoch is not None
-                                                                         else epoch)}}
-    sets = ["#e = :e", "#re = :re"]
-    if seen is not None:
-        sets.append("#h = :h")
-        values[":h"] = {"N": str(seen)}
-    _update(client, jobs_table, sets, names, values, epoch)
-    return seen
-
-
-def declare_reconciled(client: Any, jobs_table: str, epoch: int, *, by: str, reason: str, at: EpochMs) -> None:
-    """Say the old home's writes of `epoch`'s failover are all in (reconciled) or given up (declared lost): the
-    statuses stop being stale for it. A later epoch's item is never written over."""
-    _update(client, jobs_table, ["#e = :e", "#re = :e", "reconciled_epoch = :e", "declared_at = :at",
-                                 "declared_by = :by", "reason = :why"],
-            {"#e": "epoch", "#re": "region_epoch"},
-            {":e": {"N": str(epoch)}, ":at": {"N": str(at)}, ":by": {"S": by}, ":why": {"S": reason}}, epoch)
-
-
-def _update(client: Any, jobs_table: str, sets: list[str], names: dict[str, str], values: dict[str, Any],
-            epoch: int) -> None:
-    try:
-        client.update_item(TableName=jobs_table, Key=_replication_key(), UpdateExpression="SET " + ", ".join(sets),
-                           ConditionExpression="attribute_not_exists(#e) OR #e <= :e",
-                           ExpressionAttributeNames=names, ExpressionAttributeValues=values)
-    except client.exceptions.ConditionalCheckFailedException:
-        return

@@ -1,5 +1,5 @@
 """The authority lease (issue 39, docs/regional-recovery.md "How it is fenced", step 4): a process of Region R
-claims, renews leases, reports, relays, reaps and fires schedules only while it has confirmed, within
+claims, renews leases, reports, reaps and fires schedules only while it has confirmed, within
 `lease_s`, that the witness record (onward.operator.witness) names R as home.
 
 - The witness is read when a check is due (every `check_s`), by the first caller that needs the answer: the
@@ -147,7 +147,7 @@ class AuthorityLease:
                 logger.info("authority: this Region is home: acting", extra=extra)
             else:
                 logger.warning("authority: this Region is not confirmed home: claims, renewals, reports, "
-                               "relaying, reaping and schedules stop", extra=extra)
+                               "reaping and schedules stop", extra=extra)
         return acting
 
 
@@ -216,7 +216,7 @@ def lease_from_settings(authority: AuthoritySettings, settings: Settings, store:
     if not settings.region:
         raise InvalidSetting("ONWARD_WITNESS needs AWS_REGION (the Region this process is in)")
     clients = client_factory(authority.witness_endpoint_url or settings.endpoint_url)
-    record = witness_record(spec, clients, jobs_table=settings.jobs_table)
+    record = witness_record(spec, clients, jobs_table=settings.require("jobs_table") if spec.kind == "table" else None)
     return AuthorityLease(record, settings.region, lease_s=authority.lease_s, check_s=authority.check_s,
                           home_region=authority.home_region, store=store)
 

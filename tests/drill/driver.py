@@ -303,7 +303,7 @@ def run_drill(config: DrillConfig) -> DrillResult:
         reconciled = 0
         if tally is not None and b.reconciler_poller is not None:
             # what the healed link brought, read to the stream's end; then the old home's writes are all in:
-            # the drill declares them reconciled (onward.pipeline.replication_status), and the page stops saying
+            # the drill declares them reconciled (onward.operator.replication), and the page stops saying
             # it may miss some
             poller = b.reconciler_poller
             b.loops.pop("fence-reconciler").stop(10.0)
@@ -339,7 +339,7 @@ def _fence_end(store: JobStore, fence_window_s: float) -> int | None:
 
 
 def _declare_reconciled(b: RegionSide, store: JobStore) -> None:
-    from onward.pipeline.replication_status import declare_reconciled
+    from onward.operator.replication import declare_reconciled
 
     epoch = store.region_epoch().epoch
     if epoch > 0:

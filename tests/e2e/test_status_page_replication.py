@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from onward.bootstrap import ApiDeployment, Deployment
-from onward.pipeline.replication_status import declare_reconciled, record_home_seen
+from onward.operator.replication import declare_reconciled, record_home_seen
 from tests.e2e.page_support import TOKENS, screenshot, sign_in, submit, submitted_job_id
 
 pytestmark = [pytest.mark.integration, pytest.mark.own_stack]

@@ -27,7 +27,7 @@ router = new_router()
 def health() -> Response[str]:
     """200 while the API answers; `authority` says whether this Region is home (issue 39)."""
     deployment = ApiDeployment.from_environment()
-    lease = deployment.authority if deployment.environ.get("ONWARD_WITNESS") else None
+    lease = deployment.authority_lease() if deployment.environ.get("ONWARD_WITNESS") else None
     return json_answer(200, Health(authority=authority_now(lease).value))
 
 

@@ -99,3 +99,25 @@ def _registry() -> Registry:
     registry = Registry()
     registry.register("demo.echo")(lambda context: "ok")
     return registry
+
+
+def test_bad_input_is_refused_with_exit_status_2_and_changes_nothing(
+        regions: tuple[dict[str, str], dict[str, str], Replicator], monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Without the checks before step 1 a typo'd Region, or the Region already home, would get a witness
+    naming it and an epoch raised: the real home would stop."""
+    _, standby_environment, _ = regions
+    for name, value in standby_environment.items():
+        monkeypatch.setenv(name, value)
+    assert main(["region-status", "--json"]) == 0
+    before = json.loads(capsys.readouterr().out)
+    for to, reason in ((before["home"], "home already"), ("xx-nowhere-1", "no such Region")):
+        assert main(["failover", "--to", to, "--reason", "typo", "--fence-window-s", "0", "--yes"]) == 2
+        assert reason in capsys.readouterr().err
+    monkeypatch.delenv("ONWARD_WITNESS")
+    assert main(["failover", "--to", A, "--reason", "no witness", "--yes"]) == 2
+    assert "ONWARD_WITNESS is not set" in capsys.readouterr().err
+    monkeypatch.setenv("ONWARD_WITNESS", standby_environment["ONWARD_WITNESS"])
+    assert main(["region-status", "--json"]) == 0
+    after = json.loads(capsys.readouterr().out)
+    assert (after["epoch"], after["witness"]) == (before["epoch"], before["witness"])

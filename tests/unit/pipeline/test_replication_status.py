@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from onward.domain.regions import RegionEpoch
-from onward.pipeline.replication_status import ReplicationStatus, declare_reconciled, record_home_seen
+from onward.operator.replication import declare_reconciled, record_home_seen
+from onward.pipeline.replication_status import ReplicationStatus
 
 FENCED_AT = 1_800_000_000_000
 

@@ -58,6 +58,13 @@ UNSET_ON_PURPOSE = {
     "OTEL_SERVICE_NAME": "OpenTelemetry's standard variable, for an operator to set; unset: service.name onward",
     "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "OpenTelemetry's per-signal endpoint; the template sets the common one",
     "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": "as OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    # the authority lease (issue 39): the standby template sets these (the template part, merged beside this);
+    # unset, there is no witness: one Region, always home. Drop them from here once template.yaml sets them.
+    "ONWARD_WITNESS": "the witness record; unset: one Region",
+    "ONWARD_HOME_REGION": "the home while the witness was never written; read only with ONWARD_WITNESS",
+    "ONWARD_AUTHORITY_LEASE_S": "the authority lease; read only with ONWARD_WITNESS (default 30)",
+    "ONWARD_AUTHORITY_CHECK_S": "the witness's check interval; read only with ONWARD_WITNESS (default 10)",
+    "ONWARD_WITNESS_ENDPOINT_URL": "the witness's own endpoint in the local two-Region drill; unset on AWS",
     # completion webhooks (docs/webhooks.md)
     "ONWARD_WEBHOOK_ALLOWED_NETWORKS": "unset on AWS: webhooks reach only global addresses; `onward up` allows "
                                        "127.0.0.1",

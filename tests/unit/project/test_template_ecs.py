@@ -187,6 +187,12 @@ def test_every_variable_the_worker_code_reads_is_set_for_the_task_or_unset_on_pu
         # traces (issue 38, the rest)
         "ONWARD_TRACE_URL": "read by Settings everywhere, used only by the API (TraceUrl sets it there)",
         "ONWARD_OTLP_EXIT_FLUSH_S": "the default (1 s: a handler's child waits that long at most for its export)",
+        # the authority lease (issue 39): set by the standby template (its part); unset: one Region, always home
+        "ONWARD_WITNESS": "the witness record; unset: one Region",
+        "ONWARD_HOME_REGION": "the home while the witness was never written; read only with ONWARD_WITNESS",
+        "ONWARD_AUTHORITY_LEASE_S": "the authority lease; read only with ONWARD_WITNESS (default 30)",
+        "ONWARD_AUTHORITY_CHECK_S": "the witness's check interval; read only with ONWARD_WITNESS (default 10)",
+        "ONWARD_WITNESS_ENDPOINT_URL": "the witness's own endpoint in the local two-Region drill; unset on AWS",
     }
     read = read_code(ecs_worker_roots()).environment
     assert read - set(container_environment()) <= set(unset_on_purpose)

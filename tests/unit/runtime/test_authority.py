@@ -202,3 +202,14 @@ def test_a_renewal_refused_by_the_region_fence_is_a_lost_lease_not_a_failure_to_
             raise RegionFenced("the row is of epoch 1")
 
     assert not authority.renew_when_home(Fenced(), claimed, 30.0).held  # type: ignore[arg-type]
+
+
+def test_the_health_answer_reads_the_witness_when_a_check_is_due() -> None:
+    """Without the check an API process (which never claims) would answer `unconfirmed` forever."""
+    witness = FakeWitness(Witness(STANDBY, 1))
+    lease, clock, _ = _lease(witness)
+    assert authority.authority_now(None) is AuthorityState.HOME  # no witness: one Region
+    assert authority.authority_now(lease) is AuthorityState.STANDBY
+    witness.record = Witness(HOME, 2)
+    clock.now += CHECK_S
+    assert authority.authority_now(lease) is AuthorityState.HOME

@@ -12,7 +12,20 @@ epoch came from the old home (replicated, last writer wins let it in). For a rec
   `overlapped_with` the attempts that ran in the new home);
 - a job row below e never adopted here (old image absent, or below e too): ADOPT the job (store.adopt: a
   terminal job restamped as it is, any other queued again);
-- any other item of a job below e never adopted (a run record, a result): nothing, its row's adoption decides.
+- a run record below e that overwrote no newer epoch's item and carries no late mark (`fenced_by`): MARK it,
+  when its job is adopted here (the consumer reads the job's row), as a late report overlapped with the
+  attempts the new home ran: an attempt the old home started whose claim never replicated before the failover
+  (the new home numbers its attempts apart, onward.domain.regions.attempts_apart, so it arrives as an item
+  of its own and is the only trace that the job ran in both Regions);
+- any other item of a job below e never adopted (a result): nothing, its row's adoption decides;
+- a tenant's RUNNING counter or queue entry of epoch >= e replaced by a late write (new image below e, old
+  image at e or later): CORRECT it by adding, to each of its counts, the old image's minus the late one's
+  (absent: 0). Every write of the new home to these items ADDs to its counts, so whatever it added since the
+  late write landed stays, and the counts end as if the late write had never landed; restoring the old image
+  instead would drop what the new home added meanwhile (fix of issue 39's drill, its second finding);
+  (a counter item the new home never had, created by a late write, keeps the old home's counts: a residual
+  docs/regional-recovery.md names);
+- any other item (settings, clocks, the registry): nothing.
 
 The restore names the late image only by its epoch (the consumer's condition is "the item is still below e"):
 of two late writes in a row the first record restores the adopted image over whichever one is there, and the
@@ -37,6 +50,12 @@ REGION_FAILOVER = "region_failover"  # RunOutcome.REGION_FAILOVER: the run the a
 JOB_PREFIX = "JOB#"
 JOB_SK = "JOB"
 RUN_PREFIX = "RUN#"
+# The counts of a tenant's counter items, by `entity` (onward.store.dynamo.keys; every write ADDs to them):
+# a RUNNING counter's usage (onward.store.dynamo.writes.usage_adds), a queue entry's total, bands and entries.
+COUNTS_BY_ENTITY: dict[str, tuple[str, ...]] = {
+    "tenant_running": ("running", "ended_ms", "started_ms_sum", "ended"),
+    "tenant_queue": ("waiting", "entered", *(f"w{priority}" for priority in range(10))),
+}
 
 # What a late job row says its attempt reported, by the state it wrote (None: a claim or a renewal, no outcome).
 _REPORTED_BY_STATE: dict[JobState, RunOutcome | None] = {
@@ -54,6 +73,8 @@ class Action(StrEnum):
     NOTHING = "nothing"
     RESTORE = "restore"
     ADOPT = "adopt"
+    MARK = "mark"  # fix of issue 39's drill: an old home's run record arriving as an item of its own
+    CORRECT = "correct"  # fix of issue 39's drill: a late write replaced a tenant counter of this epoch
 
 
 @dataclass(frozen=True)
@@ -71,7 +92,8 @@ class LateWrite:
 @dataclass(frozen=True)
 class Reconciliation:
     """The decision for one stream record. RESTORE: write `image` back over the late write whose epoch was
-    `late_epoch`, and mark `late` (if any); ADOPT: adopt `job_id` (`terminal`: it is restamped as it is)."""
+    `late_epoch`, and mark `late` (if any); ADOPT: adopt `job_id` (`terminal`: it is restamped as it is); MARK:
+    mark `late` (its run record as it arrived) if the job is adopted here."""
 
     action: Action
     reason: str
@@ -80,6 +102,7 @@ class Reconciliation:
     late_epoch: int | None = None
     late: LateWrite | None = None
     terminal: bool = False
+    corrections: Mapping[str, int] | None = None  # CORRECT: what to add to each count of the item
 
 
 def epoch_of(image: Mapping[str, Any]) -> int:
@@ -98,6 +121,10 @@ def decide(old: Mapping[str, Any] | None, new: Mapping[str, Any] | None, epoch: 
         return Reconciliation(Action.NOTHING, "removed")
     job_id = _job_id(new)
     if job_id is None:
+        counts = COUNTS_BY_ENTITY.get(str(new.get("entity")))
+        if counts is not None and old is not None and epoch_of(new) < epoch <= epoch_of(old):
+            return Reconciliation(Action.CORRECT, "a late write replaced a counter of this epoch",
+                                  image=old, late_epoch=epoch_of(new), corrections=count_corrections(old, new))
         return Reconciliation(Action.NOTHING, "not an item of a job")
     late_epoch = epoch_of(new)
     if late_epoch >= epoch:
@@ -108,7 +135,19 @@ def decide(old: Mapping[str, Any] | None, new: Mapping[str, Any] | None, epoch: 
     if new.get("sk") == JOB_SK:
         state = JobState(new["state"])
         return Reconciliation(Action.ADOPT, "a job never adopted at this epoch", job_id, terminal=is_terminal(state))
+    sk = new.get("sk")
+    if isinstance(sk, str) and sk.startswith(RUN_PREFIX) and new.get(FENCED_BY) is None:
+        return Reconciliation(Action.MARK, "an old home's run record the new home never had", job_id,
+                              late_epoch=late_epoch, late=late_write(job_id, new))
     return Reconciliation(Action.NOTHING, "an item of a job not adopted yet: its row's adoption decides", job_id)
+
+
+def count_corrections(kept: Mapping[str, Any], late: Mapping[str, Any]) -> dict[str, int]:
+    """What to add to each count of a counter item that `late` replaced while it was `kept`: kept minus late
+    (a count absent is 0), the zero ones left out."""
+    counts = COUNTS_BY_ENTITY.get(str(kept.get("entity", late.get("entity"))), ())
+    corrections = {name: int(kept.get(name, 0)) - int(late.get(name, 0)) for name in counts}
+    return {name: amount for name, amount in corrections.items() if amount}
 
 
 def late_write(job_id: str, image: Mapping[str, Any]) -> LateWrite | None:

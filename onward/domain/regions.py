@@ -23,6 +23,11 @@ from onward.domain.models import Job
 from onward.domain.states import JobState, RunOutcome, Transition, check_transition, is_terminal
 
 EPOCH_VERSION_BASE = 2**32
+# A job's attempts under epoch e > 0 are numbered from e x ATTEMPTS_PER_EPOCH + 1 (fix of issue 39's drill): an
+# attempt the new home runs never shares its number, so its run record `RUN#<attempt>`, with an attempt the old
+# home started that had not replicated (last writer wins would keep one of the two and drop the other unseen).
+# Run keys stay 6 digits up to epoch 99; an old home reaches 10,000 attempts of one job in no real policy.
+ATTEMPTS_PER_EPOCH = 10_000
 
 
 def first_version_of(epoch: int) -> int:
@@ -37,6 +42,21 @@ def epoch_of_version(version: int) -> int:
     if version < 1:
         raise ValueError(f"versions start at 1: {version}")
     return (version - 1) // EPOCH_VERSION_BASE
+
+
+def first_attempt_of(epoch: int) -> int:
+    """The attempt number a job's first claim under `epoch` takes at least (epoch 0: 1, today's numbers)."""
+    if epoch < 0:
+        raise ValueError(f"a region epoch is never negative: {epoch}")
+    return epoch * ATTEMPTS_PER_EPOCH + 1
+
+
+def attempts_apart(job: Job, epoch: int) -> dict[str, int]:
+    """`attempt` and `attempt_floor` of `job` adopted into `epoch`: the attempt raised to the epoch's range (its
+    next claim is `first_attempt_of(epoch)` or later) and the floor by as much, so the attempts it used stay
+    the same (the budget, `attempts_used`, is unchanged)."""
+    attempt = max(job.attempt, first_attempt_of(epoch) - 1)
+    return {"attempt": attempt, "attempt_floor": job.attempt_floor + attempt - job.attempt}
 
 
 def version_under(version: int, epoch: int) -> int:
@@ -77,20 +97,25 @@ def adoption(job: Job, epoch: int, now: EpochMs) -> Change:
     attempt (`attempt_floor` rises with it, as a release's: the next claim's attempt is the next number, the
     fencing token, but the budget counts it unused); cancelled instead when its cancel was requested (its
     worker, in the old home, will never acknowledge). Anything else keeps its state and takes the epoch's
-    version (an ended row too: a replay in the new home then writes above the old home's versions)."""
+    version (an ended row too: a replay in the new home then writes above the old home's versions). A row that
+    has not ended takes the epoch's attempt numbers too (`attempts_apart`): an attempt the old home started
+    that never replicated keeps a run record of its own when it arrives (the fence reconciler marks it)."""
     if job.version >= first_version_of(epoch) and epoch > 0:
         raise ValueError(f"job {job.job_id} v{job.version} is already at epoch {epoch_of_version(job.version)}'s "
                          f"versions; it cannot be adopted into epoch {epoch}")
     version = version_under(job.version, epoch)
     if job.state is not JobState.RUNNING:
-        if not is_terminal(job.state):  # (an ended row's is a restamp, no transition: it stays what it is)
-            check_transition(Transition.ADOPT, job.state, job.state)
-        return Change(Transition.ADOPT, job, job.model_copy(update={"version": version}))
+        if is_terminal(job.state):  # (an ended row's is a restamp, no transition: it stays what it is)
+            return Change(Transition.ADOPT, job, job.model_copy(update={"version": version}))
+        check_transition(Transition.ADOPT, job.state, job.state)
+        return Change(Transition.ADOPT, job, job.model_copy(update={"version": version, **attempts_apart(job, epoch)}))
     state = JobState.CANCELLED if job.cancel_requested else JobState.QUEUED
     check_transition(Transition.ADOPT, job.state, state)
+    apart = attempts_apart(job, epoch)
     after = job.model_copy(update={
         "version": version, "updated_at": now, "state": state, "not_before": now,
-        "attempt_floor": job.attempt_floor + 1, "last_outcome": RunOutcome.REGION_FAILOVER,
+        "attempt": apart["attempt"], "attempt_floor": apart["attempt_floor"] + 1,
+        "last_outcome": RunOutcome.REGION_FAILOVER,
         "lease_owner": None, "lease_expires_at": None,
     })
     return Change(Transition.ADOPT, job, after, close_run=RunClosure(job.attempt, RunOutcome.REGION_FAILOVER, now))

@@ -9,7 +9,9 @@ claims, renews leases, reports, reaps and fires schedules only while it has conf
   it `lease_s` after its last confirmation (`unconfirmed`); before the first confirmation it is `unconfirmed`.
 - A witness never written names `home_region` (ONWARD_HOME_REGION) at epoch 0: a deployment that never
   failed over.
-- A newer epoch in the witness is handed to the store (`set_region_epoch`): its writes from then on name it.
+- A newer epoch in the witness naming this Region is handed to the store (`set_region_epoch`): its writes from
+  then on name it. An old home keeps its epoch: whatever it still writes is of the old epoch, which the new home
+  reconciles (adopted, restored or marked).
 - The process logs once when it stops acting and once when it acts again; `state` is what `GET /health` says.
 
 No witness configured (ONWARD_WITNESS unset): no lease is attached and every process is home (one Region).
@@ -125,7 +127,10 @@ class AuthorityLease:
         self._named = named
         if named is not None and named.home == self.region:
             self._confirmed_at = self._checked_at
-        if named is not None and named.epoch > (self._epoch or 0):
+        # Only a process of the home named takes its epoch (fix of issue 39's drill): an old home's store writing
+        # under the new epoch would stamp what it still writes (a create is refused by nothing; the claims of
+        # such rows pass) as the new home's own, which the fence reconciler then cannot tell from them.
+        if named is not None and named.home == self.region and named.epoch > (self._epoch or 0):
             self._epoch = named.epoch
             if self._store is not None:
                 self._store.set_region_epoch(named.epoch)

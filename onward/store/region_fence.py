@@ -18,6 +18,7 @@ item, the writer's epoch, and the adoption of rows written under an earlier epoc
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING, NamedTuple
 
 from onward.domain.clock import Clock, EpochMs
@@ -25,12 +26,13 @@ from onward.domain.errors import EpochRaceLost, RegionFenced, RowNotAdopted, Sto
 from onward.domain.lifecycle import Change
 from onward.domain.models import Job
 from onward.domain.regions import RegionEpoch, adoption
-from onward.domain.states import JobState, is_terminal
+from onward.domain.states import CLAIMABLE_STATES, JobState, is_terminal
 from onward.store.commit_inputs import claimed_at_of
 from onward.store.ports.outcomes import CommitOutcome
+from onward.store.ports.ready_queues import ready_queue
 from onward.store.ports.region_epochs import RegionEpochBook, WriterEpoch
 from onward.store.ports.rows import JobRow
-from onward.store.ports.write_plans import TransitionWrite, ends_attempt
+from onward.store.ports.write_plans import TransitionWrite, WaitingUpdate, ends_attempt
 
 if TYPE_CHECKING:
     from onward.store.ports.recorder import JobRecorder
@@ -135,14 +137,16 @@ class RegionFence:
             restamped += is_terminal(change.after.state) and change.close_run is None
         return AdoptionPage(adopted, requeued, closed, restamped, following)
 
-    def adopt(self, job_id: str, epoch: int) -> Job | None:
+    def adopt(self, job_id: str, epoch: int, *, counted: bool = True) -> Job | None:
         """Adopt one job into `epoch`, whatever its state (an ended row is restamped as it is): the job as
         adopted, or None when its row is at `epoch` already, or gone; RegionFenced when it is of a later epoch
-        (this adopter is stale)."""
-        change = self._adopt(job_id, epoch)
+        (this adopter is stale). `counted` False: the epoch's counters never counted the row (the fence
+        reconciler's adoption of a row that arrived after `rebuild_counters`): it enters them as a new job
+        would (its queue entry +1 if it is queued after, no RUNNING counter or concurrency slot given back)."""
+        change = self._adopt(job_id, epoch, counted=counted)
         return None if change is None else change.after
 
-    def _adopt(self, job_id: str, epoch: int) -> Change | None:
+    def _adopt(self, job_id: str, epoch: int, *, counted: bool = True) -> Change | None:
         store: JobStore = self  # type: ignore[assignment]
         for round_ in range(ADOPT_ROUNDS):
             row = self._recorder.job(job_id)
@@ -151,10 +155,13 @@ class RegionFence:
                                    f"{epoch}")
             if row is None or row.region_epoch == epoch:
                 return None
-            if row.held_by is not None:  # held aside (onward.store.held_jobs): back in its queue, then adopted
+            held = row.held_by is not None
+            if held:  # held aside (onward.store.held_jobs): back in its queue, then adopted
                 row = store._holding.put_back(row)
             change = adoption(row.job, epoch, self._clock())
             write = self._adoption_write(store, change, row, epoch)
+            if not counted and not held:  # (a held row's release counted it into its queue entry)
+                write = uncounted_adoption(write, store._registry.virtual_clock())
             try:
                 outcome = self._recorder.commit(write)
             except RegionFenced:
@@ -186,3 +193,16 @@ class RegionFence:
         store: JobStore = self  # type: ignore[assignment]
         return region_epochs_of(self._recorder).rebuild_counters(
             epoch, store._registry.registered(), store._registry.virtual_clock())
+
+
+def uncounted_adoption(write: TransitionWrite, clock: float) -> TransitionWrite:
+    """`write`, an adoption, for a row the epoch's counters never counted (fix of issue 39's drill: a job the
+    old home created or claimed during a partition, adopted by the fence reconciler after `rebuild_counters`):
+    no end of an attempt on the RUNNING counter or the concurrency key (neither was taken here), and the job
+    enters its queue entry (+1) if it is queued after, as a created job does."""
+    after = write.change.after
+    entering = None
+    if after.state in CLAIMABLE_STATES:
+        entering = WaitingUpdate(after.tenant_id, ready_queue(after, write.ready_shards), 1, clock,
+                                 job_id=after.job_id)
+    return replace(write, running=None, waiting=entering, concurrency=None)

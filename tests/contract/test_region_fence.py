@@ -17,7 +17,7 @@ import pytest
 from onward.domain.errors import EpochRaceLost, RegionFenced, RowNotAdopted
 from onward.domain.models import ConcurrencyRule, ErrorSummary, NewJob
 from onward.domain.pauses import Pause
-from onward.domain.regions import first_version_of
+from onward.domain.regions import first_attempt_of, first_version_of
 from onward.domain.states import JobState, RunOutcome
 from onward.store.service import JobStore
 from tests.contract.backends import StoreBackend
@@ -148,7 +148,8 @@ def test_the_new_epoch_refuses_a_row_it_has_not_adopted_until_it_adopts_it(backe
     adopted = home.adopt(job_id, 1)
     assert adopted is not None and adopted.version == first_version_of(1)
     assert home.adopt(job_id, 1) is None  # adopted once
-    assert adopted.state is JobState.QUEUED and adopted.attempt_floor == 1
+    assert adopted.state is JobState.QUEUED and adopted.attempts_used == 0
+    assert adopted.attempt == first_attempt_of(1) - 1  # numbered apart: its next claim is epoch 1's first
     assert home.cancel(job_id).job.state is JobState.CANCELLED
 
 
@@ -185,7 +186,8 @@ def test_a_running_job_is_queued_again_its_attempt_closed_region_failover_and_no
     (run,) = home.runs(job_id)
     assert run.outcome is RunOutcome.REGION_FAILOVER and run.attempt == 1
     again = home.claim("new-w", 300)
-    assert again is not None and again.job_id == job_id and again.attempt == 2
+    assert again is not None and again.job_id == job_id and again.attempt == first_attempt_of(1)
+    assert again.job.attempts_used == 1
     assert home.complete(again, {"ran": "twice"}).job.state is JobState.SUCCEEDED
     with pytest.raises(RegionFenced):
         store.complete(lease, {"ran": "in the old home"})
@@ -237,7 +239,7 @@ def test_held_jobs_of_a_paused_type_and_of_a_concurrency_key_are_adopted(backend
         assert home.get(job_id).version >= first_version_of(1)
     second = home.claim("new-w", 300)
     assert second is not None and second.job_id == keyed[1]
-    assert second.job.attempt == 1
+    assert second.job.attempt == first_attempt_of(1)
     home.complete(second)  # (its key's slot back: the adopted first job may run again)
     home.flow.resume_and_release(Pause(job_type="demo.mail"))
     clock.advance(60)
@@ -351,7 +353,7 @@ def test_every_item_a_write_of_the_new_epoch_puts_or_updates_carries_it(backend:
         return  # (the in-memory recorder keeps the epoch on the row only; its raw view renders no stamps)
     written = [item for item in backend.jobs_table() if item["pk"] in (f"JOB#{old}", f"JOB#{job_id}")
                or item["pk"].startswith("TENANT#acme#")]
-    assert {item["sk"] for item in written} >= {"JOB", "RUN#000001", "RESULT", "QUEUE"}
+    assert {item["sk"] for item in written} >= {"JOB", "RUN#010001", "RESULT", "QUEUE"}  # (attempts apart)
     assert {item.get("region_epoch") for item in written} == {1}
     events = [item for item in backend.outbox_table() if item["version"] >= first_version_of(1)]
     assert len(events) == 4 and {item.get("region_epoch") for item in events} == {1}

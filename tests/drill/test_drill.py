@@ -41,10 +41,10 @@ def test_the_drill_drives_every_part_and_each_acts(drill: DrillResult) -> None:
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "issue 39's parts as merged at 22:35 (fence39, auth39, recon39): a job run in both Regions not said so on "
-    "its run records; B's tenant counters end below its queued jobs, which stay queued; B's page has no "
-    "may_miss_after (`onward failover` does not record the old home's newest heartbeat, record_home_seen) "
-    "(docs/regional-recovery.md, 'The drill'). strict: once fixed this XPASSes and the mark must go"))
+    "issue 39's parts as merged at 22:55 (fence39, auth39, recon39, fix39): B's page has no may_miss_after "
+    "(`onward failover` does not record the old home's newest heartbeat, record_home_seen); the run records "
+    "and the counters hold since fix39 (docs/regional-recovery.md, 'The drill'). strict: once fixed this "
+    "XPASSes and the mark must go"))
 def test_the_short_drill_passes_its_audit(drill: DrillResult) -> None:
     assert drill.audit.ok, "\n".join(f"{line.check}: {line.violations} ({line.detail})"
                                      for line in drill.audit.failed())

@@ -27,6 +27,7 @@ from onward.domain.clock import EpochMs, system_clock
 from onward.domain.fence_reconciliation import (
     FENCED_BY,
     FENCED_BY_REGION_EPOCH,
+    JOB_SK,
     REGION_EPOCH,
     REGION_FAILOVER,
     RUN_PREFIX,
@@ -34,6 +35,7 @@ from onward.domain.fence_reconciliation import (
     LateWrite,
     decide,
     epoch_of,
+    late_write,
     new_home_attempts,
 )
 from onward.domain.states import RunOutcome
@@ -45,6 +47,7 @@ Item = dict[str, Any]  # DynamoDB's wire format
 
 _deserializer = TypeDeserializer()
 STREAM_TIME_SLACK_MS = 1000
+CORRECTED_BY = "corrected_by"  # on a tenant counter: the stream record whose late write was last corrected
 
 
 class BatchFailure(NamedTuple):
@@ -84,7 +87,8 @@ class RegionAuthority(Protocol):
 
     def region_epoch(self) -> Any: ...  # RegionEpoch (onward.domain.regions)
 
-    def adopt(self, job_id: str, epoch: int) -> Any: ...  # Job | None (None: adopted already)
+    # Job | None (None: adopted already); `counted` False: the row arrived after the counters' rebuild
+    def adopt(self, job_id: str, epoch: int, *, counted: bool = True) -> Any: ...
 
 
 @dataclass
@@ -100,10 +104,11 @@ class ReconcileTally:
     overlaps: int = 0
     superseded: int = 0
     skipped: int = 0
+    corrected: int = 0  # tenant counters a late write replaced, corrected (fix of issue 39's drill)
     reasons: dict[str, int] = field(default_factory=dict)
 
     def add(self, other: ReconcileTally) -> None:
-        for name in ("restored", "adopted", "restamped", "marked", "overlaps", "superseded", "skipped"):
+        for name in ("restored", "adopted", "restamped", "marked", "overlaps", "superseded", "skipped", "corrected"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         for reason, count in other.reasons.items():
             self.reasons[reason] = self.reasons.get(reason, 0) + count
@@ -151,11 +156,21 @@ class FenceReconciler:
             assert decision.job_id is not None and record.new_image is not None
             if not self._still_current(record.new_image):
                 tally.superseded += 1  # written over since: the item's later record decides
-            elif self._authority.adopt(decision.job_id, current.epoch) is not None:
+            # (a row arriving now is one the failover's rebuild of the counters never counted)
+            elif self._authority.adopt(decision.job_id, current.epoch, counted=False) is not None:
                 tally.adopted += 1
                 tally.restamped += decision.terminal
             else:
                 tally.superseded += 1
+        elif decision.action is Action.CORRECT:
+            assert record.new_image is not None and record.old_image is not None
+            self._correct(record, decision.corrections or {}, current.epoch, tally)
+        elif decision.action is Action.MARK:
+            assert decision.job_id is not None
+            if decision.late is None or not self._adopted(decision.job_id, current.epoch):
+                tally.skipped += 1
+            else:
+                self._mark_late(decision.late, current.epoch, tally)
         else:
             assert record.old_image is not None and decision.image is not None
             self._restore(record.old_image, epoch_of(decision.image), tally)
@@ -189,8 +204,12 @@ class FenceReconciler:
         the new home, on both run records (`onward overlaps` lists them)."""
         runs = self._runs(late.job_id)
         run = next((run for run in runs if int(run["attempt"]) == late.attempt), None)
-        if run is None or epoch_of(run) < epoch:
-            return  # no such run here, or still a late image: its own record restores and marks it
+        if run is None:
+            return  # not here yet: its own record marks it when it arrives
+        if epoch_of(run) < epoch:  # the old home's own run as it is now (a later image may have replaced the
+            late = late_write(late.job_id, run) or late  # record's): what it reported is what it says now
+        # (a run still of the late epoch is marked too: if it overwrote a run of this epoch, its own record
+        # restores that one and marks it again; if it is the old home's own, this is its only mark)
         at = late.at if late.at is not None else self._clock()
         if run.get(FENCED_BY) is None and self._mark_fenced(late, run, at):
             tally.marked += 1
@@ -202,6 +221,49 @@ class FenceReconciler:
             self._mark_overlap(late.job_id, int(partner["attempt"]), OverlapMark((late.attempt,), began))
             self._mark_overlap(late.job_id, late.attempt, OverlapMark((int(partner["attempt"]),), began))
             tally.overlaps += fresh
+
+    def _correct(self, record: JobsStreamRecord, corrections: Mapping[str, int], epoch: int,
+                 tally: ReconcileTally) -> None:
+        """A tenant counter a late write replaced: each count ADDed its correction (what the new home added
+        since stays), its index keys put back where the late image dropped them, stamped `epoch`; once per
+        record (`corrected_by`: the record's sequence number; a later late write replaces the whole item,
+        mark and all, and its own record corrects it again)."""
+        assert record.new_image is not None
+        names = {"#re": REGION_EPOCH, "#cb": CORRECTED_BY}
+        values: dict[str, Any] = {":re": {"N": str(epoch)}, ":seq": {"S": record.sequence_number}}
+        sets = ["#re = :re", "#cb = :seq"]
+        kept = record.old_image or {}
+        for pair in (("active_pk", "active_vt"), ("parked_pk", "parked_until")):
+            if all(name in kept for name in pair):
+                for name in pair:
+                    names[f"#{name}"] = name
+                    values[f":{name}"] = kept[name]
+                    sets.append(f"#{name} = if_not_exists(#{name}, :{name})")
+                break  # (an entry is in one index at a time: active, else parked)
+        adds = []
+        for number, (name, amount) in enumerate(sorted(corrections.items())):
+            names[f"#c{number}"] = name
+            values[f":c{number}"] = {"N": str(amount)}
+            adds.append(f"#c{number} :c{number}")
+        expression = f"SET {', '.join(sets)}" + (f" ADD {', '.join(adds)}" if adds else "")
+        condition = "attribute_exists(pk) AND (attribute_not_exists(#cb) OR #cb <> :seq)"
+        try:
+            self._db.update_item(
+                TableName=self._jobs, Key={"pk": record.new_image["pk"], "sk": record.new_image["sk"]},
+                UpdateExpression=expression, ConditionExpression=condition,
+                ExpressionAttributeNames=names, ExpressionAttributeValues=values)
+        except ClientError as error:
+            if not _condition_failed(error):
+                raise
+            tally.superseded += 1
+            return
+        tally.corrected += 1
+
+    def _adopted(self, job_id: str, epoch: int) -> bool:
+        """Whether the job's row here is of `epoch` or later (adopted, or created by this home)."""
+        row = self._db.get_item(TableName=self._jobs, Key={"pk": {"S": job_pk(job_id)}, "sk": {"S": JOB_SK}},
+                                ConsistentRead=True).get("Item")
+        return row is not None and epoch_of(plain(row) or {}) >= epoch
 
     def _runs(self, job_id: str) -> list[dict[str, Any]]:
         items: list[dict[str, Any]] = []
@@ -228,11 +290,17 @@ class FenceReconciler:
         if late.reported is not None:
             sets.append("late_report = :late")
             values[":late"] = {"S": late.reported.value}
-        condition = "attribute_exists(pk) AND attribute_not_exists(#fb) AND #re = :re"
+        # (an epoch-0 item has no `region_epoch`: epoch 0 stamps nothing)
+        same_epoch = "(attribute_not_exists(#re) OR #re = :re)" if epoch_of(run) == 0 else "#re = :re"
+        condition = f"attribute_exists(pk) AND attribute_not_exists(#fb) AND {same_epoch}"
         if run.get("outcome") == REGION_FAILOVER:
             sets += ["outcome = :fenced", "reclaimed_as = :prior"]
             values |= {":fenced": {"S": RunOutcome.FENCED.value}, ":prior": {"S": REGION_FAILOVER}}
             condition += " AND outcome = :prior"
+        elif run.get("outcome") is None:  # the old home's attempt, open as it arrived: the fence ended it
+            sets.append("outcome = :fenced")
+            values[":fenced"] = {"S": RunOutcome.FENCED.value}
+            condition += " AND attribute_not_exists(outcome)"
         try:
             self._db.update_item(
                 TableName=self._jobs, Key={"pk": {"S": job_pk(late.job_id)},

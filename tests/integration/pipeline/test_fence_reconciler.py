@@ -6,7 +6,7 @@ event source mapping (JobsStreamPoller) and the Lambda handler's code path, undo
 adopted.
 
 How it would break without the code: without the restore, B's row of the job would show A's `succeeded` by
-attempt 1 at epoch 0 (B's own completion by attempt 2 lost, and every later transition of B refused by the
+attempt 1 at epoch 0 (B's own completion by attempt 10001 lost, and every later transition of B refused by the
 epoch condition); without the marks `onward overlaps` would not say the job ran twice; without the adoption,
 the job A created during the partition would sit at epoch 0 in B, where no claim of B may move it.
 """
@@ -43,8 +43,10 @@ class Failover:
     home: Deployment
     standby: Deployment
     replicator: Replicator
-    raced: str  # ran at attempt 1 in A through the partition, and at attempt 2 in B after the failover
+    raced: str  # ran at attempt 1 in A through the partition, and at attempt 10001 in B after the failover
+    unseen: str  # claimed and run in A during the partition (never replicated), adopted queued by B and run there
     partitioned: str  # created in A during the partition
+    running_in_b: tuple[int, int]  # B's tenant RUNNING counter (running, ended) just before the heal
     tally: ReconcileTally
     second: ReconcileTally  # the same records delivered again
 
@@ -83,17 +85,27 @@ def failover() -> Iterator[Failover]:
             raced = store_a.create(TENANT, NewJob(type="demo.echo")).job.job_id
             lease_a = store_a.claim("worker-a", 60)
             assert lease_a is not None and lease_a.job_id == raced
+            unseen = store_a.create(TENANT, NewJob(type="demo.echo")).job.job_id
             assert replicator.wait_idle()
 
             replicator.partition(HOME)  # A keeps running and writing; nothing crosses either way
+            unseen_a = store_a.claim("worker-a", 60)  # its claim and run never reach B before the failover
+            assert unseen_a is not None and unseen_a.job_id == unseen and unseen_a.attempt == 1
+            store_a.complete(unseen_a, "unseen-from-a")
             partitioned = store_a.create(TENANT, NewJob(type="demo.echo")).job.job_id
 
             store_b.raise_region_epoch(1, home=STANDBY, previous_home=HOME, reason="drill", decided_by="test")
             store_b.set_region_epoch(1)
-            assert _adopt_all(store_b, 1) == 1  # the raced job: attempt 1 closed region_failover
-            lease_b = store_b.claim("worker-b", 60)
-            assert lease_b is not None and lease_b.job.attempt == 2
-            store_b.complete(lease_b, "from-b")
+            assert _adopt_all(store_b, 1) == 2  # the raced job (attempt 1 closed region_failover), the unseen one
+            store_b.rebuild_counters(1)
+            for _ in range(2):
+                lease_b = store_b.claim("worker-b", 60)
+                assert lease_b is not None and lease_b.job.attempt == 10_001  # numbered apart in epoch 1
+                store_b.complete(lease_b, "from-b")
+            store_b.create(TENANT, NewJob(type="demo.echo"))
+            assert store_b.claim("worker-b", 60) is not None  # B's attempt still running as A's late write lands
+            usage = store_b.tenant_states()[TENANT].usage
+            running_in_b = (usage.running, usage.ended)
 
             store_a.complete(lease_a, "from-a")  # the old home, unaware: later than all of B's writes
             replicator.heal()
@@ -109,7 +121,7 @@ def failover() -> Iterator[Failover]:
             assert again is not None
             again._positions = _NoPositions()
             second = _reconcile(standby, again)
-            yield Failover(home, standby, replicator, raced, partitioned, tally, second)
+            yield Failover(home, standby, replicator, raced, unseen, partitioned, running_in_b, tally, second)
 
 
 class _NoPositions:
@@ -126,10 +138,12 @@ def test_a_late_write_over_an_adopted_job_is_restored(failover: Failover) -> Non
     """B's own completion (attempt 2, epoch 1) is what B shows again, and its result."""
     store_b = failover.standby.job_store
     job = store_b.get(failover.raced)
-    assert (job.state, job.attempt) == (JobState.SUCCEEDED, 2)
+    assert (job.state, job.attempt) == (JobState.SUCCEEDED, 10_001)
     assert store_b.result(failover.raced) == "from-b"
     assert failover.tally.restored >= 3  # the row, run 1 and the result
-    assert failover.tally.marked == 1
+    # the unseen job's run 1; the raced job's run 1 twice: its late image as the row's record found it, then
+    # the closure its own record restored (a mark the restore writes over: one write more, nothing wrong)
+    assert failover.tally.marked == 3
 
 
 def test_the_late_attempt_is_marked_fenced_and_both_runs_overlapped(failover: Failover) -> None:
@@ -140,10 +154,34 @@ def test_the_late_attempt_is_marked_fenced_and_both_runs_overlapped(failover: Fa
     assert (late.outcome, late.reclaimed_as, late.late_report) == (
         RunOutcome.FENCED, RunOutcome.REGION_FAILOVER, RunOutcome.SUCCEEDED)
     assert late.fenced_by == "region_epoch" and late.late_report_at is not None
-    assert late.overlapped_with == [2] and runs[2].overlapped_with == [1]
-    assert runs[2].outcome is RunOutcome.SUCCEEDED
+    assert late.overlapped_with == [10_001] and runs[10_001].overlapped_with == [1]
+    assert runs[10_001].outcome is RunOutcome.SUCCEEDED
     listed = failover.standby.overlap_reader.since(0)
-    assert [overlap.job_id for overlap in listed] == [failover.raced]
+    assert sorted(overlap.job_id for overlap in listed) == sorted([failover.raced, failover.unseen])
+
+
+def test_an_attempt_of_the_old_home_that_never_replicated_keeps_its_own_run_record_marked(
+        failover: Failover) -> None:
+    """The drill's first finding. Without attempts numbered apart B's claim of the job it adopted queued
+    would be attempt 1 again: A's `RUN#000001` arriving after the heal, older than B's, would be dropped by
+    last writer wins and nothing would say the job ran in both Regions; without MARK it would arrive but
+    say nothing (no late report, no overlap: `onward overlaps` would not list it)."""
+    store_b = failover.standby.job_store
+    assert (store_b.get(failover.unseen).attempt, store_b.result(failover.unseen)) == (10_001, "from-b")
+    runs = {run.attempt: run for run in failover.standby.store_reads.runs(failover.unseen)}
+    assert sorted(runs) == [1, 10_001]
+    assert runs[1].fenced_by == "region_epoch" and runs[1].late_report is RunOutcome.SUCCEEDED
+    assert runs[1].overlapped_with == [10_001] and runs[10_001].overlapped_with == [1]
+    assert runs[10_001].outcome is RunOutcome.SUCCEEDED and runs[10_001].fenced_by is None
+
+
+def test_a_job_adopted_after_the_counters_rebuild_enters_its_queue_entry(failover: Failover) -> None:
+    """The drill's second finding, in part: the partitioned job's row reached B after the failover rebuilt
+    the counters, so they never counted it. Adopted as a restamp it would leave its tenant's `waiting` at 0
+    with a job queued, and the claim that takes it would bring it to -1 (its tenant then skipped)."""
+    states = failover.standby.job_store.tenant_states()
+    assert sum(entry.waiting for entry in states[TENANT].queues.values()) == 1
+    assert failover.standby.job_store.get(failover.partitioned).state is JobState.QUEUED
 
 
 def test_a_job_created_in_the_old_home_during_the_partition_is_adopted(failover: Failover) -> None:
@@ -158,4 +196,15 @@ def test_records_delivered_again_change_nothing(failover: Failover) -> None:
     """Every write is conditional: a second delivery of the whole stream restores, adopts and marks nothing."""
     second = failover.second
     assert (second.restored, second.adopted, second.marked, second.overlaps) == (0, 0, 0, 0)
-    assert failover.standby.job_store.get(failover.raced).attempt == 2
+    assert failover.standby.job_store.get(failover.raced).attempt == 10_001
+
+
+def test_a_late_write_of_a_tenant_counter_is_corrected_keeping_what_b_counted(failover: Failover) -> None:
+    """The drill's second finding: A's completion after the failover wrote A's RUNNING counter (A's absolute
+    counts: nothing running) over B's, one attempt running. Without the correction B's counter would say 0
+    running with one running, and -1 once it ends; restored as B's old image instead it would lose whatever
+    B added between the late write and the restore."""
+    usage = failover.standby.job_store.tenant_states()[TENANT].usage
+    assert usage.running == failover.running_in_b[0] == 1
+    assert failover.tally.corrected >= 1
+    assert failover.second.corrected == 0  # delivered again: corrected once

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from onward.domain.fence_reconciliation import (
     Action,
     LateWrite,
+    count_corrections,
     decide,
     epoch_of,
     late_write,
@@ -92,9 +93,9 @@ def test_a_never_adopted_job_is_adopted() -> None:
 
 
 def test_other_items_of_a_never_adopted_job_wait_for_their_row() -> None:
-    """A run record or result of a job not adopted is the row's adoption's business: restoring or adopting
-    it on its own would write an item the adoption then contradicts."""
-    assert decide(None, run(1, 0), EPOCH).action is Action.NOTHING
+    """A result of a job not adopted is the row's adoption's business: restoring or adopting it on its own
+    would write an item the adoption then contradicts. (A run record arriving on its own is MARKed: the
+    consumer marks it only if its job's row is adopted, below.)"""
     result = {"pk": "JOB#j1", "sk": "RESULT", "attempt": Decimal(1), "region_epoch": Decimal(0)}
     assert decide(None, result, EPOCH).action is Action.NOTHING
 
@@ -141,3 +142,57 @@ def test_never_restores_an_image_over_one_of_its_own_or_a_newer_epoch(
         assert decide(new, old, epoch).action is not Action.RESTORE
     if new is not None and epoch_of(new) >= epoch:
         assert decision.action is Action.NOTHING
+
+
+def test_an_old_home_s_run_record_arriving_as_an_item_of_its_own_is_marked_once() -> None:
+    """The drill's first finding: an attempt the old home started whose claim never replicated arrives after
+    the heal as a new run record (the new home numbers its attempts apart). Without MARK nothing says the job
+    ran in both Regions; without the `fenced_by` test the mark's own stream record would be marked again and
+    again. A later late write of the same run (its completion replacing the whole item, mark and all) is
+    marked again, with what it reported."""
+    claimed = decide(None, run(1, 0), EPOCH)
+    assert claimed.action is Action.MARK and claimed.late == LateWrite("j1", 1, None, claimed.late.at)
+    completed = {**run(1, 0), "outcome": "succeeded", "finished_at": Decimal(2_000)}
+    again = decide(run(1, 0), completed, EPOCH)
+    assert again.action is Action.MARK and again.late == LateWrite("j1", 1, RunOutcome.SUCCEEDED, 2_000)
+    marked = {**completed, "fenced_by": "region_epoch", "late_report": "succeeded"}
+    assert decide(completed, marked, EPOCH).action is Action.NOTHING
+    assert decide(None, run(10_001, EPOCH), EPOCH).action is Action.NOTHING  # the new home's own
+
+
+def counter(entity: str, epoch: int | None, **counts: int) -> dict[str, Any]:
+    image: dict[str, Any] = {"pk": "TENANT#acme#QUEUE#0", "sk": "QUEUE", "entity": entity,
+                             **{name: Decimal(value) for name, value in counts.items()}}
+    if epoch is not None:
+        image["region_epoch"] = Decimal(epoch)
+    return image
+
+
+def test_a_late_write_over_a_tenant_counter_of_the_epoch_is_corrected_by_its_differences() -> None:
+    """The drill's second finding: the old home's late write of a queue entry or RUNNING counter replaces
+    the new home's whole item with the old home's absolute counts. Without CORRECT the new home's counts are
+    lost (a tenant's `waiting` ends below its queued jobs, `running` at -1); a restore of the old image would
+    lose what the new home added between the late write and the restore, which adding differences keeps."""
+    kept = counter("tenant_queue", EPOCH, waiting=5, w0=4, w3=1, entered=40)
+    late = counter("tenant_queue", None, waiting=1, w0=1, entered=12)
+    decision = decide(kept, late, EPOCH)
+    assert decision.action is Action.CORRECT
+    assert decision.corrections == {"waiting": 4, "w0": 3, "w3": 1, "entered": 28}
+    running = decide(counter("tenant_running", EPOCH, running=2, ended=7),
+                     counter("tenant_running", 0, running=0, ended=9), EPOCH)
+    assert running.corrections == {"running": 2, "ended": -2}
+    assert count_corrections(counter("tenant_queue", EPOCH, waiting=1), counter("tenant_queue", 0, waiting=1)) == {}
+
+
+def test_counters_not_replaced_over_the_epoch_are_left_alone() -> None:
+    """The new home's own writes (new image at the epoch), the old home's writes over its own (the failover's
+    rebuild sets those absolutely, or the first late write's record corrects them), settings and clocks:
+    nothing. Correcting any of them would count a difference twice."""
+    assert decide(counter("tenant_queue", 0, waiting=1), counter("tenant_queue", EPOCH, waiting=2),
+                  EPOCH).action is Action.NOTHING
+    assert decide(counter("tenant_queue", 0, waiting=1), counter("tenant_queue", 0, waiting=2),
+                  EPOCH).action is Action.NOTHING
+    assert decide(None, counter("tenant_queue", 0, waiting=2), EPOCH).action is Action.NOTHING
+    clock = {"pk": "CLOCK#1", "sk": "CLOCK", "entity": "clock", "v": Decimal(7)}
+    assert decide({**clock, "region_epoch": Decimal(EPOCH)}, clock, EPOCH).action is Action.NOTHING
+

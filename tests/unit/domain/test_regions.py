@@ -9,10 +9,13 @@ import pytest
 from onward.domain import lifecycle
 from onward.domain.models import Job, NewJob
 from onward.domain.regions import (
+    ATTEMPTS_PER_EPOCH,
     EPOCH_VERSION_BASE,
     RegionEpoch,
     adoption,
+    attempts_apart,
     epoch_of_version,
+    first_attempt_of,
     first_version_of,
     version_under,
 )
@@ -68,7 +71,8 @@ def test_a_waiting_job_keeps_its_state_and_due_time() -> None:
                                      "lease_expires_at": None})
     change = adoption(waiting, 3, NOW)
     assert change.close_run is None
-    assert change.after == waiting.model_copy(update={"version": first_version_of(3)})
+    assert change.after == waiting.model_copy(update={"version": first_version_of(3), **attempts_apart(waiting, 3)})
+    assert change.after.not_before == waiting.not_before and change.after.state is JobState.RETRY_WAIT
 
 
 def test_a_row_already_of_the_epochs_versions_is_not_adopted_again() -> None:
@@ -78,3 +82,37 @@ def test_a_row_already_of_the_epochs_versions_is_not_adopted_again() -> None:
         adoption(job, 1, NOW)
     with pytest.raises(IllegalTransition):
         lifecycle.check_transition(Transition.ADOPT, JobState.QUEUED, JobState.RUNNING)
+
+
+# --- attempts numbered apart per epoch (fix of issue 39's drill) ------------------------------------------------
+
+
+def test_an_adopted_job_s_next_attempt_is_numbered_in_its_epoch_s_range_with_its_budget_unchanged() -> None:
+    """Without it the new home's first claim of a job the old home had claimed during a partition (its claim
+    never replicated) takes the same attempt number: both run records are `RUN#000001`, last writer wins keeps
+    one, and that the job ran in both Regions is recorded nowhere (the drill's first finding). Without the
+    floor rising by as much, the jump would be charged against max_attempts."""
+    queued = lifecycle.create("1" * 32, "acme", NewJob(type="demo.echo", params={}, max_attempts=2), NOW).after
+    after = adoption(queued, 1, NOW + 5).after
+    assert after.attempt == first_attempt_of(1) - 1 == ATTEMPTS_PER_EPOCH
+    assert after.attempts_used == queued.attempts_used == 0
+    claimed = lifecycle.claim(after, "w", 30_000, NOW + 6)
+    assert isinstance(claimed, lifecycle.Change) and claimed.after.attempt == first_attempt_of(1)
+    assert claimed.after.attempts_used == 1
+
+    job = running_job(max_attempts=3)  # attempt 1, running in the old home
+    readopted = adoption(job, 2, NOW + 5).after
+    assert readopted.attempt == 2 * ATTEMPTS_PER_EPOCH and readopted.attempts_used == 0  # the closed one not charged
+    assert first_attempt_of(0) == 1 and first_attempt_of(2) == 2 * ATTEMPTS_PER_EPOCH + 1
+
+
+def test_an_ended_row_keeps_its_attempts_and_a_row_beyond_the_range_keeps_its_number() -> None:
+    """An ended row's adoption is a restamp (its run records are history: renumbering would point its result
+    at an attempt that never ran); an attempt already above the epoch's first never goes down (a fencing token
+    only rises)."""
+    job = running_job()
+    ended = job.model_copy(update={"state": JobState.SUCCEEDED, "lease_owner": None, "lease_expires_at": None})
+    assert adoption(ended, 1, NOW).after.attempt == job.attempt
+    high = job.model_copy(update={"state": JobState.QUEUED, "attempt": ATTEMPTS_PER_EPOCH + 7, "attempt_floor": 3,
+                                  "lease_owner": None, "lease_expires_at": None})
+    assert attempts_apart(high, 1) == {"attempt": ATTEMPTS_PER_EPOCH + 7, "attempt_floor": 3}

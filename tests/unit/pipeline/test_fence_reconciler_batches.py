@@ -36,7 +36,7 @@ class Authority:
     def region_epoch(self) -> RegionEpoch:
         return RegionEpoch(self.epoch, "us-west-2", "us-east-1", FENCED_AT if self.epoch else None, "t", "drill")
 
-    def adopt(self, job_id: str, epoch: int) -> object | None:
+    def adopt(self, job_id: str, epoch: int, *, counted: bool = True) -> object | None:
         if job_id in self.failing:
             raise RuntimeError("throttled")
         self.adopted.append(job_id)

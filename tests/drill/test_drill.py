@@ -7,7 +7,8 @@ and reconciled, then the audit. Two tests read the one run:
   and jobs adopted, the old home's late writes were reconciled, B's page was read while it could not vouch for
   the old home, B claimed (an RTO was measured). Without this, a drill whose failover failed silently would
   audit nothing;
-- its audit passes (`AUDIT PASSED`): see the module's xfail note for what it finds today.
+- its audit passes (`AUDIT PASSED`): no acknowledged job lost before T - RPO, no terminal state reopened, no
+  status backwards in either Region, every double run on its run records, B's page honest until reconciled.
 """
 
 from __future__ import annotations
@@ -40,11 +41,6 @@ def test_the_drill_drives_every_part_and_each_acts(drill: DrillResult) -> None:
     assert int(figures["attempts run in A"]) > 0 and int(figures["attempts run in B"]) > 0
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "issue 39's parts as merged at 22:55 (fence39, auth39, recon39, fix39): B's page has no may_miss_after "
-    "(`onward failover` does not record the old home's newest heartbeat, record_home_seen); the run records "
-    "and the counters hold since fix39 (docs/regional-recovery.md, 'The drill'). strict: once fixed this "
-    "XPASSes and the mark must go"))
 def test_the_short_drill_passes_its_audit(drill: DrillResult) -> None:
     assert drill.audit.ok, "\n".join(f"{line.check}: {line.violations} ({line.detail})"
                                      for line in drill.audit.failed())

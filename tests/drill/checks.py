@@ -15,7 +15,7 @@ from onward.domain.states import TERMINAL_STATES, RunOutcome
 from tests.drill.history import DrillHistory, Execution, Read
 from tests.soak.audit import Audit, Line, _line
 
-EPOCH_VERSION_BASE = 2**32  # onward.domain.regions.EPOCH_VERSION_BASE (fence39): a version's epoch is above it
+EPOCH_VERSION_BASE = 2**32  # onward.domain.regions.EPOCH_VERSION_BASE: a version's epoch is above it
 TERMINAL = frozenset(state.value for state in TERMINAL_STATES)
 # How an attempt that did not decide its job says so on its run record: closed by the adoption, or fenced with
 # its late report kept (docs/regional-recovery.md, "A job that was running in the lost Region").

@@ -21,7 +21,7 @@ ONWARD = str(Path(sys.executable).with_name("onward"))
 
 
 def fence_missing() -> Missing | None:
-    """The store's fence (fence39): onward.domain.regions and JobStore.region_epoch."""
+    """The store's fence: onward.domain.regions and JobStore.region_epoch."""
     try:
         importlib.import_module("onward.domain.regions")
     except ImportError as error:
@@ -58,7 +58,7 @@ def run_failover(environment: dict[str, str], to: str, fence_window_s: float) ->
 
 
 def authority_lease(store: JobStore) -> Any | None:
-    """The authority lease attached to `store` (auth39: onward.runtime.authority), None when there is none."""
+    """The authority lease attached to `store` (onward.runtime.authority), None when there is none."""
     try:
         authority = importlib.import_module("onward.runtime.authority")
     except ImportError:
@@ -67,8 +67,8 @@ def authority_lease(store: JobStore) -> Any | None:
 
 
 def reconciler_missing() -> Missing | None:
-    """The fence reconciler (recon39), or why it cannot run: it is not in this tree, or the store's fence it
-    reads the epoch through (fence39) is not."""
+    """The fence reconciler, or why it cannot run: it is not in this tree, or the store's fence it
+    reads the epoch through is not."""
     try:
         importlib.import_module("onward.pipeline.fence_reconciler.reconciler")
     except ImportError as error:

@@ -207,7 +207,7 @@ class RegionSide:
             self.start_heartbeats()
 
     def start_reconciler(self, store: JobStore) -> ReconcileTally:
-        """The fence reconciler on this Region's jobs-table stream (its mapping's poller, recon39's), from the
+        """The fence reconciler on this Region's jobs-table stream (its mapping's poller), from the
         stream's trim horizon; its tally."""
         deployment = self.deployment
         jobs = deployment.client("dynamodb").describe_table(

@@ -9,7 +9,6 @@ of a deployment that never had a second Region: nothing of regional recovery is 
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 ROLES = ("single", "home", "standby")
@@ -116,21 +115,9 @@ def _maps_used(node: Any) -> set[str]:
 
 def _referenced(node: Any) -> set[str]:
     """Every name a `Ref`, a `${Name}` of an Fn::Sub or a condition's `Ref` uses (parameters among them)."""
-    names: set[str] = set()
-    stack = [node]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, dict):
-            if isinstance(item.get("Ref"), str):
-                names.add(item["Ref"])
-            sub = item.get("Fn::Sub")
-            text = sub[0] if isinstance(sub, list) else sub
-            if isinstance(text, str):
-                names |= {m.split(".")[0] for m in re.findall(r"\$\{([^!}][^}]*)\}", text)}
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-    return names
+    from onward_infra.template import referenced_names  # (template imports this module at its top)
+
+    return referenced_names(node)
 
 
 __all__ = ["REGIONAL_CONDITIONS", "ROLES", "decided_conditions", "for_region_role"]

@@ -5,24 +5,14 @@ writes anyway; a write refused for the epoch is told from a lost race by the row
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from onward.domain.errors import RegionFenced
 from onward.domain.models import NewJob
 from onward.domain.regions import first_version_of
 from onward.domain.states import JobState
+from tests.integration.store.test_requests_per_job import refusal
 
 ECHO = NewJob(type="demo.echo", params={"n": 1})
 LEASE_S = 30
-
-
-def refusal(operation: Callable[[], object]) -> Exception:
-    """The exception `operation` raises."""
-    try:
-        operation()
-    except Exception as error:  # noqa: BLE001 - the caller checks which
-        return error
-    raise AssertionError("not refused")
 
 
 def test_a_job_under_a_raised_epoch_costs_the_same_3_transactions(metered):

@@ -22,9 +22,11 @@ from aws_lambda_powertools.utilities.data_classes.kinesis_stream_event import Ki
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from onward.bootstrap import Deployment
+from onward.domain.clock import system_clock
 from onward.observability.metrics import record_projection_lag
 from onward.observability.otlp import exports_after_invocation
 from onward.pipeline.projector.projector import BatchFailure, BatchTally, OutcomeTotals, ShardRecord
+from onward.settings import AuthoritySettings
 from onward.telemetry import add_count, discard_unflushed
 
 logger = Logger(service="onward-projector")
@@ -108,6 +110,11 @@ def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailure
         add_count(metrics, f"Progress{outcome_name.capitalize()}", count)
     # Every batch, 0 included: the heartbeat alarm fires when a period's sum stays below 1 (or has no data at all).
     metrics.add_metric(name="PipelineHeartbeats", unit=MetricUnit.Count, value=tally.heartbeats)
+    if tally.through and AuthoritySettings.from_environment().witness is not None:  # several Regions (issue 39)
+        # the standby's HomeRegionLost alarm: how old the newest (replicated) heartbeat is when projected here
+        newest_ms = max(tally.through.values())
+        metrics.add_metric(name="ReplicatedHeartbeatAgeSeconds", unit=MetricUnit.Seconds,
+                           value=max(0.0, (system_clock() - newest_ms) / 1000))
     if tally.lag_ms:
         metrics.add_metric(name="ProjectionLag", unit=MetricUnit.Milliseconds, value=max(tally.lag_ms))
         if records:

@@ -46,10 +46,11 @@ def published(documents: list[dict[str, Any]]) -> dict[tuple[str, str, str], tup
     return found
 
 
-def alarm_metrics(service: str) -> set[tuple[str, str, str]]:
-    """(namespace, metric, dimensions) of the Onward metrics of `service` that some alarm reads."""
+def alarm_metrics(service: str, role: str = "single") -> set[tuple[str, str, str]]:
+    """(namespace, metric, dimensions) of the Onward metrics of `service` that some alarm of a stack with
+    RegionRole=`role` reads."""
     wanted = set()
-    for resource in load_template()["Resources"].values():
+    for resource in load_template(role=role)["Resources"].values():
         if resource["Type"] != "AWS::CloudWatch::Alarm":
             continue
         properties = resource["Properties"]
@@ -110,6 +111,32 @@ def test_the_projector_counts_each_heartbeat_it_applies_and_reports_zero_without
     # ProjectionParked was 0 here, so not sent (a count is sent only when not zero; its alarm FILLs it with 0).
     missing = {key for key in alarm_metrics("projector") - set(first) if key[1] not in COUNTS_SENT_WHEN_NOT_ZERO}
     assert not missing, f"alarms read projector metrics it never publishes: {missing}"
+
+
+def test_a_standby_projector_publishes_the_replicated_heartbeats_age_its_alarms_read(
+        metrics_on: dict[str, str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """HomeRegionLost and ReplicatedHeartbeatAge (the standby's, issue 39) read ReplicatedHeartbeatAgeSeconds and
+    count missing data as breaching: without it a standby pages forever; sent by a single-Region stack it would
+    be a metric no alarm reads. The age is the projection time less the newest heartbeat's commit time."""
+    stream_arn = "arn:aws:kinesis:us-east-1:123456789012:stream/events"
+    committed = system_clock() - 2_000
+    beat = encode_heartbeat(Heartbeat(slots=16, through={slot: committed - slot for slot in range(16)}))
+
+    projector_app.handler(kinesis_event([beat], stream_arn), LocalLambdaContext("projector"))
+    single = published(emf_documents(capsys.readouterr().out))
+    monkeypatch.setenv("ONWARD_WITNESS", "ssm:eu-central-1:/onward/test/home")
+    projector_app.handler(kinesis_event([beat], stream_arn), LocalLambdaContext("projector"))
+    standby = published(emf_documents(capsys.readouterr().out))
+    projector_app.handler(kinesis_event([json.dumps(outbox_event(version=3)).encode()], stream_arn),
+                          LocalLambdaContext("projector"))
+    no_beat = published(emf_documents(capsys.readouterr().out))
+
+    age = ("Onward", "ReplicatedHeartbeatAgeSeconds", "service=projector")
+    assert age not in single and age not in no_beat  # no heartbeat in the batch: no data (the alarm breaches)
+    unit, values = standby[age]
+    assert unit == "Seconds" and len(values) == 1 and 2.0 <= values[0] <= (system_clock() - committed) / 1000
+    standby_only = alarm_metrics("projector", role="standby") - alarm_metrics("projector")  # (the others: above)
+    assert age in standby_only and not standby_only - set(standby), standby_only
 
 
 def test_the_api_counts_each_request_it_answers_with_an_unhandled_500(

@@ -22,6 +22,7 @@ import pytest
 
 from onward_infra.region_roles import REGIONAL_CONDITIONS, ROLES, for_region_role
 from onward_infra.template import load_template, referenced_names
+from tests.codescan import read_code
 from tests.samtemplate import cfn_lint, translate, write_json
 
 RAW = load_template(role=None)
@@ -229,18 +230,20 @@ def policy_statements(role: dict[str, Any], policy_name: str) -> list[dict[str, 
 
 @pytest.mark.parametrize("tables", ["owned", "replica"])
 def test_the_reconciler_may_only_read_its_stream_and_read_and_write_single_jobs(tables: str) -> None:
-    """Least privilege: GetItem/PutItem/UpdateItem/ConditionCheckItem on the jobs table (its transactions are
-    authorised as their items' actions) and PutItem on the outbox (an adoption's event); no Query, Scan, delete,
-    index or other table; its stream and nothing else to read; its own on-failure queue. A grant of Scan or of
-    the status table here fails."""
+    """Least privilege: on the tables exactly the actions the code scan (tests/codescan.py) reads from the
+    handler's call paths (reconciler/app.py: single jobs items and its job's partition, a transaction's items
+    authorised as their actions, an adoption's outbox event); no Scan, index or other table; its stream and
+    nothing else to read; its own on-failure queue. Drop Query (the reconciler reads a job's partition) and this
+    fails as "granted != called"; a grant of Scan or of the status table fails the same way."""
     home = resources("home", ReplicatedTables=tables)
     role = home["ReconcilerRole"]
     code = {(action, str(statement["Resource"])) for statement in policy_statements(role, "code")
             for action in statement["Action"]}
-    assert code == {("dynamodb:GetItem", str({"Fn::Sub": JOBS_ARN})), ("dynamodb:PutItem", str({"Fn::Sub": JOBS_ARN})),
-                    ("dynamodb:UpdateItem", str({"Fn::Sub": JOBS_ARN})),
-                    ("dynamodb:ConditionCheckItem", str({"Fn::Sub": JOBS_ARN})),
-                    ("dynamodb:PutItem", str({"Fn::Sub": OUTBOX_ARN}))}
+    arns = {"jobs_table": JOBS_ARN, "outbox_table": OUTBOX_ARN}
+    accesses = read_code(["reconciler.app"]).accesses
+    assert {part for _, _, part in accesses} == {"arn"}  # no index, no stream read by the code itself
+    called = {(action, str({"Fn::Sub": arns[table]})) for action, table, _ in accesses}
+    assert code == called, f"granted != called: {sorted(code ^ called)}"
     source = policy_statements(role, "event-source")
     stream = home["ReconcilerFunction"]["Properties"]["Events"]["Jobs"]["Properties"]["Stream"]
     assert source[0] == {"Effect": "Allow", "Action": ["dynamodb:DescribeStream", "dynamodb:GetRecords",

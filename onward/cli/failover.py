@@ -20,17 +20,18 @@ from typing import Any
 import botocore.session
 
 from onward.bootstrap import Deployment
-from onward.domain.clock import EpochMs, system_clock
+from onward.domain.clock import EpochMs, iso, system_clock
 from onward.operator.failover import (
     FailoverFailed,
     FailoverPlan,
     FailoverRefused,
+    FailoverReport,
     FenceStore,
-    HomeSeen,
+    Say,
     fail_over,
     prepare,
 )
-from onward.operator.replication import declare_reconciled, record_home_seen
+from onward.operator.replication import declare_lost_of, record_home_seen_of
 from onward.operator.witness import (
     InvalidWitness,
     WitnessError,
@@ -111,11 +112,9 @@ def cmd_failover(args: argparse.Namespace) -> int:
             print("onward failover: not confirmed: nothing changed", file=sys.stderr)
             return 2
         traffic = _Route53() if plan.health_check_id and plan.on_aws else None
-        report = fail_over(plan, prepared, witness=witness, store=store, say=say, traffic=traffic,
-                           record_home=_home_seen_recorder(deployment))
-        if args.declare_lost:
-            declare_reconciled(deployment.client("dynamodb"), settings.require("jobs_table"), report.epoch,
-                               by=plan.decided_by, reason=f"declared lost: {plan.reason}", at=system_clock())
+        report = fail_over(plan, prepared, witness=witness, store=store, say=say, traffic=traffic)
+        _record_replication(deployment, report, store.region_epoch().fenced_at, say,
+                            f"declared lost: {plan.reason}" if args.declare_lost else None, plan.decided_by)
     except FailoverRefused as error:
         print(f"onward failover: refused: {error}", file=sys.stderr)
         return 2
@@ -131,13 +130,18 @@ def cmd_failover(args: argparse.Namespace) -> int:
     return 0
 
 
-def _home_seen_recorder(deployment: Deployment) -> HomeSeen:
-    settings = deployment.settings
-
-    def record(epoch: int, fenced_at: EpochMs) -> EpochMs | None:
-        return record_home_seen(deployment.client("dynamodb"), settings.require("jobs_table"),
-                                settings.require("outbox_table"), epoch, fenced_at)
-    return record
+def _record_replication(deployment: Deployment, report: FailoverReport, fenced_at: EpochMs | None, say: Say,
+                        declared_lost: str | None, by: str) -> None:
+    """After the fence window: the old home's newest heartbeat this Region received before the fence (what the
+    status page's `may_miss_after` is computed from), and with --declare-lost the declaration that the old home's
+    writes are lost (onward.operator.replication)."""
+    seen = record_home_seen_of(deployment.client("dynamodb"), deployment.settings, report.epoch, fenced_at)
+    report.home_seen_through = None if seen is None else iso(seen)
+    say(f"   the old home's newest heartbeat received: {report.home_seen_through or 'none'} (statuses it decided "
+        "after it may be missing here)")
+    if declared_lost is not None:
+        declare_lost_of(deployment.client("dynamodb"), deployment.settings, report.epoch, by=by, reason=declared_lost,
+                        at=system_clock())
 
 
 def _confirmed(plan: FailoverPlan, previous_home: str | None) -> bool:

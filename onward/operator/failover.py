@@ -85,7 +85,7 @@ class FailoverReport:
     terminal_restamped: int = 0
     counters_rebuilt: int = 0
     to_start: list[str] = field(default_factory=list)
-    home_seen_through: str | None = None  # the old home's newest heartbeat received before the fence
+    home_seen_through: str | None = None  # the old home's newest heartbeat received before the fence (the CLI's)
 
     def document(self) -> dict[str, Any]:
         return asdict(self)
@@ -96,9 +96,6 @@ class TrafficSwitch(Protocol):
 
 
 Say = Callable[[str], None]
-# Records, for the status page's replication block, the old home's newest heartbeat this Region received before
-# the fence (onward.operator.replication.record_home_seen): (epoch, fenced_at) -> its commit time, or None.
-HomeSeen = Callable[[int, EpochMs], EpochMs | None]
 
 
 def prepare(plan: FailoverPlan, witness: WitnessRecord, store: FenceStore) -> Prepared:
@@ -129,7 +126,7 @@ def prepare(plan: FailoverPlan, witness: WitnessRecord, store: FenceStore) -> Pr
 
 def fail_over(plan: FailoverPlan, prepared: Prepared, *, witness: WitnessRecord, store: FenceStore, say: Say,
               traffic: TrafficSwitch | None = None, clock: Callable[[], EpochMs] | None = None,
-              sleep: Callable[[float], None] = time.sleep, record_home: HomeSeen | None = None) -> FailoverReport:
+              sleep: Callable[[float], None] = time.sleep) -> FailoverReport:
     """Steps 1-6 (the module's docstring); FailoverFailed when one cannot be done."""
     now = clock or (lambda: EpochMs(int(time.time() * 1000)))
     epoch = prepared.epoch
@@ -169,11 +166,6 @@ def fail_over(plan: FailoverPlan, prepared: Prepared, *, witness: WitnessRecord,
         sleep(min(left_s, 5.0))
         if left_s > 5.0:
             say(f"   {max(0.0, left_s - 5.0):.0f} s left")
-    if record_home is not None:  # what the page's `may_miss_after` is computed from
-        seen = record_home(epoch, fenced_at)
-        report.home_seen_through = None if seen is None else iso(seen)
-        say(f"   the old home's newest heartbeat received: {report.home_seen_through or 'none'} (statuses it "
-            "decided after it may be missing here)")
 
     cursor: str | None = None
     pages = 0

@@ -11,6 +11,7 @@ from typing import Any
 from onward.domain.clock import EpochMs
 from onward.pipeline.heartbeats import HEARTBEAT_PARTITION
 from onward.pipeline.replication_status import replication_key
+from onward.settings import Settings
 
 
 def newest_home_beat(client: Any, outbox_table: str, fenced_at: EpochMs | None) -> EpochMs | None:
@@ -60,3 +61,13 @@ def _update(client: Any, jobs_table: str, sets: list[str], names: dict[str, str]
                            ExpressionAttributeNames=names, ExpressionAttributeValues=values)
     except client.exceptions.ConditionalCheckFailedException:
         return
+
+
+def record_home_seen_of(client: Any, settings: Settings, epoch: int, fenced_at: EpochMs | None) -> EpochMs | None:
+    """`record_home_seen` on the deployment's tables (`onward failover`, after the fence window)."""
+    return record_home_seen(client, settings.require("jobs_table"), settings.require("outbox_table"), epoch, fenced_at)
+
+
+def declare_lost_of(client: Any, settings: Settings, epoch: int, *, by: str, reason: str, at: EpochMs) -> None:
+    """`declare_reconciled` on the deployment's jobs table (`onward failover --declare-lost`)."""
+    declare_reconciled(client, settings.require("jobs_table"), epoch, by=by, reason=reason, at=at)

@@ -33,12 +33,13 @@ def record_home_seen(client: Any, jobs_table: str, outbox_table: str, epoch: int
     `may_miss_after` is computed from); returns it. Run by the failover, after the fence window. A later epoch's
     item is never written over."""
     seen = newest_home_beat(client, outbox_table, fenced_at)
-    names = {"#e": "epoch", "#h": "home_seen_through", "#re": "region_epoch"}
+    names = {"#e": "epoch", "#re": "region_epoch"}
     values: dict[str, Any] = {":e": {"N": str(epoch)}, ":re": {"N": str(region_epoch if region_epoch is not None
                                                                          else epoch)}}
     sets = ["#e = :e", "#re = :re"]
     if seen is not None:
         sets.append("#h = :h")
+        names["#h"] = "home_seen_through"
         values[":h"] = {"N": str(seen)}
     _update(client, jobs_table, sets, names, values, epoch)
     return seen

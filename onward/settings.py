@@ -324,3 +324,8 @@ class AuthoritySettings:
     def fence_window_s(self) -> float:
         """W of the design: how long after the epoch is raised every old-home process has stopped."""
         return self.lease_s + self.check_s + 5.0
+
+
+def several_regions(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether this deployment spans Regions (a witness names the home: ONWARD_WITNESS; issue 39)."""
+    return bool((os.environ if environ is None else environ).get("ONWARD_WITNESS", "").strip())

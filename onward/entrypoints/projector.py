@@ -26,7 +26,7 @@ from onward.domain.clock import system_clock
 from onward.observability.metrics import record_projection_lag
 from onward.observability.otlp import exports_after_invocation
 from onward.pipeline.projector.projector import BatchFailure, BatchTally, OutcomeTotals, ShardRecord
-from onward.settings import AuthoritySettings
+from onward.settings import several_regions
 from onward.telemetry import add_count, discard_unflushed
 
 logger = Logger(service="onward-projector")
@@ -110,7 +110,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailure
         add_count(metrics, f"Progress{outcome_name.capitalize()}", count)
     # Every batch, 0 included: the heartbeat alarm fires when a period's sum stays below 1 (or has no data at all).
     metrics.add_metric(name="PipelineHeartbeats", unit=MetricUnit.Count, value=tally.heartbeats)
-    if tally.through and AuthoritySettings.from_environment().witness is not None:  # several Regions (issue 39)
+    if tally.through and several_regions():  # issue 39
         # the standby's HomeRegionLost alarm: how old the newest (replicated) heartbeat is when projected here
         newest_ms = max(tally.through.values())
         metrics.add_metric(name="ReplicatedHeartbeatAgeSeconds", unit=MetricUnit.Seconds,

@@ -31,7 +31,7 @@ from onward_infra.replication.replicator import Replicator, tables_of
 
 pytestmark = pytest.mark.integration
 
-A, B, WITNESS_REGION = "sa-east-1", "eu-north-1", "ap-south-1"  # Regions no other test of the session uses
+A, B, WITNESS_REGION = "ap-northeast-3", "me-south-1", "ap-south-1"  # Regions no other test of the session uses
 
 
 @pytest.fixture(scope="module")

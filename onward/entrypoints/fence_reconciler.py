@@ -13,29 +13,25 @@ from __future__ import annotations
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
-from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
-from aws_lambda_powertools.utilities.batch.base import FailureResponse, SuccessResponse
+from aws_lambda_powertools.utilities.batch import EventType, process_partial_response
 from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from onward.bootstrap import Deployment
+from onward.entrypoints.in_order_batches import InOrderBatchProcessor
 from onward.pipeline.fence_reconciler.reconciler import (
-    BatchFailure,
     FenceReconciler,
     JobsStreamRecord,
     ReconcileTally,
 )
+from onward.pipeline.projector.projector import BatchFailure
 from onward.telemetry import add_count, discard_unflushed
 
 logger = Logger(service="onward-fence-reconciler")
 metrics = Metrics(namespace="Onward", service="fence-reconciler")
 tracer = Tracer(service="onward-fence-reconciler")
 totals = ReconcileTally()  # this process's counts, for local drills and tests to read
-
-
-class EarlierRecordFailed(RuntimeError):
-    """A record reported failed because one before it in the batch failed."""
 
 
 class MalformedStreamRecord(ValueError):
@@ -50,28 +46,6 @@ def stream_record(record: DynamoDBRecord) -> JobsStreamRecord:
     return JobsStreamRecord(sequence_number=str(change["SequenceNumber"]), old_image=change.get("OldImage"),
                             new_image=change.get("NewImage"),
                             committed_at=int(float(change["ApproximateCreationDateTime"]) * 1000))
-
-
-class InOrderBatchProcessor(BatchProcessor):
-    """Powertools' DynamoDB Streams batch processing for a handler that takes the whole batch in order and
-    answers its first failure (BatchFailure, or None): it and every record after it are reported failed.
-    The stock processor goes on past a failure, which would apply an item's later record first."""
-
-    def __init__(self) -> None:
-        super().__init__(event_type=EventType.DynamoDBStreams, raise_on_entire_batch_failure=False)
-
-    def process(self) -> list[SuccessResponse | FailureResponse]:
-        batch = [DynamoDBRecord(record) for record in self.records]
-        failure: BatchFailure | None = self.handler(batch)
-        answers: list[SuccessResponse | FailureResponse] = []
-        for index, (raw, record) in enumerate(zip(self.records, batch, strict=True)):
-            if failure is None or index < failure.at:
-                answers.append(self.success_handler(record=raw, result=None))
-                continue
-            error = failure.error if index == failure.at else EarlierRecordFailed(
-                record.dynamodb.sequence_number if record.dynamodb else "")
-            answers.append(self.failure_handler(record=record, exception=(type(error), error, error.__traceback__)))
-        return answers
 
 
 _reconcilers: dict[int, FenceReconciler] = {}
@@ -102,7 +76,10 @@ def reconcile_event(event: dict[str, Any], context: LambdaContext, reconciler: F
 
     try:
         return process_partial_response(event=event, record_handler=reconcile_batch,
-                                        processor=InOrderBatchProcessor(), context=context)
+                                        processor=InOrderBatchProcessor(
+                                            EventType.DynamoDBStreams, DynamoDBRecord,
+                                            lambda record: record.dynamodb.sequence_number if record.dynamodb
+                                            else ""), context=context)
     finally:
         totals.add(tally)
 

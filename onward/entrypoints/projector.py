@@ -15,14 +15,14 @@ from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
-from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
-from aws_lambda_powertools.utilities.batch.base import FailureResponse, SuccessResponse
+from aws_lambda_powertools.utilities.batch import EventType, process_partial_response
 from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.data_classes.kinesis_stream_event import KinesisStreamRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from onward.bootstrap import Deployment
 from onward.domain.clock import system_clock
+from onward.entrypoints.in_order_batches import InOrderBatchProcessor
 from onward.observability.metrics import record_projection_lag
 from onward.observability.otlp import exports_after_invocation
 from onward.pipeline.projector.projector import BatchFailure, BatchTally, OutcomeTotals, ShardRecord
@@ -37,39 +37,16 @@ tracer = Tracer(service="onward-projector")
 totals = OutcomeTotals()
 
 
-class EarlierRecordFailed(RuntimeError):
-    """A record reported failed because one before it in the batch failed (other jobs' writes may have projected
-    it already: its redelivery is then a duplicate)."""
-
-
-class ShardBatchProcessor(BatchProcessor):
-    """Powertools' Kinesis batch processing for a handler that takes a shard's whole batch at once and answers
-    with its earliest failure (BatchFailure, or None): that record and every one after it in the batch are
-    reported failed, every one before it succeeded. The stock processor handles records one at a time and
-    goes on past a failure, so a job's later event could land past an earlier one that failed
-    (powertools-lambda-python #2850)."""
-
-    def __init__(self) -> None:
-        super().__init__(event_type=EventType.KinesisDataStreams, raise_on_entire_batch_failure=False)
-
-    def process(self) -> list[SuccessResponse | FailureResponse]:
-        batch = [KinesisStreamRecord(record) for record in self.records]
-        failure: BatchFailure | None = self.handler(batch)
-        answers: list[SuccessResponse | FailureResponse] = []
-        for index, (raw, record) in enumerate(zip(self.records, batch, strict=True)):
-            if failure is None or index < failure.index:
-                answers.append(self.success_handler(record=raw, result=None))
-                continue
-            error = failure.error if index == failure.index else EarlierRecordFailed(record.kinesis.sequence_number)
-            answers.append(self.failure_handler(record=record, exception=(type(error), error, error.__traceback__)))
-        return answers
-
-
 def _metadata(record: KinesisStreamRecord) -> str:
     """The record as Lambda delivered it but its data (kept apart, as the parked record's raw bytes)."""
     raw = dict(record.raw_event)
     raw["kinesis"] = {name: value for name, value in raw.get("kinesis", {}).items() if name != "data"}
     return json.dumps(raw, sort_keys=True, separators=(",", ":"))
+
+
+def _in_order() -> InOrderBatchProcessor:
+    return InOrderBatchProcessor(EventType.KinesisDataStreams, KinesisStreamRecord,
+                                 lambda record: record.kinesis.sequence_number)
 
 
 def shard_of(record: KinesisStreamRecord) -> str:
@@ -95,7 +72,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailure
 
     try:
         response = process_partial_response(event=event, record_handler=project_batch,
-                                            processor=ShardBatchProcessor(), context=context)
+                                            processor=_in_order(), context=context)
     finally:
         totals.add(tally)
     records = event.get("Records", [])

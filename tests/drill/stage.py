@@ -148,7 +148,7 @@ def reconciler_handler(reconciler: FenceReconciler, tally: ReconcileTally
         if failure is None:
             return {"batchItemFailures": []}
         print(f"drill: the fence reconciler failed at a record: {failure.error!r}", file=sys.stderr)
-        return {"batchItemFailures": [{"itemIdentifier": records[failure.at].sequence_number}]}
+        return {"batchItemFailures": [{"itemIdentifier": records[failure.index].sequence_number}]}
     return handler
 
 

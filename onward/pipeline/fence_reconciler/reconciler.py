@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Protocol
 
 from boto3.dynamodb.types import TypeDeserializer
 from botocore.exceptions import ClientError
@@ -39,6 +39,7 @@ from onward.domain.fence_reconciliation import (
     new_home_attempts,
 )
 from onward.domain.states import RunOutcome
+from onward.pipeline.projector.projector import BatchFailure  # (the earliest record that failed)
 from onward.store.dynamo.keys import job_pk, run_key
 from onward.store.dynamo.writes import overlap_clauses
 from onward.store.ports.write_plans import OverlapMark
@@ -48,13 +49,6 @@ Item = dict[str, Any]  # DynamoDB's wire format
 _deserializer = TypeDeserializer()
 STREAM_TIME_SLACK_MS = 1000
 CORRECTED_BY = "corrected_by"  # on a tenant counter: the stream record whose late write was last corrected
-
-
-class BatchFailure(NamedTuple):
-    """The first record of a batch that failed (its index) and why."""
-
-    at: int
-    error: Exception
 
 
 def plain(image: Mapping[str, Any] | None) -> dict[str, Any] | None:

@@ -339,7 +339,7 @@ def test_poison_records_are_parked_with_raw_bytes_and_reason_and_the_shard_moves
 
 def test_a_failing_record_stops_the_batch_and_redelivery_from_it_applies_the_rest(
         stack_environment, settings, dynamodb):
-    """The issue's ordering rule (powertools #2850). Without ShardBatchProcessor (onward.entrypoints.projector),
+    """The issue's ordering rule (powertools #2850). Without InOrderBatchProcessor (entrypoints.in_order_batches),
     Powertools would go on and apply job Y's running/v2 although its queued/v1 failed; the response would
     name only record 2, and Lambda would resume there. Here record 3 is held back and reported too (Y's two
     events are one folded write, which fails as its first record, Y's v1)."""

@@ -6,7 +6,7 @@ its role does not grant: AccessDenied on AWS only.
 
 How it breaks: make the reading stop following the methods a library calls on a subclass of its class (drop the
 `foreign` rule in tests/codescan.py) and the projector's check fails, listing
-ShardBatchProcessor.process, which Powertools' batch processing calls by itself; any
+InOrderBatchProcessor.process, which Powertools' batch processing calls by itself; any
 rule dropped that the traced code relies on lists the units it ran and the reading missed.
 """
 

@@ -19,6 +19,7 @@ that moved jobs out of their queues without putting them back: the final claims 
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
 
 from hypothesis import HealthCheck, settings
@@ -53,8 +54,9 @@ class PauseMachine(RuleBasedStateMachine):
         super().__init__()
         self.clock = ManualClock()
         recorder = MemoryRecorder()
-        self.operator = JobStore.in_memory(clock=self.clock, recorder=recorder)
-        self.worker = JobStore.in_memory(clock=self.clock, recorder=recorder)  # another process: its own cache
+        self.operator = JobStore.in_memory(clock=self.clock, recorder=recorder, rng=random.Random(0))
+        # another process: its own cache (seeded rngs: hypothesis replays an example only if the claims repeat)
+        self.worker = JobStore.in_memory(clock=self.clock, recorder=recorder, rng=random.Random(1))
         self.jobs: dict[str, Made] = {}
         self.in_force: dict[Pause, EpochMs] = {}  # pause -> when it was put in force
         self.draining_since: EpochMs | None = None

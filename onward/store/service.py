@@ -129,6 +129,7 @@ class JobStore(JobReads, RegionFence):
         retention_policy: RetentionPolicy | None = None,  # default: the deployment's, else job_retention_days
         recorder: JobRecorder | None = None,  # default: DynamoDB, the deployment's tables through `client`
         region_epoch: int = 0,  # the epoch it writes under (issue 39: onward.store.region_fence)
+        new_job_id: Callable[[], str] = _new_job_id,  # a test's deterministic ids (hypothesis replays examples)
     ) -> None:
         if recorder is None:
             if settings is None:
@@ -163,7 +164,7 @@ class JobStore(JobReads, RegionFence):
         self._held = HeldRows(HELD_ROWS_MAX)
         self.stats = StoreStats()
         self._creation = JobCreation(recorder, self._registry, clock, self._rng, get_job=self.get,
-                                     new_job_id=_new_job_id, retention_s=self._retention_s,
+                                     new_job_id=new_job_id, retention_s=self._retention_s,
                                      job_retention_s=self._job_retention_s,
                                      unique_keys=UniqueKeys(recorder, recorder, clock, self._transition))
         self._zombies = ZombieMarks(recorder, self.stats, self._job_retention_s)
@@ -182,11 +183,13 @@ class JobStore(JobReads, RegionFence):
         recorder: MemoryRecorder | None = None,  # another store's, to share its state
         retention_policy: RetentionPolicy | None = None,
         region_epoch: int = 0,  # the epoch it writes under (issue 39)
+        new_job_id: Callable[[], str] = _new_job_id,
     ) -> JobStore:
         """A store over a fresh in-memory recorder (onward.store.memory.recorder): no AWS, for tests and
         simulations."""
         return cls(recorder=recorder or MemoryRecorder(), clock=clock, backoff=backoff, rng=rng,
-                   retention_policy=retention_policy, region_epoch=region_epoch)
+                   retention_policy=retention_policy, region_epoch=region_epoch,
+                   new_job_id=new_job_id)
 
     @property
     def recorder(self) -> JobRecorder:

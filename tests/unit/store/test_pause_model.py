@@ -19,6 +19,7 @@ that moved jobs out of their queues without putting them back: the final claims 
 
 from __future__ import annotations
 
+import itertools
 import random
 from dataclasses import dataclass
 
@@ -54,8 +55,12 @@ class PauseMachine(RuleBasedStateMachine):
         super().__init__()
         self.clock = ManualClock()
         recorder = MemoryRecorder()
-        self.operator = JobStore.in_memory(clock=self.clock, recorder=recorder, rng=random.Random(0))
-        # another process: its own cache (seeded rngs: hypothesis replays an example only if the claims repeat)
+        # Hypothesis replays an example only if every claim repeats: the rngs are seeded and the job ids counted
+        # (a random id decides a job's queue shard, so which job a claim takes, so whether a later claim finds one).
+        ids = itertools.count(1)
+        self.operator = JobStore.in_memory(clock=self.clock, recorder=recorder, rng=random.Random(0),
+                                           new_job_id=lambda: f"{next(ids):032x}")
+        # another process: its own cache
         self.worker = JobStore.in_memory(clock=self.clock, recorder=recorder, rng=random.Random(1))
         self.jobs: dict[str, Made] = {}
         self.in_force: dict[Pause, EpochMs] = {}  # pause -> when it was put in force
@@ -112,7 +117,8 @@ class PauseMachine(RuleBasedStateMachine):
     def cancel(self, which: int) -> None:
         """A waiting job cancelled (held aside or not): it ends cancelled, and its queue's count stays whole
         (checked by `queues_count_what_waits`)."""
-        waiting = sorted(set(self.jobs) - set(self.claimed))
+        claimed = set(self.claimed)
+        waiting = [job_id for job_id in self.jobs if job_id not in claimed]  # in creation order
         job_id = waiting[which % len(waiting)]
         self.operator.cancel(job_id)
         assert self.operator.get(job_id).state is JobState.CANCELLED

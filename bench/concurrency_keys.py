@@ -67,8 +67,12 @@ class MeteredRecorder(MemoryRecorder):
                 units["read_units"] += 1
                 return held_jobs.held(hold_key, tenant_id, limit)
 
-            def release(self, job_id: str, hold_key: str, clock: float) -> bool:
-                return held_jobs.release(job_id, hold_key, clock)
+            def held_in(self, partition: str, tenant_id: str | None, limit: int) -> list[HeldJob]:
+                units["read_units"] += 1
+                return held_jobs.held_in(partition, tenant_id, limit)
+
+            def release(self, job_id: str, hold_key: str, clock: float, entry: HeldJob | None = None) -> bool:
+                return held_jobs.release(job_id, hold_key, clock, entry)
 
         self.held_jobs = MeteredHeldJobs()  # type: ignore[assignment]
 

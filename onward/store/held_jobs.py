@@ -12,7 +12,8 @@ onward.store.dynamo.held_jobs; tests/contract/test_held_jobs_contract.py runs on
 each release one atomic write:
 - hold: only while the job row is at the version and state the claim read, claimable, in its ready queue and
   not held, and (for a pause) while the pause is in force: the row is marked `held_by`, out of the ready index,
-  its queue entry's band count and `waiting` one lower, a held entry `<hold key>` / `<tenant>#<due>#<job>` put;
+  its queue entry's band count and `waiting` one lower, a held entry `<tenant>#<due>#<job>` put in its partition
+  (onward.store.held_partitions: a paused type's spread over shards by job id);
 - release: only while the row is held under that key: the row back in its ready index at its due time, the
   held entry deleted, its queue entry one higher as a job entering it (back in the `active` index, at the
   clock if it had left it, its tenant returning: lifted to the clock, banking no credit for the hold);
@@ -25,11 +26,13 @@ it fails its condition, and the sweep that follows reads the held entries after 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Iterator
 from typing import NamedTuple, Protocol
 
 from onward.domain.clock import Clock, EpochMs
 from onward.domain.pauses import Pause
+from onward.store.held_partitions import partitions
 from onward.store.ports.concurrency_keys import KeyLimit
 from onward.store.ports.rows import JobRow
 
@@ -40,6 +43,44 @@ class HeldJob(NamedTuple):
     job_id: str
     tenant_id: str
     due_at: EpochMs
+    partition: str = ""  # the partition its entry was read in (onward.store.held_partitions); "": not read
+
+
+ReadPartition = Callable[[str, str | None, int], list[HeldJob]]  # HeldJobs.held_in
+
+
+def in_held_order(job: HeldJob) -> tuple[str, EpochMs, str]:
+    """The order of held entries in a partition (its sort key), and of a hold key's merged: tenant, due, job."""
+    return job.tenant_id, job.due_at, job.job_id
+
+
+def first_held(read: ReadPartition, hold_key: str, tenant_id: str | None, limit: int) -> list[HeldJob]:
+    """The first `limit` entries of `hold_key` over all its partitions (`read`: one partition's first ones)."""
+    jobs = [job for partition in partitions(hold_key) for job in read(partition, tenant_id, limit)]
+    return sorted(jobs, key=in_held_order)[:limit]
+
+
+def every_held(read: ReadPartition, hold_key: str, tenant_id: str | None, page: int) -> Iterator[HeldJob]:
+    """Every entry of `hold_key` (of one tenant, or every one) in held order over all its partitions, each read
+    `page` entries at a time, in turn (a sweep's time is in its releases, two requests a job: reading 33
+    partitions concurrently would save little of it). A partition whose page is used up is read again from its
+    start: the caller has released what it was given meanwhile (its entries deleted), and one whose release
+    failed is given again, as a sweep that reads a page again would."""
+    buffers: dict[str, deque[HeldJob]] = {}
+    unread: set[str] = set()  # partitions whose last page was full
+    for partition in partitions(hold_key):
+        buffers[partition] = deque()
+        unread.add(partition)
+    while True:
+        for partition in [partition for partition, buffer in buffers.items() if partition in unread and not buffer]:
+            page_read = read(partition, tenant_id, page)
+            buffers[partition].extend(page_read)
+            if len(page_read) < page:
+                unread.discard(partition)
+        filled = [buffer for buffer in buffers.values() if buffer]
+        if not filled:
+            return
+        yield min(filled, key=lambda buffer: in_held_order(buffer[0])).popleft()
 
 
 class HeldJobs(Protocol):
@@ -53,12 +94,17 @@ class HeldJobs(Protocol):
 
     def held(self, hold_key: str, tenant_id: str | None, limit: int) -> list[HeldJob]:
         """The first `limit` jobs held under `hold_key` (of one tenant, or every one), by tenant then due
-        time; read consistently."""
+        time, over all its partitions (first_held); read consistently."""
 
-    def release(self, job_id: str, hold_key: str, clock: float) -> bool:
+    def held_in(self, partition: str, tenant_id: str | None, limit: int) -> list[HeldJob]:
+        """The first `limit` entries of one partition (onward.store.held_partitions), of one tenant or every
+        one, by tenant then due time; read consistently."""
+
+    def release(self, job_id: str, hold_key: str, clock: float, entry: HeldJob | None = None) -> bool:
         """Put the job back in its ready queue at its due time (`clock`: the system virtual clock, its queue
         entry's key if it enters the `active` index): False when it was not held under `hold_key` (a held
-        entry whose row is not held under it is stray: dropped)."""
+        entry whose row is not held under it is stray: dropped). `entry`: the entry the caller read (its
+        partition); None: the entry is deleted wherever it may be (onward.store.held_partitions.entry_partitions)."""
 
 
 def pause_hold_key(job_type: str) -> str:
@@ -92,21 +138,24 @@ class Holding:
 
     def release_all(self, hold_key: str, tenant_id: str | None = None, *, budget_s: float | None = None,
                     progress: Callable[[int], None] | None = None) -> Released:
-        """Release every job held under `hold_key` (of one tenant, or every one), page by page in due order
-        per tenant, until none is left or `budget_s` is spent (then `more`); `progress` hears the count so far
-        after each page."""
+        """Release every job held under `hold_key` (of one tenant, or every one), in due order per tenant over
+        all its partitions (every_held), until none is left or `budget_s` is spent (then `more`); `progress`
+        hears the count so far after each RELEASE_PAGE tried, and at the end."""
         started = time.monotonic()
-        released = 0
-        while True:
-            page = self._book.held(hold_key, tenant_id, RELEASE_PAGE)
-            for job in page:
-                released += self._book.release(job.job_id, hold_key, self._virtual_clock())
-            if progress is not None and page:
+        released = tried = 0
+        entries = every_held(self._book.held_in, hold_key, tenant_id, RELEASE_PAGE)
+        for job in entries:
+            released += self._book.release(job.job_id, hold_key, self._virtual_clock(), job)
+            tried += 1
+            if tried % RELEASE_PAGE:
+                continue
+            if progress is not None:
                 progress(released)
-            if len(page) < RELEASE_PAGE:
-                return Released(released, more=False)
             if budget_s is not None and time.monotonic() - started >= budget_s:
-                return Released(released, more=True)
+                return Released(released, more=next(entries, None) is not None)
+        if progress is not None and tried % RELEASE_PAGE:
+            progress(released)
+        return Released(released, more=False)
 
 
 class _HoldingNothing:
@@ -119,7 +168,10 @@ class _HoldingNothing:
     def held(self, hold_key: str, tenant_id: str | None, limit: int) -> list[HeldJob]:
         return []
 
-    def release(self, job_id: str, hold_key: str, clock: float) -> bool:
+    def held_in(self, partition: str, tenant_id: str | None, limit: int) -> list[HeldJob]:
+        return []
+
+    def release(self, job_id: str, hold_key: str, clock: float, entry: HeldJob | None = None) -> bool:
         return False
 
 

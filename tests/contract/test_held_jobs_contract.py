@@ -1,14 +1,20 @@
 """Jobs held aside (onward.store.held_jobs) on both store backends: a paused type's jobs met by a claim leave their
 ready queue (its waiting count down) for a held index, and come back with their due times when the type is
 resumed; they never hide the tenant's other jobs; a cancel of a held job puts it back first; a hold that races a
-resume loses no job."""
+resume loses no job; a paused type's entries spread over shards, and one held before the shards is released."""
 
 from __future__ import annotations
+
+import pytest
 
 from onward.domain.models import NewJob
 from onward.domain.pauses import Pause
 from onward.domain.states import JobState
 from onward.store.claims import CANDIDATES_PER_QUERY
+from onward.store.dynamo import held_jobs as dynamo_held_jobs
+from onward.store.held_jobs import Released, held_jobs_of
+from onward.store.held_partitions import partitions
+from onward.store.memory import held_jobs as memory_held_jobs
 from onward.store.pauses import FLOW_CACHE_MS
 from onward.store.service import JobStore
 from tests.contract.backends import StoreBackend
@@ -98,3 +104,64 @@ def test_a_hold_racing_a_resume_loses_no_job(backend: StoreBackend, store: JobSt
     clock.advance(FLOW_CACHE_MS / 1000)
     lease = worker.claim("w", 300)
     assert lease is not None and lease.job.job_id == job_id
+
+
+def held_by_partition(backend: StoreBackend, hold_key: str) -> dict[str, list[str]]:
+    """The job ids in each partition of `hold_key` that holds any (read through the recorder's HeldJobs)."""
+    book = held_jobs_of(backend.recorder)
+    found = {partition: [job.job_id for job in book.held_in(partition, None, 1_000)]
+             for partition in partitions(hold_key)}
+    return {partition: jobs for partition, jobs in found.items() if jobs}
+
+
+def test_a_type_paused_over_many_tenants_is_held_over_many_partitions_and_resumed_in_due_order(
+        backend: StoreBackend, store: JobStore, clock) -> None:
+    """Catches every tenant's jobs of a paused type held in one partition (its writes would throttle past about
+    500 holds a second), a resume that reads one shard only (the others' jobs stranded), or one that puts a
+    tenant's jobs back out of their due order."""
+    store.flow.pause(PAUSED_MAIL)
+    tenants = [f"t{n:02d}" for n in range(12)]
+    made: dict[str, list[str]] = {tenant: [] for tenant in tenants}
+    for _ in range(3):
+        for tenant in tenants:
+            made[tenant].append(store.create(tenant, MAIL).job.job_id)
+            clock.advance(0.001)
+    assert store.claim("w", 300) is None  # every one held
+    spread = held_by_partition(backend, "paused#demo.mail")
+    assert len(spread) > 8 and "paused#demo.mail" not in spread  # (36 jobs over 32 shards; none unsharded)
+    every_job = [job for jobs in made.values() for job in jobs]
+    assert sorted(job for jobs in spread.values() for job in jobs) == sorted(every_job)
+    lifted, released = store.flow.resume_and_release(PAUSED_MAIL)
+    assert lifted and released == Released(36, more=False)
+    assert held_by_partition(backend, "paused#demo.mail") == {}
+    started: dict[str, list[str]] = {tenant: [] for tenant in tenants}
+    while (lease := store.claim("w", 300)) is not None:
+        started[lease.job.tenant_id].append(lease.job.job_id)
+    assert started == made
+
+
+def test_a_job_held_before_the_shards_is_released_by_the_sweep(backend: StoreBackend, store: JobStore, clock,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stack deployed before the shards held entries under the unsharded key `paused#<type>`: a sweep that
+    read only the shards would leave those jobs out of their queues for good, and a cancel's put back that
+    deleted only the shard's entry would leave the old one behind."""
+    store.flow.pause(PAUSED_MAIL)
+    with monkeypatch.context() as before_the_shards:  # the hold as the release before wrote it
+        for module in (dynamo_held_jobs, memory_held_jobs):
+            before_the_shards.setattr(module, "entry_partition", lambda hold_key, job_id: hold_key)
+        old = create(store, clock, MAIL, 3)
+        assert store.claim("w", 300) is None
+    new = create(store, clock, MAIL, 2)
+    assert store.claim("w", 300) is None
+    spread = held_by_partition(backend, "paused#demo.mail")
+    assert sorted(spread.pop("paused#demo.mail")) == sorted(old)
+    assert sorted(job for jobs in spread.values() for job in jobs) == sorted(new)
+    store.cancel(old[1], "acme")  # (put back first: its entry deleted wherever it may be)
+    assert sorted(held_by_partition(backend, "paused#demo.mail").get("paused#demo.mail", [])) == sorted(
+        [old[0], old[2]])
+    assert store.flow.resume_and_release(PAUSED_MAIL)[1] == Released(4, more=False)
+    assert held_by_partition(backend, "paused#demo.mail") == {}
+    started = []
+    while (lease := store.claim("w", 300)) is not None:
+        started.append(lease.job.job_id)
+    assert started == [old[0], old[2], *new]

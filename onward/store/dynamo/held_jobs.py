@@ -2,8 +2,9 @@
 
 - the job row, while held: `held_by` (the hold key), and no `ready_pk` / `ready_due` (out of the `ready` index);
   every transition's condition is `attribute_not_exists(held_by)` (onward.store.dynamo.writes);
-- a held entry: `HELD#<hold key>` / `<tenant>#<due, 15 digits>#<job id>` (entity `held_job`): a release sweep
-  reads a key's partition (one tenant's with `begins_with`) in tenant then due order.
+- a held entry: `HELD#<partition>` / `<tenant>#<due, 15 digits>#<job id>` (entity `held_job`), the partition the
+  hold key's for the job (onward.store.held_partitions: a paused type's spread over shards by job id): a
+  release sweep reads each partition of the key (one tenant's with `begins_with`) in tenant then due order.
 A hold is one TransactWriteItems: the row's update (conditional on its state and version, in the ready index,
 not held), the held entry's put, the queue entry's update (one fewer waiting in its band) and, for a pause, a
 ConditionCheck that the pause's item is still there. A release is one too: the row back in the index (conditional
@@ -18,11 +19,12 @@ from botocore.exceptions import ClientError
 
 from onward.domain.pauses import Pause
 from onward.store.dynamo.concurrency_keys import DynamoConcurrencyCounts, hold_action, release_held_action
-from onward.store.dynamo.held_items import HELD_BY, HELD_PK_PREFIX, held_by_of, held_key, release_actions
+from onward.store.dynamo.held_items import HELD_BY, held_by_of, held_key, held_partition_key, release_actions
 from onward.store.dynamo.keys import job_key
 from onward.store.dynamo.pauses import pause_key
 from onward.store.dynamo.writes import TransitionWrites, job_from_item, wire_key
-from onward.store.held_jobs import HeldJob
+from onward.store.held_jobs import HeldJob, first_held
+from onward.store.held_partitions import entry_partition, entry_partitions
 from onward.store.ports.concurrency_keys import KeyLimit
 from onward.store.ports.ready_queues import ready_queue
 from onward.store.ports.rows import JobRow
@@ -65,7 +67,7 @@ class DynamoHeldJobs:
                                               ":version": {"N": str(job.version)}}}},
             {"Put": {
                 "TableName": self._table, "ConditionExpression": "attribute_not_exists(pk)",
-                "Item": {**held_key(hold_key, job.tenant_id, job.not_before, job.job_id),
+                "Item": {**held_key(entry_partition(hold_key, job.job_id), job.tenant_id, job.not_before, job.job_id),
                          "entity": {"S": "held_job"}, "job_id": {"S": job.job_id},
                          "tenant_id": {"S": job.tenant_id}, "due_at": {"N": str(job.not_before)}}}},
             self._entry_update(WaitingUpdate(job.tenant_id, ready_queue(job, row.ready_shards), -1)),
@@ -78,29 +80,36 @@ class DynamoHeldJobs:
         return self._send(actions)
 
     def held(self, hold_key: str, tenant_id: str | None, limit: int) -> list[HeldJob]:
+        return first_held(self.held_in, hold_key, tenant_id, limit)
+
+    def held_in(self, partition: str, tenant_id: str | None, limit: int) -> list[HeldJob]:
         condition = "pk = :pk" + (" AND begins_with(sk, :tenant)" if tenant_id is not None else "")
-        values = {":pk": {"S": f"{HELD_PK_PREFIX}{hold_key}"}} | (
+        values = {":pk": {"S": held_partition_key(partition)}} | (
             {":tenant": {"S": f"{tenant_id}#"}} if tenant_id is not None else {})
         items = self._db.query(TableName=self._table, ConsistentRead=True, KeyConditionExpression=condition,
                                ExpressionAttributeValues=values, Limit=limit)["Items"]
-        return [HeldJob(item["job_id"]["S"], item["tenant_id"]["S"], int(item["due_at"]["N"])) for item in items]
+        return [HeldJob(item["job_id"]["S"], item["tenant_id"]["S"], int(item["due_at"]["N"]), partition)
+                for item in items]
 
-    def release(self, job_id: str, hold_key: str, clock: float) -> bool:
+    def release(self, job_id: str, hold_key: str, clock: float, entry: HeldJob | None = None) -> bool:
         item = self._db.get_item(TableName=self._table, Key=wire_key(job_key(job_id)), ConsistentRead=True).get("Item")
         job, shards, _ = job_from_item(item) if item is not None else (None, 1, 0)
-        entry = held_key(hold_key, job.tenant_id, job.not_before, job_id) if job is not None else None
-        if job is None or entry is None or held_by_of(item or {}) != hold_key:
-            self._drop_stray(hold_key, job_id)
+        if job is None or held_by_of(item or {}) != hold_key:
+            self._drop_stray(hold_key, job_id, entry)
             return False
         queue = ready_queue(job, shards)
         key_update = release_held_action(self._table, job.tenant_id, hold_key)  # (a concurrency key's `held - 1`)
-        return self._send([*release_actions(self._table, job, shards, hold_key),
+        return self._send([*release_actions(self._table, job, shards, hold_key, entry.partition if entry else None),
                            self._entry_update(WaitingUpdate(job.tenant_id, queue, 1, clock, job_id=job_id)),
                            *([key_update] if key_update is not None else [])])
 
-    def _drop_stray(self, hold_key: str, job_id: str) -> None:
-        """Delete the held entries of `job_id` under `hold_key` whose row is not held under it (found by the
-        partition's read: the row may be gone, so its due time is not known)."""
-        for held in self.held(hold_key, None, 1000):
-            if held.job_id == job_id:
-                self._db.delete_item(TableName=self._table, Key=held_key(hold_key, held.tenant_id, held.due_at, job_id))
+    def _drop_stray(self, hold_key: str, job_id: str, entry: HeldJob | None) -> None:
+        """Delete the held entry of `job_id` under `hold_key` whose row is not held under it: the one read
+        (`entry`), else those found in the partitions it may be in (the row may be gone, so its due time is not
+        known)."""
+        found = [entry] if entry is not None and entry.partition else [
+            held for partition in entry_partitions(hold_key, job_id)
+            for held in self.held_in(partition, None, 1000) if held.job_id == job_id]
+        for held in found:
+            self._db.delete_item(TableName=self._table,
+                                 Key=held_key(held.partition, held.tenant_id, held.due_at, job_id))

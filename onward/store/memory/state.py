@@ -130,8 +130,8 @@ class MemoryState:
         # rate limits (issue 37): definitions and GCRA buckets' TATs by (tenant, key) (onward.store.memory.rate_buckets)
         self.rate_limits: dict[tuple[str, str], Any] = {}
         self.rate_tats: dict[tuple[str, str], int] = {}
-        # concurrency keys (issue 37): each key's counts by (tenant, key), and the jobs held aside by hold key
-        # (onward.store.memory.held_jobs, onward.store.memory.concurrency_keys)
+        # concurrency keys (issue 37): each key's counts by (tenant, key), and the jobs held aside by partition
+        # (onward.store.held_partitions; onward.store.memory.held_jobs, onward.store.memory.concurrency_keys)
         self.key_counts: dict[tuple[str, str], KeyCount] = {}
         self.held: dict[str, dict[str, HeldJob]] = {}
 

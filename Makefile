@@ -86,6 +86,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.memory
 	$(BIN)/python -m bench.webhooks
 	$(BIN)/python -m bench.concurrency_keys
+	$(BIN)/python -m bench.held_spread
 
 endpoint: $(STAMP)
 	$(BIN)/onward endpoint

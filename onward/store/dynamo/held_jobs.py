@@ -2,9 +2,9 @@
 
 - the job row, while held: `held_by` (the hold key), and no `ready_pk` / `ready_due` (out of the `ready` index);
   every transition's condition is `attribute_not_exists(held_by)` (onward.store.dynamo.writes);
-- a held entry: `HELD#<partition>` / `<tenant>#<due, 15 digits>#<job id>` (entity `held_job`), the partition the
-  hold key's for the job (onward.store.held_partitions: a paused type's spread over shards by job id): a
-  release sweep reads each partition of the key (one tenant's with `begins_with`) in tenant then due order.
+- a held entry: `HELD#<partition>` / `<tenant>#<due, 15 digits>#<job id>` (entity `held_job`), in the hold key's
+  partition for the job (onward.store.held_partitions: a paused type's spread over shards by job id): a release
+  sweep reads each partition of the key (one tenant's with `begins_with`) in tenant then due order, and merges them.
 A hold is one TransactWriteItems: the row's update (conditional on its state and version, in the ready index,
 not held), the held entry's put, the queue entry's update (one fewer waiting in its band) and, for a pause, a
 ConditionCheck that the pause's item is still there. A release is one too: the row back in the index (conditional

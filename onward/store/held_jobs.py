@@ -155,7 +155,13 @@ class Holding:
                 return Released(released, more=next(entries, None) is not None)
         if progress is not None and tried % RELEASE_PAGE:
             progress(released)
-        return Released(released, more=False)
+        # A release that lost a race (a transaction conflict) leaves its entry; a stray one is dropped. Only a
+        # read tells them apart, and a sweep that answered "done" over a job still held would strand it.
+        lost_a_race = tried > released
+        return Released(released, more=lost_a_race and self._any_held(hold_key, tenant_id))
+
+    def _any_held(self, hold_key: str, tenant_id: str | None) -> bool:
+        return next(every_held(self._book.held_in, hold_key, tenant_id, 1), None) is not None
 
 
 class _HoldingNothing:

@@ -23,7 +23,9 @@ others are claimed, take 100 ms - 1 s each on a virtual clock, complete with a r
 projector carry their events to the status view through their real handlers. Every table, index and stream
 shard they touch is counted per key (bench/scale_limits.py): `aws_ceiling_jobs_per_s` is the least ceiling
 over every DynamoDB partition (1,000 write / 3,000 read units a second) and every shard of the events stream
-as template.yaml deploys it (1,000 records / 1 MiB a second), `limited_by` names that resource. Its cost
+as template.yaml deploys it (1,000 records / 1 MiB a second), `limited_by` names that resource;
+`write_units_by_item` says what pays its write units per job (bench/scale_items.py: the job row, its run
+records, the tenant's queue entries and RUNNING counters, outbox events, each index, ...). Its cost
 (bench/scale_cost.py) at on-demand list prices: `usd_per_million_jobs` and its breakdown (the many-tenants
 run's at top level; each run's in its section).
 

@@ -19,6 +19,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+from bench.scale_items import write_units_by_item
 from bench.scale_realistic import Run
 
 PARTITION_WRITE_UNITS = 1_000
@@ -129,6 +130,8 @@ def summary(run: Run) -> dict[str, Any]:
         "lowest_ceilings": [resource.to_json() for resource in found[:SHOWN]],
         "by_table": by_table(run),
         "write_units_per_job": round(sum(billed(reading.write_units_by_key).values()) / jobs, 2),
+        "write_units_by_item": write_units_by_item(billed(reading.write_units_by_key), reading.write_units_by_sort_key,
+                                                   logical_names(run.environment), jobs),
         "read_units_per_job": round(sum(billed(reading.read_units_by_key).values()) / jobs, 2),
         "kinesis": kinesis(run),
         "dynamodb_streams_get_records_per_job": round(requests["dynamodbstreams.GetRecords"] / jobs, 3),

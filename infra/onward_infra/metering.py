@@ -18,7 +18,9 @@ Read and write units are also attributed to the partition that pays them (`charg
 key value>" for a table, "<table>.<index>|<index partition key value>" for a global secondary index (a write
 that moves an item's entry between index partitions charges the removal to the old one, the insertion to the
 new one), "<table>|*scan*" (or "<table>.<index>|*scan*") for every Scan page, whatever partitions it read.
-`MeterReading.hottest` names the costliest one.
+`MeterReading.hottest` names the costliest one. A table's write units are also counted by the written item's
+sort key (`write_units_by_sort_key`, "<table>|<sort key value>", tables with a sort key only), so that a
+bench tells apart the kinds of item one partition holds (a job's row from its run records).
 
 Reads are billed as on AWS: GetItem, BatchGetItem and TransactGetItems by the size of each item named (the
 whole item, whatever the projection; an absent one costs the minimum); Query and Scan by the items a page
@@ -59,7 +61,7 @@ SCAN = "*scan*"  # the partition every Scan page is charged to
 _WRITES = {"PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems", "BatchWriteItem"}
 _READS = {"GetItem", "BatchGetItem", "TransactGetItems", "Query", "Scan"}
 _COUNTERS = ("requests", "write_units", "read_units_by_key", "write_units_by_key", "kinesis_records_by_shard",
-             "kinesis_bytes_by_shard")
+             "kinesis_bytes_by_shard", "write_units_by_sort_key")
 PAYLOAD_UNIT = 25 * 1024  # Kinesis bills PUT payload units of 25 KB, each record rounded up to whole units
 # legacy KeyConditions' operators, as moto's key condition parsing names them
 _KEY_OPERATORS = {"EQ": "=", "LE": "<=", "LT": "<", "GE": ">=", "GT": ">"}
@@ -86,6 +88,7 @@ class WriteCharge:
     key: str
     units: int
     on_index: bool = False
+    sort_key: str | None = None  # the written item's sort key value as text (a table with one; not an index)
 
 
 @dataclass
@@ -104,6 +107,8 @@ class MeterReading:
     read_units: float = 0.0
     read_units_by_key: Counter[str] = field(default_factory=Counter)  # charge_key -> read units
     write_units_by_key: Counter[str] = field(default_factory=Counter)  # charge_key -> write units (table, index)
+    # "<table>|<sort key value>" -> the table's write units on items of that sort key (not its indexes')
+    write_units_by_sort_key: Counter[str] = field(default_factory=Counter)
 
     def add(self, operation: str, charges: Iterable[WriteCharge]) -> None:
         """Count the write units of one write of `operation`, by partition."""
@@ -114,6 +119,8 @@ class MeterReading:
                 self.table_write_units += charge.units
             self.write_units[f"dynamodb.{operation}"] += charge.units
             self.write_units_by_key[charge.key] += charge.units
+            if charge.sort_key is not None:
+                self.write_units_by_sort_key[f"{charge.key.partition('|')[0]}|{charge.sort_key}"] += charge.units
 
     def add_read(self, key: str, read_units: float) -> None:
         """Count `read_units` charged to the partition `key` (see charge_key)."""
@@ -218,7 +225,8 @@ class Meter:
                     self.reading.failed_conditional_writes += 1
                     touch = pending.touches[0]
                     self.reading.add(pending.operation, [
-                        WriteCharge(self._charge_key(touch.table, touch.key), units(item_size(touch.before)))])
+                        WriteCharge(self._charge_key(touch.table, touch.key), units(item_size(touch.before)),
+                                    sort_key=self._sort_key(touch.table, touch.key))])
                 return
             for touch in pending.touches:
                 self.reading.add(pending.operation, self._write_charges(touch, pending.transactional))
@@ -257,11 +265,13 @@ class Meter:
 
     def _write_charges(self, touch: _Touch, transactional: bool) -> list[WriteCharge]:
         """The units of one applied write (or condition check), by partition of the table and of its indexes."""
-        key = self._charge_key(touch.table, touch.key)
+        key, sort_key = self._charge_key(touch.table, touch.key), self._sort_key(touch.table, touch.key)
         if touch.condition_only:
-            return [WriteCharge(key, table_write_units(touch.before, touch.before, transactional=True))]
+            return [WriteCharge(key, table_write_units(touch.before, touch.before, transactional=True),
+                                sort_key=sort_key)]
         after = self._item(touch.table, touch.key)
-        charges = [WriteCharge(key, table_write_units(touch.before, after, transactional=transactional))]
+        charges = [WriteCharge(key, table_write_units(touch.before, after, transactional=transactional),
+                               sort_key=sort_key)]
         name = self._table(touch.table).name
         for spec in self._indexes(touch.table):
             charges += [WriteCharge(charge_key(name, _text(write.entry[spec.partition_key]), spec.name),
@@ -344,6 +354,11 @@ class Meter:
         """The charge_key of the table partition holding `key` (`table`: the table's name or ARN)."""
         described = self._table(table)
         return charge_key(described.name, _text(key[described.hash_key_attr]))
+
+    def _sort_key(self, table: str, key: Item) -> str | None:
+        """The sort key value of `key` as text, None for a table without one."""
+        described = self._table(table)
+        return _text(key[described.range_key_attr]) if described.range_key_attr else None
 
     def _key_of(self, table: str, item: Item) -> Item:
         described = self._table(table)

@@ -17,7 +17,8 @@ epoch came from the old home (replicated, last writer wins let it in). For a rec
   attempts the new home ran: an attempt the old home started whose claim never replicated before the failover
   (the new home numbers its attempts apart, onward.domain.regions.attempts_apart, so it arrives as an item
   of its own and is the only trace that the job ran in both Regions);
-- any other item of a job below e never adopted (a result): nothing, its row's adoption decides;
+- any other item of a job below e never adopted (a result item written before issue 34): nothing, its row's
+  adoption decides;
 - a tenant's RUNNING counter or queue entry of epoch >= e replaced by a late write (new image below e, old
   image at e or later): CORRECT it by adding, to each of its counts, the old image's minus the late one's
   (absent: 0). Every write of the new home to these items ADDs to its counts, so whatever it added since the

@@ -48,14 +48,11 @@ from typing import Any
 from onward.domain import lifecycle
 from onward.domain.backoff import BackoffPolicy
 from onward.domain.clock import Clock, EpochMs, system_clock
-from onward.domain.documents import check_storable, json_size
 from onward.domain.errors import (
     NotReplayable,
     OnwardError,
-    PayloadTooLarge,
     RowNotAdopted,
     StoreContention,
-    UnstorableValue,
 )
 from onward.domain.lifecycle import Change, Decision, Refusal, RefusalReason, StaleReport
 from onward.domain.models import ErrorSummary, Job, Lease, NewJob
@@ -87,6 +84,7 @@ from onward.store.ports.write_plans import Admission, TransitionWrite, ends_atte
 from onward.store.progress import ProgressAnswer, record_progress
 from onward.store.rate_limits import JobDeferred, RateLimits
 from onward.store.region_fence import RegionFence, of_epoch
+from onward.store.result_limits import MAX_RESULT_BYTES, check_result
 from onward.store.stats import StoreStats
 from onward.store.tenants import TenantRegistry
 from onward.store.unique_keys import UniqueKeys
@@ -97,7 +95,6 @@ __all__ = [
     "RenewalAnswer", "Report", "ReportStatus", "StoreStats", "Tenant", "TenantState",
 ]
 
-MAX_RESULT_BYTES = 350_000
 MAX_ROUNDS = 25  # re-read-and-decide rounds before a transition gives up with StoreContention
 
 _DEFAULT_BACKOFF = BackoffPolicy()
@@ -295,14 +292,9 @@ class JobStore(JobReads, RegionFence):
 
     def complete(self, lease: Lease, result: Any = None) -> Report:
         """The attempt succeeded with `result`. Raises InvalidRequest before writing anything when the result
-        cannot be stored: UnstorableValue (not JSON, or not what DynamoDB holds), PayloadTooLarge."""
-        check_storable(result, "result")
-        try:
-            size = json_size(result)
-        except (TypeError, ValueError) as error:  # what check_storable let through but JSON cannot encode
-            raise UnstorableValue(f"result: {error}") from error
-        if size > MAX_RESULT_BYTES:
-            raise PayloadTooLarge(f"the result takes {size} bytes as JSON; the limit is {MAX_RESULT_BYTES}")
+        cannot be stored: UnstorableValue (not JSON, or not what DynamoDB holds), PayloadTooLarge
+        (onward.store.result_limits)."""
+        check_result(result)
         return self._report(lease, RunOutcome.SUCCEEDED, lambda job, now: lifecycle.complete(
             job, lease.attempt, lease.worker_id, result, now))
 

@@ -16,10 +16,18 @@ from onward.domain.retention import RetentionPolicy
 from onward.operator.overlaps import OverlapIndex
 from onward.settings import DAY_S, DEFAULT_JOB_RETENTION_DAYS, DEFAULT_OUTBOX_RETENTION_DAYS, Settings
 from onward.store.dynamo.attributes import from_item, to_attribute
-from onward.store.dynamo.keys import Entity, job_key
+from onward.store.dynamo.keys import (
+    RESULT_ATTRIBUTE,
+    RESULT_SIZE_ATTRIBUTE,
+    RESULT_SK,
+    Entity,
+    Key,
+    job_key,
+    job_pk,
+)
 from onward.store.dynamo.overlap_index import DynamoOverlapIndex
 from onward.store.dynamo.recorder import DynamoRecorder
-from onward.store.dynamo.writes import wire_key
+from onward.store.dynamo.writes import wire_item, wire_key
 from onward.store.memory.recorder import MemoryRecorder
 from onward.store.ports import JobRecorder
 from onward.store.ports.index_shards import DEFAULT_ACTIVE_SHARDS
@@ -53,6 +61,11 @@ class StoreBackend(ABC):
     @abstractmethod
     def edit_job_row(self, job_id: str, **attributes: Any) -> None:
         """Change a stored job row behind the store's back (a legacy row, an operator's console edit)."""
+
+    @abstractmethod
+    def keep_result_the_old_way(self, job_id: str) -> None:
+        """Move a completed job's result off its run record into a result item (`RESULT`), as a stack
+        deployed before issue 34 holds the results of the jobs it completed."""
 
     @abstractmethod
     def overlap_index(self) -> OverlapIndex:
@@ -106,6 +119,9 @@ class MemoryBackend(StoreBackend):
     def overlap_index(self) -> OverlapIndex:
         return self.memory
 
+    def keep_result_the_old_way(self, job_id: str) -> None:
+        self.memory.keep_result_the_old_way(job_id)
+
 
 class DynamoBackend(StoreBackend):
     name = "dynamodb"
@@ -122,6 +138,17 @@ class DynamoBackend(StoreBackend):
 
     def overlap_index(self) -> OverlapIndex:
         return DynamoOverlapIndex(self.client, self.settings.jobs_table)
+
+    def keep_result_the_old_way(self, job_id: str) -> None:
+        (run,) = [item for item in self.jobs_table() if item["pk"] == job_pk(job_id) and RESULT_ATTRIBUTE in item]
+        self.client.update_item(
+            TableName=self.settings.jobs_table, Key=wire_key(Key(run["pk"], run["sk"])),
+            UpdateExpression="REMOVE #result, #size",
+            ExpressionAttributeNames={"#result": RESULT_ATTRIBUTE, "#size": RESULT_SIZE_ATTRIBUTE})
+        old = {"pk": run["pk"], "sk": RESULT_SK, "entity": Entity.RESULT.value, "attempt": run["attempt"],
+               "size_bytes": run[RESULT_SIZE_ATTRIBUTE], "value": run[RESULT_ATTRIBUTE],
+               "expires_at": run["expires_at"]}  # (the shape keys.result_item wrote)
+        self.client.put_item(TableName=self.settings.jobs_table, Item=wire_item(old))
 
     def _scan(self, table: str) -> Items:
         pages = self.client.get_paginator("scan").paginate(TableName=table, ConsistentRead=True)

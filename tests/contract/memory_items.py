@@ -13,6 +13,8 @@ from onward.domain.models import Job, Run
 from onward.domain.retention import RetentionPolicy
 from onward.store.dynamo.attributes import from_item
 from onward.store.dynamo.keys import (
+    RESULT_ATTRIBUTE,
+    RESULT_SIZE_ATTRIBUTE,
     SERVED_SINCE_RETURN,
     Entity,
     active_shard_partition,
@@ -48,6 +50,11 @@ def _run(run: Run, overlap_at: int | None, job_retention_s: int) -> dict[str, An
     if overlap_at is not None:
         item["overlap_pk"], item["overlap_at"] = overlap_partition(overlap_at), overlap_at
     return item
+
+
+def _reported_size(contents: MemoryContents, job_id: str) -> int:
+    """The size of a job's result as reported, before it was kept (its completion's event has it)."""
+    return max(event.result_size_bytes or 0 for event in contents.events[job_id])
 
 
 def _running(tenant_id: str, shard: int, counter: RunningCounter) -> dict[str, Any]:
@@ -109,14 +116,17 @@ def jobs_table(contents: MemoryContents, *, active_shards: int, job_retention_s:
                               row.running_shard))
     for job_id, runs in contents.runs.items():
         job = contents.rows[job_id].job
-        items += [_run(run, overlap_at, _run_retention_s(job, run, policy)) for run, overlap_at in runs]
-    for job_id, value in contents.results.items():
+        for run, overlap_at in runs:
+            item = _run(run, overlap_at, _run_retention_s(job, run, policy))
+            if (job_id, run.attempt) in contents.run_results:  # the completing run's (issue 34)
+                item |= {RESULT_ATTRIBUTE: contents.run_results[(job_id, run.attempt)],
+                         RESULT_SIZE_ATTRIBUTE: _reported_size(contents, job_id)}
+            items.append(item)
+    for job_id, value in contents.old_results.items():  # the layout before issue 34
         job = contents.rows[job_id].job
         pk, sk = result_key(job_id)
-        # the size of the result as reported, before it was kept (its event has it)
-        size = max(event.result_size_bytes or 0 for event in contents.events[job_id])
         result = {"pk": pk, "sk": sk, "entity": Entity.RESULT.value, "attempt": job.attempt,
-                  "size_bytes": size, "value": value}
+                  "size_bytes": _reported_size(contents, job_id), "value": value}
         expires = job_expires_at(job, policy.for_job(job.tenant_id, job.type, job.state.value))
         items.append(result if expires is None else {**result, "expires_at": expires})
     for (_, key), record in contents.keys.items():

@@ -214,11 +214,22 @@ def _run_closed_twice(backend: StoreBackend, store: JobStore, clock: Any) -> Tra
 
 
 def _result_put_twice(backend: StoreBackend, store: JobStore, clock: Any) -> TransitionWrite:
+    """A second result on the run record the first completion closed (the result is on it: issue 34)."""
     job_id = store.create("acme", ECHO).job.job_id
     store.complete(store.claim("w1", 30), {"first": True})
     current = row(backend, job_id).job
     after = current.model_copy(update={"version": current.version + 1, "updated_at": clock.now})
-    return write_of(Change(Transition.COMPLETE, current, after, result={"second": True}, has_result=True))
+    closes_it_again = RunClosure(current.attempt, RunOutcome.SUCCEEDED, clock.now)
+    return write_of(Change(Transition.COMPLETE, current, after, close_run=closes_it_again, result={"second": True},
+                           has_result=True))
+
+
+def _result_without_its_run(backend: StoreBackend, store: JobStore, clock: Any) -> TransitionWrite:
+    """A result and no run record to hold it: refused before anything is written, not dropped."""
+    job_id = store.create("acme", ECHO).job.job_id
+    current = row(backend, job_id).job
+    after = current.model_copy(update={"version": current.version + 1, "updated_at": clock.now})
+    return write_of(Change(Transition.COMPLETE, current, after, result={"lost": True}, has_result=True))
 
 
 FAILING = {
@@ -229,6 +240,7 @@ FAILING = {
     "a run record opened twice": (_run_opened_twice, StoreInvariantViolation),
     "a run record closed twice": (_run_closed_twice, StoreInvariantViolation),
     "a result put twice": (_result_put_twice, StoreInvariantViolation),
+    "a result with no run record to hold it": (_result_without_its_run, StoreInvariantViolation),
 }
 
 

@@ -339,8 +339,9 @@ def test_a_store_follows_the_epoch_it_is_set_to(backend: StoreBackend, store: Jo
 def test_every_item_a_write_of_the_new_epoch_puts_or_updates_carries_it(backend: StoreBackend, store: JobStore,
                                                                         clock) -> None:
     """The fence reconciler tells an old home's late write from the new home's by this stamp alone: an item
-    written without it (a run record, a result, an event, a counter) would read as epoch 0, a late write to
-    undo. Epoch 0 writes no stamp (absent is 0), so a deployment that never failed over writes what it did."""
+    written without it (a run record and the result it holds, an event, a counter) would read as epoch 0, a
+    late write to undo. Epoch 0 writes no stamp (absent is 0), so a deployment that never failed over writes
+    what it did."""
     (old,) = create(store, clock)
     assert all("region_epoch" not in item for item in backend.jobs_table())
     home = fail_over(backend)
@@ -353,7 +354,8 @@ def test_every_item_a_write_of_the_new_epoch_puts_or_updates_carries_it(backend:
         return  # (the in-memory recorder keeps the epoch on the row only; its raw view renders no stamps)
     written = [item for item in backend.jobs_table() if item["pk"] in (f"JOB#{old}", f"JOB#{job_id}")
                or item["pk"].startswith("TENANT#acme#")]
-    assert {item["sk"] for item in written} >= {"JOB", "RUN#010001", "RESULT", "QUEUE"}  # (attempts apart)
+    assert {item["sk"] for item in written} >= {"JOB", "RUN#010001", "QUEUE"}  # (attempts apart)
+    assert [item["result"] for item in written if item["sk"] == "RUN#010001"] == [{"n": 1}]  # (issue 34)
     assert {item.get("region_epoch") for item in written} == {1}
     events = [item for item in backend.outbox_table() if item["version"] >= first_version_of(1)]
     assert len(events) == 4 and {item.get("region_epoch") for item in events} == {1}

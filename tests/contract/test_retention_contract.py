@@ -1,7 +1,8 @@
-"""The retention policy on both store backends (tests/contract/backends.py): a finished job's row, result and
-run records carry the TTL of the policy's rule for its tenant, type and outcome; a run record of an attempt
-that ended while the job went on keeps the longest of the job's outcomes'; the Idempotency-Key keeps
-JobRetentionDays. The memory backend renders what it holds as DynamoDB items with the same rules."""
+"""The retention policy on both store backends (tests/contract/backends.py): a finished job's row and run
+records (the completing one holds the result) carry the TTL of the policy's rule for its tenant, type and
+outcome; a run record of an attempt that ended while the job went on keeps the longest of the job's
+outcomes'; the Idempotency-Key keeps JobRetentionDays. The memory backend renders what it holds as DynamoDB
+items with the same rules."""
 
 from __future__ import annotations
 
@@ -44,11 +45,11 @@ def test_a_finished_jobs_items_keep_the_policys_retention_for_its_outcome(backen
 
     plain_end = ended[plain.job_id].updated_at // 1000
     assert _expiries(backend, plain.job_id) == {
-        "JOB": plain_end + 2 * DAY_S, "RESULT": plain_end + 2 * DAY_S,
+        "JOB": plain_end + 2 * DAY_S,
         "RUN#000001": failed_at // 1000 + 9 * DAY_S,  # ended while the job went on: the longest outcome's
-        "RUN#000002": plain_end + 2 * DAY_S}
+        "RUN#000002": plain_end + 2 * DAY_S}  # (with the result: kept as the row is)
     report_end = ended[report.job_id].updated_at // 1000
     assert _expiries(backend, report.job_id) == {
-        "JOB": report_end + 5 * DAY_S, "RESULT": report_end + 5 * DAY_S, "RUN#000001": report_end + 5 * DAY_S}
+        "JOB": report_end + 5 * DAY_S, "RUN#000001": report_end + 5 * DAY_S}
     (key,) = [item for item in backend.jobs_table() if item["pk"].startswith("IDEM#")]
     assert key["expires_at"] == plain.created_at // 1000 + 30 * DAY_S, "the key's window stays JobRetentionDays"

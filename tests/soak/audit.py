@@ -42,7 +42,7 @@ class Snapshot:
 
     jobs: Mapping[str, Job]
     runs: Mapping[str, Sequence[Run]]  # per job, by attempt
-    results: Mapping[str, Any]  # per job that has a RESULT item: its value
+    results: Mapping[str, Any]  # per job whose run record holds a result (issue 34): its value
     outbox: Mapping[str, Sequence[OutboxEvent]]  # per job, by version
     view: Mapping[str, ViewRow]
     kinesis: Sequence[KinesisCopy]

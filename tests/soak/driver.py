@@ -477,8 +477,8 @@ class Soak:
                 jobs[job_id] = job_from_item(item)[0]
             elif sk.startswith("RUN#"):
                 runs.setdefault(job_id, []).append(run_from_item(item))
-            elif sk == "RESULT":
-                results[job_id] = from_item(item).get("value")
+                if "result" in item:  # on the run record that completed the job (issue 34)
+                    results[job_id] = from_item(item)["result"]
         outbox: dict[str, list[OutboxEvent]] = {}
         for event in self._deployment.outbox_reader.all():
             outbox.setdefault(event.job_id, []).append(event)

@@ -133,6 +133,22 @@ def test_writes_are_charged_to_their_table_and_index_partitions(table: HotTable)
     assert reading.read_units == 0 and not reading.read_units_by_key
 
 
+def test_a_tables_write_units_are_also_counted_by_the_items_sort_key(table: HotTable) -> None:
+    """Items of two kinds in one partition (sort keys ROW and RUN#1, as a job's row and run record): each
+    table write counted under its item's sort key, index writes not, so the counts add up to the table's
+    units. Without it a bench could not tell apart what one partition's units paid for."""
+    table.measure()
+    table.put("A", "ROW", owner="alice", blob="x" * 1500)  # A|ROW: 2; alice: 1 (the index: not by sort key)
+    table.db.transact_write_items(TransactItems=[  # A|ROW: 4 (the larger image, 1.5 KB, twice) + RUN#1: 2
+        {"Update": {"TableName": table.name, "Key": key("A", "ROW"), "UpdateExpression": "REMOVE #b",
+                    "ExpressionAttributeNames": {"#b": "blob"}}},
+        {"Put": {"TableName": table.name, "Item": item("A", "RUN#1")}}])
+    table.put("B", "ROW")  # B|ROW: 1
+    reading = table.reading()
+    assert dict(reading.write_units_by_sort_key) == {f"{table.name}|ROW": 2 + 4 + 1, f"{table.name}|RUN#1": 2}
+    assert sum(reading.write_units_by_sort_key.values()) == reading.table_write_units == 9
+
+
 def test_an_update_of_an_unprojected_attribute_costs_the_keys_only_index_nothing(table: HotTable) -> None:
     """With a KEYS_ONLY index, an update of an attribute outside the index leaves its entry as it was: the
     table's partition pays, the index's nothing (as on AWS). An update that writes the same owner again is
@@ -267,6 +283,7 @@ def test_a_reading_crosses_the_endpoints_meter_path_whole(table: HotTable) -> No
 
     assert dict(reading.read_units_by_key) == expected_reads and reading.read_units == 2.0
     assert dict(reading.write_units_by_key) == expected_writes
+    assert dict(reading.write_units_by_sort_key) == {f"{table.name}|10": 1}
     assert reading.hottest("read") == (table.key("Q"), 2.0)
     assert MeterReading.from_json(json.loads(json.dumps(reading.to_json()))) == reading
     assert table.reading() == MeterReading(), "the meter path reset the meter"

@@ -1,7 +1,8 @@
 """What the archive reads of a finished job (onward.pipeline.archive.archiver), and only that: its partition of
-the jobs table in one strongly consistent Query (row, run records and result are kept together under
-`JOB#<id>`, onward.store.dynamo.keys) and its events, one Query of the outbox. Reads only: the archiver's role
-grants Query on the jobs table and on the outbox, nothing else (template.yaml's ArchiverRole)."""
+the jobs table in one strongly consistent Query (row and run records are kept together under `JOB#<id>`: the
+completing run holds the result, and a result item written before issue 34 is there too,
+onward.store.dynamo.keys) and its events, one Query of the outbox. Reads only: the archiver's role grants
+Query on the jobs table and on the outbox, nothing else (template.yaml's ArchiverRole)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ from typing import Any
 
 from onward.domain.models import Job, OutboxEvent, Run
 from onward.pipeline.outbox import OutboxReader
-from onward.store.dynamo.attributes import from_item
-from onward.store.dynamo.keys import JOB_SK, RESULT_SK, RUN_PREFIX, job_pk, result_from_values
+from onward.store.dynamo.attributes import Item, from_item
+from onward.store.dynamo.keys import JOB_SK, RESULT_SK, RUN_PREFIX, job_pk
+from onward.store.dynamo.results import result_of
 from onward.store.dynamo.writes import job_from_item, run_from_item
 from onward.store.ports.rows import JobHistory
 
@@ -32,7 +34,8 @@ class DynamoJobHistory:
         )
         job: Job | None = None
         runs: list[Run] = []
-        result: Any = None
+        last_run: Item | None = None  # (sort keys in attempt order: the last one read)
+        old_result: Item | None = None
         for page in pages:
             for item in page["Items"]:
                 sk = item["sk"]["S"]
@@ -40,11 +43,13 @@ class DynamoJobHistory:
                     job = job_from_item(item)[0]
                 elif sk.startswith(RUN_PREFIX):
                     runs.append(run_from_item(item))
+                    last_run = item
                 elif sk == RESULT_SK:
-                    result = result_from_values(from_item(item))
+                    old_result = item
         if job is None:
             return None
-        return JobHistory(job, sorted(runs, key=lambda run: run.attempt), result)
+        return JobHistory(job, sorted(runs, key=lambda run: run.attempt), result_of(
+            None if last_run is None else from_item(last_run), None if old_result is None else from_item(old_result)))
 
     def events(self, job_id: str) -> list[OutboxEvent]:
         """The job's outbox events in version order (one Query)."""

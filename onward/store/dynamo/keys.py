@@ -5,7 +5,9 @@ in-memory recorder holds domain values, not these items).
 Jobs table (`pk` / `sk`):
 - job row `JOB#<id>` / `JOB`, with the sparse index keys `ready_pk` + `ready_due` (index `ready`: present
   only while queued or retry_wait) and `lease_pk` + `lease_expires_at` (index `leases`: only while running);
-- run record `JOB#<id>` / `RUN#<attempt, 6 digits>`; result `JOB#<id>` / `RESULT`; a run whose running
+- run record `JOB#<id>` / `RUN#<attempt, 6 digits>`, the completing attempt's with the job's result (`result`,
+  `result_size_bytes`: written by the transaction that closes it); a job completed before results moved there
+  (issue 34) may have it in a result item `JOB#<id>` / `RESULT`, read as a fallback; a run whose running
   interval overlapped another attempt's (onward.domain.overlaps) carries the sparse index keys `overlap_pk`
   (`OVERLAP#<UTC day>`) + `overlap_at` (index `overlaps`, KEYS_ONLY: when the overlap began; `onward overlaps`);
 - idempotency `IDEM#<tenant>#<key>` / `IDEM` (the job id and the digest of the request);
@@ -28,7 +30,7 @@ Jobs table (`pk` / `sk`):
 - rate limits (issue 37): a tenant's limit definitions `RATELIMITS#t` / `<key>` (`limit`, `period_s`), and
   each GCRA bucket `RATE#t#<key>` / `BUCKET` (`tat`, epoch microseconds: onward.domain.rate_limits);
 - TTL `expires_at` (epoch seconds; `retention_s` is the job retention) on a job's items once they may go:
-  the job row and the result `retention_s` after the job ended (a job that has not ended has none, so it
+  the job row (and an old result item) `retention_s` after the job ended (a job that has not ended has none, so it
   never expires), a run record `retention_s` after its attempt ended, an idempotency item `retention_s`
   after the job was created (the Idempotency-Key's window). Tenant items never expire.
 Outbox table (`job_id` / `version`): one event per version, with `time_bucket` (index `by_time`: the hour and
@@ -38,6 +40,7 @@ one of TIME_SHARDS shards, `2026-11-30T06#17`, so no hour is one hot partition) 
 from __future__ import annotations
 
 import zlib
+from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any, NamedTuple
 
@@ -61,7 +64,9 @@ from onward.store.ports.ready_queues import ReadyQueue, ready_queue
 JOB_PREFIX = "JOB#"
 JOB_SK = "JOB"
 RUN_PREFIX = "RUN#"
-RESULT_SK = "RESULT"
+RESULT_SK = "RESULT"  # a job's result item, as written before results moved onto the run record (issue 34)
+RESULT_ATTRIBUTE = "result"  # a run record's: the job's result, on the run of the attempt that completed it
+RESULT_SIZE_ATTRIBUTE = "result_size_bytes"
 IDEMPOTENCY_PREFIX = "IDEM#"
 IDEMPOTENCY_SK = "IDEM"
 UNIQUE_PREFIX = "UNIQUE#"  # unique jobs (issue 37)
@@ -96,7 +101,7 @@ class Entity(StrEnum):
 
     JOB = "job"
     RUN = "run"
-    RESULT = "result"
+    RESULT = "result"  # written before issue 34 (results are on the run record now): read, never written
     TENANT = "tenant"  # a tenant's dispatch settings
     TENANT_RUNNING = "tenant_running"  # one of a tenant's RUNNING counters (dispatch.Usage of a running shard)
     TENANT_QUEUE = "tenant_queue"  # one of a tenant's queue entries (waiting jobs of a ready shard, by band)
@@ -334,20 +339,19 @@ def run_from_values(values: dict[str, Any]) -> Run:
     return Run.model_validate(run)
 
 
-def result_item(change: Change, retention_s: int) -> dict[str, Any]:
-    """The completing transition's result (`value` is stored even when it is None), expiring with the job
-    row it ended."""
-    pk, sk = result_key(change.after.job_id)
-    item = {"pk": pk, "sk": sk, "entity": Entity.RESULT.value, **shape_stamp(), "attempt": change.after.attempt,
-            "size_bytes": json_size(change.result), "value": change.result}
-    expires = job_expires_at(change.after, retention_s)
-    if expires is not None:
-        item["expires_at"] = expires
-    return item
+def run_result_fields(change: Change) -> dict[str, Any]:
+    """What the completing transition sets on the run record it closes: the result (stored even when it is
+    None) and its size as JSON, as the result item held them (`value`, `size_bytes`) before issue 34."""
+    return {RESULT_ATTRIBUTE: change.result, RESULT_SIZE_ATTRIBUTE: json_size(change.result)}
 
 
-def result_from_values(values: dict[str, Any]) -> Any:
-    """The value a stored result item holds (None is a result too)."""
+def run_result(values: Mapping[str, Any]) -> tuple[bool, Any]:
+    """Whether a stored run record (plain values) carries its job's result, and the result (None is one)."""
+    return RESULT_ATTRIBUTE in values, values.get(RESULT_ATTRIBUTE)
+
+
+def result_from_values(values: Mapping[str, Any]) -> Any:
+    """The value a stored result item holds (None is a result too): the layout before issue 34."""
     item_shape(values, "result")
     return values.get("value")
 

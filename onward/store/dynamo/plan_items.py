@@ -1,19 +1,21 @@
 """The items a write plan (onward.store.ports.write_plans) becomes in the shapes of onward.store.dynamo.keys: the
-job row's change as attributes set and removed, a run record's close, a transition's and a create's puts (pure)."""
+job row's change as attributes set and removed, a run record's close (with the job's result when it completes
+it), a transition's and a create's puts (pure)."""
 
 from __future__ import annotations
 
 from typing import Any, NamedTuple
 
 from onward.domain.clock import EpochMs
+from onward.domain.errors import StoreInvariantViolation
 from onward.domain.states import JobState
 from onward.store.dynamo.keys import (
     idempotency_item,
     item_bytes,
     job_item,
     outbox_item,
-    result_item,
     run_item,
+    run_result_fields,
     ttl_after,
 )
 from onward.store.ports.write_plans import NewJobWrite, TransitionWrite
@@ -34,7 +36,7 @@ class JobRowUpdate(NamedTuple):
 class RunClose(NamedTuple):
     job_id: str
     attempt: int
-    fields: dict[str, Any]  # outcome, finished_at, error, expires_at
+    fields: dict[str, Any]  # outcome, finished_at, error, expires_at; result, result_size_bytes (a completion's)
 
 
 def job_row_update(write: TransitionWrite) -> JobRowUpdate:
@@ -54,25 +56,26 @@ def job_row_update(write: TransitionWrite) -> JobRowUpdate:
 
 
 def run_close(write: TransitionWrite) -> RunClose | None:
-    """The run record the transition closes: its outcome, when, its error, and its TTL from then."""
+    """The run record the transition closes: its outcome, when, its error, its TTL from then and, when the
+    transition completes the job, the result (one item fewer than a result item of its own: issue 34). The
+    attempt that completes a job ends it, so the run record's TTL is the job row's (job_expires_at)."""
     closure = write.change.close_run
     if closure is None:
+        if write.change.has_result:
+            raise StoreInvariantViolation(f"a result for job {write.job_id} with no run record to hold it")
         return None
     fields: dict[str, Any] = {"outcome": closure.outcome.value, "finished_at": closure.finished_at}
     if closure.error is not None:
         fields["error"] = closure.error.model_dump(mode="json")
     fields["expires_at"] = ttl_after(closure.finished_at, write.job_retention_s)
+    if write.change.has_result:
+        fields |= run_result_fields(write.change)
     return RunClose(write.job_id, closure.attempt, fields)
 
 
 def opened_run(write: TransitionWrite) -> dict[str, Any] | None:
     """The run record a claim opens (no TTL while its attempt runs)."""
     return None if write.change.open_run is None else run_item(write.change.open_run)
-
-
-def result(write: TransitionWrite) -> dict[str, Any] | None:
-    """The completing transition's result item, expiring with the job row it ended."""
-    return result_item(write.change, write.job_retention_s) if write.change.has_result else None
 
 
 def transition_event(write: TransitionWrite) -> dict[str, Any]:

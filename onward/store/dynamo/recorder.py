@@ -38,8 +38,6 @@ from onward.store.dynamo.keys import (
     lease_shard_partition,
     parked_partition,
     queue_key,
-    result_from_values,
-    result_key,
     run_key,
     running_key,
     settings_key,
@@ -50,6 +48,7 @@ from onward.store.dynamo.progress_log import DynamoProgressLog
 from onward.store.dynamo.rate_buckets import DynamoRateBuckets
 from onward.store.dynamo.region_epochs import DynamoRegionEpochs
 from onward.store.dynamo.region_fence import renew_lease
+from onward.store.dynamo.results import read_result
 from onward.store.dynamo.tenant_reads import tenant_item
 from onward.store.dynamo.transaction_limits import check_one_transaction
 from onward.store.dynamo.unique_keys import DynamoUniqueKeys
@@ -177,8 +176,7 @@ class DynamoRecorder(DynamoProgressLog, DynamoUniqueKeys, DynamoRateBuckets, Dyn
         return [run_from_item(item) for page in pages for item in page["Items"]]
 
     def result(self, job_id: str) -> Any:
-        item = self._get(wire_key(result_key(job_id)))
-        return None if item is None else result_from_values(from_item(item))
+        return read_result(self._db, self._jobs, job_id)  # its completing run record (results.py)
 
     def events(self, job_id: str) -> list[OutboxEvent]:
         return OutboxReader(self._db, self._outbox).events_of(job_id)

@@ -36,7 +36,6 @@ from onward.store.dynamo.plan_items import (
     job_row_update,
     new_job_items,
     opened_run,
-    result,
     run_close,
     transition_event,
 )
@@ -159,9 +158,6 @@ class TransitionWrites:
         close = run_close(write)
         if close is not None:
             transaction.add(Role.RUN_CLOSED, self.run_close(close))
-        result_item = result(write)
-        if result_item is not None:
-            transaction.add(Role.RESULT, self._put(self.jobs_table, result_item, "pk"))
         if write.running is not None:
             transaction.add(Role.RUNNING, self.running_update(write.running))
         entering = [write.waiting] if write.waiting is not None else []

@@ -1,5 +1,6 @@
-"""The job log in memory (onward.store.ports.job_log): job rows, runs, results, events and Idempotency-Keys as
-domain values, each write checked whole before any of it is applied, as one DynamoDB transaction is."""
+"""The job log in memory (onward.store.ports.job_log): job rows, runs (the completing one with the job's
+result), events and Idempotency-Keys as domain values, each write checked whole before any of it is applied, as
+one DynamoDB transaction is."""
 
 from __future__ import annotations
 
@@ -64,8 +65,18 @@ class MemoryJobLog(JobLog):
             return [_detached_run(runs[attempt].run) for attempt in sorted(runs)]
 
     def result(self, job_id: str) -> Any:
+        """On the run record that completed the job (its last), as on DynamoDB (onward.store.dynamo.results):
+        a result kept the way before issue 34 only when that run carries none."""
         with self._state.lock:
-            return copied(self._state.results.get(job_id))
+            runs = self._state.runs.get(job_id)
+            last = None if not runs else runs[max(runs)]
+            if last is None or last.run.outcome is not RunOutcome.SUCCEEDED:
+                return None
+            return copied(last.result if last.has_result else self._old_result(job_id))
+
+    def _old_result(self, job_id: str) -> Any:
+        """The job's result kept the way before issue 34 (the lock held)."""
+        return self._state.old_results.get(job_id)
 
     def events(self, job_id: str) -> list[OutboxEvent]:
         with self._state.lock:
@@ -152,6 +163,8 @@ class MemoryJobLog(JobLog):
         """Every condition of the write, checked before anything is written (as DynamoDB checks all)."""
         state = self._state
         change = write.change
+        if change.has_result and change.close_run is None:  # (as onward.store.dynamo.plan_items.run_close)
+            raise StoreInvariantViolation(f"a result for job {write.job_id} with no run record to hold it")
         failed: set[Role] = set()
         row = state.rows.get(write.job_id)
         refusal = None if row is None else epoch_refusal(row.region_epoch, write)
@@ -174,8 +187,6 @@ class MemoryJobLog(JobLog):
             closing = runs.get(change.close_run.attempt)
             if closing is None or closing.run.outcome is not None:
                 failed.add(Role.RUN_CLOSED)
-        if change.has_result and write.job_id in state.results:
-            failed.add(Role.RESULT)
         if write.running is not None and not state.admitted(write.running):
             failed.add(Role.RUNNING)
         if change.after.version in state.events.get(write.job_id, {}):
@@ -206,8 +217,8 @@ class MemoryJobLog(JobLog):
             closing.run = closing.run.model_copy(update={
                 "outcome": closure.outcome, "finished_at": closure.finished_at, "error": closure.error})
         result = stored(change.result) if change.has_result else None
-        if change.has_result:
-            state.results[write.job_id] = result
+        if change.has_result and closure is not None:  # on the run it closes (_failed_conditions checked one)
+            runs[closure.attempt].result, runs[closure.attempt].has_result = result, True
         if write.running is not None:
             state.apply_running(write.running)
         if write.rate is not None:

@@ -38,12 +38,14 @@ from onward.store.ports.tenant_values import Tenant
 @dataclass(frozen=True)
 class MemoryContents:
     """A copy of everything a MemoryRecorder holds, for tests and audits: job rows, run records (with the
-    `overlaps` index key of each: when its first overlap began), results, events by version,
+    `overlaps` index key of each: when its first overlap began), results (of the run that completed the job:
+    `run_results`, by job and attempt; kept the way before issue 34: `old_results`), events by version,
     Idempotency-Keys, tenants, RUNNING counters, queue entries and the virtual clock's shards."""
 
     rows: dict[str, JobRow]
     runs: dict[str, list[tuple[Run, EpochMs | None]]]
-    results: dict[str, Any]
+    run_results: dict[tuple[str, int], Any]
+    old_results: dict[str, Any]
     events: dict[str, list[OutboxEvent]]
     keys: dict[tuple[str, str], IdempotencyRecord]
     tenants: dict[str, Tenant]
@@ -82,7 +84,9 @@ class MemoryRecorder(MemoryJobLog, MemoryLeaseIndex, MemoryTenantCounters, Memor
                 rows={job_id: row._replace(job=detached_job(row.job)) for job_id, row in state.rows.items()},
                 runs={job_id: [(runs[attempt].run.model_copy(deep=True), runs[attempt].overlap_at)
                                for attempt in sorted(runs)] for job_id, runs in state.runs.items()},
-                results=copy.deepcopy(state.results),
+                run_results={(job_id, attempt): copy.deepcopy(kept.result) for job_id, runs in state.runs.items()
+                             for attempt, kept in runs.items() if kept.has_result},
+                old_results=copy.deepcopy(state.old_results),
                 events={job_id: [versions[version].model_copy(deep=True) for version in sorted(versions)]
                         for job_id, versions in state.events.items()},
                 keys=dict(state.keys),
@@ -92,6 +96,15 @@ class MemoryRecorder(MemoryJobLog, MemoryLeaseIndex, MemoryTenantCounters, Memor
                 clock=dict(state.clock),
                 unique_holds=dict(state.unique_holds),
             )
+
+    def keep_result_the_old_way(self, job_id: str) -> None:
+        """Move the job's result off the run record that holds it into a result of its own, as a deployed
+        stack keeps the results of jobs completed before issue 34: for tests of the readers' fallback."""
+        with self._state.lock:
+            for kept in self._state.runs.get(job_id, {}).values():
+                if kept.has_result:
+                    self._state.old_results[job_id] = kept.result
+                    kept.result, kept.has_result = None, False
 
     def replace_job(self, job_id: str, **fields: Any) -> None:
         """Change a kept job row's fields as they are, bypassing every condition (what a console edit of a

@@ -16,8 +16,8 @@ class Role(StrEnum):
 
     JOB = "job"  # the job row: expected state, version and attempt (and, for a reap, a lapsed lease)
     RUN_OPENED = "run_opened"  # the claim's new run record: absent
-    RUN_CLOSED = "run_closed"  # the run record an ending attempt closes: present, no outcome yet
-    RESULT = "result"  # absent
+    # the run record an ending attempt closes (a completion writes the job's result on it): present, no outcome yet
+    RUN_CLOSED = "run_closed"
     RUNNING = "running"  # the tenant's RUNNING counter, under the claim's Admission
     WAITING = "waiting"  # a tenant's WAITING counter: unconditional
     OUTBOX = "outbox"  # one event per version: absent

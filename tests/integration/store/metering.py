@@ -59,6 +59,10 @@ class CountingMemoryRecorder(MemoryRecorder):
         self.calls["GetItem"] += 1
         return super().job(job_id)
 
+    def tenant_job(self, job_id: str, tenant_id: str) -> JobRow | None:
+        self.calls["Query"] += 1  # the row on the tenant's condition (onward.store.dynamo.tenant_reads)
+        return super().tenant_job(job_id, tenant_id)
+
     def rate_limits_of(self, tenant_id: str, keys: Collection[str]) -> dict[str, Any]:
         self.calls["BatchGetItem"] += 1  # the limits a claimed job is subject to (cached per process)
         return super().rate_limits_of(tenant_id, keys)
@@ -70,6 +74,14 @@ class CountingMemoryRecorder(MemoryRecorder):
     def runs(self, job_id: str) -> list[Run]:
         self.calls["Query"] += 1
         return super().runs(job_id)
+
+    def result(self, job_id: str) -> Any:
+        self.calls["Query"] += 1  # the job's last run record (onward.store.dynamo.results)
+        return super().result(job_id)
+
+    def _old_result(self, job_id: str) -> Any:
+        self.calls["GetItem"] += 1  # a result item written before issue 34
+        return super()._old_result(job_id)
 
     def idempotency(self, tenant_id: str, key: str) -> IdempotencyRecord | None:
         self.calls["GetItem"] += 1

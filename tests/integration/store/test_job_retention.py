@@ -120,10 +120,11 @@ def test_an_ended_job_goes_after_the_retention_and_a_queued_or_running_one_stays
     pipeline.drain()
 
     items = stack.job_items(done.job_id)
-    assert set(items) == {"JOB", "RUN#000001", "RUN#000002", "RESULT"}
-    assert items["JOB"]["expires_at"] == items["RESULT"]["expires_at"] == _ended(ended.updated_at)
+    assert set(items) == {"JOB", "RUN#000001", "RUN#000002"}  # (the result on the last run record: issue 34)
+    assert items["JOB"]["expires_at"] == _ended(ended.updated_at)
     assert items["RUN#000001"]["expires_at"] == _ended(failed_at)
     assert items["RUN#000002"]["expires_at"] == _ended(ended.updated_at), "the last attempt ended with the job"
+    assert items["RUN#000002"]["result"] == {"rows": 3}, "its result kept as long as the row"
     key = stack.idempotency_item("order-1")
     assert key is not None and key["expires_at"] == _ended(done.created_at)
     view = stack.view_row(done.job_id)

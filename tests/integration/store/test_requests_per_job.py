@@ -110,6 +110,25 @@ def test_one_job_created_with_a_key_claimed_and_completed_costs_3_transactions_a
     assert store.result(report.job.job_id) == {"rows": 3}
 
 
+def test_a_result_costs_one_query_and_one_read_more_only_for_a_job_completed_before_issue_34(metered):
+    """The result is on the run record that completed the job (issue 34): reading it is one Query of the
+    job's last run record after the row's scoped read (a Query too: the API's path), where the result
+    item's GetItem was; a job completed before keeps a result item, read with one GetItem more only when
+    that run carries no result. Breaks if the readers read the result item first (every job pays a read for
+    nothing), or never (such a job answers None)."""
+    store = metered.store
+    job = store.create("acme", ECHO).job
+    lease = store.claim("w1", LEASE_S)
+    assert lease is not None and lease.job_id == job.job_id
+    store.complete(lease, {"rows": 3})
+
+    result, cost = metered.count(lambda: store.result(job.job_id, "acme"))
+    assert (result, cost) == ({"rows": 3}, {"Query": 2})
+    metered.backend.keep_result_the_old_way(job.job_id)
+    result, cost = metered.count(lambda: store.result(job.job_id, "acme"))
+    assert (result, cost) == ({"rows": 3}, {"Query": 2, "GetItem": 1})
+
+
 def test_a_claim_from_a_row_the_ready_index_showed_late_is_refused_and_decided_again_from_the_row(
         metered, monkeypatch):
     """The ready index is eventually consistent on AWS: the row it shows may be behind the job's. Here it

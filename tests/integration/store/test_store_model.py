@@ -758,9 +758,12 @@ class StoreModel(RuleBasedStateMachine):
                 run = run_from_values(values)
                 assert (expiry is None) == (run.outcome is None), f"{pk} {sk}: a TTL only once its attempt ended"
                 runs[pk.removeprefix("JOB#")].append(run)
+                if "result" in values:  # on the run record that completed the job (issue 34)
+                    assert pk.removeprefix("JOB#") not in results, f"{pk}: a result on two run records"
+                    results[pk.removeprefix("JOB#")] = values["result"]
+                    result_expiries[pk.removeprefix("JOB#")] = expiry
             elif sk == "RESULT":
-                results[pk.removeprefix("JOB#")] = values["value"]
-                result_expiries[pk.removeprefix("JOB#")] = values.get("expires_at")
+                raise AssertionError(f"{pk}: a result item (results are on the run record since issue 34)")
             elif pk.startswith("IDEM#"):
                 tenant, key = pk.removeprefix("IDEM#").split("#", 1)
                 keys[(tenant, key)] = values["job_id"]

@@ -30,12 +30,11 @@ from onward.store.dynamo.keys import (
     job_expires_at,
     job_from_values,
     job_item,
-    result_item,
     run_from_values,
     run_item,
     ttl_after,
 )
-from onward.store.dynamo.plan_items import job_row_update, new_job_items, opened_run, result, run_close
+from onward.store.dynamo.plan_items import job_row_update, new_job_items, opened_run, run_close
 from onward.store.ports import NewJobWrite, TransitionWrite
 from tests.support import ManualClock
 from tests.unit.project.test_template import FUNCTIONS, RESOURCES, TEMPLATE, code_of, function_environment
@@ -149,13 +148,14 @@ def test_a_run_record_gets_a_ttl_when_its_attempt_ends_and_none_while_it_runs(na
 
 
 def test_the_result_expires_with_the_row_of_the_job_it_ended():
-    """Without it the result would outlive the job (or go first, and a succeeded job would show none)."""
+    """The result is on the run record the completion closes (issue 34): without that run's TTL being the job
+    row's, the result would outlive the job (or go first, and a succeeded job would show none)."""
     change = changed(TRANSITIONS["complete"]())
     write = write_of(change)
-    stored = result(write)
-    assert stored is not None
-    assert stored["expires_at"] == job_row_update(write).set["expires_at"] == END // 1000 + RETENTION_S
-    assert result_item(change, RETENTION_S)["value"] == {"ok": 1}
+    close = run_close(write)
+    assert close is not None
+    assert close.fields["expires_at"] == job_row_update(write).set["expires_at"] == END // 1000 + RETENTION_S
+    assert (close.fields["result"], close.fields["result_size_bytes"]) == ({"ok": 1}, len('{"ok":1}'))
 
 
 def test_an_idempotency_key_is_kept_the_retention_after_the_job_was_created():

@@ -6,6 +6,8 @@ or lost an item (a result, a counter, a flex check) would blame the wrong one.""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from onward.domain import lifecycle
@@ -82,6 +84,24 @@ def test_a_flexing_claim_checks_the_others_and_each_action_has_its_role():
     assert transaction.actions[-1]["ConditionCheck"]["Key"] == wire_key(running_key("c", 1))
 
 
+def test_a_completion_writes_its_result_on_the_run_record_it_closes_in_one_action_fewer():
+    """Issue 34: the result rides on the run close's update (one transactional item fewer per job than a
+    result item of its own, 2 write units); without it the transaction would carry a put of its own, and
+    the run close's condition (no outcome yet) is what refuses a second result. The region fence stamps it."""
+    running = claimed().change.after
+    change = lifecycle.complete(running, 1, "w1", {"ok": 1}, NOW + 5_000)
+    assert isinstance(change, Change)
+    write = TransitionWrite.of(change, ready_shards=1, retention_s=60, job_retention_s=3600, claimed_at=NOW,
+                               running_shard=0, region_epoch=2)
+    transaction = WRITES.transition(write)
+    assert transaction.roles == [Role.JOB, Role.RUN_CLOSED, Role.RUNNING, Role.OUTBOX]
+    close = transaction.actions[1]["Update"]
+    assert close["ExpressionAttributeValues"][":result"] == {"M": {"ok": {"N": "1"}}}
+    assert close["ExpressionAttributeValues"][":result_size_bytes"] == {"N": str(len('{"ok":1}'))}
+    assert "attribute_not_exists(#outcome)" in close["ConditionExpression"]
+    assert all("region_epoch" in json.dumps(action) for action in transaction.actions), "every item stamped"
+
+
 def test_reasons_are_read_by_role_not_position():
     transaction = Transaction()
     for role in (Role.JOB, Role.RUNNING, Role.OUTBOX, Role.STILL_AT_CAP):
@@ -102,7 +122,7 @@ def test_a_refusal_is_judged_in_one_order_for_every_recorder(failed, conflict, o
     assert judge(failed, conflict=conflict, refused="-") is outcome
 
 
-@pytest.mark.parametrize("role", [Role.OUTBOX, Role.RUN_OPENED, Role.RUN_CLOSED, Role.RESULT])
+@pytest.mark.parametrize("role", [Role.OUTBOX, Role.RUN_OPENED, Role.RUN_CLOSED])
 def test_any_other_failed_condition_is_a_broken_invariant(role):
     with pytest.raises(StoreInvariantViolation, match="claim of job"):
         judge({role}, conflict=False, refused="claim of job x refused")

@@ -40,10 +40,10 @@ from onward.domain.fence_reconciliation import (
 )
 from onward.domain.states import RunOutcome
 from onward.pipeline.projector.projector import BatchFailure  # (the earliest record that failed)
-from onward.store.region_epoch_cache import EPOCH_CACHE_S, CachedRegionEpoch
 from onward.store.dynamo.keys import job_pk, run_key
 from onward.store.dynamo.writes import overlap_clauses
 from onward.store.ports.write_plans import OverlapMark
+from onward.store.region_epoch_cache import EPOCH_CACHE_S, CachedRegionEpoch
 
 Item = dict[str, Any]  # DynamoDB's wire format
 

@@ -98,3 +98,18 @@ def test_another_regions_epoch_item_refuses_nothing_here(client: Client, several
     time.sleep(0.3)  # (past the epoch cache's period, whatever this process read before)
     assert _create(client) == 202
     assert client.get("/health").body["writes"] == "accepted"
+
+
+def test_health_answers_200_when_the_epoch_item_cannot_be_read(client: Client,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Route 53's health check of the home reads /health: a DynamoDB error reading the epoch item must not turn
+    it into a 500 (the failover record would move the API's domain by itself)."""
+    from onward.api.routes import about
+
+    def unreadable(deployment: object) -> None:
+        raise RuntimeError("ProvisionedThroughputExceededException")
+
+    monkeypatch.setattr(about, "refusal_now", unreadable)
+    health = client.get("/health")
+    assert health.status == 200 and health.body["writes"] == "unknown"
+    assert "could not be read" in health.body["writes_refused_because"]

@@ -12,8 +12,9 @@ every heartbeat slot item the home writes is written again in the standby, one r
 priced as a write unit ("Replicated write units (rWCUs and rWRUs) are priced the same as single-Region write
 units", https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/global-tables-billing.html), and the
 standby's own checkpoints; cross-Region transfer of those items is under a cent a month and left out. The fence
-reconciler reads the jobs table's stream, which an idle home does not write (heartbeats go to the outbox): no
-invocation while idle, and Lambda's reads of a DynamoDB stream it is triggered by are not billed.
+reconciler's mapping on the jobs table's stream is created disabled (ReconcilerEnabled) until a failover makes
+the Region home: no invocation, idle or under load, and Lambda's reads of a DynamoDB stream it is triggered by
+are not billed.
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ from typing import Any, Self
 
 from onward.bootstrap import Deployment
 from onward.domain.clock import system_clock
+from onward.domain.regions import RegionEpoch
 from onward.maintenance.queue_gauges import DEFAULT_EVERY_S as QUEUE_GAUGES_EVERY_S
 from onward.maintenance.queue_gauges import QueueGauges
 from onward.maintenance.reaper import reap_once
@@ -80,13 +81,14 @@ class BackgroundLoop:
 
 
 class AfterFailover:
-    """A tick that runs only once the Region's epoch item says a failover happened (epoch > 0): the fence
-    reconciler's mapping is enabled then (issue 39). The epoch is read at most every `check_every_s` until then,
-    and never again after (an epoch only rises)."""
+    """A tick that runs only once the Region's epoch item says a failover made this Region home (epoch > 0, home
+    this Region), as on AWS, where `onward failover` enables the fence reconciler's mapping in the new home only
+    (created disabled: issue 39's gaps). The item is read at most every `check_every_s` until then, and never
+    again after (an epoch only rises; the mapping stays enabled until a redeploy turns it off)."""
 
     def __init__(self, epoch: Callable[[], int], tick: Tick, check_every_s: float = 5.0,
                  monotonic: Callable[[], float] = time.monotonic) -> None:
-        self._epoch = epoch
+        self._epoch = epoch  # this Region's epoch as home: 0 while it is not home by a failover
         self._tick = tick
         self._check_every_s = check_every_s
         self._monotonic = monotonic
@@ -103,6 +105,11 @@ class AfterFailover:
             if not self.enabled:
                 return False
         return self._tick()
+
+
+def home_epoch(item: RegionEpoch, region: str | None) -> int:
+    """The epoch item's epoch if it names `region` home (the Region failed over to), else 0."""
+    return item.epoch if item.home is not None and item.home == region else 0
 
 
 REAPER_MIN_S = 1.0
@@ -191,7 +198,8 @@ class LocalPlatform:
         # the fence reconciler (issue 39): on the jobs table's stream, once this Region's epoch says it failed over
         reconciler = pipeline.reconciler_poller
         self.fence_reconciler = (BackgroundLoop("fence-reconciler", AfterFailover(
-            lambda: int(self.store.region_epoch().epoch), reconciler.poll_once), options.poll_idle_s)
+            lambda: home_epoch(self.store.region_epoch(), deployment.settings.region), reconciler.poll_once),
+            options.poll_idle_s)
             if reconciler is not None else None)
         self.environments = ExecutionEnvironments(options.api_environments) if options.api_environments else None
         self.gateway = LocalGateway(self.environments, port=options.http_port)

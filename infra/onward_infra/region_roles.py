@@ -15,7 +15,7 @@ ROLES = ("single", "home", "standby")
 # The conditions regional recovery adds (template.yaml's Conditions, "regional recovery (issue 39)").
 REGIONAL_CONDITIONS = frozenset(
     {"SingleRegion", "ReplicatedRegions", "StandbyRegion", "OwnsGlobalTables", "DefaultWitnessName",
-     "ChecksHomeApi", "JobsStreamLabelGiven", "OutboxStreamLabelGiven"}
+     "ChecksHomeApi", "JobsStreamLabelGiven", "OutboxStreamLabelGiven", "ReconcilerPolls"}
 )
 _NO_VALUE = object()
 

@@ -65,7 +65,8 @@ def secured(answers: dict[int, OpenAPIResponse]) -> dict[int, OpenAPIResponse]:
     for a credential of no tenant unless the route says more; 429 past the tenant's request quota; 500; 503)."""
     return {**answers, 401: UNAUTHORIZED, 403: answers.get(403, NO_TENANT), 429: OVER_QUOTA,
             500: problem("an unexpected failure; safe to retry (with the same Idempotency-Key for a create)"),
-            503: problem("contention on the job; retry after Retry-After")}
+            503: problem("contention on the job, or a failover to this Region adopting its jobs (writes); "
+                         "retry after Retry-After")}
 
 
 @cache

@@ -9,7 +9,9 @@ such a path matches no route (404), as onward.domain.text_patterns matches every
 
 Who may call a route comes before what the request holds: a route's dependencies (`Depends`: the caller, its
 role, the tenant it acts for) are resolved before Powertools validates the request's parameters and body, so a
-request without a credential is answered 401 before anything tells it about the shape the route expects.
+request without a credential is answered 401 before anything tells it about the shape the route expects. Then a
+write is refused 503 while this Region adopts a failover's jobs (onward.api.failover_gate), before its shape is
+read.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 from aws_lambda_powertools.event_handler.types import EventHandlerInstance
 
 from onward.api.bodies import json_body
+from onward.api.failover_gate import refuse_writes_while_adopting
+from onward.bootstrap import ApiDeployment
 
 WHOLE_PATH = r"^{}\Z"  # Powertools' route template (its own is "^{}$")
 
@@ -55,6 +59,7 @@ class AccessThenValidation(OpenAPIRequestValidationMiddleware):
                                dependency_overrides=app.dependency_overrides or None, dependency_cache=cached)
         except DependencyResolutionError as error:
             raise _refusal(error) from None
+        refuse_writes_while_adopting(app.current_event.http_method, ApiDeployment.from_environment())  # issue 39
         answer: Response[Any] = super().handler(app, next_middleware)
         return answer
 

@@ -31,6 +31,7 @@ from onward.operator.failover import (
     fail_over,
     prepare,
 )
+from onward.operator.reconciler_switch import LambdaMappingSwitch
 from onward.operator.replication import declare_lost_of, record_home_seen_of
 from onward.operator.witness import (
     InvalidWitness,
@@ -59,6 +60,9 @@ def add_failover_commands(command: AddCommand) -> None:
                           "stops waiting for its backlog)")
     failover.add_argument("--health-check-id", help="the home API's Route 53 health check: inverted in step 3 "
                           "(without it the command is printed)")
+    failover.add_argument("--reconciler-mapping", metavar="UUID", help="the fence reconciler's event source mapping "
+                          "in REGION (the stack output ReconcilerMappingId): enabled after step 2 (without it the "
+                          "command is printed)")
     failover.add_argument("--endpoint-url", help="the Region's endpoint (default AWS_ENDPOINT_URL; AWS's when unset)")
     failover.add_argument("--json", action="store_true", help="print the report as one JSON object")
     failover.set_defaults(run=cmd_failover)
@@ -98,7 +102,7 @@ def cmd_failover(args: argparse.Namespace) -> int:
         to=args.to, reason=args.reason, decided_by=f"{getpass.getuser()}@{socket.gethostname()}",
         fence_window_s=authority.fence_window_s if args.fence_window_s is None else max(0.0, args.fence_window_s),
         home_region=authority.home_region, on_aws=settings.endpoint_url is None,
-        health_check_id=args.health_check_id,
+        health_check_id=args.health_check_id, reconciler_mapping=args.reconciler_mapping,
         known_regions=frozenset(botocore.session.get_session().get_available_regions("dynamodb")))
     say: Callable[[str], None] = (lambda line: print(line, file=sys.stderr, flush=True)) if args.json else (
         lambda line: print(line, flush=True))
@@ -112,7 +116,8 @@ def cmd_failover(args: argparse.Namespace) -> int:
             print("onward failover: not confirmed: nothing changed", file=sys.stderr)
             return 2
         traffic = _Route53() if plan.health_check_id and plan.on_aws else None
-        report = fail_over(plan, prepared, witness=witness, store=store, say=say, traffic=traffic)
+        mappings = LambdaMappingSwitch(deployment.client("lambda")) if plan.reconciler_mapping and plan.on_aws else None
+        report = fail_over(plan, prepared, witness=witness, store=store, say=say, traffic=traffic, mappings=mappings)
         _record_replication(deployment, report, store.region_epoch().fenced_at, say,
                             f"declared lost: {plan.reason}" if args.declare_lost else None, plan.decided_by)
     except FailoverRefused as error:
@@ -184,7 +189,7 @@ def cmd_region_status(args: argparse.Namespace) -> int:
         return 0
     print(f"region       {region}{'  (home)' if document['this_region_is_home'] else ''}")
     print(f"epoch item   epoch {epoch.epoch}, home {epoch.home}, previous {epoch.previous_home}, "
-          f"fenced_at {epoch.fenced_at}, by {epoch.decided_by}, reason {epoch.reason!r}")
+          f"fenced_at {epoch.fenced_at}, adopted_at {epoch.adopted_at}, by {epoch.decided_by}, reason {epoch.reason!r}")
     witness_line = (document["witness_error"] or (f"{document['witness']}" if document["witness"] else "never written")
                     ) if authority.witness else "not configured (one Region)"
     print(f"witness      {authority.witness or '-'}: {witness_line}")

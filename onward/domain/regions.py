@@ -76,10 +76,38 @@ class RegionEpoch:
     fenced_at: EpochMs | None
     decided_by: str | None
     reason: str | None
+    # when `onward failover` finished adopting the old epoch's rows and rebuilding the counters (None: not yet, or
+    # never failed over); until then the new home's API refuses writes (`writes_refused`)
+    adopted_at: EpochMs | None = None
 
     @classmethod
     def never_failed_over(cls) -> RegionEpoch:
         return cls(epoch=0, home=None, previous_home=None, fenced_at=None, decided_by=None, reason=None)
+
+
+@dataclass(frozen=True)
+class WritesRefused:
+    """Why a Region's API refuses writes now: it is the new home of `epoch` and its adoption is not done."""
+
+    epoch: int
+    home: str
+    previous_home: str | None
+
+    def detail(self) -> str:
+        return (f"a failover to {self.home} (region epoch {self.epoch}, from {self.previous_home or 'the old home'}) "
+                "is adopting the old home's jobs: writes are refused until it is done; reads still answer")
+
+
+def writes_refused(item: RegionEpoch, region: str | None) -> WritesRefused | None:
+    """Whether `region`'s API must refuse writes (docs/regional-recovery.md "How it is fenced", step 3): from the
+    moment the epoch item names `region` home at an epoch above 0 until `onward failover` records its adoption
+    done (`adopted_at`). A write before that would be judged against rows the adoption has not restamped yet (a
+    cancel of an unadopted job is refused, a retry of one races its adoption) and a create would enter queue
+    entries that the counters' rebuild then sets anew. Another Region's epoch item (replicated) refuses nothing
+    here, nor an unknown Region (None): only the new home waits for its own adoption."""
+    if item.epoch <= 0 or item.adopted_at is not None or item.home is None or item.home != region:
+        return None
+    return WritesRefused(epoch=item.epoch, home=item.home, previous_home=item.previous_home)
 
 
 class Witness(NamedTuple):

@@ -5,7 +5,8 @@ The batch is reconciled in stream order and stops at the first record that fails
 after it are reported failed (Powertools' batch processing, partial failures), so a later record of an item
 never goes ahead of an earlier one (a late write's restore before the adoption its next record asks for);
 Lambda resumes at the lowest failed sequence number and every write is conditional, so a redelivery changes
-nothing twice. Before any failover (epoch 0) every record is skipped: the mapping may stay enabled.
+nothing twice. Before any failover (epoch 0) every record is skipped; the mapping is created disabled and
+`onward failover` enables it in the new home (onward.operator.reconciler_switch), so that costs nothing idle.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from onward.pipeline.fence_reconciler.reconciler import (
     ReconcileTally,
 )
 from onward.pipeline.projector.projector import BatchFailure
+from onward.settings import AuthoritySettings
+from onward.store.region_epoch_cache import epoch_cache_s
 from onward.telemetry import add_count, discard_unflushed
 
 logger = Logger(service="onward-fence-reconciler")
@@ -56,7 +59,8 @@ def reconciler_of(deployment: Deployment) -> FenceReconciler:
     found = _reconcilers.get(id(deployment))
     if found is None:
         found = _reconcilers[id(deployment)] = FenceReconciler(
-            deployment.client("dynamodb"), deployment.settings.require("jobs_table"), deployment.job_store)
+            deployment.client("dynamodb"), deployment.settings.require("jobs_table"), deployment.job_store,
+            epoch_ttl_s=epoch_cache_s(AuthoritySettings.from_environment(deployment.environ).check_s))
     return found
 
 

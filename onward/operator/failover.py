@@ -5,8 +5,16 @@
 2. epoch: R's epoch item raised to e (EpochRaceLost: another failover raised it first);
 3. traffic: on AWS the home's Route 53 health check inverted (with its id) or the command printed; locally nothing;
 4. fence window: wait until `fenced_at + W`: every old-home process has stopped by then (onward.runtime.authority);
-5. adoption: R's non-terminal jobs adopted a page at a time, then the tenants' counters rebuilt;
+5. adoption: R's non-terminal jobs adopted a page at a time, then the tenants' counters rebuilt, then the
+   adoption recorded on the epoch item (`adopted_at`): until then R's API answers writes 503 (onward.api.failover_gate);
 6. start: what starts in R, printed (the runbook's part: ECS, schedules, event source mappings).
+
+Right after step 2 the fence reconciler's event source mapping in R is enabled (onward.operator.reconciler_switch:
+created disabled, it costs nothing before a failover); it starts at its stream's trim horizon, so what replicated
+in since the fence is reconciled whenever it is enabled within the stream's 24 h.
+
+A run stopped after step 1 resumes from step 2; one stopped after step 2 (the epoch item names R, its adoption
+not recorded) resumes from step 3: adopting again is idempotent (a row adopted already is passed).
 
 Nothing is written before every input is checked (`prepare`): the Region exists, is not home already, the
 witness and R's epoch item can be read.
@@ -40,6 +48,8 @@ class FenceStore(Protocol):
 
     def rebuild_counters(self, epoch: int) -> int: ...
 
+    def mark_adopted(self, epoch: int) -> RegionEpoch: ...
+
 
 class FailoverRefused(Exception):
     """Bad input (no such Region, already home, the witness or the Region unreachable): nothing was changed."""
@@ -58,6 +68,7 @@ class FailoverPlan:
     home_region: str | None = None  # ONWARD_HOME_REGION: the home while the witness was never written
     on_aws: bool = True  # False: the embedded endpoint (no Route 53, nothing to start but processes)
     health_check_id: str | None = None  # the home API's Route 53 health check, inverted in step 3
+    reconciler_mapping: str | None = None  # the fence reconciler's event source mapping in `to` (its UUID)
     known_regions: frozenset[str] | None = None  # None: any name
 
 
@@ -70,6 +81,7 @@ class Prepared:
     previous_home: str | None
     epoch: int
     resume: bool  # the witness already names the Region at `epoch` (an earlier run stopped after step 1)
+    adopting: bool = False  # the epoch item names the Region at `epoch` already, its adoption not recorded (step 3 on)
 
 
 @dataclass
@@ -86,6 +98,8 @@ class FailoverReport:
     counters_rebuilt: int = 0
     to_start: list[str] = field(default_factory=list)
     home_seen_through: str | None = None  # the old home's newest heartbeat received before the fence (the CLI's)
+    reconciler_enabled: bool = False  # the fence reconciler's mapping enabled by this run
+    adopted_at: str | None = None  # when the adoption was recorded: R's API accepts writes from then
 
     def document(self) -> dict[str, Any]:
         return asdict(self)
@@ -93,6 +107,10 @@ class FailoverReport:
 
 class TrafficSwitch(Protocol):
     def invert_health_check(self, health_check_id: str) -> None: ...
+
+
+class MappingSwitch(Protocol):
+    def enable(self, mapping_id: str) -> None: ...
 
 
 Say = Callable[[str], None]
@@ -116,6 +134,9 @@ def prepare(plan: FailoverPlan, witness: WitnessRecord, store: FenceStore) -> Pr
     witness_epoch = 0 if named is None else named.epoch
     if named is not None and named.home == plan.to and current.epoch == named.epoch - 1:
         return Prepared(named, current, current.home or plan.home_region, named.epoch, resume=True)
+    if (current.epoch > 0 and current.home == plan.to and current.adopted_at is None
+            and (named is None or (named.home == plan.to and named.epoch == current.epoch))):
+        return Prepared(named, current, current.previous_home, current.epoch, resume=True, adopting=True)
     if home == plan.to:
         raise FailoverRefused(f"{plan.to} is home already (epoch {max(witness_epoch, current.epoch)})")
     if home is None:
@@ -125,8 +146,9 @@ def prepare(plan: FailoverPlan, witness: WitnessRecord, store: FenceStore) -> Pr
 
 
 def fail_over(plan: FailoverPlan, prepared: Prepared, *, witness: WitnessRecord, store: FenceStore, say: Say,
-              traffic: TrafficSwitch | None = None, clock: Callable[[], EpochMs] | None = None,
-              sleep: Callable[[float], None] = time.sleep) -> FailoverReport:
+              traffic: TrafficSwitch | None = None, mappings: MappingSwitch | None = None,
+              clock: Callable[[], EpochMs] | None = None, sleep: Callable[[float], None] = time.sleep
+              ) -> FailoverReport:
     """Steps 1-6 (the module's docstring); FailoverFailed when one cannot be done."""
     now = clock or (lambda: EpochMs(int(time.time() * 1000)))
     epoch = prepared.epoch
@@ -147,15 +169,21 @@ def fail_over(plan: FailoverPlan, prepared: Prepared, *, witness: WitnessRecord,
             raise FailoverFailed(f"step 1: the witness could not be written (nothing changed): {error}") from error
         step(1, "witness", f"{witness.where} names {plan.to} at epoch {epoch}", done=True)
 
-    try:
-        raised = store.raise_region_epoch(epoch, home=plan.to, previous_home=prepared.previous_home,
-                                          reason=plan.reason, decided_by=plan.decided_by)
-    except EpochRaceLost as error:
-        raise FailoverFailed(f"step 2: {plan.to}'s epoch is no longer {epoch - 1}: another failover raised it "
-                             f"first ({error}); read `onward region-status`") from error
+    if prepared.adopting:
+        raised = prepared.region_epoch
+    else:
+        try:
+            raised = store.raise_region_epoch(epoch, home=plan.to, previous_home=prepared.previous_home,
+                                              reason=plan.reason, decided_by=plan.decided_by)
+        except EpochRaceLost as error:
+            raise FailoverFailed(f"step 2: {plan.to}'s epoch is no longer {epoch - 1}: another failover raised it "
+                                 f"first ({error}); read `onward region-status`") from error
     fenced_at = raised.fenced_at if raised.fenced_at is not None else now()
     report.fenced_at = iso(fenced_at)
-    step(2, "epoch", f"{plan.to}'s epoch item raised to {epoch}, fenced at {iso(fenced_at)}", fenced_at=iso(fenced_at))
+    step(2, "epoch", f"{plan.to}'s epoch item {'at' if prepared.adopting else 'raised to'} {epoch}"
+         f"{' already, its adoption not recorded (resuming)' if prepared.adopting else ''}, fenced at "
+         f"{iso(fenced_at)}", fenced_at=iso(fenced_at))
+    report.reconciler_enabled = enable_reconciler(plan, mappings, say)
 
     _switch_traffic(plan, traffic, step)
 
@@ -183,8 +211,15 @@ def fail_over(plan: FailoverPlan, prepared: Prepared, *, witness: WitnessRecord,
         if cursor is None:
             break
     report.counters_rebuilt = store.rebuild_counters(epoch)
+    try:
+        adopted_at = store.mark_adopted(epoch).adopted_at
+    except EpochRaceLost as error:
+        raise FailoverFailed(f"step 5: {plan.to}'s epoch is no longer {epoch}: another failover raised it since "
+                             f"({error}); read `onward region-status`") from error
+    report.adopted_at = None if adopted_at is None else iso(adopted_at)
     step(5, "adoption", f"{report.adopted} jobs adopted in {pages} pages; {report.counters_rebuilt} tenants' "
-         "counters rebuilt", adopted=report.adopted, pages=pages)
+         f"counters rebuilt; adoption recorded at {report.adopted_at}: {plan.to}'s API accepts writes again",
+         adopted=report.adopted, pages=pages)
 
     report.to_start = what_starts(plan)
     step(6, "start", "; ".join(report.to_start), to_start=report.to_start)
@@ -201,6 +236,27 @@ def _switch_traffic(plan: FailoverPlan, traffic: TrafficSwitch | None, step: Cal
     else:
         command = ("aws route53 update-health-check --health-check-id <the home API's health check> --inverted")
         step(3, "traffic", f"run (the runbook, docs/deploy.md): {command}", done=False, command=command)
+
+
+def enable_reconciler(plan: FailoverPlan, mappings: MappingSwitch | None, say: Say) -> bool:
+    """The fence reconciler's mapping in the new home enabled (True), or what the runbook must run instead. A
+    failure to enable does not stop the failover: the mapping starts at its stream's trim horizon whenever it
+    is enabled (within the stream's 24 h), so the command printed still reconciles everything."""
+    if not plan.on_aws:
+        say(f"   fence reconciler: the local stack's poller starts by itself once {plan.to}'s epoch item names it home")
+        return False
+    command = (f"aws lambda update-event-source-mapping --region {plan.to} --uuid "
+               f"{plan.reconciler_mapping or '<the stack output ReconcilerMappingId>'} --enabled")
+    if plan.reconciler_mapping and mappings is not None:
+        try:
+            mappings.enable(plan.reconciler_mapping)
+        except Exception as error:  # noqa: BLE001 - the failover goes on; the runbook runs the command
+            say(f"   fence reconciler: its mapping could not be enabled ({error}): run {command}")
+            return False
+        say(f"   fence reconciler: mapping {plan.reconciler_mapping} enabled (it starts at the stream's trim horizon)")
+        return True
+    say(f"   fence reconciler: run (the runbook, docs/deploy.md): {command}")
+    return False
 
 
 def what_starts(plan: FailoverPlan) -> list[str]:

@@ -107,6 +107,16 @@ class RegionFence:
                                 f"it cannot be raised to {to}")
         return raised
 
+    def mark_adopted(self, epoch: int) -> RegionEpoch:
+        """Record that epoch `epoch`'s adoption is done (`adopted_at`: now, or the time recorded first): the
+        new home's API accepts writes again (onward.domain.regions.writes_refused). EpochRaceLost when the
+        epoch item is no longer at `epoch` (another failover raised it since)."""
+        if not region_epochs_of(self._recorder).mark_adopted(epoch, self._clock()):
+            found = self.region_epoch()
+            raise EpochRaceLost(f"the region epoch is {found.epoch} (home {found.home}), not {epoch}: its adoption "
+                                "cannot be recorded")
+        return self.region_epoch()
+
     @property
     def writer_epoch(self) -> int:
         """The epoch this store writes under (every item stamped, every transition conditioned on it)."""

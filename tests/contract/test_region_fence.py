@@ -77,6 +77,29 @@ def test_the_epoch_is_raised_only_from_the_epoch_below(store: JobStore, clock) -
                                     decided_by="ops").epoch == 2
 
 
+def test_the_adoption_is_recorded_once_on_its_own_epoch_and_a_raise_clears_it(store: JobStore, clock) -> None:
+    """`adopted_at` is what lets the new home's API accept writes again (onward.domain.regions.writes_refused).
+    Without the condition on the epoch, a failover resumed late could mark a newer epoch adopted before its own
+    adoption ran; without the whole item being replaced by a raise, the next failover's new home would accept
+    writes from its first second; without `if_not_exists`, a resumed failover would move the time recorded."""
+    raised = store.raise_region_epoch(1, home="us-west-2", previous_home="us-east-1", reason="drill",
+                                      decided_by="ops")
+    assert raised.adopted_at is None and store.region_epoch().adopted_at is None
+    clock.advance(2)
+    first = store.mark_adopted(1).adopted_at
+    assert first == clock()
+    clock.advance(3)
+    assert store.mark_adopted(1).adopted_at == first  # a resumed failover keeps the first time
+    with pytest.raises(EpochRaceLost):
+        store.mark_adopted(2)
+    assert store.raise_region_epoch(2, home="us-east-1", previous_home="us-west-2", reason="back",
+                                    decided_by="ops").adopted_at is None
+    assert store.region_epoch().adopted_at is None
+    with pytest.raises(EpochRaceLost):
+        store.mark_adopted(1)
+    assert store.region_epoch().adopted_at is None
+
+
 def test_of_two_raises_to_one_epoch_at_once_exactly_one_wins(backend: StoreBackend) -> None:
     """The two operators' failovers race: a raise that read the item and wrote unconditionally would let both
     win, each believing its Region home."""

@@ -43,6 +43,7 @@ from onward.domain.clock import iso
 from onward.domain.freshness import freshness_of
 from onward.domain.models import Job, NewJob, Run
 from onward.domain.states import TERMINAL_STATES
+from onward.runtime.authority import lease_of
 from onward.store.dynamo.writes import job_from_item, run_from_item
 from onward.store.service import JobStore
 from tests.drill import parts
@@ -240,7 +241,7 @@ def _log(config: DrillConfig, message: str, started: float) -> None:
 def run_drill(config: DrillConfig) -> DrillResult:
     started = time.monotonic()
     lock = threading.Lock()
-    missing: list[Missing] = [m for m in (parts.fence_missing(),) if m is not None]
+    missing: list[Missing] = []
     with (Regions(config.lag_s, config.authority_lease_s, config.authority_check_s) as regions,
           tempfile.TemporaryDirectory(prefix="onward-drill-") as scratch):
         executions_path = os.path.join(scratch, "executions.jsonl")
@@ -251,7 +252,7 @@ def run_drill(config: DrillConfig) -> DrillResult:
         a.start_pipeline(heartbeats=True)
         store_a = a.start_workers()
         b.start_pipeline(heartbeats=False)  # the warm standby: its relay and projector only
-        if parts.authority_lease(store_a) is None:
+        if lease_of(store_a) is None:
             missing.append(Missing("authority lease (the old home's processes stop by it)", "not in this tree"))
         clients = Clients(store_a, "A", config.rate_per_s, config.job_ms, lock).start()
         reader = Reader(a, b, clients, lock, config.seed).start()
@@ -279,12 +280,7 @@ def run_drill(config: DrillConfig) -> DrillResult:
         b.start_workers(store_b)
         b.start_heartbeats()
         b.deployment.replication_status.forget()
-        reconciler_missing = parts.reconciler_missing()
-        tally = None
-        if reconciler_missing is not None:
-            missing.append(reconciler_missing)
-        else:
-            tally = b.start_reconciler(store_b)
+        tally = b.start_reconciler(store_b)
         clients.switch(store_b, "B")
         reader.failed_over = True
         time.sleep(config.a_after_fence_s)
@@ -301,7 +297,7 @@ def run_drill(config: DrillConfig) -> DrillResult:
         regions.links.heal()
         regions.links.wait_idle(30)
         reconciled = 0
-        if tally is not None and b.reconciler_poller is not None:
+        if b.reconciler_poller is not None:
             # what the healed link brought, read to the stream's end; then the old home's writes are all in:
             # the drill declares them reconciled (onward.operator.replication), and the page stops saying
             # it may miss some

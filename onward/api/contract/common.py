@@ -41,6 +41,9 @@ class Health(Answer):
     status: Literal["ok"] = "ok"
     # issue 39: whether this Region is home (onward.runtime.authority); always home without a witness
     authority: str = "home"  # home | standby | unconfirmed
+    # issue 39's gaps: refused from a failover to this Region until its adoption is done (onward.api.failover_gate)
+    writes: Literal["accepted", "refused", "unknown"] = "accepted"  # unknown: the epoch item could not be read
+    writes_refused_because: str | None = None
 
 class Caller(Answer):
     """Who the credential is: a tenant's (tenant_id), an operator's (operator), or an operator's bound to a

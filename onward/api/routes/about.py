@@ -12,6 +12,7 @@ from onward.api.answers import json_answer
 from onward.api.auth import Principal
 from onward.api.contract.common import Caller, Health
 from onward.api.core import view_lag_now
+from onward.api.failover_gate import refusal_now
 from onward.api.openapi import SECURED, ok, secured
 from onward.api.request import caller
 from onward.api.routing import new_router
@@ -25,10 +26,17 @@ router = new_router()
 
 @router.get("/health", operation_id="health", responses={200: ok("the API answers", Health)})
 def health() -> Response[str]:
-    """200 while the API answers; `authority` says whether this Region is home (issue 39)."""
+    """200 while the API answers; `authority` says whether this Region is home (issue 39), `writes` whether writes
+    are refused while a failover to this Region adopts the old home's jobs."""
     deployment = ApiDeployment.from_environment()
     lease = deployment.authority_lease() if deployment.environ.get("ONWARD_WITNESS") else None
-    return json_answer(200, Health(authority=authority_now(lease).value))
+    try:
+        refused = refusal_now(deployment)
+    except Exception as error:  # noqa: BLE001 - /health answers 200 while the API answers (Route 53 reads it)
+        return json_answer(200, Health(authority=authority_now(lease).value, writes="unknown",
+                                       writes_refused_because=f"the region epoch item could not be read: {error}"))
+    return json_answer(200, Health(authority=authority_now(lease).value, writes="refused" if refused else "accepted",
+                                   writes_refused_because=refused.detail() if refused else None))
 
 
 @router.get("/openapi.json", operation_id="openapi", responses={200: {

@@ -43,6 +43,7 @@ from onward.pipeline.projector.projector import BatchFailure  # (the earliest re
 from onward.store.dynamo.keys import job_pk, run_key
 from onward.store.dynamo.writes import overlap_clauses
 from onward.store.ports.write_plans import OverlapMark
+from onward.store.region_epoch_cache import EPOCH_CACHE_S, CachedRegionEpoch
 
 Item = dict[str, Any]  # DynamoDB's wire format
 
@@ -117,17 +118,25 @@ class FenceReconciler:
     """The jobs table's stream -> restores and adoptions in the home Region (see the module's docstring)."""
 
     def __init__(self, client: Any, jobs_table: str, authority: RegionAuthority,
-                 clock: Callable[[], EpochMs] = system_clock) -> None:
+                 clock: Callable[[], EpochMs] = system_clock, epoch_ttl_s: float = EPOCH_CACHE_S) -> None:
         self._db = client
         self._jobs = jobs_table
         self._authority = authority
         self._clock = clock
+        # The epoch item, read at most once per `epoch_ttl_s` by a warm reconciler, not once per batch (issue 39's
+        # gaps). Safe while the period is under the fence window W: an answer kept from before the raise skips
+        # records (as committed before the fence) only while they were committed before raise + period, which is
+        # before the adoption pass starts at fenced_at + W; that pass reads what they wrote, as it does for the
+        # records committed before the fence. epoch_cache_s keeps the period at or below the authority check, and
+        # W is at least the lease plus the check.
+        self._epoch = CachedRegionEpoch(authority.region_epoch, epoch_ttl_s)
 
     def reconcile(self, records: list[JobsStreamRecord], tally: ReconcileTally) -> BatchFailure | None:
         """Reconcile `records` in order, stopping at the first that fails: it and every one after it are to be
         delivered again (a later record of an item must not be applied before an earlier one: a late write's
-        restore before the adoption its next record asks for). The epoch item is read once per batch."""
-        current: RegionEpochView = self._authority.region_epoch()
+        restore before the adoption its next record asks for). The epoch item is read at most once per period
+        (see __init__)."""
+        current: RegionEpochView = self._epoch.current()
         for index, record in enumerate(records):
             try:
                 self.reconcile_one(record, current, tally)

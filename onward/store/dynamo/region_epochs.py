@@ -26,7 +26,7 @@ from onward.store.ports.ready_queues import ReadyQueue
 from onward.store.ports.region_epochs import RegionEpochBook
 from onward.store.ports.tenant_values import Tenant
 
-_FIELDS = ("home", "previous_home", "fenced_at", "decided_by", "reason")
+_FIELDS = ("home", "previous_home", "fenced_at", "decided_by", "reason", "adopted_at")
 PRIORITIES = range(10)  # the priority bands (NewJob.priority 0-9)
 # Where the rows of an earlier epoch are looked for, in order: rows held aside (out of both indexes: a scan of
 # the table for `held_by`, the one costly phase; first, so that no adopted end of an attempt puts a held row
@@ -61,6 +61,19 @@ class DynamoRegionEpochs(RegionEpochBook):
             self._db.put_item(TableName=self._jobs, Item=wire_item(values), ConditionExpression=condition,
                               ExpressionAttributeNames={"#epoch": "epoch"},
                               ExpressionAttributeValues={":previous": {"N": str(epoch.epoch - 1)}})
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+                raise
+            return False
+        return True
+
+    def mark_adopted(self, epoch: int, at: int) -> bool:
+        try:
+            self._db.update_item(TableName=self._jobs, Key=wire_key(region_epoch_key()),
+                                 UpdateExpression="SET adopted_at = if_not_exists(adopted_at, :at)",
+                                 ConditionExpression="#epoch = :epoch",
+                                 ExpressionAttributeNames={"#epoch": "epoch"},
+                                 ExpressionAttributeValues={":epoch": {"N": str(epoch)}, ":at": {"N": str(at)}})
         except ClientError as error:
             if error.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
                 raise

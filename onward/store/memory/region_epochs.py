@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Sequence
+from dataclasses import replace
 
+from onward.domain.clock import EpochMs
 from onward.domain.regions import RegionEpoch
 from onward.domain.states import CLAIMABLE_STATES, is_terminal
 from onward.store.memory.state import MemoryState, QueueEntryState, stored
@@ -36,6 +38,14 @@ class MemoryRegionEpochs(RegionEpochBook):
             if self._item.epoch != epoch.epoch - 1:
                 return False
             self._item = epoch
+            return True
+
+    def mark_adopted(self, epoch: int, at: int) -> bool:
+        with self._lock:
+            if self._item.epoch != epoch:
+                return False
+            if self._item.adopted_at is None:
+                self._item = replace(self._item, adopted_at=EpochMs(at))
             return True
 
     def unadopted(self, epoch: int, cursor: str | None, limit: int) -> tuple[list[str], str | None]:

@@ -31,6 +31,11 @@ class RegionEpochBook(Protocol):
         False, nothing written, when it is not."""
         ...
 
+    def mark_adopted(self, epoch: int, at: int) -> bool:
+        """Record on the epoch item that epoch `epoch`'s adoption is done (`adopted_at`, the first time kept), on
+        the condition that the item is at `epoch`; False, nothing written, when it is not."""
+        ...
+
     def unadopted(self, epoch: int, cursor: str | None, limit: int) -> tuple[list[str], str | None]:
         """Ids of up to about `limit` jobs that have not ended and whose row's epoch is below `epoch`
         (queued, retry_wait, running, held aside), from `cursor` (None: the start), and the cursor of the

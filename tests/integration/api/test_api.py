@@ -260,7 +260,8 @@ def test_every_endpoint_without_a_valid_token_is_401(client: Client, settings, d
             reply = client.call(method, path.replace("{id}", job_id), token=token, body=body)
             assert reply.status == 401, (method, path, token)
             assert reply.headers["www-authenticate"].startswith("Bearer")
-    assert client.call("GET", "/health").body == {"status": "ok", "authority": "home"}
+    assert client.call("GET", "/health").body == {"status": "ok", "authority": "home", "writes": "accepted",
+                                                  "writes_refused_because": None}
     assert _count_items(dynamodb, settings.jobs_table) > 0
 
 

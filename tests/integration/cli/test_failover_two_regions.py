@@ -7,16 +7,19 @@ reading the witness, stop: A's worker claims nothing more.
 How it would break without the code: without the witness A would go on claiming after B became home (two
 homes: both Regions' conditions pass, last writer wins mixes their rows); without adoption B's rows would
 keep A's epoch and every transition B's store makes on them would be refused; without closing the running
-attempt's run record B would run the job again with an attempt still open."""
+attempt's run record B would run the job again with an attempt still open; without the API's write gate
+(issue 39's gaps) B's API would take a create while B adopts A's jobs."""
 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from onward.api import app as api
 from onward.bootstrap import Deployment
 from onward.cli.main import main
 from onward.domain.models import NewJob
@@ -26,7 +29,10 @@ from onward.runtime import authority
 from onward.runtime.authority import AuthorityState
 from onward.runtime.worker import Registry, Worker
 from onward.settings import Settings
+from onward.store.service import JobStore
 from onward_infra.endpoint import EmbeddedEndpoint
+from onward_infra.gateway import build_event
+from onward_infra.lambda_context import LocalLambdaContext
 from onward_infra.replication.replicator import Replicator, tables_of
 
 pytestmark = pytest.mark.integration
@@ -61,14 +67,34 @@ def test_failover_to_b_adopts_the_jobs_there_and_stops_a(
     assert running is not None
     assert replicator.wait_idle()
 
-    for name, value in standby_environment.items():  # the operator's shell: B's exports
+    for name, value in standby_environment.items():  # the operator's shell: B's exports (and B's API's)
         monkeypatch.setenv(name, value)
+    _local_tokens(monkeypatch)
+    assert _create_in_b() == 202  # B's API before the failover (its epoch item at 0)
+    answered_during_adoption: list[int] = []
+    rebuild_counters = JobStore.rebuild_counters
+
+    def create_in_b_while_adopting(store: JobStore, epoch: int) -> int:
+        time.sleep(0.2)  # (past B's API's epoch cache period: ONWARD_AUTHORITY_CHECK_S)
+        answered_during_adoption.append(_create_in_b())
+        return rebuild_counters(store, epoch)
+
+    monkeypatch.setattr(JobStore, "rebuild_counters", create_in_b_while_adopting)
     exit_status = main(["failover", "--to", B, "--reason", "drill: A lost", "--fence-window-s", "1", "--yes",
                         "--json"])
     captured = capsys.readouterr()
     assert exit_status == 0, captured.err
+    # issue 39's gaps: B's API refused the create while B adopted A's jobs, and accepts it once the adoption is
+    # recorded (within its epoch cache's period)
+    assert answered_during_adoption == [503]
+    deadline = time.monotonic() + 10
+    while (answered := _create_in_b()) != 202 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert answered == 202
     report: dict[str, Any] = json.loads(captured.out)
-    assert (report["epoch"], report["previous_home"], report["adopted"], report["runs_closed"]) == (1, A, 3, 1)
+    # (A's 3, and the one B's API created at epoch 0 before the failover)
+    assert (report["epoch"], report["previous_home"], report["adopted"], report["runs_closed"]) == (1, A, 4, 1)
+    assert report["adopted_at"] is not None
     assert [step["step"] for step in report["steps"]] == [1, 2, 3, 4, 5, 6]
 
     standby = Deployment(Settings.from_environment(standby_environment)).job_store
@@ -93,6 +119,21 @@ def test_failover_to_b_adopts_the_jobs_there_and_stops_a(
     assert status_exit == 0
     assert (status["epoch"]["epoch"], status["witness"], status["this_region_is_home"]) == (
         1, {"home": B, "epoch": 1}, True)
+
+
+def _local_tokens(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ONWARD_TOKENS", "acme=acme-region-secret")
+    monkeypatch.setenv("ONWARD_OPERATOR_TOKEN", "operator-region-secret")
+    monkeypatch.delenv("ONWARD_AUTH", raising=False)
+    monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
+
+
+def _create_in_b() -> int:
+    """POST /jobs to the API of the environment in os.environ (B's): its status."""
+    event = build_event("POST", "/jobs", [("Authorization", "Bearer acme-region-secret"),
+                                          ("Content-Type", "application/json")], b'{"type": "demo.echo"}')
+    status: int = api.handler(event, LocalLambdaContext("onward-api"))["statusCode"]
+    return status
 
 
 def _registry() -> Registry:

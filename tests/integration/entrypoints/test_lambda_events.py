@@ -247,7 +247,8 @@ def test_api_creates_and_reads_a_job_for_the_tenant_named_by_the_jwt_claim(lambd
 def test_api_serves_health_without_a_token(lambda_environment) -> None:
     response = api_app.handler(http_event("GET", "/health"), LocalLambdaContext("api"))
     assert_http_v2(response)
-    assert response["statusCode"] == 200 and json.loads(response["body"]) == {"status": "ok", "authority": "home"}
+    assert response["statusCode"] == 200 and json.loads(response["body"]) == {
+        "status": "ok", "authority": "home", "writes": "accepted", "writes_refused_because": None}
 
 
 # --- reaper and worker: cloudwatch scheduled-event ------------------------------------------------------------

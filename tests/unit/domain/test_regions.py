@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ from onward.domain.regions import (
     first_attempt_of,
     first_version_of,
     version_under,
+    writes_refused,
 )
 from onward.domain.states import IllegalTransition, JobState, RunOutcome, Transition
 
@@ -116,3 +118,20 @@ def test_an_ended_row_keeps_its_attempts_and_a_row_beyond_the_range_keeps_its_nu
     high = job.model_copy(update={"state": JobState.QUEUED, "attempt": ATTEMPTS_PER_EPOCH + 7, "attempt_floor": 3,
                                   "lease_owner": None, "lease_expires_at": None})
     assert attempts_apart(high, 1) == {"attempt": ATTEMPTS_PER_EPOCH + 7, "attempt_floor": 3}
+
+
+def test_the_new_home_refuses_writes_from_its_epochs_raise_until_its_adoption_is_recorded() -> None:
+    """The API's write gate (onward.api.failover_gate) decides by this. Without `adopted_at` the new home would
+    take writes over rows its adoption has not restamped; without the Region check the old home, which holds the
+    replicated epoch item, would refuse writes too; without the epoch check a deployment that never failed over
+    (no item: epoch 0, home None) would."""
+    raised = RegionEpoch(epoch=2, home="us-west-2", previous_home="us-east-1", fenced_at=NOW, decided_by="ops",
+                         reason="drill")
+    refused = writes_refused(raised, "us-west-2")
+    assert refused is not None and (refused.epoch, refused.home, refused.previous_home) == (2, "us-west-2",
+                                                                                          "us-east-1")
+    assert "failover to us-west-2" in refused.detail() and "region epoch 2" in refused.detail()
+    assert writes_refused(raised, "us-east-1") is None
+    assert writes_refused(raised, None) is None
+    assert writes_refused(replace(raised, adopted_at=NOW + 60_000), "us-west-2") is None
+    assert writes_refused(RegionEpoch.never_failed_over(), "us-west-2") is None

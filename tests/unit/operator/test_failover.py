@@ -13,7 +13,7 @@ import pytest
 
 from onward.domain.clock import ManualClock
 from onward.domain.models import NewJob
-from onward.domain.regions import Witness
+from onward.domain.regions import Witness, epoch_of_version
 from onward.domain.states import RunOutcome
 from onward.operator.failover import FailoverFailed, FailoverPlan, FailoverRefused, fail_over, prepare
 from onward.operator.witness import FakeWitness
@@ -128,3 +128,77 @@ def test_a_second_writer_of_the_witness_loses_the_race(memory_store: JobStore, c
                   sleep=Sleeps(clock))
     assert memory_store.region_epoch().epoch == 0  # the epoch was never raised
 
+
+
+def test_the_adoption_is_recorded_last_and_a_run_stopped_before_it_resumes_the_adoption(
+        memory_store: JobStore, clock: ManualClock) -> None:
+    """`adopted_at` is what ends the new home's 503s on writes (onward.api.failover_gate). Recorded before the
+    counters' rebuild, writes would enter queue entries the rebuild then sets anew; never recorded (a run that
+    stopped in its adoption), the API would refuse writes for good: run again, it resumes at step 3 (no second
+    raise, which would refuse as "home already") and adopts what is left."""
+    memory_store.create("acme", NewJob(type="demo.echo"))
+    witness = FakeWitness(Witness(HOME, 0))
+    prepared = prepare(_plan(), witness, memory_store)
+    recorded: list[object] = []
+    rebuild = memory_store.rebuild_counters
+
+    def rebuild_then_look(epoch: int) -> int:
+        written = rebuild(epoch)
+        recorded.append(memory_store.region_epoch().adopted_at)
+        return written
+
+    memory_store.rebuild_counters = rebuild_then_look  # type: ignore[method-assign]
+    report = fail_over(_plan(), prepared, witness=witness, store=memory_store, say=lambda _: None, clock=clock,
+                       sleep=Sleeps(clock))
+    assert recorded == [None]  # not yet when the counters were rebuilt
+    assert memory_store.region_epoch().adopted_at == clock() and report.adopted_at is not None
+
+    # a second Region's failover stopped after its raise: the epoch item names it, its adoption not recorded
+    memory_store.raise_region_epoch(2, home=HOME, previous_home=STANDBY, reason="back", decided_by="tester")
+    witness.record = Witness(HOME, 2)
+    left = memory_store.create("acme", NewJob(type="demo.echo")).job.job_id  # a row of an earlier epoch
+    resumed = prepare(_plan(HOME), witness, memory_store)
+    assert resumed.resume and resumed.adopting and resumed.epoch == 2 and resumed.previous_home == STANDBY
+    lines: list[str] = []
+    again = fail_over(_plan(HOME), resumed, witness=witness, store=memory_store, say=lines.append, clock=clock,
+                      sleep=Sleeps(clock))
+    assert memory_store.region_epoch().epoch == 2 and memory_store.region_epoch().adopted_at is not None
+    assert again.adopted >= 1 and epoch_of_version(memory_store.get(left, "acme").version) == 2
+    assert "already, its adoption not recorded (resuming)" in lines[1]
+    with pytest.raises(FailoverRefused, match="home already"):  # adopted: nothing left to resume
+        prepare(_plan(HOME), witness, memory_store)
+
+
+class Mappings:
+    def __init__(self, fails: bool = False) -> None:
+        self.enabled: list[str] = []
+        self.fails = fails
+
+    def enable(self, mapping_id: str) -> None:
+        if self.fails:
+            raise RuntimeError("AccessDeniedException")
+        self.enabled.append(mapping_id)
+
+
+def test_the_reconcilers_mapping_is_enabled_after_the_raise_or_its_command_printed(
+        memory_store: JobStore, clock: ManualClock) -> None:
+    """The mapping is created disabled (no invocation per jobs-table record before a failover): a failover that
+    did not enable it would leave late old-home writes unreconciled. A failure to enable it must not stop the
+    failover (the runbook's command still reconciles from the trim horizon), but must say what to run."""
+    mappings = Mappings()
+    plan = _plan(on_aws=True, reconciler_mapping="a1b2-mapping")
+    witness = FakeWitness(Witness(HOME, 0))
+    lines: list[str] = []
+    report = fail_over(plan, prepare(plan, witness, memory_store), witness=witness, store=memory_store,
+                       say=lines.append, mappings=mappings, clock=clock, sleep=Sleeps(clock))
+    assert mappings.enabled == ["a1b2-mapping"] and report.reconciler_enabled
+    assert lines.index(next(line for line in lines if "mapping a1b2-mapping enabled" in line)) == 2  # after step 2
+
+    back = _plan(HOME, on_aws=True, reconciler_mapping="c3d4-mapping")
+    failing = Mappings(fails=True)
+    lines.clear()
+    report = fail_over(back, prepare(back, witness, memory_store), witness=witness, store=memory_store,
+                       say=lines.append, mappings=failing, clock=clock, sleep=Sleeps(clock))
+    assert not report.reconciler_enabled and memory_store.region_epoch().home == HOME
+    assert any("update-event-source-mapping --region eu-west-1 --uuid c3d4-mapping --enabled" in line
+               for line in lines)

@@ -9,7 +9,7 @@ from typing import Any
 
 from onward.domain.regions import RegionEpoch
 from onward.entrypoints.fence_reconciler import reconcile_event
-from onward.pipeline.fence_reconciler.reconciler import FenceReconciler, ReconcileTally
+from onward.pipeline.fence_reconciler.reconciler import FenceReconciler, JobsStreamRecord, ReconcileTally
 from onward_infra.lambda_context import LocalLambdaContext
 
 FENCED_AT = 1_000_000
@@ -92,3 +92,31 @@ def test_a_terminal_job_is_counted_restamped() -> None:
     authority = Authority(1, failing=set(), adopted=[])
     _, tally = _run(authority, [_record(1, _row("done", 0, state="succeeded"))])
     assert (tally.adopted, tally.restamped) == (1, 1)
+
+
+@dataclass
+class CountingAuthority(Authority):
+    reads: int = 0
+
+    def region_epoch(self) -> RegionEpoch:
+        self.reads += 1
+        return super().region_epoch()
+
+
+def test_a_warm_reconciler_reads_the_epoch_item_once_per_period_not_once_per_batch() -> None:
+    """The idle cost (issue 39's gaps): without the cache every batch of the jobs-table stream costs a consistent
+    GetItem of REGION/EPOCH, the same key each time. After the period it reads again, so a raise is seen within
+    it (kept under the fence window: see FenceReconciler.__init__)."""
+    authority = CountingAuthority(0, failing=set(), adopted=[])
+    now = [0.0]
+    reconciler = FenceReconciler(Table([_row("a", 0)]), "jobs", authority, epoch_ttl_s=5.0)
+    reconciler._epoch._clock = lambda: now[0]  # (the cache's monotonic clock)
+    for _ in range(20):
+        assert reconciler.reconcile([], ReconcileTally()) is None
+        now[0] += 0.2  # 20 batches in 4 s
+    assert authority.reads == 1
+    authority.epoch = 1
+    now[0] += 1.0
+    tally = ReconcileTally()
+    reconciler.reconcile([JobsStreamRecord("9", None, _row("a", 0), FENCED_AT + 5_000)], tally)
+    assert authority.reads == 2 and authority.adopted == ["a"] and tally.adopted == 1

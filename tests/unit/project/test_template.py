@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import importlib
 import json
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from onward.pipeline.poison import PARK_AFTER_FAILURES
+from onward_infra.region_roles import ROLES
 from onward_infra.template import (
     TEMPLATE_PATH,
     environment_variable_for,
@@ -30,6 +32,12 @@ from tests.samtemplate import cfn_lint, dashboard_body, translate, write_json
 TEMPLATE = load_template()
 RESOURCES: dict[str, Any] = TEMPLATE["Resources"]
 FUNCTIONS = sorted(name for name, r in RESOURCES.items() if r["Type"] == "AWS::Serverless::Function")
+# The environment tests read every role's template (issue 39's gaps): the home's and standby's have functions the
+# single-Region stack lacks (ReconcilerFunction) and variables it never sets (the authority lease's).
+ROLE_TEMPLATES = {role: load_template(role=role) for role in ROLES}
+ROLE_FUNCTIONS = [pytest.param(role, name, id=f"{role}-{name}") for role, template in ROLE_TEMPLATES.items()
+                  for name, resource in sorted(template["Resources"].items())
+                  if resource["Type"] == "AWS::Serverless::Function"]
 
 # Variables the code may read that the template leaves unset on purpose, and why.
 UNSET_ON_PURPOSE = {
@@ -79,19 +87,26 @@ UNSET_ON_PURPOSE = {
 }
 
 
-def function_environment(function: str) -> dict[str, Any]:
-    globals_ = TEMPLATE["Globals"]["Function"].get("Environment", {}).get("Variables", {})
-    own = RESOURCES[function]["Properties"].get("Environment", {}).get("Variables", {})
+def function_environment(function: str, role: str = "single") -> dict[str, Any]:
+    template = ROLE_TEMPLATES[role]
+    globals_ = template["Globals"]["Function"].get("Environment", {}).get("Variables", {})
+    own = template["Resources"][function]["Properties"].get("Environment", {}).get("Variables", {})
     return {**globals_, **own}
 
 
-def code_of(function: str):
-    properties = RESOURCES[function]["Properties"]
+def code_of(function: str, role: str = "single"):
+    template = ROLE_TEMPLATES[role]
+    properties = template["Resources"][function]["Properties"]
     roots = [properties["Handler"].rpartition(".")[0]]
     module = properties.get("Environment", {}).get("Variables", {}).get("ONWARD_WORKER_MODULE")
     if module is not None:
-        roots.append(TEMPLATE["Parameters"][module["Ref"]]["Default"])
-    return read_code(roots)
+        roots.append(template["Parameters"][module["Ref"]]["Default"])
+    return _read_code(tuple(roots))
+
+
+@cache
+def _read_code(roots: tuple[str, ...]):  # (one reading per function's code, whichever roles ask for it)
+    return read_code(list(roots))
 
 
 @pytest.fixture(scope="module")
@@ -146,25 +161,45 @@ def test_functions_run_python312_on_arm64_with_tracing_and_the_powertools_layer(
         assert properties["Code"] == {"S3Bucket": "onward-artifacts", "S3Key": "onward.zip"}, name
 
 
-@pytest.mark.parametrize("function", FUNCTIONS)
-def test_every_variable_the_code_reads_is_set_for_the_function(function: str) -> None:
-    read = code_of(function).environment
-    missing = read - set(function_environment(function)) - set(UNSET_ON_PURPOSE)
-    assert not missing, f"{function} reads {sorted(missing)} but the template does not set them"
+@pytest.mark.parametrize(("role", "function"), ROLE_FUNCTIONS)
+def test_every_variable_the_code_reads_is_set_for_the_function(role: str, function: str) -> None:
+    """In every role's template (the reconciler exists in home and standby only): drop JOBS_TABLE from
+    ReconcilerFunction's variables and home-ReconcilerFunction fails."""
+    read = code_of(function, role).environment
+    missing = read - set(function_environment(function, role)) - set(UNSET_ON_PURPOSE)
+    assert not missing, f"{role} {function} reads {sorted(missing)} but the template does not set them"
 
 
-@pytest.mark.parametrize("function", FUNCTIONS)
-def test_the_template_sets_only_variables_the_code_reads(function: str) -> None:
-    read = code_of(function).environment
-    extra = {v for v in function_environment(function) if not v.startswith("POWERTOOLS_")} - read
-    assert not extra, f"{function}: the template sets {sorted(extra)}, which no reachable code reads"
+# Set on every function by Globals in home and standby though not every function's code reads them (the relay,
+# projector, archiver and webhook functions act under no lease: docs/regional-recovery.md, "The lease"):
+# test_template_regions.py requires them everywhere, so that a function whose code starts to build a JobStore
+# fences itself without a template change.
+AUTHORITY_VARIABLES_EVERYWHERE = {"ONWARD_WITNESS", "ONWARD_HOME_REGION", "ONWARD_AUTHORITY_LEASE_S",
+                                  "ONWARD_AUTHORITY_CHECK_S"}
 
 
-@pytest.mark.parametrize("function", FUNCTIONS)
-def test_resource_variables_follow_the_naming_convention(function: str) -> None:
-    for variable, value in function_environment(function).items():
-        if isinstance(value, dict) and value.get("Ref") in RESOURCES:
+@pytest.mark.parametrize(("role", "function"), ROLE_FUNCTIONS)
+def test_the_template_sets_only_variables_the_code_reads(role: str, function: str) -> None:
+    read = code_of(function, role).environment
+    extra = {v for v in function_environment(function, role) if not v.startswith("POWERTOOLS_")} - read
+    if role != "single":
+        extra -= AUTHORITY_VARIABLES_EVERYWHERE
+    assert not extra, f"{role} {function}: the template sets {sorted(extra)}, which no reachable code reads"
+
+
+@pytest.mark.parametrize(("role", "function"), ROLE_FUNCTIONS)
+def test_resource_variables_follow_the_naming_convention(role: str, function: str) -> None:
+    resources = ROLE_TEMPLATES[role]["Resources"]
+    for variable, value in function_environment(function, role).items():
+        if isinstance(value, dict) and value.get("Ref") in resources:
             assert environment_variable_for(value["Ref"]) == variable
+
+
+def test_the_environment_tests_read_the_reconciler_of_home_and_standby() -> None:
+    """The single-Region template has no ReconcilerFunction: tests over it alone never read its variables."""
+    read = {(param.values[0], param.values[1]) for param in ROLE_FUNCTIONS}
+    assert {("home", "ReconcilerFunction"), ("standby", "ReconcilerFunction")} <= read
+    assert ("single", "ReconcilerFunction") not in read
 
 
 @pytest.mark.parametrize("function", FUNCTIONS)

@@ -15,6 +15,7 @@ Checked on the template as each role's stack sees it (onward_infra.region_roles)
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,7 @@ from tests.samtemplate import cfn_lint, translate, write_json
 RAW = load_template(role=None)
 REGIONAL_PARAMETERS = {"RegionRole", "ReplicaRegion", "ReplicatedTables", "JobsStreamLabel", "OutboxStreamLabel",
                        "WitnessRegion", "WitnessParameterName", "AuthorityLeaseSeconds", "AuthorityCheckSeconds",
-                       "HomeApiHost"}
+                       "HomeApiHost", "ReconcilerEnabled"}
 REGIONAL_RESOURCES = {"JobsGlobalTable", "OutboxGlobalTable", "ReconcilerFailuresQueue", "ReconcilerLogGroup",
                       "ReconcilerRole", "ReconcilerFunction", "WitnessReadPolicy", "ReplicatedHeartbeatAgeAlarm",
                       "HomeRegionLostAlarm", "HomeApiHealthCheck", "ReplicationLagHighAlarm"}
@@ -183,12 +184,41 @@ def test_a_standby_runs_nothing_that_acts_on_jobs() -> None:
     assert (scaling["MinCapacity"], scaling["MaxCapacity"]) == (0, 0)
 
 
-def test_a_standby_keeps_its_pipeline_warm_and_its_reconciler_on() -> None:
-    """The relay and projector carry the home's replicated heartbeats into the standby's view; the fence
-    reconciler watches the jobs replica's stream. Disabling them would leave the standby's view cold."""
+def test_a_standby_keeps_its_pipeline_warm() -> None:
+    """The relay and projector carry the home's replicated heartbeats into the standby's view. Disabling them
+    would leave the standby's view cold."""
     mappings = by_type(translated("standby"), "AWS::Lambda::EventSourceMapping")
-    for name in ("RelayFunctionOutbox", "ProjectorFunctionEvents", "ReconcilerFunctionJobs"):
+    for name in ("RelayFunctionOutbox", "ProjectorFunctionEvents"):
         assert mappings[name]["Properties"].get("Enabled", True) is True, name
+
+
+@pytest.mark.parametrize("role", ["home", "standby"])
+def test_the_reconcilers_mapping_polls_only_where_a_failover_made_the_region_home(role: str) -> None:
+    """Issue 39's gaps, the reconciler's idle cost: before a failover every batch of the jobs table's stream was an
+    invocation (and a GetItem of the epoch item) that skipped every record, and no filter could drop them (an old
+    home's late write at epoch 0 carries no stamp; tests/lambda_filters.py: a filter on the stamp drops it). So
+    the mapping is created disabled in both roles, still reading from the trim horizon once enabled, and
+    ReconcilerEnabled=true (the runbook's redeploy of a new home) keeps it on."""
+    mapping = by_type(translated(role), "AWS::Lambda::EventSourceMapping")["ReconcilerFunctionJobs"]["Properties"]
+    assert mapping["Enabled"] is False and mapping["StartingPosition"] == "TRIM_HORIZON"
+    assert "FilterCriteria" not in mapping or "region_epoch" not in str(mapping["FilterCriteria"])
+    enabled = by_type(translated(role, ReconcilerEnabled="true"), "AWS::Lambda::EventSourceMapping")
+    assert enabled["ReconcilerFunctionJobs"]["Properties"]["Enabled"] is True
+
+
+def test_operators_may_enable_the_reconcilers_mapping_and_nothing_else_of_lambda() -> None:
+    """`onward failover --reconciler-mapping <ReconcilerMappingId>` enables it (onward.operator.reconciler_switch):
+    without the grant it is AccessDenied and the runbook's command must be run by hand; with a wider one an
+    operator could repoint any mapping of the account."""
+    home = stack("home")
+    statements = [statement for statement in walk(home["Resources"]["OperatorPolicy"]["Properties"])
+                  if isinstance(statement, dict) and "lambda:" in str(statement.get("Action", ""))]
+    assert statements == [{"Effect": "Allow", "Action": ["lambda:UpdateEventSourceMapping"], "Resource": {
+        "Fn::Sub": "arn:${AWS::Partition}:lambda:${AWS::Region}:${AWS::AccountId}:event-source-mapping:"
+                   "${ReconcilerFunctionJobs}"}}]
+    assert home["Outputs"]["ReconcilerMappingId"]["Value"] == {"Ref": "ReconcilerFunctionJobs"}
+    assert "lambda:" not in str(stack("single")["Resources"]["OperatorPolicy"])
+    assert "ReconcilerFunctionJobs" in translate(home)["Resources"]  # the name the policy and output refer to
 
 
 @pytest.mark.parametrize("role", ["single", "home"])
@@ -198,7 +228,8 @@ def test_a_home_or_single_stack_runs_everything(role: str) -> None:
     assert all("State" not in rule["Properties"] for name, rule in by_type(stack_resources, "AWS::Events::Rule").items()
                if name.endswith("Schedule"))
     assert all("Enabled" not in mapping["Properties"]
-               for mapping in by_type(stack_resources, "AWS::Lambda::EventSourceMapping").values())
+               for name, mapping in by_type(stack_resources, "AWS::Lambda::EventSourceMapping").items()
+               if name != "ReconcilerFunctionJobs")  # (off until a failover: the test above)
     assert "DesiredCount" not in stack_resources["EcsWorkerService"]["Properties"]
     assert stack_resources["EcsWorkerScalableTarget"]["Properties"]["MinCapacity"] == {"Ref": "WorkerMinTasks"}
 
@@ -359,3 +390,25 @@ def test_the_standby_bill_counts_the_standby_templates_own_alarms() -> None:
         alarms = standby.of_type("AWS::CloudWatch::Alarm")
         assert {"HomeRegionLostAlarm", "ReplicatedHeartbeatAgeAlarm", "ReplicationLagHighAlarm"} <= set(alarms)
         assert line.quantity == sum(alarm_metrics(alarm) for alarm in alarms.values())
+
+
+def test_no_filter_on_the_stamp_could_replace_the_disabled_mapping() -> None:
+    """Why the mapping is disabled rather than filtered (Lambda's DynamoDB event filtering, the `exists`
+    operator): records are stamped `region_epoch` only at epoch > 0, so a filter passing records whose new or old
+    image carries the stamp would drop a job the old home created at epoch 0 during a partition, arriving
+    after the failover: exactly a record the reconciler must adopt. (Were a stamp on every write at epoch 0
+    added instead, every write would pay its bytes.)"""
+    from moto.events.models import EventPattern
+
+    from onward.domain.fence_reconciliation import Action, decide
+    from onward.pipeline.fence_reconciler.reconciler import plain
+
+    stamped = [{"Pattern": json.dumps({"dynamodb": {image: {"region_epoch": {"N": [{"exists": True}]}}}})}
+               for image in ("NewImage", "OldImage")]
+    late_create = {"pk": {"S": "JOB#" + "a" * 32}, "sk": {"S": "JOB"}, "state": {"S": "queued"},
+                   "attempt": {"N": "0"}, "version": {"N": "1"}}  # the old home's, epoch 0: no stamp
+    assert decide(None, plain(late_create), 1).action is Action.ADOPT
+    record = {"eventName": "INSERT", "dynamodb": {"NewImage": late_create, "SequenceNumber": "1"}}
+    assert not any(EventPattern.load(f["Pattern"]).matches_event(record) for f in stamped)
+    adopted = {**late_create, "region_epoch": {"N": "1"}}  # the filter does pass a stamped image
+    assert EventPattern.load(stamped[0]["Pattern"]).matches_event({"dynamodb": {"NewImage": adopted}})

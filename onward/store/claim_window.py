@@ -12,8 +12,9 @@ tenants it examined were behind their keys (their entries are re-keyed) and it e
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Sequence
 
+from onward.domain.dispatch import Candidate
 from onward.store.ports.rows import ActiveEntry, ActiveHead
 
 # Virtual ms by which the served tenant may come after a tenant the claim did not examine: the order is
@@ -73,3 +74,14 @@ def rekeyed(head: ActiveHead, raised: Iterable[tuple[str, int, float]]) -> Activ
                for entry in head]
     entries.sort(key=lambda entry: (entry.active_vt, entry.tenant_id, entry.shard))
     return ActiveHead(entries, unread_from=head.unread_from)
+
+
+def served_next(within_cap: Sequence[Candidate], window: HeadWindow) -> str | None:
+    """The tenant a claim serves next unless its transaction fails: the best examined below its cap, once no
+    tenant not examined can come first. Its examination does not re-key its entries: the claim's transaction
+    raises the entry it serves, and a key only ever needs raising to let another tenant show first, which
+    none does while this one is the best. Re-keying them anyway moved each of its other entries' index
+    entries at every claim (2 write units each): a tenant alone on 8 ready shards paid about 7 of its 43
+    write units a job that way."""
+    best = within_cap[0] if within_cap else None
+    return best.tenant_id if best is not None and window.trusts(best.virtual_time) else None

@@ -63,7 +63,7 @@ from onward.domain.clock import Clock, EpochMs
 from onward.domain.dispatch import Candidate, DispatchOrder, aged_ms, dispatch_order
 from onward.domain.models import Lease
 from onward.store.claim_order import ClaimOrder
-from onward.store.claim_window import WINDOW_SLACK_MS, HeadWindow, rekeyed
+from onward.store.claim_window import WINDOW_SLACK_MS, HeadWindow, rekeyed, served_next
 from onward.store.head_life import HeadLife, NothingFound
 from onward.store.pauses import Switches, paused
 from onward.store.ports.lease_index import LeaseIndex
@@ -253,7 +253,7 @@ class Claimer:
             best = next((candidate for candidate in order.within_cap if candidate.tenant_id not in passed), None)
             if window.more() and (best is None or not window.trusts(best.virtual_time)):
                 # The best tenant examined may come after one not examined yet: examine the next window.
-                order = self._examine(window.take(CANDIDATE_TENANTS), states, shared, fresh_counters)
+                order = self._examine(window.take(CANDIDATE_TENANTS), states, shared, fresh_counters, window)
                 continue
             if window.read_short(best.virtual_time if best is not None else math.inf) and rereads < HEAD_REREADS:
                 # The keys examined were behind (now raised), or a partition's full page hid entries that
@@ -290,7 +290,7 @@ class Claimer:
         return None
 
     def _examine(self, seen: dict[str, list[ActiveEntry]], states: dict[str, TenantState], shared: set[str],
-                 fresh_counters: bool) -> DispatchOrder:
+                 fresh_counters: bool, window: HeadWindow) -> DispatchOrder:
         """Read the settings and counters of the tenants `seen` (a window of the head) into `states` (`shared`:
         those the process shared), tidy their entries, and order every tenant examined so far."""
         seen = {tenant: entries for tenant, entries in seen.items() if not self._switches().tenant_paused(tenant)}
@@ -305,15 +305,15 @@ class Claimer:
         shared.update(read_shared)
         now = self._clock()
         order = dispatch_order([state.load() for state in states.values()], now, self._registry.virtual_clock())
-        self._tidy(seen, read, order.within_cap + order.flex, read_shared)
+        self._tidy(seen, read, order.within_cap + order.flex, read_shared, served_next(order.within_cap, window))
         return order
 
     def _tidy(self, seen: dict[str, list[ActiveEntry]], states: dict[str, TenantState],
-              candidates: tuple[Candidate, ...], shared: Collection[str]) -> None:
+              candidates: tuple[Candidate, ...], shared: Collection[str], serving: str | None) -> None:
         """Take entries with nothing waiting out of the index (as counters this claim read show them: the
-        shared ones miss other processes' new jobs), and raise the keys of entries whose tenant is more than
-        REKEY_GAP_MS past them, so that the head comes to show the tenants really next (in this process's
-        cached head at once, in everyone's read after)."""
+        shared ones miss other processes' new jobs), and raise the keys of entries whose tenant (but the one
+        `serving`: served_next) is more than REKEY_GAP_MS past them, so that the head comes to show the tenants
+        really next (in this process's cached head at once, in everyone's read after)."""
         for tenant_id, entries in seen.items():
             if tenant_id in shared:
                 continue
@@ -323,7 +323,7 @@ class Claimer:
                 if queue is None or queue.waiting <= 0:
                     self._deactivate(tenant_id, entry.shard)
         raised: list[tuple[str, int, float]] = []
-        for candidate in candidates:
+        for candidate in (candidate for candidate in candidates if candidate.tenant_id != serving):
             for entry in seen.get(candidate.tenant_id, ()):
                 # (an entry with one job waiting is left: the claim serving it takes it out of the index, so
                 # moving its index entry now would cost 2 write units for a place it keeps only until then)

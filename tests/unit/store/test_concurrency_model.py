@@ -17,6 +17,7 @@ waits forever (the final claims never reach it); the `held - 1` of a cancelled h
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -67,9 +68,12 @@ class ConcurrencyMachine(RuleBasedStateMachine):
         self.clock = ManualClock()
         self.recorder = MemoryRecorder()
         backoff = BackoffPolicy(base_s=1, cap_s=2)
-        # (seeded: hypothesis replays an example on the state it first met)
+        # (seeded, ids counted: hypothesis replays an example on the state it first met; a job's id picks its
+        # queue shard, so which job a claim takes)
+        ids = itertools.count(1)
         self.stores = [JobStore.in_memory(clock=self.clock, recorder=self.recorder, backoff=backoff,
-                                          rng=random.Random(seed)) for seed in range(2)]
+                                          rng=random.Random(seed), new_job_id=lambda: f"{next(ids):032x}")
+                       for seed in range(2)]
         self.interloping = Interloping(self.recorder)
         self.stores[0].concurrency._counts = self.interloping  # (its ends' reads of the key)
         self.jobs: dict[str, Made] = {}

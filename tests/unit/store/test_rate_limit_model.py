@@ -11,6 +11,8 @@ reserve two tokens; and a reservation re-deferred in a loop would leave jobs que
 
 from __future__ import annotations
 
+import itertools
+import random
 from dataclasses import dataclass
 
 from hypothesis import HealthCheck, settings
@@ -60,7 +62,9 @@ class RateLimitModel(RuleBasedStateMachine):
         super().__init__()
         self.clock = ManualClock()
         self.recorder = MemoryRecorder()
-        self.stores = [JobStore.in_memory(clock=self.clock, recorder=self.recorder) for _ in range(2)]
+        ids = itertools.count(1)  # (seeded, ids counted: hypothesis replays an example only if the claims repeat)
+        self.stores = [JobStore.in_memory(clock=self.clock, recorder=self.recorder, rng=random.Random(seed),
+                                          new_job_id=lambda: f"{next(ids):032x}") for seed in range(2)]
         for store in self.stores:  # limit changes apply at the next claim (the cache is timing, not logic)
             store.rate_limits.limiter._cache_ms = 0
         self.racing = RacingBuckets(self.recorder)

@@ -51,10 +51,8 @@ class RegionFenceModel(RuleBasedStateMachine):
 
     def _store(self, epoch: int) -> JobStore:
         """A home of `epoch`, deterministic (job ids, its claims' rotation) so that hypothesis replays a case."""
-        store = JobStore.in_memory(clock=self.clock, recorder=self.recorder, rng=random.Random(epoch),
-                                   region_epoch=epoch)
-        store._creation._new_job_id = lambda: f"{next(self.job_ids):032x}"
-        return store
+        return JobStore.in_memory(clock=self.clock, recorder=self.recorder, rng=random.Random(epoch),
+                                  region_epoch=epoch, new_job_id=lambda: f"{next(self.job_ids):032x}")
 
     @property
     def home(self) -> JobStore:

@@ -6,7 +6,7 @@ item only when the run succeeded and carries no result, so one read at most is a
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeGuard
 
 from onward.domain.states import RunOutcome
 from onward.store.dynamo.attributes import from_item
@@ -14,7 +14,7 @@ from onward.store.dynamo.keys import RUN_PREFIX, job_pk, result_from_values, res
 from onward.store.dynamo.writes import wire_key
 
 
-def completed_run(last_run: Mapping[str, Any] | None) -> bool:
+def completed_run(last_run: Mapping[str, Any] | None) -> TypeGuard[Mapping[str, Any]]:
     """Whether a job's last run record (plain values) completed it: only such a run holds the job's result (a
     job whose last attempt failed, was released, reaped or cancelled has none, and no result item either)."""
     return last_run is not None and last_run.get("outcome") == RunOutcome.SUCCEEDED.value
@@ -25,7 +25,6 @@ def result_of(last_run: Mapping[str, Any] | None, old_item: Mapping[str, Any] | 
     result item (plain values, None when absent); None when it has none."""
     if not completed_run(last_run):
         return None
-    assert last_run is not None
     carried, value = run_result(last_run)
     if carried:
         return value
@@ -44,7 +43,7 @@ def read_result(client: Any, jobs_table: str, job_id: str) -> Any:
         ConsistentRead=True,
     )["Items"]
     last_run = from_item(found[0]) if found else None
-    if last_run is None or not completed_run(last_run) or run_result(last_run)[0]:
+    if not completed_run(last_run) or run_result(last_run)[0]:  # (no old item to read: no run, or the result on it)
         return result_of(last_run, None)
     old = client.get_item(TableName=jobs_table, Key=wire_key(result_key(job_id)), ConsistentRead=True).get("Item")
     return result_of(last_run, None if old is None else from_item(old))

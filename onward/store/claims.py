@@ -310,17 +310,15 @@ class Claimer:
 
     def _tidy(self, seen: dict[str, list[ActiveEntry]], states: dict[str, TenantState],
               candidates: tuple[Candidate, ...], shared: Collection[str], serving: str | None) -> None:
-        """Take entries with nothing waiting out of the index (as counters this claim read show them: the
-        shared ones miss other processes' new jobs), and raise the keys of entries whose tenant (but the one
-        `serving`: served_next) is more than REKEY_GAP_MS past them, so that the head comes to show the tenants
-        really next (in this process's cached head at once, in everyone's read after)."""
-        for tenant_id, entries in seen.items():
-            if tenant_id in shared:
-                continue
-            state = states.get(tenant_id)
+        """Take entries with nothing waiting out of the index as counters this claim read show them (shared
+        ones miss other processes' new jobs; one out already, as a stale head shows it, costs no write), and
+        raise the keys of entries whose tenant (but `serving`: served_next) is over REKEY_GAP_MS past them."""
+        for tenant_id, entries in ((tenant, entries) for tenant, entries in seen.items() if tenant not in shared):
             for entry in entries:
-                queue = state.queues.get(entry.shard) if state is not None else None
-                if queue is None or queue.waiting <= 0:
+                queue = states[tenant_id].queues.get(entry.shard, None) if tenant_id in states else None
+                if tenant_id in states and (queue is None or queue.active_vt is None):
+                    self._leave_head(tenant_id, entry.shard)
+                elif queue is None or queue.waiting <= 0:
                     self._deactivate(tenant_id, entry.shard)
         raised: list[tuple[str, int, float]] = []
         for candidate in (candidate for candidate in candidates if candidate.tenant_id != serving):

@@ -48,6 +48,7 @@ from onward.store.dynamo.region_epochs import DynamoRegionEpochs
 from onward.store.dynamo.region_fence import renew_lease
 from onward.store.dynamo.results import read_result
 from onward.store.dynamo.run_reads import partition_items, runs_of_items
+from onward.store.dynamo.running_marks import mark_running_overlap
 from onward.store.dynamo.tenant_reads import tenant_item
 from onward.store.dynamo.transaction_limits import check_one_transaction
 from onward.store.dynamo.unique_keys import DynamoUniqueKeys
@@ -293,12 +294,11 @@ class DynamoRecorder(DynamoProgressLog, DynamoUniqueKeys, DynamoRateBuckets, Dyn
                     ":fenced": {"S": RunOutcome.FENCED.value}})
 
     def mark_overlap(self, job_id: str, attempt: int, overlap: OverlapMark) -> bool:
-        # no condition: an attempt still running has no record yet, so the mark creates a partial one that its
-        # close merges (issue 34); the attempts marked are those runs() read
-        return self._mark_run(job_id, attempt, overlap, sets=[], condition=None, values={})
+        return (self._mark_run(job_id, attempt, overlap, sets=[], condition="attribute_exists(pk)", values={})
+                or mark_running_overlap(self._db, self._jobs, job_id, attempt, overlap))  # (issue 34)
 
     def _mark_run(self, job_id: str, attempt: int, overlap: OverlapMark | None, *, sets: list[str],
-                  condition: str | None, values: dict[str, Any]) -> bool:
+                  condition: str, values: dict[str, Any]) -> bool:
         """One conditional UpdateItem of a run record: `sets`, and `overlap`'s mark with them. False when the
         condition failed (nothing written)."""
         names: dict[str, str] = {}
@@ -308,9 +308,10 @@ class DynamoRecorder(DynamoProgressLog, DynamoUniqueKeys, DynamoRateBuckets, Dyn
             overlap_sets, add = overlap_clauses(overlap, names, values)
             sets = [*sets, *overlap_sets]
             adds = f" ADD {add}"
-        request: dict[str, Any] = {"UpdateExpression": f"SET {', '.join(sets)}{adds}" if sets else adds.strip()}
-        if condition is not None:
-            request["ConditionExpression"] = condition
+        request: dict[str, Any] = {
+            "UpdateExpression": f"SET {', '.join(sets)}{adds}" if sets else adds.strip(),
+            "ConditionExpression": condition,
+        }
         if names:
             request["ExpressionAttributeNames"] = names
         if values:

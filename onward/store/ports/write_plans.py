@@ -174,7 +174,7 @@ def running_update(
         return RunningUpdate(change.after.tenant_id, admission.running_shard, on_claim(change.open_run.claimed_at),
                              below_cap=admission.cap)
     assert change.close_run is not None
-    assert claimed_at is not None, "the store reads it from the run record when the caller has none"
+    assert claimed_at is not None, "the store reads it from the row (or an old run record) when the caller has none"
     return RunningUpdate(change.after.tenant_id, running_shard, on_end(claimed_at, change.close_run.finished_at))
 
 
@@ -216,8 +216,11 @@ class TransitionWrite:
         they are done (the job row and result once it ended, a run once its attempt ended). `admission`: how
         a claim takes its running slot. `claimed_at`: when the attempt this transition ends was claimed
         (needed when it ends one); `running_shard`: the RUNNING counter the row's running attempt is charged
-        to. `clock`: the system virtual clock, for a queue entry the job enters."""
+        to. `clock`: the system virtual clock, for a queue entry the job enters. `opened`: the row's running
+        attempt's claim (the default of `claimed_at`)."""
         assert change.before is not None
+        if claimed_at is None and opened is not None:
+            claimed_at = opened.claimed_at
         running = running_update(change, admission, claimed_at, running_shard)
         checks = admission.others_at_cap if running is not None and admission is not None else ()
         return cls(

@@ -67,9 +67,12 @@ class MemoryJobLog(JobLog):
         return row if row is not None and row.job.tenant_id == tenant_id else None
 
     def run(self, job_id: str, attempt: int) -> Run | None:
-        return next((run for run in self.runs(job_id) if run.attempt == attempt), None)
+        return next((run for run in self._runs(job_id) if run.attempt == attempt), None)
 
     def runs(self, job_id: str) -> list[Run]:
+        return self._runs(job_id)
+
+    def _runs(self, job_id: str) -> list[Run]:
         """The kept records, and the attempt the row says runs built from the row when none is kept (issue 34:
         the claim keeps no record), as on DynamoDB (onward.store.dynamo.run_reads)."""
         with self._state.lock:

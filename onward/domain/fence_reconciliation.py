@@ -17,6 +17,8 @@ epoch came from the old home (replicated, last writer wins let it in). For a rec
   attempts the new home ran: an attempt the old home started whose claim never replicated before the failover
   (the new home numbers its attempts apart, onward.domain.regions.attempts_apart, so it arrives as an item
   of its own and is the only trace that the job ran in both Regions);
+- a running attempt's partial run record (no `worker_id`: its progress or overlap marks, written before the
+  transition ending the attempt writes the record whole, issue 34): nothing, its row or its close decides;
 - any other item of a job below e never adopted (a result item written before issue 34): nothing, its row's
   adoption decides;
 - a tenant's RUNNING counter or queue entry of epoch >= e replaced by a late write (new image below e, old
@@ -48,6 +50,8 @@ REGION_EPOCH = "region_epoch"  # the attribute every item the store writes carri
 FENCED_BY = "fenced_by"  # on a run record: what fenced its late report; here always FENCED_BY_REGION_EPOCH
 FENCED_BY_REGION_EPOCH = "region_epoch"
 REGION_FAILOVER = "region_failover"  # RunOutcome.REGION_FAILOVER: the run the adoption closed
+WORKER_ID = "worker_id"  # on every whole run record; a running attempt's partial one has none (issue 34)
+RUN_CLAIMED_AT, RUN_LEASE_EXPIRES_AT = "run_claimed_at", "run_lease_expires_at"  # a running row's attempt's claim
 JOB_PREFIX = "JOB#"
 JOB_SK = "JOB"
 RUN_PREFIX = "RUN#"
@@ -88,6 +92,9 @@ class LateWrite:
     attempt: int
     reported: RunOutcome | None
     at: EpochMs | None
+    # a late running row's attempt as its claim wrote it (worker, claimed_at, lease_expires_at): since issue 34 a
+    # claim writes no run record, so when its attempt never ended in the old home the row is its only trace
+    claimed: tuple[str, EpochMs, EpochMs] | None = None
 
 
 @dataclass(frozen=True)
@@ -137,6 +144,10 @@ def decide(old: Mapping[str, Any] | None, new: Mapping[str, Any] | None, epoch: 
         state = JobState(new["state"])
         return Reconciliation(Action.ADOPT, "a job never adopted at this epoch", job_id, terminal=is_terminal(state))
     sk = new.get("sk")
+    if isinstance(sk, str) and sk.startswith(RUN_PREFIX) and WORKER_ID not in new:
+        # (issue 34: a running attempt's progress or overlap marks, before its close writes the record whole)
+        return Reconciliation(Action.NOTHING, "a running attempt's partial run record: its row or close decides",
+                              job_id)
     if isinstance(sk, str) and sk.startswith(RUN_PREFIX) and new.get(FENCED_BY) is None:
         return Reconciliation(Action.MARK, "an old home's run record the new home never had", job_id,
                               late_epoch=late_epoch, late=late_write(job_id, new))
@@ -160,8 +171,12 @@ def late_write(job_id: str, image: Mapping[str, Any]) -> LateWrite | None:
         if attempt < 1:
             return None  # never claimed: no attempt ran
         at = image.get("updated_at")
+        claimed = None
+        if image["state"] == JobState.RUNNING and all(name in image for name in (
+                "lease_owner", RUN_CLAIMED_AT, RUN_LEASE_EXPIRES_AT)):
+            claimed = (str(image["lease_owner"]), int(image[RUN_CLAIMED_AT]), int(image[RUN_LEASE_EXPIRES_AT]))
         return LateWrite(job_id, attempt, _REPORTED_BY_STATE[JobState(image["state"])],
-                         None if at is None else int(at))
+                         None if at is None else int(at), claimed)
     if isinstance(sk, str) and sk.startswith(RUN_PREFIX):
         outcome = image.get("outcome")
         at = image.get("finished_at") or image.get("late_report_at") or image.get("claimed_at")

@@ -240,7 +240,8 @@ class Job(_Frozen):
 
 
 class Run(_Frozen):
-    """One attempt's record: written at claim, closed once with its outcome."""
+    """One attempt's record: written once, whole, by the transition that ends it (while it runs, its job row holds
+    it: issue 34), with its outcome."""
 
     job_id: JobId
     attempt: int = Field(ge=1)

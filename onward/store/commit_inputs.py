@@ -9,12 +9,16 @@ from onward.domain.errors import StoreInvariantViolation
 from onward.domain.lifecycle import Change
 from onward.store.ports.job_log import JobLog
 from onward.store.ports.rate_buckets import RateTake
+from onward.store.ports.rows import JobRow
 from onward.store.rate_limits import RateLimits
 
 
-def claimed_at_of(log: JobLog, job_id: str, attempt: int) -> EpochMs:
-    """When an attempt was claimed, from its run record (for a transition without the worker's lease: the
-    reaper's, an adoption's)."""
+def claimed_at_of(log: JobLog, row: JobRow, attempt: int) -> EpochMs:
+    """When the row's running attempt was claimed (for a transition without the worker's lease: the reaper's,
+    an adoption's): from the row, or from its run record when a release before issue 34's change claimed it."""
+    if row.opened is not None:
+        return row.opened.claimed_at
+    job_id = row.job.job_id
     run = log.run(job_id, attempt)
     if run is None:
         raise StoreInvariantViolation(f"job {job_id} attempt {attempt} is running without a run record")

@@ -8,7 +8,7 @@ import weakref
 from collections import OrderedDict
 
 from onward.domain.models import Job
-from onward.store.ports.rows import JobRow
+from onward.store.ports.rows import JobRow, OpenAttempt
 
 HELD_ROWS_MAX = 10_000  # claims remembered for their reports: more than a process runs at once
 
@@ -39,6 +39,7 @@ class HeldRows:
         now (a repeated report reads the row)."""
         with self._lock:
             entry = self._rows.pop((job.job_id, job.attempt), None)
-        if entry is None or entry[0]() is not job:
+        if entry is None or entry[0]() is not job or job.lease_expires_at is None:
             return None
-        return JobRow(job, entry[1], entry[2])
+        # the row as the claim wrote it: its updated_at is the claim's time, its lease the claim's
+        return JobRow(job, entry[1], entry[2], opened=OpenAttempt(job.updated_at, job.lease_expires_at))

@@ -187,12 +187,13 @@ class RegionFence:
         claimed_at: EpochMs | None = None
         if ends_attempt(change):
             assert change.close_run is not None
-            claimed_at = claimed_at_of(self._recorder, after.job_id, change.close_run.attempt)
+            claimed_at = claimed_at_of(self._recorder, row, change.close_run.attempt)
         return TransitionWrite.of(
             change, ready_shards=row.ready_shards, retention_s=store._retention_s,
             job_retention_s=store._policy.for_job(after.tenant_id, after.type, after.state), claimed_at=claimed_at,
             running_shard=row.running_shard, clock=store._registry.virtual_clock(),
-            concurrency=store.concurrency.for_commit(change), region_epoch=epoch, adopts=True)
+            concurrency=store.concurrency.for_commit(change), region_epoch=epoch, adopts=True,
+            opened=row.opened)
 
     # --- counters -----------------------------------------------------------------------------------------
 

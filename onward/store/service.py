@@ -453,7 +453,7 @@ class JobStore(JobReads, RegionFence):
         assert change.before is not None
         if ends_attempt(change) and claimed_at is None:
             assert change.close_run is not None
-            claimed_at = claimed_at_of(self._recorder, change.after.job_id, change.close_run.attempt)
+            claimed_at = claimed_at_of(self._recorder, row, change.close_run.attempt)
         after = change.after
         write = TransitionWrite.of(change, ready_shards=row.ready_shards, retention_s=self._retention_s,
                                    job_retention_s=self._policy.for_job(after.tenant_id, after.type, after.state),
@@ -461,7 +461,7 @@ class JobStore(JobReads, RegionFence):
                                    claimed_at=claimed_at, running_shard=row.running_shard,
                                    clock=self._registry.virtual_clock(), rate=rate_take_of(self.rate_limits, change),
                                    concurrency=self.concurrency.for_commit(change),
-                                   region_epoch=self._writer_epoch.value)
+                                   region_epoch=self._writer_epoch.value, opened=row.opened)
         fault_point("store.before_commit", write.subject)
         outcome = self._recorder.commit(write)
         if outcome is CommitOutcome.COMMITTED:

@@ -20,15 +20,19 @@ from onward.store.dynamo.keys import (
     RESULT_ATTRIBUTE,
     RESULT_SIZE_ATTRIBUTE,
     RESULT_SK,
+    RUN_CLAIMED_AT,
+    RUN_LEASE_EXPIRES_AT,
     Entity,
     Key,
     job_key,
     job_pk,
+    run_item,
 )
 from onward.store.dynamo.overlap_index import DynamoOverlapIndex
 from onward.store.dynamo.recorder import DynamoRecorder
 from onward.store.dynamo.writes import wire_item, wire_key
 from onward.store.memory.recorder import MemoryRecorder
+from onward.store.memory.state import StoredRun
 from onward.store.ports import JobRecorder
 from onward.store.ports.index_shards import DEFAULT_ACTIVE_SHARDS
 from onward.store.service import JobStore
@@ -66,6 +70,11 @@ class StoreBackend(ABC):
     def keep_result_the_old_way(self, job_id: str) -> None:
         """Move a completed job's result off its run record into a result item (`RESULT`), as a stack
         deployed before issue 34 holds the results of the jobs it completed."""
+
+    @abstractmethod
+    def open_run_the_old_way(self, job_id: str) -> None:
+        """Make a running job's attempt look claimed by the release before issue 34's change: its run record
+        put whole at the claim (no outcome, no TTL) and no claim (`run_claimed_at`...) on its row."""
 
     @abstractmethod
     def overlap_index(self) -> OverlapIndex:
@@ -122,6 +131,15 @@ class MemoryBackend(StoreBackend):
     def keep_result_the_old_way(self, job_id: str) -> None:
         self.memory.keep_result_the_old_way(job_id)
 
+    def open_run_the_old_way(self, job_id: str) -> None:
+        state = self.memory._state
+        with state.lock:
+            row = state.rows[job_id]
+            running = row.open_run()
+            assert running is not None
+            state.runs.setdefault(job_id, {})[running.attempt] = StoredRun(running)
+            state.put_row(row._replace(opened=None))
+
 
 class DynamoBackend(StoreBackend):
     name = "dynamodb"
@@ -149,6 +167,16 @@ class DynamoBackend(StoreBackend):
                "size_bytes": run[RESULT_SIZE_ATTRIBUTE], "value": run[RESULT_ATTRIBUTE],
                "expires_at": run["expires_at"]}  # (the shape keys.result_item wrote)
         self.client.put_item(TableName=self.settings.jobs_table, Item=wire_item(old))
+
+    def open_run_the_old_way(self, job_id: str) -> None:
+        read = self.recorder.job(job_id)
+        assert read is not None
+        running = read.open_run()
+        assert running is not None
+        self.client.put_item(TableName=self.settings.jobs_table, Item=wire_item(run_item(running)),
+                             ConditionExpression="attribute_not_exists(pk)")  # (as the old claim's Put)
+        self.client.update_item(TableName=self.settings.jobs_table, Key=wire_key(job_key(job_id)),
+                                UpdateExpression=f"REMOVE {RUN_CLAIMED_AT}, {RUN_LEASE_EXPIRES_AT}")
 
     def _scan(self, table: str) -> Items:
         pages = self.client.get_paginator("scan").paginate(TableName=table, ConsistentRead=True)

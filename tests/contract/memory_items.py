@@ -23,6 +23,7 @@ from onward.store.dynamo.keys import (
     idempotency_item,
     job_expires_at,
     job_item,
+    open_attempt_fields,
     overlap_partition,
     parked_partition,
     queue_key,
@@ -50,6 +51,13 @@ def _run(run: Run, overlap_at: int | None, job_retention_s: int) -> dict[str, An
     if overlap_at is not None:
         item["overlap_pk"], item["overlap_at"] = overlap_partition(overlap_at), overlap_at
     return item
+
+
+def _partial(item: dict[str, Any]) -> dict[str, Any]:
+    """A running attempt's record as DynamoDB holds it before the attempt's close: only what a progress update or
+    an overlap mark wrote (the rest is the job row's, issue 34)."""
+    return {name: value for name, value in item.items()
+            if name in ("pk", "sk", "progress", "overlapped_with", "overlap_pk", "overlap_at")}
 
 
 def _reported_size(contents: MemoryContents, job_id: str) -> int:
@@ -113,11 +121,14 @@ def jobs_table(contents: MemoryContents, *, active_shards: int, job_retention_s:
     for row in contents.rows.values():
         job = row.job
         items.append(job_item(job, row.ready_shards, policy.for_job(job.tenant_id, job.type, job.state.value),
-                              row.running_shard))
+                              row.running_shard) | (open_attempt_fields(row.opened) if row.opened else {}))
     for job_id, runs in contents.runs.items():
         job = contents.rows[job_id].job
+        running = contents.rows[job_id].open_run()
         for run, overlap_at in runs:
             item = _run(run, overlap_at, _run_retention_s(job, run, policy))
+            if running is not None and run.attempt == running.attempt and run.outcome is None:
+                item = _partial(item)  # (the running attempt's record before its close: issue 34)
             if (job_id, run.attempt) in contents.run_results:  # the completing run's (issue 34)
                 item |= {RESULT_ATTRIBUTE: contents.run_results[(job_id, run.attempt)],
                          RESULT_SIZE_ATTRIBUTE: _reported_size(contents, job_id)}

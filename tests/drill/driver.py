@@ -41,10 +41,11 @@ from typing import Any
 from onward.api.core import view_lag_now
 from onward.domain.clock import iso
 from onward.domain.freshness import freshness_of
-from onward.domain.models import Job, NewJob, Run
+from onward.domain.models import Job, NewJob
 from onward.domain.states import TERMINAL_STATES
 from onward.runtime.authority import lease_of
-from onward.store.dynamo.writes import job_from_item, run_from_item
+from onward.store.dynamo.run_reads import runs_of_items
+from onward.store.dynamo.writes import job_from_item
 from onward.store.service import JobStore
 from tests.drill import parts
 from tests.drill.checks import EPOCH_VERSION_BASE, audit_drill, rpo_of
@@ -367,7 +368,7 @@ def _history(config: DrillConfig, a: RegionSide, b: RegionSide, clients: Clients
              reconciled: int, lock: threading.Lock, fence_ends_ms: int | None, healed_at: int) -> DrillHistory:
     jobs_b: dict[str, Job] = {}
     epochs_b: dict[str, int] = {}
-    runs_b: dict[str, list[Run]] = {}
+    partition_b: dict[str, list[Any]] = {}
     for item in scan(b):
         pk, sk = item["pk"]["S"], item["sk"]["S"]
         if not pk.startswith("JOB#"):
@@ -376,8 +377,9 @@ def _history(config: DrillConfig, a: RegionSide, b: RegionSide, clients: Clients
         if sk == "JOB":
             jobs_b[job_id] = job_from_item(item)[0]
             epochs_b[job_id] = int(item.get("region_epoch", {}).get("N", "0"))
-        elif sk.startswith("RUN#"):
-            runs_b.setdefault(job_id, []).append(run_from_item(item))
+        if sk == "JOB" or sk.startswith("RUN#"):  # its runs as the store reads them (issue 34: the row's attempt)
+            partition_b.setdefault(job_id, []).append(item)
+    runs_b = {job_id: runs_of_items(items)[1] for job_id, items in partition_b.items()}
     versions_a: dict[str, int] = {}
     for read in reader.reads:
         if read.version < EPOCH_VERSION_BASE:

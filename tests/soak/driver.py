@@ -46,7 +46,7 @@ from typing import Any
 from onward.bootstrap import Deployment
 from onward.domain.archive import LATEST_VERSIONS, ArchivedJob
 from onward.domain.backoff import BackoffPolicy
-from onward.domain.models import NewJob, OutboxEvent, Run
+from onward.domain.models import NewJob, OutboxEvent
 from onward.domain.states import TERMINAL_STATES
 from onward.entrypoints import archiver as archiver_handler
 from onward.entrypoints import projector as projector_handler
@@ -54,8 +54,9 @@ from onward.entrypoints import relay as relay_handler
 from onward.faults import InjectedCrash, fault_subject, installed
 from onward.pipeline.archive.parquet import ParquetDirectory, record_of
 from onward.pipeline.relay.relay import Relay
-from onward.store.dynamo.attributes import from_item
-from onward.store.dynamo.writes import job_from_item, run_from_item
+from onward.store.dynamo.attributes import Item, from_item
+from onward.store.dynamo.run_reads import runs_of_items
+from onward.store.dynamo.writes import job_from_item
 from onward.store.service import JobStore
 from onward_infra.endpoint import EmbeddedEndpoint, EndpointProcess
 from onward_infra.metering import MeterReading, RemoteMeter
@@ -466,7 +467,7 @@ class Soak:
 
     def snapshot(self, projected: dict[str, int], handled: dict[tuple[str, int], int]) -> Snapshot:
         jobs: dict[str, Any] = {}
-        runs: dict[str, list[Run]] = {}
+        partition: dict[str, list[Item]] = {}  # a job's items: its runs as the store reads them (issue 34)
         results: dict[str, Any] = {}
         for item in self._scan(self._settings.require("jobs_table")):
             pk, sk = item["pk"]["S"], item["sk"]["S"]
@@ -475,10 +476,12 @@ class Soak:
             job_id = pk.removeprefix("JOB#")
             if sk == "JOB":
                 jobs[job_id] = job_from_item(item)[0]
+                partition.setdefault(job_id, []).append(item)
             elif sk.startswith("RUN#"):
-                runs.setdefault(job_id, []).append(run_from_item(item))
+                partition.setdefault(job_id, []).append(item)
                 if "result" in item:  # on the run record that completed the job (issue 34)
                     results[job_id] = from_item(item)["result"]
+        runs = {job_id: runs_of_items(items)[1] for job_id, items in partition.items()}
         outbox: dict[str, list[OutboxEvent]] = {}
         for event in self._deployment.outbox_reader.all():
             outbox.setdefault(event.job_id, []).append(event)

@@ -30,7 +30,6 @@ from onward.domain.fence_reconciliation import (
     JOB_SK,
     REGION_EPOCH,
     REGION_FAILOVER,
-    RUN_PREFIX,
     Action,
     LateWrite,
     decide,
@@ -39,9 +38,9 @@ from onward.domain.fence_reconciliation import (
     new_home_attempts,
 )
 from onward.domain.states import RunOutcome
+from onward.pipeline.fence_reconciler.late_runs import job_runs, mark_overlap, write_late_run
 from onward.pipeline.projector.projector import BatchFailure  # (the earliest record that failed)
 from onward.store.dynamo.keys import job_pk, run_key
-from onward.store.dynamo.writes import overlap_clauses
 from onward.store.ports.write_plans import OverlapMark
 from onward.store.region_epoch_cache import EPOCH_CACHE_S, CachedRegionEpoch
 
@@ -205,10 +204,14 @@ class FenceReconciler:
     def _mark_late(self, late: LateWrite, epoch: int, tally: ReconcileTally) -> None:
         """Mark the late write's attempt's run record (once) and the overlap with every attempt that ran in
         the new home, on both run records (`onward overlaps` lists them)."""
-        runs = self._runs(late.job_id)
+        runs = job_runs(self._db, self._jobs, late.job_id, plain)
         run = next((run for run in runs if int(run["attempt"]) == late.attempt), None)
-        if run is None:
-            return  # not here yet: its own record marks it when it arrives
+        if run is None:  # a late running row with no record: written from the row, marked (issue 34)
+            run = write_late_run(self._db, self._jobs, late, late.at if late.at is not None else self._clock())
+            if run is None:
+                return  # not here yet (or no claim to write): its own record marks it when it arrives
+            tally.marked += 1
+            runs.append(run)
         if epoch_of(run) < epoch:  # the old home's own run as it is now (a later image may have replaced the
             late = late_write(late.job_id, run) or late  # record's): what it reported is what it says now
         # (a run still of the late epoch is marked too: if it overwrote a run of this epoch, its own record
@@ -221,8 +224,9 @@ class FenceReconciler:
         for partner in partners:
             began = max(int(partner["claimed_at"]), int(run["claimed_at"]))
             fresh = late.attempt not in set(map(int, partner.get("overlapped_with", set())))
-            self._mark_overlap(late.job_id, int(partner["attempt"]), OverlapMark((late.attempt,), began))
-            self._mark_overlap(late.job_id, late.attempt, OverlapMark((int(partner["attempt"]),), began))
+            other = int(partner["attempt"])
+            mark_overlap(self._db, self._jobs, late.job_id, other, OverlapMark((late.attempt,), began))
+            mark_overlap(self._db, self._jobs, late.job_id, late.attempt, OverlapMark((other,), began))
             tally.overlaps += fresh
 
     def _correct(self, record: JobsStreamRecord, corrections: Mapping[str, int], epoch: int,
@@ -268,19 +272,6 @@ class FenceReconciler:
                                 ConsistentRead=True).get("Item")
         return row is not None and epoch_of(plain(row) or {}) >= epoch
 
-    def _runs(self, job_id: str) -> list[dict[str, Any]]:
-        items: list[dict[str, Any]] = []
-        request: dict[str, Any] = {
-            "TableName": self._jobs, "ConsistentRead": True,
-            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :run)",
-            "ExpressionAttributeValues": {":pk": {"S": job_pk(job_id)}, ":run": {"S": RUN_PREFIX}}}
-        while True:
-            page = self._db.query(**request)
-            items += [plain(item) or {} for item in page["Items"]]
-            if "LastEvaluatedKey" not in page:
-                return items
-            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
-
     def _mark_fenced(self, late: LateWrite, run: Mapping[str, Any], at: EpochMs) -> bool:
         """The late report on the run record, once (`fenced_by` absent), only on the run as it was read. A
         run the adoption closed `region_failover` becomes `fenced` (its outcome kept as `reclaimed_as`, as
@@ -315,12 +306,3 @@ class FenceReconciler:
                 raise
             return False
         return True
-
-    def _mark_overlap(self, job_id: str, attempt: int, mark: OverlapMark) -> None:
-        names: dict[str, str] = {}
-        values: dict[str, Any] = {}
-        sets, add = overlap_clauses(mark, names, values)
-        self._db.update_item(
-            TableName=self._jobs, Key={"pk": {"S": job_pk(job_id)}, "sk": {"S": run_key(job_id, attempt).sk}},
-            UpdateExpression=f"SET {', '.join(sets)} ADD {add}", ConditionExpression="attribute_exists(pk)",
-            ExpressionAttributeNames=names, ExpressionAttributeValues=values)

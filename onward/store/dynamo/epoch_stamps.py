@@ -15,7 +15,7 @@ from typing import Any
 
 from onward.store.dynamo.attributes import Item, from_item
 from onward.store.dynamo.held_items import held_by_of
-from onward.store.dynamo.keys import REGION_EPOCH_ATTRIBUTE, job_from_values
+from onward.store.dynamo.keys import REGION_EPOCH_ATTRIBUTE, job_from_values, open_attempt_of
 from onward.store.ports.outcomes import Role
 from onward.store.ports.rows import JobRow
 from onward.store.ports.write_plans import TransitionWrite, epoch_refusal
@@ -32,7 +32,9 @@ def epoch_of(item: Mapping[str, Any]) -> int:
 
 def row_of(item: Item) -> JobRow:
     """A job row (wire format) as the store reads it: the Job, its shards, its hold and its epoch."""
-    return JobRow(*job_from_values(from_item(item)), held_by=held_by_of(item), region_epoch=epoch_of(item))
+    values = from_item(item)
+    return JobRow(*job_from_values(values), held_by=held_by_of(item), region_epoch=epoch_of(item),
+                  opened=open_attempt_of(values))
 
 
 def epoch_condition(epoch: int, *, adopts: bool = False) -> str:

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from onward.domain.models import Job, OutboxEvent, Run
+from onward.domain.models import OutboxEvent
 from onward.pipeline.outbox import OutboxReader
-from onward.store.dynamo.attributes import Item, from_item
-from onward.store.dynamo.keys import JOB_SK, RESULT_SK, RUN_PREFIX, job_pk
+from onward.store.dynamo.attributes import from_item
+from onward.store.dynamo.keys import RESULT_SK, RUN_PREFIX
 from onward.store.dynamo.results import result_of
-from onward.store.dynamo.writes import job_from_item, run_from_item
+from onward.store.dynamo.run_reads import partition_items, runs_of_items
 from onward.store.ports.rows import JobHistory
 
 
@@ -26,29 +26,14 @@ class DynamoJobHistory:
     def history(self, job_id: str) -> JobHistory | None:
         """The job's row, run records (attempt order) and result; None when its row is gone. One Query (more
         pages only past 1 MB: a large result)."""
-        pages = self._db.get_paginator("query").paginate(
-            TableName=self._jobs,
-            KeyConditionExpression="pk = :p",
-            ExpressionAttributeValues={":p": {"S": job_pk(job_id)}},
-            ConsistentRead=True,
-        )
-        job: Job | None = None
-        runs: list[Run] = []
-        last_run: Item | None = None  # (sort keys in attempt order: the last one read)
-        old_result: Item | None = None
-        for page in pages:
-            for item in page["Items"]:
-                sk = item["sk"]["S"]
-                if sk == JOB_SK:
-                    job = job_from_item(item)[0]
-                elif sk.startswith(RUN_PREFIX):
-                    runs.append(run_from_item(item))
-                    last_run = item
-                elif sk == RESULT_SK:
-                    old_result = item
-        if job is None:
+        items = list(partition_items(self._db, self._jobs, job_id))
+        row, runs = runs_of_items(items)  # (the running attempt's run from the row, as every reader of runs)
+        if row is None:
             return None
-        return JobHistory(job, sorted(runs, key=lambda run: run.attempt), result_of(
+        run_items = [item for item in items if item["sk"]["S"].startswith(RUN_PREFIX)]
+        last_run = run_items[-1] if run_items else None  # (sort keys in attempt order: the last one read)
+        old_result = next((item for item in items if item["sk"]["S"] == RESULT_SK), None)
+        return JobHistory(row.job, runs, result_of(
             None if last_run is None else from_item(last_run), None if old_result is None else from_item(old_result)))
 
     def events(self, job_id: str) -> list[OutboxEvent]:

@@ -5,8 +5,11 @@ in-memory recorder holds domain values, not these items).
 Jobs table (`pk` / `sk`):
 - job row `JOB#<id>` / `JOB`, with the sparse index keys `ready_pk` + `ready_due` (index `ready`: present
   only while queued or retry_wait) and `lease_pk` + `lease_expires_at` (index `leases`: only while running);
-- run record `JOB#<id>` / `RUN#<attempt, 6 digits>`, the completing attempt's with the job's result (`result`,
-  `result_size_bytes`: written by the transaction that closes it); a job completed before results moved there
+  while running, its attempt's claim `run_claimed_at` + `run_lease_expires_at` (ports.rows.OpenAttempt);
+- run record `JOB#<id>` / `RUN#<attempt, 6 digits>`, written whole by the transaction that ends its attempt
+  (the claim writes none: a running attempt's run is read from the row, merged with a partial record holding
+  only its progress or overlap marks, if any), the completing attempt's with the job's result (`result`,
+  `result_size_bytes`); a job completed before results moved there
   (issue 34) may have it in a result item `JOB#<id>` / `RESULT`, read as a fallback; a run whose running
   interval overlapped another attempt's (onward.domain.overlaps) carries the sparse index keys `overlap_pk`
   (`OVERLAP#<UTC day>`) + `overlap_at` (index `overlaps`, KEYS_ONLY: when the overlap began; `onward overlaps`);
@@ -60,6 +63,7 @@ from onward.domain.schema_versions import (
 from onward.domain.states import CLAIMABLE_STATES, JobState, is_terminal
 from onward.store.ports.index_shards import active_shard, lease_shard, parked_shard
 from onward.store.ports.ready_queues import ReadyQueue, ready_queue
+from onward.store.ports.rows import OpenAttempt
 
 JOB_PREFIX = "JOB#"
 JOB_SK = "JOB"
@@ -86,8 +90,9 @@ OVERLAP_PREFIX = "OVERLAP#"
 TIME_SHARDS = 64  # `by_time`: 3 events per job, each version its own shard: about 21,000 jobs/s
 
 # Attributes of a job row that only place it (keys, indexes and TTL), not part of the Job.
+RUN_CLAIMED_AT, RUN_LEASE_EXPIRES_AT = "run_claimed_at", "run_lease_expires_at"  # a running row's OpenAttempt
 JOB_STORAGE_ONLY = ("pk", "sk", "entity", "ready_pk", "ready_due", "lease_pk", "ready_shards", "running_shard",
-                    "expires_at", "region_epoch")
+                    "expires_at", "region_epoch", RUN_CLAIMED_AT, RUN_LEASE_EXPIRES_AT)
 # Attributes of a run item that only place it (keys, the `overlaps` index and TTL), not part of the Run.
 RUN_STORAGE_ONLY = ("pk", "sk", "entity", "expires_at", "overlap_pk", "overlap_at", "region_epoch")
 # Attributes of an outbox item that only place it (index and TTL), not part of the event.
@@ -321,9 +326,22 @@ def job_from_values(values: dict[str, Any]) -> tuple[Job, int, int]:
     return job, shards, values.get("running_shard", 0)
 
 
+def open_attempt_of(values: Mapping[str, Any]) -> OpenAttempt | None:
+    """A stored job row's running attempt's claim (None: not running, or claimed by a release before issue 34's
+    change, whose claim opened a run record instead)."""
+    if RUN_CLAIMED_AT not in values or RUN_LEASE_EXPIRES_AT not in values:
+        return None
+    return OpenAttempt(int(values[RUN_CLAIMED_AT]), int(values[RUN_LEASE_EXPIRES_AT]))
+
+
+def open_attempt_fields(opened: OpenAttempt) -> dict[str, Any]:
+    """What the claim sets on the job row of the attempt it starts."""
+    return {RUN_CLAIMED_AT: opened.claimed_at, RUN_LEASE_EXPIRES_AT: opened.lease_expires_at}
+
+
 def run_item(run: Run) -> dict[str, Any]:
-    """An attempt's run record as the claim opens it: no `expires_at` while the attempt runs (the transition
-    that ends it stamps one: recorder.TransitionWrite.of)."""
+    """An attempt's run record as stored: the whole Run (no `expires_at`: the transition that ends an attempt
+    sets it beside the outcome); a release before issue 34's change put it at the claim."""
     pk, sk = run_key(run.job_id, run.attempt)
     values = {"pk": pk, "sk": sk, "entity": Entity.RUN.value, **shape_stamp(), **run.model_dump(mode="json")}
     return {name: value for name, value in values.items() if value is not None and value != []}

@@ -10,14 +10,18 @@ from onward.domain.clock import EpochMs
 from onward.domain.errors import StoreInvariantViolation
 from onward.domain.states import JobState
 from onward.store.dynamo.keys import (
+    RUN_CLAIMED_AT,
+    RUN_LEASE_EXPIRES_AT,
     idempotency_item,
     item_bytes,
     job_item,
+    open_attempt_fields,
     outbox_item,
     run_item,
     run_result_fields,
     ttl_after,
 )
+from onward.store.ports.rows import JobRow, OpenAttempt
 from onward.store.ports.write_plans import NewJobWrite, TransitionWrite
 
 
@@ -36,7 +40,10 @@ class JobRowUpdate(NamedTuple):
 class RunClose(NamedTuple):
     job_id: str
     attempt: int
-    fields: dict[str, Any]  # outcome, finished_at, error, expires_at; result, result_size_bytes (a completion's)
+    # outcome, finished_at, error, expires_at; result, result_size_bytes (a completion's); when `whole`, every
+    # other field of the Run too (worker_id, claimed_at, lease_expires_at... from the job row)
+    fields: dict[str, Any]
+    whole: bool  # False: the record exists, opened by a release whose claim put it (only its closure is set)
 
 
 def job_row_update(write: TransitionWrite) -> JobRowUpdate:
@@ -46,19 +53,28 @@ def job_row_update(write: TransitionWrite) -> JobRowUpdate:
     assert before_job is not None
     before = job_item(before_job, write.ready_shards, write.job_retention_s, write.running_shard)
     after = job_item(write.change.after, write.ready_shards, write.job_retention_s, write.charged_shard)
+    sets = {name: value for name, value in after.items() if before.get(name) != value}
+    removes = tuple(name for name in before if name not in after)
+    if write.change.open_run is not None:  # the attempt's claim, on the row while it runs (no run record: issue 34)
+        run = write.change.open_run
+        sets |= open_attempt_fields(OpenAttempt(run.claimed_at, run.lease_expires_at))
+    elif write.change.close_run is not None:
+        removes += (RUN_CLAIMED_AT, RUN_LEASE_EXPIRES_AT)
     return JobRowUpdate(
         job_id=write.job_id,
-        set={name: value for name, value in after.items() if before.get(name) != value},
-        remove=tuple(name for name in before if name not in after),
+        set=sets,
+        remove=removes,
         expected=write.expected,
         lapsed_by=write.lapsed_by,
     )
 
 
 def run_close(write: TransitionWrite) -> RunClose | None:
-    """The run record the transition closes: its outcome, when, its error, its TTL from then and, when the
-    transition completes the job, the result (one item fewer than a result item of its own: issue 34). The
-    attempt that completes a job ends it, so the run record's TTL is the job row's (job_expires_at)."""
+    """The run record the transition closes, written whole (the claim wrote none: issue 34): the attempt as the
+    job row holds it (`write.opened`, its worker the row's lease owner), its outcome, when, its error, its TTL
+    from then and, when the transition completes the job, the result (one item fewer than a result item of its
+    own). The attempt that completes a job ends it, so the run record's TTL is the job row's (job_expires_at).
+    A row claimed by a release whose claim put the record (no `opened`) has only the closure set on it."""
     closure = write.change.close_run
     if closure is None:
         if write.change.has_result:
@@ -70,12 +86,13 @@ def run_close(write: TransitionWrite) -> RunClose | None:
     fields["expires_at"] = ttl_after(closure.finished_at, write.job_retention_s)
     if write.change.has_result:
         fields |= run_result_fields(write.change)
-    return RunClose(write.job_id, closure.attempt, fields)
-
-
-def opened_run(write: TransitionWrite) -> dict[str, Any] | None:
-    """The run record a claim opens (no TTL while its attempt runs)."""
-    return None if write.change.open_run is None else run_item(write.change.open_run)
+    before = write.change.before
+    assert before is not None
+    opened = JobRow(before, write.ready_shards, opened=write.opened).open_run()
+    if opened is None or opened.attempt != closure.attempt:
+        return RunClose(write.job_id, closure.attempt, fields, whole=False)
+    held = {name: value for name, value in run_item(opened).items() if name not in ("pk", "sk")}
+    return RunClose(write.job_id, closure.attempt, held | fields, whole=True)
 
 
 def transition_event(write: TransitionWrite) -> dict[str, Any]:

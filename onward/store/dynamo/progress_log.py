@@ -2,8 +2,9 @@
 
 - a ConditionCheck on the job row: running, at the update's version, under its attempt and worker (the row is
   not written: its version, and every condition a transition is decided from, stay as they were);
-- an Update of the attempt's run record: open (no outcome), holding no update of this sequence number or a
-  newer one; it sets `progress`;
+- an Update of the attempt's run record: open (no outcome; absent while the attempt runs with no update yet,
+  then created holding only `progress`, merged by the close: issue 34), holding no update of this sequence
+  number or a newer one; it sets `progress`;
 - a Put of the progress event in the outbox, under its own key (onward.store.dynamo.progress_items), absent.
 """
 
@@ -50,7 +51,9 @@ class DynamoProgressLog(ProgressLog):
             {"Update": {
                 "TableName": self._jobs, "Key": wire_key(run_key(write.job_id, write.attempt)),
                 "UpdateExpression": "SET progress = :p",
-                "ConditionExpression": "attribute_exists(pk) AND attribute_not_exists(outcome) AND "
+                # (no attribute_exists(pk): the claim writes no run record, so the first update creates a partial
+                # one that the attempt's close merges, issue 34; the job row's check proves the attempt runs)
+                "ConditionExpression": "attribute_not_exists(outcome) AND "
                                        "(attribute_not_exists(progress) OR progress.seq < :seq)",
                 "ExpressionAttributeValues": {":p": to_attribute(write.on_run().model_dump(mode="json")),
                                               ":seq": {"N": str(write.seq)}}}},

@@ -25,7 +25,6 @@ from onward.store.dynamo.history import DynamoJobHistory
 from onward.store.dynamo.index_queries import DUE_BY, active_query, entry_of, parked_due_query, ready_query
 from onward.store.dynamo.job_types import DynamoJobTypes
 from onward.store.dynamo.keys import (
-    RUN_PREFIX,
     TENANTS_PK,
     Entity,
     Key,
@@ -34,7 +33,6 @@ from onward.store.dynamo.keys import (
     idempotency_key,
     job_id_of,
     job_key,
-    job_pk,
     lease_shard_partition,
     parked_partition,
     queue_key,
@@ -49,6 +47,8 @@ from onward.store.dynamo.rate_buckets import DynamoRateBuckets
 from onward.store.dynamo.region_epochs import DynamoRegionEpochs
 from onward.store.dynamo.region_fence import renew_lease
 from onward.store.dynamo.results import read_result
+from onward.store.dynamo.run_reads import partition_items, runs_of_items
+from onward.store.dynamo.running_marks import mark_running_overlap
 from onward.store.dynamo.tenant_reads import tenant_item
 from onward.store.dynamo.transaction_limits import check_one_transaction
 from onward.store.dynamo.unique_keys import DynamoUniqueKeys
@@ -60,7 +60,6 @@ from onward.store.dynamo.writes import (
     TransitionWrites,
     job_from_item,
     overlap_clauses,
-    run_from_item,
     wire_item,
     wire_key,
 )
@@ -163,17 +162,10 @@ class DynamoRecorder(DynamoProgressLog, DynamoUniqueKeys, DynamoRateBuckets, Dyn
         return None if item is None else row_of(item)
 
     def run(self, job_id: str, attempt: int) -> Run | None:
-        item = self._get(wire_key(run_key(job_id, attempt)))
-        return None if item is None else run_from_item(item)
+        return next((run for run in self.runs(job_id) if run.attempt == attempt), None)
 
-    def runs(self, job_id: str) -> list[Run]:
-        pages = self._db.get_paginator("query").paginate(
-            TableName=self._jobs,
-            KeyConditionExpression="pk = :p AND begins_with(sk, :r)",
-            ExpressionAttributeValues={":p": {"S": job_pk(job_id)}, ":r": {"S": RUN_PREFIX}},
-            ConsistentRead=True,
-        )
-        return [run_from_item(item) for page in pages for item in page["Items"]]
+    def runs(self, job_id: str) -> list[Run]:  # (one Query of the partition: the row holds the running attempt)
+        return runs_of_items(partition_items(self._db, self._jobs, job_id))[1]
 
     def result(self, job_id: str) -> Any:
         return read_result(self._db, self._jobs, job_id)  # its completing run record (results.py)
@@ -302,7 +294,8 @@ class DynamoRecorder(DynamoProgressLog, DynamoUniqueKeys, DynamoRateBuckets, Dyn
                     ":fenced": {"S": RunOutcome.FENCED.value}})
 
     def mark_overlap(self, job_id: str, attempt: int, overlap: OverlapMark) -> bool:
-        return self._mark_run(job_id, attempt, overlap, sets=[], condition="attribute_exists(pk)", values={})
+        return (self._mark_run(job_id, attempt, overlap, sets=[], condition="attribute_exists(pk)", values={})
+                or mark_running_overlap(self._db, self._jobs, job_id, attempt, overlap))  # (issue 34)
 
     def _mark_run(self, job_id: str, attempt: int, overlap: OverlapMark | None, *, sets: list[str],
                   condition: str, values: dict[str, Any]) -> bool:

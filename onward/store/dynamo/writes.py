@@ -35,7 +35,6 @@ from onward.store.dynamo.plan_items import (
     RunClose,
     job_row_update,
     new_job_items,
-    opened_run,
     run_close,
     transition_event,
 )
@@ -152,9 +151,8 @@ class TransitionWrites:
             with_reservation_read(transaction.actions[-1], write.rate.reserved_read)
             for move in write.rate.moves:
                 transaction.add(Role.RATE, bucket_move(self.jobs_table, write.rate.tenant_id, move))
-        run = opened_run(write)
-        if run is not None:
-            transaction.add(Role.RUN_OPENED, self._put(self.jobs_table, run, "pk"))
+        # (a claim writes no run record: the row holds its attempt until the transition ending it writes the
+        # record whole, issue 34)
         close = run_close(write)
         if close is not None:
             transaction.add(Role.RUN_CLOSED, self.run_close(close))
@@ -322,12 +320,18 @@ class TransitionWrites:
         }}
 
     def run_close(self, close: RunClose) -> dict[str, Any]:
+        """The run record's close: an Update, so that what a record holds already (a partial one's progress or
+        overlap marks, or a whole one a release before issue 34's change opened at its claim) is kept; refused
+        once the record has an outcome (a second close). A close of a record opened the old way sets only
+        its closure, on the condition that the record exists, as before."""
         fields = close.fields
+        condition = "attribute_not_exists(#outcome)" if close.whole else \
+            "attribute_exists(pk) AND attribute_not_exists(#outcome)"
         return {"Update": {
             "TableName": self.jobs_table,
             "Key": wire_key(run_key(close.job_id, close.attempt)),
             "UpdateExpression": "SET " + ", ".join(f"#{name} = :{name}" for name in fields),
-            "ConditionExpression": "attribute_exists(pk) AND attribute_not_exists(#outcome)",
+            "ConditionExpression": condition,
             "ExpressionAttributeNames": {f"#{name}": name for name in fields},
             "ExpressionAttributeValues": {f":{name}": to_attribute(value) for name, value in fields.items()},
         }}

@@ -18,7 +18,7 @@ from onward.store.memory.state import MemoryState, StoredRun, copied, detached_j
 from onward.store.memory.unique_keys import put_unique, unique_held
 from onward.store.ports.job_log import JobLog
 from onward.store.ports.outcomes import CommitOutcome, CreateOutcome, ManyCreated, Role, judge
-from onward.store.ports.rows import IdempotencyRecord, JobRow
+from onward.store.ports.rows import IdempotencyRecord, JobRow, OpenAttempt
 from onward.store.ports.transaction_limits import check_one_transaction
 from onward.store.ports.write_plans import (
     NewJobWrite,
@@ -31,6 +31,18 @@ from onward.store.ports.write_plans import (
 
 def _detached_run(run: Run) -> Run:
     return run.model_copy(update={"overlapped_with": list(run.overlapped_with)})
+
+
+OPENED_FIELDS = ("job_id", "attempt", "worker_id", "claimed_at", "lease_expires_at")  # what a close takes from the row
+
+
+def _closed_whole(write: TransitionWrite) -> Run | None:
+    """The run a transition ending an attempt writes whole, from the row (None: the row was claimed by a
+    release whose claim kept the record, which is closed as it is), as onward.store.dynamo.plan_items.run_close."""
+    before, closure = write.change.before, write.change.close_run
+    assert before is not None and closure is not None
+    opened = JobRow(before, write.ready_shards, opened=write.opened).open_run()
+    return opened if opened is not None and opened.attempt == closure.attempt else None
 
 
 def _event(job: Job, result: Any, size: int | None) -> OutboxEvent:
@@ -55,14 +67,21 @@ class MemoryJobLog(JobLog):
         return row if row is not None and row.job.tenant_id == tenant_id else None
 
     def run(self, job_id: str, attempt: int) -> Run | None:
-        with self._state.lock:
-            kept = self._state.runs.get(job_id, {}).get(attempt)
-            return None if kept is None else _detached_run(kept.run)
+        return next((run for run in self._runs(job_id) if run.attempt == attempt), None)
 
     def runs(self, job_id: str) -> list[Run]:
+        return self._runs(job_id)
+
+    def _runs(self, job_id: str) -> list[Run]:
+        """The kept records, and the attempt the row says runs built from the row when none is kept (issue 34:
+        the claim keeps no record), as on DynamoDB (onward.store.dynamo.run_reads)."""
         with self._state.lock:
-            runs = self._state.runs.get(job_id, {})
-            return [_detached_run(runs[attempt].run) for attempt in sorted(runs)]
+            runs = {attempt: _detached_run(kept.run) for attempt, kept in self._state.runs.get(job_id, {}).items()}
+            row = self._state.rows.get(job_id)
+            running = None if row is None else row.open_run()
+            if running is not None and running.attempt not in runs:
+                runs[running.attempt] = running
+            return [runs[attempt] for attempt in sorted(runs)]
 
     def result(self, job_id: str) -> Any:
         """On the run record that completed the job (its last), as on DynamoDB (onward.store.dynamo.results):
@@ -181,11 +200,10 @@ class MemoryJobLog(JobLog):
             failed.add(Role.RATE)
         failed |= slot_failures(state, write.concurrency)  # concurrency keys (issue 37)
         runs = state.runs.get(write.job_id, {})
-        if change.open_run is not None and change.open_run.attempt in runs:
-            failed.add(Role.RUN_OPENED)
-        if change.close_run is not None:
+        if change.close_run is not None:  # (as onward.store.dynamo.writes.run_close: the whole record, or a close)
             closing = runs.get(change.close_run.attempt)
-            if closing is None or closing.run.outcome is not None:
+            whole = _closed_whole(write) is not None
+            if (closing is None and not whole) or (closing is not None and closing.run.outcome is not None):
                 failed.add(Role.RUN_CLOSED)
         if write.running is not None and not state.admitted(write.running):
             failed.add(Role.RUNNING)
@@ -206,16 +224,19 @@ class MemoryJobLog(JobLog):
         changed = {name: getattr(after, name) for name in type(after).model_fields
                    if getattr(before, name) != getattr(after, name)}
         running_shard = write.charged_shard if after.state is JobState.RUNNING else 0
+        opened = row.opened if after.state is JobState.RUNNING else None
+        if change.open_run is not None:  # the attempt's claim, on the row (no run record: issue 34)
+            opened = OpenAttempt(change.open_run.claimed_at, change.open_run.lease_expires_at)
         state.put_row(JobRow(row.job.model_copy(update=changed), write.ready_shards, running_shard,
-                             region_epoch=write.region_epoch))
+                             region_epoch=write.region_epoch, opened=opened))
         runs = state.runs.setdefault(write.job_id, {})
-        if change.open_run is not None:
-            runs[change.open_run.attempt] = StoredRun(_detached_run(change.open_run))
         closure = change.close_run
         if closure is not None:
-            closing = runs[closure.attempt]
+            whole = _closed_whole(write)
+            closing = runs.setdefault(closure.attempt, StoredRun(whole)) if whole is not None else runs[closure.attempt]
+            held = {} if whole is None else {name: getattr(whole, name) for name in OPENED_FIELDS}
             closing.run = closing.run.model_copy(update={
-                "outcome": closure.outcome, "finished_at": closure.finished_at, "error": closure.error})
+                **held, "outcome": closure.outcome, "finished_at": closure.finished_at, "error": closure.error})
         result = stored(change.result) if change.has_result else None
         if change.has_result and closure is not None:  # on the run it closes (_failed_conditions checked one)
             runs[closure.attempt].result, runs[closure.attempt].has_result = result, True
@@ -267,8 +288,21 @@ class MemoryJobLog(JobLog):
             return True
 
     def mark_overlap(self, job_id: str, attempt: int, overlap: OverlapMark) -> bool:
+        """On a kept run, or on the running attempt's (kept from now, as DynamoDB's update creates a partial
+        record that the attempt's close merges: issue 34)."""
         with self._state.lock:
-            if attempt not in self._state.runs.get(job_id, {}):
+            if attempt not in self._state.runs.get(job_id, {}) and not kept_running(self._state, job_id, attempt):
                 return False
             self._mark(job_id, attempt, overlap)
             return True
+
+
+def kept_running(state: MemoryState, job_id: str, attempt: int) -> bool:
+    """Keep the run of `attempt` from its row if the row says it runs (a write to its partial record: progress,
+    an overlap mark); whether it did. The state's lock held."""
+    row = state.rows.get(job_id)
+    running = None if row is None else row.open_run()
+    if running is None or running.attempt != attempt:
+        return False
+    state.runs.setdefault(job_id, {})[attempt] = StoredRun(running)
+    return True

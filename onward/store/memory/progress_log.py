@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from onward.domain.progress import ProgressEvent
 from onward.domain.states import JobState
+from onward.store.memory.job_log import kept_running
 from onward.store.memory.state import MemoryState
 from onward.store.ports.progress_log import ProgressLog, ProgressWrite, ProgressWritten
 
@@ -18,6 +19,8 @@ class MemoryProgressLog(ProgressLog):
             if row is None or (row.job.state, row.job.version, row.job.attempt, row.job.lease_owner) != (
                     JobState.RUNNING, write.version, write.attempt, write.worker_id):
                 return ProgressWritten.JOB_MOVED
+            if write.attempt not in self._state.runs.get(write.job_id, {}):
+                kept_running(self._state, write.job_id, write.attempt)  # (its record from the row: issue 34)
             stored = self._state.runs.get(write.job_id, {}).get(write.attempt)
             if stored is None or stored.run.outcome is not None:
                 return ProgressWritten.JOB_MOVED  # (DynamoDB says so too: the job row's condition fails first)

@@ -15,7 +15,7 @@ class Role(StrEnum):
     """The part an item plays in one write; a failed condition is reported, and judged, by role."""
 
     JOB = "job"  # the job row: expected state, version and attempt (and, for a reap, a lapsed lease)
-    RUN_OPENED = "run_opened"  # the claim's new run record: absent
+    RUN_OPENED = "run_opened"  # a new run record: absent (a claim writes none since issue 34: no action has it)
     # the run record an ending attempt closes (a completion writes the job's result on it): present, no outcome yet
     RUN_CLOSED = "run_closed"
     RUNNING = "running"  # the tenant's RUNNING counter, under the claim's Admission

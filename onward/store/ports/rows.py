@@ -8,6 +8,16 @@ from typing import Any, NamedTuple
 
 from onward.domain.clock import EpochMs
 from onward.domain.models import Job, Run
+from onward.domain.states import JobState
+
+
+class OpenAttempt(NamedTuple):
+    """What a running job's row holds of its attempt's claim beside the Job (issue 34: the claim writes no run
+    record): when it was claimed and the lease the claim gave it (the Job's `lease_expires_at` moves with
+    each renewal, its `updated_at` with a cancel request)."""
+
+    claimed_at: EpochMs
+    lease_expires_at: EpochMs
 
 
 class JobRow(NamedTuple):
@@ -16,6 +26,16 @@ class JobRow(NamedTuple):
     running_shard: int = 0  # the RUNNING counter its running attempt is charged to
     held_by: str | None = None  # the hold key it is held aside under, out of its ready queue (onward.store.held_jobs)
     region_epoch: int = 0  # the region epoch it was last written under (issue 39: onward.store.region_fence)
+    # its running attempt's claim (None: not running, or claimed by a release that opened a run record at claim)
+    opened: OpenAttempt | None = None
+
+    def open_run(self) -> Run | None:
+        """The running attempt's run record as the row holds it (no outcome yet); None when the row holds none."""
+        job, opened = self.job, self.opened
+        if opened is None or job.state is not JobState.RUNNING or job.lease_owner is None:
+            return None
+        return Run(job_id=job.job_id, attempt=job.attempt, worker_id=job.lease_owner, claimed_at=opened.claimed_at,
+                   lease_expires_at=opened.lease_expires_at)
 
 
 class JobHistory(NamedTuple):

@@ -39,6 +39,7 @@ from onward.store.ports.concurrency_keys import SlotReturn, SlotTake
 from onward.store.ports.outcomes import Role
 from onward.store.ports.rate_buckets import RateTake
 from onward.store.ports.ready_queues import ReadyQueue, ready_queue
+from onward.store.ports.rows import OpenAttempt
 from onward.store.ports.unique_keys import UniqueClaim
 
 
@@ -173,7 +174,7 @@ def running_update(
         return RunningUpdate(change.after.tenant_id, admission.running_shard, on_claim(change.open_run.claimed_at),
                              below_cap=admission.cap)
     assert change.close_run is not None
-    assert claimed_at is not None, "the store reads it from the run record when the caller has none"
+    assert claimed_at is not None, "the store reads it from the row (or an old run record) when the caller has none"
     return RunningUpdate(change.after.tenant_id, running_shard, on_end(claimed_at, change.close_run.finished_at))
 
 
@@ -201,19 +202,25 @@ class TransitionWrite:
     # this one (absent counts as 0), or, for an adoption (`adopts`), below it
     region_epoch: int = 0
     adopts: bool = False
+    # the claim of the attempt the row runs, as the row holds it: what a transition ending it writes on its run
+    # record (None: claimed by a release whose claim opened the record; issue 34)
+    opened: OpenAttempt | None = None
 
     @classmethod
     def of(cls, change: Change, *, ready_shards: int, retention_s: int, job_retention_s: int,
            admission: Admission | None = None, claimed_at: EpochMs | None = None, running_shard: int = 0,
            clock: float = 0.0, rate: RateTake | None = None,
            concurrency: SlotTake | SlotReturn | None = None, region_epoch: int = 0,
-           adopts: bool = False) -> TransitionWrite:
+           adopts: bool = False, opened: OpenAttempt | None = None) -> TransitionWrite:
         """`retention_s`: the outbox event's TTL; `job_retention_s`: how long the job's items are kept once
         they are done (the job row and result once it ended, a run once its attempt ended). `admission`: how
         a claim takes its running slot. `claimed_at`: when the attempt this transition ends was claimed
         (needed when it ends one); `running_shard`: the RUNNING counter the row's running attempt is charged
-        to. `clock`: the system virtual clock, for a queue entry the job enters."""
+        to. `clock`: the system virtual clock, for a queue entry the job enters. `opened`: the row's running
+        attempt's claim (the default of `claimed_at`)."""
         assert change.before is not None
+        if claimed_at is None and opened is not None:
+            claimed_at = opened.claimed_at
         running = running_update(change, admission, claimed_at, running_shard)
         checks = admission.others_at_cap if running is not None and admission is not None else ()
         return cls(
@@ -230,6 +237,7 @@ class TransitionWrite:
             concurrency=concurrency,
             region_epoch=region_epoch,
             adopts=adopts,
+            opened=opened,
         )
 
     @property

@@ -68,7 +68,7 @@ class CountingMemoryRecorder(MemoryRecorder):
         return super().rate_limits_of(tenant_id, keys)
 
     def run(self, job_id: str, attempt: int) -> Run | None:
-        self.calls["GetItem"] += 1
+        self.calls["Query"] += 1  # the job's partition: a running attempt's run is its row's (issue 34)
         return super().run(job_id, attempt)
 
     def runs(self, job_id: str) -> list[Run]:
@@ -117,6 +117,8 @@ class CountingMemoryRecorder(MemoryRecorder):
 
     def mark_overlap(self, job_id: str, attempt: int, overlap: OverlapMark) -> bool:
         self.calls["UpdateItem"] += 1
+        if attempt not in self._state.runs.get(job_id, {}):  # (a running attempt's partial record: issue 34)
+            self.calls["TransactWriteItems"] += 1
         return super().mark_overlap(job_id, attempt, overlap)
 
     def due(self, tenant_id: str, queue: ReadyQueue, now: EpochMs, limit: int) -> list[DueJob]:

@@ -748,11 +748,15 @@ class StoreModel(RuleBasedStateMachine):
         results: dict[str, Any] = {}
         result_expiries: dict[str, Any] = {}
         keys: dict[tuple[str, str], str] = {}
+        partials: dict[tuple[str, int], dict[str, Any]] = {}
         for values in self.storage.jobs_table():
             pk, sk = values.pop("pk"), values.pop("sk")
             values.pop("entity", None)
             if sk == "JOB":
                 rows[pk.removeprefix("JOB#")] = values
+            elif sk.startswith("RUN#") and "worker_id" not in values:  # a running attempt's partial record
+                assert "expires_at" not in values, f"{pk} {sk}: a running attempt's record never expires"
+                partials[(pk.removeprefix("JOB#"), int(sk.removeprefix("RUN#")))] = values
             elif sk.startswith("RUN#"):
                 expiry = values.pop("expires_at", None)
                 run = run_from_values(values)
@@ -780,6 +784,14 @@ class StoreModel(RuleBasedStateMachine):
             index = {name: values.pop(name, None) for name in ("ready_pk", "ready_due", "lease_pk")}
             values.pop("ready_shards", None)
             values.pop("running_shard", None)
+            opened = (values.pop("run_claimed_at", None), values.pop("run_lease_expires_at", None))
+            assert (None not in opened) == (values["state"] == "running"), f"job {job_id}: its attempt's claim"
+            if values["state"] == "running":  # its attempt's run is the row's until it ends (issue 34)
+                partial = partials.pop((job_id, values["attempt"]), {})
+                assert not any(run.attempt == values["attempt"] for run in runs[job_id]), "a record before its end"
+                runs[job_id].append(run_from_values({
+                    "job_id": job_id, "attempt": values["attempt"], "worker_id": values["lease_owner"],
+                    "claimed_at": opened[0], "lease_expires_at": opened[1], **partial}))
             expiry = values.pop("expires_at", None)
             row = Job.model_validate(values)
             assert row_view(row) == job.view(), f"job {job_id}"

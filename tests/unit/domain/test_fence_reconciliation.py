@@ -32,7 +32,7 @@ def row(state: str = "queued", epoch: int | None = 0, attempt: int = 1, **more: 
 
 def run(attempt: int, epoch: int, outcome: str | None = None, **more: Any) -> dict[str, Any]:
     image: dict[str, Any] = {"pk": "JOB#j1", "sk": f"RUN#{attempt:06d}", "attempt": Decimal(attempt),
-                             "claimed_at": Decimal(100), "region_epoch": Decimal(epoch), **more}
+                             "worker_id": "w1", "claimed_at": Decimal(100), "region_epoch": Decimal(epoch), **more}
     if outcome is not None:
         image["outcome"] = outcome
     return image
@@ -196,3 +196,21 @@ def test_counters_not_replaced_over_the_epoch_are_left_alone() -> None:
     clock = {"pk": "CLOCK#1", "sk": "CLOCK", "entity": "clock", "v": Decimal(7)}
     assert decide({**clock, "region_epoch": Decimal(EPOCH)}, clock, EPOCH).action is Action.NOTHING
 
+
+
+def test_a_running_attempts_partial_run_record_is_never_a_late_write() -> None:
+    """Issue 34: a running attempt's progress or overlap mark creates a partial record (no worker_id, no epoch
+    stamp) before its close writes it whole. Read as an old home's run (epoch 0 < e) it would be MARKed: the new
+    home's own running attempt fenced as a late write."""
+    partial = {"pk": "JOB#j1", "sk": "RUN#010001", "progress": {"seq": Decimal(1)}}
+    assert decide(None, partial, EPOCH).action is Action.NOTHING
+
+
+def test_a_late_running_row_carries_its_attempts_claim_for_the_run_record_it_never_wrote() -> None:
+    """Issue 34: a claim writes no run record, so an old home's attempt that never ended there leaves only its
+    row: without the claim on the LateWrite the reconciler could not write the run record that says the job ran
+    in both Regions (the drill's "every job that ran twice says so on its run records")."""
+    late = late_write("j1", row("running", 0, attempt=3, lease_owner="w9", run_claimed_at=Decimal(500),
+                                run_lease_expires_at=Decimal(900)))
+    assert late is not None and late.claimed == ("w9", 500, 900)
+    assert late_write("j1", row("succeeded", 0, attempt=3)).claimed is None

@@ -34,7 +34,7 @@ from onward.store.dynamo.keys import (
     run_item,
     ttl_after,
 )
-from onward.store.dynamo.plan_items import job_row_update, new_job_items, opened_run, run_close
+from onward.store.dynamo.plan_items import job_row_update, new_job_items, run_close
 from onward.store.ports import NewJobWrite, TransitionWrite
 from tests.support import ManualClock
 from tests.unit.project.test_template import FUNCTIONS, RESOURCES, TEMPLATE, code_of, function_environment
@@ -143,8 +143,8 @@ def test_a_run_record_gets_a_ttl_when_its_attempt_ends_and_none_while_it_runs(na
     close = run_close(write_of(change))
     assert close is not None and change.close_run is not None
     assert close.fields["expires_at"] == change.close_run.finished_at // 1000 + RETENTION_S
-    opened = opened_run(write_of(changed(lifecycle.claim(queued(), "w1", 30_000, NOW))))
-    assert opened is not None and "expires_at" not in opened
+    claim = job_row_update(write_of(changed(lifecycle.claim(queued(), "w1", 30_000, NOW))))
+    assert "expires_at" not in claim.set, "a running job (and its attempt, read from its row) never expires"
 
 
 def test_the_result_expires_with_the_row_of_the_job_it_ended():

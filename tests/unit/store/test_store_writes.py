@@ -14,9 +14,9 @@ from onward.domain import lifecycle
 from onward.domain.dispatch import on_claim, on_end
 from onward.domain.errors import StoreInvariantViolation
 from onward.domain.lifecycle import Change
-from onward.domain.models import NewJob
-from onward.store.dynamo.keys import Entity, job_key, running_key
-from onward.store.dynamo.plan_items import job_row_update, opened_run, run_close, transition_event
+from onward.domain.models import ErrorSummary, NewJob
+from onward.store.dynamo.keys import RUN_CLAIMED_AT, RUN_LEASE_EXPIRES_AT, Entity, job_key, running_key
+from onward.store.dynamo.plan_items import job_row_update, run_close, transition_event
 from onward.store.dynamo.writes import Transaction, TransitionWrites, wire_key
 from onward.store.ports import (
     Admission,
@@ -28,6 +28,7 @@ from onward.store.ports import (
     judge,
 )
 from onward.store.ports.ready_queues import ReadyQueue
+from onward.store.ports.rows import OpenAttempt
 
 NOW = 1_800_000_000_000
 WRITES = TransitionWrites("jobs", "outbox")
@@ -43,14 +44,14 @@ def claimed(admission: Admission | None = None) -> TransitionWrite:
     return TransitionWrite.of(change, ready_shards=1, retention_s=60, job_retention_s=3600, admission=admission)
 
 
-def test_a_claim_opens_a_run_takes_a_running_slot_and_leaves_its_ready_queue():
+def test_a_claim_puts_its_attempt_on_the_row_takes_a_running_slot_and_leaves_its_ready_queue():
     write = claimed(Admission(running_shard=1, cap=2, active_vt=5.0))
     row = job_row_update(write)
     assert row.expected[1:] == (1, 0) and row.lapsed_by is None
     assert {"state", "attempt", "version", "lease_pk", "lease_owner"} <= set(row.set)
     assert set(row.remove) == {"ready_pk", "ready_due"}
-    run = opened_run(write)
-    assert run is not None and run["entity"] == Entity.RUN
+    assert (row.set[RUN_CLAIMED_AT], row.set[RUN_LEASE_EXPIRES_AT]) == (NOW, NOW + 30_000), \
+        "the attempt's claim, which its run record is built from until the close writes it"
     assert row.set["running_shard"] == 1, "the end must charge the shard the claim took"
     assert write.running == RunningUpdate("acme", 1, on_claim(NOW), below_cap=2)
     assert write.waiting == WaitingUpdate("acme", ReadyQueue(0, 0), -1, active_vt=5.0, served=True), \
@@ -72,15 +73,43 @@ def test_an_ending_attempt_is_charged_from_its_claim_and_a_reap_needs_a_lapsed_l
         "back in line at the clock"
     close = run_close(write)
     assert close is not None and close.fields["outcome"] == "lease_expired"
+    assert {RUN_CLAIMED_AT, RUN_LEASE_EXPIRES_AT} <= set(job_row_update(write).remove), "the claim leaves the row"
+
+
+def test_the_close_writes_the_whole_record_from_the_row_merged_and_refused_once_closed():
+    """Issue 34: the record is written once, by the close: every field of the Run from the row (its lease owner,
+    its claim) beside the closure, in an Update (a partial record's progress is kept) conditioned only on no
+    outcome yet. Without the row's claim (a row claimed by the release before) only the closure is set, on a
+    record that must exist, as before."""
+    running = claimed().change.after
+    change = lifecycle.fail(running, 1, "w1", ErrorSummary.of("Boom", "no"), permanent=False,
+                            retry_delay_ms=1_000, now=NOW + 5_000)
+    assert isinstance(change, Change)
+    opened = OpenAttempt(NOW, NOW + 30_000)
+    write = TransitionWrite.of(change, ready_shards=1, retention_s=60, job_retention_s=3600, opened=opened)
+    assert write.running == RunningUpdate("acme", 0, on_end(NOW, NOW + 5_000)), "charged from the row's claim"
+    action = WRITES.transition(write).actions[1]["Update"]
+    values = action["ExpressionAttributeValues"]
+    assert (values[":worker_id"], values[":claimed_at"], values[":lease_expires_at"], values[":outcome"]) == (
+        {"S": "w1"}, {"N": str(NOW)}, {"N": str(NOW + 30_000)}, {"S": "failed"})
+    assert values[":entity"] == {"S": Entity.RUN.value} and ":error" in values and ":expires_at" in values
+    assert action["ConditionExpression"] == "attribute_not_exists(#outcome)"
+    old_way = TransitionWrite.of(change, ready_shards=1, retention_s=60, job_retention_s=3600, claimed_at=NOW)
+    action = WRITES.transition(old_way).actions[1]["Update"]
+    assert ":worker_id" not in action["ExpressionAttributeValues"]
+    assert action["ConditionExpression"] == "attribute_exists(pk) AND attribute_not_exists(#outcome)"
 
 
 def test_a_flexing_claim_checks_the_others_and_each_action_has_its_role():
+    """The claim's transaction holds no run record's Put (issue 34: 2 write units of about 40 a job, when the
+    claim opened the record and the close updated it)."""
     write = claimed(Admission(cap=None, others_at_cap=(("b", 0, 1), ("c", 1, 2))))
     transaction = WRITES.transition(write)
-    assert transaction.roles == [Role.JOB, Role.RUN_OPENED, Role.RUNNING, Role.WAITING, Role.OUTBOX,
+    assert transaction.roles == [Role.JOB, Role.RUNNING, Role.WAITING, Role.OUTBOX,
                                  Role.STILL_AT_CAP, Role.STILL_AT_CAP]
+    assert not any("RUN#" in json.dumps(action) for action in transaction.actions)
     assert transaction.actions[0]["Update"]["Key"] == wire_key(job_key("a" * 32))
-    assert "ConditionExpression" not in transaction.actions[2]["Update"], "flexing: no cap on its own counter"
+    assert "ConditionExpression" not in transaction.actions[1]["Update"], "flexing: no cap on its own counter"
     assert transaction.actions[-1]["ConditionCheck"]["Key"] == wire_key(running_key("c", 1))
 
 

@@ -249,13 +249,19 @@ def virtual_floor(loads: Iterable[TenantLoad], now: int, mean_ms: float | None =
                default=None)
 
 
-def dispatch_order(loads: Iterable[TenantLoad], now: int, clock: VirtualMs = 0.0) -> DispatchOrder:
+def dispatch_order(loads: Iterable[TenantLoad], now: int, clock: VirtualMs = 0.0,
+                   others_from: VirtualMs = math.inf) -> DispatchOrder:
     """Which tenants to try for one free worker, in which order, and which only as a flex (past their
     cap). `loads`: the tenants with jobs waiting (others are left out); `clock`: the system virtual clock
-    as stored (raised here to the `virtual_floor`). Cost: one pass and a sort over the tenants given."""
+    as stored (raised here to the `virtual_floor`); `others_from`: a lower bound of the virtual times of
+    backlogged tenants not in `loads` (a claim's least key not examined). The floor of `loads` is the pool's
+    only up to it: raised past it by one tenant running ahead, the clock would lift every returning tenant
+    examined past what it is owed (and past the tenants not examined, so the claim trusts none of them).
+    Cost: one pass and a sort over the tenants given."""
     backlogged = [load for load in loads if load.waiting > 0]
     mean_ms = pool_mean_ms(backlogged)
-    clock = max(clock, virtual_floor(backlogged, now, mean_ms) or 0.0)
+    floor = virtual_floor(backlogged, now, mean_ms)
+    clock = max(clock, 0.0 if floor is None else min(floor, others_from))
     within: list[tuple[float, float, str, Candidate]] = []
     capped: list[tuple[float, float, str, Candidate]] = []
     for load in backlogged:

@@ -304,7 +304,8 @@ class Claimer:
         states.update(read)
         shared.update(read_shared)
         now = self._clock()
-        order = dispatch_order([state.load() for state in states.values()], now, self._registry.virtual_clock())
+        order = dispatch_order([state.load() for state in states.values()], now, self._registry.virtual_clock(),
+                               window.bound())
         self._tidy(seen, read, order.within_cap + order.flex, read_shared, served_next(order.within_cap, window))
         return order
 

@@ -334,3 +334,16 @@ def test_a_running_attempt_is_charged_its_tenants_mean_from_the_instant_it_start
     assert usage.expected_ms(NOW + 4000) == 4000, "and as it runs, once it runs longer"
     fresh = Usage().apply(on_claim(NOW))
     assert fresh.expected_ms(NOW, mean_ms=500.0) == 500 and fresh.expected_ms(NOW) == 0
+
+
+def test_the_floor_of_the_tenants_given_lifts_no_one_past_the_tenants_not_given():
+    """`others_from` bounds the floor: `ahead` has run 5 s with a job waiting, `back` returns at 0, and the
+    tenants not given (a claim's window left them out) are at 0 at least. Raised to `ahead`'s 5 s anyway,
+    the clock would lift `back` past every one of them (past what it is owed, and past the head the claim
+    orders by). Without a bound the floor is the given tenants' (a claim that examined every tenant)."""
+    ahead = load("ahead", running=1, running_for_s=5)
+    back = load("back", waiting=2)
+    bounded = dispatch_order([ahead, back], NOW, 0.0, others_from=0.0)
+    assert bounded.within_cap[0] == Candidate("back", 0.0, None)
+    unbounded = dispatch_order([ahead, back], NOW, 0.0)
+    assert unbounded.within_cap[0] == Candidate("back", 5 * S, lift_offset_ms=5 * S)

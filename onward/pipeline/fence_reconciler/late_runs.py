@@ -1,7 +1,6 @@
 """The run records the fence reconciler reads and writes, now that a claim writes none (issue 34): a job's runs
-with its running attempt built from its row (as the store reads them, onward.store.dynamo.run_reads), the old
-home's attempt written from its late row when that row is its only trace, and an overlap marked on a running
-attempt's partial record."""
+with its running attempt built from its row (as the store reads them, onward.store.dynamo.run_reads) and the old
+home's attempt written from its late row when that row is its only trace."""
 
 from __future__ import annotations
 
@@ -23,23 +22,13 @@ from onward.domain.fence_reconciliation import (
 )
 from onward.domain.states import JobState, RunOutcome
 from onward.store.dynamo.keys import Entity, job_pk, run_key
-from onward.store.dynamo.running_marks import mark_running_overlap
-from onward.store.dynamo.writes import overlap_clauses
-from onward.store.ports.write_plans import OverlapMark
+from onward.store.dynamo.run_reads import partition_items
 
 
 def job_runs(db: Any, table: str, job_id: str, plain: Any) -> list[dict[str, Any]]:
     """The job's run records (plain values, `plain`: the stream images' deserialiser) and, while its row here says
     an attempt runs, that attempt's run from the row (its partial record merged), stamped with the row's epoch."""
-    request: dict[str, Any] = {"TableName": table, "ConsistentRead": True, "KeyConditionExpression": "pk = :pk",
-                               "ExpressionAttributeValues": {":pk": {"S": job_pk(job_id)}}}
-    items: list[dict[str, Any]] = []
-    while True:
-        page = db.query(**request)
-        items += [plain(item) or {} for item in page["Items"]]
-        if "LastEvaluatedKey" not in page:
-            break
-        request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+    items: list[dict[str, Any]] = [plain(item) or {} for item in partition_items(db, table, job_id)]
     row = next((item for item in items if item.get("sk") == JOB_SK), None)
     runs = [item for item in items if str(item.get("sk", "")).startswith(RUN_PREFIX) and WORKER_ID in item]
     if row is not None and row.get("state") == JobState.RUNNING and RUN_CLAIMED_AT in row and not any(
@@ -75,19 +64,3 @@ def write_late_run(db: Any, table: str, late: LateWrite, at: EpochMs) -> dict[st
             raise
         return None
     return run
-
-
-def mark_overlap(db: Any, table: str, job_id: str, attempt: int, mark: OverlapMark) -> None:
-    """The overlap on the attempt's record, or on its partial one while its row says it runs (issue 34)."""
-    names: dict[str, str] = {}
-    values: dict[str, Any] = {}
-    sets, add = overlap_clauses(mark, names, values)
-    try:
-        db.update_item(
-            TableName=table, Key={"pk": {"S": job_pk(job_id)}, "sk": {"S": run_key(job_id, attempt).sk}},
-            UpdateExpression=f"SET {', '.join(sets)} ADD {add}", ConditionExpression="attribute_exists(pk)",
-            ExpressionAttributeNames=names, ExpressionAttributeValues=values)
-    except ClientError as error:
-        if error.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
-            raise
-        mark_running_overlap(db, table, job_id, attempt, mark)

@@ -38,9 +38,10 @@ from onward.domain.fence_reconciliation import (
     new_home_attempts,
 )
 from onward.domain.states import RunOutcome
-from onward.pipeline.fence_reconciler.late_runs import job_runs, mark_overlap, write_late_run
+from onward.pipeline.fence_reconciler.late_runs import job_runs, write_late_run
 from onward.pipeline.projector.projector import BatchFailure  # (the earliest record that failed)
 from onward.store.dynamo.keys import job_pk, run_key
+from onward.store.dynamo.running_marks import mark_overlap
 from onward.store.ports.write_plans import OverlapMark
 from onward.store.region_epoch_cache import EPOCH_CACHE_S, CachedRegionEpoch
 

@@ -48,7 +48,7 @@ from onward.store.dynamo.region_epochs import DynamoRegionEpochs
 from onward.store.dynamo.region_fence import renew_lease
 from onward.store.dynamo.results import read_result
 from onward.store.dynamo.run_reads import partition_items, runs_of_items
-from onward.store.dynamo.running_marks import mark_running_overlap
+from onward.store.dynamo.running_marks import mark_overlap
 from onward.store.dynamo.tenant_reads import tenant_item
 from onward.store.dynamo.transaction_limits import check_one_transaction
 from onward.store.dynamo.unique_keys import DynamoUniqueKeys
@@ -294,8 +294,7 @@ class DynamoRecorder(DynamoProgressLog, DynamoUniqueKeys, DynamoRateBuckets, Dyn
                     ":fenced": {"S": RunOutcome.FENCED.value}})
 
     def mark_overlap(self, job_id: str, attempt: int, overlap: OverlapMark) -> bool:
-        return (self._mark_run(job_id, attempt, overlap, sets=[], condition="attribute_exists(pk)", values={})
-                or mark_running_overlap(self._db, self._jobs, job_id, attempt, overlap))  # (issue 34)
+        return mark_overlap(self._db, self._jobs, job_id, attempt, overlap)  # (or a running attempt's: issue 34)
 
     def _mark_run(self, job_id: str, attempt: int, overlap: OverlapMark | None, *, sets: list[str],
                   condition: str, values: dict[str, Any]) -> bool:

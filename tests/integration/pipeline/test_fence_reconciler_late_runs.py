@@ -7,8 +7,9 @@ from __future__ import annotations
 from onward.domain.fence_reconciliation import LateWrite
 from onward.domain.models import NewJob
 from onward.domain.states import RunOutcome
-from onward.pipeline.fence_reconciler.late_runs import job_runs, mark_overlap, write_late_run
+from onward.pipeline.fence_reconciler.late_runs import job_runs, write_late_run
 from onward.pipeline.fence_reconciler.reconciler import plain
+from onward.store.dynamo.running_marks import mark_overlap
 from onward.store.ports.write_plans import OverlapMark
 from onward.store.service import JobStore
 

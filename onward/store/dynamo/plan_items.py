@@ -21,7 +21,7 @@ from onward.store.dynamo.keys import (
     run_result_fields,
     ttl_after,
 )
-from onward.store.ports.rows import JobRow, OpenAttempt
+from onward.store.ports.rows import OpenAttempt
 from onward.store.ports.write_plans import NewJobWrite, TransitionWrite
 
 
@@ -86,10 +86,8 @@ def run_close(write: TransitionWrite) -> RunClose | None:
     fields["expires_at"] = ttl_after(closure.finished_at, write.job_retention_s)
     if write.change.has_result:
         fields |= run_result_fields(write.change)
-    before = write.change.before
-    assert before is not None
-    opened = JobRow(before, write.ready_shards, opened=write.opened).open_run()
-    if opened is None or opened.attempt != closure.attempt:
+    opened = write.closed_whole()
+    if opened is None:
         return RunClose(write.job_id, closure.attempt, fields, whole=False)
     held = {name: value for name, value in run_item(opened).items() if name not in ("pk", "sk")}
     return RunClose(write.job_id, closure.attempt, held | fields, whole=True)

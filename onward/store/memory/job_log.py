@@ -36,15 +36,6 @@ def _detached_run(run: Run) -> Run:
 OPENED_FIELDS = ("job_id", "attempt", "worker_id", "claimed_at", "lease_expires_at")  # what a close takes from the row
 
 
-def _closed_whole(write: TransitionWrite) -> Run | None:
-    """The run a transition ending an attempt writes whole, from the row (None: the row was claimed by a
-    release whose claim kept the record, which is closed as it is), as onward.store.dynamo.plan_items.run_close."""
-    before, closure = write.change.before, write.change.close_run
-    assert before is not None and closure is not None
-    opened = JobRow(before, write.ready_shards, opened=write.opened).open_run()
-    return opened if opened is not None and opened.attempt == closure.attempt else None
-
-
 def _event(job: Job, result: Any, size: int | None) -> OutboxEvent:
     """The outbox event of a committed version: its result as it is kept, the size of the result reported."""
     return OutboxEvent.of(job, result=result, result_size=size)
@@ -202,7 +193,7 @@ class MemoryJobLog(JobLog):
         runs = state.runs.get(write.job_id, {})
         if change.close_run is not None:  # (as onward.store.dynamo.writes.run_close: the whole record, or a close)
             closing = runs.get(change.close_run.attempt)
-            whole = _closed_whole(write) is not None
+            whole = write.closed_whole() is not None
             if (closing is None and not whole) or (closing is not None and closing.run.outcome is not None):
                 failed.add(Role.RUN_CLOSED)
         if write.running is not None and not state.admitted(write.running):
@@ -232,7 +223,7 @@ class MemoryJobLog(JobLog):
         runs = state.runs.setdefault(write.job_id, {})
         closure = change.close_run
         if closure is not None:
-            whole = _closed_whole(write)
+            whole = write.closed_whole()
             closing = runs.setdefault(closure.attempt, StoredRun(whole)) if whole is not None else runs[closure.attempt]
             held = {} if whole is None else {name: getattr(whole, name) for name in OPENED_FIELDS}
             closing.run = closing.run.model_copy(update={

@@ -31,11 +31,16 @@ class JobRow(NamedTuple):
 
     def open_run(self) -> Run | None:
         """The running attempt's run record as the row holds it (no outcome yet); None when the row holds none."""
-        job, opened = self.job, self.opened
-        if opened is None or job.state is not JobState.RUNNING or job.lease_owner is None:
-            return None
-        return Run(job_id=job.job_id, attempt=job.attempt, worker_id=job.lease_owner, claimed_at=opened.claimed_at,
-                   lease_expires_at=opened.lease_expires_at)
+        return open_run(self.job, self.opened)
+
+
+def open_run(job: Job, opened: OpenAttempt | None) -> Run | None:
+    """A running job's attempt as its row holds it (`opened`: the attempt's claim), no outcome yet; None when
+    the job is not running or its row holds no claim (a release whose claim opened the record claimed it)."""
+    if opened is None or job.state is not JobState.RUNNING or job.lease_owner is None:
+        return None
+    return Run(job_id=job.job_id, attempt=job.attempt, worker_id=job.lease_owner, claimed_at=opened.claimed_at,
+               lease_expires_at=opened.lease_expires_at)
 
 
 class JobHistory(NamedTuple):

@@ -33,13 +33,13 @@ from typing import NamedTuple
 from onward.domain.clock import EpochMs
 from onward.domain.dispatch import UsageChange, on_claim, on_end
 from onward.domain.lifecycle import Change
-from onward.domain.models import Job
+from onward.domain.models import Job, Run
 from onward.domain.states import CLAIMABLE_STATES, JobState, RunOutcome
 from onward.store.ports.concurrency_keys import SlotReturn, SlotTake
 from onward.store.ports.outcomes import Role
 from onward.store.ports.rate_buckets import RateTake
 from onward.store.ports.ready_queues import ReadyQueue, ready_queue
-from onward.store.ports.rows import OpenAttempt
+from onward.store.ports.rows import OpenAttempt, open_run
 from onward.store.ports.unique_keys import UniqueClaim
 
 
@@ -264,6 +264,14 @@ class TransitionWrite:
         if closure is not None and closure.outcome is RunOutcome.LEASE_EXPIRED:
             return closure.finished_at
         return None
+
+    def closed_whole(self) -> Run | None:
+        """The run the transition ending an attempt writes whole: that attempt as the row holds it (issue 34).
+        None when it ends none, or when a release whose claim opened the record claimed it (only the closure
+        is set on that record)."""
+        closure, before = self.change.close_run, self.change.before
+        run = None if closure is None or before is None else open_run(before, self.opened)
+        return run if run is not None and closure is not None and run.attempt == closure.attempt else None
 
     @property
     def subject(self) -> str:

@@ -56,10 +56,12 @@ JOB_PREFIX = "JOB#"
 JOB_SK = "JOB"
 RUN_PREFIX = "RUN#"
 # The counts of a tenant's counter items, by `entity` (onward.store.dynamo.keys; every write ADDs to them):
-# a RUNNING counter's usage (onward.store.dynamo.writes.usage_adds), a queue entry's total, bands and entries.
+# a RUNNING counter's usage (onward.store.dynamo.writes.usage_adds), a queue entry's total, bands and entries,
+# and the usage of the RUNNING counter kept on it (issue 34).
+USAGE_COUNTS = ("running", "ended_ms", "started_ms_sum", "ended")
 COUNTS_BY_ENTITY: dict[str, tuple[str, ...]] = {
-    "tenant_running": ("running", "ended_ms", "started_ms_sum", "ended"),
-    "tenant_queue": ("waiting", "entered", *(f"w{priority}" for priority in range(10))),
+    "tenant_running": USAGE_COUNTS,
+    "tenant_queue": ("waiting", "entered", *(f"w{priority}" for priority in range(10)), *USAGE_COUNTS),
 }
 
 # What a late job row says its attempt reported, by the state it wrote (None: a claim or a renewal, no outcome).

@@ -282,7 +282,7 @@ class Claimer:
             raise _FlexOnSharedCounters()
         for candidate in capped:
             others = [(other.tenant_id, shard, cap) for other in capped if other is not candidate
-                      for shard, cap in enumerate(states[other.tenant_id].tenant.shard_caps()) if cap]
+                      for shard, cap in enumerate(states[other.tenant_id].entry_caps()) if cap and cap > 0]
             found = self._claim_from(states[candidate.tenant_id], candidate, worker_id, lease_ms, tidy=True,
                                      flex_while_at_cap=tuple(others[:MAX_FLEX_CHECKS]))
             if isinstance(found, Lease):
@@ -355,7 +355,7 @@ class Claimer:
             self._tenants.lift(tenant.tenant_id, offset)
             self._counters.update(tenant.tenant_id, lambda counted: counted_lift(counted, offset))
         slots = RunningSlots([usage.running for usage in state.running_by_shard][:tenant.running_shards],
-                       tenant.shard_caps())
+                             tenant.shard_caps(), state.entry_caps())
         entries = sorted((entry for entry in state.queues.values() if entry.waiting > 0),
                          key=lambda entry: (entry.active_vt if entry.active_vt is not None else -1.0, entry.shard))
         now = self._clock()
@@ -478,10 +478,10 @@ class Claimer:
         tenant_id, _ = key
         flexing = flex_while_at_cap is not None
         while True:
-            shard = slots.pick(self._rng, flex=flexing)
+            shard = slots.pick(self._rng, flex=flexing, prefer=key[1].shard)
             if shard is None:
                 return _Found.AT_CAP
-            admission = Admission(running_shard=shard, cap=None if flexing else slots.caps[shard],
+            admission = Admission(running_shard=shard, cap=None if flexing else slots.admission_cap(shard),
                                   active_vt=active_vt, others_at_cap=flex_while_at_cap or ())
             try:
                 return self._take(job, worker_id, lease_ms, admission)  # (its commit calls `committed`)

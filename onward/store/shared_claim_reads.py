@@ -43,11 +43,14 @@ def counted_write(state: TenantState, running: RunningUpdate | None, waiting: Wa
     counted in `entered`, joining the index at its `active_vt` unless there; an entry that left the index
     may come back at the key it had, which a read would show: only the order of the tenant's entries, and
     whether the claim re-keys the one it serves, can differ until then)."""
-    usage, by_shard = state.usage, state.running_by_shard
+    usage, by_shard, old = state.usage, state.running_by_shard, state.old_running
     if running is not None:
         shards = [*by_shard, *[Usage()] * (running.shard + 1 - len(by_shard))]
         shards[running.shard] = shards[running.shard].apply(running.usage)
         usage, by_shard = Usage.combined(shards), tuple(shards)
+        if running.old_counter and running.shard < len(old):
+            old = tuple(count + running.usage.running if shard == running.shard else count
+                        for shard, count in enumerate(old))
     queues = state.queues
     entry = queues.get(waiting.queue.shard) if waiting is not None else None
     if waiting is not None and entry is not None:
@@ -61,7 +64,7 @@ def counted_write(state: TenantState, running: RunningUpdate | None, waiting: Wa
             entry = replace(entry, bands=bands, active_vt=keyed,
                             returned_at=None if waiting.served else entry.returned_at)
         queues = {**queues, waiting.queue.shard: entry}
-    return TenantState(state.tenant, usage, queues, by_shard)
+    return TenantState(state.tenant, usage, queues, by_shard, old)
 
 
 def counted_lift(state: TenantState, offset_ms: int) -> TenantState:

@@ -65,22 +65,39 @@ def _reported_size(contents: MemoryContents, job_id: str) -> int:
     return max(event.result_size_bytes or 0 for event in contents.events[job_id])
 
 
-def _running(tenant_id: str, shard: int, counter: RunningCounter) -> dict[str, Any]:
-    """A RUNNING counter: an attribute only once something was added to it (DynamoDB's ADD leaves zero terms
-    out)."""
-    pk, sk = running_key(tenant_id, shard)
+def _counter_attributes(counter: RunningCounter) -> dict[str, Any]:
+    """A RUNNING counter's attributes on the queue entry that keeps it (issue 34): each only once something was
+    added to it (DynamoDB's ADD leaves zero terms out)."""
     usage = counter.usage
-    item: dict[str, Any] = {"pk": pk, "sk": sk, "entity": Entity.TENANT_RUNNING.value, "tenant_id": tenant_id,
-                            "shard": shard}
+    item: dict[str, Any] = {}
     if counter.charged:
         item["running"], item["started_ms_sum"] = usage.running, usage.started_ms_sum
     if usage.ended_ms:
         item["ended_ms"] = usage.ended_ms
     if usage.ended:
         item["ended"] = usage.ended
-    if counter.lifted:
-        item["lift_vt"] = usage.lift_vt
     return item
+
+
+def _lift(tenant_id: str, shard: int, counter: RunningCounter) -> dict[str, Any]:
+    """The older RUNNING item that holds a tenant's lift."""
+    pk, sk = running_key(tenant_id, shard)
+    return {"pk": pk, "sk": sk, "entity": Entity.TENANT_RUNNING.value, "tenant_id": tenant_id, "shard": shard,
+            "lift_vt": counter.usage.lift_vt}
+
+
+def _counters(contents: MemoryContents, active_shards: int) -> Items:
+    """The queue entries, each with the RUNNING counter of its shard, and the items holding lifts."""
+    entries = {(entry.tenant_id, entry.shard): _queue(entry, active_shards) for entry in contents.queues.values()}
+    lifts = []
+    for (tenant_id, shard), counter in contents.running.items():
+        if attributes := _counter_attributes(counter):
+            pk, sk = queue_key(tenant_id, shard)
+            blank = {"pk": pk, "sk": sk, "entity": Entity.TENANT_QUEUE.value, "tenant_id": tenant_id, "shard": shard}
+            entries[(tenant_id, shard)] = entries.get((tenant_id, shard), blank) | attributes
+        if counter.lifted:
+            lifts.append(_lift(tenant_id, shard, counter))
+    return [*lifts, *entries.values()]
 
 
 def _queue(entry: QueueEntryState, active_shards: int) -> dict[str, Any]:
@@ -147,8 +164,7 @@ def jobs_table(contents: MemoryContents, *, active_shards: int, job_retention_s:
     for tenant in contents.tenants.values():
         items += tenant_items(tenant.tenant_id, tenant.policy.weight, tenant.policy.cap, tenant.ready_shards,
                               tenant.base)
-    items += [_running(tenant_id, shard, counter) for (tenant_id, shard), counter in contents.running.items()]
-    items += [_queue(entry, active_shards) for entry in contents.queues.values()]
+    items += _counters(contents, active_shards)
     for shard, value in contents.clock.items():
         pk, sk = clock_key(shard)
         items.append({"pk": pk, "sk": sk, "entity": Entity.CLOCK.value, "v": value})

@@ -4,7 +4,7 @@ counters and its queue entries (plain values, in the shapes of onward.store.dyna
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import Any
 
 from onward.domain.dispatch import TenantPolicy, Usage, VirtualBase
@@ -35,23 +35,30 @@ def _returned_at(stored: float | None) -> float | None:
     return None if stored == SERVED_SINCE_RETURN else float(stored)
 
 
-def tenant_state(tenant: Tenant, counters: Iterable[dict[str, Any]]) -> TenantState:
+def tenant_state(tenant: Tenant, counters: Iterable[dict[str, Any]],
+                 queue_shards: Collection[int] | None = None) -> TenantState:
     """A tenant's state from its counter items (plain values: RUNNING counters and queue entries, any
-    order, any subset)."""
-    shards = tenant.running_shards
-    running = [Usage()] * shards
+    order, any subset): a running shard's usage is the sum of its queue entry's counters and its older
+    RUNNING item's. `queue_shards`: the queue entries it holds (None: every one read; the others are read
+    for their counters only)."""
+    running = [Usage()] * tenant.running_shards
+    old = [0] * tenant.running_shards
     queues: dict[int, QueueEntry] = {}
     for values in counters:
         entity = values.get("entity")
+        if entity not in (Entity.TENANT_RUNNING, Entity.TENANT_QUEUE):
+            continue
+        shard = values["shard"]
+        if shard >= len(running):  # charged before its shards were reduced: counted until it ends
+            running.extend([Usage()] * (shard + 1 - len(running)))
+            old.extend([0] * (shard + 1 - len(old)))
+        usage = usage_from_values(values)
+        running[shard] = Usage.combined((running[shard], usage))
         if entity == Entity.TENANT_RUNNING:
-            shard = values["shard"]
-            if shard >= len(running):  # charged before its shards were reduced: counted until it ends
-                running.extend([Usage()] * (shard + 1 - len(running)))
-            running[shard] = usage_from_values(values)
-        elif entity == Entity.TENANT_QUEUE:
-            entry = queue_entry_from_values(values)
-            queues[entry.shard] = entry
-    return TenantState(tenant, Usage.combined(running), queues, tuple(running))
+            old[shard] += usage.running
+        elif queue_shards is None or shard in queue_shards:
+            queues[shard] = queue_entry_from_values(values)
+    return TenantState(tenant, Usage.combined(running), queues, tuple(running), tuple(old))
 
 
 def tenant_from_values(values: dict[str, Any]) -> Tenant:

@@ -5,7 +5,9 @@ in-memory recorder holds domain values, not these items).
 Jobs table (`pk` / `sk`):
 - job row `JOB#<id>` / `JOB`, with the sparse index keys `ready_pk` + `ready_due` (index `ready`: present
   only while queued or retry_wait) and `lease_pk` + `lease_expires_at` (index `leases`: only while running);
-  while running, its attempt's claim `run_claimed_at` + `run_lease_expires_at` (ports.rows.OpenAttempt);
+  while running, its attempt's claim `run_claimed_at` + `run_lease_expires_at` (ports.rows.OpenAttempt) and the
+  counter it is charged to: `charged_entry` (queue entry j), or `running_shard` (RUNNING counter j, a claim
+  before the counters moved onto the queue entries);
 - run record `JOB#<id>` / `RUN#<attempt, 6 digits>`, written whole by the transaction that ends its attempt
   (the claim writes none: a running attempt's run is read from the row, merged with a partial record holding
   only its progress or overlap marks, if any), the completing attempt's with the job's result (`result`,
@@ -20,10 +22,13 @@ Jobs table (`pk` / `sk`):
   tenant's first job registers it (onward.store.tenants): `TENANT#t` / `SETTINGS`, the copy claims read (a key
   of its own, so no partition is read by every claim), and under `TENANTS` / `t`, the registry that
   operators list;
-- per tenant `t`, under keys of its own (no key is written by every tenant's jobs): its RUNNING counters
-  `TENANT#t#RUNNING#<j>` / `RUNNING` (dispatch.Usage, one per running shard, its cap split over them; lifts
-  as `lift_vt` on the first) and
-  its queue entries `TENANT#t#QUEUE#<k>` / `QUEUE`, one per ready shard: `waiting` and per priority band
+- per tenant `t`, under keys of its own (no key is written by every tenant's jobs): its queue entries
+  `TENANT#t#QUEUE#<k>` / `QUEUE`, one per ready shard, each also the RUNNING counter of running shard `k`
+  (dispatch.Usage: `running`, `ended_ms`, `started_ms_sum`, `ended`; the cap split over them), so that a claim
+  charging the shard it takes its job from updates one item (issue 34); its older RUNNING counters
+  `TENANT#t#RUNNING#<j>` / `RUNNING`, which hold the lifts (`lift_vt`, on the first) and what attempts claimed
+  before the counters moved were charged (written by those attempts' ends only; a shard's usage is the sum of
+  both items); and on each queue entry: `waiting` and per priority band
   `w<p>` (queued + retry_wait jobs there), and while it may hold work the sparse index keys `active_pk`
   (`ACTIVE#<h>`, h a hash of tenant and shard over the deployment's active shards) + `active_vt` (index `active`,
   KEYS_ONLY: the claim reads only its head, onward.store.claims); an entry whose waiting jobs are all in backoff
@@ -63,7 +68,7 @@ from onward.domain.schema_versions import (
 from onward.domain.states import CLAIMABLE_STATES, JobState, is_terminal
 from onward.store.ports.index_shards import active_shard, lease_shard, parked_shard
 from onward.store.ports.ready_queues import ReadyQueue, ready_queue
-from onward.store.ports.rows import OpenAttempt
+from onward.store.ports.rows import OpenAttempt, old_counter_shard, on_old_counter
 
 JOB_PREFIX = "JOB#"
 JOB_SK = "JOB"
@@ -92,6 +97,7 @@ TIME_SHARDS = 64  # `by_time`: 3 events per job, each version its own shard: abo
 # Attributes of a job row that only place it (keys, indexes and TTL), not part of the Job.
 RUN_CLAIMED_AT, RUN_LEASE_EXPIRES_AT = "run_claimed_at", "run_lease_expires_at"  # a running row's OpenAttempt
 JOB_STORAGE_ONLY = ("pk", "sk", "entity", "ready_pk", "ready_due", "lease_pk", "ready_shards", "running_shard",
+                    "charged_entry",
                     "expires_at", "region_epoch", RUN_CLAIMED_AT, RUN_LEASE_EXPIRES_AT)
 # Attributes of a run item that only place it (keys, the `overlaps` index and TTL), not part of the Run.
 RUN_STORAGE_ONLY = ("pk", "sk", "entity", "expires_at", "overlap_pk", "overlap_at", "region_epoch")
@@ -300,14 +306,19 @@ def shape_stamp() -> dict[str, int]:
 
 
 def job_item(job: Job, ready_shards: int, retention_s: int, running_shard: int | None = None) -> dict[str, Any]:
-    """The job row as stored, with the sparse index keys that put it in `ready` or `leases`, the RUNNING
-    counter its attempt is charged to while it runs (`running_shard`), and its TTL once it has ended
-    (`retention_s`: the job retention, job_expires_at)."""
+    """The job row as stored, with the sparse index keys that put it in `ready` or `leases`, the counter its
+    attempt is charged to while it runs (`running_shard`: queue entry j, or below 0 an older RUNNING counter,
+    ports.write_plans.on_old_counter), and its TTL once it has ended (`retention_s`: the job retention,
+    job_expires_at)."""
     pk, sk = job_key(job.job_id)
     row = {"pk": pk, "sk": sk, "entity": Entity.JOB.value, **shape_stamp(), **job.model_dump(mode="json")}
     row["ready_shards"] = ready_shards
     if job.state is JobState.RUNNING:
-        row["running_shard"] = running_shard or 0
+        charged = running_shard or 0
+        if charged < 0:
+            row["running_shard"] = old_counter_shard(charged)
+        else:
+            row["charged_entry"] = charged
     row["expires_at"] = job_expires_at(job, retention_s)
     if job.state in CLAIMABLE_STATES:
         row["ready_pk"] = ready_partition(job.tenant_id, ready_queue(job, ready_shards))
@@ -318,12 +329,16 @@ def job_item(job: Job, ready_shards: int, retention_s: int, running_shard: int |
 
 
 def job_from_values(values: dict[str, Any]) -> tuple[Job, int, int]:
-    """The Job a stored job row holds, the number of ready shards it was queued under and the RUNNING
-    counter its running attempt is charged to (0 when it is not running)."""
+    """The Job a stored job row holds, the number of ready shards it was queued under and the counter its
+    running attempt is charged to (0 when it is not running; below 0: an older RUNNING counter)."""
     item_shape(values, "job row")
     shards = values.get("ready_shards", 1)
     job = Job.model_validate(known_fields(values, Job.model_fields.keys() - set(JOB_STORAGE_ONLY)))
-    return job, shards, values.get("running_shard", 0)
+    if "charged_entry" in values:
+        return job, shards, values["charged_entry"]
+    if "running_shard" in values:
+        return job, shards, on_old_counter(values["running_shard"])
+    return job, shards, 0
 
 
 def open_attempt_of(values: Mapping[str, Any]) -> OpenAttempt | None:

@@ -383,17 +383,17 @@ class DynamoRecorder(DynamoProgressLog, DynamoUniqueKeys, DynamoRateBuckets, Dyn
     def tenant_counters(self, wanted: Mapping[Tenant, Collection[int] | None], *,
                         consistent: bool = False) -> dict[str, TenantState]:
         keys: list[Key] = []
-        for tenant, shards in wanted.items():
+        for tenant in wanted:  # every running shard's counters: its queue entry's and its older RUNNING item's
             keys += [running_key(tenant.tenant_id, shard) for shard in range(tenant.running_shards)]
             keys += [queue_key(tenant.tenant_id, shard)
-                     for shard in (range(tenant.ready_shards) if shards is None else sorted(shards))]
+                     for shard in range(max(tenant.ready_shards, tenant.running_shards))]
         by_tenant: dict[str, list[dict[str, Any]]] = {}
         # Eventually consistent by default (half the read units): the counters order the claim's candidates,
         # and the claim's transaction checks what must hold (the cap) on the items themselves.
         for values in self._batch_get(keys, consistent=consistent):
             by_tenant.setdefault(values["tenant_id"], []).append(values)
-        return {tenant.tenant_id: tenant_state(tenant, by_tenant.get(tenant.tenant_id, ()))
-                for tenant in wanted}
+        return {tenant.tenant_id: tenant_state(tenant, by_tenant.get(tenant.tenant_id, ()), shards)
+                for tenant, shards in wanted.items()}
 
     def put_tenant(self, tenant: Tenant, *, only_if_new: bool = False) -> bool:
         policy = tenant.policy

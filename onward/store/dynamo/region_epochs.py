@@ -149,7 +149,11 @@ class DynamoRegionEpochs(RegionEpochBook):
         values: dict[str, Any] = {**stamp, ":waiting": {"N": str(sum(bands.values()))},
                                   ":entity": {"S": "tenant_queue"}, ":tenant": {"S": tenant_id},
                                   ":shard": {"N": str(shard)}}
-        sets = ["#re = :re", "#waiting = :waiting", "#entity = :entity", "#tenant = :tenant", "#shard = :shard"]
+        # nothing runs after adoption: the RUNNING counter kept on the entry too (issue 34)
+        names |= {"#running": "running", "#started": "started_ms_sum"}
+        values[":zero"] = {"N": "0"}
+        sets = ["#re = :re", "#waiting = :waiting", "#entity = :entity", "#tenant = :tenant", "#shard = :shard",
+                "#running = :zero", "#started = :zero"]
         for priority, count in bands.items():
             names[f"#b{priority}"] = band_attribute(priority)
             values[f":b{priority}"] = {"N": str(count)}

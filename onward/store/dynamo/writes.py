@@ -156,8 +156,7 @@ class TransitionWrites:
         close = run_close(write)
         if close is not None:
             transaction.add(Role.RUN_CLOSED, self.run_close(close))
-        if write.running is not None:
-            transaction.add(Role.RUNNING, self.running_update(write.running))
+        running = write.running
         entering = [write.waiting] if write.waiting is not None else []
         if write.concurrency is not None:  # concurrency keys (issue 37): the key's item, a held job put back
             for role, action in slot_actions(self.jobs_table, write.concurrency):
@@ -165,7 +164,16 @@ class TransitionWrites:
             if isinstance(write.concurrency, SlotReturn) and write.concurrency.release is not None:
                 entering.append(write.concurrency.release.waiting)  # (summed with the job's own: one item)
         for entry in queue_entry_updates(entering):
-            transaction.add(Role.WAITING, self.queue_entry_update(entry))
+            # the counter of the running shard a claim charges (or an attempt ends on) is on this queue entry:
+            # one action, as a transaction names an item once (issue 34)
+            if running is not None and on_entry(running, entry):
+                role = Role.RUNNING if running.below_cap is not None else Role.WAITING
+                transaction.add(role, self.queue_entry_update(entry, running))
+                running = None
+            else:
+                transaction.add(Role.WAITING, self.queue_entry_update(entry))
+        if running is not None:
+            transaction.add(Role.RUNNING, self.running_update(running))
         transaction.add(Role.OUTBOX, self._put(self.outbox_table, transition_event(write), "job_id"))
         for tenant_id, shard, cap in write.still_at_cap:
             transaction.add(Role.STILL_AT_CAP, self.still_at_cap(tenant_id, shard, cap))
@@ -247,9 +255,10 @@ class TransitionWrites:
         (entry,) = queue_entry_updates([update])
         return self.queue_entry_update(entry)
 
-    def queue_entry_update(self, update: QueueEntryUpdate) -> dict[str, Any]:
+    def queue_entry_update(self, update: QueueEntryUpdate, running: RunningUpdate | None = None) -> dict[str, Any]:
         """The queue entry's band counts and total; jobs entering put the entry in the `active` index (its
-        key kept if it has one), a claim re-keys it."""
+        key kept if it has one), a claim re-keys it. With `running`: the change of the RUNNING counter kept
+        on the same entry, under its cap."""
         names = {"#entity": "entity", "#tenant": "tenant_id", "#shard": "shard", "#waiting": "waiting"}
         values: dict[str, Any] = {":entity": {"S": Entity.TENANT_QUEUE.value}, ":tenant": {"S": update.tenant_id},
                                   ":shard": {"N": str(update.shard)}, ":delta": {"N": str(update.delta)}}
@@ -278,45 +287,49 @@ class TransitionWrites:
             values[f":band{number}"] = {"N": str(delta)}
             adds.append(f"#band{number} :band{number}")
         adds.append("#waiting :delta")
+        if running is not None:
+            adds.append(usage_adds(running.usage, names, values))
         removes = ""
         if update.entering:  # jobs entering: counted, and the entry is no longer parked
             names |= {"#entered": "entered", "#ppk": "parked_pk", "#until": "parked_until"}
             values[":entering"] = {"N": str(update.entering)}
             adds.append("#entered :entering")
             removes = " REMOVE #ppk, #until"
-        return {"Update": {
+        return {"Update": with_cap({
             "TableName": self.jobs_table,
             "Key": wire_key(queue_key(update.tenant_id, update.shard)),
             "UpdateExpression": f"SET {', '.join(sets)} ADD {', '.join(adds)}{removes}",
             "ExpressionAttributeNames": names,
             "ExpressionAttributeValues": values,
-        }}
+        }, running)}
 
     def running_update(self, update: RunningUpdate) -> dict[str, Any]:
+        """A RUNNING counter's change on its own: on the queue entry that keeps it, or, for an attempt claimed
+        onto an older RUNNING item, on that item."""
         names = {"#entity": "entity", "#tenant": "tenant_id", "#shard": "shard"}
-        values: dict[str, Any] = {":entity": {"S": Entity.TENANT_RUNNING.value}, ":tenant": {"S": update.tenant_id},
+        entity, key = ((Entity.TENANT_RUNNING, running_key(update.tenant_id, update.shard)) if update.old_counter
+                       else (Entity.TENANT_QUEUE, queue_key(update.tenant_id, update.shard)))
+        values: dict[str, Any] = {":entity": {"S": entity.value}, ":tenant": {"S": update.tenant_id},
                                   ":shard": {"N": str(update.shard)}}
         adds = usage_adds(update.usage, names, values)
-        action: dict[str, Any] = {
+        return {"Update": with_cap({
             "TableName": self.jobs_table,
-            "Key": wire_key(running_key(update.tenant_id, update.shard)),
+            "Key": wire_key(key),
             "UpdateExpression": f"SET #entity = :entity, #tenant = :tenant, #shard = :shard ADD {adds}",
             "ExpressionAttributeNames": names,
             "ExpressionAttributeValues": values,
-        }
-        if update.below_cap is not None:
-            values[":cap"] = {"N": str(update.below_cap)}
-            action["ConditionExpression"] = "attribute_not_exists(#running) OR #running < :cap"
-        return {"Update": action}
+        }, update)}
 
-    def still_at_cap(self, tenant_id: str, shard: int, cap: int) -> dict[str, Any]:
-        """A flexing claim's check that another tenant's RUNNING counter is still at its share of the cap."""
+    def still_at_cap(self, tenant_id: str, shard: int, count: int) -> dict[str, Any]:
+        """A flexing claim's check that another tenant's RUNNING counter (on its queue entry) still counts at
+        least `count`: its share of the cap, less what its older RUNNING item counts (no counter counts 0)."""
+        condition = "#running >= :cap" if count > 0 else "attribute_not_exists(#running) OR #running >= :cap"
         return {"ConditionCheck": {
             "TableName": self.jobs_table,
-            "Key": wire_key(running_key(tenant_id, shard)),
-            "ConditionExpression": "#running >= :cap",
+            "Key": wire_key(queue_key(tenant_id, shard)),
+            "ConditionExpression": condition,
             "ExpressionAttributeNames": {"#running": "running"},
-            "ExpressionAttributeValues": {":cap": {"N": str(cap)}},
+            "ExpressionAttributeValues": {":cap": {"N": str(count)}},
         }}
 
     def run_close(self, close: RunClose) -> dict[str, Any]:
@@ -345,6 +358,23 @@ def overlap_clauses(mark: OverlapMark, names: dict[str, str], values: dict[str, 
     values |= {":ow": {"NS": [str(attempt) for attempt in sorted(set(mark.attempts))]},
                ":opk": {"S": overlap_partition(mark.began_at)}, ":oat": {"N": str(mark.began_at)}}
     return ["#opk = if_not_exists(#opk, :opk)", "#oat = if_not_exists(#oat, :oat)"], "#ow :ow"
+
+
+def on_entry(running: RunningUpdate, entry: QueueEntryUpdate) -> bool:
+    """True when the RUNNING counter `running` changes is kept on the queue entry `entry` updates."""
+    return not running.old_counter and (running.tenant_id, running.shard) == (entry.tenant_id, entry.shard)
+
+
+def with_cap(update: dict[str, Any], running: RunningUpdate | None) -> dict[str, Any]:
+    """An Update of a RUNNING counter with its claim's condition, if any: running below `below_cap`, an item
+    with no counter yet counting 0."""
+    if running is None or running.below_cap is None:
+        return update
+    condition = "attribute_not_exists(#running) OR #running < :cap" if running.below_cap > 0 else "#running < :cap"
+    return {**update, "ConditionExpression": condition,
+            "ExpressionAttributeNames": {**update["ExpressionAttributeNames"], "#running": "running"},
+            "ExpressionAttributeValues": {**update["ExpressionAttributeValues"],
+                                          ":cap": {"N": str(running.below_cap)}}}
 
 
 def usage_adds(change: UsageChange, names: dict[str, str], values: dict[str, Any]) -> str:

@@ -23,7 +23,9 @@ class OpenAttempt(NamedTuple):
 class JobRow(NamedTuple):
     job: Job
     ready_shards: int  # the ready shards its tenant had when it was created (its ready queue)
-    running_shard: int = 0  # the RUNNING counter its running attempt is charged to
+    # the counter its running attempt is charged to: running shard j's, on queue entry j; below 0 an older
+    # RUNNING counter (on_old_counter)
+    running_shard: int = 0
     held_by: str | None = None  # the hold key it is held aside under, out of its ready queue (onward.store.held_jobs)
     region_epoch: int = 0  # the region epoch it was last written under (issue 39: onward.store.region_fence)
     # its running attempt's claim (None: not running, or claimed by a release that opened a run record at claim)
@@ -32,6 +34,17 @@ class JobRow(NamedTuple):
     def open_run(self) -> Run | None:
         """The running attempt's run record as the row holds it (no outcome yet); None when the row holds none."""
         return open_run(self.job, self.opened)
+
+
+def on_old_counter(shard: int) -> int:
+    """A row's charge as read when its attempt was charged to RUNNING counter `shard` by a release from before
+    the counters moved onto the queue entries (issue 34): below 0, so that its end goes back there."""
+    return -1 - shard
+
+
+def old_counter_shard(charged: int) -> int:
+    """The shard of an older RUNNING counter a row's charge (below 0) names (on_old_counter's inverse)."""
+    return -1 - charged
 
 
 def open_run(job: Job, opened: OpenAttempt | None) -> Run | None:

@@ -58,12 +58,21 @@ class QueueEntry:
 @dataclass(frozen=True)
 class TenantState:
     """A tenant's settings and dispatch counters, as one read found them: its usage (the sum of its running
-    shards'), each running shard's, and its queue entries by ready shard."""
+    shards'), each running shard's, and its queue entries by ready shard. `old_running`: of each shard's
+    running attempts, those its older RUNNING item counts (claimed before the counters moved onto the queue
+    entries: what the claim's condition on the queue entry leaves out of the cap)."""
 
     tenant: Tenant
     usage: Usage = field(default_factory=Usage)
     queues: dict[int, QueueEntry] = field(default_factory=dict)
     running_by_shard: tuple[Usage, ...] = ()
+    old_running: tuple[int, ...] = ()
+
+    def entry_caps(self) -> tuple[int | None, ...]:
+        """Each running shard's cap as the counter on its queue entry is held to: the shard's share of the
+        tenant's cap less the attempts its older RUNNING item counts (None: no cap)."""
+        old = [*self.old_running, *[0] * (self.tenant.running_shards - len(self.old_running))]
+        return tuple(None if cap is None else cap - old[shard] for shard, cap in enumerate(self.tenant.shard_caps()))
 
     @property
     def waiting_by_queue(self) -> dict[ReadyQueue, int]:

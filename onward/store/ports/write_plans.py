@@ -39,15 +39,16 @@ from onward.store.ports.concurrency_keys import SlotReturn, SlotTake
 from onward.store.ports.outcomes import Role
 from onward.store.ports.rate_buckets import RateTake
 from onward.store.ports.ready_queues import ReadyQueue, ready_queue
-from onward.store.ports.rows import OpenAttempt, open_run
+from onward.store.ports.rows import OpenAttempt, old_counter_shard, open_run
 from onward.store.ports.unique_keys import UniqueClaim
 
 
 @dataclass(frozen=True)
 class Admission:
     """The condition on which a claim takes a running slot: charged to RUNNING counter `running_shard`,
-    kept below `cap` there (the tenant's cap split over its shards; None: flexing, or no cap); when
-    flexing, only while every (tenant, shard, shard cap) in `others_at_cap` is still at its cap. `active_vt`:
+    kept below `cap` there (the tenant's cap split over its shards, less the attempts its older RUNNING item
+    of that shard still counts; None: flexing, or no cap); when flexing, only while every (tenant, shard,
+    count) in `others_at_cap` is still at its cap (the counter on that queue entry at least `count`). `active_vt`:
     the key its queue entry takes in the `active` index (the tenant's virtual time: served shards go to the
     back of the tenant's rotation)."""
 
@@ -59,12 +60,15 @@ class Admission:
 
 class RunningUpdate(NamedTuple):
     """What a transition adds to one of its tenant's RUNNING counters, and on which condition (an attempt
-    that starts: `below_cap` from its Admission; one that ends: none)."""
+    that starts: `below_cap` from its Admission; one that ends: none). The counter of running shard `shard`
+    is kept on queue entry `shard` (one item with the claim's own waiting update when it takes its job from
+    that entry); `old_counter`: an attempt claimed before the counters moved ends on its RUNNING item."""
 
     tenant_id: str
     shard: int
     usage: UsageChange
     below_cap: int | None = None  # condition: running < below_cap (no counter yet counts as 0)
+    old_counter: bool = False
 
 
 class WaitingUpdate(NamedTuple):
@@ -175,7 +179,10 @@ def running_update(
                              below_cap=admission.cap)
     assert change.close_run is not None
     assert claimed_at is not None, "the store reads it from the row (or an old run record) when the caller has none"
-    return RunningUpdate(change.after.tenant_id, running_shard, on_end(claimed_at, change.close_run.finished_at))
+    ended = on_end(claimed_at, change.close_run.finished_at)
+    if running_shard < 0:
+        return RunningUpdate(change.after.tenant_id, old_counter_shard(running_shard), ended, old_counter=True)
+    return RunningUpdate(change.after.tenant_id, running_shard, ended)
 
 
 @dataclass(frozen=True)

@@ -784,6 +784,7 @@ class StoreModel(RuleBasedStateMachine):
             index = {name: values.pop(name, None) for name in ("ready_pk", "ready_due", "lease_pk")}
             values.pop("ready_shards", None)
             values.pop("running_shard", None)
+            values.pop("charged_entry", None)
             opened = (values.pop("run_claimed_at", None), values.pop("run_lease_expires_at", None))
             assert (None not in opened) == (values["state"] == "running"), f"job {job_id}: its attempt's claim"
             if values["state"] == "running":  # its attempt's run is the row's until it ends (issue 34)

@@ -182,6 +182,10 @@ def test_a_late_write_over_a_tenant_counter_of_the_epoch_is_corrected_by_its_dif
                      counter("tenant_running", 0, running=0, ended=9), EPOCH)
     assert running.corrections == {"running": 2, "ended": -2}
     assert count_corrections(counter("tenant_queue", EPOCH, waiting=1), counter("tenant_queue", 0, waiting=1)) == {}
+    on_entry = decide(counter("tenant_queue", EPOCH, waiting=1, running=3, started_ms_sum=30, ended=5),
+                      counter("tenant_queue", 0, waiting=1, running=1, started_ms_sum=10, ended=6), EPOCH)
+    assert on_entry.corrections == {"running": 2, "started_ms_sum": 20, "ended": -1}, \
+        "the RUNNING counter kept on a queue entry (issue 34) is corrected with it"
 
 
 def test_counters_not_replaced_over_the_epoch_are_left_alone() -> None:

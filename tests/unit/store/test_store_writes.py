@@ -15,7 +15,7 @@ from onward.domain.dispatch import on_claim, on_end
 from onward.domain.errors import StoreInvariantViolation
 from onward.domain.lifecycle import Change
 from onward.domain.models import ErrorSummary, NewJob
-from onward.store.dynamo.keys import RUN_CLAIMED_AT, RUN_LEASE_EXPIRES_AT, Entity, job_key, running_key
+from onward.store.dynamo.keys import RUN_CLAIMED_AT, RUN_LEASE_EXPIRES_AT, Entity, job_key, queue_key, running_key
 from onward.store.dynamo.plan_items import job_row_update, run_close, transition_event
 from onward.store.dynamo.writes import Transaction, TransitionWrites, wire_key
 from onward.store.ports import (
@@ -28,7 +28,7 @@ from onward.store.ports import (
     judge,
 )
 from onward.store.ports.ready_queues import ReadyQueue
-from onward.store.ports.rows import OpenAttempt
+from onward.store.ports.rows import OpenAttempt, on_old_counter
 
 NOW = 1_800_000_000_000
 WRITES = TransitionWrites("jobs", "outbox")
@@ -52,7 +52,7 @@ def test_a_claim_puts_its_attempt_on_the_row_takes_a_running_slot_and_leaves_its
     assert set(row.remove) == {"ready_pk", "ready_due"}
     assert (row.set[RUN_CLAIMED_AT], row.set[RUN_LEASE_EXPIRES_AT]) == (NOW, NOW + 30_000), \
         "the attempt's claim, which its run record is built from until the close writes it"
-    assert row.set["running_shard"] == 1, "the end must charge the shard the claim took"
+    assert row.set["charged_entry"] == 1, "the end must charge the shard the claim took (on its queue entry)"
     assert write.running == RunningUpdate("acme", 1, on_claim(NOW), below_cap=2)
     assert write.waiting == WaitingUpdate("acme", ReadyQueue(0, 0), -1, active_vt=5.0, served=True), \
         "the served entry re-keyed, and no longer fresh"
@@ -67,7 +67,7 @@ def test_an_ending_attempt_is_charged_from_its_claim_and_a_reap_needs_a_lapsed_l
     write = TransitionWrite.of(reap, ready_shards=1, retention_s=60, job_retention_s=3600, claimed_at=NOW,
                                running_shard=3, clock=7.0)
     assert job_row_update(write).lapsed_by == NOW + 31_000
-    assert "running_shard" in job_row_update(write).remove
+    assert "charged_entry" in job_row_update(write).remove
     assert write.running == RunningUpdate("acme", 3, on_end(NOW, NOW + 31_000)), "charged to its claim's shard"
     assert write.waiting == WaitingUpdate("acme", ReadyQueue(0, 0), 1, active_vt=7.0, job_id=running.job_id), \
         "back in line at the clock"
@@ -105,12 +105,13 @@ def test_a_flexing_claim_checks_the_others_and_each_action_has_its_role():
     claim opened the record and the close updated it)."""
     write = claimed(Admission(cap=None, others_at_cap=(("b", 0, 1), ("c", 1, 2))))
     transaction = WRITES.transition(write)
-    assert transaction.roles == [Role.JOB, Role.RUNNING, Role.WAITING, Role.OUTBOX,
-                                 Role.STILL_AT_CAP, Role.STILL_AT_CAP]
+    assert transaction.roles == [Role.JOB, Role.WAITING, Role.OUTBOX, Role.STILL_AT_CAP, Role.STILL_AT_CAP]
     assert not any("RUN#" in json.dumps(action) for action in transaction.actions)
     assert transaction.actions[0]["Update"]["Key"] == wire_key(job_key("a" * 32))
     assert "ConditionExpression" not in transaction.actions[1]["Update"], "flexing: no cap on its own counter"
-    assert transaction.actions[-1]["ConditionCheck"]["Key"] == wire_key(running_key("c", 1))
+    check = transaction.actions[-1]["ConditionCheck"]
+    assert check["Key"] == wire_key(queue_key("c", 1)), "the other tenant's counter, on its queue entry"
+    assert check["ConditionExpression"] == "#running >= :cap"
 
 
 def test_a_completion_writes_its_result_on_the_run_record_it_closes_in_one_action_fewer():
@@ -155,3 +156,42 @@ def test_a_refusal_is_judged_in_one_order_for_every_recorder(failed, conflict, o
 def test_any_other_failed_condition_is_a_broken_invariant(role):
     with pytest.raises(StoreInvariantViolation, match="claim of job"):
         judge({role}, conflict=False, refused="claim of job x refused")
+
+
+def test_a_claim_charging_the_entry_it_takes_its_job_from_updates_one_item_under_its_cap():
+    """Issue 34: running shard j's counter is kept on queue entry j, so a claim from entry 0 charging shard 0 is
+    one Update there: the waiting count down, the counter up, the cap as its condition (a refusal is the cap's:
+    Role.RUNNING). Without it the transaction would name two items of the tenant (2 write units more a job);
+    naming one item twice DynamoDB refuses outright."""
+    write = claimed(Admission(running_shard=0, cap=2, active_vt=5.0))
+    transaction = WRITES.transition(write)
+    assert transaction.roles == [Role.JOB, Role.RUNNING, Role.OUTBOX]
+    entry = transaction.actions[1]["Update"]
+    assert entry["Key"] == wire_key(queue_key("acme", 0))
+    assert "#waiting :delta" in entry["UpdateExpression"] and "#running :running" in entry["UpdateExpression"]
+    assert entry["ConditionExpression"] == "attribute_not_exists(#running) OR #running < :cap"
+    assert entry["ExpressionAttributeValues"][":cap"] == {"N": "2"}
+    elsewhere = WRITES.transition(claimed(Admission(running_shard=1, cap=1, active_vt=5.0)))
+    assert elsewhere.roles == [Role.JOB, Role.WAITING, Role.RUNNING, Role.OUTBOX], \
+        "another shard's counter (the job's own shard full): two entries"
+    assert elsewhere.actions[2]["Update"]["Key"] == wire_key(queue_key("acme", 1))
+    used_up = WRITES.transition(claimed(Admission(running_shard=0, cap=0, active_vt=5.0)))
+    assert used_up.actions[1]["Update"]["ConditionExpression"] == "#running < :cap", \
+        "older attempts fill the shard's share: an entry with no counter yet must not pass"
+
+
+def test_an_attempt_claimed_onto_an_older_running_item_ends_there():
+    """A row naming `running_shard` was charged by a release before the counters moved (on_old_counter): its
+    end goes back to that RUNNING item, so that the item's count falls; the row's attribute leaves with it."""
+    running = claimed().change.after
+    change = lifecycle.complete(running, 1, "w1", None, NOW + 5_000)
+    assert isinstance(change, Change)
+    write = TransitionWrite.of(change, ready_shards=1, retention_s=60, job_retention_s=3600, claimed_at=NOW,
+                               running_shard=on_old_counter(2))
+    assert write.running == RunningUpdate("acme", 2, on_end(NOW, NOW + 5_000), old_counter=True)
+    assert "running_shard" in job_row_update(write).remove
+    (counter,) = [action["Update"] for role, action in zip(WRITES.transition(write).roles,
+                                                           WRITES.transition(write).actions, strict=True)
+                  if role is Role.RUNNING]
+    assert counter["Key"] == wire_key(running_key("acme", 2))
+    assert counter["ExpressionAttributeValues"][":entity"] == {"S": Entity.TENANT_RUNNING.value}

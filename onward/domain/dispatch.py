@@ -119,13 +119,14 @@ class Usage(NamedTuple):
 
     @classmethod
     def combined(cls, parts: Iterable[Usage]) -> Usage:
-        """The tenant's usage from its shards' counters."""
+        """The tenant's usage from its shards' counters: their counts summed, their lifts' highest (a lift is
+        a level, raised by the claim that serves a returning tenant on the counter that claim charges)."""
         running = ended_ms = started = lift = ended = 0
         for part in parts:
             running += part.running
             ended_ms += part.ended_ms
             started += part.started_ms_sum
-            lift += part.lift_vt
+            lift = max(lift, part.lift_vt)
             ended += part.ended
         return cls(running, ended_ms, started, lift, ended)
 
@@ -199,7 +200,7 @@ class TenantLoad(NamedTuple):
 class Candidate(NamedTuple):
     """A tenant to try at `virtual_time` (lifted to the clock where it returns). `lift_offset_ms`: set when
     it returns from below the clock: the claim that serves it raises its lift (`Usage.lift_vt`, virtual ms)
-    to this value (`Usage.lifted`; a conditional SET that never lowers it), so it cannot bank credit."""
+    to this value (`Usage.lifted`; in its own transaction, only over a lower lift), so it cannot bank credit."""
 
     tenant_id: str
     virtual_time: VirtualMs

@@ -8,7 +8,8 @@ in due order, and onward.operator.explain's count of the jobs ahead of a job is 
 Processes claiming one queue at once cannot all keep to it: each would try the oldest job it read, all but
 one would be refused (a cancelled transaction, which costs write units), then all would try the next one.
 So a process that finds a job of a queue gone when it tries it (taken by another process since its read;
-not one it took itself, which a lagging index may show again) spreads its claims on that queue for
+not one it took itself, which a lagging index may show again, nor one that ended meanwhile, cancelled:
+onward.store.claim_take.NotTaken) spreads its claims on that queue for
 CONTENDED_MS from then: it takes a job at random among those due within SPREAD_MS of the oldest it holds
 (older ones still first: a job more than SPREAD_MS older goes before, and a queue's oldest job is what
 aging weighs). While processes race for a queue, a job of it may so start before jobs due up to SPREAD_MS

@@ -56,13 +56,14 @@ from __future__ import annotations
 import math
 import random
 import threading
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 from enum import StrEnum
 
 from onward.domain.clock import Clock, EpochMs
 from onward.domain.dispatch import Candidate, DispatchOrder, aged_ms, dispatch_order
 from onward.domain.models import Lease
 from onward.store.claim_order import ClaimOrder
+from onward.store.claim_take import AdmissionRefused, FlexRefused, NotTaken, Take
 from onward.store.claim_window import WINDOW_SLACK_MS, HeadWindow, rekeyed, served_next
 from onward.store.head_life import HeadLife, NothingFound
 from onward.store.pauses import Switches, paused
@@ -74,7 +75,7 @@ from onward.store.ports.tenant_counters import TenantCounters
 from onward.store.ports.tenant_values import QueueEntry, TenantState
 from onward.store.ports.write_plans import Admission, RunningUpdate, WaitingUpdate
 from onward.store.running_slots import RunningSlots
-from onward.store.shared_claim_reads import QueueKey, SharedCounters, SharedDueHeads, counted_lift, counted_write
+from onward.store.shared_claim_reads import QueueKey, SharedCounters, SharedDueHeads, counted_write
 from onward.store.tenants import TenantRegistry
 from onward.store.wake_schedule import WakeSchedule
 
@@ -96,14 +97,6 @@ WAKE_PER_SHARD = 16
 NO_DUE_BOUND: EpochMs = 2 ** 62  # a queue's head read due or not (the index is in due order)
 
 
-class AdmissionRefused(Exception):
-    """The claim's Admission failed on the RUNNING counter it charged: that shard reached its cap."""
-
-
-class FlexRefused(Exception):
-    """A flexing claim found another tenant with waiting jobs back below its cap: it must be served first."""
-
-
 class _FlexOnSharedCounters(Exception):
     """A claim would flex (pass a cap) on counters it did not read itself: it decides again from fresh ones."""
 
@@ -113,9 +106,6 @@ class _Found(StrEnum):
     AT_CAP = "at_cap"
 
 
-# Claim one job: (the due job as the queue's head showed it, worker, lease ms, admission) -> the Lease, or None
-# when the job was not claimable (taken meanwhile, no longer due). Raises AdmissionRefused / FlexRefused.
-Take = Callable[[DueJob, str, int, Admission], Lease | None]
 
 
 # --- the claim ---------------------------------------------------------------------------------------------
@@ -350,12 +340,9 @@ class Claimer:
         those tenants' shards are at their caps). NOTHING_DUE: none of its entries read had a due job it
         had not tried (jobs already tried are not tried again, so a lagging index cannot keep it here).
         `tidy`: `state` was read by this claim, so an entry whose last job it takes leaves the index."""
-        tenant = state.tenant
-        if (offset := candidate.lift_offset_ms) is not None:
-            self._tenants.lift(tenant.tenant_id, offset)
-            self._counters.update(tenant.tenant_id, lambda counted: counted_lift(counted, offset))
+        tenant = state.tenant  # (a returning tenant's lift: raised by the claim's transaction, RunningSlots.lift_vt)
         slots = RunningSlots([usage.running for usage in state.running_by_shard][:tenant.running_shards],
-                             tenant.shard_caps(), state.entry_caps())
+                             tenant.shard_caps(), state.entry_caps(), candidate.lift_offset_ms)
         entries = sorted((entry for entry in state.queues.values() if entry.waiting > 0),
                          key=lambda entry: (entry.active_vt if entry.active_vt is not None else -1.0, entry.shard))
         now = self._clock()
@@ -458,9 +445,9 @@ class Claimer:
                      ) -> Lease | _Found | None:
         """`_take_within` on a job handed out of the queue's shared head: settled there when taken or found
         not claimable, given back when not taken for want of a slot or when the take raised. A job found
-        not claimable that this process had not settled before was taken by another process since the read:
-        the queue is contended (`ClaimOrder`)."""
-        found: Lease | _Found | None = _Found.AT_CAP  # (what a take that raised leaves: the job given back)
+        not claimable that this process had not settled before was taken by another process since the read
+        (not paused, not ended meanwhile): the queue is contended (`ClaimOrder`)."""
+        found: Lease | _Found | NotTaken | None = _Found.AT_CAP  # (what a take that raised leaves: given back)
         try:
             found = self._take_within(key, job, slots, active_vt, worker_id, lease_ms, flex_while_at_cap)
         finally:
@@ -468,13 +455,13 @@ class Claimer:
             if found is None and not self._due_heads.settled_before(key, job) and not paused(self._switches(), job):
                 self._order.contended(key, now)
             self._due_heads.settle(key, job, now, give_back=found is _Found.AT_CAP)
-        return found
+        return None if found is NotTaken.ENDED else found
 
     def _take_within(self, key: QueueKey, job: DueJob, slots: RunningSlots, active_vt: float | None, worker_id: str,
                      lease_ms: int, flex_while_at_cap: tuple[tuple[str, int, int], ...] | None
-                     ) -> Lease | _Found | None:
+                     ) -> Lease | _Found | NotTaken | None:
         """Claim `job` on a RUNNING shard with room (another one when the first is found full): the
-        Lease, AT_CAP when every shard is full, None when the job was not claimable."""
+        Lease, AT_CAP when every shard is full, None (or NotTaken.ENDED) when the job was not claimable."""
         tenant_id, _ = key
         flexing = flex_while_at_cap is not None
         while True:
@@ -482,7 +469,7 @@ class Claimer:
             if shard is None:
                 return _Found.AT_CAP
             admission = Admission(running_shard=shard, cap=None if flexing else slots.admission_cap(shard),
-                                  active_vt=active_vt, others_at_cap=flex_while_at_cap or ())
+                                  active_vt=active_vt, others_at_cap=flex_while_at_cap or (), lift_vt=slots.lift_vt)
             try:
                 return self._take(job, worker_id, lease_ms, admission)  # (its commit calls `committed`)
             except AdmissionRefused:

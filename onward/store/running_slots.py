@@ -13,6 +13,7 @@ class RunningSlots:
     running: list[int]
     caps: tuple[int | None, ...]
     entry_caps: tuple[int | None, ...] | None = None  # TenantState.entry_caps (None: the caps)
+    lift_vt: int | None = None  # the returning tenant's lift the claim raises (dispatch.Candidate.lift_offset_ms)
 
     def pick(self, rng: random.Random, *, flex: bool, prefer: int | None = None) -> int | None:
         """The shard to charge: `prefer` (the ready shard the job is taken from, whose queue entry keeps that

@@ -57,11 +57,12 @@ from onward.domain.errors import (
 from onward.domain.lifecycle import Change, Decision, Refusal, RefusalReason, StaleReport
 from onward.domain.models import ErrorSummary, Job, Lease, NewJob
 from onward.domain.retention import RetentionPolicy
-from onward.domain.states import JobState, RunOutcome
+from onward.domain.states import JobState, RunOutcome, is_terminal
 from onward.faults import fault_point
 from onward.settings import DAY_S, DEFAULT_JOB_RETENTION_DAYS, DEFAULT_OUTBOX_RETENTION_DAYS, Settings
 from onward.store.answers import CancelOutcome, CancelStatus, Created, Report, ReportStatus
-from onward.store.claims import AdmissionRefused, Claimer, FlexRefused
+from onward.store.claim_take import AdmissionRefused, FlexRefused, NotTaken
+from onward.store.claims import Claimer
 from onward.store.commit_inputs import claimed_at_of, rate_take_of
 from onward.store.concurrency_keys import ConcurrencySlots, JobHeld
 from onward.store.concurrency_overflow import apply_overflow
@@ -252,9 +253,10 @@ class JobStore(JobReads, RegionFence):
             return None
         return self._claimer.claim(worker_id, int(lease_s * 1000), polling=polling)
 
-    def _take(self, due: DueJob, worker_id: str, lease_ms: int, admission: Admission) -> Lease | None:
-        """The claim's transaction on one job (onward.store.claims.Take), decided from the row the ready index
-        showed when it has one (a stale one fails the commit's condition and the row is read)."""
+    def _take(self, due: DueJob, worker_id: str, lease_ms: int, admission: Admission) -> Lease | NotTaken | None:
+        """The claim's transaction on one job (onward.store.claim_take.Take), decided from the row the ready index
+        showed when it has one (a stale one fails the commit's condition and the row is read). NotTaken.ENDED:
+        the job had ended (cancelled meanwhile) or this claim ended it (its attempts used up)."""
         if self._flow.passed(due):
             return None  # paused (onward.store.pauses): the claim passes to the queue's next job
         try:
@@ -266,7 +268,8 @@ class JobStore(JobReads, RegionFence):
         if isinstance(decision, Change) and decision.after.state is JobState.RUNNING:
             self._held.remember(decision.after, row.ready_shards, admission.running_shard)
             return Lease(job=decision.after, worker_id=worker_id, lease_expires_at=decision.after.lease_expires_at or 0)
-        return None
+        return NotTaken.ENDED if is_terminal((decision.after if isinstance(decision, Change) else decision.job).state) \
+            else None
 
     def renew_lease(self, lease: Lease, lease_s: float) -> RenewalAnswer:
         """Renew the lease, only for the attempt and owner that hold it; say whether cancel was requested.
@@ -477,4 +480,6 @@ class JobStore(JobReads, RegionFence):
             return outcome
         if outcome is CommitOutcome.CAP_REACHED:
             raise AdmissionRefused()
-        raise FlexRefused()
+        if outcome is CommitOutcome.LIFTED:  # another claim served the returning tenant meanwhile
+            self.stats.lost_race("LiftRaised")
+        raise FlexRefused()  # (or a flexing claim's other tenant below its cap): decide from fresh counters

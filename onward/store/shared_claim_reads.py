@@ -47,6 +47,8 @@ def counted_write(state: TenantState, running: RunningUpdate | None, waiting: Wa
     if running is not None:
         shards = [*by_shard, *[Usage()] * (running.shard + 1 - len(by_shard))]
         shards[running.shard] = shards[running.shard].apply(running.usage)
+        if running.lift_vt is not None:  # (a claim's lift, raised on the counter it charged)
+            shards[running.shard] = shards[running.shard].lifted(running.lift_vt)
         usage, by_shard = Usage.combined(shards), tuple(shards)
         if running.old_counter and running.shard < len(old):
             old = tuple(count + running.usage.running if shard == running.shard else count
@@ -65,13 +67,6 @@ def counted_write(state: TenantState, running: RunningUpdate | None, waiting: Wa
                             returned_at=None if waiting.served else entry.returned_at)
         queues = {**queues, waiting.queue.shard: entry}
     return TenantState(state.tenant, usage, queues, by_shard, old)
-
-
-def counted_lift(state: TenantState, offset_ms: int) -> TenantState:
-    """`state` after its lift offset (on RUNNING counter 0) was raised to `offset_ms` (never lowered)."""
-    running = list(state.running_by_shard) or [Usage()]
-    running[0] = running[0].lifted(offset_ms)
-    return replace(state, usage=Usage.combined(running), running_by_shard=tuple(running))
 
 
 class _Counted(NamedTuple):

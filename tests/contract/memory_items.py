@@ -76,14 +76,16 @@ def _counter_attributes(counter: RunningCounter) -> dict[str, Any]:
         item["ended_ms"] = usage.ended_ms
     if usage.ended:
         item["ended"] = usage.ended
+    if counter.entry_lift is not None:  # the lift a claim serving the returning tenant raised on it
+        item["lift_vt"] = counter.entry_lift
     return item
 
 
 def _lift(tenant_id: str, shard: int, counter: RunningCounter) -> dict[str, Any]:
-    """The older RUNNING item that holds a tenant's lift."""
+    """The older RUNNING item that holds the lift a resume raised."""
     pk, sk = running_key(tenant_id, shard)
     return {"pk": pk, "sk": sk, "entity": Entity.TENANT_RUNNING.value, "tenant_id": tenant_id, "shard": shard,
-            "lift_vt": counter.usage.lift_vt}
+            "lift_vt": counter.item_lift}
 
 
 def _counters(contents: MemoryContents, active_shards: int) -> Items:

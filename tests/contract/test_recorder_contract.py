@@ -183,6 +183,16 @@ def _other_below_cap(backend: StoreBackend, store: JobStore, clock: Any) -> Tran
     return claim_write(backend, waiting, clock.now, Admission(cap=None, others_at_cap=(("b", 0, 1),)))
 
 
+def _lifted_meanwhile(backend: StoreBackend, store: JobStore, clock: Any) -> TransitionWrite:
+    """Two claims serving a returning tenant with the same lift (issue 34: raised in the claim's transaction):
+    the second meets the first's lift on the counter it charges."""
+    first, second = (store.create("acme", ECHO).job.job_id for _ in range(2))
+    assert backend.recorder.commit(claim_write(backend, first, clock.now, Admission(lift_vt=5_000))) \
+        is CommitOutcome.COMMITTED
+    assert store.tenant_states()["acme"].usage.lift_vt == 5_000
+    return claim_write(backend, second, clock.now, Admission(lift_vt=5_000))
+
+
 def _second_event_for_a_version(backend: StoreBackend, store: JobStore, clock: Any) -> TransitionWrite:
     job_id = store.create("acme", ECHO).job.job_id
     store.claim("w1", 30)
@@ -227,6 +237,7 @@ FAILING = {
     "the job row moved": (_stale_version, CommitOutcome.JOB_MOVED),
     "the cap was reached": (_cap_reached, CommitOutcome.CAP_REACHED),
     "a capped tenant came back below its cap": (_other_below_cap, CommitOutcome.OTHER_BELOW_CAP),
+    "another claim lifted the tenant as high meanwhile": (_lifted_meanwhile, CommitOutcome.LIFTED),
     "a second event for a version": (_second_event_for_a_version, StoreInvariantViolation),
     "a run record closed twice": (_run_closed_twice, StoreInvariantViolation),
     "a result put twice": (_result_put_twice, StoreInvariantViolation),

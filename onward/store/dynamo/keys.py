@@ -24,11 +24,12 @@ Jobs table (`pk` / `sk`):
   operators list;
 - per tenant `t`, under keys of its own (no key is written by every tenant's jobs): its queue entries
   `TENANT#t#QUEUE#<k>` / `QUEUE`, one per ready shard, each also the RUNNING counter of running shard `k`
-  (dispatch.Usage: `running`, `ended_ms`, `started_ms_sum`, `ended`; the cap split over them), so that a claim
-  charging the shard it takes its job from updates one item (issue 34); its older RUNNING counters
-  `TENANT#t#RUNNING#<j>` / `RUNNING`, which hold the lifts (`lift_vt`, on the first) and what attempts claimed
-  before the counters moved were charged (written by those attempts' ends only; a shard's usage is the sum of
-  both items); and on each queue entry: `waiting` and per priority band
+  (dispatch.Usage: `running`, `ended_ms`, `started_ms_sum`, `ended`; the cap split over them, and `lift_vt`, the
+  lift the claims serving the returning tenant raised there), so that a claim charging the shard it takes its
+  job from updates one item (issue 34); its older RUNNING counters `TENANT#t#RUNNING#<j>` / `RUNNING`, which
+  hold the lift a resume raises (`lift_vt`, on the first) and what attempts claimed before the counters moved
+  were charged (written by those attempts' ends only; a shard's usage is the sum of both items' counts, its
+  lift their highest); and on each queue entry: `waiting` and per priority band
   `w<p>` (queued + retry_wait jobs there), and while it may hold work the sparse index keys `active_pk`
   (`ACTIVE#<h>`, h a hash of tenant and shard over the deployment's active shards) + `active_vt` (index `active`,
   KEYS_ONLY: the claim reads only its head, onward.store.claims); an entry whose waiting jobs are all in backoff
@@ -84,6 +85,7 @@ TENANTS_PK = "TENANTS"
 TENANT_PREFIX = "TENANT#"
 SETTINGS_SK = "SETTINGS"
 RUNNING_SK = "RUNNING"
+LIFT_ATTRIBUTE = "lift_vt"  # a counter's lift (dispatch.Usage.lift_vt), on a queue entry or an older RUNNING item
 QUEUE_SK = "QUEUE"
 CLOCK_PREFIX = "CLOCK#"
 CLOCK_SK = "CLOCK"

@@ -17,6 +17,7 @@ from onward.store.dynamo.attributes import Item, from_item, to_attribute
 from onward.store.dynamo.concurrency_keys import slot_actions
 from onward.store.dynamo.epoch_stamps import fence_row_update, fenced, stamp
 from onward.store.dynamo.keys import (
+    LIFT_ATTRIBUTE,
     SERVED_SINCE_RETURN,
     Entity,
     Key,
@@ -113,8 +114,12 @@ class Transaction:
 
     def _fenced_role(self, role: Role, reason: Mapping[str, Any]) -> Role:
         """The job row's refusal is the epoch's (Role.REGION, Role.UNADOPTED) when the row it returned is of
-        another epoch."""
-        if role is not Role.JOB or self.fence is None:
+        another epoch; a counter's is the lift's (Role.LIFT) when the item it returned holds one as high."""
+        if self.fence is None:
+            return role
+        if role in (Role.RUNNING, Role.WAITING) and lift_refused(reason, self.fence.running):
+            return Role.LIFT
+        if role is not Role.JOB:
             return role
         return fenced(reason, self.fence) or role
 
@@ -295,7 +300,7 @@ class TransitionWrites:
             values[":entering"] = {"N": str(update.entering)}
             adds.append("#entered :entering")
             removes = " REMOVE #ppk, #until"
-        return {"Update": with_cap({
+        return {"Update": with_claim({
             "TableName": self.jobs_table,
             "Key": wire_key(queue_key(update.tenant_id, update.shard)),
             "UpdateExpression": f"SET {', '.join(sets)} ADD {', '.join(adds)}{removes}",
@@ -312,7 +317,7 @@ class TransitionWrites:
         values: dict[str, Any] = {":entity": {"S": entity.value}, ":tenant": {"S": update.tenant_id},
                                   ":shard": {"N": str(update.shard)}}
         adds = usage_adds(update.usage, names, values)
-        return {"Update": with_cap({
+        return {"Update": with_claim({
             "TableName": self.jobs_table,
             "Key": wire_key(key),
             "UpdateExpression": f"SET #entity = :entity, #tenant = :tenant, #shard = :shard ADD {adds}",
@@ -365,16 +370,37 @@ def on_entry(running: RunningUpdate, entry: QueueEntryUpdate) -> bool:
     return not running.old_counter and (running.tenant_id, running.shard) == (entry.tenant_id, entry.shard)
 
 
-def with_cap(update: dict[str, Any], running: RunningUpdate | None) -> dict[str, Any]:
-    """An Update of a RUNNING counter with its claim's condition, if any: running below `below_cap`, an item
-    with no counter yet counting 0."""
-    if running is None or running.below_cap is None:
+def with_claim(update: dict[str, Any], running: RunningUpdate | None) -> dict[str, Any]:
+    """An Update of a RUNNING counter (`update`: "SET ..." first) with what its claim adds, if anything: running
+    below `below_cap` (an item with no counter yet counting 0), and the returning tenant's lift set, only over
+    a lower one (the item returned when refused tells a lift met from a cap: Transaction.refused)."""
+    if running is None or (running.below_cap is None and running.lift_vt is None):
         return update
-    condition = "attribute_not_exists(#running) OR #running < :cap" if running.below_cap > 0 else "#running < :cap"
-    return {**update, "ConditionExpression": condition,
-            "ExpressionAttributeNames": {**update["ExpressionAttributeNames"], "#running": "running"},
-            "ExpressionAttributeValues": {**update["ExpressionAttributeValues"],
-                                          ":cap": {"N": str(running.below_cap)}}}
+    names, values, conditions = dict(update["ExpressionAttributeNames"]), dict(update["ExpressionAttributeValues"]), []
+    expression = update["UpdateExpression"]
+    if running.below_cap is not None:
+        names["#running"] = "running"
+        values[":cap"] = {"N": str(running.below_cap)}
+        conditions.append("(attribute_not_exists(#running) OR #running < :cap)" if running.below_cap > 0
+                          else "#running < :cap")
+    if running.lift_vt is not None:
+        names["#lift"] = LIFT_ATTRIBUTE
+        values[":lift"] = {"N": str(running.lift_vt)}
+        conditions.append("(attribute_not_exists(#lift) OR #lift < :lift)")
+        expression = "SET #lift = :lift, " + expression.removeprefix("SET ")
+    return {**update, "UpdateExpression": expression, "ConditionExpression": " AND ".join(conditions),
+            "ExpressionAttributeNames": names, "ExpressionAttributeValues": values,
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}
+
+
+def lift_refused(reason: Mapping[str, Any], running: RunningUpdate | None) -> bool:
+    """Whether a cancellation reason is a claim's lift met by one as high (another claim served the returning
+    tenant meanwhile), judged on the counter's item it returned."""
+    item = reason.get("Item")
+    if running is None or running.lift_vt is None or reason.get("Code") != "ConditionalCheckFailed" or not item:
+        return False
+    held = item.get(LIFT_ATTRIBUTE)
+    return held is not None and float(held["N"]) >= running.lift_vt
 
 
 def usage_adds(change: UsageChange, names: dict[str, str], values: dict[str, Any]) -> str:

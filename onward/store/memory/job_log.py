@@ -196,7 +196,9 @@ class MemoryJobLog(JobLog):
             whole = write.closed_whole() is not None
             if (closing is None and not whole) or (closing is not None and closing.run.outcome is not None):
                 failed.add(Role.RUN_CLOSED)
-        if write.running is not None and not state.admitted(write.running):
+        if write.running is not None and state.lift_refused(write.running):
+            failed.add(Role.LIFT)  # (DynamoDB tells it from a cap's refusal by the item it returns)
+        elif write.running is not None and not state.admitted(write.running):
             failed.add(Role.RUNNING)
         if change.after.version in state.events.get(write.job_id, {}):
             failed.add(Role.OUTBOX)

@@ -72,11 +72,15 @@ class StoredRun:
 @dataclass
 class RunningCounter:
     """One of a tenant's RUNNING counters. `charged`: an attempt was ever counted in it (a flexing claim's
-    check finds no counter below a cap on one never charged); `lifted`: it holds a lift offset."""
+    check finds no counter below a cap on one never charged); its lift (`usage.lift_vt`) is the highest of
+    the one a resume raised (`lifted`, `item_lift`: on DynamoDB the older RUNNING item's) and the one claims
+    serving the returning tenant raised (`entry_lift`: on DynamoDB the queue entry's, issue 34)."""
 
     usage: Usage = field(default_factory=Usage)
     charged: bool = False
     lifted: bool = False
+    item_lift: int = 0
+    entry_lift: int | None = None
 
 
 @dataclass
@@ -170,6 +174,15 @@ class MemoryState:
         counter = self.counter(update.tenant_id, update.shard)
         counter.usage = counter.usage.apply(update.usage)
         counter.charged = counter.charged or update.usage.running != 0
+        if update.lift_vt is not None:  # (lift_refused checked it is higher)
+            counter.entry_lift = update.lift_vt
+            counter.usage = counter.usage.lifted(update.lift_vt)
+
+    def lift_refused(self, update: RunningUpdate) -> bool:
+        """A claim's lift's condition failed: the counter it charges holds a claim's lift as high."""
+        counter = self.running.get((update.tenant_id, update.shard))
+        return (update.lift_vt is not None and counter is not None and counter.entry_lift is not None
+                and counter.entry_lift >= update.lift_vt)
 
     def admitted(self, update: RunningUpdate) -> bool:
         """The Admission's condition: below the cap on the counter it charges (no counter counts as 0)."""

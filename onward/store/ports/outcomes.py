@@ -19,6 +19,7 @@ class Role(StrEnum):
     # the run record an ending attempt closes (a completion writes the job's result on it): present, no outcome yet
     RUN_CLOSED = "run_closed"
     RUNNING = "running"  # the tenant's RUNNING counter, under the claim's Admission
+    LIFT = "lift"  # a claim's lift on the counter it charges: below it (another claim raised it meanwhile)
     WAITING = "waiting"  # a tenant's WAITING counter: unconditional
     OUTBOX = "outbox"  # one event per version: absent
     STILL_AT_CAP = "still_at_cap"  # a flexing claim's check on another capped tenant
@@ -46,6 +47,7 @@ class CommitOutcome(StrEnum):
     CONFLICT = "conflict"  # a concurrent transaction on one of its items (DynamoDB): nothing written, again
     CAP_REACHED = "cap_reached"  # the Admission's condition on the RUNNING counter failed
     OTHER_BELOW_CAP = "other_below_cap"  # a flexing claim's tenant in others_at_cap is below its cap now
+    LIFTED = "lifted"  # another claim served the returning tenant and raised its lift meanwhile: decide again
     RATE_MOVED = "rate_moved"  # rate limits (issue 37): a bucket the claim takes from moved: decide again
     KEY_AT_LIMIT = "key_at_limit"  # concurrency keys (issue 37): a claim's key has `limit` running
     KEY_MOVED = "key_moved"  # concurrency keys: an end's key item or held job changed since read: decide again
@@ -88,6 +90,8 @@ def judge(failed: Collection[Role], *, conflict: bool, refused: str, claim: bool
         return CommitOutcome.KEY_MOVED
     if Role.CONCURRENCY in failed:  # (a claim's: at its limit; an end's: `held` changed)
         return CommitOutcome.KEY_AT_LIMIT if claim else CommitOutcome.KEY_MOVED
+    if Role.LIFT in failed:
+        return CommitOutcome.LIFTED
     if Role.RUNNING in failed:
         return CommitOutcome.CAP_REACHED
     if Role.STILL_AT_CAP in failed:

@@ -36,8 +36,9 @@ class TenantCounters(ABC):
 
     @abstractmethod
     def lift(self, tenant_id: str, lift_vt: int) -> bool:
-        """Raise the tenant's lift (virtual ms, on RUNNING counter 0) to `lift_vt`, never lowering it: False
-        when it was already there or higher."""
+        """Raise the tenant's lift (virtual ms, on its older RUNNING counter 0) to `lift_vt`, never lowering
+        it: False when it was already there or higher. A resume's (onward.store.pauses); a claim serving a
+        returning tenant raises its lift in its own transaction instead (Admission.lift_vt)."""
 
     @abstractmethod
     def rekey(self, tenant_id: str, shard: int, active_vt: float) -> bool:

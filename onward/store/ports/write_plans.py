@@ -56,6 +56,9 @@ class Admission:
     cap: int | None = None
     active_vt: float | None = None
     others_at_cap: tuple[tuple[str, int, int], ...] = ()
+    # a returning tenant's lift (dispatch.Candidate.lift_offset_ms), raised by the claim that serves it, on the
+    # counter it charges: only while that counter's lift is lower (else another claim served it meanwhile)
+    lift_vt: int | None = None
 
 
 class RunningUpdate(NamedTuple):
@@ -69,6 +72,7 @@ class RunningUpdate(NamedTuple):
     usage: UsageChange
     below_cap: int | None = None  # condition: running < below_cap (no counter yet counts as 0)
     old_counter: bool = False
+    lift_vt: int | None = None  # a claim's: the lift it raises (condition: the counter's lift below it)
 
 
 class WaitingUpdate(NamedTuple):
@@ -176,7 +180,7 @@ def running_update(
         assert change.open_run is not None
         admission = admission or Admission()
         return RunningUpdate(change.after.tenant_id, admission.running_shard, on_claim(change.open_run.claimed_at),
-                             below_cap=admission.cap)
+                             below_cap=admission.cap, lift_vt=admission.lift_vt)
     assert change.close_run is not None
     assert claimed_at is not None, "the store reads it from the row (or an old run record) when the caller has none"
     ended = on_end(claimed_at, change.close_run.finished_at)

@@ -48,7 +48,7 @@ from typing import Any
 
 from bench.scale_cost import usd_per_million_jobs
 from bench.scale_limits import summary
-from bench.scale_realistic import Simulation, Workload
+from bench.scale_realistic import Simulation, Workload, seeded_job_ids
 from onward.domain.models import NewJob
 from onward.settings import Settings
 from onward.store.ports import Tenant
@@ -86,9 +86,10 @@ class Stack:
         deployed = Settings.from_environment(endpoint.deploy(name).environment)
         self.settings = dataclasses.replace(deployed, active_shards=AWS_ACTIVE_SHARDS)
 
-    def store(self, clock: ProcessClock | None = None) -> JobStore:
-        """A store with cold caches, as a new process has."""
-        return JobStore(self.settings, client=self.endpoint.client("dynamodb"), clock=clock or ProcessClock())
+    def store(self, clock: ProcessClock | None = None, rng: random.Random | None = None) -> JobStore:
+        """A store with cold caches, as a new process has; with `rng`, its job ids drawn from it."""
+        ids = {"new_job_id": seeded_job_ids(rng)} if rng is not None else {}
+        return JobStore(self.settings, client=self.endpoint.client("dynamodb"), clock=clock or ProcessClock(), **ids)
 
 
 class ProcessClock:
@@ -135,9 +136,10 @@ def _drain(store: JobStore, clock: ProcessClock, jobs: int) -> None:
         done += 1
 
 
-def many_tenants(stack: Stack, tenants: int, per_tenant: int, rng: random.Random) -> dict[str, Any]:
+def many_tenants(stack: Stack, tenants: int, per_tenant: int, rng: random.Random,
+                 ids: random.Random) -> dict[str, Any]:
     clock = ProcessClock()
-    store = stack.store(clock)
+    store = stack.store(clock, ids)
     names = [f"t{n:05d}" for n in range(tenants)]
     for name in names:
         store.register_tenant(Tenant(name))
@@ -151,9 +153,9 @@ def many_tenants(stack: Stack, tenants: int, per_tenant: int, rng: random.Random
     return _per_job(stack.meter.reset(), len(order))
 
 
-def one_tenant(stack: Stack, jobs: int) -> dict[str, Any]:
+def one_tenant(stack: Stack, jobs: int, ids: random.Random) -> dict[str, Any]:
     clock = ProcessClock()
-    store = stack.store(clock)
+    store = stack.store(clock, ids)
     store.register_tenant(Tenant("solo", ready_shards=ONE_TENANT_SHARDS))
     stack.meter.reset()
     for _ in range(jobs):
@@ -233,8 +235,9 @@ def run(tenants: int = MANY_TENANTS, one_tenant_jobs: int = ONE_TENANT_JOBS, see
         def fresh() -> Stack:
             return Stack(endpoint, meter, next(names))
 
-        report["many_tenants"] = many_tenants(fresh(), tenants, JOBS_PER_TENANT, rng)
-        report["one_tenant"] = one_tenant(fresh(), one_tenant_jobs)
+        ids = random.Random(seed + 1_000)  # the easy workloads' job ids (rng's draws stay the realistic runs')
+        report["many_tenants"] = many_tenants(fresh(), tenants, JOBS_PER_TENANT, rng, ids)
+        report["one_tenant"] = one_tenant(fresh(), one_tenant_jobs, ids)
         report["claim_read_units"] = {str(n): claim_read_units(fresh(), n, min(10, n)) for n in registered}
         report["claim_read_units_backlogged"] = {str(n): claim_read_units(fresh(), n, n) for n in backlogged}
         report["realistic"] = realistic(endpoint, meter, names, tenants, realistic_size, rng)

@@ -58,6 +58,14 @@ RESULT = {"echoed": {"n": 1}}
 Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
 
 
+def seeded_job_ids(rng: random.Random) -> Callable[[], str]:
+    """Job ids drawn from the run's rng: a job's id picks its Kinesis shard, queue shard and index partitions,
+    so a run's hottest-key figures repeat run to run (uuid4 ids moved them by a few percent, more in a small
+    run)."""
+    ids = random.Random(rng.getrandbits(64))
+    return lambda: uuid.UUID(int=ids.getrandbits(128), version=4).hex
+
+
 @dataclass(frozen=True)
 class Workload:
     """What to simulate: `jobs` jobs arriving at `rate_per_s` for `tenants` (each with `ready_shards`), run by
@@ -162,11 +170,7 @@ class Simulation:
         self.settings = settings_of(self.environment)
         self.clock = ManualClock(int(time.time() * 1000))
         client = endpoint.client("dynamodb")
-        # job ids drawn from the run's rng: a job's id picks its Kinesis shard, queue shard and index
-        # partitions, so a run's hottest-key figures repeat run to run (uuid4 ids moved them by a few percent)
-        ids = random.Random(rng.getrandbits(64))
-        self.api = JobStore(self.settings, client=client, clock=self.clock,
-                            new_job_id=lambda: uuid.UUID(int=ids.getrandbits(128), version=4).hex)
+        self.api = JobStore(self.settings, client=client, clock=self.clock, new_job_id=seeded_job_ids(rng))
         self.processes = [JobStore(self.settings, client=client, clock=self.clock)
                           for _ in range(workload.processes)]
         self.relay, self.projector, self.api_calls = Invocations(), Invocations(), Invocations()

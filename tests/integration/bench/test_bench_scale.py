@@ -31,11 +31,14 @@ def test_no_partition_takes_a_share_of_every_tenants_jobs(report):
 
 
 def test_one_tenants_hot_items_are_sharded(report):
-    """One tenant with 8 ready shards: its RUNNING counters and queue entries share its jobs, so the
-    hottest key takes about 4 / 8 write units per job where one RUNNING item took 4 (250 jobs/s)."""
+    """One tenant with 8 ready shards: its queue entries, each also its shard's RUNNING counter (issue 34),
+    share its jobs, so the hottest key takes about 6 / 8 write units per job (a job's create, claim and end on
+    its shard's entry) where one item would take 6 (166 jobs/s). 150 jobs over 8 shards leave the hottest
+    about a third above the mean (the job ids are the run's seeded draws), so the ceiling is asserted below
+    the full run's: 3,000 jobs measure about 1,220 jobs/s against the 1,000 target (docs/performance.md)."""
     one = report["one_tenant"]
-    assert one["hottest_key_write_units_per_job"] <= 1.0, one
-    assert one["aws_ceiling_jobs_per_s"] >= 1_000, one
+    assert one["hottest_key_write_units_per_job"] <= 1.5, one
+    assert one["aws_ceiling_jobs_per_s"] >= 650, one
 
 
 def test_a_claim_reads_the_same_whatever_the_tenants(report):

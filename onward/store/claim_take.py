@@ -17,8 +17,17 @@ class AdmissionRefused(Exception):
 
 
 class FlexRefused(Exception):
-    """A flexing claim found another tenant with waiting jobs back below its cap (it must be served first), or
-    a claim's lift met a higher one (another claim served the returning tenant): decide from fresh counters."""
+    """A flexing claim found another tenant with waiting jobs back below its cap: it must be served first (the
+    claim decides again from fresh counters)."""
+
+
+class LiftMet(Exception):
+    """A claim's lift met one as high on the counter it charged: another claim served the returning tenant
+    meanwhile, so its lift is at least `lift_vt` (what a read a moment behind may not show yet)."""
+
+    def __init__(self, tenant_id: str, lift_vt: int) -> None:
+        super().__init__(f"tenant {tenant_id}'s lift is already at {lift_vt} or higher")
+        self.tenant_id, self.lift_vt = tenant_id, lift_vt
 
 
 class NotTaken(StrEnum):
@@ -31,5 +40,5 @@ class NotTaken(StrEnum):
 
 # Claim one job: (the due job as the queue's head showed it, worker, lease ms, admission) -> the Lease, or None
 # when the job was not claimable (taken meanwhile, no longer due), NotTaken.ENDED when it had ended. Raises
-# AdmissionRefused / FlexRefused.
+# AdmissionRefused / FlexRefused / LiftMet.
 Take = Callable[[DueJob, str, int, Admission], Lease | NotTaken | None]

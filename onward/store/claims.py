@@ -53,6 +53,7 @@ flex (a cap passed) is decided from counters the claim read itself. Only a worke
 
 from __future__ import annotations
 
+import functools
 import math
 import random
 import threading
@@ -63,7 +64,7 @@ from onward.domain.clock import Clock, EpochMs
 from onward.domain.dispatch import Candidate, DispatchOrder, aged_ms, dispatch_order
 from onward.domain.models import Lease
 from onward.store.claim_order import ClaimOrder
-from onward.store.claim_take import AdmissionRefused, FlexRefused, NotTaken, Take
+from onward.store.claim_take import AdmissionRefused, FlexRefused, LiftMet, NotTaken, Take
 from onward.store.claim_window import WINDOW_SLACK_MS, HeadWindow, rekeyed, served_next
 from onward.store.head_life import HeadLife, NothingFound
 from onward.store.pauses import Switches, paused
@@ -75,7 +76,7 @@ from onward.store.ports.tenant_counters import TenantCounters
 from onward.store.ports.tenant_values import QueueEntry, TenantState
 from onward.store.ports.write_plans import Admission, RunningUpdate, WaitingUpdate
 from onward.store.running_slots import RunningSlots
-from onward.store.shared_claim_reads import QueueKey, SharedCounters, SharedDueHeads, counted_write
+from onward.store.shared_claim_reads import QueueKey, SharedCounters, SharedDueHeads, counted_lift, counted_write
 from onward.store.tenants import TenantRegistry
 from onward.store.wake_schedule import WakeSchedule
 
@@ -104,8 +105,6 @@ class _FlexOnSharedCounters(Exception):
 class _Found(StrEnum):
     NOTHING_DUE = "nothing_due"
     AT_CAP = "at_cap"
-
-
 
 
 # --- the claim ---------------------------------------------------------------------------------------------
@@ -147,6 +146,9 @@ class Claimer:
                 lease = self._claim_once(worker_id, lease_ms, fresh_head=fresh_head, fresh_counters=fresh_counters)
             except (FlexRefused, _FlexOnSharedCounters):  # (FlexRefused: a capped tenant came back below its cap)
                 fresh_counters = True  # decide again from fresh counters
+                continue
+            except LiftMet as met:  # counted in, so that counters a moment behind do not send the lift again
+                self._counters.update(met.tenant_id, functools.partial(counted_lift, lift_vt=met.lift_vt))
                 continue
             if lease is not None:
                 return lease

@@ -61,7 +61,7 @@ from onward.domain.states import JobState, RunOutcome, is_terminal
 from onward.faults import fault_point
 from onward.settings import DAY_S, DEFAULT_JOB_RETENTION_DAYS, DEFAULT_OUTBOX_RETENTION_DAYS, Settings
 from onward.store.answers import CancelOutcome, CancelStatus, Created, Report, ReportStatus
-from onward.store.claim_take import AdmissionRefused, FlexRefused, NotTaken
+from onward.store.claim_take import AdmissionRefused, FlexRefused, LiftMet, NotTaken
 from onward.store.claims import Claimer
 from onward.store.commit_inputs import claimed_at_of, rate_take_of
 from onward.store.concurrency_keys import ConcurrencySlots, JobHeld
@@ -480,6 +480,7 @@ class JobStore(JobReads, RegionFence):
             return outcome
         if outcome is CommitOutcome.CAP_REACHED:
             raise AdmissionRefused()
-        if outcome is CommitOutcome.LIFTED:  # another claim served the returning tenant meanwhile
-            self.stats.lost_race("LiftRaised")
-        raise FlexRefused()  # (or a flexing claim's other tenant below its cap): decide from fresh counters
+        if outcome is CommitOutcome.LIFTED and write.running is not None and write.running.lift_vt is not None:
+            self.stats.lost_race("LiftMet")  # another claim served the returning tenant meanwhile
+            raise LiftMet(write.running.tenant_id, write.running.lift_vt)
+        raise FlexRefused()

@@ -69,6 +69,13 @@ def counted_write(state: TenantState, running: RunningUpdate | None, waiting: Wa
     return TenantState(state.tenant, usage, queues, by_shard, old)
 
 
+def counted_lift(state: TenantState, lift_vt: int) -> TenantState:
+    """`state` with its lift at least `lift_vt` (a tenant's lift is its counters' highest: raised on the first)."""
+    running = list(state.running_by_shard) or [Usage()]
+    running[0] = running[0].lifted(lift_vt)
+    return replace(state, usage=Usage.combined(running), running_by_shard=tuple(running))
+
+
 class _Counted(NamedTuple):
     read_at: EpochMs
     shards: frozenset[int]  # the ready shards whose queue entries were read

@@ -21,9 +21,10 @@ class TenantCounters(ABC):
     @abstractmethod
     def tenant_counters(self, wanted: Mapping[Tenant, Collection[int] | None], *,
                         consistent: bool = False) -> dict[str, TenantState]:
-        """Each wanted tenant's counters, read together (one batch): all its RUNNING counters and the queue
-        entries of the ready shards named (None: all its ready shards); each item as last written when
-        `consistent`, else possibly a moment behind."""
+        """Each wanted tenant's counters, read together (one batch): all its RUNNING counters (each kept on the
+        queue entry of its shard, plus the older RUNNING items: issue 34) and the queue entries of the ready
+        shards named (None: all its ready shards); each item as last written when `consistent`, else possibly
+        a moment behind."""
 
     def tenant_states(self) -> dict[str, TenantState]:
         """Every registered tenant's settings and counters (an operator's read: it grows with the tenants)."""

@@ -543,6 +543,31 @@ def test_a_refused_admission_drops_the_shared_counters_that_showed_room() -> Non
     assert recorder.outcomes[CommitOutcome.CAP_REACHED] == 1
 
 
+def test_a_lift_met_is_counted_in_and_the_claim_goes_on_without_reading_again() -> None:
+    """`sleeper` returns after `bulk` ran two jobs for 100 s; another process's claim serves it first, raising
+    its lift in its transaction. This process, on counters read before that (still unlifted, returning), sends
+    the same lift: refused as met (CommitOutcome.LIFTED), it counts the lift in and claims on from its shared
+    counters, without a lift and without reading them again. Deciding again from fresh counters instead (a
+    read a moment behind on AWS shows the same) would send the lift again, one refused transaction a round."""
+    clock, recorder = ManualClock(), CountingRecorder()
+    store, other = _store(recorder, clock), _store(recorder, clock)
+    for _ in range(5):
+        store.create("bulk", ECHO)
+    _claims(other, 2)
+    clock.advance(100)
+    for _ in range(3):
+        store.create("sleeper", ECHO)
+    stale = recorder.tenant_states()
+    (served,) = _claims(other, 1)
+    assert served.job.tenant_id == "sleeper" and recorder.calls["claim with a lift"] == 1
+    _answer_next_counters_read_from(recorder, stale)
+    recorder.calls.clear()
+    recorder.outcomes.clear()
+    assert store.claim("w", 30) is not None
+    assert recorder.outcomes[CommitOutcome.LIFTED] == 1 and recorder.outcomes[CommitOutcome.COMMITTED] == 1
+    assert (recorder.calls["claim with a lift"], recorder.calls["tenant_counters"]) == (1, 0)
+    assert store.tenant_states()["sleeper"].usage.lift_vt == 200_000
+
 def test_a_job_not_taken_for_want_of_a_slot_goes_back_to_the_shared_head() -> None:
     """`a` (cap 1) looks below its cap on counters read before another process took its slot: the claim is
     handed a's job, refused (AdmissionRefused), and with no other tenant due it flexes a past its cap with

@@ -97,7 +97,7 @@ def _counters(contents: MemoryContents, active_shards: int) -> Items:
             pk, sk = queue_key(tenant_id, shard)
             blank = {"pk": pk, "sk": sk, "entity": Entity.TENANT_QUEUE.value, "tenant_id": tenant_id, "shard": shard}
             entries[(tenant_id, shard)] = entries.get((tenant_id, shard), blank) | attributes
-        if counter.lifted:
+        if counter.item_lift is not None:
             lifts.append(_lift(tenant_id, shard, counter))
     return [*lifts, *entries.values()]
 

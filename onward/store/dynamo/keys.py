@@ -310,7 +310,7 @@ def shape_stamp() -> dict[str, int]:
 def job_item(job: Job, ready_shards: int, retention_s: int, running_shard: int | None = None) -> dict[str, Any]:
     """The job row as stored, with the sparse index keys that put it in `ready` or `leases`, the counter its
     attempt is charged to while it runs (`running_shard`: queue entry j, or below 0 an older RUNNING counter,
-    ports.write_plans.on_old_counter), and its TTL once it has ended (`retention_s`: the job retention,
+    ports.rows.on_old_counter), and its TTL once it has ended (`retention_s`: the job retention,
     job_expires_at)."""
     pk, sk = job_key(job.job_id)
     row = {"pk": pk, "sk": sk, "entity": Entity.JOB.value, **shape_stamp(), **job.model_dump(mode="json")}

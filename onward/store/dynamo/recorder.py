@@ -386,7 +386,7 @@ class DynamoRecorder(DynamoProgressLog, DynamoUniqueKeys, DynamoRateBuckets, Dyn
         for tenant in wanted:  # every running shard's counters: its queue entry's and its older RUNNING item's
             keys += [running_key(tenant.tenant_id, shard) for shard in range(tenant.running_shards)]
             keys += [queue_key(tenant.tenant_id, shard)
-                     for shard in range(max(tenant.ready_shards, tenant.running_shards))]
+                     for shard in range(tenant.running_shards)]
         by_tenant: dict[str, list[dict[str, Any]]] = {}
         # Eventually consistent by default (half the read units): the counters order the claim's candidates,
         # and the claim's transaction checks what must hold (the cap) on the items themselves.

@@ -10,7 +10,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from onward.store.dynamo.keys import job_key, job_pk, run_key
+from onward.store.dynamo.keys import job_key, run_key
 from onward.store.dynamo.writes import overlap_clauses, wire_key
 from onward.store.ports.write_plans import OverlapMark
 
@@ -49,7 +49,7 @@ def mark_overlap(db: Any, table: str, job_id: str, attempt: int, overlap: Overla
     sets, add = overlap_clauses(overlap, names, values)
     try:
         db.update_item(
-            TableName=table, Key={"pk": {"S": job_pk(job_id)}, "sk": {"S": run_key(job_id, attempt).sk}},
+            TableName=table, Key=wire_key(run_key(job_id, attempt)),
             UpdateExpression=f"SET {', '.join(sets)} ADD {add}", ConditionExpression="attribute_exists(pk)",
             ExpressionAttributeNames=names, ExpressionAttributeValues=values)
     except ClientError as error:

@@ -107,12 +107,12 @@ class Transaction:
     def refused(self, response: Mapping[str, Any]) -> list[Refused]:
         """The reasons of a TransactionCanceledException (`response`: the error's) with the role and write of
         each action they name; actions with no reason ("None") are left out."""
-        return [Refused(self._fenced_role(role, reason), subject, reason["Code"])
+        return [Refused(self._refusal_role(role, reason), subject, reason["Code"])
                 for role, subject, reason in zip(self.roles, self.subjects, response.get("CancellationReasons", []),
                                                  strict=False)
                 if reason.get("Code") and reason.get("Code") != "None"]
 
-    def _fenced_role(self, role: Role, reason: Mapping[str, Any]) -> Role:
+    def _refusal_role(self, role: Role, reason: Mapping[str, Any]) -> Role:
         """The job row's refusal is the epoch's (Role.REGION, Role.UNADOPTED) when the row it returned is of
         another epoch; a counter's is the lift's (Role.LIFT) when the item it returned holds one as high."""
         if self.fence is None:
@@ -327,12 +327,11 @@ class TransitionWrites:
 
     def still_at_cap(self, tenant_id: str, shard: int, count: int) -> dict[str, Any]:
         """A flexing claim's check that another tenant's RUNNING counter (on its queue entry) still counts at
-        least `count`: its share of the cap, less what its older RUNNING item counts (no counter counts 0)."""
-        condition = "#running >= :cap" if count > 0 else "attribute_not_exists(#running) OR #running >= :cap"
+        least `count` (above 0): its share of the cap, less what its older RUNNING item counts."""
         return {"ConditionCheck": {
             "TableName": self.jobs_table,
             "Key": wire_key(queue_key(tenant_id, shard)),
-            "ConditionExpression": condition,
+            "ConditionExpression": "#running >= :cap",
             "ExpressionAttributeNames": {"#running": "running"},
             "ExpressionAttributeValues": {":cap": {"N": str(count)}},
         }}

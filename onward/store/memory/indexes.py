@@ -86,10 +86,10 @@ class MemoryTenantCounters(TenantCounters):
     def lift(self, tenant_id: str, lift_vt: int) -> bool:
         with self._state.lock:
             counter = self._state.running.get((tenant_id, 0))
-            if counter is not None and counter.lifted and counter.item_lift >= lift_vt:
+            if counter is not None and counter.item_lift is not None and counter.item_lift >= lift_vt:
                 return False
             counter = self._state.counter(tenant_id, 0)
-            counter.usage, counter.lifted, counter.item_lift = counter.usage.lifted(lift_vt), True, lift_vt
+            counter.usage, counter.item_lift = counter.usage.lifted(lift_vt), lift_vt
             return True
 
     def rekey(self, tenant_id: str, shard: int, active_vt: float) -> bool:

@@ -73,13 +73,12 @@ class StoredRun:
 class RunningCounter:
     """One of a tenant's RUNNING counters. `charged`: an attempt was ever counted in it (a flexing claim's
     check finds no counter below a cap on one never charged); its lift (`usage.lift_vt`) is the highest of
-    the one a resume raised (`lifted`, `item_lift`: on DynamoDB the older RUNNING item's) and the one claims
-    serving the returning tenant raised (`entry_lift`: on DynamoDB the queue entry's, issue 34)."""
+    the one a resume raised (`item_lift`: on DynamoDB the older RUNNING item's) and the one claims serving the
+    returning tenant raised (`entry_lift`: on DynamoDB the queue entry's, issue 34); None: none raised."""
 
     usage: Usage = field(default_factory=Usage)
     charged: bool = False
-    lifted: bool = False
-    item_lift: int = 0
+    item_lift: int | None = None
     entry_lift: int | None = None
 
 

@@ -115,6 +115,16 @@ def _answer_next_counters_read_from(recorder: MemoryRecorder, stale: dict[str, T
     recorder.tenant_counters = stale_first  # type: ignore[method-assign]
 
 
+def _sleeper_returns(api: JobStore, worker: JobStore, clock: ManualClock) -> None:
+    """`bulk` runs two jobs on `worker` for 100 s, then `sleeper` returns with 3 jobs (lifted to the clock,
+    200,000 virtual ms, by the claim that serves it)."""
+    for _ in range(5):
+        api.create("bulk", ECHO)
+    _claims(worker, 2)
+    clock.advance(100)
+    for _ in range(3):
+        api.create("sleeper", ECHO)
+
 def _at_once(claim: Callable[[int], None], threads: int) -> None:
     """`claim(n)` in `threads` threads started together."""
     start = threading.Barrier(threads)
@@ -551,12 +561,7 @@ def test_a_lift_met_is_counted_in_and_the_claim_goes_on_without_reading_again() 
     read a moment behind on AWS shows the same) would send the lift again, one refused transaction a round."""
     clock, recorder = ManualClock(), CountingRecorder()
     store, other = _store(recorder, clock), _store(recorder, clock)
-    for _ in range(5):
-        store.create("bulk", ECHO)
-    _claims(other, 2)
-    clock.advance(100)
-    for _ in range(3):
-        store.create("sleeper", ECHO)
+    _sleeper_returns(store, other, clock)
     stale = recorder.tenant_states()
     (served,) = _claims(other, 1)
     assert served.job.tenant_id == "sleeper" and recorder.calls["claim with a lift"] == 1
@@ -567,6 +572,7 @@ def test_a_lift_met_is_counted_in_and_the_claim_goes_on_without_reading_again() 
     assert recorder.outcomes[CommitOutcome.LIFTED] == 1 and recorder.outcomes[CommitOutcome.COMMITTED] == 1
     assert (recorder.calls["claim with a lift"], recorder.calls["tenant_counters"]) == (1, 0)
     assert store.tenant_states()["sleeper"].usage.lift_vt == 200_000
+
 
 def test_a_job_not_taken_for_want_of_a_slot_goes_back_to_the_shared_head() -> None:
     """`a` (cap 1) looks below its cap on counters read before another process took its slot: the claim is
@@ -596,12 +602,7 @@ def test_a_lift_is_counted_into_the_shared_counters() -> None:
     meanwhile (Role.LIFT) and tried again from fresh counters."""
     clock, recorder = ManualClock(), CountingRecorder()
     store = _store(recorder, clock)
-    for _ in range(5):
-        store.create("bulk", ECHO)
-    _claims(store, 2)
-    clock.advance(100)
-    for _ in range(3):
-        store.create("sleeper", ECHO)
+    _sleeper_returns(store, store, clock)
     _claims(store, 2)
     assert (recorder.calls["claim with a lift"], recorder.calls["lift"]) == (1, 0)
     assert recorder.outcomes[CommitOutcome.LIFTED] == 0
